@@ -1,0 +1,67 @@
+/**
+ * Builds the Fastify app from its dependencies: cross-cutting HTTP behaviour (request ids, safe default
+ * headers, JSON errors, logs without patient data) and each module's routes. Never listens.
+ */
+import { randomUUID } from 'node:crypto';
+import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
+import Fastify from 'fastify';
+import type { AppDeps } from './deps.ts';
+import { createBasicAuthGuard } from './http/basic-auth.ts';
+import { installErrorHandling } from './http/error-handler.ts';
+import type { ModuleOptions } from './http/module.ts';
+import type { Logger } from './logger.ts';
+import { attachmentRoutes } from './modules/attachment/index.ts';
+import { patientRoutes } from './modules/patient/index.ts';
+import { requestQueueRoutes } from './modules/request-queue/index.ts';
+import { signatureRoutes } from './modules/signature/index.ts';
+
+export interface BuildAppOptions {
+  /** The process logger (`createLogger`); silent when omitted. */
+  readonly logger?: Logger;
+  /** Extra routes, registered like a module (the test harness uses this). */
+  readonly extraRoutes?: (app: FastifyInstance, options: ModuleOptions) => void | Promise<void>;
+}
+
+const REQUEST_ID = /^[\w.:-]{1,64}$/;
+
+export async function buildApp(deps: AppDeps, options: BuildAppOptions = {}): Promise<FastifyInstance> {
+  const loggerInstance: FastifyBaseLogger | undefined = options.logger;
+  const app = Fastify({
+    ...(loggerInstance === undefined ? { logger: false } : { loggerInstance }),
+    routerOptions: { caseSensitive: false, ignoreTrailingSlash: true, ignoreDuplicateSlashes: true },
+    bodyLimit: deps.config.limits.jsonBodyBytes,
+    trustProxy: deps.config.trustedProxies.length > 0 ? [...deps.config.trustedProxies] : false,
+    requestIdHeader: false,
+    genReqId: (req) => {
+      const incoming = req.headers['x-request-id'];
+      return typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : randomUUID();
+    },
+    return503OnClosing: true,
+    forceCloseConnections: 'idle',
+  });
+
+  app.addHook('onSend', async (request, reply, payload) => {
+    void reply.header('x-request-id', request.id);
+    void reply.header('x-content-type-options', 'nosniff');
+    if (!reply.hasHeader('cache-control')) void reply.header('cache-control', 'no-store');
+    return payload;
+  });
+  installErrorHandling(app);
+
+  app.get('/healthz', async () => ({ status: 'ok' }));
+  app.get('/readyz', async (_request, reply) => {
+    const isReady = await deps.database.isReachable();
+    return reply.code(isReady ? 200 : 503).send({ status: isReady ? 'ready' : 'database unreachable' });
+  });
+
+  const moduleOptions: ModuleOptions = { deps, basicAuth: createBasicAuthGuard(deps) };
+  await app.register(patientRoutes, moduleOptions);
+  await app.register(signatureRoutes, moduleOptions);
+  await app.register(attachmentRoutes, moduleOptions);
+  await app.register(requestQueueRoutes, moduleOptions);
+  if (options.extraRoutes !== undefined) {
+    const extra = options.extraRoutes;
+    await app.register(async (scope) => extra(scope, moduleOptions));
+  }
+  return app;
+}

@@ -1,0 +1,161 @@
+/**
+ * The only module that reads `process.env`. Every value is parsed and checked here, and every problem is
+ * reported at once so that an operator can fix a bad deployment in one pass.
+ */
+import path from 'node:path';
+
+export type DatabaseTarget =
+  { readonly kind: 'sqlite'; readonly file: string } | { readonly kind: 'postgres'; readonly url: string };
+
+export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+
+export interface Config {
+  readonly port: number;
+  readonly host: string;
+  readonly database: DatabaseTarget;
+  readonly filesDir: string;
+  /** Load the demo dataset into a brand-new database. */
+  readonly demoData: 'auto' | 'on' | 'off';
+  readonly institutionCode: string;
+  readonly worker: 'in-process' | 'off';
+  readonly logLevel: LogLevel;
+  /** How long a successful Basic verification is remembered. 0 disables the cache. */
+  readonly authCacheTtlMs: number;
+  /** Require `OprnLogin` in addition to `OprnApi` (the original did; reference 2.4 step 5). */
+  readonly requireOprnLogin: boolean;
+  /** Require `OprnApi` for attachment view (reference 7.3 step 2). */
+  readonly attachmentRequireOprnApi: boolean;
+  /** Body limits, in bytes (reference section 15). */
+  readonly limits: {
+    readonly signatureBodyBytes: number;
+    readonly jsonBodyBytes: number;
+    readonly rawBodyBytes: number;
+  };
+  /** Per-IP rate limit on the open sign/add endpoint, per minute. 0 disables it. */
+  readonly signRateLimitPerMinute: number;
+  /** Failed Basic logins allowed per IP and per username per minute before 429. 0 disables it. */
+  readonly authFailureLimitPerMinute: number;
+  /** Proxies whose `X-Forwarded-For` / `X-Forwarded-Proto` are believed. */
+  readonly trustedProxies: readonly string[];
+  /** Default `request_type` for queue add when the caller gives none (reference 8.8 step 6). */
+  readonly defaultRequestType: string;
+  /** IANA time zone used for "today" in ages (reference 4.7). */
+  readonly timeZone: string;
+}
+
+export class ConfigError extends Error {
+  readonly problems: readonly string[];
+  constructor(problems: readonly string[]) {
+    super(`Invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+    this.name = 'ConfigError';
+    this.problems = problems;
+  }
+}
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+/** Parses the environment into a {@link Config}, throwing a {@link ConfigError} that lists every problem. */
+export function loadConfig(env: Env = process.env): Config {
+  const problems: string[] = [];
+  const read = (name: string): string | undefined => {
+    const value = env[name];
+    return value === undefined || value.trim() === '' ? undefined : value.trim();
+  };
+  const int = (name: string, fallback: number, min: number, max: number): number => {
+    const raw = read(name);
+    if (raw === undefined) return fallback;
+    if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > max) {
+      problems.push(`${name} must be a whole number from ${min} to ${max}, got "${raw}"`);
+      return fallback;
+    }
+    return Number(raw);
+  };
+  const oneOf = <T extends string>(name: string, fallback: T, choices: readonly T[]): T => {
+    const raw = read(name);
+    if (raw === undefined) return fallback;
+    const lower = raw.toLowerCase() as T;
+    if (!choices.includes(lower)) {
+      problems.push(`${name} must be one of ${choices.join(', ')}, got "${raw}"`);
+      return fallback;
+    }
+    return lower;
+  };
+  const flag = (name: string, fallback: boolean): boolean => {
+    const raw = read(name);
+    if (raw === undefined) return fallback;
+    const lower = raw.toLowerCase();
+    if (['1', 'true', 'on', 'yes'].includes(lower)) return true;
+    if (['0', 'false', 'off', 'no'].includes(lower)) return false;
+    problems.push(`${name} must be on or off, got "${raw}"`);
+    return fallback;
+  };
+  const MiB = 1024 * 1024;
+
+  const database = parseDatabaseUrl(read('DATABASE_URL') ?? 'sqlite:./data/records.db', problems);
+  const institutionCode = read('INSTITUTION_CODE') ?? 'NEW';
+  if (institutionCode.length > 10) problems.push('INSTITUTION_CODE must be at most 10 characters');
+  const timeZone = read('TIME_ZONE') ?? Intl.DateTimeFormat().resolvedOptions().timeZone;
+  try {
+    new Intl.DateTimeFormat('en-GB', { timeZone });
+  } catch {
+    problems.push(`TIME_ZONE must be an IANA time zone, got "${timeZone}"`);
+  }
+
+  const config: Config = {
+    port: int('PORT', 8080, 0, 65535),
+    host: read('HOST') ?? '0.0.0.0',
+    database,
+    filesDir: path.resolve(read('FILES_DIR') ?? './data/files'),
+    demoData: oneOf('DEMO_DATA', 'auto', ['auto', 'on', 'off']),
+    institutionCode,
+    worker: oneOf('WORKER', 'in-process', ['in-process', 'off']),
+    logLevel: oneOf<LogLevel>('LOG_LEVEL', 'info', [
+      'fatal',
+      'error',
+      'warn',
+      'info',
+      'debug',
+      'trace',
+      'silent',
+    ]),
+    authCacheTtlMs: int('AUTH_CACHE_TTL_MS', 60_000, 0, 3_600_000),
+    requireOprnLogin: flag('REQUIRE_OPRNLOGIN', false),
+    attachmentRequireOprnApi: flag('ATTACHMENT_REQUIRE_OPRNAPI', false),
+    limits: {
+      signatureBodyBytes: int('SIGN_BODY_LIMIT_BYTES', 10 * MiB, 1024, 1024 * MiB),
+      jsonBodyBytes: int('JSON_BODY_LIMIT_BYTES', 1 * MiB, 1024, 1024 * MiB),
+      rawBodyBytes: int('RAW_BODY_LIMIT_BYTES', 100 * MiB, 1024, 4096 * MiB),
+    },
+    signRateLimitPerMinute: int('SIGN_RATE_LIMIT_PER_MINUTE', 30, 0, 1_000_000),
+    authFailureLimitPerMinute: int('AUTH_FAILURE_LIMIT_PER_MINUTE', 10, 0, 1_000_000),
+    trustedProxies: (read('TRUSTED_PROXIES') ?? '')
+      .split(',')
+      .map((s) => s.trim())
+      .filter((s) => s !== ''),
+    defaultRequestType: read('DEFAULT_REQUEST_TYPE') ?? 'dicom_request',
+    timeZone,
+  };
+  if (problems.length > 0) throw new ConfigError(problems);
+  return config;
+}
+
+function parseDatabaseUrl(url: string, problems: string[]): DatabaseTarget {
+  if (url.startsWith('sqlite:')) {
+    const file = url.slice('sqlite:'.length).replace(/^\/\/(?=\/)/, '');
+    if (file === '') {
+      problems.push('DATABASE_URL sqlite: needs a file path, for example sqlite:./data/records.db');
+      return { kind: 'sqlite', file: ':memory:' };
+    }
+    return { kind: 'sqlite', file: file === ':memory:' ? file : path.resolve(file) };
+  }
+  if (url.startsWith('postgres://') || url.startsWith('postgresql://')) {
+    try {
+      new URL(url);
+    } catch {
+      problems.push('DATABASE_URL is not a valid postgres:// URL');
+    }
+    return { kind: 'postgres', url };
+  }
+  problems.push('DATABASE_URL must start with sqlite: or postgres://');
+  return { kind: 'sqlite', file: ':memory:' };
+}

@@ -1,0 +1,162 @@
+/**
+ * Opens the one database the service uses, SQLite (embedded, `node:sqlite`) or PostgreSQL (`pg`), behind
+ * one Kysely instance so that query code is written once. Both dialects hand back the same JavaScript
+ * shapes: date-times as `YYYY-MM-DD HH:MM:SS` strings, dates as `YYYY-MM-DD`, integers as numbers and
+ * binary columns as Buffers.
+ */
+import { mkdirSync } from 'node:fs';
+import path from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
+import { Kysely, PostgresDialect, sql } from 'kysely';
+import type { IGenericSqlite } from 'kysely-generic-sqlite';
+import { GenericSqliteDialect, parseBigInt } from 'kysely-generic-sqlite';
+import pg from 'pg';
+import type { DatabaseTarget } from '../config.ts';
+import type { DB } from './schema.ts';
+
+export type Dialect = 'sqlite' | 'postgres';
+
+export interface Database {
+  readonly db: Kysely<DB>;
+  readonly dialect: Dialect;
+  /** PostgreSQL pool, for LISTEN/NOTIFY and pool metrics; undefined on SQLite. */
+  readonly pool: pg.Pool | undefined;
+  /** True when the database answers a trivial query. */
+  isReachable(): Promise<boolean>;
+  close(): Promise<void>;
+}
+
+// pg: keep timestamps and dates as the text PostgreSQL sends, so that both dialects agree, and read
+// bigint/numeric counts as numbers (every id and count in this schema fits in 2^53).
+const PG_TIMESTAMP = 1114;
+const PG_TIMESTAMPTZ = 1184;
+const PG_DATE = 1082;
+const PG_INT8 = 20;
+pg.types.setTypeParser(PG_TIMESTAMP, (v) => v.slice(0, 19));
+pg.types.setTypeParser(PG_TIMESTAMPTZ, (v) => v);
+pg.types.setTypeParser(PG_DATE, (v) => v);
+pg.types.setTypeParser(PG_INT8, (v) => Number(v));
+
+export interface OpenDatabaseOptions {
+  /** PostgreSQL pool size. */
+  readonly poolSize?: number;
+}
+
+/** Opens the database named by `target`. Does not migrate: call `migrateToLatest` next. */
+export async function openDatabase(
+  target: DatabaseTarget,
+  options: OpenDatabaseOptions = {},
+): Promise<Database> {
+  return target.kind === 'sqlite'
+    ? openSqlite(target.file)
+    : openPostgres(target.url, options.poolSize ?? 10);
+}
+
+function openSqlite(file: string): Database {
+  if (file !== ':memory:') mkdirSync(path.dirname(file), { recursive: true });
+  const native = new DatabaseSync(file);
+  // WAL lets readers run beside the writer; the busy timeout covers a CLI and a server sharing the file.
+  native.exec('PRAGMA journal_mode = WAL');
+  native.exec('PRAGMA synchronous = NORMAL');
+  native.exec('PRAGMA foreign_keys = ON');
+  native.exec('PRAGMA busy_timeout = 5000');
+  native.exec('PRAGMA cache_size = -65536');
+  native.exec('PRAGMA temp_store = MEMORY');
+  const statements = new Map<string, ReturnType<DatabaseSync['prepare']>>();
+  const prepare = (query: string) => {
+    let statement = statements.get(query);
+    if (statement === undefined) {
+      statement = native.prepare(query);
+      statements.set(query, statement);
+      if (statements.size > 500) statements.delete(statements.keys().next().value!);
+    }
+    return statement;
+  };
+  const executor: IGenericSqlite<DatabaseSync> = {
+    db: native,
+    query: (_isSelect, query, parameters) => {
+      const statement = prepare(query);
+      const args = (parameters ?? []).map(toSqliteValue);
+      if (statement.columns().length > 0) {
+        return { rows: statement.all(...args).map(fromSqliteRow) };
+      }
+      const result = statement.run(...args);
+      return {
+        rows: [],
+        insertId: parseBigInt(result.lastInsertRowid),
+        numAffectedRows: parseBigInt(result.changes),
+      };
+    },
+    close: () => native.close(),
+  };
+  const db = new Kysely<DB>({ dialect: new GenericSqliteDialect(() => executor) });
+  return {
+    db,
+    dialect: 'sqlite',
+    pool: undefined,
+    isReachable: async () => {
+      try {
+        await sql`select 1`.execute(db);
+        return true;
+      } catch {
+        return false;
+      }
+    },
+    close: () => db.destroy(),
+  };
+}
+
+type SqliteValue = null | number | bigint | string | Uint8Array;
+
+function toSqliteValue(value: unknown): SqliteValue {
+  if (value === undefined || value === null) return null;
+  if (typeof value === 'boolean') return value ? 1 : 0;
+  if (typeof value === 'number' || typeof value === 'bigint' || typeof value === 'string') return value;
+  if (value instanceof Uint8Array) return value;
+  if (value instanceof Date) return formatDateTime(value);
+  return JSON.stringify(value);
+}
+
+function fromSqliteRow(row: Record<string, unknown>): Record<string, unknown> {
+  // node:sqlite returns null-prototype objects and Uint8Arrays; hand back what pg hands back.
+  const plain: Record<string, unknown> = {};
+  for (const key in row) {
+    const value = row[key];
+    plain[key] =
+      value instanceof Uint8Array && !Buffer.isBuffer(value)
+        ? Buffer.from(value.buffer, value.byteOffset, value.byteLength)
+        : value;
+  }
+  return plain;
+}
+
+function openPostgres(url: string, poolSize: number): Database {
+  const pool = new pg.Pool({ connectionString: url, max: poolSize, idleTimeoutMillis: 30_000 });
+  // An idle client that loses its server must not crash the process; the next query reconnects.
+  pool.on('error', () => {});
+  const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
+  return {
+    db,
+    dialect: 'postgres',
+    pool,
+    isReachable: async () => {
+      try {
+        await sql`select 1`.execute(db);
+        return true;
+      } catch {
+        return false;
+      }
+    },
+    close: () => db.destroy(),
+  };
+}
+
+/** Formats a Date as the `YYYY-MM-DD HH:MM:SS` UTC text stored in every date-time column. */
+export function formatDateTime(date: Date): string {
+  return date.toISOString().slice(0, 19).replace('T', ' ');
+}
+
+/** The current time as stored in date-time columns. */
+export function nowDateTime(): string {
+  return formatDateTime(new Date());
+}

@@ -1,0 +1,71 @@
+/**
+ * Column helpers shared by the migrations. The OpenEyes MySQL types are mapped to portable ones
+ * (reference section 10): flags are small integers, date-times are `timestamp` on PostgreSQL and ISO text
+ * on SQLite, binaries are `bytea` / BLOB.
+ */
+import type { ColumnDefinitionBuilder, CreateTableBuilder, Kysely } from 'kysely';
+import { PostgresAdapter, sql } from 'kysely';
+
+// Migrations run against every table, so they are typed loosely on purpose.
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type AnyDb = Kysely<any>;
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type AnyTable = CreateTableBuilder<any, any>;
+
+export function isPostgres(db: AnyDb): boolean {
+  return db.getExecutor().adapter instanceof PostgresAdapter;
+}
+
+export interface ColumnTypes {
+  /** Auto-increment integer primary key. */
+  readonly id: 'serial' | 'integer';
+  readonly dateTime: 'timestamp' | 'text';
+  readonly date: 'date' | 'text';
+  readonly blob: 'bytea' | 'blob';
+}
+
+export function columnTypes(db: AnyDb): ColumnTypes {
+  return isPostgres(db)
+    ? { id: 'serial', dateTime: 'timestamp', date: 'date', blob: 'bytea' }
+    : { id: 'integer', dateTime: 'text', date: 'text', blob: 'blob' };
+}
+
+export function idColumn(table: AnyTable, types: ColumnTypes, name = 'id'): AnyTable {
+  return table.addColumn(name, types.id, (c) =>
+    types.id === 'integer' ? c.primaryKey().autoIncrement() : c.primaryKey(),
+  );
+}
+
+export const OLD_DATE = '1901-01-01 00:00:00';
+
+/** The OpenEyes audit columns: who and when, defaulting to the system user 1 (reference section 15). */
+export function auditColumns(
+  table: AnyTable,
+  types: ColumnTypes,
+  dateType: 'dateTime' | 'date' = 'dateTime',
+): AnyTable {
+  const type = types[dateType];
+  const fallback = dateType === 'date' ? '1900-01-01' : OLD_DATE;
+  const user = (c: ColumnDefinitionBuilder) => c.notNull().defaultTo(1).references('user.id');
+  const when = (c: ColumnDefinitionBuilder) => c.notNull().defaultTo(fallback);
+  return table
+    .addColumn('last_modified_user_id', 'integer', user)
+    .addColumn('last_modified_date', type, when)
+    .addColumn('created_user_id', 'integer', user)
+    .addColumn('created_date', type, when);
+}
+
+export function flag(c: ColumnDefinitionBuilder, value: 0 | 1): ColumnDefinitionBuilder {
+  return c.notNull().defaultTo(value);
+}
+
+/** A case-insensitive expression index on `lower(column)`; both dialects support it. */
+export async function lowerIndex(
+  db: AnyDb,
+  name: string,
+  table: string,
+  columns: readonly string[],
+): Promise<void> {
+  const parts = columns.map((c) => sql`lower(${sql.ref(c)})`);
+  await sql`create index ${sql.id(name)} on ${sql.table(table)} (${sql.join(parts)})`.execute(db);
+}

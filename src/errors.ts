@@ -1,0 +1,64 @@
+/**
+ * One error vocabulary for the whole service: `AppError(code, message)` with a closed set of codes and
+ * one code -> HTTP status table. Only the HTTP error handler turns these into bodies.
+ */
+
+export const ERROR_STATUS = {
+  bad_request: 400,
+  unauthorized: 401,
+  forbidden: 403,
+  not_found: 404,
+  method_not_allowed: 405,
+  payload_too_large: 413,
+  unsupported_media_type: 415,
+  validation_failed: 422,
+  too_many_requests: 429,
+  internal: 500,
+  unavailable: 503,
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_STATUS;
+
+/** How an error body is shaped: a JSON string (most endpoints) or the queue envelope. */
+export type ErrorBodyShape = 'string' | 'envelope';
+
+export interface AppErrorOptions {
+  /** Field -> message map for validation errors in the envelope shape. */
+  readonly fields?: Readonly<Record<string, string>>;
+  /** Extra response headers (`Allow`, `Retry-After`, `WWW-Authenticate`). */
+  readonly headers?: Readonly<Record<string, string>>;
+  readonly cause?: unknown;
+}
+
+export class AppError extends Error {
+  readonly code: ErrorCode;
+  readonly fields: Readonly<Record<string, string>> | undefined;
+  readonly headers: Readonly<Record<string, string>>;
+
+  constructor(code: ErrorCode, message: string, options: AppErrorOptions = {}) {
+    super(message, { cause: options.cause });
+    this.name = 'AppError';
+    this.code = code;
+    this.fields = options.fields;
+    this.headers = options.headers ?? {};
+  }
+
+  get statusCode(): number {
+    return ERROR_STATUS[this.code];
+  }
+}
+
+/** The JSON string bodies the contract uses for generic errors. */
+export const DEFAULT_MESSAGES: Record<ErrorCode, string> = {
+  bad_request: 'Bad request',
+  unauthorized: '401 Unauthorized',
+  forbidden: '403 Forbidden',
+  not_found: 'Not Found',
+  method_not_allowed: 'Method Not Allowed',
+  payload_too_large: 'Payload too large',
+  unsupported_media_type: 'Unsupported Media Type',
+  validation_failed: 'Unprocessable Entity',
+  too_many_requests: 'Too Many Requests',
+  internal: 'Internal server error',
+  unavailable: 'Service Unavailable',
+};

@@ -1,0 +1,47 @@
+/**
+ * The start of every entry point: configuration, database, migrations, file store. Exits with a clear
+ * message on a bad configuration or an unreachable database.
+ */
+import type { Config } from '../config.ts';
+import { ConfigError, loadConfig } from '../config.ts';
+import type { Database } from '../db/database.ts';
+import { openDatabase } from '../db/database.ts';
+import type { MigrationOutcome } from '../db/migrate.ts';
+import { migrateToLatest } from '../db/migrate.ts';
+import type { FileStore } from '../files/file-store.ts';
+import { createLocalFileStore } from '../files/file-store.ts';
+
+export interface Bootstrapped {
+  readonly config: Config;
+  readonly database: Database;
+  readonly files: FileStore;
+  readonly migrations: MigrationOutcome;
+}
+
+export function loadConfigOrExit(): Config {
+  try {
+    return loadConfig();
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`${error.message}\n`);
+      process.exit(2);
+    }
+    throw error;
+  }
+}
+
+export async function bootstrap(config: Config = loadConfigOrExit()): Promise<Bootstrapped> {
+  const database = await openDatabase(config.database);
+  try {
+    const migrations = await migrateToLatest(database.db);
+    return { config, database, files: createLocalFileStore(config.filesDir), migrations };
+  } catch (error) {
+    await database.close();
+    throw error;
+  }
+}
+
+/** True when this start created the schema, i.e. the database was new. */
+export function isNewDatabase(migrations: MigrationOutcome): boolean {
+  return migrations.applied.includes('0001-initial-schema');
+}

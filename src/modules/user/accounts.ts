@@ -1,0 +1,127 @@
+/**
+ * Account administration used by the CLI and the test factories: users with a local
+ * `user_authentication` row, and RBAC assignments.
+ */
+import type { Kysely } from 'kysely';
+import { nowDateTime } from '../../db/database.ts';
+import type { DB } from '../../db/schema.ts';
+import { AppError } from '../../errors.ts';
+import { hashPassword } from './passwords.ts';
+
+export interface NewAccount {
+  readonly username: string;
+  readonly password: string;
+  readonly firstName?: string;
+  readonly lastName?: string;
+  /** RBAC items to assign, for example `API access` or `OprnApi`. */
+  readonly roles?: readonly string[];
+}
+
+const USERNAME = /^[\w.@-]{1,40}$/;
+
+/** Creates a user and its local login; returns the user id. */
+export async function createAccount(db: Kysely<DB>, account: NewAccount): Promise<number> {
+  if (!USERNAME.test(account.username)) {
+    throw new AppError('bad_request', 'Username must be 1 to 40 letters, digits, dots, @, _ or -');
+  }
+  if (account.password.length === 0) throw new AppError('bad_request', 'Password must not be empty');
+  const hash = await hashPassword(account.password);
+  return db.transaction().execute(async (trx) => {
+    const existing = await trx
+      .selectFrom('user_authentication')
+      .select('id')
+      .where((eb) => eb(eb.fn('lower', ['username']), '=', account.username.toLowerCase()))
+      .executeTakeFirst();
+    if (existing !== undefined) throw new AppError('bad_request', `User ${account.username} already exists`);
+    const now = nowDateTime();
+    const user = await trx
+      .insertInto('user')
+      .values({
+        first_name: account.firstName ?? account.username,
+        last_name: account.lastName ?? '',
+        created_date: now,
+        last_modified_date: now,
+      })
+      .returning('id')
+      .executeTakeFirstOrThrow();
+    await trx
+      .insertInto('user_authentication')
+      .values({
+        user_id: user.id,
+        username: account.username,
+        password_hash: hash,
+        password_last_changed_date: now,
+        created_date: now,
+        last_modified_date: now,
+      })
+      .execute();
+    for (const role of account.roles ?? []) await assignItem(trx, user.id, role);
+    return user.id;
+  });
+}
+
+async function findUserId(db: Kysely<DB>, username: string): Promise<number> {
+  const row = await db
+    .selectFrom('user_authentication')
+    .select('user_id')
+    .where((eb) => eb(eb.fn('lower', ['username']), '=', username.toLowerCase()))
+    .executeTakeFirst();
+  if (row === undefined) throw new AppError('not_found', `No user named ${username}`);
+  return row.user_id;
+}
+
+export async function setPassword(db: Kysely<DB>, username: string, password: string): Promise<void> {
+  if (password.length === 0) throw new AppError('bad_request', 'Password must not be empty');
+  const userId = await findUserId(db, username);
+  const now = nowDateTime();
+  await db
+    .updateTable('user_authentication')
+    .set({
+      password_hash: await hashPassword(password),
+      password_salt: null,
+      password_last_changed_date: now,
+      last_modified_date: now,
+    })
+    .where('user_id', '=', userId)
+    .execute();
+}
+
+export async function setAccountActive(db: Kysely<DB>, username: string, isActive: boolean): Promise<void> {
+  const userId = await findUserId(db, username);
+  const now = nowDateTime();
+  await db.transaction().execute(async (trx) => {
+    await trx
+      .updateTable('user_authentication')
+      .set({ active: isActive ? 1 : 0, last_modified_date: now })
+      .where('user_id', '=', userId)
+      .execute();
+    await trx
+      .updateTable('user')
+      .set({ active: isActive ? 1 : 0, last_modified_date: now })
+      .where('id', '=', userId)
+      .execute();
+  });
+}
+
+async function assignItem(db: Kysely<DB>, userId: number, item: string): Promise<void> {
+  const known = await db.selectFrom('authitem').select('name').where('name', '=', item).executeTakeFirst();
+  if (known === undefined) throw new AppError('bad_request', `Unknown role or operation: ${item}`);
+  await db
+    .insertInto('authassignment')
+    .values({ itemname: item, userid: String(userId), bizrule: null, data: null })
+    .onConflict((oc) => oc.columns(['itemname', 'userid']).doNothing())
+    .execute();
+}
+
+export async function grantRole(db: Kysely<DB>, username: string, item: string): Promise<void> {
+  await assignItem(db, await findUserId(db, username), item);
+}
+
+export async function revokeRole(db: Kysely<DB>, username: string, item: string): Promise<void> {
+  const userId = await findUserId(db, username);
+  await db
+    .deleteFrom('authassignment')
+    .where('itemname', '=', item)
+    .where('userid', '=', String(userId))
+    .execute();
+}

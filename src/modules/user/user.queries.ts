@@ -1,0 +1,69 @@
+import type { Kysely } from 'kysely';
+import type { DB } from '../../db/schema.ts';
+
+export interface LoginRow {
+  readonly userId: number;
+  readonly username: string;
+  readonly passwordHash: string | null;
+  readonly passwordSalt: string | null;
+  readonly isActive: boolean;
+}
+
+/**
+ * The login of `username`, matched case-insensitively like the original's MySQL collation. A local
+ * account (no institution authentication) wins over institution-bound ones.
+ */
+export async function findLogin(db: Kysely<DB>, username: string): Promise<LoginRow | undefined> {
+  const row = await db
+    .selectFrom('user_authentication as ua')
+    .innerJoin('user as u', 'u.id', 'ua.user_id')
+    .select([
+      'ua.user_id',
+      'ua.username',
+      'ua.password_hash',
+      'ua.password_salt',
+      'ua.active',
+      'u.active as user_active',
+    ])
+    .where((eb) => eb(eb.fn('lower', ['ua.username']), '=', username.toLowerCase()))
+    .orderBy((eb) => eb.case().when('ua.institution_authentication_id', 'is', null).then(0).else(1).end())
+    .orderBy('ua.id')
+    .limit(1)
+    .executeTakeFirst();
+  if (row === undefined) return undefined;
+  return {
+    userId: row.user_id,
+    username: row.username,
+    passwordHash: row.password_hash,
+    passwordSalt: row.password_salt,
+    isActive: row.active === 1 && row.user_active === 1,
+  };
+}
+
+/** Every RBAC item the user holds, directly or through the `authitemchild` hierarchy (transitive). */
+export async function findUserAuthItems(db: Kysely<DB>, userId: number): Promise<Set<string>> {
+  const assigned = await db
+    .selectFrom('authassignment')
+    .select('itemname')
+    .where('userid', '=', String(userId))
+    .execute();
+  const held = new Set(assigned.map((a) => a.itemname));
+  if (held.size === 0) return held;
+  const edges = await db.selectFrom('authitemchild').select(['parent', 'child']).execute();
+  const children = new Map<string, string[]>();
+  for (const { parent, child } of edges) {
+    const list = children.get(parent);
+    if (list === undefined) children.set(parent, [child]);
+    else list.push(child);
+  }
+  const pending = [...held];
+  while (pending.length > 0) {
+    for (const child of children.get(pending.pop()!) ?? []) {
+      if (!held.has(child)) {
+        held.add(child);
+        pending.push(child);
+      }
+    }
+  }
+  return held;
+}

@@ -1,0 +1,142 @@
+/**
+ * Test harness: the real app on 127.0.0.1 port 0, against a fresh database of the dialect under test
+ * (a new SQLite file, or a new PostgreSQL database created from TEST_DATABASE_URL and dropped after),
+ * and a temporary files directory. Every suite runs once per dialect.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import type { Kysely } from 'kysely';
+import pg from 'pg';
+import type { BuildAppOptions } from '../src/app.ts';
+import { buildApp } from '../src/app.ts';
+import type { Config } from '../src/config.ts';
+import { loadConfig } from '../src/config.ts';
+import type { Database, Dialect } from '../src/db/database.ts';
+import { openDatabase } from '../src/db/database.ts';
+import { migrateToLatest } from '../src/db/migrate.ts';
+import type { DB } from '../src/db/schema.ts';
+import type { AppDeps } from '../src/deps.ts';
+import type { FileStore } from '../src/files/file-store.ts';
+import { createLocalFileStore } from '../src/files/file-store.ts';
+import { createAuthenticator } from '../src/modules/user/index.ts';
+
+/** SQLite always; PostgreSQL too when TEST_DATABASE_URL is set. */
+export const DIALECTS: readonly Dialect[] = process.env.TEST_DATABASE_URL
+  ? ['sqlite', 'postgres']
+  : ['sqlite'];
+
+/** Runs `suite` once per dialect (call it at the top level of a test file, around `describe`). */
+export function forEachDialect(suite: (dialect: Dialect) => void): void {
+  for (const dialect of DIALECTS) suite(dialect);
+}
+
+export interface TestDatabase {
+  readonly dialect: Dialect;
+  /** The `DATABASE_URL` of the fresh database. */
+  readonly url: string;
+  readonly database: Database;
+  readonly db: Kysely<DB>;
+  readonly filesDir: string;
+  readonly files: FileStore;
+  /** Environment that points a child process (server, CLI, worker) at this database and files dir. */
+  readonly env: Record<string, string>;
+  drop(): Promise<void>;
+}
+
+/** A fresh, migrated database of `dialect` and an empty files directory. */
+export async function createTestDatabase(dialect: Dialect): Promise<TestDatabase> {
+  const dir = await mkdtemp(path.join(tmpdir(), 'cra-test-'));
+  const filesDir = path.join(dir, 'files');
+  let url: string;
+  let dropDatabase = async () => {};
+  if (dialect === 'sqlite') {
+    url = `sqlite:${path.join(dir, 'test.db')}`;
+  } else {
+    const adminUrl = process.env.TEST_DATABASE_URL;
+    if (adminUrl === undefined) throw new Error('TEST_DATABASE_URL is not set');
+    const name = `cra_test_${process.pid}_${Math.random().toString(36).slice(2, 10)}`;
+    const admin = new pg.Client({ connectionString: adminUrl });
+    await admin.connect();
+    await admin.query(`create database ${name}`);
+    await admin.end();
+    const target = new URL(adminUrl);
+    target.pathname = `/${name}`;
+    url = target.toString();
+    dropDatabase = async () => {
+      const client = new pg.Client({ connectionString: adminUrl });
+      await client.connect();
+      await client.query(`drop database if exists ${name} with (force)`);
+      await client.end();
+    };
+  }
+  const database = await openDatabase(loadConfig({ DATABASE_URL: url }).database, { poolSize: 5 });
+  await migrateToLatest(database.db);
+  return {
+    dialect,
+    url,
+    database,
+    db: database.db,
+    filesDir,
+    files: createLocalFileStore(filesDir),
+    env: { DATABASE_URL: url, FILES_DIR: filesDir, DEMO_DATA: 'off', WORKER: 'off', LOG_LEVEL: 'silent' },
+    async drop() {
+      await database.close();
+      await dropDatabase();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+export interface TestApp extends TestDatabase {
+  readonly baseUrl: string;
+  readonly app: FastifyInstance;
+  readonly config: Config;
+  readonly deps: AppDeps;
+  /** `fetch` relative to the app. */
+  request(pathAndQuery: string, init?: RequestInit): Promise<Response>;
+  close(): Promise<void>;
+}
+
+export interface StartTestAppOptions extends BuildAppOptions {
+  /** Extra environment for `loadConfig` (limits, switches). */
+  readonly env?: Record<string, string>;
+}
+
+/**
+ * Starts the real app on 127.0.0.1:0 against a fresh database. Rate limits are off unless `env` turns
+ * them on, so that tests of other behaviour are not throttled.
+ */
+export async function startTestApp(dialect: Dialect, options: StartTestAppOptions = {}): Promise<TestApp> {
+  const testDb = await createTestDatabase(dialect);
+  const config = loadConfig({
+    ...testDb.env,
+    SIGN_RATE_LIMIT_PER_MINUTE: '0',
+    AUTH_FAILURE_LIMIT_PER_MINUTE: '0',
+    ...options.env,
+  });
+  const deps: AppDeps = {
+    config,
+    database: testDb.database,
+    files: testDb.files,
+    authenticator: createAuthenticator(testDb.db, { cacheTtlMs: config.authCacheTtlMs }),
+  };
+  const app = await buildApp(deps, options);
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  const address = app.server.address();
+  if (address === null || typeof address === 'string') throw new Error('no address');
+  const baseUrl = `http://127.0.0.1:${address.port}`;
+  return {
+    ...testDb,
+    baseUrl,
+    app,
+    config,
+    deps,
+    request: (pathAndQuery, init) => fetch(`${baseUrl}${pathAndQuery}`, init),
+    async close() {
+      await app.close();
+      await testDb.drop();
+    },
+  };
+}
