@@ -1,0 +1,695 @@
+/**
+ * Benchmark harness: prepares a database, starts the real server (or another entry point) as a child
+ * process, starts a "floor" (a bare `node:http` server in its own child process answering the very same
+ * bytes), drives both with autocannon on 127.0.0.1, samples the server's RSS, prints a table and saves
+ * JSON results under `bench/results/`. Every bench file `bench/<name>.ts` exports
+ * `run(options: BenchRunOptions): Promise<BenchReport>` and is started by `npm run bench -- <name>`.
+ */
+import type { ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import net from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import autocannon from 'autocannon';
+import pg from 'pg';
+import type { Dialect } from '../src/db/database.ts';
+import type { Database } from '../src/db/database.ts';
+import { openDatabase } from '../src/db/database.ts';
+import { migrateToLatest } from '../src/db/migrate.ts';
+
+export type { Dialect } from '../src/db/database.ts';
+
+/** The repository root (the parent of `bench/`). */
+export const ROOT_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+export const RESULTS_DIR = path.join(ROOT_DIR, 'bench', 'results');
+const DEFAULT_BENCH_DATABASE_URL = 'postgres://postgres:postgres@127.0.0.1:5432/postgres';
+
+/** The PostgreSQL server used by benches: `BENCH_DATABASE_URL`, any database on it (used as admin). */
+export function benchDatabaseUrl(): string {
+  return process.env.BENCH_DATABASE_URL ?? DEFAULT_BENCH_DATABASE_URL;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Options every bench receives
+
+export interface BenchRunOptions {
+  readonly dialect: Dialect;
+  /** Measured seconds per load run. */
+  readonly durationSeconds: number;
+  /** Connection counts to measure, e.g. [1, 32]. */
+  readonly connections: readonly number[];
+  /** Seconds of unmeasured load before each measured run. */
+  readonly warmupSeconds: number;
+}
+
+export interface BenchReport {
+  readonly rows: readonly BenchRow[];
+  /** Lines printed under the table and saved with the results (targets met or missed, caveats). */
+  readonly notes?: readonly string[];
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Databases
+
+export interface PrepareDatabaseOptions {
+  /**
+   * Keep the database between runs under this name (letters, digits, underscore): SQLite file
+   * `$BENCH_DATA_DIR/<name>.db` (default `bench/data/`), PostgreSQL database `cra_bench_<name>`.
+   * `fill` runs only when it is built; `BENCH_REBUILD=1` drops and rebuilds it. An existing database can
+   * also be named by `BENCH_DB_<NAME>_SQLITE` (a file path) / `BENCH_DB_<NAME>_POSTGRES` (a URL): it is
+   * then used as it is (migrated, never filled, never dropped).
+   */
+  readonly persistentName?: string;
+  /** Fills a newly built database (e.g. a million patients). Not run on a reused database. */
+  readonly fill?: (database: Database) => Promise<void>;
+  /** Runs on every prepare, after `fill` (e.g. make sure the bench account exists). */
+  readonly setup?: (database: Database) => Promise<void>;
+}
+
+export interface PreparedDatabase {
+  readonly dialect: Dialect;
+  /** The `DATABASE_URL` of the database. */
+  readonly url: string;
+  /** Environment for a server child process: DATABASE_URL and FILES_DIR. */
+  readonly env: Record<string, string>;
+  /** True when `fill` ran in this call. */
+  readonly wasFilled: boolean;
+  /** Drops a temporary database and its files directory; does nothing to a kept one. */
+  cleanup(): Promise<void>;
+}
+
+/**
+ * A migrated database of `dialect` for a bench: a fresh temporary one by default, or a kept one (see
+ * {@link PrepareDatabaseOptions.persistentName}). The bench process closes its own connection before
+ * returning, so only the server under test holds the database during a run.
+ */
+export async function prepareDatabase(
+  dialect: Dialect,
+  options: PrepareDatabaseOptions = {},
+): Promise<PreparedDatabase> {
+  const name = options.persistentName;
+  if (name !== undefined && !/^\w+$/.test(name)) throw new Error(`bad persistentName "${name}"`);
+  const given =
+    name === undefined ? undefined : process.env[`BENCH_DB_${name.toUpperCase()}_${dialect.toUpperCase()}`];
+  const isRebuild = process.env.BENCH_REBUILD === '1';
+
+  let url: string;
+  let filesDir: string;
+  let isNew: boolean;
+  let markReady = async () => {};
+  let cleanup = async () => {};
+
+  if (given !== undefined && given.trim() !== '') {
+    url = dialect === 'sqlite' && !given.startsWith('sqlite:') ? `sqlite:${path.resolve(given)}` : given;
+    filesDir = await mkdtemp(path.join(tmpdir(), 'cra-bench-files-'));
+    isNew = false;
+    cleanup = () => rm(filesDir, { recursive: true, force: true });
+  } else if (name !== undefined) {
+    const dataDir = path.resolve(process.env.BENCH_DATA_DIR ?? path.join(ROOT_DIR, 'bench', 'data'));
+    filesDir = path.join(dataDir, `${name}-files`);
+    if (dialect === 'sqlite') {
+      const file = path.join(dataDir, `${name}.db`);
+      const marker = `${file}.ready`;
+      await mkdir(dataDir, { recursive: true });
+      isNew = isRebuild || !existsSync(marker);
+      if (isNew) {
+        for (const f of [file, `${file}-wal`, `${file}-shm`, marker]) await rm(f, { force: true });
+        await rm(filesDir, { recursive: true, force: true });
+      }
+      url = `sqlite:${file}`;
+      markReady = () => writeFile(marker, `${new Date().toISOString()}\n`);
+    } else {
+      const dbName = `cra_bench_${name.toLowerCase()}`;
+      url = withDatabaseName(benchDatabaseUrl(), dbName);
+      const state = await withAdmin(async (admin) => {
+        const found = await admin.query<{ comment: string | null }>(
+          `select shobj_description(oid, 'pg_database') as comment from pg_database where datname = $1`,
+          [dbName],
+        );
+        return found.rows.length === 0
+          ? 'absent'
+          : found.rows[0]!.comment === 'cra-bench ready'
+            ? 'ready'
+            : 'partial';
+      });
+      isNew = isRebuild || state !== 'ready';
+      if (isNew) {
+        await withAdmin(async (admin) => {
+          await admin.query(`drop database if exists ${dbName} with (force)`);
+          await admin.query(`create database ${dbName}`);
+        });
+        await rm(filesDir, { recursive: true, force: true });
+      }
+      markReady = async () => {
+        await withAdmin((admin) => admin.query(`comment on database ${dbName} is 'cra-bench ready'`));
+      };
+    }
+  } else {
+    const dir = await mkdtemp(path.join(tmpdir(), 'cra-bench-'));
+    filesDir = path.join(dir, 'files');
+    isNew = true;
+    if (dialect === 'sqlite') {
+      url = `sqlite:${path.join(dir, 'bench.db')}`;
+      cleanup = () => rm(dir, { recursive: true, force: true });
+    } else {
+      const dbName = `cra_bench_tmp_${process.pid}_${Math.random().toString(36).slice(2, 8)}`;
+      await withAdmin((admin) => admin.query(`create database ${dbName}`));
+      url = withDatabaseName(benchDatabaseUrl(), dbName);
+      cleanup = async () => {
+        await withAdmin((admin) => admin.query(`drop database if exists ${dbName} with (force)`));
+        await rm(dir, { recursive: true, force: true });
+      };
+    }
+  }
+
+  const database = await openDatabase(urlToTarget(url), { poolSize: 4 });
+  let wasFilled = false;
+  try {
+    await migrateToLatest(database.db);
+    if (isNew && options.fill !== undefined) {
+      await options.fill(database);
+      wasFilled = true;
+    }
+    if (isNew) await markReady();
+    if (options.setup !== undefined) await options.setup(database);
+  } catch (error) {
+    await database.close();
+    if (name === undefined) await cleanup();
+    throw error;
+  }
+  await database.close();
+  return {
+    dialect,
+    url,
+    env: { DATABASE_URL: url, FILES_DIR: filesDir },
+    wasFilled,
+    cleanup,
+  };
+}
+
+function urlToTarget(url: string) {
+  return url.startsWith('sqlite:')
+    ? { kind: 'sqlite' as const, file: url.slice('sqlite:'.length) }
+    : { kind: 'postgres' as const, url };
+}
+
+function withDatabaseName(serverUrl: string, dbName: string): string {
+  const target = new URL(serverUrl);
+  target.pathname = `/${dbName}`;
+  return target.toString();
+}
+
+async function withAdmin<T>(work: (client: pg.Client) => Promise<T>): Promise<T> {
+  const admin = new pg.Client({ connectionString: benchDatabaseUrl() });
+  try {
+    await admin.connect();
+  } catch (error) {
+    throw new Error(
+      `PostgreSQL is not reachable at BENCH_DATABASE_URL (${redact(benchDatabaseUrl())}); start it or pass --dialect sqlite`,
+      { cause: error },
+    );
+  }
+  try {
+    return await work(admin);
+  } finally {
+    await admin.end();
+  }
+}
+
+function redact(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password !== '') u.password = '***';
+    return u.toString();
+  } catch {
+    return '(unparsable URL)';
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Child processes: the server under test and the floor
+
+export interface RunningProcess {
+  /** `http://127.0.0.1:<port>` */
+  readonly url: string;
+  readonly pid: number;
+  /** Current resident set size (VmRSS of /proc/<pid>/status). */
+  rssBytes(): Promise<number>;
+  /** SIGTERM, then wait for exit (SIGKILL after 10 s). */
+  stop(): Promise<void>;
+}
+
+export interface StartServerOptions {
+  /** Environment on top of the defaults (usually `prepared.env`). */
+  readonly env?: Record<string, string>;
+  /** Entry file relative to the repository root; default `src/main/server.ts`. */
+  readonly entry?: string;
+  /** Load the demo data (DEMO_DATA=on); off by default. */
+  readonly demoData?: boolean;
+  readonly readyTimeoutMs?: number;
+}
+
+/**
+ * Starts the real server (`process.execPath src/main/server.ts`) as a child process on 127.0.0.1 and a
+ * free port, with LOG_LEVEL=warn, WORKER=off, DEMO_DATA=off, and waits until `/readyz` answers 200.
+ */
+export async function startServer(options: StartServerOptions = {}): Promise<RunningProcess> {
+  const port = await findFreePort();
+  const child = spawn(
+    process.execPath,
+    ['--disable-warning=ExperimentalWarning', options.entry ?? 'src/main/server.ts'],
+    {
+      cwd: ROOT_DIR,
+      env: {
+        ...process.env,
+        LOG_LEVEL: 'warn',
+        WORKER: 'off',
+        DEMO_DATA: options.demoData === true ? 'on' : 'off',
+        ...options.env,
+        PORT: String(port),
+        HOST: '127.0.0.1',
+      },
+      stdio: ['ignore', 'inherit', 'pipe'],
+    },
+  );
+  const stderr = collectOutput(child);
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + (options.readyTimeoutMs ?? 60_000);
+  while (true) {
+    if (child.exitCode !== null || child.signalCode !== null) {
+      throw new Error(`server exited (${child.exitCode ?? child.signalCode}) before ready:\n${stderr()}`);
+    }
+    if ((await httpStatus(`${url}/readyz`)) === 200) break;
+    if (Date.now() > deadline) {
+      await stopChild(child);
+      throw new Error(`server not ready within the timeout:\n${stderr()}`);
+    }
+    await sleep(100);
+  }
+  return describeProcess(child, url);
+}
+
+/** The exact bytes a floor answers with. */
+export interface FloorResponse {
+  readonly status: number;
+  /** Header names and values, in order, as the real endpoint sends them (without Date/Connection). */
+  readonly headers: readonly (readonly [string, string])[];
+  readonly body: Buffer;
+}
+
+/**
+ * Starts the floor: a bare `node:http` server in a child process on the same Node, answering every
+ * request with `response` (status, headers, body). It is what "the same bytes with no framework, no
+ * auth and no database" costs on this machine; each figure is reported as a ratio to it.
+ */
+export async function startFloor(response: FloorResponse): Promise<RunningProcess> {
+  const dir = await mkdtemp(path.join(tmpdir(), 'cra-floor-'));
+  const specFile = path.join(dir, 'response.json');
+  await writeFile(
+    specFile,
+    JSON.stringify({
+      status: response.status,
+      headers: response.headers,
+      body: response.body.toString('base64'),
+    }),
+  );
+  const child = spawn(process.execPath, ['bench/floor.ts', specFile], {
+    cwd: ROOT_DIR,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const stderr = collectOutput(child);
+  const port = await new Promise<number>((resolve, reject) => {
+    let out = '';
+    child.stdout?.on('data', (chunk: Buffer) => {
+      out += chunk.toString();
+      const match = /listening (\d+)/.exec(out);
+      if (match !== null) resolve(Number(match[1]));
+    });
+    child.once('exit', (code) => reject(new Error(`floor exited (${code}):\n${stderr()}`)));
+  });
+  const running = describeProcess(child, `http://127.0.0.1:${port}`);
+  return {
+    ...running,
+    async stop() {
+      await running.stop();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Headers the HTTP layer writes by itself (node:http adds them in the floor too). */
+const HOP_HEADERS = new Set(['date', 'connection', 'keep-alive', 'transfer-encoding']);
+
+/**
+ * Requests `url` once and returns the exact response (status, raw headers in order, body) for a floor.
+ * Per-request values (x-request-id) keep their length, so the floor writes as many bytes.
+ */
+export async function captureResponse(
+  url: string,
+  init: { method?: string; headers?: Record<string, string>; body?: string | Buffer } = {},
+): Promise<FloorResponse> {
+  return new Promise((resolve, reject) => {
+    const request = http.request(url, { method: init.method ?? 'GET', headers: init.headers }, (response) => {
+      const chunks: Buffer[] = [];
+      response.on('data', (chunk: Buffer) => chunks.push(chunk));
+      response.on('end', () => {
+        const headers: [string, string][] = [];
+        const raw = response.rawHeaders;
+        for (let i = 0; i + 1 < raw.length; i += 2) {
+          if (!HOP_HEADERS.has(raw[i]!.toLowerCase())) headers.push([raw[i]!, raw[i + 1]!]);
+        }
+        resolve({ status: response.statusCode ?? 0, headers, body: Buffer.concat(chunks) });
+      });
+      response.on('error', reject);
+    });
+    request.on('error', reject);
+    request.end(init.body);
+  });
+}
+
+function describeProcess(child: ChildProcess, url: string): RunningProcess {
+  const pid = child.pid;
+  if (pid === undefined) throw new Error('child process has no pid');
+  return { url, pid, rssBytes: () => readRssBytes(pid), stop: () => stopChild(child) };
+}
+
+/** VmRSS of a process, in bytes (0 when the process is gone). */
+export async function readRssBytes(pid: number): Promise<number> {
+  try {
+    const status = await readFile(`/proc/${pid}/status`, 'utf8');
+    const match = /^VmRSS:\s+(\d+)\s+kB/m.exec(status);
+    return match === null ? 0 : Number(match[1]) * 1024;
+  } catch {
+    return 0;
+  }
+}
+
+async function stopChild(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+  await exited;
+  clearTimeout(timer);
+}
+
+function collectOutput(child: ChildProcess): () => string {
+  let text = '';
+  child.stderr?.on('data', (chunk: Buffer) => {
+    text = (text + chunk.toString()).slice(-8000);
+    process.stderr.write(chunk);
+  });
+  return () => text;
+}
+
+async function findFreePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+function httpStatus(url: string): Promise<number> {
+  return new Promise((resolve) => {
+    const request = http.get(url, (response) => {
+      response.resume();
+      resolve(response.statusCode ?? 0);
+    });
+    request.on('error', () => resolve(0));
+    request.setTimeout(2000, () => request.destroy());
+  });
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Load
+
+export interface LoadOptions {
+  readonly url: string;
+  readonly method?: string;
+  readonly headers?: Record<string, string>;
+  readonly body?: string | Buffer;
+  readonly connections: number;
+  readonly durationSeconds: number;
+  /** An autocannon request list (cycled through by each connection), for varied requests. */
+  readonly requests?: readonly Record<string, unknown>[];
+  /** Unmeasured load before the measured run; default 0. */
+  readonly warmupSeconds?: number;
+  /** Sample this process's RSS during the run (peak) and after it. */
+  readonly samplePid?: number;
+}
+
+export interface LoadResult {
+  readonly requestsPerSec: number;
+  readonly bytesPerSec: number;
+  readonly p50Ms: number;
+  readonly p99Ms: number;
+  readonly totalRequests: number;
+  readonly errors: number;
+  readonly timeouts: number;
+  readonly non2xx: number;
+  /** Count per HTTP status, e.g. `{ "200": 51234 }`. */
+  readonly statusCounts: Record<string, number>;
+  readonly rssPeakBytes?: number;
+  readonly rssAfterBytes?: number;
+}
+
+/**
+ * Drives `url` with autocannon from this process. Latency percentiles are computed from every
+ * response's own timing (sub-millisecond, all statuses), not from autocannon's whole-millisecond
+ * histogram.
+ */
+export async function runLoad(options: LoadOptions): Promise<LoadResult> {
+  if ((options.warmupSeconds ?? 0) > 0) {
+    await runAutocannon({ ...options, durationSeconds: options.warmupSeconds! }, undefined);
+  }
+  const latencies = new LatencyRecorder();
+  const sampler = options.samplePid === undefined ? undefined : startRssSampler(options.samplePid);
+  const result = await runAutocannon(options, latencies);
+  const rssPeakBytes = sampler === undefined ? undefined : await sampler.stop();
+  const rssAfterBytes = options.samplePid === undefined ? undefined : await readRssBytes(options.samplePid);
+  const statusCounts: Record<string, number> = {};
+  for (const [code, stat] of Object.entries(result.statusCodeStats ?? {})) statusCounts[code] = stat.count;
+  const seconds = result.duration > 0 ? result.duration : options.durationSeconds;
+  return {
+    requestsPerSec: latencies.count / seconds,
+    bytesPerSec: latencies.bytes / seconds,
+    p50Ms: latencies.percentile(50),
+    p99Ms: latencies.percentile(99),
+    totalRequests: latencies.count,
+    errors: result.errors,
+    timeouts: result.timeouts,
+    non2xx: result.non2xx,
+    statusCounts,
+    ...(rssPeakBytes === undefined ? {} : { rssPeakBytes }),
+    ...(rssAfterBytes === undefined ? {} : { rssAfterBytes }),
+  };
+}
+
+interface AutocannonResult {
+  duration: number;
+  errors: number;
+  timeouts: number;
+  non2xx: number;
+  statusCodeStats?: Record<string, { count: number }>;
+}
+
+function runAutocannon(
+  options: LoadOptions,
+  recorder: LatencyRecorder | undefined,
+): Promise<AutocannonResult> {
+  return new Promise((resolve, reject) => {
+    const instance = autocannon(
+      {
+        url: options.url,
+        method: options.method ?? 'GET',
+        headers: options.headers,
+        body: options.body,
+        connections: options.connections,
+        duration: options.durationSeconds,
+        requests: options.requests,
+        excludeErrorStats: false,
+      },
+      (error: Error | null, result: AutocannonResult) => (error ? reject(error) : resolve(result)),
+    );
+    if (recorder !== undefined) {
+      instance.on('response', (_client: unknown, _status: number, bytes: number, timeMs: number) =>
+        recorder.record(timeMs, bytes),
+      );
+    }
+  });
+}
+
+class LatencyRecorder {
+  private values = new Float64Array(1 << 16);
+  count = 0;
+  bytes = 0;
+
+  record(timeMs: number, bytes: number): void {
+    if (this.count === this.values.length) {
+      const grown = new Float64Array(this.values.length * 2);
+      grown.set(this.values);
+      this.values = grown;
+    }
+    this.values[this.count++] = timeMs;
+    this.bytes += bytes;
+  }
+
+  percentile(p: number): number {
+    if (this.count === 0) return 0;
+    const sorted = this.values.subarray(0, this.count).sort();
+    return sorted[Math.min(this.count - 1, Math.ceil((p / 100) * this.count) - 1)]!;
+  }
+}
+
+/** Reads a process's RSS every `intervalMs`; `stop()` returns the peak seen. */
+export function startRssSampler(pid: number, intervalMs = 200): { stop(): Promise<number> } {
+  let peak = 0;
+  let pending = Promise.resolve();
+  const sample = () => {
+    pending = readRssBytes(pid).then((rss) => {
+      peak = Math.max(peak, rss);
+    });
+  };
+  sample();
+  const timer = setInterval(sample, intervalMs);
+  return {
+    async stop() {
+      clearInterval(timer);
+      await pending;
+      sample();
+      await pending;
+      return peak;
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Results
+
+export interface BenchRow extends LoadResult {
+  /** What was measured, e.g. `GET /bench/auth (Basic, cached)`. */
+  readonly name: string;
+  readonly dialect: Dialect | 'none';
+  readonly connections: number;
+  /** True for a floor row. */
+  readonly isFloor?: boolean;
+  /** The `name` of the floor row (same dialect and connections) this row is compared with. */
+  readonly floorName?: string;
+}
+
+/**
+ * Measures one target: runs the load and returns a table row. `samplePid` defaults to the target's
+ * process so that RSS is the server's.
+ */
+export async function measure(
+  row: { name: string; dialect: Dialect | 'none'; isFloor?: boolean; floorName?: string },
+  target: RunningProcess,
+  load: Omit<LoadOptions, 'url' | 'samplePid'> & { path: string },
+): Promise<BenchRow> {
+  const { path: urlPath, ...rest } = load;
+  const result = await runLoad({ ...rest, url: `${target.url}${urlPath}`, samplePid: target.pid });
+  return { ...row, connections: load.connections, ...result };
+}
+
+/** requests/s of `row` divided by its floor's, or undefined without a floor row. */
+export function ratioToFloor(row: BenchRow, rows: readonly BenchRow[]): number | undefined {
+  if (row.floorName === undefined) return undefined;
+  const floor = rows.find(
+    (r) =>
+      r.name === row.floorName &&
+      r.connections === row.connections &&
+      (r.dialect === row.dialect || r.dialect === 'none'),
+  );
+  return floor === undefined || floor.requestsPerSec === 0
+    ? undefined
+    : row.requestsPerSec / floor.requestsPerSec;
+}
+
+/** Prints name, dialect, connections, req/s, MB/s, p50, p99, server RSS (peak/after), ratio to floor. */
+export function printTable(rows: readonly BenchRow[], notes: readonly string[] = []): void {
+  const header = [
+    'name',
+    'dialect',
+    'conn',
+    'req/s',
+    'MB/s',
+    'p50 ms',
+    'p99 ms',
+    'RSS peak/after MB',
+    'vs floor',
+    'status',
+  ];
+  const body = rows.map((row) => {
+    const ratio = ratioToFloor(row, rows);
+    const statuses = Object.entries(row.statusCounts)
+      .map(([code, count]) => `${code}:${count}`)
+      .join(' ');
+    return [
+      row.name,
+      row.dialect,
+      String(row.connections),
+      row.requestsPerSec.toFixed(0),
+      (row.bytesPerSec / 1e6).toFixed(2),
+      row.p50Ms.toFixed(2),
+      row.p99Ms.toFixed(2),
+      `${mb(row.rssPeakBytes)}/${mb(row.rssAfterBytes)}`,
+      row.isFloor === true ? 'floor' : ratio === undefined ? '-' : `${(ratio * 100).toFixed(1)}%`,
+      statuses + (row.errors > 0 ? ` errors:${row.errors}` : ''),
+    ];
+  });
+  const widths = header.map((h, i) => Math.max(h.length, ...body.map((cells) => cells[i]!.length)));
+  const line = (cells: readonly string[]) =>
+    cells
+      .map((cell, i) =>
+        i === 0 || i === cells.length - 1 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!),
+      )
+      .join('  ');
+  const out = [
+    line(header),
+    widths.map((w) => '-'.repeat(w)).join('  '),
+    ...body.map(line),
+    ...notes.map((n) => `* ${n}`),
+  ];
+  process.stdout.write(`${out.join('\n')}\n`);
+}
+
+function mb(bytes: number | undefined): string {
+  return bytes === undefined ? '-' : (bytes / 1024 / 1024).toFixed(0);
+}
+
+/** Writes `bench/results/<name>-<dialect>-<timestamp>.json`; returns the file path. */
+export async function saveResults(
+  name: string,
+  rows: readonly BenchRow[],
+  extra: { notes?: readonly string[]; options?: unknown } = {},
+): Promise<string> {
+  await mkdir(RESULTS_DIR, { recursive: true });
+  const dialects = [...new Set(rows.map((r) => r.dialect).filter((d) => d !== 'none'))];
+  const dialect = dialects.length === 1 ? dialects[0]! : dialects.length === 0 ? 'none' : 'mixed';
+  const stamp = new Date().toISOString().replace(/[:.]/g, '-');
+  const file = path.join(RESULTS_DIR, `${name}-${dialect}-${stamp}.json`);
+  const payload = {
+    name,
+    dialect,
+    at: new Date().toISOString(),
+    node: process.version,
+    ...extra,
+    rows: rows.map((row) => ({ ...row, ratioToFloor: ratioToFloor(row, rows) ?? null })),
+  };
+  await writeFile(file, `${JSON.stringify(payload, null, 2)}\n`);
+  return file;
+}
