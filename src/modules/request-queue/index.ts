@@ -1,5 +1,16 @@
+/**
+ * The request queue module: intake (`POST /api/v1/request/queue/add`), status, and the worker. Other
+ * modules import it only through this file.
+ */
 import type { FastifyPluginAsync } from 'fastify';
 import type { ModuleOptions } from '../../http/module.ts';
+import { registerRequestQueueRoutes } from './request-queue.routes.ts';
 
-// TODO(#6): the routes of this module.
-export const requestQueueRoutes: FastifyPluginAsync<ModuleOptions> = async () => {};
+export const requestQueueRoutes: FastifyPluginAsync<ModuleOptions> = async (app, options) => {
+  await registerRequestQueueRoutes(app, options);
+};
+
+export { enqueueRequest } from './intake.ts';
+export type { AttachmentRowInput, EnqueueRequestInput, QueuedRequest } from './intake.ts';
+export { REQUEST_QUEUE_CHANNEL, onRequestQueued } from './queue-events.ts';
+export type { RequestQueuedEvent, RequestQueuedListener } from './queue-events.ts';

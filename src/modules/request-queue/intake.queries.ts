@@ -1,0 +1,122 @@
+/**
+ * SQL of queue intake, written once for both dialects: the look-ups that validation needs and the writes
+ * of one queued request (request, its attachment_data rows, its first request_routine).
+ */
+import type { Kysely } from 'kysely';
+import { sql } from 'kysely';
+import type { DB, NewRow } from '../../db/schema.ts';
+
+/** Where a request type's work starts: its default routine and queue. */
+export interface RequestTypeRoute {
+  readonly requestType: string;
+  readonly routineName: string;
+  readonly queue: string;
+}
+
+export async function findRequestTypeRoute(
+  db: Kysely<DB>,
+  requestType: string,
+): Promise<RequestTypeRoute | undefined> {
+  const row = await db
+    .selectFrom('request_type')
+    .select(['request_type', 'default_routine_name', 'default_request_queue'])
+    .where('request_type', '=', requestType)
+    .executeTakeFirst();
+  return row === undefined
+    ? undefined
+    : {
+        requestType: row.request_type,
+        routineName: row.default_routine_name,
+        queue: row.default_request_queue,
+      };
+}
+
+/** The subset of `mimeTypes` present in the `mime_type` table. */
+export async function findKnownMimeTypes(db: Kysely<DB>, mimeTypes: readonly string[]): Promise<Set<string>> {
+  if (mimeTypes.length === 0) return new Set();
+  const rows = await db
+    .selectFrom('mime_type')
+    .select('mime_type')
+    .where('mime_type', 'in', [...new Set(mimeTypes)])
+    .execute();
+  return new Set(rows.map((r) => r.mime_type));
+}
+
+/** One `attachment_data` row of a new request, before it has a request id. */
+export interface AttachmentRowInput {
+  readonly mnemonic: string;
+  readonly mimeType: string;
+  readonly textData: string | null;
+  readonly blobData: Buffer | null;
+  readonly uploadFileName: string | null;
+  readonly hashCode: number | null;
+}
+
+export interface QueuedRequestRows {
+  readonly route: RequestTypeRoute;
+  readonly systemMessage: string;
+  readonly attachments: readonly AttachmentRowInput[];
+  readonly userId: number;
+  /** `YYYY-MM-DD HH:MM:SS` of the audit columns. */
+  readonly now: string;
+}
+
+/**
+ * Inserts the request, all its attachment rows in one multi-row INSERT (every row with the same keys:
+ * SQLite fills missing keys with NULL rather than the column default) and its first routine: NEW, try
+ * count 0, sequence 10, no next try (reference 8.5). Runs inside the caller's transaction.
+ */
+export async function insertQueuedRequest(trx: Kysely<DB>, rows: QueuedRequestRows): Promise<number> {
+  const audit = {
+    created_user_id: rows.userId,
+    last_modified_user_id: rows.userId,
+    created_date: rows.now,
+    last_modified_date: rows.now,
+  };
+  const request = await trx
+    .insertInto('request')
+    .values({
+      request_type: rows.route.requestType,
+      system_message: rows.systemMessage,
+      request_override_default_queue: null,
+      ...audit,
+    })
+    .returning('id')
+    .executeTakeFirstOrThrow();
+  const requestId = request.id;
+  if (rows.attachments.length > 0) {
+    const values: Array<NewRow<'attachment_data'>> = rows.attachments.map((a) => ({
+      request_id: requestId,
+      attachment_mnemonic: a.mnemonic,
+      body_site_snomed_type: null,
+      system_only_managed: 0,
+      attachment_type: 'NONE',
+      mime_type: a.mimeType,
+      blob_data: a.blobData,
+      text_data: a.textData,
+      upload_file_name: a.uploadFileName,
+      hash_code: a.hashCode,
+      ...audit,
+    }));
+    await trx.insertInto('attachment_data').values(values).execute();
+  }
+  await trx
+    .insertInto('request_routine')
+    .values({
+      request_id: requestId,
+      execute_request_queue: rows.route.queue,
+      status: 'NEW',
+      routine_name: rows.route.routineName,
+      try_count: 0,
+      next_try_date_time: null,
+      execute_sequence: 10,
+      hash_code: null,
+    })
+    .execute();
+  return requestId;
+}
+
+/** PostgreSQL only: queue a NOTIFY that is delivered when the surrounding transaction commits. */
+export async function notifyAtCommit(trx: Kysely<DB>, channel: string, payload: string): Promise<void> {
+  await sql`select pg_notify(${channel}, ${payload})`.execute(trx);
+}

@@ -1,0 +1,491 @@
+/**
+ * Queue intake (reference 8.8): turns one submission (effective content type, body, query, headers)
+ * into a validated request, then writes the request, its attachment rows and its first routine in ONE
+ * transaction. The 422 message holds one string per field, the first error of each field winning
+ * (reference D53). No HTTP types here: the route hands over plain values.
+ */
+import { createHash } from 'node:crypto';
+import type { Kysely } from 'kysely';
+import { PostgresAdapter } from 'kysely';
+import type { Config } from '../../config.ts';
+import { nowDateTime } from '../../db/database.ts';
+import type { DB } from '../../db/schema.ts';
+import { AppError } from '../../errors.ts';
+import type { FormObject, HandlerKind } from './content-type.ts';
+import {
+  FormFieldError,
+  TEXT_PAYLOAD_TYPES,
+  buildFormObject,
+  decodeUtf8,
+  parseUrlEncoded,
+  sniffMimeType,
+} from './content-type.ts';
+import type { AttachmentRowInput, RequestTypeRoute } from './intake.queries.ts';
+import {
+  findKnownMimeTypes,
+  findRequestTypeRoute,
+  insertQueuedRequest,
+  notifyAtCommit,
+} from './intake.queries.ts';
+import { REQUEST_QUEUE_CHANNEL, emitRequestQueued } from './queue-events.ts';
+
+export type { AttachmentRowInput, RequestTypeRoute } from './intake.queries.ts';
+
+/** The rows every request carries besides its payload; no client part may take these names. */
+export const RESERVED_MNEMONICS: ReadonlySet<string> = new Set([
+  'REQUEST_DATA',
+  'REQUEST_BLOB',
+  'FORM_DATA',
+  'HEADER_DATA',
+  'DICOM_HEADER',
+]);
+
+/** Headers never stored in HEADER_DATA (reference D46): credentials and cookies. */
+const SECRET_HEADERS: ReadonlySet<string> = new Set([
+  'authorization',
+  'proxy-authorization',
+  'cookie',
+  'set-cookie',
+]);
+
+const MAX_MNEMONIC = 45;
+const MAX_FILE_NAME = 100;
+const MAX_SYSTEM_MESSAGE = 255;
+const MAX_REQUEST_TYPE = 45;
+/** Longest client text echoed back in a message (a mime type), so a 422 never mirrors a huge header. */
+const MAX_ECHO = 100;
+
+/** One part of a multipart body, already read in full by the route. */
+export type MultipartPart =
+  | {
+      readonly kind: 'file';
+      readonly name: string | undefined;
+      readonly fileName: string;
+      readonly mimeType: string | undefined;
+      readonly bytes: Buffer;
+    }
+  | { readonly kind: 'field'; readonly name: string | undefined; readonly value: string };
+
+/** What the route hands over: everything the client sent, parsed only as far as the transport needs. */
+export interface IntakeSubmission {
+  /** Normalised effective content type; undefined when the client gave none. */
+  readonly effectiveType: string | undefined;
+  readonly kind: HandlerKind;
+  /** The raw body (every kind but multipart), or the multipart parts. */
+  readonly body: Buffer | readonly MultipartPart[] | undefined;
+  /** Parsed query parameters (stored as REQUEST_DATA). */
+  readonly query: Readonly<Record<string, unknown>>;
+  /** Request headers as received, names lower-case. */
+  readonly headers: Readonly<Record<string, string | readonly string[] | undefined>>;
+  /** The socket peer, or the client named by a trusted proxy. */
+  readonly clientAddress: string;
+  readonly userId: number;
+}
+
+/** Field -> first message. */
+class FieldErrors {
+  readonly map: Record<string, string> = {};
+  add(field: string, message: string): void {
+    if (!(field in this.map)) this.map[field] = message;
+  }
+  get isEmpty(): boolean {
+    return Object.keys(this.map).length === 0;
+  }
+}
+
+interface Payload {
+  /** Payload rows (REQUEST_BLOB or the file parts), in order. */
+  readonly rows: AttachmentRowInput[];
+  /** FORM_DATA row for the form types. */
+  readonly form: { readonly mimeType: string; readonly fields: FormObject } | undefined;
+  /** Top-level JSON fields (a source of request_type / system_message). */
+  readonly jsonFields: Readonly<Record<string, unknown>> | undefined;
+}
+
+export interface IntakeService {
+  /** Validates and queues one submission; resolves to the new request id, or throws a 422 AppError. */
+  submit(submission: IntakeSubmission): Promise<number>;
+}
+
+export function createIntakeService(deps: {
+  readonly db: Kysely<DB>;
+  readonly config: Config;
+}): IntakeService {
+  return {
+    async submit(submission) {
+      const errors = new FieldErrors();
+      const payload = readPayload(submission, errors);
+      const formFields = payload.form?.fields;
+      const requestType = readRequestType(
+        submission.query,
+        formFields,
+        payload.jsonFields,
+        deps.config,
+        errors,
+      );
+      const systemMessage = readSystemMessage(submission.query, formFields, payload.jsonFields, errors);
+
+      const rows: AttachmentRowInput[] = [
+        jsonRow('REQUEST_DATA', JSON.stringify(submission.query)),
+        ...payload.rows,
+        ...(payload.form === undefined
+          ? []
+          : [textRow('FORM_DATA', payload.form.mimeType, JSON.stringify(payload.form.fields))]),
+        jsonRow('HEADER_DATA', JSON.stringify(headerData(submission.headers, submission.clientAddress))),
+      ];
+
+      const [route, knownMimes] = await Promise.all([
+        requestType === undefined ? undefined : findRequestTypeRoute(deps.db, requestType),
+        findKnownMimeTypes(
+          deps.db,
+          rows.map((r) => r.mimeType),
+        ),
+      ]);
+      if (requestType !== undefined && route === undefined)
+        errors.add('request_type', `Unknown request type: ${requestType}`);
+      for (const row of rows) {
+        if (!knownMimes.has(row.mimeType))
+          errors.add(
+            'mime_type',
+            `Uploaded file's mime type is not allowed: ${row.mimeType.slice(0, MAX_ECHO)}`,
+          );
+      }
+      if (!errors.isEmpty || route === undefined || systemMessage === undefined) {
+        throw new AppError('validation_failed', 'Unprocessable Entity', { fields: errors.map });
+      }
+      const queued = await enqueueRequest(deps.db, {
+        requestType: route.requestType,
+        route,
+        systemMessage,
+        attachments: rows,
+        userId: submission.userId,
+      });
+      return queued.requestId;
+    },
+  };
+}
+
+// --- the write ----------------------------------------------------------------------------------------
+
+export interface EnqueueRequestInput {
+  readonly requestType: string;
+  /** The type's routine and queue when the caller already looked them up; read in the transaction if not. */
+  readonly route?: RequestTypeRoute;
+  readonly systemMessage?: string;
+  /** Every attachment_data row of the request (REQUEST_DATA, payload, FORM_DATA, HEADER_DATA). */
+  readonly attachments?: readonly AttachmentRowInput[];
+  /** Audit user; the system user 1 when omitted. */
+  readonly userId?: number;
+}
+
+export interface QueuedRequest {
+  readonly requestId: number;
+  readonly routineName: string;
+  readonly queue: string;
+}
+
+/**
+ * Writes one request, its attachment rows and its first routine (NEW, the type's default routine and
+ * queue, sequence 10) in one transaction, then wakes the workers: `NOTIFY request_queue, '<queue>'` on
+ * PostgreSQL (sent inside the transaction, so delivered only at commit) and {@link emitRequestQueued}
+ * in this process. Throws a 422 AppError for an unknown request type.
+ */
+export async function enqueueRequest(db: Kysely<DB>, input: EnqueueRequestInput): Promise<QueuedRequest> {
+  const isPostgres = db.getExecutor().adapter instanceof PostgresAdapter;
+  const queued = await db.transaction().execute(async (trx) => {
+    const route = input.route ?? (await findRequestTypeRoute(trx, input.requestType));
+    if (route === undefined) {
+      throw new AppError('validation_failed', 'Unprocessable Entity', {
+        fields: { request_type: `Unknown request type: ${input.requestType}` },
+      });
+    }
+    const requestId = await insertQueuedRequest(trx, {
+      route,
+      systemMessage: input.systemMessage ?? '',
+      attachments: input.attachments ?? [],
+      userId: input.userId ?? 1,
+      now: nowDateTime(),
+    });
+    if (isPostgres) await notifyAtCommit(trx, REQUEST_QUEUE_CHANNEL, route.queue);
+    return { requestId, routineName: route.routineName, queue: route.queue };
+  });
+  emitRequestQueued({ requestId: queued.requestId, queue: queued.queue });
+  return queued;
+}
+
+// --- request_type and system_message (reference 8.8 steps 5 and 6) -------------------------------------
+
+/** Query string first, then a form field, then a top-level JSON field. */
+function pickSource(
+  name: string,
+  query: Readonly<Record<string, unknown>>,
+  form: FormObject | undefined,
+  json: Readonly<Record<string, unknown>> | undefined,
+): unknown {
+  for (const source of [query, form, json]) {
+    if (source !== undefined && Object.hasOwn(source, name) && source[name] !== undefined)
+      return source[name];
+  }
+  return undefined;
+}
+
+function readRequestType(
+  query: Readonly<Record<string, unknown>>,
+  form: FormObject | undefined,
+  json: Readonly<Record<string, unknown>> | undefined,
+  config: Config,
+  errors: FieldErrors,
+): string | undefined {
+  const value = pickSource('request_type', query, form, json);
+  if (value === undefined || value === '') {
+    if (config.defaultRequestType === '') errors.add('request_type', 'Request Type cannot be blank.');
+    return config.defaultRequestType === '' ? undefined : config.defaultRequestType;
+  }
+  if (typeof value !== 'string') {
+    errors.add('request_type', 'Request Type must be a string.');
+    return undefined;
+  }
+  if (value.length > MAX_REQUEST_TYPE) {
+    errors.add('request_type', `Request Type is too long (maximum is ${MAX_REQUEST_TYPE} characters).`);
+    return undefined;
+  }
+  return value;
+}
+
+function readSystemMessage(
+  query: Readonly<Record<string, unknown>>,
+  form: FormObject | undefined,
+  json: Readonly<Record<string, unknown>> | undefined,
+  errors: FieldErrors,
+): string | undefined {
+  const value = pickSource('system_message', query, form, json);
+  if (value === undefined) return '';
+  if (typeof value !== 'string') {
+    errors.add('system_message', 'System Message must be a string.');
+    return undefined;
+  }
+  if (value.length > MAX_SYSTEM_MESSAGE) {
+    errors.add('system_message', `System Message is too long (maximum is ${MAX_SYSTEM_MESSAGE} characters).`);
+    return undefined;
+  }
+  return value;
+}
+
+// --- payload by handler (reference 8.3, 8.8 step 6) ----------------------------------------------------
+
+const NO_PAYLOAD: Payload = { rows: [], form: undefined, jsonFields: undefined };
+
+function readPayload(submission: IntakeSubmission, errors: FieldErrors): Payload {
+  const { body, kind } = submission;
+  switch (kind) {
+    case 'none':
+      errors.add('data', 'Data cannot be blank.');
+      return NO_PAYLOAD;
+    case 'multipart':
+      return readMultipart(Array.isArray(body) ? (body as readonly MultipartPart[]) : [], errors);
+    case 'json':
+      return readJson(asBuffer(body), errors);
+    case 'urlencoded':
+      return readUrlEncoded(asBuffer(body), errors);
+    case 'raw':
+      return readRaw(submission.effectiveType ?? 'application/octet-stream', asBuffer(body), errors);
+  }
+}
+
+function asBuffer(body: IntakeSubmission['body']): Buffer {
+  return Buffer.isBuffer(body) ? body : Buffer.alloc(0);
+}
+
+function readJson(bytes: Buffer, errors: FieldErrors): Payload {
+  const text = decodeUtf8(bytes);
+  let parsed: unknown;
+  try {
+    if (text === undefined) throw new SyntaxError('not UTF-8');
+    parsed = JSON.parse(text);
+  } catch {
+    errors.add('data', 'Invalid JSON body.');
+    return NO_PAYLOAD;
+  }
+  const fields = isPlainObject(parsed) ? parsed : undefined;
+  const data = fields?.data;
+  if (data === undefined || data === null) errors.add('data', 'Data cannot be blank.');
+  else if (!isPlainObject(data)) errors.add('data', 'Data must be a JSON object.');
+  return {
+    rows: [payloadRow('REQUEST_BLOB', 'application/json', bytes, text, null)],
+    form: undefined,
+    jsonFields: fields,
+  };
+}
+
+function readUrlEncoded(bytes: Buffer, errors: FieldErrors): Payload {
+  const text = decodeUtf8(bytes);
+  if (text === undefined) {
+    errors.add('data', 'Invalid text encoding.');
+    return NO_PAYLOAD;
+  }
+  let fields: FormObject;
+  try {
+    fields = buildFormObject(parseUrlEncoded(text));
+  } catch (error) {
+    if (!(error instanceof FormFieldError)) throw error;
+    errors.add('data', error.message);
+    return NO_PAYLOAD;
+  }
+  if (!hasFormData(fields)) errors.add('data', 'Data cannot be blank.');
+  return { rows: [], form: { mimeType: 'application/x-www-form-urlencoded', fields }, jsonFields: undefined };
+}
+
+function readRaw(type: string, bytes: Buffer, errors: FieldErrors): Payload {
+  if (bytes.length === 0) {
+    errors.add('data', 'Data cannot be blank.');
+    return {
+      rows: [payloadRow('REQUEST_BLOB', type, bytes, undefined, null)],
+      form: undefined,
+      jsonFields: undefined,
+    };
+  }
+  let text: string | undefined;
+  if (TEXT_PAYLOAD_TYPES.has(type)) {
+    text = decodeUtf8(bytes);
+    if (text === undefined) errors.add('data', 'Invalid text encoding.');
+  }
+  return {
+    rows: [payloadRow('REQUEST_BLOB', type, bytes, text, null)],
+    form: undefined,
+    jsonFields: undefined,
+  };
+}
+
+const FILE_FIELD = /^[A-Za-z0-9_.-]+$/;
+
+function readMultipart(parts: readonly MultipartPart[], errors: FieldErrors): Payload {
+  const rows: AttachmentRowInput[] = [];
+  const pairs: Array<[string, string]> = [];
+  const used = new Set<string>(RESERVED_MNEMONICS);
+  for (const part of parts) {
+    if (part.name === undefined || part.name === '') {
+      errors.add('data', 'Every multipart part must have a name.');
+      continue;
+    }
+    if (part.kind === 'field') {
+      pairs.push([part.name, part.value]);
+      continue;
+    }
+    if (part.bytes.length === 0 && part.fileName === '') continue; // a file input left empty by a browser
+    // `file[]` is the array style of HTML forms (reference D52); the parts become file, file_2, ...
+    const field = part.name.endsWith('[]') ? part.name.slice(0, -2) : part.name;
+    if (!FILE_FIELD.test(field)) {
+      errors.add(
+        'attachment_mnemonic',
+        'Attachment Mnemonic may only contain letters, digits, "_", "-" and ".".',
+      );
+      continue;
+    }
+    if (RESERVED_MNEMONICS.has(field)) {
+      errors.add('attachment_mnemonic', `Attachment Mnemonic is reserved: ${field}`);
+      continue;
+    }
+    const mnemonic = uniqueMnemonic(field, used);
+    if (mnemonic.length > MAX_MNEMONIC) {
+      errors.add(
+        'attachment_mnemonic',
+        `Attachment Mnemonic is too long (maximum is ${MAX_MNEMONIC} characters).`,
+      );
+      continue;
+    }
+    used.add(mnemonic);
+    if (part.fileName.length > MAX_FILE_NAME) {
+      errors.add(
+        'upload_file_name',
+        `Upload File Name is too long (maximum is ${MAX_FILE_NAME} characters).`,
+      );
+      continue;
+    }
+    if (part.bytes.length === 0) {
+      errors.add(`AttachmentData: ${field}`, 'No file was uploaded');
+      continue;
+    }
+    const declared = part.mimeType;
+    const mimeType =
+      declared === undefined || declared === 'application/octet-stream' || declared === 'text/plain'
+        ? (sniffMimeType(part.bytes) ?? declared ?? 'application/octet-stream')
+        : declared;
+    rows.push(
+      payloadRow(mnemonic, mimeType, part.bytes, undefined, part.fileName === '' ? null : part.fileName),
+    );
+  }
+  let fields: FormObject = Object.create(null) as FormObject;
+  try {
+    fields = buildFormObject(pairs);
+  } catch (error) {
+    if (!(error instanceof FormFieldError)) throw error;
+    errors.add('data', error.message);
+  }
+  if (rows.length === 0 && !hasFormData(fields)) errors.add('data', 'Data cannot be blank.');
+  return { rows, form: { mimeType: 'multipart/form-data', fields }, jsonFields: undefined };
+}
+
+/** `field`, then `field_2`, `field_3`, ... skipping any name already taken. */
+function uniqueMnemonic(field: string, used: ReadonlySet<string>): string {
+  if (!used.has(field)) return field;
+  for (let n = 2; ; n += 1) {
+    const candidate = `${field}_${n}`;
+    if (!used.has(candidate)) return candidate;
+  }
+}
+
+function hasFormData(fields: FormObject): boolean {
+  const data = fields.data;
+  if (data === undefined) return false;
+  if (typeof data === 'string') return data.trim() !== '';
+  return Array.isArray(data) ? data.length > 0 : Object.keys(data).length > 0;
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+// --- rows ---------------------------------------------------------------------------------------------
+
+function jsonRow(mnemonic: string, text: string): AttachmentRowInput {
+  return textRow(mnemonic, 'application/json', text);
+}
+
+function textRow(mnemonic: string, mimeType: string, text: string): AttachmentRowInput {
+  return { mnemonic, mimeType, textData: text, blobData: null, uploadFileName: null, hashCode: null };
+}
+
+/**
+ * A payload row: JSON, XML and plain text bodies go to `text_data`, everything else to `blob_data`
+ * (reference 8.3). `hash_code` is the first 48 bits of the SHA-256 of the bytes, for de-duplication.
+ */
+function payloadRow(
+  mnemonic: string,
+  mimeType: string,
+  bytes: Buffer,
+  text: string | undefined,
+  uploadFileName: string | null,
+): AttachmentRowInput {
+  const hashCode = createHash('sha256').update(bytes).digest().readUIntBE(0, 6);
+  return text === undefined
+    ? { mnemonic, mimeType, textData: null, blobData: bytes, uploadFileName, hashCode }
+    : { mnemonic, mimeType, textData: text, blobData: null, uploadFileName, hashCode };
+}
+
+/**
+ * HEADER_DATA (reference 8.8 step 8): headers as received with lower-case names, without credentials
+ * or cookies (D46), plus `origin-ip-address` from the socket or a trusted proxy only (D47).
+ */
+export function headerData(
+  headers: Readonly<Record<string, string | readonly string[] | undefined>>,
+  clientAddress: string,
+): Record<string, string | readonly string[]> {
+  const stored: Record<string, string | readonly string[]> = {};
+  for (const [name, value] of Object.entries(headers)) {
+    const lower = name.toLowerCase();
+    if (value === undefined || SECRET_HEADERS.has(lower)) continue;
+    stored[lower] = value;
+  }
+  stored['origin-ip-address'] = clientAddress;
+  return stored;
+}

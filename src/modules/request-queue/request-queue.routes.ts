@@ -1,0 +1,190 @@
+/**
+ * HTTP routes of the request queue: `POST|PUT /api/v1/request/queue/add` (reference 8.8) and
+ * `GET /api/v1/request/queue/status` (reference 9.8). Errors use the queue envelope
+ * `{"success":0,"message":{...}}`.
+ *
+ * The body is parsed by the EFFECTIVE content type (the `content_type` query parameter, else the header;
+ * reference D55): an onRequest hook computes it and rewrites the Content-Type that Fastify's parser
+ * selection sees, so JSON and forms get the 1 MiB limit, raw bodies and multipart the 100 MiB one.
+ * Basic auth also runs at onRequest, before any body byte is read, so an anonymous client cannot make
+ * the server buffer a large upload.
+ */
+import type { IncomingHttpHeaders } from 'node:http';
+import multipart from '@fastify/multipart';
+import type { FastifyInstance, FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
+import { AppError } from '../../errors.ts';
+import { rejectOtherMethods } from '../../http/error-handler.ts';
+import type { ModuleOptions } from '../../http/module.ts';
+import type { HandlerKind } from './content-type.ts';
+import { boundaryOf, effectiveContentType, handlerKindOf } from './content-type.ts';
+import type { MultipartPart } from './intake.ts';
+import { createIntakeService } from './intake.ts';
+import { createStatusService } from './status.ts';
+
+const ADD_URL = '/api/v1/request/queue/add';
+const STATUS_URL = '/api/v1/request/queue/status';
+
+/** What the onRequest hook learned about the submission before the body was read. */
+interface IntakeContext {
+  readonly effectiveType: string | undefined;
+  readonly kind: HandlerKind;
+  /** The headers as the client sent them (the Content-Type is rewritten for parsing). */
+  readonly headers: IncomingHttpHeaders;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    queueIntake?: IntakeContext;
+  }
+}
+
+/** Limits of the multipart reader beyond the byte limits. */
+const MULTIPART_LIMITS = { files: 200, fields: 1000, parts: 1200, headerPairs: 100, fieldNameSize: 200 };
+
+function unprocessable(fields: Record<string, string>): AppError {
+  return new AppError('validation_failed', 'Unprocessable Entity', { fields });
+}
+
+export async function registerRequestQueueRoutes(
+  app: FastifyInstance,
+  options: ModuleOptions,
+): Promise<void> {
+  const { config, database } = options.deps;
+  const { jsonBodyBytes, rawBodyBytes } = config.limits;
+  const intake = createIntakeService({ db: database.db, config });
+  const status = createStatusService({ db: database.db });
+
+  // Own parsers for this plugin only: each returns the raw bytes, and intake decodes them strictly.
+  app.removeAllContentTypeParsers();
+  const keepBytes = (_request: FastifyRequest, body: Buffer, done: (err: null, body: Buffer) => void) =>
+    done(null, body);
+  app.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit: jsonBodyBytes }, keepBytes);
+  app.addContentTypeParser(
+    'application/x-www-form-urlencoded',
+    { parseAs: 'buffer', bodyLimit: jsonBodyBytes },
+    keepBytes,
+  );
+  app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: rawBodyBytes }, keepBytes);
+  await app.register(multipart, {
+    throwFileSizeLimit: true,
+    limits: { ...MULTIPART_LIMITS, fileSize: rawBodyBytes, fieldSize: jsonBodyBytes },
+  });
+
+  const auth = options.basicAuth({ operation: 'OprnApi' });
+
+  const prepareIntake: onRequestAsyncHookHandler = async (request) => {
+    const header = request.headers['content-type'];
+    const query = request.query as Record<string, unknown>;
+    const effectiveType = effectiveContentType(query.content_type, header);
+    const kind = handlerKindOf(effectiveType);
+    request.queueIntake = { effectiveType, kind, headers: { ...request.headers } };
+    const declaredLength = Number(request.headers['content-length'] ?? 0);
+    let parseAs: string | undefined;
+    switch (kind) {
+      case 'json':
+        parseAs = 'application/json';
+        break;
+      case 'urlencoded':
+        parseAs = 'application/x-www-form-urlencoded';
+        break;
+      case 'multipart': {
+        // The parts are found by the boundary of the real header, whatever the override said.
+        const boundary = boundaryOf(header);
+        if (boundary === undefined) throw unprocessable({ data: 'Malformed multipart body.' });
+        if (declaredLength > rawBodyBytes) throw new AppError('payload_too_large', 'Payload too large.');
+        parseAs = `multipart/form-data; boundary="${boundary}"`;
+        break;
+      }
+      case 'raw':
+      case 'none':
+        parseAs = header === undefined ? undefined : 'application/octet-stream';
+        break;
+    }
+    if (parseAs !== undefined) request.headers['content-type'] = parseAs;
+  };
+
+  const addHandler = async (request: FastifyRequest) => {
+    const context = request.queueIntake!;
+    const body =
+      context.kind === 'multipart' ? await readMultipartParts(request, rawBodyBytes) : request.body;
+    const requestId = await intake.submit({
+      effectiveType: context.effectiveType,
+      kind: context.kind,
+      body: Buffer.isBuffer(body) || Array.isArray(body) ? (body as Buffer | MultipartPart[]) : undefined,
+      query: request.query as Record<string, unknown>,
+      headers: context.headers,
+      clientAddress: request.ip,
+      userId: request.principal!.userId,
+    });
+    return { request_id: requestId };
+  };
+
+  app.route({
+    method: ['POST', 'PUT'],
+    url: ADD_URL,
+    config: { errorShape: 'envelope' },
+    onRequest: [auth, prepareIntake],
+    handler: addHandler,
+  });
+  rejectOtherMethods(app, ADD_URL, ['POST', 'PUT'], 'envelope');
+
+  app.route({
+    method: 'GET',
+    url: STATUS_URL,
+    config: { errorShape: 'envelope' },
+    onRequest: auth,
+    handler: async (request) => {
+      const query = request.query as Record<string, unknown>;
+      return status.readStatus(query.request_id);
+    },
+  });
+  rejectOtherMethods(app, STATUS_URL, ['GET', 'HEAD'], 'envelope');
+}
+
+interface MultipartError {
+  readonly code?: string;
+  readonly statusCode?: number;
+}
+
+/**
+ * Reads every part of a multipart body into memory (files and fields alike), bounded by the raw body
+ * limit in total. Transport failures become contract answers: limits 413; a truncated body 422
+ * `AttachmentData: <field>` (PHP's partial-upload text, reference 8.3) or `data` = malformed.
+ */
+async function readMultipartParts(request: FastifyRequest, limitBytes: number): Promise<MultipartPart[]> {
+  const parts: MultipartPart[] = [];
+  let totalBytes = 0;
+  let currentFile: string | undefined;
+  try {
+    for await (const part of request.parts()) {
+      const name = part.fieldname === '' ? undefined : (part.fieldname as string | undefined);
+      if (part.type === 'file') {
+        currentFile = name;
+        const bytes = await part.toBuffer();
+        currentFile = undefined;
+        totalBytes += bytes.length;
+        const mimeType = part.mimetype.split(';')[0]!.trim().toLowerCase();
+        parts.push({ kind: 'file', name, fileName: part.filename, mimeType: mimeType || undefined, bytes });
+      } else {
+        if (part.valueTruncated || part.fieldnameTruncated)
+          throw new AppError('payload_too_large', 'Payload too large.');
+        const value = typeof part.value === 'string' ? part.value : String(part.value);
+        totalBytes += Buffer.byteLength(value);
+        parts.push({ kind: 'field', name, value });
+      }
+      if (totalBytes > limitBytes) throw new AppError('payload_too_large', 'Payload too large.');
+    }
+  } catch (error) {
+    if (error instanceof AppError) throw error;
+    const { code, statusCode } = error as MultipartError;
+    if (statusCode === 413 || code === 'FST_REQ_FILE_TOO_LARGE')
+      throw new AppError('payload_too_large', 'Payload too large.', { cause: error });
+    if (code === 'FST_PROTO_VIOLATION') throw unprocessable({ data: 'Invalid form field name.' });
+    if (currentFile !== undefined && /^[A-Za-z0-9_.[\]-]{1,45}$/.test(currentFile))
+      throw unprocessable({
+        [`AttachmentData: ${currentFile}`]: 'The uploaded file was only partially uploaded',
+      });
+    throw unprocessable({ data: 'Malformed multipart body.' });
+  }
+  return parts;
+}
