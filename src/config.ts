@@ -25,6 +25,10 @@ export interface Config {
   readonly requireOprnLogin: boolean;
   /** Require `OprnApi` for attachment view (reference 7.3 step 2). */
   readonly attachmentRequireOprnApi: boolean;
+  /** Attachment view decodes strict base64 like the original (reference 7.2 step 4.5); off by default. */
+  readonly attachmentBase64Compat: boolean;
+  /** Attachments written less than this long ago are sent `no-cache` instead of `immutable` (D40). */
+  readonly attachmentImmutableGraceSeconds: number;
   /** Body limits, in bytes (reference section 15). */
   readonly limits: {
     readonly signatureBodyBytes: number;
@@ -121,6 +125,8 @@ export function loadConfig(env: Env = process.env): Config {
     authCacheTtlMs: int('AUTH_CACHE_TTL_MS', 60_000, 0, 3_600_000),
     requireOprnLogin: flag('REQUIRE_OPRNLOGIN', false),
     attachmentRequireOprnApi: flag('ATTACHMENT_REQUIRE_OPRNAPI', false),
+    attachmentBase64Compat: flag('ATTACHMENT_BASE64_COMPAT', false),
+    attachmentImmutableGraceSeconds: int('ATTACHMENT_IMMUTABLE_GRACE_SECONDS', 600, 0, 31_536_000),
     limits: {
       signatureBodyBytes: int('SIGN_BODY_LIMIT_BYTES', 10 * MiB, 1024, 1024 * MiB),
       jsonBodyBytes: int('JSON_BODY_LIMIT_BYTES', 1 * MiB, 1024, 1024 * MiB),

@@ -1,0 +1,63 @@
+/**
+ * Content digests of attachment fields (SHA-256 of the stored bytes), kept in `attachment_data_digest`
+ * so that the ETag of a HEAD or a 304 costs no byte reads. A digest is tied to the row's
+ * `last_modified_date`, which a trigger moves forward on every write: a write by any module makes the
+ * old digest invalid by itself, and the next view computes it again, once, from the one field it needs.
+ */
+import { createHash } from 'node:crypto';
+import type { Kysely, Transaction } from 'kysely';
+import type { Database } from '../../db/database.ts';
+import type { DB } from '../../db/schema.ts';
+import type { DataField } from './attachment.queries.ts';
+import { DATA_FIELDS, readAttachmentContent, upsertDigest } from './attachment.queries.ts';
+import { thumbnailTypeOf } from './content-type.ts';
+
+export interface FieldDigest {
+  readonly sha256: string;
+  /** For thumbnails: JPEG/PNG by sniffing, else application/octet-stream; null for other fields. */
+  readonly sniffedType: string | null;
+}
+
+export function isThumbnail(field: DataField): boolean {
+  return field.startsWith('thumbnail_');
+}
+
+/** Digest of `bytes` as stored for `field`. */
+export function digestField(field: DataField, bytes: Buffer): FieldDigest {
+  return {
+    sha256: createHash('sha256').update(bytes).digest('hex'),
+    sniffedType: isThumbnail(field) ? thumbnailTypeOf(bytes) : null,
+  };
+}
+
+/** Stores the digest of `field` computed from `bytes`, read while the row's date was `modifiedDate`. */
+export async function saveFieldDigest(
+  db: Kysely<DB> | Transaction<DB>,
+  attachmentDataId: number,
+  modifiedDate: string,
+  field: DataField,
+  bytes: Buffer,
+): Promise<FieldDigest> {
+  const digest = digestField(field, bytes);
+  await upsertDigest(db, attachmentDataId, modifiedDate, field, digest.sha256, digest.sniffedType);
+  return digest;
+}
+
+/**
+ * For writers outside this module (queue intake, worker thumbnails, dataset import): call after
+ * writing an `attachment_data` row to precompute the digests of its non-null fields, so the first view
+ * needs no extra read. Optional: a missing or outdated digest is computed lazily by the view. Reads one
+ * field at a time, each with the row's date in the same statement.
+ */
+export async function refreshAttachmentDigests(
+  database: Database,
+  attachmentDataId: number,
+  fields: readonly DataField[] = DATA_FIELDS,
+): Promise<void> {
+  for (const field of fields) {
+    const content = await readAttachmentContent(database, attachmentDataId, field);
+    if (content === undefined) return;
+    if (content.bytes !== null)
+      await saveFieldDigest(database.db, attachmentDataId, content.lastModifiedDate, field, content.bytes);
+  }
+}

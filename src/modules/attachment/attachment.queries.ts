@@ -1,0 +1,389 @@
+/**
+ * SQL of the attachment module. Metadata queries never select a data column: sizes come from
+ * `octet_length`, which both dialects answer from the record header or TOAST pointer without reading
+ * the value, so a HEAD or a 304 never loads the bytes.
+ */
+import type { Kysely, RawBuilder, Transaction } from 'kysely';
+import { sql } from 'kysely';
+import type { Database, Dialect } from '../../db/database.ts';
+import type { DB } from '../../db/schema.ts';
+
+export const DATA_FIELDS = [
+  'blob_data',
+  'text_data',
+  'thumbnail_small_blob',
+  'thumbnail_medium_blob',
+  'thumbnail_large_blob',
+] as const;
+export type DataField = (typeof DATA_FIELDS)[number];
+export const THUMBNAIL_FIELDS = [
+  'thumbnail_small_blob',
+  'thumbnail_medium_blob',
+  'thumbnail_large_blob',
+] as const;
+export type ThumbnailField = (typeof THUMBNAIL_FIELDS)[number];
+
+/** Table of migration 0005; declared here because only this module reads or writes it. */
+export interface AttachmentDataDigestTable {
+  attachment_data_id: number;
+  source_modified_date: string;
+  blob_data_sha256: string | null;
+  text_data_sha256: string | null;
+  thumbnail_small_blob_sha256: string | null;
+  thumbnail_medium_blob_sha256: string | null;
+  thumbnail_large_blob_sha256: string | null;
+  thumbnail_small_blob_type: string | null;
+  thumbnail_medium_blob_type: string | null;
+  thumbnail_large_blob_type: string | null;
+}
+export type AttachmentDb = DB & { attachment_data_digest: AttachmentDataDigestTable };
+
+export function attachmentDb(db: Kysely<DB>): Kysely<AttachmentDb> {
+  return db.withTables<{ attachment_data_digest: AttachmentDataDigestTable }>();
+}
+
+/** A field's digest as stored: valid only while `sourceModifiedDate` equals the row's date. */
+export interface StoredDigest {
+  readonly sha256: string | null;
+  /** Sniffed type of a thumbnail; null for the other fields. */
+  readonly sniffedType: string | null;
+}
+
+export interface AttachmentHead {
+  readonly id: number;
+  readonly mimeType: string;
+  readonly mnemonic: string;
+  readonly lastModifiedDate: string;
+  /** Byte length of each field; null when the field is null. */
+  readonly sizes: Readonly<Record<DataField, number | null>>;
+  readonly digestSourceDate: string | null;
+  readonly digests: Readonly<Record<DataField, StoredDigest>>;
+}
+
+export interface AttachmentContent extends Omit<AttachmentHead, 'sizes'> {
+  readonly field: DataField;
+  /** The stored bytes of `field` (text as its UTF-8 bytes); null when the field is null. */
+  readonly bytes: Buffer | null;
+}
+
+// `text_data` is text: hand it back as its UTF-8 bytes, one Buffer, never a JS string.
+function textBytes(dialect: Dialect): RawBuilder<Buffer | null> {
+  return dialect === 'postgres'
+    ? sql<Buffer | null>`convert_to(ad.text_data, 'UTF8')`
+    : sql<Buffer | null>`cast(ad.text_data as blob)`;
+}
+
+function fieldBytes(dialect: Dialect, field: DataField): RawBuilder<Buffer | null> {
+  return field === 'text_data' ? textBytes(dialect) : sql<Buffer | null>`${sql.ref(`ad.${field}`)}`;
+}
+
+interface DigestColumns {
+  source_modified_date: string | null;
+  blob_data_sha256: string | null;
+  text_data_sha256: string | null;
+  thumbnail_small_blob_sha256: string | null;
+  thumbnail_medium_blob_sha256: string | null;
+  thumbnail_large_blob_sha256: string | null;
+  thumbnail_small_blob_type: string | null;
+  thumbnail_medium_blob_type: string | null;
+  thumbnail_large_blob_type: string | null;
+}
+
+function digestsOf(row: DigestColumns): Record<DataField, StoredDigest> {
+  return {
+    blob_data: { sha256: row.blob_data_sha256, sniffedType: null },
+    text_data: { sha256: row.text_data_sha256, sniffedType: null },
+    thumbnail_small_blob: {
+      sha256: row.thumbnail_small_blob_sha256,
+      sniffedType: row.thumbnail_small_blob_type,
+    },
+    thumbnail_medium_blob: {
+      sha256: row.thumbnail_medium_blob_sha256,
+      sniffedType: row.thumbnail_medium_blob_type,
+    },
+    thumbnail_large_blob: {
+      sha256: row.thumbnail_large_blob_sha256,
+      sniffedType: row.thumbnail_large_blob_type,
+    },
+  };
+}
+
+function baseQuery(database: Database, id: number) {
+  return attachmentDb(database.db)
+    .selectFrom('attachment_data as ad')
+    .leftJoin('attachment_data_digest as d', 'd.attachment_data_id', 'ad.id')
+    .where('ad.id', '=', id)
+    .select([
+      'ad.id',
+      'ad.mime_type',
+      'ad.attachment_mnemonic',
+      'ad.last_modified_date',
+      'd.source_modified_date',
+      'd.blob_data_sha256',
+      'd.text_data_sha256',
+      'd.thumbnail_small_blob_sha256',
+      'd.thumbnail_medium_blob_sha256',
+      'd.thumbnail_large_blob_sha256',
+      'd.thumbnail_small_blob_type',
+      'd.thumbnail_medium_blob_type',
+      'd.thumbnail_large_blob_type',
+    ]);
+}
+
+/** Everything about an attachment except its bytes; undefined for an unknown id. */
+export async function readAttachmentHead(
+  database: Database,
+  id: number,
+): Promise<AttachmentHead | undefined> {
+  const size = (field: DataField) => sql<number | null>`octet_length(${sql.ref(`ad.${field}`)})`.as(field);
+  const row = await baseQuery(database, id)
+    .select([
+      size('blob_data'),
+      size('text_data'),
+      size('thumbnail_small_blob'),
+      size('thumbnail_medium_blob'),
+      size('thumbnail_large_blob'),
+    ])
+    .executeTakeFirst();
+  if (row === undefined) return undefined;
+  const toSize = (value: number | string | null) => (value === null ? null : Number(value));
+  return {
+    id: row.id,
+    mimeType: row.mime_type,
+    mnemonic: row.attachment_mnemonic,
+    lastModifiedDate: row.last_modified_date,
+    sizes: {
+      blob_data: toSize(row.blob_data),
+      text_data: toSize(row.text_data),
+      thumbnail_small_blob: toSize(row.thumbnail_small_blob),
+      thumbnail_medium_blob: toSize(row.thumbnail_medium_blob),
+      thumbnail_large_blob: toSize(row.thumbnail_large_blob),
+    },
+    digestSourceDate: row.source_modified_date,
+    digests: digestsOf(row),
+  };
+}
+
+/**
+ * The bytes of one field with the metadata read in the same statement (so they always agree).
+ * `field` undefined is the view default: `blob_data` when it is not null, else `text_data`; the text is
+ * selected only when the blob is null, so only one value is ever loaded.
+ */
+export async function readAttachmentContent(
+  database: Database,
+  id: number,
+  field: DataField | undefined,
+): Promise<AttachmentContent | undefined> {
+  const query = baseQuery(database, id);
+  if (field !== undefined) {
+    const row = await query.select(fieldBytes(database.dialect, field).as('bytes')).executeTakeFirst();
+    if (row === undefined) return undefined;
+    return contentOf(row, field, row.bytes);
+  }
+  const row = await query
+    .select([
+      'ad.blob_data',
+      sql<Buffer | null>`case when ad.blob_data is null then ${textBytes(database.dialect)} end`.as(
+        'text_bytes',
+      ),
+    ])
+    .executeTakeFirst();
+  if (row === undefined) return undefined;
+  return row.blob_data !== null
+    ? contentOf(row, 'blob_data', row.blob_data)
+    : contentOf(row, 'text_data', row.text_bytes);
+}
+
+function contentOf(
+  row: DigestColumns & {
+    id: number;
+    mime_type: string;
+    attachment_mnemonic: string;
+    last_modified_date: string;
+  },
+  field: DataField,
+  bytes: Buffer | null,
+): AttachmentContent {
+  return {
+    id: row.id,
+    mimeType: row.mime_type,
+    mnemonic: row.attachment_mnemonic,
+    lastModifiedDate: row.last_modified_date,
+    digestSourceDate: row.source_modified_date,
+    digests: digestsOf(row),
+    field,
+    bytes,
+  };
+}
+
+/**
+ * Records the digest of one field computed from bytes read while the row's date was
+ * `sourceModifiedDate`. Digests of other fields survive only if they were taken at that same date.
+ */
+export async function upsertDigest(
+  db: Kysely<DB> | Transaction<DB>,
+  id: number,
+  sourceModifiedDate: string,
+  field: DataField,
+  sha256: string,
+  sniffedType: string | null,
+): Promise<void> {
+  const shaColumn = `${field}_sha256` as const;
+  const values: AttachmentDataDigestTable = {
+    attachment_data_id: id,
+    source_modified_date: sourceModifiedDate,
+    blob_data_sha256: null,
+    text_data_sha256: null,
+    thumbnail_small_blob_sha256: null,
+    thumbnail_medium_blob_sha256: null,
+    thumbnail_large_blob_sha256: null,
+    thumbnail_small_blob_type: null,
+    thumbnail_medium_blob_type: null,
+    thumbnail_large_blob_type: null,
+    [shaColumn]: sha256,
+  };
+  if (sniffedType !== null && field !== 'blob_data' && field !== 'text_data')
+    values[`${field}_type`] = sniffedType;
+  const keep = (
+    column: Exclude<keyof AttachmentDataDigestTable, 'attachment_data_id' | 'source_modified_date'>,
+  ) =>
+    sql<string | null>`case when attachment_data_digest.source_modified_date = excluded.source_modified_date
+      then coalesce(excluded.${sql.ref(column)}, attachment_data_digest.${sql.ref(column)})
+      else excluded.${sql.ref(column)} end`;
+  await attachmentDb(db as Kysely<DB>)
+    .insertInto('attachment_data_digest')
+    .values(values)
+    .onConflict((oc) =>
+      oc.column('attachment_data_id').doUpdateSet({
+        source_modified_date: sql<string>`excluded.source_modified_date`,
+        blob_data_sha256: keep('blob_data_sha256'),
+        text_data_sha256: keep('text_data_sha256'),
+        thumbnail_small_blob_sha256: keep('thumbnail_small_blob_sha256'),
+        thumbnail_medium_blob_sha256: keep('thumbnail_medium_blob_sha256'),
+        thumbnail_large_blob_sha256: keep('thumbnail_large_blob_sha256'),
+        thumbnail_small_blob_type: keep('thumbnail_small_blob_type'),
+        thumbnail_medium_blob_type: keep('thumbnail_medium_blob_type'),
+        thumbnail_large_blob_type: keep('thumbnail_large_blob_type'),
+      }),
+    )
+    .execute();
+}
+
+/** The stored spelling of `mimeType` (the foreign key needs it exactly), or undefined. */
+export async function findMimeType(
+  db: Kysely<DB> | Transaction<DB>,
+  mimeType: string,
+): Promise<string | undefined> {
+  const row = await db
+    .selectFrom('mime_type')
+    .select('mime_type')
+    .where(sql<string>`lower(mime_type)`, '=', mimeType)
+    .executeTakeFirst();
+  return row?.mime_type;
+}
+
+export async function eventExists(db: Kysely<DB> | Transaction<DB>, eventId: number): Promise<boolean> {
+  const row = await db
+    .selectFrom('event')
+    .select('id')
+    .where('id', '=', eventId)
+    .where('deleted', '=', 0)
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
+export async function elementTypeExists(
+  db: Kysely<DB> | Transaction<DB>,
+  elementTypeId: number,
+): Promise<boolean> {
+  const row = await db
+    .selectFrom('element_type')
+    .select('id')
+    .where('id', '=', elementTypeId)
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
+export interface NewUpload {
+  readonly userId: number;
+  readonly mimeType: string;
+  readonly bytes: Buffer;
+  readonly fileName: string | null;
+  readonly modifiedDate: string;
+  readonly link: { readonly eventId: number; readonly elementTypeId: number } | undefined;
+}
+
+export const UPLOAD_REQUEST_TYPE = 'attachment_upload';
+export const UPLOAD_MNEMONIC = 'UPLOAD_BLOB';
+
+/** Inserts the `request`, the `attachment_data` row and the optional event link; returns the new id. */
+export async function insertUpload(trx: Transaction<DB>, upload: NewUpload): Promise<number> {
+  const audit = {
+    created_user_id: upload.userId,
+    last_modified_user_id: upload.userId,
+    created_date: upload.modifiedDate,
+    last_modified_date: upload.modifiedDate,
+  };
+  const request = await trx
+    .insertInto('request')
+    .values({ request_type: UPLOAD_REQUEST_TYPE, system_message: 'attachment upload', ...audit })
+    .returning('id')
+    .executeTakeFirstOrThrow();
+  const attachment = await trx
+    .insertInto('attachment_data')
+    .values({
+      request_id: request.id,
+      attachment_mnemonic: UPLOAD_MNEMONIC,
+      system_only_managed: 0,
+      attachment_type: 'NONE',
+      mime_type: upload.mimeType,
+      blob_data: upload.bytes,
+      upload_file_name: upload.fileName,
+      ...audit,
+    })
+    .returning(['id', 'last_modified_date'])
+    .executeTakeFirstOrThrow();
+  if (upload.link !== undefined) {
+    const { eventId, elementTypeId } = upload.link;
+    const existing = await trx
+      .selectFrom('event_attachment_group')
+      .select('id')
+      .where('event_id', '=', eventId)
+      .where('element_type_id', '=', elementTypeId)
+      .orderBy('id')
+      .executeTakeFirst();
+    const groupId =
+      existing?.id ??
+      (
+        await trx
+          .insertInto('event_attachment_group')
+          .values({ event_id: eventId, element_type_id: elementTypeId, ...audit })
+          .returning('id')
+          .executeTakeFirstOrThrow()
+      ).id;
+    await trx
+      .insertInto('event_attachment_item')
+      .values({
+        event_attachment_group_id: groupId,
+        attachment_data_id: attachment.id,
+        system_only_managed: 0,
+        event_document_view_set: null,
+        ...audit,
+      })
+      .execute();
+  }
+  return attachment.id;
+}
+
+/** Reads the date the triggers gave a row (after an insert, it may differ from what was written). */
+export async function readModifiedDate(
+  db: Kysely<DB> | Transaction<DB>,
+  id: number,
+): Promise<string | undefined> {
+  const row = await db
+    .selectFrom('attachment_data')
+    .select('last_modified_date')
+    .where('id', '=', id)
+    .executeTakeFirst();
+  return row?.last_modified_date;
+}

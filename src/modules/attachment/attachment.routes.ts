@@ -1,0 +1,144 @@
+/**
+ * `GET|HEAD /api/v1/attachmentdisplay/view` (reference 7.3) and `POST /api/v1/attachmentdisplay/create`
+ * (reference section 15). Authentication runs in `onRequest`, before the query is validated, before any
+ * 304 and before an upload body is read: a stranger learns nothing and cannot make the server buffer.
+ */
+import multipart from '@fastify/multipart';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
+import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
+import { isNotModified, sendBinary, sendNotModified } from '../../http/binary-reply.ts';
+import { rejectOtherMethods } from '../../http/error-handler.ts';
+import type { ModuleOptions } from '../../http/module.ts';
+import { AppError } from '../../errors.ts';
+import { DATA_FIELDS } from './attachment.queries.ts';
+import type { UploadInput } from './attachment.service.ts';
+import { MAX_ID, createAttachmentService } from './attachment.service.ts';
+import { mediaTypeOfHeader, normaliseMediaType } from './content-type.ts';
+
+const VIEW_URL = '/api/v1/attachmentdisplay/view';
+const CREATE_URL = '/api/v1/attachmentdisplay/create';
+
+// A repeated parameter arrives as an array, which no `string` schema accepts: 400.
+const ViewQuerySchema = Type.Object({
+  id: Type.String({ pattern: '^[1-9][0-9]{0,18}$' }),
+  attachment: Type.Optional(Type.Union(DATA_FIELDS.map((f) => Type.Literal(f)))),
+  mime: Type.Optional(Type.String({ maxLength: 255 })),
+});
+
+const CreateQuerySchema = Type.Object({
+  event_id: Type.Optional(Type.String({ maxLength: 32 })),
+  element_type_id: Type.Optional(Type.String({ maxLength: 32 })),
+});
+
+function badRequest(): AppError {
+  return new AppError('bad_request', 'Bad request');
+}
+
+function invalid(fields: Record<string, string>): AppError {
+  return new AppError('validation_failed', 'Invalid attachment', { fields });
+}
+
+export const attachmentRoutes: FastifyPluginAsync<ModuleOptions> = async (instance, { deps, basicAuth }) => {
+  const app = instance.withTypeProvider<TypeBoxTypeProvider>();
+  const service = createAttachmentService(deps);
+  const uploadLimitBytes = deps.config.limits.rawBodyBytes;
+
+  // Uploads are taken as bytes whatever their type: this scope drops the inherited JSON/text parsers.
+  app.removeAllContentTypeParsers();
+  await app.register(multipart, {
+    limits: { fileSize: uploadLimitBytes, files: 2, fields: 20, fieldSize: 64 * 1024, parts: 40 },
+  });
+  app.addContentTypeParser(
+    '*',
+    { parseAs: 'buffer', bodyLimit: uploadLimitBytes },
+    (_request, body, done) => {
+      done(null, body);
+    },
+  );
+
+  const viewGuard = basicAuth(deps.config.attachmentRequireOprnApi ? { operation: 'OprnApi' } : {});
+  app.route({
+    method: ['GET', 'HEAD'],
+    url: VIEW_URL,
+    exposeHeadRoute: false,
+    schema: { querystring: ViewQuerySchema },
+    onRequest: viewGuard,
+    handler: async (request, reply) => {
+      const { id: idText, attachment, mime: mimeText } = request.query;
+      const id = Number(idText);
+      if (id > MAX_ID) throw badRequest();
+      const mime = mimeText === undefined ? undefined : normaliseMediaType(mimeText);
+      if (mimeText !== undefined && mime === undefined) throw badRequest();
+      const query = { id, field: attachment, mime };
+      const isConditional =
+        request.headers['if-none-match'] !== undefined || request.headers['if-modified-since'] !== undefined;
+      if (request.method === 'GET' && !isConditional) {
+        const { representation, bytes } = await service.readAttachment(query);
+        return sendBinary(reply, representation, bytes);
+      }
+      const view = await service.describeAttachment(query);
+      if (isNotModified(request, view.representation)) return sendNotModified(reply, view.representation);
+      if (request.method === 'HEAD') return sendBinary(reply, view.representation, undefined);
+      const { representation, bytes } = await view.load();
+      return sendBinary(reply, representation, bytes);
+    },
+  });
+  rejectOtherMethods(app, VIEW_URL, ['GET', 'HEAD']);
+
+  app.route({
+    method: 'POST',
+    url: CREATE_URL,
+    bodyLimit: uploadLimitBytes,
+    config: { errorShape: 'envelope' },
+    schema: { querystring: CreateQuerySchema },
+    onRequest: basicAuth({ operation: 'OprnApi' }),
+    handler: async (request, reply) => {
+      const upload = request.isMultipart() ? await readMultipartUpload(request) : readRawUpload(request);
+      const id = await service.createAttachment({
+        ...upload,
+        userId: request.principal!.userId,
+        eventId: request.query.event_id,
+        elementTypeId: request.query.element_type_id,
+      });
+      request.log.info({ attachmentDataId: id }, 'attachment stored');
+      return reply
+        .code(200)
+        .header('content-type', 'application/json; charset=utf-8')
+        .send(JSON.stringify({ id }));
+    },
+  });
+  rejectOtherMethods(app, CREATE_URL, ['POST'], 'envelope');
+};
+
+type Upload = Pick<UploadInput, 'declaredType' | 'bytes' | 'fileName'>;
+
+function readRawUpload(request: FastifyRequest): Upload {
+  const body = request.body;
+  return {
+    declaredType: mediaTypeOfHeader(request.headers['content-type']),
+    bytes: Buffer.isBuffer(body) ? body : undefined,
+    fileName: null,
+  };
+}
+
+/** The one file part of a multipart body, with its own type and file name; other fields are ignored. */
+async function readMultipartUpload(request: FastifyRequest): Promise<Upload> {
+  let upload: Upload | undefined;
+  try {
+    for await (const part of request.parts()) {
+      if (part.type !== 'file') continue;
+      if (upload !== undefined) throw invalid({ data: 'Send exactly one file part.' });
+      const bytes = await part.toBuffer();
+      const fileName = part.filename === '' ? null : (part.filename.split(/[\\/]/).pop() ?? null);
+      upload = { declaredType: normaliseMediaType(part.mimetype), bytes, fileName };
+    }
+  } catch (error) {
+    if (error instanceof AppError) throw error;
+    const status = (error as { statusCode?: unknown }).statusCode;
+    if (status === 413) throw new AppError('payload_too_large', 'Payload too large', { cause: error });
+    throw invalid({ data: 'The multipart body is malformed.' });
+  }
+  if (upload === undefined) throw invalid({ data: 'Send exactly one file part.' });
+  return upload;
+}

@@ -1,0 +1,229 @@
+/**
+ * Attachment view and upload (reference 7.3 and section 15). No HTTP types here: the view hands back a
+ * representation (headers) and a loader for the bytes, so that the route can answer a HEAD or a 304
+ * without the bytes ever leaving the database.
+ */
+import { createHash } from 'node:crypto';
+import type { BinaryRepresentation } from '../../http/binary-reply.ts';
+import type { AppDeps } from '../../deps.ts';
+import { nowDateTime } from '../../db/database.ts';
+import { AppError } from '../../errors.ts';
+import { saveFieldDigest } from './attachment-digest.ts';
+import type { AttachmentContent, AttachmentHead, DataField, StoredDigest } from './attachment.queries.ts';
+import {
+  elementTypeExists,
+  eventExists,
+  findMimeType,
+  insertUpload,
+  readAttachmentContent,
+  readAttachmentHead,
+  readModifiedDate,
+} from './attachment.queries.ts';
+import { contradictsDeclaredType, decodeLikeOriginal } from './content-type.ts';
+
+export interface ViewQuery {
+  readonly id: number;
+  readonly field: DataField | undefined;
+  /** Lower-cased `type/subtype` the caller asked for, already syntax-checked. */
+  readonly mime: string | undefined;
+}
+
+export interface AttachmentView {
+  readonly representation: BinaryRepresentation;
+  /** Reads the bytes (for a 200 GET); the representation it returns matches those bytes exactly. */
+  load(): Promise<{ representation: BinaryRepresentation; bytes: Buffer }>;
+}
+
+export interface UploadInput {
+  readonly userId: number;
+  /** The declared Content-Type (`type/subtype`, parameters dropped); undefined when absent or malformed. */
+  readonly declaredType: string | undefined;
+  readonly bytes: Buffer | undefined;
+  readonly fileName: string | null;
+  readonly eventId: string | undefined;
+  readonly elementTypeId: string | undefined;
+}
+
+export const IMMUTABLE = 'private, max-age=31536000, immutable';
+/** Young or request-queue rows may still change (D40): cache, but revalidate each time. */
+export const REVALIDATE = 'private, no-cache';
+/** The column is `int` in OpenEyes (int4 on PostgreSQL): the same bound on both dialects. */
+export const MAX_ID = 2_147_483_647;
+const MAX_FILE_NAME = 200;
+
+function notFound(): AppError {
+  return new AppError('not_found', 'Not Found');
+}
+
+function badRequest(): AppError {
+  return new AppError('bad_request', 'Bad request');
+}
+
+function parseStoredDate(value: string): Date | undefined {
+  const match = /^(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})/.exec(value);
+  if (match === null) return undefined;
+  const [year, month, day, hours, minutes, seconds] = match.slice(1).map(Number);
+  const time = Date.UTC(year ?? 0, (month ?? 1) - 1, day, hours, minutes, seconds);
+  return Number.isNaN(time) ? undefined : new Date(time);
+}
+
+export function createAttachmentService(deps: AppDeps) {
+  const { config, database } = deps;
+  const isCompat = config.attachmentBase64Compat;
+
+  function validDigest(row: AttachmentHead | AttachmentContent, field: DataField): StoredDigest | undefined {
+    const stored = row.digests[field];
+    return row.digestSourceDate === row.lastModifiedDate && stored.sha256 !== null ? stored : undefined;
+  }
+
+  function representationOf(
+    row: AttachmentHead | AttachmentContent,
+    field: DataField,
+    digest: StoredDigest,
+    mime: string | undefined,
+    sizeBytes: number,
+  ): BinaryRepresentation {
+    const contentType =
+      mime ??
+      (field === 'blob_data' || field === 'text_data'
+        ? row.mimeType
+        : (digest.sniffedType ?? 'application/octet-stream'));
+    const etag = createHash('sha256')
+      .update(`${digest.sha256}\n${contentType}${isCompat ? '\nbase64-compat' : ''}`)
+      .digest('base64url');
+    const stored = parseStoredDate(row.lastModifiedDate);
+    const now = Date.now();
+    // RFC 9110 8.8.2.1: never a Last-Modified later than the response itself.
+    const lastModified =
+      stored === undefined ? undefined : new Date(Math.min(stored.getTime(), Math.floor(now / 1000) * 1000));
+    const isSettled =
+      stored !== undefined &&
+      now - stored.getTime() >= config.attachmentImmutableGraceSeconds * 1000 &&
+      !row.mnemonic.startsWith('REQUEST_');
+    return {
+      contentType,
+      sizeBytes,
+      etag: `"${etag}"`,
+      lastModified,
+      cacheControl: isSettled ? IMMUTABLE : REVALIDATE,
+    };
+  }
+
+  /** The bytes and representation of one field, computing and storing the digest if it is missing. */
+  async function loadContent(
+    id: number,
+    field: DataField | undefined,
+    mime: string | undefined,
+  ): Promise<{ representation: BinaryRepresentation; bytes: Buffer }> {
+    const content = await readAttachmentContent(database, id, field);
+    if (content === undefined || content.bytes === null) throw notFound();
+    const digest =
+      validDigest(content, content.field) ??
+      (await saveFieldDigest(database.db, id, content.lastModifiedDate, content.field, content.bytes));
+    const bytes = isCompat ? decodeLikeOriginal(content.bytes) : content.bytes;
+    return { representation: representationOf(content, content.field, digest, mime, bytes.length), bytes };
+  }
+
+  async function checkMime(mime: string | undefined): Promise<void> {
+    if (mime !== undefined && (await findMimeType(database.db, mime)) === undefined) throw badRequest();
+  }
+
+  return {
+    /** A 200 GET with no conditional headers: one query, bytes included. */
+    async readAttachment(query: ViewQuery): Promise<{ representation: BinaryRepresentation; bytes: Buffer }> {
+      await checkMime(query.mime);
+      return loadContent(query.id, query.field, query.mime);
+    },
+
+    /** The representation of an attachment without its bytes (HEAD, conditional GET). */
+    async describeAttachment(query: ViewQuery): Promise<AttachmentView> {
+      await checkMime(query.mime);
+      const head = await readAttachmentHead(database, query.id);
+      if (head === undefined) throw notFound();
+      const field = query.field ?? (head.sizes.blob_data !== null ? 'blob_data' : 'text_data');
+      const size = head.sizes[field];
+      if (size === null) throw notFound();
+      const load = () => loadContent(query.id, field, query.mime);
+      const digest = validDigest(head, field);
+      // First view since the last write (or compat mode, whose length depends on the bytes): read the
+      // one field once; the digest is stored for every later HEAD and 304.
+      if (digest === undefined || isCompat) {
+        const loaded = await load();
+        return { representation: loaded.representation, load: async () => loaded };
+      }
+      return { representation: representationOf(head, field, digest, query.mime, size), load };
+    },
+
+    /** Stores one upload (reference section 15); every refusal is a 422 that writes nothing. */
+    async createAttachment(input: UploadInput): Promise<number> {
+      const problems: Record<string, string> = {};
+      let mimeType: string | undefined;
+      if (input.declaredType === undefined) {
+        problems.mime_type = 'A Content-Type of the form type/subtype is required.';
+      } else {
+        mimeType = await findMimeType(database.db, input.declaredType);
+        if (mimeType === undefined) problems.mime_type = `Type ${input.declaredType} is not allowed.`;
+      }
+      const bytes = input.bytes;
+      if (bytes === undefined || bytes.length === 0) {
+        problems.data = 'The attachment is empty.';
+      } else if (mimeType !== undefined && contradictsDeclaredType(mimeType.toLowerCase(), bytes)) {
+        problems.data = `The content is not ${mimeType}.`;
+      }
+      if (input.fileName !== null && input.fileName.length > MAX_FILE_NAME)
+        problems.file_name = `The file name is longer than ${MAX_FILE_NAME} characters.`;
+      const link = await checkLink(input, problems);
+      if (Object.keys(problems).length > 0 || mimeType === undefined || bytes === undefined)
+        throw new AppError('validation_failed', 'Invalid attachment', { fields: problems });
+
+      const modifiedDate = nowDateTime();
+      return database.db.transaction().execute(async (trx) => {
+        if (link !== undefined) {
+          // Checked again inside the transaction: an event deleted meanwhile must not get the link.
+          if (!(await eventExists(trx, link.eventId)))
+            throw new AppError('validation_failed', 'Invalid attachment', {
+              fields: { event_id: 'Event not found.' },
+            });
+        }
+        const id = await insertUpload(trx, {
+          userId: input.userId,
+          mimeType,
+          bytes,
+          fileName: input.fileName,
+          modifiedDate,
+          link,
+        });
+        const storedDate = (await readModifiedDate(trx, id)) ?? modifiedDate;
+        await saveFieldDigest(trx, id, storedDate, 'blob_data', bytes);
+        return id;
+      });
+    },
+  };
+
+  async function checkLink(
+    input: UploadInput,
+    problems: Record<string, string>,
+  ): Promise<{ eventId: number; elementTypeId: number } | undefined> {
+    if (input.eventId === undefined && input.elementTypeId === undefined) return undefined;
+    const parseId = (value: string | undefined, name: 'event_id' | 'element_type_id'): number | undefined => {
+      if (value === undefined) {
+        problems[name] = `${name} is required with ${name === 'event_id' ? 'element_type_id' : 'event_id'}.`;
+        return undefined;
+      }
+      if (!/^[1-9][0-9]{0,9}$/.test(value) || Number(value) > MAX_ID) {
+        problems[name] = `${name} must be a positive integer.`;
+        return undefined;
+      }
+      return Number(value);
+    };
+    const eventId = parseId(input.eventId, 'event_id');
+    const elementTypeId = parseId(input.elementTypeId, 'element_type_id');
+    if (eventId !== undefined && !(await eventExists(database.db, eventId)))
+      problems.event_id = 'Event not found.';
+    if (elementTypeId !== undefined && !(await elementTypeExists(database.db, elementTypeId)))
+      problems.element_type_id = 'Element type not found.';
+    return eventId !== undefined && elementTypeId !== undefined ? { eventId, elementTypeId } : undefined;
+  }
+}
+
+export type AttachmentService = ReturnType<typeof createAttachmentService>;

@@ -1,0 +1,84 @@
+/**
+ * Pure byte and media-type rules of attachments: the `type/subtype` syntax, magic-number sniffing, and
+ * the original's strict base64 rule kept behind a compatibility switch (reference 7.2 step 4.5).
+ */
+
+// RFC 6838 4.2 restricted-name, both halves; no parameters, no whitespace, no CR/LF.
+const MEDIA_TYPE = /^[a-z0-9][a-z0-9!#$&^_.+-]{0,126}\/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}$/i;
+
+/** The lower-cased `type/subtype` when `value` is one, else undefined. */
+export function normaliseMediaType(value: string): string | undefined {
+  return MEDIA_TYPE.test(value) ? value.toLowerCase() : undefined;
+}
+
+/** The `type/subtype` of a Content-Type header, parameters dropped; undefined when malformed. */
+export function mediaTypeOfHeader(header: string | undefined): string | undefined {
+  if (header === undefined) return undefined;
+  return normaliseMediaType((header.split(';')[0] ?? '').trim());
+}
+
+const JPEG = Buffer.from([0xff, 0xd8, 0xff]);
+const PNG = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+const PDF = Buffer.from('%PDF-', 'latin1');
+// Readers accept a PDF header anywhere in the first 1024 bytes (PDF 32000-1, annex H.3 note 3).
+const PDF_HEADER_WINDOW = 1024;
+
+export type SniffedType = 'image/jpeg' | 'image/png' | 'application/pdf';
+
+/** The type the leading bytes prove, or undefined when they prove none of JPEG, PNG or PDF. */
+export function sniffType(bytes: Buffer): SniffedType | undefined {
+  if (bytes.subarray(0, JPEG.length).equals(JPEG)) return 'image/jpeg';
+  if (bytes.subarray(0, PNG.length).equals(PNG)) return 'image/png';
+  if (bytes.subarray(0, PDF_HEADER_WINDOW).includes(PDF)) return 'application/pdf';
+  return undefined;
+}
+
+/** What a thumbnail is served as when the caller names no `mime`: JPEG/PNG by sniffing, else octet-stream. */
+export function thumbnailTypeOf(bytes: Buffer): string {
+  const sniffed = sniffType(bytes);
+  return sniffed === 'image/jpeg' || sniffed === 'image/png' ? sniffed : 'application/octet-stream';
+}
+
+/** The declared types whose bytes must prove them (an upload that lies about them is refused). */
+const PROVABLE: Readonly<Record<string, SniffedType>> = {
+  'image/jpeg': 'image/jpeg',
+  'image/jpg': 'image/jpeg',
+  'image/png': 'image/png',
+  'application/pdf': 'application/pdf',
+};
+
+/** True when `declared` is an image or PDF type that the bytes do not bear out. */
+export function contradictsDeclaredType(declared: string, bytes: Buffer): boolean {
+  const expected = PROVABLE[declared];
+  return expected !== undefined && sniffType(bytes) !== expected;
+}
+
+/**
+ * The original's rule (PHP `base64_decode($data, true)`): when the whole value is strict base64
+ * (whitespace skipped, correct padding, nothing after it) and decodes to something other than "" or
+ * "0", those decoded bytes are sent; otherwise the raw value. Off by default because it corrupts any
+ * stored text that happens to be valid base64 (reference D38).
+ */
+export function decodeLikeOriginal(raw: Buffer): Buffer {
+  // Skip the work for anything with a byte outside the base64 alphabet and PHP's skipped whitespace.
+  for (const byte of raw) {
+    const isAlphabet =
+      (byte >= 0x41 && byte <= 0x5a) ||
+      (byte >= 0x61 && byte <= 0x7a) ||
+      (byte >= 0x30 && byte <= 0x39) ||
+      byte === 0x2b ||
+      byte === 0x2f ||
+      byte === 0x3d;
+    const isSkipped = byte === 0x20 || byte === 0x09 || byte === 0x0a || byte === 0x0d;
+    if (!isAlphabet && !isSkipped) return raw;
+  }
+  const text = raw.toString('latin1').replace(/[ \t\r\n]/g, '');
+  const match = /^([A-Za-z0-9+/]*)(={0,2})$/.exec(text);
+  if (match === null) return raw;
+  const [, body = '', padding = ''] = match;
+  if (body.length % 4 === 1) return raw;
+  if (padding.length > 0 && (body.length + padding.length) % 4 !== 0) return raw;
+  const decoded = Buffer.from(body, 'base64');
+  if (decoded.length === 0 || (decoded.length === 1 && decoded[0] === 0x30)) return raw;
+  return decoded;
+}
