@@ -45,6 +45,8 @@ export interface Config {
   readonly defaultRequestType: string;
   /** IANA time zone used for "today" in ages (reference 4.7). */
   readonly timeZone: string;
+  /** How long patient search keeps its reference data (identifier types, rules, settings). 0 = no cache. */
+  readonly referenceCacheTtlMs: number;
 }
 
 export class ConfigError extends Error {
@@ -140,6 +142,7 @@ export function loadConfig(env: Env = process.env): Config {
       .filter((s) => s !== ''),
     defaultRequestType: read('DEFAULT_REQUEST_TYPE') ?? 'dicom_request',
     timeZone,
+    referenceCacheTtlMs: int('REFERENCE_CACHE_TTL_MS', 5_000, 0, 3_600_000),
   };
   if (problems.length > 0) throw new ConfigError(problems);
   return config;

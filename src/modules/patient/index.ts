@@ -1,5 +1,2 @@
-import type { FastifyPluginAsync } from 'fastify';
-import type { ModuleOptions } from '../../http/module.ts';
-
-// TODO(#3): the routes of this module.
-export const patientRoutes: FastifyPluginAsync<ModuleOptions> = async () => {};
+/** Patient search (spec 4.1): the module's routes. */
+export { patientRoutes } from './patient.routes.ts';

@@ -1,0 +1,99 @@
+/**
+ * `GET api/v1/patient/search` (spec 4.1, reference 3): Basic auth + `OprnApi`, then one service call.
+ * POST and PUT take the same parameters, from the query string first and then an urlencoded form body,
+ * as the original's `getParam` did. Parameters are read by hand rather than by a schema because every
+ * malformed value must answer 200 `[]` or a clamped page (reference 3.3), never a 400.
+ */
+import formbody from '@fastify/formbody';
+import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
+import { rejectOtherMethods } from '../../http/error-handler.ts';
+import type { ModuleOptions } from '../../http/module.ts';
+import type { SortColumn } from './patient.queries.ts';
+import type { PatientSearchInput } from './patient.service.ts';
+import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, createPatientSearchService } from './patient.service.ts';
+
+const SEARCH_URL = '/api/v1/patient/search';
+/** Form bodies of search are a handful of short fields. */
+const FORM_BODY_LIMIT_BYTES = 16 * 1024;
+
+export const patientRoutes: FastifyPluginAsync<ModuleOptions> = async (app, { deps, basicAuth }) => {
+  const service = createPatientSearchService(deps);
+  await app.register(formbody, { bodyLimit: FORM_BODY_LIMIT_BYTES });
+
+  app.route({
+    method: ['GET', 'POST', 'PUT'],
+    url: SEARCH_URL,
+    bodyLimit: FORM_BODY_LIMIT_BYTES,
+    preHandler: basicAuth({ operation: 'OprnApi' }),
+    handler: async (request, reply) => {
+      const results = await service.searchPatients(readSearchInput(request));
+      return reply
+        .code(200)
+        .header('content-type', 'application/json; charset=utf-8')
+        .send(JSON.stringify(results));
+    },
+  });
+  rejectOtherMethods(app, SEARCH_URL, ['GET', 'HEAD', 'POST', 'PUT']);
+};
+
+type Params = Readonly<Record<string, unknown>>;
+
+/** Reduces query string, form body and cookies to the service input; malformed values fall back. */
+export function readSearchInput(request: FastifyRequest): PatientSearchInput {
+  const query = (request.query ?? {}) as Params;
+  const body = isRecord(request.body) ? request.body : {};
+  const param = (name: string): unknown => (name in query ? query[name] : body[name]);
+  const text = (name: string): string | undefined => {
+    const value = param(name);
+    return typeof value === 'string' ? value : undefined;
+  };
+  const cookies = parseCookies(request.headers.cookie);
+
+  const identifierType = text('patient_identifier_type')?.trim();
+  const sortBy = text('sort_by')?.trim();
+  const sortDir = text('sort_dir')?.trim().toLowerCase();
+  return {
+    term: text('term'),
+    // Reference 3.1 step 4: any falsy value ("", "0") counts as omitted.
+    identifierType:
+      identifierType === undefined || identifierType === '' || identifierType === '0'
+        ? undefined
+        : identifierType,
+    pageSize: Math.min(positiveInt(text('pageSize')) ?? DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE),
+    page: positiveInt(text('Patient_page')) ?? 1,
+    sortColumn: sortBy !== undefined && /^[0-5]$/.test(sortBy) ? (Number(sortBy) as SortColumn) : 'default',
+    isDescending: sortBy !== undefined && sortDir !== undefined && sortDir !== 'asc' && sortDir !== '0',
+    institutionCookie: cookies.get('institution_id'),
+    siteCookie: cookies.get('site_id'),
+  };
+}
+
+function isRecord(value: unknown): value is Params {
+  return typeof value === 'object' && value !== null && !Array.isArray(value) && !Buffer.isBuffer(value);
+}
+
+/** A whole number >= 1; undefined for anything else (missing, zero, negative, non-numeric). */
+function positiveInt(raw: string | undefined): number | undefined {
+  if (raw === undefined || !/^\s*\+?\d{1,15}\s*$/.test(raw)) return undefined;
+  const value = Number(raw);
+  return value >= 1 ? value : undefined;
+}
+
+function parseCookies(header: string | undefined): Map<string, string> {
+  const cookies = new Map<string, string>();
+  if (header === undefined) return cookies;
+  for (const part of header.split(';')) {
+    const eq = part.indexOf('=');
+    if (eq <= 0) continue;
+    const name = part.slice(0, eq).trim();
+    if (!cookies.has(name))
+      cookies.set(
+        name,
+        part
+          .slice(eq + 1)
+          .trim()
+          .replace(/^"(.*)"$/, '$1'),
+      );
+  }
+  return cookies;
+}

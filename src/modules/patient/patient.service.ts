@@ -1,0 +1,265 @@
+/**
+ * Patient search (reference 4.9): resolve the current institution and site, parse the term, choose the
+ * identifier types, run one query for the page of patients and one for their identifiers, and build the
+ * result objects of spec 2.1 with the types of reference 3.3.
+ */
+import type { AppDeps } from '../../deps.ts';
+import type { PageQuery, PatientQueries, PatientSearchRow, SortColumn } from './patient.queries.ts';
+import { createPatientQueries } from './patient.queries.ts';
+import type { IdentifierType, Institution, ReferenceData } from './reference-data.ts';
+import { createReferenceDataCache } from './reference-data.ts';
+import {
+  computeAge,
+  formatDisplayValue,
+  lowerLikeDatabase,
+  matchIdentifier,
+  parseSearchTerm,
+  prefixUpperBound,
+  todayIn,
+} from './search-term.ts';
+
+export const DEFAULT_PAGE_SIZE = 20;
+export const MAX_PAGE_SIZE = 100;
+/** Rows a caller may page past; deeper pages answer `[]` (bounds the cost of OFFSET). */
+export const MAX_OFFSET = 10_000;
+
+export interface PatientIdentifierResult {
+  readonly title: string;
+  readonly value: string;
+}
+
+export interface PatientSearchResult {
+  readonly id: number;
+  readonly first_name: string;
+  readonly last_name: string;
+  readonly age: string;
+  readonly genderletter: string | null;
+  readonly dob: string | null;
+  readonly is_deceased: boolean;
+  readonly patient_identifiers: PatientIdentifierResult[];
+  readonly primary_patient_identifiers: PatientIdentifierResult | null;
+}
+
+/** The request, already reduced to plain values by the route (anything malformed is undefined). */
+export interface PatientSearchInput {
+  readonly term: string | undefined;
+  /** Raw `patient_identifier_type`: an id or a `unique_row_string`; undefined when omitted or falsy. */
+  readonly identifierType: string | undefined;
+  readonly pageSize: number;
+  /** 1-based. */
+  readonly page: number;
+  readonly sortColumn: SortColumn;
+  readonly isDescending: boolean;
+  /** Raw `institution_id` and `site_id` cookies (reference 2.4). */
+  readonly institutionCookie: string | undefined;
+  readonly siteCookie: string | undefined;
+}
+
+interface Scope {
+  readonly institution: Institution | undefined;
+  readonly siteId: number | undefined;
+}
+
+const NONE: PatientIdentifierResult = { title: 'N/A', value: 'None' };
+
+export function createPatientSearchService(deps: Pick<AppDeps, 'config' | 'database'>) {
+  const queries: PatientQueries = createPatientQueries(deps.database);
+  const reference = createReferenceDataCache(deps.database.db, deps.config.referenceCacheTtlMs);
+  const dialect = deps.database.dialect;
+
+  return {
+    async searchPatients(input: PatientSearchInput): Promise<PatientSearchResult[]> {
+      if (input.term === undefined) return [];
+      const offset = (input.page - 1) * input.pageSize;
+      if (offset >= MAX_OFFSET) return [];
+      const ref = await reference.get();
+      const scope = resolveScope(ref, deps.config.institutionCode, input);
+
+      let restrictType: IdentifierType | undefined;
+      if (input.identifierType !== undefined) {
+        restrictType = findType(ref, input.identifierType);
+        if (restrictType === undefined) return [];
+      }
+      const parsed = parseSearchTerm(input.term, {
+        isDobMandatory: ref.setting('dob_mandatory_in_search', scope.institution?.id, scope.siteId) === 'on',
+      });
+      if (parsed.kind === 'invalid') return [];
+      const isAny = parsed.protocol === 'any';
+      if (isAny && scope.institution?.isAnyNumberSearchAllowed !== true) return [];
+
+      const page: PageQuery = {
+        sortColumn: input.sortColumn,
+        isDescending: input.isDescending,
+        limit: input.pageSize,
+        offset,
+        restrictTypeId: restrictType?.id,
+      };
+      let rows: PatientSearchRow[];
+      if (parsed.kind === 'name') {
+        const prefix = (text: string) => {
+          if (text === '') return undefined;
+          const low = lowerLikeDatabase(text, dialect);
+          return { low, high: prefixUpperBound(low) };
+        };
+        rows = await queries.findPatientsByName(
+          { lastName: prefix(parsed.lastName), firstName: prefix(parsed.firstName), dob: parsed.dob },
+          page,
+        );
+      } else {
+        const candidates =
+          restrictType !== undefined
+            ? [restrictType]
+            : isAny
+              ? [...ref.typesById.values()]
+              : searchableTypes(ref, scope, parsed.protocol);
+        const pairs = new Map<string, { typeId: number; value: string }>();
+        for (const type of candidates) {
+          const value = matchIdentifier(parsed.value, type);
+          if (value === undefined) continue;
+          const lowered = lowerLikeDatabase(value, dialect);
+          pairs.set(`${type.id}\u0000${lowered}`, { typeId: type.id, value: lowered });
+        }
+        if (pairs.size === 0) return [];
+        rows = await queries.findPatientsByIdentifier([...pairs.values()], page);
+      }
+      if (rows.length === 0) return [];
+
+      const identifiers = await queries.findIdentifiers(rows.map((r) => r.id));
+      const byPatient = new Map<number, typeof identifiers>();
+      for (const row of identifiers) {
+        const list = byPatient.get(row.patient_id);
+        if (list === undefined) byPatient.set(row.patient_id, [row]);
+        else list.push(row);
+      }
+      const today = todayIn(deps.config.timeZone);
+      const usage =
+        ref.setting('display_primary_number_usage_code', scope.institution?.id, scope.siteId) ?? 'LOCAL';
+      return rows.map((row) => {
+        const own = byPatient.get(row.id) ?? [];
+        return {
+          id: row.id,
+          first_name: row.first_name,
+          last_name: row.last_name,
+          age: computeAge(
+            { dob: row.dob, dateOfDeath: row.date_of_death, isDeceased: row.is_deceased !== 0 },
+            today,
+          ),
+          genderletter: row.gender,
+          dob: row.dob,
+          is_deceased: row.is_deceased !== 0,
+          patient_identifiers: own.map((i) => ({ title: i.long_title ?? i.short_title, value: i.value })),
+          primary_patient_identifiers:
+            restrictType !== undefined ? null : primaryIdentifier(ref, scope, usage, own),
+        };
+      });
+    },
+  };
+}
+
+export type PatientSearchService = ReturnType<typeof createPatientSearchService>;
+
+const asId = (raw: string | undefined): number | undefined =>
+  raw !== undefined && /^[1-9]\d{0,14}$/.test(raw.trim()) ? Number(raw.trim()) : undefined;
+
+/**
+ * Reference 2.4: the institution of a valid `institution_id` cookie, else the configured one
+ * (`remote_id` = INSTITUTION_CODE, lowest id when several); the site of a valid `site_id` cookie when it
+ * belongs to that institution.
+ */
+function resolveScope(ref: ReferenceData, institutionCode: string, input: PatientSearchInput): Scope {
+  const fromCookie = asId(input.institutionCookie);
+  const institution =
+    (fromCookie === undefined ? undefined : ref.institutionsById.get(fromCookie)) ??
+    ref.institutionsByRemoteId.get(institutionCode)?.[0];
+  const siteId = asId(input.siteCookie);
+  const isSiteOfInstitution =
+    siteId !== undefined && institution !== undefined && ref.siteInstitution.get(siteId) === institution.id;
+  return { institution, siteId: isSiteOfInstitution ? siteId : undefined };
+}
+
+/** Reference 4.9 step 2: a numeric value is an id, anything else a `unique_row_string`. */
+function findType(ref: ReferenceData, raw: string): IdentifierType | undefined {
+  const id = asId(raw);
+  return id !== undefined ? ref.typesById.get(id) : ref.typesByRowString.get(raw.trim());
+}
+
+/** The global institution: the only one whose remote_id is `global_institution_remote_id` (reference 4.5). */
+function globalInstitution(ref: ReferenceData, scope: Scope): Institution | undefined {
+  const code = ref.setting('global_institution_remote_id', scope.institution?.id, scope.siteId) ?? 'NHS';
+  const matches = ref.institutionsByRemoteId.get(code) ?? [];
+  return matches.length === 1 ? matches[0] : undefined;
+}
+
+/**
+ * Reference 4.5: GLOBAL then LOCAL; the display-order rules of (institution, site), else of
+ * (institution, no site), with their searchable flag and protocols; without rules, the fallback types
+ * (searchable, no protocols). A type is used when searchable and when the caller gave no protocol or one
+ * of its protocols. The original's "global number on a LOCAL type" branch is dropped (D21).
+ */
+function searchableTypes(ref: ReferenceData, scope: Scope, protocol: string | undefined): IdentifierType[] {
+  const found: IdentifierType[] = [];
+  const institution = scope.institution;
+  for (const usage of ['GLOBAL', 'LOCAL']) {
+    let rules = institution === undefined ? [] : ref.rulesFor(usage, institution.id, scope.siteId ?? null);
+    if (rules.length === 0 && institution !== undefined) rules = ref.rulesFor(usage, institution.id, null);
+    if (rules.length > 0) {
+      for (const rule of rules) {
+        if (rule.isSearchable && (protocol === undefined || rule.protocols.includes(protocol))) {
+          found.push(rule.type);
+        }
+      }
+      continue;
+    }
+    if (protocol !== undefined) continue;
+    let fallback: IdentifierType | undefined;
+    if (usage === 'GLOBAL') {
+      const global = globalInstitution(ref, scope);
+      fallback = global === undefined ? undefined : ref.typesFor('GLOBAL', global.id, null)[0];
+    } else if (institution !== undefined) {
+      fallback =
+        (scope.siteId === undefined ? undefined : ref.typesFor('LOCAL', institution.id, scope.siteId)[0]) ??
+        ref.typesFor('LOCAL', institution.id, null)[0];
+    }
+    if (fallback !== undefined) found.push(fallback);
+  }
+  return found;
+}
+
+/**
+ * Reference 4.8: the first display-order rule (site, then institution level) whose type the patient
+ * holds; else the type of (usage, institution or, for GLOBAL, the global institution; site then none);
+ * else `{"title":"N/A","value":"None"}`.
+ */
+function primaryIdentifier(
+  ref: ReferenceData,
+  scope: Scope,
+  usage: string,
+  identifiers: readonly { patient_identifier_type_id: number; value: string }[],
+): PatientIdentifierResult {
+  if (identifiers.length === 0) return NONE;
+  const valueOf = (typeId: number) => identifiers.find((i) => i.patient_identifier_type_id === typeId)?.value;
+  const sites = scope.siteId === undefined ? [null] : [scope.siteId, null];
+  const institution = scope.institution;
+  const result = (type: IdentifierType, value: string): PatientIdentifierResult => ({
+    title: type.shortTitle,
+    value: formatDisplayValue(value, type),
+  });
+  if (institution !== undefined) {
+    for (const site of sites) {
+      for (const rule of ref.rulesFor(usage, institution.id, site)) {
+        const value = valueOf(rule.type.id);
+        if (value !== undefined) return result(rule.type, value);
+      }
+    }
+  }
+  const owner = usage === 'GLOBAL' ? globalInstitution(ref, scope) : institution;
+  if (owner !== undefined) {
+    for (const site of sites) {
+      for (const type of ref.typesFor(usage, owner.id, site)) {
+        const value = valueOf(type.id);
+        if (value !== undefined) return result(type, value);
+      }
+    }
+  }
+  return NONE;
+}
