@@ -1,5 +1,1 @@
-import type { FastifyPluginAsync } from 'fastify';
-import type { ModuleOptions } from '../../http/module.ts';
-
-// TODO(#4): the routes of this module.
-export const signatureRoutes: FastifyPluginAsync<ModuleOptions> = async () => {};
+export { signatureRoutes } from './signature.routes.ts';

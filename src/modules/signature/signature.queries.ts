@@ -1,0 +1,226 @@
+/**
+ * SQL of sign/add, written once for both dialects.
+ */
+import type { Kysely, Transaction } from 'kysely';
+import type { DB } from '../../db/schema.ts';
+import { MAX_ID } from './signature-body.ts';
+
+type Db = Kysely<DB> | Transaction<DB>;
+
+/**
+ * E-signature element types (reference 5.5 step 4.3): a type is one when its `table_name` is a
+ * signature element table, or, for rows imported without `table_name`, when its class is a known
+ * e-sign class. Only `et_ophcocvi_esign` can hold signatures (`ophcocvi_signature.element_id` references
+ * it), so the list is a constant rather than a setting.
+ */
+export const SIGNATURE_ELEMENT_TABLE = 'et_ophcocvi_esign';
+export const SIGNATURE_ELEMENT_CLASSES: readonly string[] = [
+  'OEModule\\OphCoCvi\\models\\Element_OphCoCvi_Esign',
+  'Element_OphCoCvi_Esign',
+];
+
+/** The event a unique code maps to, with what the signature needs. */
+export interface CodeEvent {
+  readonly eventId: number;
+  readonly eventTypeId: number;
+  readonly eventTypeClass: string;
+  readonly isCodeActive: boolean;
+  readonly patientFirstName: string | null;
+  readonly patientLastName: string | null;
+}
+
+// Codes are 6 characters of A-Z and 2-9; anything else cannot match and is not sent to the database.
+const PLAUSIBLE_CODE = /^[A-Za-z0-9]{1,16}$/;
+
+/**
+ * The non-deleted event that `code` maps to, matched case-insensitively (the index is on
+ * `lower(code)`). When the code text exists more than once, an active one wins.
+ */
+export async function findEventByCode(db: Db, code: string): Promise<CodeEvent | undefined> {
+  if (!PLAUSIBLE_CODE.test(code)) return undefined;
+  const row = await db
+    .selectFrom('unique_codes as uc')
+    .innerJoin('unique_codes_mapping as m', 'm.unique_code_id', 'uc.id')
+    .innerJoin('event as e', 'e.id', 'm.event_id')
+    .innerJoin('event_type as et', 'et.id', 'e.event_type_id')
+    .leftJoin('episode as ep', 'ep.id', 'e.episode_id')
+    .leftJoin('patient as p', 'p.id', 'ep.patient_id')
+    .leftJoin('contact as c', 'c.id', 'p.contact_id')
+    .where((eb) => eb(eb.fn('lower', ['uc.code']), '=', code.toLowerCase()))
+    .where('e.deleted', '=', 0)
+    .select([
+      'e.id as eventId',
+      'e.event_type_id as eventTypeId',
+      'et.class_name as eventTypeClass',
+      'uc.active as active',
+      'c.first_name as firstName',
+      'c.last_name as lastName',
+    ])
+    .orderBy('uc.active', 'desc')
+    .orderBy('uc.id')
+    .limit(1)
+    .executeTakeFirst();
+  if (row === undefined) return undefined;
+  return {
+    eventId: row.eventId,
+    eventTypeId: row.eventTypeId,
+    eventTypeClass: row.eventTypeClass,
+    isCodeActive: row.active === 1,
+    patientFirstName: row.firstName,
+    patientLastName: row.lastName,
+  };
+}
+
+/**
+ * True when element `elementId` is an e-sign element of `eventId`, of type `elementTypeId`, and that
+ * type belongs to the event's type and is an e-signature type (reference D24).
+ */
+export async function isSignatureElementOfEvent(
+  db: Db,
+  ids: { eventId: number; eventTypeId: number; elementTypeId: number; elementId: number },
+): Promise<boolean> {
+  if (ids.elementTypeId > MAX_ID || ids.elementId > MAX_ID) return false;
+  const row = await db
+    .selectFrom('element_type as t')
+    .innerJoin(`${SIGNATURE_ELEMENT_TABLE} as el`, (join) =>
+      join.on('el.id', '=', ids.elementId).on('el.event_id', '=', ids.eventId),
+    )
+    .where('t.id', '=', ids.elementTypeId)
+    .where('t.event_type_id', '=', ids.eventTypeId)
+    .where((eb) =>
+      eb.or([
+        eb('t.table_name', '=', SIGNATURE_ELEMENT_TABLE),
+        eb.and([eb('t.table_name', 'is', null), eb('t.class_name', 'in', SIGNATURE_ELEMENT_CLASSES)]),
+      ]),
+    )
+    .select('el.id')
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
+export interface ImportLogRef {
+  readonly eventId: number | null;
+  readonly filename: string;
+}
+
+/** An import log row, for `original_log_id`. */
+export async function findImportLog(db: Db, id: number): Promise<ImportLogRef | undefined> {
+  if (id > MAX_ID) return undefined;
+  return db
+    .selectFrom('signature_import_log')
+    .where('id', '=', id)
+    .select(['event_id as eventId', 'filename'])
+    .executeTakeFirst();
+}
+
+/** The protected file with `uid`. */
+export async function findProtectedFileByUid(
+  db: Db,
+  uid: string,
+): Promise<{ id: number; uid: string } | undefined> {
+  return db.selectFrom('protected_file').where('uid', '=', uid).select(['id', 'uid']).executeTakeFirst();
+}
+
+export interface NewProtectedFile {
+  readonly uid: string;
+  readonly name: string;
+  readonly mimetype: string;
+  readonly sizeBytes: number;
+  readonly now: string;
+}
+
+export async function insertProtectedFile(db: Db, file: NewProtectedFile): Promise<number> {
+  const row = await db
+    .insertInto('protected_file')
+    .values({
+      uid: file.uid,
+      name: file.name,
+      title: '',
+      description: '',
+      mimetype: file.mimetype,
+      size: String(file.sizeBytes),
+      created_date: file.now,
+      last_modified_date: file.now,
+    })
+    .returning('id')
+    .executeTakeFirstOrThrow();
+  return row.id;
+}
+
+export interface NewPatientSignature {
+  readonly elementId: number;
+  readonly signatureFileId: number;
+  readonly signatoryName: string;
+  readonly timestamp: number;
+  readonly now: string;
+}
+
+/** A patient signature (type 3) on an e-sign element (reference 6.2). */
+export async function insertPatientSignature(db: Db, signature: NewPatientSignature): Promise<number> {
+  const row = await db
+    .insertInto('ophcocvi_signature')
+    .values({
+      element_id: signature.elementId,
+      type: 3,
+      signature_file_id: signature.signatureFileId,
+      signed_user_id: null,
+      signatory_role: 'Patient',
+      signatory_name: signature.signatoryName,
+      timestamp: signature.timestamp,
+      created_date: signature.now,
+      last_modified_date: signature.now,
+    })
+    .returning('id')
+    .executeTakeFirstOrThrow();
+  return row.id;
+}
+
+export interface NewImportLog {
+  readonly filename: string;
+  readonly statusId: 3 | 4;
+  readonly returnMessage: string;
+  readonly eventId: number | null;
+  readonly croppedFileId: number | null;
+  readonly now: string;
+}
+
+export async function insertImportLog(db: Db, log: NewImportLog): Promise<number> {
+  const today = log.now.slice(0, 10);
+  const row = await db
+    .insertInto('signature_import_log')
+    .values({
+      filename: log.filename,
+      import_datetime: log.now,
+      status_id: log.statusId,
+      return_message: log.returnMessage,
+      event_id: log.eventId,
+      cropped_file_id: log.croppedFileId,
+      created_date: today,
+      last_modified_date: today,
+    })
+    .returning('id')
+    .executeTakeFirstOrThrow();
+  return row.id;
+}
+
+/** `event.info` of an event. */
+export async function findEventInfo(db: Db, eventId: number): Promise<string | null | undefined> {
+  const row = await db.selectFrom('event').where('id', '=', eventId).select('info').executeTakeFirst();
+  return row?.info;
+}
+
+/** Sets `event.info` when it still holds `previous` (a compare-and-set: concurrent writers never clobber). */
+export async function updateEventInfo(
+  db: Db,
+  eventId: number,
+  previous: string,
+  next: string,
+  now: string,
+): Promise<void> {
+  await db
+    .updateTable('event')
+    .set({ info: next, last_modified_date: now })
+    .where('id', '=', eventId)
+    .where('info', '=', previous)
+    .execute();
+}

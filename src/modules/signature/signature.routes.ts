@@ -1,0 +1,97 @@
+/**
+ * `POST api/v1/sign/add` (reference 5.5): open by design (signature pads post here directly), so it
+ * carries its own abuse limits: a body limit, a per-IP rate limit, and strict reading of the body. The
+ * plugin is encapsulated: its content-type parser and hooks apply to this endpoint only.
+ */
+import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import { AppError, DEFAULT_MESSAGES } from '../../errors.ts';
+import type { ModuleOptions } from '../../http/module.ts';
+import { createRateLimiter } from '../../http/rate-limit.ts';
+import { createBodyDecoder } from './body-decoder.ts';
+import type { SignatureInput } from './signature-body.ts';
+import type { SignatureService } from './signature.service.ts';
+import { createSignatureService, MESSAGES } from './signature.service.ts';
+
+/** The spec path, and the legacy un-prefixed path the original's crop screen posts to (reference 1.1). */
+export const SIGN_ADD_PATHS = ['/api/v1/sign/add', '/Api/sign/add'] as const;
+
+const JSON_TYPE = 'application/json; charset=utf-8';
+
+export const signatureRoutes: FastifyPluginAsync<ModuleOptions> = async (app, { deps }) => {
+  const service = createSignatureService({ database: deps.database, files: deps.files });
+  const decoder = createBodyDecoder();
+  app.addHook('onClose', async () => decoder.close());
+  const limiter = createRateLimiter(deps.config.signRateLimitPerMinute);
+  const bodyLimit = deps.config.limits.signatureBodyBytes;
+
+  // Reference 5.5 step 1: every answer of this endpoint, errors included, allows any origin.
+  app.addHook('onRequest', async (request, reply) => {
+    void reply.header('access-control-allow-origin', '*');
+    if (request.method !== 'POST') return;
+    const waitSeconds = limiter.hit(request.ip);
+    if (waitSeconds > 0)
+      throw new AppError('too_many_requests', DEFAULT_MESSAGES.too_many_requests, {
+        headers: { 'retry-after': String(waitSeconds) },
+      });
+  });
+  app.addHook('onSend', async (_request, reply, payload) => {
+    void reply.header('access-control-allow-origin', '*');
+    return payload;
+  });
+
+  // Reference 5.5 step 3: the body is JSON whatever its Content-Type (the original ignored it too).
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser(
+    '*',
+    { parseAs: 'buffer', bodyLimit },
+    async (_request: FastifyRequest, body: Buffer) => {
+      const input = await decoder.decode(body);
+      if (input === undefined) throw new AppError('bad_request', DEFAULT_MESSAGES.bad_request);
+      return input;
+    },
+  );
+
+  for (const url of SIGN_ADD_PATHS) registerSignAdd(app, url, service, bodyLimit);
+};
+
+function registerSignAdd(app: FastifyInstance, url: string, service: SignatureService, bodyLimit: number) {
+  app.post<{ Body: SignatureInput | undefined }>(url, { bodyLimit }, async (request, reply) => {
+    if (request.body === undefined) throw new AppError('bad_request', DEFAULT_MESSAGES.bad_request);
+    const outcome = await service.importSignature(request.body);
+    switch (outcome.kind) {
+      case 'saved':
+        request.log.info({ logId: outcome.logId }, 'signature saved');
+        return sendJson(reply, 200, MESSAGES.saved);
+      case 'invalid':
+        request.log.info({ logId: outcome.logId }, 'signature refused');
+        throw new AppError('validation_failed', outcome.message);
+      case 'failed':
+        request.log.warn({ logId: outcome.logId, errorClass: outcome.errorClass }, 'signature save failed');
+        return sendJson(reply, 200, MESSAGES.failed);
+    }
+  });
+
+  app.options(url, async (_request, reply) =>
+    reply
+      .code(204)
+      .header('access-control-allow-methods', 'POST, OPTIONS')
+      .header('access-control-allow-headers', 'Content-Type')
+      .header('access-control-max-age', '600')
+      .header('content-type', JSON_TYPE)
+      .send(),
+  );
+
+  // Reference 5.3 step 1 / 1.1: sign/add keeps its documented 400 for other methods (not 405).
+  app.route({
+    method: ['GET', 'HEAD', 'PUT', 'DELETE', 'PATCH'],
+    url,
+    exposeHeadRoute: false,
+    handler: async () => {
+      throw new AppError('bad_request', DEFAULT_MESSAGES.bad_request);
+    },
+  });
+}
+
+function sendJson(reply: FastifyReply, status: number, body: string): FastifyReply {
+  return reply.code(status).header('content-type', JSON_TYPE).send(JSON.stringify(body));
+}

@@ -1,0 +1,288 @@
+/**
+ * Signature import (reference 5.5 steps 4 to 7, section 6). Validates everything before writing
+ * anything, then stores the files durably and commits every row in one transaction; a failure removes
+ * the files it wrote. Every attempt that reaches this service leaves exactly one import log row.
+ */
+import path from 'node:path';
+import type { Database } from '../../db/database.ts';
+import { formatDateTime } from '../../db/database.ts';
+import type { FileStore, StoredFile } from '../../files/file-store.ts';
+import { cviInfoAfterPatientSignature } from './cvi-info.ts';
+import type { SignatureInput } from './signature-body.ts';
+import { capText, MAX_RETURN_MESSAGE_CHARS } from './signature-body.ts';
+import type { DecodedImage } from './signature-image.ts';
+import { IMAGE_EXTENSIONS, IMAGE_MIME_TYPES } from './signature-image.ts';
+import type { CodeEvent } from './signature.queries.ts';
+import {
+  findEventByCode,
+  findEventInfo,
+  findImportLog,
+  findProtectedFileByUid,
+  insertImportLog,
+  insertPatientSignature,
+  insertProtectedFile,
+  isSignatureElementOfEvent,
+  updateEventInfo,
+} from './signature.queries.ts';
+
+export const MESSAGES = {
+  missingCode: 'Missing unique_identifier',
+  missingExtraInfo: 'Missing element and element type ids',
+  missingElementId: 'Missing element id.',
+  missingElementTypeId: 'Missing element type id.',
+  eventNotFound: 'Event not found',
+  wrongEvent: 'Invalid UniqueCode or wrong event',
+  missingImage: 'Missing image',
+  invalidImage: 'Invalid image data',
+  invalidOriginalLog: 'Invalid original_log_id',
+  saved: 'Correct signature saved!',
+  failed: 'Failed signature save!',
+} as const;
+
+export const LOG_STATUS = { failed: 3, success: 4 } as const;
+
+/** What the route answers: 200 saved, 422 with the joined messages, or 200 "Failed signature save!". */
+export type SignatureOutcome =
+  | { readonly kind: 'saved'; readonly logId: number }
+  | { readonly kind: 'invalid'; readonly message: string; readonly logId: number }
+  | { readonly kind: 'failed'; readonly logId: number; readonly errorClass: string };
+
+export interface SignatureServiceDeps {
+  readonly database: Database;
+  readonly files: FileStore;
+  readonly now?: () => Date;
+}
+
+export interface SignatureService {
+  importSignature(input: SignatureInput): Promise<SignatureOutcome>;
+}
+
+/** The original of an earlier attempt, reused by a manual crop (`original_log_id`). */
+interface ReusedOriginal {
+  readonly filename: string;
+}
+
+interface Checked {
+  readonly messages: string[];
+  readonly event: CodeEvent | undefined;
+  readonly reused: ReusedOriginal | undefined;
+}
+
+const SIGNATORY_NAME_MAX_CHARS = 64;
+
+export function createSignatureService(deps: SignatureServiceDeps): SignatureService {
+  const { db } = deps.database;
+  const files = deps.files;
+  const now = deps.now ?? (() => new Date());
+
+  /** Reference 5.5 step 4, in its exact order. */
+  async function check(input: SignatureInput): Promise<Checked> {
+    const messages: string[] = [];
+    if (input.uniqueIdentifier === undefined) messages.push(MESSAGES.missingCode);
+    if (!input.hasExtraInfo) {
+      messages.push(MESSAGES.missingExtraInfo);
+    } else {
+      if (input.elementId === undefined) messages.push(MESSAGES.missingElementId);
+      if (input.elementTypeId === undefined) messages.push(MESSAGES.missingElementTypeId);
+    }
+    let event: CodeEvent | undefined;
+    if (input.uniqueIdentifier !== undefined) {
+      event = await findEventByCode(db, input.uniqueIdentifier);
+      if (event === undefined) {
+        messages.push(MESSAGES.eventNotFound);
+      } else if (!event.isCodeActive || !(await isElementOfEvent(input, event))) {
+        messages.push(MESSAGES.wrongEvent);
+      }
+    }
+    if (input.image.state === 'absent') messages.push(MESSAGES.missingImage);
+    else if (input.image.state === 'invalid' || input.origImage.state === 'invalid')
+      messages.push(MESSAGES.invalidImage);
+    let reused: ReusedOriginal | undefined;
+    if (input.originalLogId !== undefined) {
+      reused = await findReusableOriginal(input.originalLogId, event);
+      if (reused === undefined) messages.push(MESSAGES.invalidOriginalLog);
+    }
+    return { messages, event, reused };
+  }
+
+  async function isElementOfEvent(input: SignatureInput, event: CodeEvent): Promise<boolean> {
+    if (input.elementId === undefined || input.elementTypeId === undefined) return true;
+    return isSignatureElementOfEvent(db, {
+      eventId: event.eventId,
+      eventTypeId: event.eventTypeId,
+      elementTypeId: input.elementTypeId,
+      elementId: input.elementId,
+    });
+  }
+
+  /**
+   * The original file of log `id`: the log must exist, name a stored protected file, and belong to the
+   * same event (or to none), so that a crop never pairs one patient's capture with another's record.
+   */
+  async function findReusableOriginal(
+    id: number | 'invalid',
+    event: CodeEvent | undefined,
+  ): Promise<ReusedOriginal | undefined> {
+    if (id === 'invalid') return undefined;
+    const log = await findImportLog(db, id);
+    if (log === undefined || log.filename === '') return undefined;
+    if (log.eventId !== null && event !== undefined && log.eventId !== event.eventId) return undefined;
+    const file = await findProtectedFileByUid(db, path.basename(log.filename));
+    return file === undefined ? undefined : { filename: log.filename };
+  }
+
+  /** Step 5: a status 3 log, with the original stored only when it is a valid image. */
+  async function recordInvalid(input: SignatureInput, checked: Checked): Promise<SignatureOutcome> {
+    const message = capText(checked.messages.join(' '), MAX_RETURN_MESSAGE_CHARS);
+    const eventId = checked.event?.eventId ?? null;
+    const at = formatDateTime(now());
+    const originalField = input.origImage.state === 'absent' ? input.image : input.origImage;
+    if (checked.reused !== undefined || originalField.state !== 'valid') {
+      const logId = await insertImportLog(db, {
+        filename: checked.reused?.filename ?? '',
+        statusId: LOG_STATUS.failed,
+        returnMessage: message,
+        eventId,
+        croppedFileId: null,
+        now: at,
+      });
+      return { kind: 'invalid', message, logId };
+    }
+    const original = originalField.image;
+    const stored = await files.write(original.bytes);
+    try {
+      const logId = await db.transaction().execute(async (trx) => {
+        await insertProtectedFile(trx, protectedFileOf(stored, original, `sign_${stored.uid}`, at));
+        return insertImportLog(trx, {
+          filename: stored.relativePath,
+          statusId: LOG_STATUS.failed,
+          returnMessage: message,
+          eventId,
+          croppedFileId: null,
+          now: at,
+        });
+      });
+      return { kind: 'invalid', message, logId };
+    } catch (error) {
+      await files.remove(stored.uid).catch(() => {});
+      throw error;
+    }
+  }
+
+  /** Steps 6 and 7. */
+  async function save(
+    input: SignatureInput,
+    event: CodeEvent,
+    reused: ReusedOriginal | undefined,
+  ): Promise<SignatureOutcome> {
+    if (input.image.state !== 'valid' || input.elementId === undefined) throw new Error('unchecked input');
+    const signature = input.image.image;
+    const original =
+      reused !== undefined
+        ? undefined
+        : input.origImage.state === 'valid'
+          ? input.origImage.image
+          : signature;
+    const date = now();
+    const at = formatDateTime(date);
+    const epochSeconds = Math.floor(date.getTime() / 1000);
+    const written: StoredFile[] = [];
+    try {
+      // Both files are flushed before the transaction starts, so that no connection waits on the disk.
+      const writes = await Promise.allSettled([
+        files.write(signature.bytes),
+        original === undefined ? Promise.resolve(undefined) : files.write(original.bytes),
+      ]);
+      for (const result of writes)
+        if (result.status === 'fulfilled' && result.value) written.push(result.value);
+      for (const result of writes) if (result.status === 'rejected') throw result.reason;
+      const signatureFile = written[0]!;
+      const originalFile = original === undefined ? undefined : written[1]!;
+      const filename = originalFile?.relativePath ?? reused!.filename;
+      const returnMessage = capText(
+        `${input.extraInfoText} ${input.uniqueIdentifier ?? ''}`,
+        MAX_RETURN_MESSAGE_CHARS,
+      );
+      const logId = await db.transaction().execute(async (trx) => {
+        if (originalFile !== undefined && original !== undefined)
+          await insertProtectedFile(
+            trx,
+            protectedFileOf(originalFile, original, `sign_${originalFile.uid}`, at),
+          );
+        const signatureFileId = await insertProtectedFile(
+          trx,
+          protectedFileOf(
+            signatureFile,
+            signature,
+            `sign_${event.eventId}_${epochSeconds}_${signatureFile.uid}`,
+            at,
+          ),
+        );
+        await insertPatientSignature(trx, {
+          elementId: input.elementId!,
+          signatureFileId,
+          signatoryName: signatoryNameOf(event),
+          timestamp: Math.floor(epochSeconds / 60) * 60,
+          now: at,
+        });
+        // Reference D30: only CVI events carry the CVI status text.
+        if (event.eventTypeClass === 'OphCoCvi') {
+          const info = await findEventInfo(trx, event.eventId);
+          const next = info === undefined ? undefined : cviInfoAfterPatientSignature(info);
+          if (next !== undefined && info !== undefined && info !== null)
+            await updateEventInfo(trx, event.eventId, info, next, at);
+        }
+        return insertImportLog(trx, {
+          filename,
+          statusId: LOG_STATUS.success,
+          returnMessage,
+          eventId: event.eventId,
+          croppedFileId: signatureFileId,
+          now: at,
+        });
+      });
+      return { kind: 'saved', logId };
+    } catch (error) {
+      await Promise.allSettled(written.map((file) => files.remove(file.uid)));
+      const errorClass = errorClassOf(error);
+      const logId = await insertImportLog(db, {
+        filename: reused?.filename ?? '',
+        statusId: LOG_STATUS.failed,
+        returnMessage: `${MESSAGES.failed} ${errorClass}`,
+        eventId: event.eventId,
+        croppedFileId: null,
+        now: formatDateTime(now()),
+      });
+      return { kind: 'failed', logId, errorClass };
+    }
+  }
+
+  return {
+    async importSignature(input) {
+      const checked = await check(input);
+      if (checked.messages.length > 0 || checked.event === undefined) return recordInvalid(input, checked);
+      return save(input, checked.event, checked.reused);
+    },
+  };
+}
+
+function protectedFileOf(stored: StoredFile, image: DecodedImage, baseName: string, at: string) {
+  return {
+    uid: stored.uid,
+    name: `${baseName}.${IMAGE_EXTENSIONS[image.format]}`,
+    mimetype: IMAGE_MIME_TYPES[image.format],
+    sizeBytes: stored.sizeBytes,
+    now: at,
+  };
+}
+
+/** Patient contact first name, a space, last name (reference 6.2), cut to the column's 64 characters. */
+function signatoryNameOf(event: CodeEvent): string {
+  const name = `${event.patientFirstName ?? ''} ${event.patientLastName ?? ''}`.trim();
+  return capText(name, SIGNATORY_NAME_MAX_CHARS);
+}
+
+function errorClassOf(error: unknown): string {
+  if (error instanceof Error) return error.constructor.name || error.name;
+  return typeof error;
+}
