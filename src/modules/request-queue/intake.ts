@@ -362,6 +362,8 @@ function readMultipart(parts: readonly MultipartPart[], errors: FieldErrors): Pa
   const rows: AttachmentRowInput[] = [];
   const pairs: Array<[string, string]> = [];
   const used = new Set<string>(RESERVED_MNEMONICS);
+  // A refused file part still counts as a file: its own message explains the refusal, not "blank".
+  let hasFile = false;
   for (const part of parts) {
     if (part.name === undefined || part.name === '') {
       errors.add('data', 'Every multipart part must have a name.');
@@ -372,6 +374,7 @@ function readMultipart(parts: readonly MultipartPart[], errors: FieldErrors): Pa
       continue;
     }
     if (part.bytes.length === 0 && part.fileName === '') continue; // a file input left empty by a browser
+    hasFile = true;
     // `file[]` is the array style of HTML forms (reference D52); the parts become file, file_2, ...
     const field = part.name.endsWith('[]') ? part.name.slice(0, -2) : part.name;
     if (!FILE_FIELD.test(field)) {
@@ -421,7 +424,7 @@ function readMultipart(parts: readonly MultipartPart[], errors: FieldErrors): Pa
     if (!(error instanceof FormFieldError)) throw error;
     errors.add('data', error.message);
   }
-  if (rows.length === 0 && !hasFormData(fields)) errors.add('data', 'Data cannot be blank.');
+  if (!hasFile && !hasFormData(fields)) errors.add('data', 'Data cannot be blank.');
   return { rows, form: { mimeType: 'multipart/form-data', fields }, jsonFields: undefined };
 }
 
