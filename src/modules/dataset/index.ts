@@ -1,16 +1,23 @@
-import type { AppDeps } from '../../deps.ts';
-
-export interface DemoAccount {
-  readonly username: string;
-  readonly password: string;
-}
-
 /**
- * Loads the demo dataset (clearly synthetic patients and a demo account holding `API access`) unless it
- * is already there; returns the demo account. TODO(#2): the dataset module replaces this.
+ * The dataset module: import/export of the dataset format (shared/spec/dataset-format.md), the synthetic
+ * demo population, and the demo dataset of a new embedded database. Other modules import it only
+ * through this file.
  */
-export async function loadDemoData(
-  _deps: Pick<AppDeps, 'database' | 'files' | 'config'>,
-): Promise<DemoAccount | undefined> {
-  return undefined;
-}
+export type { DemoAccount } from './demo-data.ts';
+export { DEMO_PASSWORD, DEMO_USERNAME, loadDemoData } from './demo-data.ts';
+export type { DemoPatient, DemoReference, GenerateOptions, GenerateResult } from './demo-population.ts';
+export {
+  DEMO_MAX_PATIENTS,
+  demoHospitalNumber,
+  demoNhsNumber,
+  demoPatientAt,
+  ensureDemoReference,
+  generateDemoPopulation,
+} from './demo-population.ts';
+export type { DatasetProblem } from './dataset-errors.ts';
+export { DatasetError, formatProblem } from './dataset-errors.ts';
+export type { ImportDeps, ImportOptions, ImportSummary } from './dataset-import.ts';
+export { DATASET_FORMAT, importDataset, importDatasetText } from './dataset-import.ts';
+export type { ExportOptions, ExportSummary } from './dataset-export.ts';
+export { exportDataset, exportDatasetToFile } from './dataset-export.ts';
+export { datasetCommands } from './dataset.cli.ts';

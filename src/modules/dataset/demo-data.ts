@@ -1,0 +1,156 @@
+/**
+ * The small demo dataset a new embedded database gets at `npm start`: a few hundred synthetic patients,
+ * a CVI event type with its E-Sign element type, a few CVI events with e-sign elements and unique codes
+ * (so that signature import can be tried), and the demo account.
+ */
+import { randomInt } from 'node:crypto';
+import type { Kysely } from 'kysely';
+import type { AppDeps } from '../../deps.ts';
+import { nowDateTime } from '../../db/database.ts';
+import type { DB } from '../../db/schema.ts';
+import { createAccount } from '../user/index.ts';
+import { generateDemoPopulation } from './demo-population.ts';
+
+export interface DemoAccount {
+  readonly username: string;
+  readonly password: string;
+  /** Unique codes mapped to the demo CVI events; set only when this call created them. */
+  readonly uniqueCodes?: readonly string[];
+}
+
+/** The demo login, documented in the README. Only a new embedded database gets it. */
+export const DEMO_USERNAME = 'demo';
+export const DEMO_PASSWORD = 'demo-password-change-me';
+export const DEMO_PATIENTS = 300;
+export const DEMO_CVI_EVENTS = 5;
+
+export const CVI_EVENT_CLASS = 'OphCoCvi';
+export const ESIGN_ELEMENT_CLASS = 'OEModule\\OphCoCvi\\models\\Element_OphCoCvi_Esign';
+const CODE_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ23456789';
+
+/**
+ * Loads the demo dataset unless the demo account already exists; returns the demo account either way.
+ */
+export async function loadDemoData(
+  deps: Pick<AppDeps, 'database' | 'files' | 'config'>,
+): Promise<DemoAccount | undefined> {
+  const { db } = deps.database;
+  const account = { username: DEMO_USERNAME, password: DEMO_PASSWORD };
+  const existing = await db
+    .selectFrom('user_authentication')
+    .select('id')
+    .where((eb) => eb(eb.fn('lower', ['username']), '=', DEMO_USERNAME))
+    .executeTakeFirst();
+  if (existing !== undefined) return account;
+
+  const population = await generateDemoPopulation(deps.database, {
+    patients: DEMO_PATIENTS,
+    institutionCode: deps.config.institutionCode,
+  });
+  const uniqueCodes = await createCviEvents(
+    db,
+    population.firstPatientId,
+    population.reference.localInstitutionId,
+  );
+  // Created last: its presence means the demo dataset is complete.
+  await createAccount(db, {
+    username: DEMO_USERNAME,
+    password: DEMO_PASSWORD,
+    firstName: 'Demo',
+    lastName: 'Account',
+    roles: ['API access'],
+  });
+  return { ...account, uniqueCodes };
+}
+
+/** CVI events with an e-sign element and a unique code each, for the first demo patients. */
+async function createCviEvents(
+  db: Kysely<DB>,
+  firstPatientId: number,
+  institutionId: number,
+): Promise<string[]> {
+  const now = nowDateTime();
+  return db.transaction().execute(async (trx) => {
+    let eventType = await trx
+      .selectFrom('event_type')
+      .select('id')
+      .where('class_name', '=', CVI_EVENT_CLASS)
+      .executeTakeFirst();
+    eventType ??= await trx
+      .insertInto('event_type')
+      .values({ name: 'CVI', class_name: CVI_EVENT_CLASS, created_date: now, last_modified_date: now })
+      .returning('id')
+      .executeTakeFirstOrThrow();
+    const elementType = await trx
+      .selectFrom('element_type')
+      .select('id')
+      .where('class_name', '=', ESIGN_ELEMENT_CLASS)
+      .executeTakeFirst();
+    if (elementType === undefined) {
+      await trx
+        .insertInto('element_type')
+        .values({
+          name: 'E-Sign',
+          class_name: ESIGN_ELEMENT_CLASS,
+          event_type_id: eventType.id,
+          table_name: 'et_ophcocvi_esign',
+          created_date: now,
+          last_modified_date: now,
+        })
+        .execute();
+    }
+    const codes: string[] = [];
+    for (let i = 0; i < DEMO_CVI_EVENTS; i += 1) {
+      const episode = await trx
+        .insertInto('episode')
+        .values({
+          patient_id: firstPatientId + i,
+          start_date: now,
+          created_date: now,
+          last_modified_date: now,
+        })
+        .returning('id')
+        .executeTakeFirstOrThrow();
+      const event = await trx
+        .insertInto('event')
+        .values({
+          episode_id: episode.id,
+          event_type_id: eventType.id,
+          institution_id: institutionId,
+          event_date: now,
+          created_date: now,
+          last_modified_date: now,
+        })
+        .returning('id')
+        .executeTakeFirstOrThrow();
+      await trx
+        .insertInto('et_ophcocvi_esign')
+        .values({ event_id: event.id, created_date: now, last_modified_date: now })
+        .execute();
+      const code = await newUniqueCode(trx);
+      const unique = await trx
+        .insertInto('unique_codes')
+        .values({ code, active: 1, created_date: now, last_modified_date: now })
+        .returning('id')
+        .executeTakeFirstOrThrow();
+      await trx
+        .insertInto('unique_codes_mapping')
+        .values({ unique_code_id: unique.id, event_id: event.id, created_date: now, last_modified_date: now })
+        .execute();
+      codes.push(code);
+    }
+    return codes;
+  });
+}
+
+async function newUniqueCode(db: Kysely<DB>): Promise<string> {
+  for (;;) {
+    const code = Array.from({ length: 6 }, () => CODE_ALPHABET[randomInt(CODE_ALPHABET.length)]).join('');
+    const taken = await db
+      .selectFrom('unique_codes')
+      .select('id')
+      .where((eb) => eb(eb.fn('lower', ['code']), '=', code.toLowerCase()))
+      .executeTakeFirst();
+    if (taken === undefined) return code;
+  }
+}
