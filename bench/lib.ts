@@ -21,6 +21,7 @@ import type { Dialect } from '../src/db/database.ts';
 import type { Database } from '../src/db/database.ts';
 import { openDatabase } from '../src/db/database.ts';
 import { migrateToLatest } from '../src/db/migrate.ts';
+import { createAccount } from '../src/modules/user/index.ts';
 
 export type { Dialect } from '../src/db/database.ts';
 
@@ -192,6 +193,22 @@ export async function prepareDatabase(
   };
 }
 
+/** The account every bench authenticates as (holds `API access`, hence `OprnApi`). */
+export const BENCH_ACCOUNT = { username: 'bench', password: 'bench:Secret-123' } as const;
+
+/** `Authorization` header value of {@link BENCH_ACCOUNT}. */
+export const BENCH_AUTHORIZATION = `Basic ${Buffer.from(`${BENCH_ACCOUNT.username}:${BENCH_ACCOUNT.password}`).toString('base64')}`;
+
+/** Creates {@link BENCH_ACCOUNT} unless it exists (use it in `setup`). */
+export async function ensureBenchAccount(database: Database): Promise<void> {
+  const existing = await database.db
+    .selectFrom('user_authentication')
+    .select('id')
+    .where('username', '=', BENCH_ACCOUNT.username)
+    .executeTakeFirst();
+  if (existing === undefined) await createAccount(database.db, { ...BENCH_ACCOUNT, roles: ['API access'] });
+}
+
 function urlToTarget(url: string) {
   return url.startsWith('sqlite:')
     ? { kind: 'sqlite' as const, file: url.slice('sqlite:'.length) }
@@ -282,12 +299,14 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
   const deadline = Date.now() + (options.readyTimeoutMs ?? 60_000);
   while (true) {
     if (child.exitCode !== null || child.signalCode !== null) {
-      throw new Error(`server exited (${child.exitCode ?? child.signalCode}) before ready:\n${stderr()}`);
+      throw new Error(
+        `server exited (${child.exitCode ?? child.signalCode}) before ready: ${firstErrorLine(stderr())} (its stderr is above)`,
+      );
     }
     if ((await httpStatus(`${url}/readyz`)) === 200) break;
     if (Date.now() > deadline) {
       await stopChild(child);
-      throw new Error(`server not ready within the timeout:\n${stderr()}`);
+      throw new Error(`server not ready within the timeout (its stderr is above)`);
     }
     await sleep(100);
   }
@@ -330,7 +349,7 @@ export async function startFloor(response: FloorResponse): Promise<RunningProces
       const match = /listening (\d+)/.exec(out);
       if (match !== null) resolve(Number(match[1]));
     });
-    child.once('exit', (code) => reject(new Error(`floor exited (${code}):\n${stderr()}`)));
+    child.once('exit', (code) => reject(new Error(`floor exited (${code}): ${firstErrorLine(stderr())}`)));
   });
   const running = describeProcess(child, `http://127.0.0.1:${port}`);
   return {
@@ -407,6 +426,11 @@ function collectOutput(child: ChildProcess): () => string {
   return () => text;
 }
 
+function firstErrorLine(text: string): string {
+  const lines = text.split('\n').filter((line) => /error/i.test(line));
+  return lines[0]?.trim() ?? '';
+}
+
 async function findFreePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = net.createServer();
@@ -458,6 +482,8 @@ export interface LoadResult {
   readonly p50Ms: number;
   readonly p99Ms: number;
   readonly totalRequests: number;
+  /** Measured seconds (autocannon stops on its one-second tick, so this can exceed the asked duration). */
+  readonly durationSeconds: number;
   readonly errors: number;
   readonly timeouts: number;
   readonly non2xx: number;
@@ -490,6 +516,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
     p50Ms: latencies.percentile(50),
     p99Ms: latencies.percentile(99),
     totalRequests: latencies.count,
+    durationSeconds: seconds,
     errors: result.errors,
     timeouts: result.timeouts,
     non2xx: result.non2xx,
@@ -577,6 +604,38 @@ export function startRssSampler(pid: number, intervalMs = 200): { stop(): Promis
   };
 }
 
+/**
+ * Merges runs of one target (e.g. A-B-B-A rounds that cancel drift on a shared machine): requests/s and
+ * bytes/s over the total time, p50/p99 as the mean of the runs' values, RSS peak as the maximum, RSS after
+ * from the last run, counts summed.
+ */
+export function mergeLoadResults(results: readonly LoadResult[]): LoadResult {
+  if (results.length === 0) throw new Error('nothing to merge');
+  const sum = (pick: (r: LoadResult) => number) => results.reduce((total, r) => total + pick(r), 0);
+  const seconds = sum((r) => r.durationSeconds);
+  const statusCounts: Record<string, number> = {};
+  for (const r of results) {
+    for (const [code, count] of Object.entries(r.statusCounts))
+      statusCounts[code] = (statusCounts[code] ?? 0) + count;
+  }
+  const peaks = results.map((r) => r.rssPeakBytes).filter((v) => v !== undefined);
+  const last = results[results.length - 1]!;
+  return {
+    requestsPerSec: sum((r) => r.totalRequests) / seconds,
+    bytesPerSec: sum((r) => r.bytesPerSec * r.durationSeconds) / seconds,
+    p50Ms: sum((r) => r.p50Ms) / results.length,
+    p99Ms: sum((r) => r.p99Ms) / results.length,
+    totalRequests: sum((r) => r.totalRequests),
+    durationSeconds: seconds,
+    errors: sum((r) => r.errors),
+    timeouts: sum((r) => r.timeouts),
+    non2xx: sum((r) => r.non2xx),
+    statusCounts,
+    ...(peaks.length === 0 ? {} : { rssPeakBytes: Math.max(...peaks) }),
+    ...(last.rssAfterBytes === undefined ? {} : { rssAfterBytes: last.rssAfterBytes }),
+  };
+}
+
 // ---------------------------------------------------------------------------------------------------
 // Results
 
@@ -603,6 +662,49 @@ export async function measure(
   const { path: urlPath, ...rest } = load;
   const result = await runLoad({ ...rest, url: `${target.url}${urlPath}`, samplePid: target.pid });
   return { ...row, connections: load.connections, ...result };
+}
+
+/** One target of {@link measureInterleaved}. */
+export interface MeasureEntry {
+  readonly row: { name: string; dialect: Dialect | 'none'; isFloor?: boolean; floorName?: string };
+  readonly target: RunningProcess;
+  readonly path: string;
+  readonly method?: string;
+  readonly headers?: Record<string, string>;
+  readonly body?: string | Buffer;
+  readonly requests?: readonly Record<string, unknown>[];
+}
+
+/**
+ * Measures several targets (typically floor, baseline, candidate) at one connection count in
+ * A-B-C-C-B-A order, each run half the duration, and merges each target's two runs (see
+ * {@link mergeLoadResults}). Drift on a shared machine then falls alike on every target, so their ratios
+ * are fairer than from back-to-back runs. Each target is warmed up before its first run.
+ */
+export async function measureInterleaved(
+  entries: readonly MeasureEntry[],
+  load: { connections: number; durationSeconds: number; warmupSeconds?: number },
+): Promise<BenchRow[]> {
+  const runs = new Map<MeasureEntry, LoadResult[]>(entries.map((entry) => [entry, []]));
+  for (const [index, entry] of [...entries, ...[...entries].reverse()].entries()) {
+    const result = await runLoad({
+      url: `${entry.target.url}${entry.path}`,
+      connections: load.connections,
+      durationSeconds: load.durationSeconds / 2,
+      warmupSeconds: index < entries.length ? (load.warmupSeconds ?? 0) : 0,
+      samplePid: entry.target.pid,
+      method: entry.method,
+      headers: entry.headers,
+      body: entry.body,
+      requests: entry.requests,
+    });
+    runs.get(entry)!.push(result);
+  }
+  return entries.map((entry) => ({
+    ...entry.row,
+    connections: load.connections,
+    ...mergeLoadResults(runs.get(entry)!),
+  }));
 }
 
 /** requests/s of `row` divided by its floor's, or undefined without a floor row. */
