@@ -31,6 +31,8 @@ const CreateQuerySchema = Type.Object({
   element_type_id: Type.Optional(Type.String({ maxLength: 32 })),
 });
 
+const MIME_REQUIRED = 'A Content-Type of the form type/subtype is required.';
+
 function badRequest(): AppError {
   return new AppError('bad_request', 'Bad request');
 }
@@ -93,6 +95,12 @@ export const attachmentRoutes: FastifyPluginAsync<ModuleOptions> = async (instan
     config: { errorShape: 'envelope' },
     schema: { querystring: CreateQuerySchema },
     onRequest: basicAuth({ operation: 'OprnApi' }),
+    // A malformed Content-Type is bad input like any other (422), not the parser's 415.
+    preParsing: async (request) => {
+      const header = request.headers['content-type'];
+      if (header !== undefined && mediaTypeOfHeader(header) === undefined)
+        throw invalid({ mime_type: MIME_REQUIRED });
+    },
     handler: async (request, reply) => {
       const upload = request.isMultipart() ? await readMultipartUpload(request) : readRawUpload(request);
       const id = await service.createAttachment({
