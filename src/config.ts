@@ -47,6 +47,14 @@ export interface Config {
   readonly timeZone: string;
   /** How long patient search keeps its reference data (identifier types, rules, settings). 0 = no cache. */
   readonly referenceCacheTtlMs: number;
+  /** Queue worker (issue 6): requests run in parallel per queue; 0 = the queue's `maximum_active_threads`. */
+  readonly workerConcurrency: number;
+  /** Queues the worker serves; empty = every queue in `request_queue`. */
+  readonly workerQueues: readonly string[];
+  /** Retry back-off table, `<delay>[*n]@<below try>` steps (reference 9.5, newest branch by default). */
+  readonly queueRetryBackoff: string;
+  /** Request types whose `REQUEST_BLOB.blob_data` the clean-up routine nulls after a successful attach. */
+  readonly queueDropBlobRequestTypes: readonly string[];
 }
 
 export class ConfigError extends Error {
@@ -143,9 +151,28 @@ export function loadConfig(env: Env = process.env): Config {
     defaultRequestType: read('DEFAULT_REQUEST_TYPE') ?? 'dicom_request',
     timeZone,
     referenceCacheTtlMs: int('REFERENCE_CACHE_TTL_MS', 5_000, 0, 3_600_000),
+    workerConcurrency: int('WORKER_CONCURRENCY', 0, 0, 1000),
+    workerQueues: list(read('WORKER_QUEUES')),
+    queueRetryBackoff: backoff(read('QUEUE_RETRY_BACKOFF') ?? '2m*n@5,30m@13,6h@20', problems),
+    queueDropBlobRequestTypes: list(read('QUEUE_DROP_BLOB_REQUEST_TYPES')),
   };
   if (problems.length > 0) throw new ConfigError(problems);
   return config;
+}
+
+function list(raw: string | undefined): string[] {
+  return (raw ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
+}
+
+function backoff(raw: string, problems: string[]): string {
+  const step = /^\d+(ms|s|m|h)(\*n)?@\d+$/;
+  if (!raw.split(',').every((s) => step.test(s.trim()))) {
+    problems.push(`QUEUE_RETRY_BACKOFF must be steps like 2m*n@5,30m@13,6h@20, got "${raw}"`);
+  }
+  return raw;
 }
 
 function parseDatabaseUrl(url: string, problems: string[]): DatabaseTarget {

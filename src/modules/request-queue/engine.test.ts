@@ -1,0 +1,455 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import type { Config } from '../../config.ts';
+import { loadConfig } from '../../config.ts';
+import { formatDateTime } from '../../db/database.ts';
+import { countRows } from '../../../test/factories.ts';
+import {
+  addRoutineRow,
+  createRequestType,
+  createRoutineName,
+  executionsOf,
+  jsonRow,
+  routinesOf,
+} from '../../../test/factories-queue.ts';
+import type { TestDatabase } from '../../../test/harness.ts';
+import { createTestDatabase, forEachDialect } from '../../../test/harness.ts';
+import type { QueueEngine } from './engine.ts';
+import { createQueueEngine, parseBackoff, retryDelayMs } from './engine.ts';
+import { enqueueRequest } from './intake.ts';
+import type { RoutineContext } from './routines/index.ts';
+import {
+  DEFAULT_ROUTINES,
+  PermanentRoutineError,
+  createRoutineCatalog,
+  defineRoutine,
+} from './routines/index.ts';
+
+const MINUTE = 60_000;
+
+describe('retry back-off (reference 9.5, newest branch)', () => {
+  const steps = parseBackoff('2m*n@5,30m@13,6h@20');
+  it('waits 2n minutes for tries 1 to 4', () => {
+    assert.deepEqual(
+      [1, 2, 3, 4].map((n) => retryDelayMs(n, steps)),
+      [2 * MINUTE, 4 * MINUTE, 6 * MINUTE, 8 * MINUTE],
+    );
+  });
+  it('waits 30 minutes for tries 5 to 12 and 6 hours for tries 13 to 19', () => {
+    for (let n = 5; n < 13; n += 1) assert.equal(retryDelayMs(n, steps), 30 * MINUTE);
+    for (let n = 13; n < 20; n += 1) assert.equal(retryDelayMs(n, steps), 360 * MINUTE);
+  });
+  it('gives up from try 20', () => {
+    assert.equal(retryDelayMs(20, steps), undefined);
+    assert.equal(retryDelayMs(25, steps), undefined);
+  });
+});
+
+/** Test routines: each records what it did in request_details, so rolled-back writes are visible. */
+function testCatalog(names: Record<string, string>, hooks: { gate?: Promise<void> } = {}) {
+  const mark = async (ctx: RoutineContext, what: string): Promise<void> => {
+    await ctx.trx
+      .insertInto('request_details')
+      .values({ request_id: ctx.routine.request_id, name: what, value: ctx.routine.routine_name })
+      .execute();
+  };
+  return createRoutineCatalog([
+    ...DEFAULT_ROUTINES,
+    defineRoutine({
+      name: names.ok!,
+      timeoutMs: 5000,
+      retry: 'backoff',
+      run: (ctx) => mark(ctx, 'ran'),
+    }),
+    defineRoutine({
+      name: names.fail!,
+      timeoutMs: 5000,
+      retry: 'backoff',
+      run: async (ctx) => {
+        await mark(ctx, 'partial');
+        throw new Error('device offline');
+      },
+    }),
+    defineRoutine({
+      name: names.permanent!,
+      timeoutMs: 5000,
+      retry: 'backoff',
+      run: async () => {
+        throw new PermanentRoutineError('bad input');
+      },
+    }),
+    defineRoutine({
+      name: names.chain!,
+      timeoutMs: 5000,
+      retry: 'backoff',
+      run: async (ctx) => {
+        await ctx.addRoutine(names.ok!);
+        await ctx.addPriorityRoutine(names.priority!);
+      },
+    }),
+    defineRoutine({
+      name: names.priority!,
+      timeoutMs: 5000,
+      retry: 'backoff',
+      run: (ctx) => mark(ctx, 'priority'),
+    }),
+    defineRoutine({
+      name: names.voider!,
+      timeoutMs: 5000,
+      retry: 'backoff',
+      run: (ctx) => ctx.voidAllNewRoutines(),
+    }),
+    defineRoutine({
+      name: names.slow!,
+      timeoutMs: 50,
+      retry: 'backoff',
+      run: () => new Promise(() => {}),
+    }),
+    defineRoutine({
+      name: names.locker!,
+      timeoutMs: 10_000,
+      retry: 'backoff',
+      run: async (ctx) => {
+        await ctx.lock('patient:42');
+        await mark(ctx, 'locked');
+        await hooks.gate;
+      },
+    }),
+  ]);
+}
+
+forEachDialect((dialect) => {
+  describe(`queue engine (${dialect})`, () => {
+    let testDb: TestDatabase;
+    let config: Config;
+    let clock = new Date('2030-01-01T00:00:00Z');
+    let engine: QueueEngine;
+    const names: Record<string, string> = {};
+    let gateOpen: () => void = () => {};
+    const gate = new Promise<void>((resolve) => {
+      gateOpen = resolve;
+    });
+
+    before(async () => {
+      testDb = await createTestDatabase(dialect);
+      config = loadConfig(testDb.env);
+      for (const key of [
+        'ok',
+        'fail',
+        'permanent',
+        'chain',
+        'priority',
+        'voider',
+        'slow',
+        'locker',
+        'unknown',
+      ]) {
+        names[key] = await createRoutineName(testDb.db);
+      }
+      engine = createQueueEngine({
+        database: testDb.database,
+        files: testDb.files,
+        config,
+        catalog: testCatalog(names, { gate }),
+        now: () => clock,
+      });
+    });
+    after(async () => {
+      gateOpen();
+      await testDb.drop();
+    });
+
+    /** A request of a fresh type (so a fresh queue) whose first routine is `routine`. */
+    async function newRequest(routine: string) {
+      const type = await createRequestType(testDb.db, { routineName: routine });
+      const queued = await enqueueRequest(testDb.db, {
+        requestType: type.requestType,
+        attachments: [jsonRow('REQUEST_DATA', {})],
+      });
+      const [first] = await routinesOf(testDb.db, queued.requestId);
+      return { requestId: queued.requestId, queue: type.queue, routineId: first!.id };
+    }
+
+    const details = (requestId: number) =>
+      testDb.db
+        .selectFrom('request_details')
+        .select(['name', 'value'])
+        .where('request_id', '=', requestId)
+        .orderBy('id')
+        .execute();
+
+    it('NEW -> COMPLETE: commits the routine writes with status, try count and an execution row', async () => {
+      const { requestId, queue, routineId } = await newRequest(names.ok!);
+      const outcome = await engine.step(queue);
+      assert.equal(outcome.kind, 'ran');
+      const [routine] = await routinesOf(testDb.db, requestId);
+      assert.equal(routine!.status, 'COMPLETE');
+      assert.equal(routine!.try_count, 1);
+      assert.equal(routine!.next_try_date_time, null);
+      assert.deepEqual(await details(requestId), [{ name: 'ran', value: names.ok }]);
+      const executions = await executionsOf(testDb.db, routineId);
+      assert.equal(executions.length, 1);
+      assert.equal(executions[0]!.status, 'COMPLETE');
+      assert.equal(executions[0]!.try_number, 1);
+      const counters = await testDb.db
+        .selectFrom('request_queue')
+        .selectAll()
+        .where('request_queue', '=', queue)
+        .executeTakeFirstOrThrow();
+      assert.equal(counters.total_success_count, 1);
+      assert.equal(counters.total_execute_count, 1);
+      assert.equal(counters.last_thread_spawn_request_id, requestId);
+      assert.deepEqual(await engine.step(queue), { kind: 'idle' });
+    });
+
+    it('NEW -> RETRY -> RETRY -> COMPLETE: rolls back the failed writes and waits out the back-off', async () => {
+      const { requestId, queue, routineId } = await newRequest(names.fail!);
+      const start = clock;
+      const first = await engine.step(queue);
+      assert.equal(first.kind === 'ran' && first.status, 'RETRY');
+      let [routine] = await routinesOf(testDb.db, requestId);
+      assert.equal(routine!.try_count, 1);
+      assert.equal(routine!.next_try_date_time, formatDateTime(new Date(start.getTime() + 2 * MINUTE)));
+      assert.deepEqual(await details(requestId), [], 'the partial write was rolled back');
+      const [execution] = await executionsOf(testDb.db, routineId);
+      assert.equal(execution!.status, 'RETRY');
+      assert.match(execution!.log_text ?? '', /device offline/);
+
+      assert.deepEqual(await engine.step(queue), { kind: 'idle' }, 'not before its next try');
+      clock = new Date(start.getTime() + 2 * MINUTE);
+      const second = await engine.step(queue);
+      assert.equal(second.kind === 'ran' && second.status, 'RETRY');
+      [routine] = await routinesOf(testDb.db, requestId);
+      assert.equal(routine!.try_count, 2);
+      assert.equal(routine!.next_try_date_time, formatDateTime(new Date(clock.getTime() + 4 * MINUTE)));
+
+      // The routine now succeeds (say the device came back): same name, new behaviour.
+      await testDb.db
+        .updateTable('request_routine')
+        .set({ routine_name: names.ok! })
+        .where('id', '=', routineId)
+        .execute();
+      clock = new Date(clock.getTime() + 4 * MINUTE);
+      const third = await engine.step(queue);
+      assert.equal(third.kind === 'ran' && third.status, 'COMPLETE');
+      [routine] = await routinesOf(testDb.db, requestId);
+      assert.equal(routine!.try_count, 3);
+      assert.equal(routine!.next_try_date_time, null);
+      assert.deepEqual(
+        (await executionsOf(testDb.db, routineId)).map((e) => [e.status, e.try_number]),
+        [
+          ['RETRY', 1],
+          ['RETRY', 2],
+          ['COMPLETE', 3],
+        ],
+      );
+      const counters = await testDb.db
+        .selectFrom('request_queue')
+        .selectAll()
+        .where('request_queue', '=', queue)
+        .executeTakeFirstOrThrow();
+      assert.deepEqual(
+        [counters.total_success_count, counters.total_fail_count, counters.total_execute_count],
+        [1, 2, 3],
+      );
+    });
+
+    it('RETRY -> FAILED after the last try, which then blocks the later routines of its request', async () => {
+      const { requestId, queue, routineId } = await newRequest(names.fail!);
+      await testDb.db
+        .updateTable('request_routine')
+        .set({ status: 'RETRY', try_count: 19, next_try_date_time: formatDateTime(clock) })
+        .where('id', '=', routineId)
+        .execute();
+      const later = await addRoutineRow(testDb.db, { requestId, name: names.ok!, queue, sequence: 20 });
+      const outcome = await engine.step(queue);
+      assert.equal(outcome.kind === 'ran' && outcome.status, 'FAILED');
+      const routines = await routinesOf(testDb.db, requestId);
+      assert.deepEqual(
+        routines.map((r) => [r.id, r.status, r.try_count, r.next_try_date_time]),
+        [
+          [routineId, 'FAILED', 20, null],
+          [later, 'NEW', 0, null],
+        ],
+      );
+      clock = new Date(clock.getTime() + 24 * 60 * MINUTE);
+      assert.deepEqual(await engine.step(queue), { kind: 'idle' }, 'a FAILED sibling blocks the request');
+    });
+
+    it('fails an unknown routine at once with an execution row, without retrying', async () => {
+      const { requestId, queue, routineId } = await newRequest(names.unknown!);
+      const outcome = await engine.step(queue);
+      assert.equal(outcome.kind === 'ran' && outcome.status, 'FAILED');
+      const [routine] = await routinesOf(testDb.db, requestId);
+      assert.deepEqual(
+        [routine!.status, routine!.try_count, routine!.next_try_date_time],
+        ['FAILED', 1, null],
+      );
+      const executions = await executionsOf(testDb.db, routineId);
+      assert.equal(executions.length, 1);
+      assert.match(executions[0]!.log_text ?? '', /Unknown routine/);
+      assert.deepEqual(await engine.step(queue), { kind: 'idle' });
+    });
+
+    it('fails at once on a permanent error', async () => {
+      const { requestId, queue } = await newRequest(names.permanent!);
+      const outcome = await engine.step(queue);
+      assert.equal(outcome.kind === 'ran' && outcome.status, 'FAILED');
+      const [routine] = await routinesOf(testDb.db, requestId);
+      assert.equal(routine!.try_count, 1);
+    });
+
+    it('retries a routine that exceeds its timeout', async () => {
+      const { requestId, queue } = await newRequest(names.slow!);
+      const outcome = await engine.step(queue);
+      assert.equal(outcome.kind === 'ran' && outcome.status, 'RETRY');
+      assert.match(outcome.kind === 'ran' ? (outcome.error ?? '') : '', /timed out/);
+      const [routine] = await routinesOf(testDb.db, requestId);
+      assert.equal(routine!.status, 'RETRY');
+    });
+
+    it('runs routines of a request in execute_sequence order and requests in routine id order', async () => {
+      const type = await createRequestType(testDb.db, { routineName: names.ok! });
+      const a = await enqueueRequest(testDb.db, { requestType: type.requestType, attachments: [] });
+      const b = await enqueueRequest(testDb.db, { requestType: type.requestType, attachments: [] });
+      // Request a gets a routine that must run before its first one, inserted later (higher id).
+      const early = await addRoutineRow(testDb.db, {
+        requestId: a.requestId,
+        name: names.priority!,
+        queue: type.queue,
+        sequence: 5,
+      });
+      const [aFirst] = await routinesOf(testDb.db, a.requestId);
+      const [bFirst] = await routinesOf(testDb.db, b.requestId);
+      const ran: number[] = [];
+      for (;;) {
+        const outcome = await engine.step(type.queue);
+        if (outcome.kind !== 'ran') break;
+        ran.push(outcome.routineId);
+      }
+      // b's routine (lower id than `early`) is eligible first; a's first routine waits for `early`.
+      assert.deepEqual(ran, [bFirst!.id, early, aFirst!.id]);
+    });
+
+    it('does not run a routine whose earlier sibling waits for its next try', async () => {
+      const type = await createRequestType(testDb.db, { routineName: names.ok! });
+      const r = await enqueueRequest(testDb.db, { requestType: type.requestType, attachments: [] });
+      const [first] = await routinesOf(testDb.db, r.requestId);
+      await testDb.db
+        .updateTable('request_routine')
+        .set({
+          status: 'RETRY',
+          try_count: 1,
+          next_try_date_time: formatDateTime(new Date(clock.getTime() + MINUTE)),
+        })
+        .where('id', '=', first!.id)
+        .execute();
+      await addRoutineRow(testDb.db, {
+        requestId: r.requestId,
+        name: names.ok!,
+        queue: type.queue,
+        sequence: 20,
+      });
+      assert.deepEqual(await engine.step(type.queue), { kind: 'idle' });
+    });
+
+    it('chains: addRoutine appends after the highest sequence, addPriorityRoutine runs first', async () => {
+      const { requestId, queue } = await newRequest(names.chain!);
+      // A routine already at sequence 40 (inserted before the chain runs): the next must get 50 (D66).
+      await addRoutineRow(testDb.db, {
+        requestId,
+        name: names.voider!,
+        queue,
+        sequence: 40,
+        status: 'COMPLETE',
+      });
+      await engine.step(queue);
+      let routines = await routinesOf(testDb.db, requestId);
+      assert.deepEqual(
+        routines.map((r) => [r.routine_name, r.execute_sequence, r.status]),
+        [
+          [names.chain, 10, 'COMPLETE'],
+          [names.voider, 40, 'COMPLETE'],
+          [names.ok, 50, 'NEW'],
+          [names.priority, 1, 'NEW'],
+        ],
+      );
+      const next = await engine.step(queue);
+      assert.equal(next.kind === 'ran' && next.routineName, names.priority);
+      await engine.step(queue);
+      assert.deepEqual(
+        (await details(requestId)).map((d) => d.name),
+        ['priority', 'ran'],
+      );
+
+      // Running the chain again resets the existing routines instead of adding copies.
+      await testDb.db
+        .updateTable('request_routine')
+        .set({ status: 'NEW', try_count: 0 })
+        .where('request_id', '=', requestId)
+        .where('routine_name', '=', names.chain!)
+        .execute();
+      await engine.step(queue);
+      routines = await routinesOf(testDb.db, requestId);
+      assert.equal(routines.length, 4);
+      assert.deepEqual(
+        routines
+          .filter((r) => r.routine_name !== names.chain)
+          .map((r) => [r.routine_name, r.status, r.try_count]),
+        [
+          [names.voider, 'COMPLETE', 1 - 1],
+          [names.ok, 'NEW', 0],
+          [names.priority, 'NEW', 0],
+        ],
+      );
+    });
+
+    it('voidAllNewRoutines sets NEW and RETRY siblings to VOID, which count as done for ordering', async () => {
+      const { requestId, queue } = await newRequest(names.voider!);
+      const retrying = await addRoutineRow(testDb.db, {
+        requestId,
+        name: names.fail!,
+        queue,
+        sequence: 20,
+        status: 'RETRY',
+        tryCount: 2,
+      });
+      const fresh = await addRoutineRow(testDb.db, {
+        requestId,
+        name: names.permanent!,
+        queue,
+        sequence: 30,
+      });
+      const done = await addRoutineRow(testDb.db, {
+        requestId,
+        name: names.ok!,
+        queue,
+        sequence: 5,
+        status: 'COMPLETE',
+      });
+      await engine.step(queue);
+      const byId = new Map((await routinesOf(testDb.db, requestId)).map((r) => [r.id, r.status]));
+      assert.equal(byId.get(retrying), 'VOID');
+      assert.equal(byId.get(fresh), 'VOID');
+      assert.equal(byId.get(done), 'COMPLETE');
+      const after = await addRoutineRow(testDb.db, { requestId, name: names.ok!, queue, sequence: 40 });
+      const outcome = await engine.step(queue);
+      assert.equal(outcome.kind === 'ran' && outcome.routineId, after, 'VOID siblings do not block');
+    });
+
+    it('takes the routine lock row for a key', async () => {
+      gateOpen();
+      const { requestId, queue } = await newRequest(names.locker!);
+      await engine.step(queue);
+      const [routine] = await routinesOf(testDb.db, requestId);
+      assert.equal(routine!.status, 'COMPLETE');
+      const lock = await testDb.db
+        .selectFrom('request_routine_lock')
+        .selectAll()
+        .where('routine_lock', '=', 'patient:42')
+        .executeTakeFirst();
+      assert.ok(lock);
+      assert.ok((await countRows(testDb.db, 'request_routine_lock')) >= 1);
+    });
+  });
+});

@@ -1,0 +1,147 @@
+/**
+ * `ATTACH_TO_EVENT` (reference 9.6 `linkAttachmentDataWithEvent`): files the request's payloads under a new
+ * event of the matched patient. Holds the routine lock `patient:<id>` so that two requests of one patient
+ * never race on its episode. The event goes into the patient's open episode, created when the patient has
+ * none; its type is the `OphGeneric` event type and the group's element type
+ * `Element_OphGeneric_Attachment` (both seeded by migration 0007). A payload whose content is already
+ * attached to one of the patient's events (same `hash_code`, then the same bytes) is skipped; when every
+ * payload is skipped no event is created.
+ */
+import type { Kysely } from 'kysely';
+import { formatDateTime } from '../../../db/database.ts';
+import type { DB } from '../../../db/schema.ts';
+import type { RoutineContext } from './catalog.ts';
+import { PermanentRoutineError, defineRoutine } from './catalog.ts';
+import { contentHash, findPayloads, readPayloadBytes } from './payloads.ts';
+
+export const ATTACH_EVENT_CLASS = 'OphGeneric';
+export const ATTACH_ELEMENT_CLASS = 'Element_OphGeneric_Attachment';
+
+async function isAlreadyAttached(
+  db: Kysely<DB>,
+  patientId: number,
+  attachmentId: number,
+  hash: number,
+  bytes: Buffer,
+): Promise<boolean> {
+  const candidates = await db
+    .selectFrom('event_attachment_item as item')
+    .innerJoin('event_attachment_group as g', 'g.id', 'item.event_attachment_group_id')
+    .innerJoin('event as e', 'e.id', 'g.event_id')
+    .innerJoin('episode as ep', 'ep.id', 'e.episode_id')
+    .innerJoin('attachment_data as ad', 'ad.id', 'item.attachment_data_id')
+    .select(['ad.id'])
+    .where('ep.patient_id', '=', patientId)
+    .where('e.deleted', '=', 0)
+    .where((eb) => eb.or([eb('ad.id', '=', attachmentId), eb('ad.hash_code', '=', hash)]))
+    .execute();
+  for (const candidate of candidates) {
+    if (candidate.id === attachmentId) return true;
+    if ((await readPayloadBytes(db, candidate.id)).equals(bytes)) return true;
+  }
+  return false;
+}
+
+async function findOrCreateEpisode(ctx: RoutineContext, patientId: number, stamp: string): Promise<number> {
+  const episode = await ctx.trx
+    .selectFrom('episode')
+    .select('id')
+    .where('patient_id', '=', patientId)
+    .where('deleted', '=', 0)
+    .where('end_date', 'is', null)
+    .orderBy('id')
+    .executeTakeFirst();
+  if (episode !== undefined) return episode.id;
+  const created = await ctx.trx
+    .insertInto('episode')
+    .values({ patient_id: patientId, start_date: stamp, created_date: stamp, last_modified_date: stamp })
+    .returning('id')
+    .executeTakeFirstOrThrow();
+  return created.id;
+}
+
+export const attachToEventRoutine = defineRoutine({
+  name: 'ATTACH_TO_EVENT',
+  timeoutMs: 60_000,
+  retry: 'backoff',
+  run: async (ctx) => {
+    const data = await ctx.readText('REQUEST_DATA');
+    const patientId = data.matched_patient_id;
+    if (typeof patientId !== 'number' || !Number.isInteger(patientId)) {
+      throw new PermanentRoutineError('No matched patient: PATIENT_MATCH must run first');
+    }
+    const types = await ctx.trx
+      .selectFrom('element_type as et')
+      .innerJoin('event_type as ev', 'ev.id', 'et.event_type_id')
+      .select(['et.id as elementTypeId', 'ev.id as eventTypeId'])
+      .where('et.class_name', '=', ATTACH_ELEMENT_CLASS)
+      .where('ev.class_name', '=', ATTACH_EVENT_CLASS)
+      .executeTakeFirst();
+    if (types === undefined) throw new PermanentRoutineError('The attachment event type is not configured');
+
+    await ctx.lock(`patient:${patientId}`);
+    const toLink: number[] = [];
+    for (const payload of await findPayloads(ctx.trx, ctx.routine.request_id)) {
+      const bytes = await readPayloadBytes(ctx.trx, payload.id);
+      let hash = payload.hash_code;
+      if (hash === null) {
+        hash = contentHash(bytes);
+        await ctx.trx
+          .updateTable('attachment_data')
+          .set({ hash_code: hash })
+          .where('id', '=', payload.id)
+          .execute();
+      }
+      if (await isAlreadyAttached(ctx.trx, patientId, payload.id, hash, bytes)) {
+        ctx.log(`attachment_data ${payload.id}: already attached to this patient, skipped`);
+      } else {
+        toLink.push(payload.id);
+      }
+    }
+    if (toLink.length === 0) {
+      ctx.log('nothing new to attach');
+      return;
+    }
+    const stamp = formatDateTime(ctx.now());
+    const episodeId = await findOrCreateEpisode(ctx, patientId, stamp);
+    const event = await ctx.trx
+      .insertInto('event')
+      .values({
+        episode_id: episodeId,
+        event_type_id: types.eventTypeId,
+        event_date: stamp,
+        is_automated: 1,
+        automated_source: JSON.stringify({ request_id: ctx.routine.request_id }),
+        info: null,
+        created_date: stamp,
+        last_modified_date: stamp,
+      })
+      .returning('id')
+      .executeTakeFirstOrThrow();
+    const group = await ctx.trx
+      .insertInto('event_attachment_group')
+      .values({
+        event_id: event.id,
+        element_type_id: types.elementTypeId,
+        created_date: stamp,
+        last_modified_date: stamp,
+      })
+      .returning('id')
+      .executeTakeFirstOrThrow();
+    await ctx.trx
+      .insertInto('event_attachment_item')
+      .values(
+        toLink.map((attachmentId) => ({
+          event_attachment_group_id: group.id,
+          attachment_data_id: attachmentId,
+          system_only_managed: 0,
+          event_document_view_set: null,
+          created_date: stamp,
+          last_modified_date: stamp,
+        })),
+      )
+      .execute();
+    await ctx.mergeRequestData({ event_id: event.id });
+    ctx.log(`event ${event.id}: ${toLink.length} attachment(s) linked`);
+  },
+});

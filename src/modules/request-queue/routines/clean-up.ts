@@ -1,0 +1,30 @@
+/**
+ * `CLEAN_UP`: the last routine of a chain. Per the request type's policy (config
+ * `QUEUE_DROP_BLOB_REQUEST_TYPES`, empty by default, so nothing is dropped), nulls `REQUEST_BLOB.blob_data`
+ * once the request's payloads are attached (reference 9.6 `deleteRequestBlobData`), for sites that keep the
+ * original file elsewhere (a PACS). The row itself, its hash, thumbnails and event link stay.
+ */
+import { PermanentRoutineError, defineRoutine } from './catalog.ts';
+
+export const cleanUpRoutine = defineRoutine({
+  name: 'CLEAN_UP',
+  timeoutMs: 30_000,
+  retry: 'backoff',
+  run: async (ctx) => {
+    if (!ctx.config.queueDropBlobRequestTypes.includes(ctx.requestType)) {
+      ctx.log('clean-up policy: keep payloads');
+      return;
+    }
+    const data = await ctx.readText('REQUEST_DATA');
+    if (typeof data.event_id !== 'number') {
+      throw new PermanentRoutineError('Refusing to drop the payload of a request that is not attached');
+    }
+    const result = await ctx.trx
+      .updateTable('attachment_data')
+      .set({ blob_data: null })
+      .where('request_id', '=', ctx.routine.request_id)
+      .where('attachment_mnemonic', '=', 'REQUEST_BLOB')
+      .executeTakeFirst();
+    ctx.log(`clean-up policy: dropped ${Number(result.numUpdatedRows)} REQUEST_BLOB blob(s)`);
+  },
+});

@@ -1,0 +1,23 @@
+/** The routines of the service, registered by `routine_name` (names seeded in `routine_library`). */
+import { attachToEventRoutine } from './attach-to-event.ts';
+import type { RoutineCatalog } from './catalog.ts';
+import { createRoutineCatalog } from './catalog.ts';
+import { cleanUpRoutine } from './clean-up.ts';
+import { dicomSeedRoutine } from './dicom-seed.ts';
+import { makeThumbnailsRoutine } from './make-thumbnails.ts';
+import { noopRoutine } from './noop.ts';
+import { patientMatchRoutine } from './patient-match.ts';
+
+export const DEFAULT_ROUTINES = [
+  dicomSeedRoutine,
+  patientMatchRoutine,
+  makeThumbnailsRoutine,
+  attachToEventRoutine,
+  cleanUpRoutine,
+  noopRoutine,
+] as const;
+
+export const defaultRoutineCatalog: RoutineCatalog = createRoutineCatalog(DEFAULT_ROUTINES);
+
+export type { PrepareContext, RoutineCatalog, RoutineContext, RoutineDefinition } from './catalog.ts';
+export { PermanentRoutineError, createRoutineCatalog, defineRoutine } from './catalog.ts';

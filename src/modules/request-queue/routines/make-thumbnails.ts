@@ -1,0 +1,74 @@
+/**
+ * `MAKE_THUMBNAILS`: small, medium and large JPEG thumbnails of every image payload of the request, into
+ * `thumbnail_small_blob` / `_medium_blob` / `_large_blob`. Each size is encoded by its own `sharp`
+ * pipeline into its own buffer (the original reused one output buffer, so larger thumbnails carried the
+ * smaller ones in front: D63). `sharp` works on its own thread pool; the images are made in `prepare`, so
+ * on SQLite the write transaction only stores them. An image `sharp` cannot read is skipped with a log
+ * line (retrying cannot help).
+ */
+import sharp from 'sharp';
+import { defineRoutine } from './catalog.ts';
+import { findPayloads, isImageMime, readPayloadBytes } from './payloads.ts';
+
+/** Longest side of each thumbnail, in pixels (never enlarged). */
+export const THUMBNAIL_SIZES_PX = { small: 128, medium: 320, large: 640 } as const;
+
+export interface Thumbnails {
+  readonly small: Buffer;
+  readonly medium: Buffer;
+  readonly large: Buffer;
+}
+
+/** The three JPEG thumbnails of `image`, each from a fresh pipeline and buffer. */
+export async function makeThumbnails(image: Buffer): Promise<Thumbnails> {
+  const make = (sizePx: number) =>
+    sharp(image, { failOn: 'error', limitInputPixels: 100_000_000 })
+      .rotate()
+      .resize(sizePx, sizePx, { fit: 'inside', withoutEnlargement: true })
+      .flatten({ background: '#ffffff' })
+      .jpeg({ quality: 80 })
+      .toBuffer();
+  const [small, medium, large] = await Promise.all([
+    make(THUMBNAIL_SIZES_PX.small),
+    make(THUMBNAIL_SIZES_PX.medium),
+    make(THUMBNAIL_SIZES_PX.large),
+  ]);
+  return { small, medium, large };
+}
+
+export const makeThumbnailsRoutine = defineRoutine<{ id: number; thumbnails: Thumbnails }[]>({
+  name: 'MAKE_THUMBNAILS',
+  timeoutMs: 120_000,
+  retry: 'backoff',
+  prepare: async (ctx) => {
+    const images = (await findPayloads(ctx.db, ctx.routine.request_id)).filter((p) =>
+      isImageMime(p.mime_type),
+    );
+    const made: { id: number; thumbnails: Thumbnails }[] = [];
+    for (const image of images) {
+      try {
+        made.push({
+          id: image.id,
+          thumbnails: await makeThumbnails(await readPayloadBytes(ctx.db, image.id)),
+        });
+      } catch {
+        ctx.log(`attachment_data ${image.id}: not a readable image, no thumbnails`);
+      }
+    }
+    return made;
+  },
+  run: async (ctx, made) => {
+    for (const { id, thumbnails } of made) {
+      await ctx.trx
+        .updateTable('attachment_data')
+        .set({
+          thumbnail_small_blob: thumbnails.small,
+          thumbnail_medium_blob: thumbnails.medium,
+          thumbnail_large_blob: thumbnails.large,
+        })
+        .where('id', '=', id)
+        .execute();
+      ctx.log(`attachment_data ${id}: thumbnails made`);
+    }
+  },
+});

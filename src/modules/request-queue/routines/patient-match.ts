@@ -1,0 +1,150 @@
+/**
+ * `PATIENT_MATCH`: finds the one patient the request is about, from the identifier, date of birth and sex
+ * in the request (DICOM tags merged by `DICOM_SEED`, else JSON body or form fields), stores its id as
+ * `matched_patient_id` in `REQUEST_DATA`, then chains the rest of the request's processing.
+ *
+ * Matching, in the spirit of the patient search (reference 4.4): the identifier is de-spaced (spaces and
+ * hyphens removed); for every identifier type whose `validate_regex` matches it after the type's `pad`,
+ * the (type, normalised value) pair is searched; in addition a plain case-insensitive match of the
+ * de-spaced value on any type is accepted. Deleted identifiers and patients are ignored. The date of birth
+ * must be equal; the sex must be equal when the request gives M or F. None or several patients: a
+ * retryable error (the patient may be registered later). Missing identifier or date of birth: FAILED at
+ * once, since retrying cannot help.
+ */
+import type { Kysely } from 'kysely';
+import type { DB } from '../../../db/schema.ts';
+import type { RoutineContext } from './catalog.ts';
+import { PermanentRoutineError, defineRoutine } from './catalog.ts';
+import { findPayloads, isImageMime } from './payloads.ts';
+
+export interface PatientCriteria {
+  readonly identifier: string;
+  readonly dob: string;
+  readonly sex: 'M' | 'F' | null;
+}
+
+const IDENTIFIER_KEYS = ['dicom_patient_id', 'patient_identifier', 'identifier', 'hos_num', 'nhs_num'];
+const DOB_KEYS = ['dicom_patient_birth_date', 'dob', 'date_of_birth', 'birth_date'];
+const SEX_KEYS = ['dicom_patient_sex', 'sex', 'gender'];
+
+function firstString(
+  sources: readonly Record<string, unknown>[],
+  keys: readonly string[],
+): string | undefined {
+  for (const key of keys) {
+    for (const source of sources) {
+      const value = source[key];
+      if ((typeof value === 'string' && value.trim() !== '') || typeof value === 'number') {
+        return String(value).trim();
+      }
+    }
+  }
+  return undefined;
+}
+
+/** `YYYY-MM-DD` from `YYYY-MM-DD` or DICOM `YYYYMMDD`, or undefined. */
+export function normaliseDob(value: string): string | undefined {
+  const match = /^(\d{4})-?(\d{2})-?(\d{2})$/.exec(value);
+  if (match === null) return undefined;
+  const [, y, m, d] = match;
+  const date = new Date(`${y}-${m}-${d}T00:00:00Z`);
+  return Number.isNaN(date.getTime()) || date.toISOString().slice(0, 10) !== `${y}-${m}-${d}`
+    ? undefined
+    : `${y}-${m}-${d}`;
+}
+
+function normaliseSex(value: string | undefined): 'M' | 'F' | null {
+  const letter = value?.trim().charAt(0).toUpperCase();
+  return letter === 'M' || letter === 'F' ? letter : null;
+}
+
+/** Reads the criteria from the request's JSON rows; throws a permanent error when they are unusable. */
+export async function readCriteria(ctx: RoutineContext): Promise<PatientCriteria> {
+  const requestData = await ctx.readText('REQUEST_DATA');
+  const form = await ctx.readText('FORM_DATA');
+  const body = await ctx.readText('REQUEST_BLOB');
+  const nested = (o: Record<string, unknown>) =>
+    o.data !== null && typeof o.data === 'object' && !Array.isArray(o.data)
+      ? (o.data as Record<string, unknown>)
+      : {};
+  const sources = [requestData, nested(body), body, nested(form), form];
+  const identifier = firstString(sources, IDENTIFIER_KEYS);
+  const rawDob = firstString(sources, DOB_KEYS);
+  if (identifier === undefined) throw new PermanentRoutineError('No patient identifier in the request');
+  if (rawDob === undefined) throw new PermanentRoutineError('No date of birth in the request');
+  const dob = normaliseDob(rawDob);
+  if (dob === undefined) throw new PermanentRoutineError('Unreadable date of birth in the request');
+  return { identifier, dob, sex: normaliseSex(firstString(sources, SEX_KEYS)) };
+}
+
+/** A PCRE `/.../flags` regex as stored in `validate_regex`, as a JavaScript RegExp (undefined if unusable). */
+export function toRegExp(pattern: string): RegExp | undefined {
+  const match = /^\/(.*)\/([a-zA-Z]*)$/s.exec(pattern);
+  const source = match === null ? pattern : match[1]!;
+  const flags = match === null ? '' : match[2]!;
+  if (/[^imsu]/.test(flags)) return undefined;
+  try {
+    return new RegExp(source, flags);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Applies a printf-style `pad` (`%07s`, `%7s`, `%s`) to `value`. */
+export function applyPad(value: string, pad: string | null): string {
+  const match = pad === null ? null : /^%(0?)(\d+)s$/.exec(pad);
+  if (match === null) return value;
+  return value.padStart(Number(match[2]), match[1] === '0' ? '0' : ' ');
+}
+
+/** The ids of the patients matching `criteria` (at most a few; the caller wants exactly one). */
+export async function findMatchingPatients(db: Kysely<DB>, criteria: PatientCriteria): Promise<number[]> {
+  const despaced = criteria.identifier.replace(/[\s-]+/g, '');
+  const types = await db
+    .selectFrom('patient_identifier_type')
+    .select(['id', 'validate_regex', 'pad'])
+    .execute();
+  const pairs: { typeId: number; value: string }[] = [];
+  for (const type of types) {
+    const regex = toRegExp(type.validate_regex);
+    const found = regex?.exec(applyPad(despaced, type.pad));
+    if (found) pairs.push({ typeId: type.id, value: found[0] });
+  }
+  let query = db
+    .selectFrom('patient_identifier as pi')
+    .innerJoin('patient as p', 'p.id', 'pi.patient_id')
+    .select('p.id')
+    .distinct()
+    .where('pi.deleted', '=', 0)
+    .where('p.deleted', '=', 0)
+    .where('p.dob', '=', criteria.dob)
+    .where((eb) =>
+      eb.or([
+        eb(eb.fn('lower', ['pi.value']), '=', despaced.toLowerCase()),
+        ...pairs.map((pair) =>
+          eb.and([eb('pi.patient_identifier_type_id', '=', pair.typeId), eb('pi.value', '=', pair.value)]),
+        ),
+      ]),
+    )
+    .limit(5);
+  if (criteria.sex !== null) query = query.where('p.gender', '=', criteria.sex);
+  return (await query.execute()).map((r) => r.id);
+}
+
+export const patientMatchRoutine = defineRoutine({
+  name: 'PATIENT_MATCH',
+  timeoutMs: 30_000,
+  retry: 'backoff',
+  run: async (ctx) => {
+    const criteria = await readCriteria(ctx);
+    const ids = await findMatchingPatients(ctx.trx, criteria);
+    if (ids.length === 0) throw new Error('No patient matches the identifier, date of birth and sex');
+    if (ids.length > 1) throw new Error(`${ids.length} patients match; refusing to choose`);
+    await ctx.mergeRequestData({ matched_patient_id: ids[0] });
+    ctx.log(`matched patient ${ids[0]}`);
+    const payloads = await findPayloads(ctx.trx, ctx.routine.request_id);
+    if (payloads.some((p) => isImageMime(p.mime_type))) await ctx.addRoutine('MAKE_THUMBNAILS');
+    await ctx.addRoutine('ATTACH_TO_EVENT');
+    await ctx.addRoutine('CLEAN_UP');
+  },
+});

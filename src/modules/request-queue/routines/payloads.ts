@@ -1,0 +1,49 @@
+/**
+ * Which of a request's `attachment_data` rows are payloads (the files and bodies the caller sent), and the
+ * content hash used to skip a payload already attached.
+ */
+import { createHash } from 'node:crypto';
+import type { Kysely } from 'kysely';
+import type { DB } from '../../../db/schema.ts';
+
+/** Rows written by intake or by routines that describe the request rather than carry its content. */
+export const NON_PAYLOAD_MNEMONICS = ['REQUEST_DATA', 'FORM_DATA', 'HEADER_DATA', 'DICOM_HEADER'] as const;
+
+export interface PayloadRow {
+  readonly id: number;
+  readonly attachment_mnemonic: string;
+  readonly mime_type: string;
+  readonly hash_code: number | null;
+}
+
+/** The request's payload rows (content present, not a describing row), by id. */
+export async function findPayloads(db: Kysely<DB>, requestId: number): Promise<PayloadRow[]> {
+  return db
+    .selectFrom('attachment_data')
+    .select(['id', 'attachment_mnemonic', 'mime_type', 'hash_code'])
+    .where('request_id', '=', requestId)
+    .where('attachment_mnemonic', 'not in', NON_PAYLOAD_MNEMONICS)
+    .where('system_only_managed', '=', 0)
+    .where((eb) => eb.or([eb('blob_data', 'is not', null), eb('text_data', 'is not', null)]))
+    .orderBy('id')
+    .execute();
+}
+
+/** The bytes of a payload row: its blob, or its text as UTF-8. */
+export async function readPayloadBytes(db: Kysely<DB>, id: number): Promise<Buffer> {
+  const row = await db
+    .selectFrom('attachment_data')
+    .select(['blob_data', 'text_data'])
+    .where('id', '=', id)
+    .executeTakeFirstOrThrow();
+  return row.blob_data ?? Buffer.from(row.text_data ?? '', 'utf8');
+}
+
+/** A 48-bit content hash (first 6 bytes of SHA-256): fits `bigint` and a JavaScript number exactly. */
+export function contentHash(bytes: Uint8Array): number {
+  return Number.parseInt(createHash('sha256').update(bytes).digest('hex').slice(0, 12), 16);
+}
+
+export function isImageMime(mime: string): boolean {
+  return /^image\/(jpe?g|png|gif|webp|tiff|bmp)$/i.test(mime);
+}

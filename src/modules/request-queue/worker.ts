@@ -1,0 +1,159 @@
+/**
+ * The long-running queue worker (`npm run worker`, or in-process in the server with `WORKER=in-process`).
+ * For each served queue it runs a bounded number of slots (config `WORKER_CONCURRENCY`, else the queue's
+ * `maximum_active_threads`); each slot loops `engine.runNext(queue)`: it claims one routine of a request
+ * no one else is running, runs it and, while work is found, claims the next at once (the original slept
+ * `busy_yield_ms` between passes; that would cap throughput at a few routines per second).
+ *
+ * Idle slots wait to be woken, not polling hard: on PostgreSQL a dedicated connection LISTENs on channel
+ * `request_queue` (intake NOTIFYs the queue name in its transaction, so the wake-up comes at commit); in the
+ * same process an in-process event does the same; a slow poll every `idle_yield_ms` is the fallback, and
+ * also picks up RETRY routines whose next try has come.
+ *
+ * SQLite: one slot per queue (one connection, one writer); run one worker process per database file.
+ */
+import pg from 'pg';
+import type { Logger } from '../../logger.ts';
+import type { EngineOptions, QueueEngine } from './engine.ts';
+import { createQueueEngine } from './engine.ts';
+import { findQueues } from './claim.queries.ts';
+import { REQUEST_QUEUE_CHANNEL, onRequestQueued } from './queue-events.ts';
+
+export interface QueueWorker {
+  readonly engine: QueueEngine;
+  /** Starts the slots; resolves once they run (and, on PostgreSQL, once LISTEN is active). */
+  start(): Promise<void>;
+  /** Stops claiming, waits for the routines in flight to finish, flushes the queue counters. */
+  stop(): Promise<void>;
+  /** Wakes the idle slots of `queue` (all queues when omitted). */
+  wake(queue?: string): void;
+}
+
+export interface WorkerOptions extends EngineOptions {
+  readonly logger?: Logger;
+  /** How often the queue counters are written, in ms. */
+  readonly counterFlushMs?: number;
+}
+
+export function createQueueWorker(options: WorkerOptions): QueueWorker {
+  const { database, config, logger } = options;
+  const engine = createQueueEngine(options);
+  let isRunning = false;
+  const loops: Promise<void>[] = [];
+  const waiters = new Map<string, Set<() => void>>();
+  const generations = new Map<string, number>();
+  let listener: pg.Client | undefined;
+  let flushTimer: NodeJS.Timeout | undefined;
+  let unsubscribe: (() => void) | undefined;
+
+  function wake(queue?: string): void {
+    for (const [name, set] of waiters) {
+      if (queue !== undefined && name !== queue) continue;
+      generations.set(name, (generations.get(name) ?? 0) + 1);
+      for (const resolve of set) resolve();
+      set.clear();
+    }
+    if (queue !== undefined && !waiters.has(queue)) generations.set(queue, (generations.get(queue) ?? 0) + 1);
+  }
+
+  function waitForWake(queue: string, timeoutMs: number): Promise<void> {
+    return new Promise((resolve) => {
+      let set = waiters.get(queue);
+      if (set === undefined) {
+        set = new Set();
+        waiters.set(queue, set);
+      }
+      const done = () => {
+        clearTimeout(timer);
+        set.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(done, timeoutMs);
+      set.add(done);
+    });
+  }
+
+  async function runSlot(queue: string, idleYieldMs: number): Promise<void> {
+    while (isRunning) {
+      const generation = generations.get(queue) ?? 0;
+      try {
+        const outcome = await engine.runNext(queue);
+        if (outcome.kind !== 'idle') continue;
+      } catch (error) {
+        logger?.error({ err: error, queue }, 'queue worker pass failed; pausing');
+        await waitForWake(`${queue}\u0000error`, 1000);
+        continue;
+      }
+      // A wake-up that arrived while the claim ran must not be lost.
+      if ((generations.get(queue) ?? 0) !== generation) continue;
+      if (isRunning) await waitForWake(queue, idleYieldMs);
+    }
+  }
+
+  async function listen(url: string): Promise<void> {
+    const client = new pg.Client({ connectionString: url });
+    client.on('notification', (message) => wake(message.payload ?? undefined));
+    client.on('error', (error) => {
+      logger?.warn({ err: error }, 'queue LISTEN connection lost; reconnecting');
+      listener = undefined;
+      client.end().catch(() => {});
+      if (isRunning) {
+        setTimeout(() => {
+          if (isRunning) listen(url).catch(() => {});
+        }, 1000).unref();
+      }
+    });
+    await client.connect();
+    await client.query(`LISTEN ${REQUEST_QUEUE_CHANNEL}`);
+    listener = client;
+    wake(); // anything queued while the connection was down
+  }
+
+  return {
+    engine,
+    wake,
+    async start() {
+      if (isRunning) return;
+      const queues = await findQueues(database.db, config.workerQueues);
+      const missing = config.workerQueues.filter((name) => !queues.some((q) => q.request_queue === name));
+      if (missing.length > 0) throw new Error(`Request queue(s) not in the database: ${missing.join(', ')}`);
+      isRunning = true;
+      if (database.dialect === 'postgres' && config.database.kind === 'postgres') {
+        await listen(config.database.url);
+      }
+      unsubscribe = onRequestQueued((event) => wake(event.queue));
+      const poolMax = database.pool?.options.max ?? 1;
+      // On PostgreSQL each running slot holds one pooled connection; keep two for everything else.
+      let budget = database.dialect === 'postgres' ? Math.max(1, poolMax - 2) : Number.POSITIVE_INFINITY;
+      for (const queue of queues) {
+        const wanted =
+          database.dialect === 'sqlite' ? 1 : config.workerConcurrency || queue.maximum_active_threads || 1;
+        const slots = Math.max(1, Math.min(wanted, budget));
+        budget -= slots;
+        for (let i = 0; i < slots; i += 1)
+          loops.push(runSlot(queue.request_queue, queue.idle_yield_ms || 1000));
+        logger?.info({ queue: queue.request_queue, slots }, 'queue worker serving');
+      }
+      flushTimer = setInterval(() => {
+        engine
+          .flushCounters()
+          .catch((error: unknown) => logger?.warn({ err: error }, 'queue counters not saved'));
+      }, options.counterFlushMs ?? 1000);
+      flushTimer.unref();
+    },
+    async stop() {
+      if (!isRunning) return;
+      isRunning = false;
+      clearInterval(flushTimer);
+      unsubscribe?.();
+      wake();
+      for (const set of waiters.values()) for (const resolve of set) resolve();
+      await Promise.all(loops.splice(0));
+      await engine
+        .flushCounters()
+        .catch((error: unknown) => logger?.warn({ err: error }, 'queue counters not saved'));
+      await listener?.end().catch(() => {});
+      listener = undefined;
+    },
+  };
+}
