@@ -21,6 +21,8 @@ import type { Dialect } from '../src/db/database.ts';
 import type { Database } from '../src/db/database.ts';
 import { openDatabase } from '../src/db/database.ts';
 import { migrateToLatest } from '../src/db/migrate.ts';
+import type { FileStore } from '../src/files/file-store.ts';
+import { createLocalFileStore } from '../src/files/file-store.ts';
 import { createAccount } from '../src/modules/user/index.ts';
 
 export type { Dialect } from '../src/db/database.ts';
@@ -62,14 +64,21 @@ export interface PrepareDatabaseOptions {
    * Keep the database between runs under this name (letters, digits, underscore): SQLite file
    * `$BENCH_DATA_DIR/<name>.db` (default `bench/data/`), PostgreSQL database `cra_bench_<name>`.
    * `fill` runs only when it is built; `BENCH_REBUILD=1` drops and rebuilds it. An existing database can
-   * also be named by `BENCH_DB_<NAME>_SQLITE` (a file path) / `BENCH_DB_<NAME>_POSTGRES` (a URL): it is
-   * then used as it is (migrated, never filled, never dropped).
+   * also be named by `BENCH_DB_<NAME>_SQLITE` (a file path) / `BENCH_DB_<NAME>_POSTGRES` (a URL), with
+   * its protected files in `BENCH_DB_<NAME>_<DIALECT>_FILES`: it is then used as it is (migrated, never
+   * filled, never dropped).
    */
   readonly persistentName?: string;
   /** Fills a newly built database (e.g. a million patients). Not run on a reused database. */
-  readonly fill?: (database: Database) => Promise<void>;
+  readonly fill?: (database: Database, context: PrepareContext) => Promise<void>;
   /** Runs on every prepare, after `fill` (e.g. make sure the bench account exists). */
-  readonly setup?: (database: Database) => Promise<void>;
+  readonly setup?: (database: Database, context: PrepareContext) => Promise<void>;
+}
+
+/** What `fill` and `setup` get besides the database: the protected files the server will use. */
+export interface PrepareContext {
+  readonly filesDir: string;
+  readonly files: FileStore;
 }
 
 export interface PreparedDatabase {
@@ -78,6 +87,8 @@ export interface PreparedDatabase {
   readonly url: string;
   /** Environment for a server child process: DATABASE_URL and FILES_DIR. */
   readonly env: Record<string, string>;
+  /** The server's FILES_DIR. */
+  readonly filesDir: string;
   /** True when `fill` ran in this call. */
   readonly wasFilled: boolean;
   /** Drops a temporary database and its files directory; does nothing to a kept one. */
@@ -107,12 +118,21 @@ export async function prepareDatabase(
 
   if (given !== undefined && given.trim() !== '') {
     url = dialect === 'sqlite' && !given.startsWith('sqlite:') ? `sqlite:${path.resolve(given)}` : given;
-    filesDir = await mkdtemp(path.join(tmpdir(), 'cra-bench-files-'));
+    if (dialect === 'sqlite' && !existsSync(url.slice('sqlite:'.length))) {
+      throw new Error(`BENCH_DB_${name!.toUpperCase()}_SQLITE names a file that does not exist: ${given}`);
+    }
+    const givenFiles = process.env[`BENCH_DB_${name!.toUpperCase()}_${dialect.toUpperCase()}_FILES`];
     isNew = false;
-    cleanup = () => rm(filesDir, { recursive: true, force: true });
+    if (givenFiles !== undefined && givenFiles.trim() !== '') {
+      filesDir = path.resolve(givenFiles);
+    } else {
+      const tempFiles = await mkdtemp(path.join(tmpdir(), 'cra-bench-files-'));
+      filesDir = tempFiles;
+      cleanup = () => rm(tempFiles, { recursive: true, force: true });
+    }
   } else if (name !== undefined) {
     const dataDir = path.resolve(process.env.BENCH_DATA_DIR ?? path.join(ROOT_DIR, 'bench', 'data'));
-    filesDir = path.join(dataDir, `${name}-files`);
+    filesDir = path.join(dataDir, `${name}-${dialect}-files`);
     if (dialect === 'sqlite') {
       const file = path.join(dataDir, `${name}.db`);
       const marker = `${file}.ready`;
@@ -159,7 +179,10 @@ export async function prepareDatabase(
       cleanup = () => rm(dir, { recursive: true, force: true });
     } else {
       const dbName = `cra_bench_tmp_${process.pid}_${Math.random().toString(36).slice(2, 8)}`;
-      await withAdmin((admin) => admin.query(`create database ${dbName}`));
+      await withAdmin(async (admin) => {
+        await dropAbandonedDatabases(admin);
+        await admin.query(`create database ${dbName}`);
+      });
       url = withDatabaseName(benchDatabaseUrl(), dbName);
       cleanup = async () => {
         await withAdmin((admin) => admin.query(`drop database if exists ${dbName} with (force)`));
@@ -169,15 +192,16 @@ export async function prepareDatabase(
   }
 
   const database = await openDatabase(urlToTarget(url), { poolSize: 4 });
+  const context: PrepareContext = { filesDir, files: createLocalFileStore(filesDir) };
   let wasFilled = false;
   try {
     await migrateToLatest(database.db);
     if (isNew && options.fill !== undefined) {
-      await options.fill(database);
+      await options.fill(database, context);
       wasFilled = true;
     }
     if (isNew) await markReady();
-    if (options.setup !== undefined) await options.setup(database);
+    if (options.setup !== undefined) await options.setup(database, context);
   } catch (error) {
     await database.close();
     if (name === undefined) await cleanup();
@@ -188,6 +212,7 @@ export async function prepareDatabase(
     dialect,
     url,
     env: { DATABASE_URL: url, FILES_DIR: filesDir },
+    filesDir,
     wasFilled,
     cleanup,
   };
@@ -235,6 +260,28 @@ async function withAdmin<T>(work: (client: pg.Client) => Promise<T>): Promise<T>
     return await work(admin);
   } finally {
     await admin.end();
+  }
+}
+
+/** Drops temporary bench databases left by a bench process that no longer runs (an interrupted run). */
+async function dropAbandonedDatabases(admin: pg.Client): Promise<void> {
+  const found = await admin.query<{ datname: string }>(
+    `select datname from pg_database where datname like 'cra\\_bench\\_tmp\\_%'`,
+  );
+  for (const { datname } of found.rows) {
+    const pid = Number(/^cra_bench_tmp_(\d+)_/.exec(datname)?.[1]);
+    if (Number.isInteger(pid) && pid > 0 && !isProcessAlive(pid)) {
+      await admin.query(`drop database if exists ${datname} with (force)`);
+    }
+  }
+}
+
+function isProcessAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
   }
 }
 
