@@ -508,9 +508,13 @@ function describeDatabaseError(prepared: PreparedTable, row: PreparedRow, error:
   // PostgreSQL: detail "Key (key)=(x) already exists." / column; SQLite: "UNIQUE constraint failed: t.c".
   const fromDetail = e.detail === undefined ? undefined : /Key \(([^)]+)\)/.exec(e.detail)?.[1];
   const fromSqlite = /constraint failed: ([\w.]+(?:, [\w.]+)*)/.exec(message)?.[1];
+  const simpleColumns = (list: string | undefined): string | undefined => {
+    const names = list?.split(/,\s*/).filter((c) => /^\w+$/.test(c));
+    return names === undefined || names.length === 0 ? undefined : names.join(',');
+  };
   const column =
     e.column ??
-    fromDetail ??
+    simpleColumns(fromDetail) ??
     fromSqlite
       ?.split(', ')
       .map((c) => c.replace(/^\w+\./, ''))
