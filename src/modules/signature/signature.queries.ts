@@ -2,6 +2,7 @@
  * SQL of sign/add, written once for both dialects.
  */
 import type { Kysely, Transaction } from 'kysely';
+import { sql } from 'kysely';
 import type { DB } from '../../db/schema.ts';
 import { MAX_ID } from './signature-body.ts';
 
@@ -25,6 +26,10 @@ export interface CodeEvent {
   readonly eventTypeId: number;
   readonly eventTypeClass: string;
   readonly isCodeActive: boolean;
+  /** The element ids given to {@link findEventByCode} name an e-sign element of this event (D24). */
+  readonly isElementOfEvent: boolean;
+  /** `event.info` when the code was resolved. */
+  readonly info: string | null;
   readonly patientFirstName: string | null;
   readonly patientLastName: string | null;
 }
@@ -34,10 +39,20 @@ const PLAUSIBLE_CODE = /^[A-Za-z0-9]{1,16}$/;
 
 /**
  * The non-deleted event that `code` maps to, matched case-insensitively (the index is on
- * `lower(code)`). When the code text exists more than once, an active one wins.
+ * `lower(code)`). When the code text exists more than once, an active one wins. With `element`, also
+ * whether element `elementId` is an e-sign element of that event, of type `elementTypeId`, and that type
+ * belongs to the event's type and is an e-signature type (reference D24).
  */
-export async function findEventByCode(db: Db, code: string): Promise<CodeEvent | undefined> {
+export async function findEventByCode(
+  db: Db,
+  code: string,
+  element?: { elementTypeId: number; elementId: number },
+): Promise<CodeEvent | undefined> {
   if (!PLAUSIBLE_CODE.test(code)) return undefined;
+  const elementIds =
+    element !== undefined && element.elementId <= MAX_ID && element.elementTypeId <= MAX_ID
+      ? element
+      : undefined;
   const row = await db
     .selectFrom('unique_codes as uc')
     .innerJoin('unique_codes_mapping as m', 'm.unique_code_id', 'uc.id')
@@ -53,9 +68,36 @@ export async function findEventByCode(db: Db, code: string): Promise<CodeEvent |
       'e.event_type_id as eventTypeId',
       'et.class_name as eventTypeClass',
       'uc.active as active',
+      'e.info as info',
       'c.first_name as firstName',
       'c.last_name as lastName',
     ])
+    // The element check of D24 rides along, saving a round trip on every import.
+    .select((eb) =>
+      elementIds === undefined
+        ? sql<number>`0`.as('isElementOfEvent')
+        : eb
+            .exists(
+              eb
+                .selectFrom('element_type as t')
+                .innerJoin(`${SIGNATURE_ELEMENT_TABLE} as el`, (join) =>
+                  join.on('el.id', '=', elementIds.elementId).onRef('el.event_id', '=', 'e.id'),
+                )
+                .where('t.id', '=', elementIds.elementTypeId)
+                .whereRef('t.event_type_id', '=', 'e.event_type_id')
+                .where((inner) =>
+                  inner.or([
+                    inner('t.table_name', '=', SIGNATURE_ELEMENT_TABLE),
+                    inner.and([
+                      inner('t.table_name', 'is', null),
+                      inner('t.class_name', 'in', SIGNATURE_ELEMENT_CLASSES),
+                    ]),
+                  ]),
+                )
+                .select('el.id'),
+            )
+            .as('isElementOfEvent'),
+    )
     .orderBy('uc.active', 'desc')
     .orderBy('uc.id')
     .limit(1)
@@ -66,36 +108,11 @@ export async function findEventByCode(db: Db, code: string): Promise<CodeEvent |
     eventTypeId: row.eventTypeId,
     eventTypeClass: row.eventTypeClass,
     isCodeActive: row.active === 1,
+    isElementOfEvent: (row.isElementOfEvent as unknown) === true || (row.isElementOfEvent as unknown) === 1,
+    info: row.info,
     patientFirstName: row.firstName,
     patientLastName: row.lastName,
   };
-}
-
-/**
- * True when element `elementId` is an e-sign element of `eventId`, of type `elementTypeId`, and that
- * type belongs to the event's type and is an e-signature type (reference D24).
- */
-export async function isSignatureElementOfEvent(
-  db: Db,
-  ids: { eventId: number; eventTypeId: number; elementTypeId: number; elementId: number },
-): Promise<boolean> {
-  if (ids.elementTypeId > MAX_ID || ids.elementId > MAX_ID) return false;
-  const row = await db
-    .selectFrom('element_type as t')
-    .innerJoin(`${SIGNATURE_ELEMENT_TABLE} as el`, (join) =>
-      join.on('el.id', '=', ids.elementId).on('el.event_id', '=', ids.eventId),
-    )
-    .where('t.id', '=', ids.elementTypeId)
-    .where('t.event_type_id', '=', ids.eventTypeId)
-    .where((eb) =>
-      eb.or([
-        eb('t.table_name', '=', SIGNATURE_ELEMENT_TABLE),
-        eb.and([eb('t.table_name', 'is', null), eb('t.class_name', 'in', SIGNATURE_ELEMENT_CLASSES)]),
-      ]),
-    )
-    .select('el.id')
-    .executeTakeFirst();
-  return row !== undefined;
 }
 
 export interface ImportLogRef {
@@ -129,22 +146,28 @@ export interface NewProtectedFile {
   readonly now: string;
 }
 
-export async function insertProtectedFile(db: Db, file: NewProtectedFile): Promise<number> {
-  const row = await db
+/** Inserts protected file rows in one statement; returns their ids by uid. */
+export async function insertProtectedFiles(
+  db: Db,
+  files: readonly NewProtectedFile[],
+): Promise<Map<string, number>> {
+  const rows = await db
     .insertInto('protected_file')
-    .values({
-      uid: file.uid,
-      name: file.name,
-      title: '',
-      description: '',
-      mimetype: file.mimetype,
-      size: String(file.sizeBytes),
-      created_date: file.now,
-      last_modified_date: file.now,
-    })
-    .returning('id')
-    .executeTakeFirstOrThrow();
-  return row.id;
+    .values(
+      files.map((file) => ({
+        uid: file.uid,
+        name: file.name,
+        title: '',
+        description: '',
+        mimetype: file.mimetype,
+        size: String(file.sizeBytes),
+        created_date: file.now,
+        last_modified_date: file.now,
+      })),
+    )
+    .returning(['id', 'uid'])
+    .execute();
+  return new Map(rows.map((row) => [row.uid, row.id]));
 }
 
 export interface NewPatientSignature {
@@ -201,12 +224,6 @@ export async function insertImportLog(db: Db, log: NewImportLog): Promise<number
     .returning('id')
     .executeTakeFirstOrThrow();
   return row.id;
-}
-
-/** `event.info` of an event. */
-export async function findEventInfo(db: Db, eventId: number): Promise<string | null | undefined> {
-  const row = await db.selectFrom('event').where('id', '=', eventId).select('info').executeTakeFirst();
-  return row?.info;
 }
 
 /** Sets `event.info` when it still holds `previous` (a compare-and-set: concurrent writers never clobber). */

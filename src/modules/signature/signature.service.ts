@@ -15,13 +15,11 @@ import { IMAGE_EXTENSIONS, IMAGE_MIME_TYPES } from './signature-image.ts';
 import type { CodeEvent } from './signature.queries.ts';
 import {
   findEventByCode,
-  findEventInfo,
   findImportLog,
   findProtectedFileByUid,
   insertImportLog,
   insertPatientSignature,
-  insertProtectedFile,
-  isSignatureElementOfEvent,
+  insertProtectedFiles,
   updateEventInfo,
 } from './signature.queries.ts';
 
@@ -87,10 +85,15 @@ export function createSignatureService(deps: SignatureServiceDeps): SignatureSer
     }
     let event: CodeEvent | undefined;
     if (input.uniqueIdentifier !== undefined) {
-      event = await findEventByCode(db, input.uniqueIdentifier);
+      const hasIds = input.elementId !== undefined && input.elementTypeId !== undefined;
+      event = await findEventByCode(
+        db,
+        input.uniqueIdentifier,
+        hasIds ? { elementId: input.elementId, elementTypeId: input.elementTypeId } : undefined,
+      );
       if (event === undefined) {
         messages.push(MESSAGES.eventNotFound);
-      } else if (!event.isCodeActive || !(await isElementOfEvent(input, event))) {
+      } else if (!event.isCodeActive || (hasIds && !event.isElementOfEvent)) {
         messages.push(MESSAGES.wrongEvent);
       }
     }
@@ -103,16 +106,6 @@ export function createSignatureService(deps: SignatureServiceDeps): SignatureSer
       if (reused === undefined) messages.push(MESSAGES.invalidOriginalLog);
     }
     return { messages, event, reused };
-  }
-
-  async function isElementOfEvent(input: SignatureInput, event: CodeEvent): Promise<boolean> {
-    if (input.elementId === undefined || input.elementTypeId === undefined) return true;
-    return isSignatureElementOfEvent(db, {
-      eventId: event.eventId,
-      eventTypeId: event.eventTypeId,
-      elementTypeId: input.elementTypeId,
-      elementId: input.elementId,
-    });
   }
 
   /**
@@ -152,7 +145,7 @@ export function createSignatureService(deps: SignatureServiceDeps): SignatureSer
     const stored = await files.write(original.bytes);
     try {
       const logId = await db.transaction().execute(async (trx) => {
-        await insertProtectedFile(trx, protectedFileOf(stored, original, `sign_${stored.uid}`, at));
+        await insertProtectedFiles(trx, [protectedFileOf(stored, original, `sign_${stored.uid}`, at)]);
         return insertImportLog(trx, {
           filename: stored.relativePath,
           statusId: LOG_STATUS.failed,
@@ -204,20 +197,18 @@ export function createSignatureService(deps: SignatureServiceDeps): SignatureSer
         MAX_RETURN_MESSAGE_CHARS,
       );
       const logId = await db.transaction().execute(async (trx) => {
-        if (originalFile !== undefined && original !== undefined)
-          await insertProtectedFile(
-            trx,
-            protectedFileOf(originalFile, original, `sign_${originalFile.uid}`, at),
-          );
-        const signatureFileId = await insertProtectedFile(
-          trx,
+        const newFiles = [
           protectedFileOf(
             signatureFile,
             signature,
             `sign_${event.eventId}_${epochSeconds}_${signatureFile.uid}`,
             at,
           ),
-        );
+        ];
+        if (originalFile !== undefined && original !== undefined)
+          newFiles.push(protectedFileOf(originalFile, original, `sign_${originalFile.uid}`, at));
+        const fileIds = await insertProtectedFiles(trx, newFiles);
+        const signatureFileId = fileIds.get(signatureFile.uid)!;
         await insertPatientSignature(trx, {
           elementId: input.elementId!,
           signatureFileId,
@@ -225,12 +216,11 @@ export function createSignatureService(deps: SignatureServiceDeps): SignatureSer
           timestamp: Math.floor(epochSeconds / 60) * 60,
           now: at,
         });
-        // Reference D30: only CVI events carry the CVI status text.
-        if (event.eventTypeClass === 'OphCoCvi') {
-          const info = await findEventInfo(trx, event.eventId);
-          const next = info === undefined ? undefined : cviInfoAfterPatientSignature(info);
-          if (next !== undefined && info !== undefined && info !== null)
-            await updateEventInfo(trx, event.eventId, info, next, at);
+        // Reference D30: only CVI events carry the CVI status text. A compare-and-set on the text read
+        // at validation: a concurrent change wins over this recomputation instead of being overwritten.
+        if (event.eventTypeClass === 'OphCoCvi' && event.info !== null) {
+          const next = cviInfoAfterPatientSignature(event.info);
+          if (next !== undefined) await updateEventInfo(trx, event.eventId, event.info, next, at);
         }
         return insertImportLog(trx, {
           filename,

@@ -1,0 +1,130 @@
+/**
+ * Signature import: valid 20 KB PNG signatures posted to `POST /api/v1/sign/add` of the real server
+ * (`src/main/server.ts`), each answer 200 "Correct signature saved!" only once its two files are flushed
+ * and its rows committed. A handful of CVI events, each with its own unique code, take every post (one
+ * event takes any number of signatures: each post is a new signature row). The rate limit is off
+ * (SIGN_RATE_LIMIT_PER_MINUTE=0). Target: at least 300 accepted signatures/s at 16 connections on both
+ * dialects: `npm run bench -- signature --connections 1,16`.
+ *
+ * Also reported: how long reading a body with a 1 MB image takes (JSON, strict base64, PNG checks), the
+ * work that `body-decoder.ts` moves to a worker thread for bodies above 64 KiB.
+ */
+import type { Database } from '../src/db/database.ts';
+import { readSignatureBody } from '../src/modules/signature/signature-body.ts';
+import { b64, createCviEventType, createSignableEvent, makePng } from '../test/factories-signature.ts';
+import type { BenchReport, BenchRow, BenchRunOptions, RunningProcess } from './lib.ts';
+import { captureResponse, measureInterleaved, prepareDatabase, startFloor, startServer } from './lib.ts';
+
+const PATH = '/api/v1/sign/add';
+const EVENTS = 8;
+const TARGET_PER_SECOND = 300;
+const TARGET_CONNECTIONS = 16;
+
+interface EventIds {
+  readonly code: string;
+  readonly elementId: number;
+  readonly elementTypeId: number;
+}
+
+export async function run(options: BenchRunOptions): Promise<BenchReport> {
+  const { dialect, durationSeconds, warmupSeconds } = options;
+  const rows: BenchRow[] = [];
+  const notes: string[] = [];
+  const running: RunningProcess[] = [];
+  const events: EventIds[] = [];
+  const setup = async (database: Database) => {
+    const eventType = await createCviEventType(database.db);
+    for (let i = 0; i < EVENTS; i++) {
+      const event = await createSignableEvent(database.db, { eventType });
+      events.push({ code: event.code, elementId: event.elementId, elementTypeId: event.esignElementTypeId });
+    }
+  };
+  const prepared = await prepareDatabase(dialect, { setup });
+  try {
+    const server = await startServer({ env: { ...prepared.env, SIGN_RATE_LIMIT_PER_MINUTE: '0' } });
+    running.push(server);
+    // 100 x 68 RGB noise: a PNG of about 20 KB, as a signature pad's capture.
+    const image = b64(makePng(100, 68, { isNoisy: true }));
+    const headers = { 'content-type': 'application/json' };
+    const bodies = events.map((event) =>
+      JSON.stringify({
+        unique_identifier: event.code,
+        extra_info: JSON.stringify({ e_id: event.elementId, e_t_id: event.elementTypeId }),
+        image,
+      }),
+    );
+    const requests = bodies.map((body) => ({ method: 'POST', path: PATH, headers, body }));
+    const sample = await captureResponse(`${server.url}${PATH}`, {
+      method: 'POST',
+      headers,
+      body: bodies[0],
+    });
+    if (sample.status !== 200 || sample.body.toString() !== '"Correct signature saved!"')
+      throw new Error(`sign/add answered ${sample.status} ${sample.body.toString()}`);
+    const floor = await startFloor(sample);
+    running.push(floor);
+    notes.push(
+      `body: ${Math.round(Buffer.byteLength(bodies[0]!) / 1024)} KiB JSON, ${EVENTS} events round-robin`,
+    );
+
+    for (const connections of options.connections) {
+      const measured = await measureInterleaved(
+        [
+          {
+            row: { name: 'floor: sign/add bytes', dialect: 'none', isFloor: true },
+            target: floor,
+            path: PATH,
+            method: 'POST',
+            headers,
+            body: bodies[0],
+          },
+          {
+            row: { name: 'POST /api/v1/sign/add (20 KB PNG)', dialect, floorName: 'floor: sign/add bytes' },
+            target: server,
+            path: PATH,
+            requests,
+          },
+        ],
+        { connections, durationSeconds, warmupSeconds },
+      );
+      rows.push(...measured);
+      const signs = measured[1]!;
+      const accepted = (signs.statusCounts['200'] ?? 0) / signs.durationSeconds;
+      if (signs.non2xx > 0 || signs.errors > 0)
+        notes.push(`${connections} conn: non-2xx answers or errors: ${JSON.stringify(signs.statusCounts)}`);
+      if (connections === TARGET_CONNECTIONS) {
+        notes.push(
+          `${connections} conn: ${accepted.toFixed(0)} accepted signatures/s; target >= ${TARGET_PER_SECOND}: ` +
+            (accepted >= TARGET_PER_SECOND ? 'met' : 'MISSED'),
+        );
+      }
+    }
+    if (!options.connections.includes(TARGET_CONNECTIONS))
+      notes.push(`the target is set at ${TARGET_CONNECTIONS} connections: add it to --connections`);
+    notes.push(measureBodyRead());
+  } finally {
+    for (const child of running.reverse()) await child.stop();
+    await prepared.cleanup();
+  }
+  return { rows, notes };
+}
+
+/** Time to read a body carrying a 1 MB PNG on one thread (median of a few runs). */
+function measureBodyRead(): string {
+  const png = makePng(600, 580, { isNoisy: true });
+  const body = Buffer.from(
+    JSON.stringify({ unique_identifier: 'ABCDEF', extra_info: '{"e_id":1,"e_t_id":1}', image: b64(png) }),
+  );
+  const times: number[] = [];
+  for (let i = 0; i < 7; i++) {
+    const start = performance.now();
+    const input = readSignatureBody(body);
+    times.push(performance.now() - start);
+    if (input?.image.state !== 'valid') throw new Error('the 1 MB sample did not read as a valid image');
+  }
+  times.sort((a, b) => a - b);
+  return (
+    `reading a body with a ${(png.length / 1e6).toFixed(2)} MB PNG takes ${times[3]!.toFixed(1)} ms ` +
+    '(median): bodies above 64 KiB are read on a worker thread, off the event loop'
+  );
+}
