@@ -10,6 +10,7 @@ import type { Config } from '../config.ts';
 import { ConfigError, loadConfig } from '../config.ts';
 import { AppError } from '../errors.ts';
 import { DatasetError, datasetCommands } from '../modules/dataset/index.ts';
+import { queueCommands } from '../modules/request-queue/index.ts';
 import {
   createAccount,
   grantRole,
@@ -134,7 +135,12 @@ const userCommands: readonly CliCommand[] = [
 ];
 
 /** The command table. A module plugs in its commands with one line here. */
-export const COMMANDS: readonly CliCommand[] = [migrateCommand, ...userCommands, ...datasetCommands];
+export const COMMANDS: readonly CliCommand[] = [
+  migrateCommand,
+  ...userCommands,
+  ...datasetCommands,
+  ...queueCommands,
+];
 
 function usageOf(command: CliCommand): string {
   const parts = [...command.words];

@@ -6,6 +6,7 @@ import { buildApp } from '../app.ts';
 import { createLogger } from '../logger.ts';
 import { createAuthenticator } from '../modules/user/index.ts';
 import { loadDemoData } from '../modules/dataset/index.ts';
+import { createQueueWorker } from '../modules/request-queue/index.ts';
 import { bootstrap, isNewDatabase, loadConfigOrExit } from './bootstrap.ts';
 
 const config = loadConfigOrExit();
@@ -32,7 +33,10 @@ const deps = {
   authenticator: createAuthenticator(database.db, { cacheTtlMs: config.authCacheTtlMs }),
 };
 const app = await buildApp(deps, { logger });
-// TODO(#6): start the in-process queue worker when config.worker is 'in-process'.
+// The in-process queue worker (WORKER=in-process); run `npm run worker` processes instead with WORKER=off.
+const worker =
+  config.worker === 'in-process' ? createQueueWorker({ database, files, config, logger }) : undefined;
+await worker?.start();
 
 let isStopping = false;
 async function stop(signal: string): Promise<void> {
@@ -45,6 +49,7 @@ async function stop(signal: string): Promise<void> {
   }, 30_000);
   timer.unref();
   await app.close();
+  await worker?.stop();
   await database.close();
   logger.info('stopped');
 }

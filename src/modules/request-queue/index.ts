@@ -14,3 +14,4 @@ export { enqueueRequest } from './intake.ts';
 export type { AttachmentRowInput, EnqueueRequestInput, QueuedRequest } from './intake.ts';
 export { REQUEST_QUEUE_CHANNEL, onRequestQueued } from './queue-events.ts';
 export type { RequestQueuedEvent, RequestQueuedListener } from './queue-events.ts';
+export { createQueueWorker, queueCommands } from './worker.ts';

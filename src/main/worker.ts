@@ -1,0 +1,37 @@
+/**
+ * The queue worker process (`npm run worker`): loadConfig -> bootstrap (migrated database, file store) ->
+ * start the queue worker -> run until SIGTERM/SIGINT, then stop claiming, let the routines in flight finish
+ * (their transactions commit or roll back; nothing is left half done), flush the queue counters and close
+ * the pool. Several of these processes may serve one PostgreSQL database; on SQLite run one (or the
+ * server's in-process worker), not both.
+ */
+import { createLogger } from '../logger.ts';
+import { createQueueWorker } from '../modules/request-queue/index.ts';
+import { bootstrap, loadConfigOrExit } from './bootstrap.ts';
+
+const config = loadConfigOrExit();
+const logger = createLogger(config.logLevel);
+const { database, files, migrations } = await bootstrap(config);
+if (migrations.applied.length > 0) logger.info({ migrations: migrations.applied }, 'database migrated');
+
+const worker = createQueueWorker({ database, files, config, logger });
+
+let isStopping = false;
+async function stop(signal: string): Promise<void> {
+  if (isStopping) return;
+  isStopping = true;
+  logger.info({ signal }, 'stopping');
+  const timer = setTimeout(() => {
+    logger.error('graceful stop timed out');
+    process.exit(1);
+  }, 60_000);
+  timer.unref();
+  await worker.stop();
+  await database.close();
+  logger.info('stopped');
+}
+process.once('SIGTERM', () => void stop('SIGTERM'));
+process.once('SIGINT', () => void stop('SIGINT'));
+
+await worker.start();
+logger.info({ database: config.database.kind }, 'queue worker ready');

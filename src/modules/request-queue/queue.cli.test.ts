@@ -1,0 +1,119 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import {
+  addRoutineRow,
+  createRequestType,
+  createRoutineName,
+  routinesOf,
+} from '../../../test/factories-queue.ts';
+import type { TestDatabase } from '../../../test/harness.ts';
+import { createTestDatabase, forEachDialect } from '../../../test/harness.ts';
+import { enqueueRequest } from './intake.ts';
+
+const ROOT = path.resolve(import.meta.dirname, '../../..');
+
+function runCli(env: Record<string, string>, args: readonly string[]) {
+  return new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve, reject) => {
+    const child = spawn(
+      process.execPath,
+      ['--disable-warning=ExperimentalWarning', 'src/main/cli.ts', ...args],
+      {
+        cwd: ROOT,
+        env: { PATH: process.env.PATH ?? '', ...env },
+      },
+    );
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.on('error', reject);
+    child.on('close', (status) => resolve({ status, stdout, stderr }));
+    child.stdin.end();
+  });
+}
+
+forEachDialect((dialect) => {
+  describe(`npm run cli -- queue (${dialect})`, () => {
+    let t: TestDatabase;
+    let requestId: number;
+    let queue: string;
+    let names: string[];
+
+    before(async () => {
+      t = await createTestDatabase(dialect);
+      names = [await createRoutineName(t.db), await createRoutineName(t.db), await createRoutineName(t.db)];
+      const type = await createRequestType(t.db, { routineName: names[0] });
+      queue = type.queue;
+      requestId = (await enqueueRequest(t.db, { requestType: type.requestType })).requestId;
+      const [first] = await routinesOf(t.db, requestId);
+      await t.db
+        .updateTable('request_routine')
+        .set({ status: 'FAILED', try_count: 20 })
+        .where('id', '=', first!.id)
+        .execute();
+      await addRoutineRow(t.db, {
+        requestId,
+        name: names[1]!,
+        queue,
+        sequence: 20,
+        status: 'RETRY',
+        tryCount: 3,
+        nextTry: '2030-01-01 00:00:00',
+      });
+      await addRoutineRow(t.db, { requestId, name: names[2]!, queue, sequence: 30, status: 'COMPLETE' });
+    });
+    after(async () => {
+      await t.drop();
+    });
+
+    it('lists routines, filtered by status', async () => {
+      const all = await runCli(t.env, ['queue', 'list']);
+      assert.equal(all.status, 0, all.stderr);
+      const lines = all.stdout.trim().split('\n');
+      assert.match(lines[0]!, /^request\troutine_id\troutine\tstatus/);
+      assert.equal(lines.filter((l) => l.startsWith(`${requestId}\t`)).length, 3);
+      const failed = await runCli(t.env, ['queue', 'list', '--status', 'failed']);
+      assert.equal(failed.status, 0, failed.stderr);
+      const rows = failed.stdout.trim().split('\n').slice(1);
+      assert.equal(rows.length, 1);
+      assert.match(
+        rows[0]!,
+        new RegExp(`^${requestId}\\t\\d+\\t${names[0]}\\tFAILED\\t20\\t10\\t-\\t${queue}`),
+      );
+    });
+
+    it('refuses a bad status or request id with exit status 2', async () => {
+      assert.equal((await runCli(t.env, ['queue', 'list', '--status', 'DONE'])).status, 2);
+      assert.equal((await runCli(t.env, ['queue', 'retry', 'abc'])).status, 2);
+      const unknown = await runCli(t.env, ['queue', 'void', '999999']);
+      assert.equal(unknown.status, 1);
+      assert.match(unknown.stderr, /No request 999999/);
+    });
+
+    it('retry puts FAILED and RETRY routines back to NEW with no tries and no next try', async () => {
+      const result = await runCli(t.env, ['queue', 'retry', String(requestId)]);
+      assert.equal(result.status, 0, result.stderr);
+      assert.match(result.stdout, /2 routine\(s\) back to NEW/);
+      assert.deepEqual(
+        (await routinesOf(t.db, requestId)).map((r) => [r.status, r.try_count, r.next_try_date_time]),
+        [
+          ['NEW', 0, null],
+          ['NEW', 0, null],
+          ['COMPLETE', 0, null],
+        ],
+      );
+    });
+
+    it('void sets NEW and RETRY routines to VOID and leaves the others', async () => {
+      const result = await runCli(t.env, ['queue', 'void', String(requestId)]);
+      assert.equal(result.status, 0, result.stderr);
+      assert.match(result.stdout, /2 routine\(s\) voided/);
+      assert.deepEqual(
+        (await routinesOf(t.db, requestId)).map((r) => r.status),
+        ['VOID', 'VOID', 'COMPLETE'],
+      );
+    });
+  });
+});

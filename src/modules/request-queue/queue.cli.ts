@@ -1,0 +1,103 @@
+/**
+ * Queue commands of the CLI: `queue list [--status S]`, `queue retry <request_id>` (FAILED/RETRY routines
+ * back to NEW with try count 0 and no next try, the admin re-queue of reference 9.7) and
+ * `queue void <request_id>` (NEW/RETRY routines to VOID). On PostgreSQL a routine being run is row-locked
+ * by its worker, so these updates wait for that attempt to finish and then apply to its outcome.
+ */
+import type { RoutineStatus } from '../../db/schema.ts';
+import type { CliCommand, CliContext } from '../../main/cli-types.ts';
+import { EXIT_FAILURE, UsageError } from '../../main/cli-types.ts';
+import { listRoutines, retryRequestRoutines, voidRequestRoutines } from './claim.queries.ts';
+
+const STATUSES: readonly RoutineStatus[] = ['NEW', 'RETRY', 'COMPLETE', 'FAILED', 'VOID', 'PAUSE'];
+
+function requestIdOf(ctx: CliContext): number {
+  const raw = ctx.args[0]!;
+  if (!/^\d{1,9}$/.test(raw)) throw new UsageError(`request_id must be a positive integer, got "${raw}"`);
+  return Number(raw);
+}
+
+async function requestExists(ctx: CliContext, requestId: number): Promise<boolean> {
+  const row = await ctx.database.db
+    .selectFrom('request')
+    .select('id')
+    .where('id', '=', requestId)
+    .executeTakeFirst();
+  if (row === undefined) ctx.err(`No request ${requestId}`);
+  return row !== undefined;
+}
+
+export const queueCommands: readonly CliCommand[] = [
+  {
+    words: ['queue', 'list'],
+    options: {
+      status: {
+        type: 'string',
+        valueName: 'S',
+        description: `only routines in this status (${STATUSES.join(', ')})`,
+      },
+      limit: {
+        type: 'string',
+        valueName: 'N',
+        description: 'at most N routines, newest requests first (default 100)',
+      },
+    },
+    summary: 'list queued routines: request, routine, status, tries, sequence, next try, queue',
+    async run(ctx) {
+      const status = ctx.options.status;
+      if (status !== undefined && !STATUSES.includes(String(status).toUpperCase() as RoutineStatus)) {
+        throw new UsageError(`--status must be one of ${STATUSES.join(', ')}`);
+      }
+      const limitText = ctx.options.limit ?? '100';
+      if (typeof limitText !== 'string' || !/^\d{1,6}$/.test(limitText) || Number(limitText) === 0) {
+        throw new UsageError('--limit must be a positive integer');
+      }
+      const rows = await listRoutines(ctx.database.db, {
+        ...(status === undefined ? {} : { status: String(status).toUpperCase() as RoutineStatus }),
+        limit: Number(limitText),
+      });
+      ctx.out(
+        ['request', 'routine_id', 'routine', 'status', 'tries', 'seq', 'next_try', 'queue', 'type'].join(
+          '\t',
+        ),
+      );
+      for (const r of rows) {
+        ctx.out(
+          [
+            r.request_id,
+            r.id,
+            r.routine_name,
+            r.status,
+            r.try_count,
+            r.execute_sequence,
+            r.next_try_date_time ?? '-',
+            r.execute_request_queue,
+            r.request_type,
+          ].join('\t'),
+        );
+      }
+    },
+  },
+  {
+    words: ['queue', 'retry'],
+    arguments: [{ name: 'request_id' }],
+    summary: 'put the FAILED/RETRY routines of a request back to NEW (try count 0, no next try)',
+    async run(ctx) {
+      const requestId = requestIdOf(ctx);
+      if (!(await requestExists(ctx, requestId))) return EXIT_FAILURE;
+      const count = await retryRequestRoutines(ctx.database.db, requestId);
+      ctx.out(`Request ${requestId}: ${count} routine(s) back to NEW`);
+    },
+  },
+  {
+    words: ['queue', 'void'],
+    arguments: [{ name: 'request_id' }],
+    summary: 'void the NEW/RETRY routines of a request (they will not run)',
+    async run(ctx) {
+      const requestId = requestIdOf(ctx);
+      if (!(await requestExists(ctx, requestId))) return EXIT_FAILURE;
+      const count = await voidRequestRoutines(ctx.database.db, requestId);
+      ctx.out(`Request ${requestId}: ${count} routine(s) voided`);
+    },
+  },
+];

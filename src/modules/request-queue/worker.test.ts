@@ -1,0 +1,243 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { after, before, describe, it } from 'node:test';
+import type { Config } from '../../config.ts';
+import { loadConfig } from '../../config.ts';
+import type { Database } from '../../db/database.ts';
+import { openDatabase } from '../../db/database.ts';
+import {
+  createRequestType,
+  createRoutineName,
+  executionsOf,
+  routinesOf,
+} from '../../../test/factories-queue.ts';
+import type { TestDatabase } from '../../../test/harness.ts';
+import { createTestDatabase, forEachDialect } from '../../../test/harness.ts';
+import { createQueueEngine } from './engine.ts';
+import { enqueueRequest } from './intake.ts';
+import type { RoutineContext } from './routines/index.ts';
+import { createRoutineCatalog, defineRoutine } from './routines/index.ts';
+import { createQueueWorker } from './worker.ts';
+
+const CHILD = new URL('../../../test/queue-blocking-worker.ts', import.meta.url).pathname;
+
+/** A routine that records one `request_details` row named `name`, with the worker's label as value. */
+function recordingRoutine(routineName: string, label: string, then?: string) {
+  return defineRoutine({
+    name: routineName,
+    timeoutMs: 10_000,
+    retry: 'backoff',
+    run: async (ctx: RoutineContext) => {
+      await ctx.trx
+        .insertInto('request_details')
+        .values({ request_id: ctx.routine.request_id, name: routineName, value: label })
+        .execute();
+      if (then !== undefined) await ctx.addRoutine(then);
+    },
+  });
+}
+
+/** Resolves when `check` is true, checking every 10 ms, failing after `limitMs`. */
+async function until(check: () => Promise<boolean>, limitMs = 20_000): Promise<void> {
+  const deadline = Date.now() + limitMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error('condition not reached in time');
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+forEachDialect((dialect) => {
+  describe(`queue worker (${dialect})`, () => {
+    let testDb: TestDatabase;
+    let config: Config;
+
+    before(async () => {
+      testDb = await createTestDatabase(dialect);
+      config = loadConfig(testDb.env);
+    });
+    after(async () => {
+      await testDb.drop();
+    });
+
+    it('starts a new request within 200 ms when idle, woken by intake rather than by polling', async () => {
+      const routine = await createRoutineName(testDb.db);
+      const type = await createRequestType(testDb.db, { routineName: routine });
+      // A one-minute poll: only the wake-up can make the 200 ms.
+      await testDb.db
+        .updateTable('request_queue')
+        .set({ idle_yield_ms: 60_000 })
+        .where('request_queue', '=', type.queue)
+        .execute();
+      let startedAt = 0;
+      const worker = createQueueWorker({
+        database: testDb.database,
+        files: testDb.files,
+        config: { ...config, workerQueues: [type.queue] },
+        catalog: createRoutineCatalog([
+          defineRoutine({
+            name: routine,
+            timeoutMs: 5000,
+            retry: 'backoff',
+            run: async () => {
+              startedAt = Date.now();
+            },
+          }),
+        ]),
+      });
+      await worker.start();
+      try {
+        // Let the slots reach their idle wait.
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        const queuedAt = Date.now();
+        const { requestId } = await enqueueRequest(testDb.db, {
+          requestType: type.requestType,
+          attachments: [],
+        });
+        await until(async () => (await routinesOf(testDb.db, requestId))[0]!.status === 'COMPLETE', 2000);
+        assert.ok(startedAt - queuedAt < 200, `started after ${startedAt - queuedAt} ms`);
+      } finally {
+        await worker.stop();
+      }
+    });
+
+    it('leaves a routine whose worker was killed mid-routine to be run exactly once by another', async () => {
+      const routine = await createRoutineName(testDb.db);
+      const type = await createRequestType(testDb.db, { routineName: routine });
+      const { requestId } = await enqueueRequest(testDb.db, {
+        requestType: type.requestType,
+        attachments: [],
+      });
+      const child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', CHILD], {
+        env: { ...process.env, ...testDb.env, QUEUE: type.queue, ROUTINE: routine },
+        stdio: ['ignore', 'pipe', 'inherit'],
+      });
+      let output = '';
+      child.stdout.setEncoding('utf8');
+      await new Promise<void>((resolve, reject) => {
+        child.stdout.on('data', (chunk: string) => {
+          output += chunk;
+          if (output.includes('BLOCKED')) resolve();
+        });
+        child.once('exit', () => reject(new Error(`child exited early: ${output}`)));
+      });
+      const engine = createQueueEngine({
+        database: testDb.database,
+        files: testDb.files,
+        config,
+        catalog: createRoutineCatalog([recordingRoutine(routine, 'survivor')]),
+      });
+      if (dialect === 'postgres') {
+        // While the first worker holds the request, another worker skips it.
+        assert.deepEqual(await engine.step(type.queue), { kind: 'idle' });
+      }
+      child.kill('SIGKILL');
+      await once(child, 'exit');
+
+      const [left] = await routinesOf(testDb.db, requestId);
+      assert.deepEqual([left!.status, left!.try_count], ['NEW', 0]);
+      const details = () =>
+        testDb.db.selectFrom('request_details').selectAll().where('request_id', '=', requestId).execute();
+      assert.deepEqual(await details(), [], 'no partial write survives');
+      assert.equal((await executionsOf(testDb.db, left!.id)).length, 0);
+
+      // PostgreSQL ends the dead worker's session (rolling back, releasing its locks) once it sees the
+      // closed socket: until then the request stays skipped.
+      let outcome = await engine.step(type.queue);
+      const deadline = Date.now() + 5000;
+      while (outcome.kind === 'idle' && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 10));
+        outcome = await engine.step(type.queue);
+      }
+      assert.equal(outcome.kind === 'ran' && outcome.status, 'COMPLETE');
+      assert.deepEqual(await engine.step(type.queue), { kind: 'idle' });
+      assert.deepEqual(
+        (await details()).map((d) => [d.name, d.value]),
+        [[routine, 'survivor']],
+      );
+      assert.equal((await executionsOf(testDb.db, left!.id)).length, 1);
+    });
+
+    if (dialect === 'postgres') {
+      it('shares one queue between two workers without running any routine twice', async () => {
+        const first = await createRoutineName(testDb.db);
+        const second = await createRoutineName(testDb.db);
+        const type = await createRequestType(testDb.db, { routineName: first });
+        const count = 150;
+        const requestIds: number[] = [];
+        for (let i = 0; i < count; i += 1) {
+          requestIds.push((await enqueueRequest(testDb.db, { requestType: type.requestType })).requestId);
+        }
+        const databases: Database[] = [];
+        const workers = [];
+        for (const label of ['A', 'B']) {
+          const database = await openDatabase(config.database, { poolSize: 6 });
+          databases.push(database);
+          workers.push(
+            createQueueWorker({
+              database,
+              files: testDb.files,
+              config: { ...config, workerQueues: [type.queue], workerConcurrency: 4 },
+              catalog: createRoutineCatalog([
+                recordingRoutine(first, label, second),
+                recordingRoutine(second, label),
+              ]),
+            }),
+          );
+        }
+        const startedAt = Date.now();
+        try {
+          await Promise.all(workers.map((w) => w.start()));
+          await until(async () => {
+            const pending = await testDb.db
+              .selectFrom('request_routine')
+              .select((eb) => eb.fn.countAll<number>().as('n'))
+              .where('execute_request_queue', '=', type.queue)
+              .where('status', '<>', 'COMPLETE')
+              .executeTakeFirstOrThrow();
+            const done = await testDb.db
+              .selectFrom('request_routine')
+              .select((eb) => eb.fn.countAll<number>().as('n'))
+              .where('execute_request_queue', '=', type.queue)
+              .where('status', '=', 'COMPLETE')
+              .executeTakeFirstOrThrow();
+            return Number(pending.n) === 0 && Number(done.n) === 2 * count;
+          });
+        } finally {
+          await Promise.all(workers.map((w) => w.stop()));
+          await Promise.all(databases.map((d) => d.close()));
+        }
+        process.stderr.write(`two workers: ${2 * count} routines in ${Date.now() - startedAt} ms\n`);
+        const routines = await testDb.db
+          .selectFrom('request_routine')
+          .select(['id', 'try_count'])
+          .where('execute_request_queue', '=', type.queue)
+          .execute();
+        assert.equal(routines.length, 2 * count);
+        assert.ok(routines.every((r) => r.try_count === 1));
+        const executions = await testDb.db
+          .selectFrom('request_routine_execution as e')
+          .innerJoin('request_routine as r', 'r.id', 'e.request_routine_id')
+          .select(['e.request_routine_id'])
+          .where('r.execute_request_queue', '=', type.queue)
+          .execute();
+        assert.equal(executions.length, 2 * count, 'one execution row per routine');
+        const details = await testDb.db
+          .selectFrom('request_details')
+          .select(['request_id', 'name', 'value'])
+          .where('request_id', 'in', requestIds)
+          .execute();
+        assert.equal(details.length, 2 * count, 'each routine wrote exactly once');
+        const byWorker = new Map<string, number>();
+        for (const d of details) byWorker.set(d.value!, (byWorker.get(d.value!) ?? 0) + 1);
+        assert.ok((byWorker.get('A') ?? 0) > 0 && (byWorker.get('B') ?? 0) > 0, 'both workers took work');
+        const queueRow = await testDb.db
+          .selectFrom('request_queue')
+          .selectAll()
+          .where('request_queue', '=', type.queue)
+          .executeTakeFirstOrThrow();
+        assert.equal(queueRow.total_success_count, 2 * count);
+      });
+    }
+  });
+});
