@@ -41,7 +41,12 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
   };
   const prepared = await prepareDatabase(dialect, { setup });
   try {
-    const server = await startServer({ env: { ...prepared.env, SIGN_RATE_LIMIT_PER_MINUTE: '0' } });
+    // Each import flushes two files (file and directory fsyncs) on libuv's thread pool; its default of
+    // 4 threads queues them at 16 connections. Deployments should raise it too (docs/OPERATIONS.md).
+    const threadPoolSize = process.env.UV_THREADPOOL_SIZE ?? '16';
+    const server = await startServer({
+      env: { ...prepared.env, SIGN_RATE_LIMIT_PER_MINUTE: '0', UV_THREADPOOL_SIZE: threadPoolSize },
+    });
     running.push(server);
     // 100 x 68 RGB noise: a PNG of about 20 KB, as a signature pad's capture.
     const image = b64(makePng(100, 68, { isNoisy: true }));
