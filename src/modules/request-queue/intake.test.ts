@@ -501,6 +501,18 @@ forEachDialect((dialect) => {
         );
       });
 
+      it('refuses a request type deleted after it was last used (no stale cache, no 500)', async () => {
+        const gone = await createRequestType(app.db);
+        const send = () =>
+          submitToQueue(app, user.authorization, json({ request_type: gone.requestType, data: {} }));
+        const id = await acceptedId(await send());
+        await app.db.deleteFrom('attachment_data').where('request_id', '=', id).execute();
+        await app.db.deleteFrom('request_routine').where('request_id', '=', id).execute();
+        await app.db.deleteFrom('request').where('id', '=', id).execute();
+        await app.db.deleteFrom('request_type').where('request_type', '=', gone.requestType).execute();
+        await assertRefused(send, 422, { request_type: `Unknown request type: ${gone.requestType}` });
+      });
+
       it('refuses a type that is not in mime_type', async () => {
         await assertRefused(
           () =>

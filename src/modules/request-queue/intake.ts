@@ -20,7 +20,8 @@ import {
   parseUrlEncoded,
   sniffMimeType,
 } from './content-type.ts';
-import type { AttachmentRowInput, RequestTypeRoute } from './intake.queries.ts';
+import type { AttachmentRowInput, QueuedRequestRows, RequestTypeRoute } from './intake.queries.ts';
+import { insertQueuedRequestAndNotify } from './intake.queries.postgres.ts';
 import {
   findKnownMimeTypes,
   findRequestTypeRoute,
@@ -88,6 +89,11 @@ class FieldErrors {
   add(field: string, message: string): void {
     if (!(field in this.map)) this.map[field] = message;
   }
+  copy(): FieldErrors {
+    const copy = new FieldErrors();
+    Object.assign(copy.map, this.map);
+    return copy;
+  }
   get isEmpty(): boolean {
     return Object.keys(this.map).length === 0;
   }
@@ -111,6 +117,7 @@ export function createIntakeService(deps: {
   readonly db: Kysely<DB>;
   readonly config: Config;
 }): IntakeService {
+  const reference = createReferenceCache(deps.db);
   return {
     async submit(submission) {
       const errors = new FieldErrors();
@@ -134,35 +141,98 @@ export function createIntakeService(deps: {
         jsonRow('HEADER_DATA', JSON.stringify(headerData(submission.headers, submission.clientAddress))),
       ];
 
-      const [route, knownMimes] = await Promise.all([
-        requestType === undefined ? undefined : findRequestTypeRoute(deps.db, requestType),
-        findKnownMimeTypes(
-          deps.db,
-          rows.map((r) => r.mimeType),
-        ),
-      ]);
-      if (requestType !== undefined && route === undefined)
-        errors.add('request_type', `Unknown request type: ${requestType}`);
-      for (const row of rows) {
-        if (!knownMimes.has(row.mimeType))
-          errors.add(
-            'mime_type',
-            `Uploaded file's mime type is not allowed: ${row.mimeType.slice(0, MAX_ECHO)}`,
-          );
+      // First with the cached reference data; if a cached type or mime was deleted meanwhile, the
+      // foreign keys refuse the insert and the submission is validated and written again, uncached.
+      for (let attempt = 0; ; attempt += 1) {
+        const isFresh = attempt > 0;
+        const [route, knownMimes] = await Promise.all([
+          requestType === undefined ? undefined : reference.route(requestType, isFresh),
+          reference.knownMimes(
+            rows.map((r) => r.mimeType),
+            isFresh,
+          ),
+        ]);
+        const attemptErrors = errors.copy();
+        if (requestType !== undefined && route === undefined)
+          attemptErrors.add('request_type', `Unknown request type: ${requestType}`);
+        for (const row of rows) {
+          if (!knownMimes.has(row.mimeType))
+            attemptErrors.add(
+              'mime_type',
+              `Uploaded file's mime type is not allowed: ${row.mimeType.slice(0, MAX_ECHO)}`,
+            );
+        }
+        if (!attemptErrors.isEmpty || route === undefined || systemMessage === undefined) {
+          throw new AppError('validation_failed', 'Unprocessable Entity', { fields: attemptErrors.map });
+        }
+        try {
+          const queued = await enqueueRequest(deps.db, {
+            requestType: route.requestType,
+            route,
+            systemMessage,
+            attachments: rows,
+            userId: submission.userId,
+          });
+          return queued.requestId;
+        } catch (error) {
+          if (isFresh || !isForeignKeyViolation(error)) throw error;
+          reference.clear();
+        }
       }
-      if (!errors.isEmpty || route === undefined || systemMessage === undefined) {
-        throw new AppError('validation_failed', 'Unprocessable Entity', { fields: errors.map });
-      }
-      const queued = await enqueueRequest(deps.db, {
-        requestType: route.requestType,
-        route,
-        systemMessage,
-        attachments: rows,
-        userId: submission.userId,
-      });
-      return queued.requestId;
     },
   };
+}
+
+/** How long request-type routes and mime types read by intake are reused. */
+const REFERENCE_TTL_MS = 5_000;
+
+/**
+ * Positive-only cache of the reference rows intake validates against (request_type, mime_type), so that
+ * a submission costs no look-up query in the steady state. A name not cached is always read from the
+ * database, so new types work at once; a deleted one is caught by the foreign keys (see `submit`).
+ */
+function createReferenceCache(db: Kysely<DB>) {
+  const routes = new Map<string, { route: RequestTypeRoute; expiresAt: number }>();
+  const mimes = new Map<string, number>();
+  return {
+    async route(requestType: string, isFresh: boolean): Promise<RequestTypeRoute | undefined> {
+      const cached = routes.get(requestType);
+      if (!isFresh && cached !== undefined && cached.expiresAt > Date.now()) return cached.route;
+      const route = await findRequestTypeRoute(db, requestType);
+      if (route === undefined) routes.delete(requestType);
+      else routes.set(requestType, { route, expiresAt: Date.now() + REFERENCE_TTL_MS });
+      return route;
+    },
+    async knownMimes(mimeTypes: readonly string[], isFresh: boolean): Promise<Set<string>> {
+      const now = Date.now();
+      const known = new Set<string>();
+      const unknown: string[] = [];
+      for (const mime of mimeTypes) {
+        if (!isFresh && (mimes.get(mime) ?? 0) > now) known.add(mime);
+        else unknown.push(mime);
+      }
+      if (unknown.length > 0) {
+        const found = await findKnownMimeTypes(db, unknown);
+        for (const mime of found) {
+          known.add(mime);
+          mimes.set(mime, now + REFERENCE_TTL_MS);
+        }
+      }
+      return known;
+    },
+    clear(): void {
+      routes.clear();
+      mimes.clear();
+    },
+  };
+}
+
+/** A foreign-key violation on either dialect (PostgreSQL SQLSTATE 23503, SQLite's constraint message). */
+function isForeignKeyViolation(error: unknown): boolean {
+  const { code, message } = error as { code?: unknown; message?: unknown };
+  return (
+    code === '23503' || (typeof message === 'string' && message.includes('FOREIGN KEY constraint failed'))
+  );
 }
 
 // --- the write ----------------------------------------------------------------------------------------
@@ -191,26 +261,32 @@ export interface QueuedRequest {
  * in this process. Throws a 422 AppError for an unknown request type.
  */
 export async function enqueueRequest(db: Kysely<DB>, input: EnqueueRequestInput): Promise<QueuedRequest> {
-  const isPostgres = db.getExecutor().adapter instanceof PostgresAdapter;
-  const queued = await db.transaction().execute(async (trx) => {
-    const route = input.route ?? (await findRequestTypeRoute(trx, input.requestType));
-    if (route === undefined) {
-      throw new AppError('validation_failed', 'Unprocessable Entity', {
-        fields: { request_type: `Unknown request type: ${input.requestType}` },
-      });
-    }
-    const requestId = await insertQueuedRequest(trx, {
-      route,
-      systemMessage: input.systemMessage ?? '',
-      attachments: input.attachments ?? [],
-      userId: input.userId ?? 1,
-      now: nowDateTime(),
+  const route = input.route ?? (await findRequestTypeRoute(db, input.requestType));
+  if (route === undefined) {
+    throw new AppError('validation_failed', 'Unprocessable Entity', {
+      fields: { request_type: `Unknown request type: ${input.requestType}` },
     });
-    if (isPostgres) await notifyAtCommit(trx, REQUEST_QUEUE_CHANNEL, route.queue);
-    return { requestId, routineName: route.routineName, queue: route.queue };
-  });
-  emitRequestQueued({ requestId: queued.requestId, queue: queued.queue });
-  return queued;
+  }
+  const rows: QueuedRequestRows = {
+    route,
+    systemMessage: input.systemMessage ?? '',
+    attachments: input.attachments ?? [],
+    userId: input.userId ?? 1,
+    now: nowDateTime(),
+  };
+  const isPostgres = db.getExecutor().adapter instanceof PostgresAdapter;
+  let requestId: number;
+  if (isPostgres && rows.attachments.length > 0) {
+    requestId = await insertQueuedRequestAndNotify(db, rows, REQUEST_QUEUE_CHANNEL);
+  } else {
+    requestId = await db.transaction().execute(async (trx) => {
+      const id = await insertQueuedRequest(trx, rows);
+      if (isPostgres) await notifyAtCommit(trx, REQUEST_QUEUE_CHANNEL, route.queue);
+      return id;
+    });
+  }
+  emitRequestQueued({ requestId, queue: route.queue });
+  return { requestId, routineName: route.routineName, queue: route.queue };
 }
 
 // --- request_type and system_message (reference 8.8 steps 5 and 6) -------------------------------------
