@@ -8,7 +8,7 @@
  *   digits, PostgreSQL needs a regular expression.
  * Every value from the request is a bound parameter; ORDER BY comes from a closed list.
  */
-import type { Expression, RawBuilder, SqlBool } from 'kysely';
+import type { Compilable, CompiledQuery, Expression, RawBuilder, SqlBool } from 'kysely';
 import { sql } from 'kysely';
 import type { Database } from '../../db/database.ts';
 
@@ -34,6 +34,11 @@ export interface IdentifierRow {
 export interface PrefixRange {
   readonly low: string;
   readonly high: string | undefined;
+}
+
+export interface IdentifierPair {
+  readonly typeId: number;
+  readonly value: string;
 }
 
 export interface NameCriteria {
@@ -133,64 +138,136 @@ export function createPatientQueries(database: Database) {
       ? sql<SqlBool>`${key} >= ${prefix.low}`
       : sql<SqlBool>`${key} >= ${prefix.low} and ${key} < ${prefix.high}`;
 
+  const byName = (criteria: NameCriteria, page: PageQuery) => {
+    let query = basePage(page, 'name');
+    if (criteria.lastName !== undefined)
+      query = query.where(range(nameKey('c.last_name'), criteria.lastName));
+    if (criteria.firstName !== undefined)
+      query = query.where(range(nameKey('c.first_name'), criteria.firstName));
+    if (criteria.dob !== undefined) query = query.where('p.dob', '=', criteria.dob);
+    return query;
+  };
+
+  const byIdentifier = (pairs: readonly IdentifierPair[], page: PageQuery) =>
+    basePage(page, 'identifier').where('p.id', 'in', (eb) =>
+      eb
+        .selectFrom('patient_identifier as pi')
+        .select('pi.patient_id')
+        .where('pi.deleted', '=', 0)
+        .where((w) =>
+          w.or(
+            pairs.map((pair) =>
+              w.and([
+                w('pi.patient_identifier_type_id', '=', pair.typeId),
+                w(sql<string>`lower(${sql.ref('pi.value')})`, '=', pair.value),
+              ]),
+            ),
+          ),
+        ),
+    );
+
+  const identifiersOf = (patientIds: readonly number[]) =>
+    db
+      .selectFrom('patient_identifier as pi')
+      .innerJoin('patient_identifier_type as t', 't.id', 'pi.patient_identifier_type_id')
+      .select(['pi.patient_id', 'pi.patient_identifier_type_id', 'pi.value', 't.long_title', 't.short_title'])
+      .where('pi.patient_id', 'in', patientIds)
+      .where('pi.deleted', '=', 0)
+      .orderBy('pi.id');
+
+  const shapes = createShapeCache();
+  const pageKey = (page: PageQuery) =>
+    `${page.sortColumn}|${page.isDescending}|${page.restrictTypeId !== undefined}`;
+  const pageWith = (page: PageQuery, s: readonly unknown[], at: number): PageQuery => ({
+    ...page,
+    restrictTypeId: page.restrictTypeId === undefined ? undefined : (s[at] as number),
+    limit: s[at + 1] as number,
+    offset: s[at + 2] as number,
+  });
+  const pageValues = (page: PageQuery) => [page.restrictTypeId, page.limit, page.offset];
+
   return {
-    /** One page of live patients whose names start with the given prefixes (and born on `dob`). */
-    async findPatientsByName(criteria: NameCriteria, page: PageQuery): Promise<PatientSearchRow[]> {
-      let query = basePage(page, 'name');
-      if (criteria.lastName !== undefined)
-        query = query.where(range(nameKey('c.last_name'), criteria.lastName));
-      if (criteria.firstName !== undefined)
-        query = query.where(range(nameKey('c.first_name'), criteria.firstName));
-      if (criteria.dob !== undefined) query = query.where('p.dob', '=', criteria.dob);
-      return query.execute();
+    /** One page of live patients whose names start with the prefixes (and born on `dob`). */
+    patientsByName(criteria: NameCriteria, page: PageQuery): CompiledQuery<PatientSearchRow> {
+      const { lastName: last, firstName: first } = criteria;
+      const key = `name|${last === undefined ? 0 : last.high === undefined ? 1 : 2}|${first === undefined ? 0 : first.high === undefined ? 1 : 2}|${criteria.dob !== undefined}|${pageKey(page)}`;
+      const values = [last?.low, last?.high, first?.low, first?.high, criteria.dob, ...pageValues(page)];
+      const prefix = (range: PrefixRange | undefined, s: readonly unknown[], at: number) =>
+        range === undefined
+          ? undefined
+          : { low: s[at] as string, high: range.high === undefined ? undefined : (s[at + 1] as string) };
+      return shapes.compile(key, values, (s) =>
+        byName(
+          {
+            lastName: prefix(last, s, 0),
+            firstName: prefix(first, s, 2),
+            dob: criteria.dob === undefined ? undefined : (s[4] as string),
+          },
+          pageWith(page, s, 5),
+        ),
+      );
     },
 
     /**
      * One page of live patients holding a live identifier equal (case-insensitively) to one of the
-     * (type, value) pairs; `value` must already be lower-cased like the database does.
+     * (type, value) pairs; `value` must already be lower-cased like the database does. At least one pair.
      */
-    async findPatientsByIdentifier(
-      pairs: readonly { readonly typeId: number; readonly value: string }[],
-      page: PageQuery,
-    ): Promise<PatientSearchRow[]> {
-      if (pairs.length === 0) return [];
-      return basePage(page, 'identifier')
-        .where('p.id', 'in', (eb) =>
-          eb
-            .selectFrom('patient_identifier as pi')
-            .select('pi.patient_id')
-            .where('pi.deleted', '=', 0)
-            .where((w) =>
-              w.or(
-                pairs.map((pair) =>
-                  w.and([
-                    w('pi.patient_identifier_type_id', '=', pair.typeId),
-                    w(sql<string>`lower(${sql.ref('pi.value')})`, '=', pair.value),
-                  ]),
-                ),
-              ),
-            ),
-        )
-        .execute();
+    patientsByIdentifier(pairs: readonly IdentifierPair[], page: PageQuery): CompiledQuery<PatientSearchRow> {
+      const key = `identifier|${pairs.length}|${pageKey(page)}`;
+      const values = [...pageValues(page), ...pairs.flatMap((p) => [p.typeId, p.value])];
+      return shapes.compile(key, values, (s) =>
+        byIdentifier(
+          pairs.map((_, i) => ({ typeId: s[3 + 2 * i] as number, value: s[4 + 2 * i] as string })),
+          pageWith(page, s, 0),
+        ),
+      );
     },
 
-    /** Every live identifier of the given patients with its type's titles, in id order. */
-    async findIdentifiers(patientIds: readonly number[]): Promise<IdentifierRow[]> {
-      if (patientIds.length === 0) return [];
-      return db
-        .selectFrom('patient_identifier as pi')
-        .innerJoin('patient_identifier_type as t', 't.id', 'pi.patient_identifier_type_id')
-        .select([
-          'pi.patient_id',
-          'pi.patient_identifier_type_id',
-          'pi.value',
-          't.long_title',
-          't.short_title',
-        ])
-        .where('pi.patient_id', 'in', patientIds)
-        .where('pi.deleted', '=', 0)
-        .orderBy('pi.id')
-        .execute();
+    /** Every live identifier of the given patients (at least one) with its type's titles, in id order. */
+    identifiersOf(patientIds: readonly number[]): CompiledQuery<IdentifierRow> {
+      return shapes.compile(`identifiers|${patientIds.length}`, patientIds, (s) =>
+        identifiersOf(s as number[]),
+      );
+    },
+
+    async run<R>(query: CompiledQuery<R>): Promise<R[]> {
+      return (await db.executeQuery(query)).rows;
+    },
+  };
+}
+
+const SLOT = Symbol('slot');
+interface Slot {
+  readonly [SLOT]: number;
+}
+const isSlot = (value: unknown): value is Slot =>
+  typeof value === 'object' && value !== null && SLOT in value;
+
+/**
+ * Builds and compiles each query shape once: Kysely's builder and compiler cost more than the indexed
+ * lookups themselves. A shape is built with placeholder objects in place of the values; every later call
+ * reuses its SQL and puts the real values where the placeholders were. The key must name everything that
+ * changes the SQL text (which criteria are present, counts, order).
+ */
+function createShapeCache(maxShapes = 500) {
+  const shapes = new Map<string, { compiled: CompiledQuery; slots: (number | undefined)[] }>();
+  return {
+    compile<R>(
+      key: string,
+      values: readonly unknown[],
+      build: (slots: readonly unknown[]) => Compilable<R>,
+    ): CompiledQuery<R> {
+      let shape = shapes.get(key);
+      if (shape === undefined) {
+        const slots = values.map((_, i): Slot => ({ [SLOT]: i }));
+        const compiled = build(slots).compile();
+        shape = { compiled, slots: compiled.parameters.map((p) => (isSlot(p) ? p[SLOT] : undefined)) };
+        if (shapes.size >= maxShapes) shapes.delete(shapes.keys().next().value!);
+        shapes.set(key, shape);
+      }
+      const { compiled, slots } = shape;
+      const parameters = compiled.parameters.map((p, i) => (slots[i] === undefined ? p : values[slots[i]]));
+      return { ...compiled, parameters };
     },
   };
 }

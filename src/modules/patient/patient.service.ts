@@ -3,8 +3,15 @@
  * identifier types, run one query for the page of patients and one for their identifiers, and build the
  * result objects of spec 2.1 with the types of reference 3.3.
  */
+import type { CompiledQuery } from 'kysely';
 import type { AppDeps } from '../../deps.ts';
-import type { PageQuery, PatientQueries, PatientSearchRow, SortColumn } from './patient.queries.ts';
+import type {
+  IdentifierPair,
+  PageQuery,
+  PatientQueries,
+  PatientSearchRow,
+  SortColumn,
+} from './patient.queries.ts';
 import { createPatientQueries } from './patient.queries.ts';
 import type { IdentifierType, Institution, ReferenceData } from './reference-data.ts';
 import { createReferenceDataCache } from './reference-data.ts';
@@ -55,6 +62,13 @@ export interface PatientSearchInput {
   readonly siteCookie: string | undefined;
 }
 
+interface SearchPlan {
+  readonly ref: ReferenceData;
+  readonly scope: Scope;
+  readonly isTypeGiven: boolean;
+  readonly query: CompiledQuery<PatientSearchRow>;
+}
+
 interface Scope {
   readonly institution: Institution | undefined;
   readonly siteId: number | undefined;
@@ -67,64 +81,78 @@ export function createPatientSearchService(deps: Pick<AppDeps, 'config' | 'datab
   const reference = createReferenceDataCache(deps.database.db, deps.config.referenceCacheTtlMs);
   const dialect = deps.database.dialect;
 
-  return {
-    async searchPatients(input: PatientSearchInput): Promise<PatientSearchResult[]> {
-      if (input.term === undefined) return [];
-      const offset = (input.page - 1) * input.pageSize;
-      if (offset >= MAX_OFFSET) return [];
-      const ref = await reference.get();
-      const scope = resolveScope(ref, deps.config.institutionCode, input);
+  /** Everything decided before the database is asked: the page query to run, or none (`[]`). */
+  const planSearch = async (input: PatientSearchInput): Promise<SearchPlan | undefined> => {
+    if (input.term === undefined) return undefined;
+    const offset = (input.page - 1) * input.pageSize;
+    if (offset >= MAX_OFFSET) return undefined;
+    const ref = await reference.get();
+    const scope = resolveScope(ref, deps.config.institutionCode, input);
 
-      let restrictType: IdentifierType | undefined;
-      if (input.identifierType !== undefined) {
-        restrictType = findType(ref, input.identifierType);
-        if (restrictType === undefined) return [];
-      }
-      const parsed = parseSearchTerm(input.term, {
-        isDobMandatory: ref.setting('dob_mandatory_in_search', scope.institution?.id, scope.siteId) === 'on',
-      });
-      if (parsed.kind === 'invalid') return [];
-      const isAny = parsed.protocol === 'any';
-      if (isAny && scope.institution?.isAnyNumberSearchAllowed !== true) return [];
+    let restrictType: IdentifierType | undefined;
+    if (input.identifierType !== undefined) {
+      restrictType = findType(ref, input.identifierType);
+      if (restrictType === undefined) return undefined;
+    }
+    const parsed = parseSearchTerm(input.term, {
+      isDobMandatory: ref.setting('dob_mandatory_in_search', scope.institution?.id, scope.siteId) === 'on',
+    });
+    if (parsed.kind === 'invalid') return undefined;
+    const isAny = parsed.protocol === 'any';
+    if (isAny && scope.institution?.isAnyNumberSearchAllowed !== true) return undefined;
 
-      const page: PageQuery = {
-        sortColumn: input.sortColumn,
-        isDescending: input.isDescending,
-        limit: input.pageSize,
-        offset,
-        restrictTypeId: restrictType?.id,
+    const page: PageQuery = {
+      sortColumn: input.sortColumn,
+      isDescending: input.isDescending,
+      limit: input.pageSize,
+      offset,
+      restrictTypeId: restrictType?.id,
+    };
+    const base = { ref, scope, isTypeGiven: restrictType !== undefined };
+    if (parsed.kind === 'name') {
+      const prefix = (text: string) => {
+        if (text === '') return undefined;
+        const low = lowerLikeDatabase(text, dialect);
+        return { low, high: prefixUpperBound(low) };
       };
-      let rows: PatientSearchRow[];
-      if (parsed.kind === 'name') {
-        const prefix = (text: string) => {
-          if (text === '') return undefined;
-          const low = lowerLikeDatabase(text, dialect);
-          return { low, high: prefixUpperBound(low) };
-        };
-        rows = await queries.findPatientsByName(
-          { lastName: prefix(parsed.lastName), firstName: prefix(parsed.firstName), dob: parsed.dob },
-          page,
-        );
-      } else {
-        const candidates =
-          restrictType !== undefined
-            ? [restrictType]
-            : isAny
-              ? [...ref.typesById.values()]
-              : searchableTypes(ref, scope, parsed.protocol);
-        const pairs = new Map<string, { typeId: number; value: string }>();
-        for (const type of candidates) {
-          const value = matchIdentifier(parsed.value, type);
-          if (value === undefined) continue;
-          const lowered = lowerLikeDatabase(value, dialect);
-          pairs.set(`${type.id}\u0000${lowered}`, { typeId: type.id, value: lowered });
-        }
-        if (pairs.size === 0) return [];
-        rows = await queries.findPatientsByIdentifier([...pairs.values()], page);
-      }
+      const criteria = {
+        lastName: prefix(parsed.lastName),
+        firstName: prefix(parsed.firstName),
+        dob: parsed.dob,
+      };
+      return { ...base, query: queries.patientsByName(criteria, page) };
+    }
+    const candidates =
+      restrictType !== undefined
+        ? [restrictType]
+        : isAny
+          ? [...ref.typesById.values()]
+          : searchableTypes(ref, scope, parsed.protocol);
+    const pairs = new Map<string, IdentifierPair>();
+    for (const type of candidates) {
+      const value = matchIdentifier(parsed.value, type);
+      if (value === undefined) continue;
+      const lowered = lowerLikeDatabase(value, dialect);
+      pairs.set(`${type.id}\u0000${lowered}`, { typeId: type.id, value: lowered });
+    }
+    if (pairs.size === 0) return undefined;
+    return { ...base, query: queries.patientsByIdentifier([...pairs.values()], page) };
+  };
+
+  return {
+    /** The SQL of the page query a search would run (for EXPLAIN in the benchmark), or undefined. */
+    async compileSearch(input: PatientSearchInput): Promise<CompiledQuery | undefined> {
+      return (await planSearch(input))?.query;
+    },
+
+    async searchPatients(input: PatientSearchInput): Promise<PatientSearchResult[]> {
+      const plan = await planSearch(input);
+      if (plan === undefined) return [];
+      const { ref, scope } = plan;
+      const rows: PatientSearchRow[] = await queries.run(plan.query);
       if (rows.length === 0) return [];
 
-      const identifiers = await queries.findIdentifiers(rows.map((r) => r.id));
+      const identifiers = await queries.run(queries.identifiersOf(rows.map((r) => r.id)));
       const byPatient = new Map<number, typeof identifiers>();
       for (const row of identifiers) {
         const list = byPatient.get(row.patient_id);
@@ -148,8 +176,7 @@ export function createPatientSearchService(deps: Pick<AppDeps, 'config' | 'datab
           dob: row.dob,
           is_deceased: row.is_deceased !== 0,
           patient_identifiers: own.map((i) => ({ title: i.long_title ?? i.short_title, value: i.value })),
-          primary_patient_identifiers:
-            restrictType !== undefined ? null : primaryIdentifier(ref, scope, usage, own),
+          primary_patient_identifiers: plan.isTypeGiven ? null : primaryIdentifier(ref, scope, usage, own),
         };
       });
     },

@@ -176,15 +176,23 @@ export function formatDisplayValue(
   return `${type.valueDisplayPrefix ?? ''}${applySpacingRule(value, type.spacingRule)}${type.valueDisplaySuffix ?? ''}`;
 }
 
+const dateFormats = new Map<string, Intl.DateTimeFormat>();
+
 /** Today's date (`YYYY-MM-DD`) in an IANA time zone. */
 export function todayIn(timeZone: string, now: Date = new Date()): string {
-  // en-CA formats dates as YYYY-MM-DD.
-  return new Intl.DateTimeFormat('en-CA', {
-    timeZone,
-    year: 'numeric',
-    month: '2-digit',
-    day: '2-digit',
-  }).format(now);
+  // Building an Intl.DateTimeFormat costs far more than a search's queries: keep one per time zone.
+  let format = dateFormats.get(timeZone);
+  if (format === undefined) {
+    // en-CA formats dates as YYYY-MM-DD.
+    format = new Intl.DateTimeFormat('en-CA', {
+      timeZone,
+      year: 'numeric',
+      month: '2-digit',
+      day: '2-digit',
+    });
+    dateFormats.set(timeZone, format);
+  }
+  return format.format(now);
 }
 
 /**
