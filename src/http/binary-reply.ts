@@ -3,6 +3,7 @@
  * Last-Modified, ETag, Cache-Control, Content-Transfer-Encoding), evaluates the conditional request
  * headers by RFC 9110 section 13 for GET and HEAD, and loads the bytes only when a 200 GET needs them.
  */
+import type { Readable } from 'node:stream';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 
 /** What the client is told about a representation before any byte is read. */
@@ -148,12 +149,13 @@ export function sendNotModified(reply: FastifyReply, validators: BinaryValidator
 
 /**
  * 200 with every header of `representation`. `body` undefined sends headers only (HEAD), with
- * `representation.sizeBytes` as Content-Length. The Buffer is written as is: no copy, no encoding.
+ * `representation.sizeBytes` as Content-Length, as does a stream (which must yield exactly that many
+ * bytes). A Buffer is written as is: no copy, no encoding.
  */
 export function sendBinary(
   reply: FastifyReply,
   representation: BinaryRepresentation,
-  body: Buffer | undefined,
+  body: Buffer | Readable | undefined,
 ): FastifyReply {
   setValidatorHeaders(reply, representation);
   void reply
@@ -161,6 +163,6 @@ export function sendBinary(
     .header('content-type', representation.contentType)
     .header('content-transfer-encoding', 'binary')
     .header('x-content-type-options', 'nosniff')
-    .header('content-length', String(body === undefined ? representation.sizeBytes : body.length));
+    .header('content-length', String(Buffer.isBuffer(body) ? body.length : representation.sizeBytes));
   return body === undefined ? reply.send() : reply.send(body);
 }

@@ -9,17 +9,14 @@ import type { Kysely, Transaction } from 'kysely';
 import type { Database } from '../../db/database.ts';
 import type { DB } from '../../db/schema.ts';
 import type { DataField } from './attachment.queries.ts';
-import { DATA_FIELDS, readAttachmentContent, upsertDigest } from './attachment.queries.ts';
+import { DATA_FIELDS, isThumbnail, readAttachmentContent, upsertDigest } from './attachment.queries.ts';
+import { CHUNK_BYTES, digestInChunks } from './attachment-chunks.ts';
 import { thumbnailTypeOf } from './content-type.ts';
 
 export interface FieldDigest {
   readonly sha256: string;
   /** For thumbnails: JPEG/PNG by sniffing, else application/octet-stream; null for other fields. */
   readonly sniffedType: string | null;
-}
-
-export function isThumbnail(field: DataField): boolean {
-  return field.startsWith('thumbnail_');
 }
 
 /** Digest of `bytes` as stored for `field`. */
@@ -54,10 +51,14 @@ export async function refreshAttachmentDigests(
   attachmentDataId: number,
   fields: readonly DataField[] = DATA_FIELDS,
 ): Promise<void> {
+  const maxInlineBytes = database.dialect === 'postgres' ? CHUNK_BYTES : undefined;
   for (const field of fields) {
-    const content = await readAttachmentContent(database, attachmentDataId, field);
+    const content = await readAttachmentContent(database, attachmentDataId, field, maxInlineBytes);
     if (content === undefined) return;
-    if (content.bytes !== null)
+    if (content.bytes !== null) {
       await saveFieldDigest(database.db, attachmentDataId, content.lastModifiedDate, field, content.bytes);
+    } else if (content.sizeBytes !== null && field !== 'text_data') {
+      await digestInChunks(database, attachmentDataId, field, content.lastModifiedDate, content.sizeBytes);
+    }
   }
 }

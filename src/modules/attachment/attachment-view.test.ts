@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
 import { itEnforcesBasicAuth } from '../../../test/auth-cases.ts';
@@ -13,6 +14,7 @@ import {
 } from '../../../test/factories-attachment.ts';
 import type { TestApp } from '../../../test/harness.ts';
 import { forEachDialect, startTestApp } from '../../../test/harness.ts';
+import { CHUNK_BYTES, ChangedWhileReadingError, readInChunks } from './attachment-chunks.ts';
 
 const VIEW = '/api/v1/attachmentdisplay/view';
 const IMMUTABLE = 'private, max-age=31536000, immutable';
@@ -192,6 +194,47 @@ forEachDialect((dialect) => {
     it('sends the stored bytes exactly, even when they look like base64', async () => {
       const id = await createAttachment(app.db, { blob_data: Buffer.from('test'), mime_type: 'text/plain' });
       assert.equal(await (await get(`id=${id}`)).text(), 'test');
+    });
+
+    it('sends a multi-megabyte attachment exactly, for GET and HEAD, with and without a stored digest', async () => {
+      const bytes = randomBytes(2 * 1024 * 1024 + 12345);
+      const id = await createAttachment(app.db, { blob_data: bytes, mime_type: 'application/octet-stream' });
+      const head = await get(`id=${id}`, {}, 'HEAD');
+      assert.equal(head.headers.get('content-length'), String(bytes.length));
+      for (let round = 0; round < 2; round++) {
+        const response = await get(`id=${id}`);
+        assert.equal(response.status, 200);
+        assert.equal(response.headers.get('content-length'), String(bytes.length));
+        assert.equal(response.headers.get('etag'), head.headers.get('etag'));
+        assert.ok(Buffer.from(await response.arrayBuffer()).equals(bytes));
+      }
+      await app.db
+        .updateTable('attachment_data')
+        .set({ blob_data: bytes.subarray(1) })
+        .where('id', '=', id)
+        .execute();
+      const changed = await get(`id=${id}`);
+      assert.ok(Buffer.from(await changed.arrayBuffer()).equals(bytes.subarray(1)));
+      assert.notEqual(changed.headers.get('etag'), head.headers.get('etag'));
+    });
+
+    it('detects a write between two chunks of one read', async () => {
+      const bytes = randomBytes(CHUNK_BYTES * 2 + 1);
+      const id = await createAttachment(app.db, { blob_data: bytes });
+      const row = await app.db
+        .selectFrom('attachment_data')
+        .select('last_modified_date')
+        .where('id', '=', id)
+        .executeTakeFirstOrThrow();
+      const chunks = readInChunks(app.database, id, 'blob_data', row.last_modified_date, bytes.length);
+      const first = await chunks.next();
+      assert.ok(first.value?.equals(bytes.subarray(0, CHUNK_BYTES)));
+      await app.db
+        .updateTable('attachment_data')
+        .set({ attachment_type: 'NONE' })
+        .where('id', '=', id)
+        .execute();
+      await assert.rejects(chunks.next(), ChangedWhileReadingError);
     });
 
     describe('conditional GET', () => {

@@ -23,6 +23,10 @@ export const THUMBNAIL_FIELDS = [
 ] as const;
 export type ThumbnailField = (typeof THUMBNAIL_FIELDS)[number];
 
+export function isThumbnail(field: DataField): field is ThumbnailField {
+  return field.startsWith('thumbnail_');
+}
+
 /** Table of migration 0005; declared here because only this module reads or writes it. */
 export interface AttachmentDataDigestTable {
   attachment_data_id: number;
@@ -62,8 +66,10 @@ export interface AttachmentHead {
 
 export interface AttachmentContent extends Omit<AttachmentHead, 'sizes'> {
   readonly field: DataField;
-  /** The stored bytes of `field` (text as its UTF-8 bytes); null when the field is null. */
+  /** The stored bytes of `field` (text as its UTF-8 bytes); null when the field is null or not inlined. */
   readonly bytes: Buffer | null;
+  /** Byte length of `field`; null when the field is null. */
+  readonly sizeBytes: number | null;
 }
 
 // `text_data` is text: hand it back as its UTF-8 bytes, one Buffer, never a JS string.
@@ -167,31 +173,65 @@ export async function readAttachmentHead(
 /**
  * The bytes of one field with the metadata read in the same statement (so they always agree).
  * `field` undefined is the view default: `blob_data` when it is not null, else `text_data`; the text is
- * selected only when the blob is null, so only one value is ever loaded.
+ * selected only when the blob is null, so only one value is ever loaded. With `maxInlineBytes`, a
+ * binary field longer than that is not selected (`bytes` null, `sizeBytes` set): the caller reads it
+ * in chunks instead.
  */
 export async function readAttachmentContent(
   database: Database,
   id: number,
   field: DataField | undefined,
+  maxInlineBytes?: number,
 ): Promise<AttachmentContent | undefined> {
   const query = baseQuery(database, id);
+  const inline = (column: Exclude<DataField, 'text_data'>) => {
+    const ref = sql.ref(`ad.${column}`);
+    return maxInlineBytes === undefined
+      ? sql<Buffer | null>`${ref}`
+      : sql<Buffer | null>`case when octet_length(${ref}) <= ${maxInlineBytes} then ${ref} end`;
+  };
+  const sizeOf = (column: DataField) => sql<number | string | null>`octet_length(${sql.ref(`ad.${column}`)})`;
   if (field !== undefined) {
-    const row = await query.select(fieldBytes(database.dialect, field).as('bytes')).executeTakeFirst();
+    const bytes = field === 'text_data' ? textBytes(database.dialect) : inline(field);
+    const row = await query.select([bytes.as('bytes'), sizeOf(field).as('size_bytes')]).executeTakeFirst();
     if (row === undefined) return undefined;
-    return contentOf(row, field, row.bytes);
+    return contentOf(row, field, row.bytes, row.size_bytes);
   }
   const row = await query
     .select([
-      'ad.blob_data',
+      inline('blob_data').as('blob_bytes'),
+      sizeOf('blob_data').as('blob_size'),
       sql<Buffer | null>`case when ad.blob_data is null then ${textBytes(database.dialect)} end`.as(
         'text_bytes',
       ),
     ])
     .executeTakeFirst();
   if (row === undefined) return undefined;
-  return row.blob_data !== null
-    ? contentOf(row, 'blob_data', row.blob_data)
-    : contentOf(row, 'text_data', row.text_bytes);
+  return row.blob_size !== null
+    ? contentOf(row, 'blob_data', row.blob_bytes, row.blob_size)
+    : contentOf(row, 'text_data', row.text_bytes, row.text_bytes?.length ?? null);
+}
+
+/**
+ * `lengthBytes` bytes of a binary field from `offset`, with the row's date read in the same statement
+ * (a reader compares it across chunks to detect a write in between). Undefined when the row is gone.
+ */
+export async function readAttachmentChunk(
+  database: Database,
+  id: number,
+  field: Exclude<DataField, 'text_data'>,
+  offset: number,
+  lengthBytes: number,
+): Promise<{ lastModifiedDate: string; bytes: Buffer | null } | undefined> {
+  const row = await database.db
+    .selectFrom('attachment_data as ad')
+    .where('ad.id', '=', id)
+    .select([
+      'ad.last_modified_date',
+      sql<Buffer | null>`substr(${sql.ref(`ad.${field}`)}, ${offset + 1}, ${lengthBytes})`.as('bytes'),
+    ])
+    .executeTakeFirst();
+  return row === undefined ? undefined : { lastModifiedDate: row.last_modified_date, bytes: row.bytes };
 }
 
 function contentOf(
@@ -203,6 +243,7 @@ function contentOf(
   },
   field: DataField,
   bytes: Buffer | null,
+  sizeBytes: number | string | null,
 ): AttachmentContent {
   return {
     id: row.id,
@@ -213,6 +254,7 @@ function contentOf(
     digests: digestsOf(row),
     field,
     bytes,
+    sizeBytes: sizeBytes === null ? null : Number(sizeBytes),
   };
 }
 

@@ -76,14 +76,14 @@ export const attachmentRoutes: FastifyPluginAsync<ModuleOptions> = async (instan
       const isConditional =
         request.headers['if-none-match'] !== undefined || request.headers['if-modified-since'] !== undefined;
       if (request.method === 'GET' && !isConditional) {
-        const { representation, bytes } = await service.readAttachment(query);
-        return sendBinary(reply, representation, bytes);
+        const { representation, body } = await service.readAttachment(query);
+        return sendBinary(reply, representation, typeof body === 'function' ? body() : body);
       }
       const view = await service.describeAttachment(query);
       if (isNotModified(request, view.representation)) return sendNotModified(reply, view.representation);
       if (request.method === 'HEAD') return sendBinary(reply, view.representation, undefined);
-      const { representation, bytes } = await view.load();
-      return sendBinary(reply, representation, bytes);
+      const { representation, body } = await view.load();
+      return sendBinary(reply, representation, typeof body === 'function' ? body() : body);
     },
   });
   rejectOtherMethods(app, VIEW_URL, ['GET', 'HEAD']);

@@ -4,10 +4,13 @@
  * without the bytes ever leaving the database.
  */
 import { createHash } from 'node:crypto';
+import { Readable } from 'node:stream';
 import type { BinaryRepresentation } from '../../http/binary-reply.ts';
 import type { AppDeps } from '../../deps.ts';
 import { nowDateTime } from '../../db/database.ts';
 import { AppError } from '../../errors.ts';
+import type { BinaryField } from './attachment-chunks.ts';
+import { CHUNK_BYTES, digestInChunks, readInChunks } from './attachment-chunks.ts';
 import { saveFieldDigest } from './attachment-digest.ts';
 import type { AttachmentContent, AttachmentHead, DataField, StoredDigest } from './attachment.queries.ts';
 import {
@@ -28,10 +31,18 @@ export interface ViewQuery {
   readonly mime: string | undefined;
 }
 
+/** A body in memory, or (large fields on PostgreSQL) a stream opened only when a GET sends it. */
+export type AttachmentBody = Buffer | (() => Readable);
+
+export interface LoadedAttachment {
+  readonly representation: BinaryRepresentation;
+  readonly body: AttachmentBody;
+}
+
 export interface AttachmentView {
   readonly representation: BinaryRepresentation;
   /** Reads the bytes (for a 200 GET); the representation it returns matches those bytes exactly. */
-  load(): Promise<{ representation: BinaryRepresentation; bytes: Buffer }>;
+  load(): Promise<LoadedAttachment>;
 }
 
 export interface UploadInput {
@@ -109,19 +120,44 @@ export function createAttachmentService(deps: AppDeps) {
     };
   }
 
-  /** The bytes and representation of one field, computing and storing the digest if it is missing. */
+  // PostgreSQL: fields above one chunk are streamed chunk by chunk (see attachment-chunks.ts). The
+  // compatibility mode decodes the whole value, so it always loads it.
+  const maxInlineBytes = database.dialect === 'postgres' && !isCompat ? CHUNK_BYTES : undefined;
+
+  /** The body and representation of one field, computing and storing the digest if it is missing. */
   async function loadContent(
     id: number,
     field: DataField | undefined,
     mime: string | undefined,
-  ): Promise<{ representation: BinaryRepresentation; bytes: Buffer }> {
-    const content = await readAttachmentContent(database, id, field);
-    if (content === undefined || content.bytes === null) throw notFound();
-    const digest =
-      validDigest(content, content.field) ??
-      (await saveFieldDigest(database.db, id, content.lastModifiedDate, content.field, content.bytes));
-    const bytes = isCompat ? decodeLikeOriginal(content.bytes) : content.bytes;
-    return { representation: representationOf(content, content.field, digest, mime, bytes.length), bytes };
+  ): Promise<LoadedAttachment> {
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const content = await readAttachmentContent(database, id, field, maxInlineBytes);
+      if (content === undefined || content.sizeBytes === null) throw notFound();
+      if (content.bytes !== null) {
+        const digest =
+          validDigest(content, content.field) ??
+          (await saveFieldDigest(database.db, id, content.lastModifiedDate, content.field, content.bytes));
+        const bytes = isCompat ? decodeLikeOriginal(content.bytes) : content.bytes;
+        return {
+          representation: representationOf(content, content.field, digest, mime, bytes.length),
+          body: bytes,
+        };
+      }
+      const binaryField = content.field as BinaryField;
+      const { lastModifiedDate, sizeBytes } = content;
+      const digest =
+        validDigest(content, binaryField) ??
+        (await digestInChunks(database, id, binaryField, lastModifiedDate, sizeBytes));
+      if (digest === undefined) continue; // written while we hashed it: start again from fresh metadata
+      return {
+        representation: representationOf(content, binaryField, digest, mime, sizeBytes),
+        body: () =>
+          Readable.from(readInChunks(database, id, binaryField, lastModifiedDate, sizeBytes), {
+            objectMode: false,
+          }),
+      };
+    }
+    throw new AppError('unavailable', 'Service Unavailable');
   }
 
   async function checkMime(mime: string | undefined): Promise<void> {
@@ -129,8 +165,8 @@ export function createAttachmentService(deps: AppDeps) {
   }
 
   return {
-    /** A 200 GET with no conditional headers: one query, bytes included. */
-    async readAttachment(query: ViewQuery): Promise<{ representation: BinaryRepresentation; bytes: Buffer }> {
+    /** A 200 GET with no conditional headers: one query (bytes included, or the first of the chunks). */
+    async readAttachment(query: ViewQuery): Promise<LoadedAttachment> {
       await checkMime(query.mime);
       return loadContent(query.id, query.field, query.mime);
     },

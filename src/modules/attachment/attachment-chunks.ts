@@ -1,0 +1,72 @@
+/**
+ * Reading one large binary field in fixed-size chunks, each chunk its own statement. Used on
+ * PostgreSQL, where `pg` would otherwise bring a whole `bytea` through the text protocol (the value as a
+ * hex string twice its size, plus the decoded Buffer, plus the socket buffer: about six times the
+ * attachment per download). Chunks keep a download's memory to one chunk, and no pool connection is
+ * held while a slow client reads. A write between two chunks is detected by the row's
+ * `last_modified_date`, which the migration-0005 trigger moves forward on every write.
+ */
+import { createHash } from 'node:crypto';
+import type { Database } from '../../db/database.ts';
+import type { DataField } from './attachment.queries.ts';
+import { isThumbnail, readAttachmentChunk, upsertDigest } from './attachment.queries.ts';
+import { thumbnailTypeOf } from './content-type.ts';
+
+export const CHUNK_BYTES = 1024 * 1024;
+
+export type BinaryField = Exclude<DataField, 'text_data'>;
+
+/** The row changed (or vanished) between two chunks of one read. */
+export class ChangedWhileReadingError extends Error {
+  constructor() {
+    super('attachment changed while it was being read');
+    this.name = 'ChangedWhileReadingError';
+  }
+}
+
+/**
+ * Yields the `sizeBytes` bytes of `field` chunk by chunk, as stored while the row's date was
+ * `modifiedDate`; throws {@link ChangedWhileReadingError} if the row is written in between.
+ */
+export async function* readInChunks(
+  database: Database,
+  id: number,
+  field: BinaryField,
+  modifiedDate: string,
+  sizeBytes: number,
+): AsyncGenerator<Buffer> {
+  for (let offset = 0; offset < sizeBytes; offset += CHUNK_BYTES) {
+    const length = Math.min(CHUNK_BYTES, sizeBytes - offset);
+    const chunk = await readAttachmentChunk(database, id, field, offset, length);
+    if (chunk === undefined || chunk.lastModifiedDate !== modifiedDate || chunk.bytes?.length !== length)
+      throw new ChangedWhileReadingError();
+    yield chunk.bytes;
+  }
+}
+
+/**
+ * Computes and stores the digest of a large field chunk by chunk; undefined when the row was written
+ * meanwhile (the caller starts again from fresh metadata).
+ */
+export async function digestInChunks(
+  database: Database,
+  id: number,
+  field: BinaryField,
+  modifiedDate: string,
+  sizeBytes: number,
+): Promise<{ sha256: string; sniffedType: string | null } | undefined> {
+  const hash = createHash('sha256');
+  let sniffedType: string | null = null;
+  try {
+    for await (const chunk of readInChunks(database, id, field, modifiedDate, sizeBytes)) {
+      if (sniffedType === null && isThumbnail(field)) sniffedType = thumbnailTypeOf(chunk);
+      hash.update(chunk);
+    }
+  } catch (error) {
+    if (error instanceof ChangedWhileReadingError) return undefined;
+    throw error;
+  }
+  const digest = { sha256: hash.digest('hex'), sniffedType };
+  await upsertDigest(database.db, id, modifiedDate, field, digest.sha256, digest.sniffedType);
+  return digest;
+}
