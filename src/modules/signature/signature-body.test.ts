@@ -4,7 +4,12 @@ import fc from 'fast-check';
 import sharp from 'sharp';
 import { b64, makeJpeg, makePng } from '../../../test/factories-signature.ts';
 import { cviInfoAfterPatientSignature } from './cvi-info.ts';
-import { capText, readPositiveInteger, readSignatureBody } from './signature-body.ts';
+import {
+  capText,
+  readPositiveInteger,
+  readSignatureBody,
+  UNSERIALISABLE_EXTRA_INFO,
+} from './signature-body.ts';
 import { decodeStrictBase64, detectImageFormat, readImageField } from './signature-image.ts';
 
 describe('strict base64', () => {
@@ -101,6 +106,14 @@ describe('readSignatureBody', () => {
     assert.equal(readSignatureBody(text({ extra_info: '{ "e_id" : 1 }' }))!.extraInfoText, '{ "e_id" : 1 }');
     assert.equal(readSignatureBody(text({ extra_info: { e_id: 1 } }))!.extraInfoText, '{"e_id":1}');
     assert.equal(readSignatureBody(text({ extra_info: 'x'.repeat(5000) }))!.extraInfoText.length, 1000);
+  });
+
+  it('survives an extra_info nested deeper than JSON.stringify can recurse', () => {
+    const depth = 200_000;
+    const body = `{"extra_info":{"e_id":1,"e_t_id":2,"x":${'['.repeat(depth)}${']'.repeat(depth)}}}`;
+    const input = readSignatureBody(Buffer.from(body))!;
+    assert.equal(input.elementId, 1);
+    assert.equal(input.extraInfoText, UNSERIALISABLE_EXTRA_INFO);
   });
 
   it('reads original_log_id as a positive integer or invalid', () => {

@@ -100,9 +100,16 @@ function readOriginalLogId(value: unknown): number | 'invalid' | undefined {
   return id === undefined || id > MAX_ID ? 'invalid' : id;
 }
 
+export const UNSERIALISABLE_EXTRA_INFO = '[extra_info nested too deeply to serialise]';
+
 function extraInfoText(value: unknown): string {
-  const text = typeof value === 'string' ? value : JSON.stringify(value);
-  return capText(text, MAX_RETURN_MESSAGE_CHARS);
+  if (typeof value === 'string') return capText(value, MAX_RETURN_MESSAGE_CHARS);
+  try {
+    return capText(JSON.stringify(value), MAX_RETURN_MESSAGE_CHARS);
+  } catch {
+    // JSON.parse accepts any depth, JSON.stringify recurses and runs out of stack.
+    return UNSERIALISABLE_EXTRA_INFO;
+  }
 }
 
 /**

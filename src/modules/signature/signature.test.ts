@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import fc from 'fast-check';
 import { sql } from 'kysely';
 import type { FileStore } from '../../files/file-store.ts';
 import { countRows, createUser } from '../../../test/factories.ts';
@@ -592,6 +593,34 @@ forEachDialect((dialect) => {
       assert.equal(response.headers.get('access-control-allow-headers'), 'Content-Type');
       assert.equal(response.headers.get('access-control-max-age'), '600');
       assert.equal(await response.text(), '');
+    });
+
+    it('never answers 5xx to arbitrary field values, and leaves one log row per 422', async () => {
+      const event = await createSignableEvent(app.db);
+      const valid = validBody(event);
+      const field = (name: string) =>
+        fc.oneof(fc.constant(valid[name]), fc.jsonValue(), fc.constant(undefined));
+      await fc.assert(
+        fc.asyncProperty(
+          fc.record({
+            unique_identifier: field('unique_identifier'),
+            extra_info: field('extra_info'),
+            image: field('image'),
+            origImage: fc.oneof(fc.constant(undefined), fc.jsonValue()),
+            original_log_id: fc.oneof(fc.constant(undefined), fc.jsonValue()),
+          }),
+          async (body) => {
+            const start = await counts(app);
+            const response = await post(body);
+            assert.ok([200, 422].includes(response.status), `status ${response.status}`);
+            assertCors(response);
+            await response.body?.cancel();
+            const now = await counts(app);
+            assert.equal(now.logs, start.logs + 1);
+          },
+        ),
+        { numRuns: 40 },
+      );
     });
 
     it('serves the legacy /Api/sign/add path', async () => {
