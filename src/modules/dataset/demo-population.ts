@@ -5,14 +5,15 @@
  * are unique without any lookup: hospital numbers are 7 digits, national numbers 10 digits starting
  * with 9 (no valid NHS check digit is implied), both unique for up to 5,000,000 patients.
  *
- * Loading is batched: fixed-size multi-row INSERTs compiled once by Kysely and re-executed with new
- * parameters, in one transaction per chunk of patients, with ids assigned here and sequences moved after.
+ * Loading is batched (see bulk-insert.ts), one transaction per chunk of patients, with ids assigned here
+ * and sequences moved after.
  */
-import type { Kysely, Transaction } from 'kysely';
-import { CompiledQuery, sql } from 'kysely';
+import type { Kysely } from 'kysely';
+import { sql } from 'kysely';
 import type { Database } from '../../db/database.ts';
 import { nowDateTime } from '../../db/database.ts';
 import type { DB } from '../../db/schema.ts';
+import { createBulkInserter } from './bulk-insert.ts';
 
 /** Changing it changes every generated value; benchmarks rely on it staying fixed. */
 export const DEMO_SEED = 0x0e7e5eed;
@@ -395,7 +396,7 @@ export async function generateDemoPopulation(
   const firstPatientId = ids.patient;
   const chunkSize = options.chunkSize ?? 10_000;
   const now = nowDateTime();
-  const inserter = createBulkInserter(db);
+  const inserter = createBulkInserter(database);
 
   if (database.dialect === 'sqlite') await sql`pragma synchronous = off`.execute(db);
   try {
@@ -454,6 +455,8 @@ export async function generateDemoPopulation(
         }
       }
       await db.transaction().execute(async (trx) => {
+        // Synthetic data: a crash mid-load loses nothing that cannot be generated again.
+        if (database.dialect === 'postgres') await sql`set local synchronous_commit = off`.execute(trx);
         await inserter.insert(trx, 'contact', contacts);
         await inserter.insert(trx, 'patient', patients);
         await inserter.insert(trx, 'patient_identifier', identifiers);
@@ -478,68 +481,5 @@ export async function generateDemoPopulation(
     firstPatientId,
     reference,
     elapsedMs: performance.now() - started,
-  };
-}
-
-const BULK_COLUMNS = {
-  contact: ['id', 'first_name', 'last_name', 'created_date', 'last_modified_date'],
-  patient: [
-    'id',
-    'contact_id',
-    'dob',
-    'gender',
-    'is_deceased',
-    'date_of_death',
-    'deleted',
-    'hos_num',
-    'nhs_num',
-    'primary_institution_id',
-    'created_date',
-    'last_modified_date',
-  ],
-  patient_identifier: [
-    'id',
-    'patient_id',
-    'patient_identifier_type_id',
-    'value',
-    'source_info',
-    'deleted',
-    'unique_row_string',
-    'created_date',
-    'last_modified_date',
-  ],
-} as const;
-
-type BulkTable = keyof typeof BULK_COLUMNS;
-// Kept under both SQLite's (32,766) and PostgreSQL's (65,535) bound-parameter limits.
-const MAX_PARAMETERS = 30_000;
-
-/** Multi-row INSERT statements compiled once per (table, row count) and re-run with new parameters. */
-function createBulkInserter(db: Kysely<DB>) {
-  const compiled = new Map<string, string>();
-  const statementFor = (table: BulkTable, rows: number): string => {
-    const cacheKey = `${table}:${rows}`;
-    let text = compiled.get(cacheKey);
-    if (text === undefined) {
-      const columns = BULK_COLUMNS[table];
-      const row = Object.fromEntries(columns.map((c) => [c, null]));
-      // eslint-disable-next-line @typescript-eslint/no-explicit-any
-      const loose = db as unknown as Kysely<any>;
-      text = loose
-        .insertInto(table)
-        .values(Array.from({ length: rows }, () => row))
-        .compile().sql;
-      compiled.set(cacheKey, text);
-    }
-    return text;
-  };
-  return {
-    async insert(trx: Transaction<DB>, table: BulkTable, rows: readonly unknown[][]): Promise<void> {
-      const perStatement = Math.floor(MAX_PARAMETERS / BULK_COLUMNS[table].length);
-      for (let start = 0; start < rows.length; start += perStatement) {
-        const batch = rows.slice(start, start + perStatement);
-        await trx.executeQuery(CompiledQuery.raw(statementFor(table, batch.length), batch.flat()));
-      }
-    },
   };
 }
