@@ -8,6 +8,7 @@ import { buildApp } from '../src/app.ts';
 import { bootstrap, loadConfigOrExit } from '../src/main/bootstrap.ts';
 import { createLogger } from '../src/logger.ts';
 import { createAuthenticator } from '../src/modules/user/index.ts';
+import { registerBenchAuthRoutes } from './auth.ts';
 
 const config = loadConfigOrExit();
 const logger = createLogger(config.logLevel);
@@ -20,10 +21,7 @@ const deps = {
 };
 const app = await buildApp(deps, {
   logger,
-  extraRoutes: (scope, { basicAuth }) => {
-    scope.get('/bench/plain', async () => []);
-    scope.get('/bench/auth', { preHandler: basicAuth({ operation: 'OprnApi' }) }, async () => []);
-  },
+  extraRoutes: registerBenchAuthRoutes,
 });
 process.once('SIGTERM', () => {
   void app.close().then(() => database.close());
