@@ -648,6 +648,38 @@ forEachDialect((dialect) => {
         );
       });
 
+      it('keeps a multipart field declared as JSON as JSON text, and refuses one that does not parse', async () => {
+        const boundary = 'js0nField';
+        const send = (value: string) => () =>
+          submitToQueue(app, user.authorization, {
+            headers: { 'content-type': `multipart/form-data; boundary=${boundary}` },
+            body: rawMultipart(boundary, [
+              `Content-Disposition: form-data; name="data"\r\nContent-Type: application/json\r\n\r\n${value}`,
+            ]),
+          });
+        const id = await acceptedId(await send('{"eye":"R"}')());
+        assert.deepEqual(JSON.parse((await attachmentsByMnemonic(app.db, id)).get('FORM_DATA')!.text_data!), {
+          data: '{"eye":"R"}',
+        });
+        await assertRefused(send('{"eye":'), 422, { data: 'Invalid JSON body.' });
+      });
+
+      it('refuses multipart field names that would reach Object.prototype', async () => {
+        const boundary = 'pr0to';
+        await assertRefused(
+          () =>
+            submitToQueue(app, user.authorization, {
+              headers: { 'content-type': `multipart/form-data; boundary=${boundary}` },
+              body: rawMultipart(boundary, [
+                'Content-Disposition: form-data; name="data"\r\n\r\nvalue',
+                'Content-Disposition: form-data; name="__proto__"\r\n\r\n{}',
+              ]),
+            }),
+          422,
+          { data: 'Invalid form field name.' },
+        );
+      });
+
       it('refuses multipart parts without a name', async () => {
         const boundary = 'b0undary';
         const body = rawMultipart(boundary, [

@@ -168,7 +168,8 @@ async function readMultipartParts(request: FastifyRequest, limitBytes: number): 
       } else {
         if (part.valueTruncated || part.fieldnameTruncated)
           throw new AppError('payload_too_large', 'Payload too large.');
-        const value = typeof part.value === 'string' ? part.value : String(part.value);
+        // @fastify/multipart parses a field declared application/json; keep it as JSON text.
+        const value = typeof part.value === 'string' ? part.value : JSON.stringify(part.value);
         totalBytes += Buffer.byteLength(value);
         parts.push({ kind: 'field', name, value });
       }
@@ -180,6 +181,7 @@ async function readMultipartParts(request: FastifyRequest, limitBytes: number): 
     if (statusCode === 413 || code === 'FST_REQ_FILE_TOO_LARGE')
       throw new AppError('payload_too_large', 'Payload too large.', { cause: error });
     if (code === 'FST_PROTO_VIOLATION') throw unprocessable({ data: 'Invalid form field name.' });
+    if (code === 'FST_INVALID_JSON_FIELD_ERROR') throw unprocessable({ data: 'Invalid JSON body.' });
     if (currentFile !== undefined && /^[A-Za-z0-9_.[\]-]{1,45}$/.test(currentFile))
       throw unprocessable({
         [`AttachmentData: ${currentFile}`]: 'The uploaded file was only partially uploaded',
