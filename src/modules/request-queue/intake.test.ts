@@ -798,6 +798,17 @@ forEachDialect((dialect) => {
         );
       });
 
+      it('refuses a multipart text field over the JSON limit, and multipart fields nested too deeply', async () => {
+        const huge = new FormData();
+        huge.append('data', 'x'.repeat(JSON_LIMIT + 1));
+        await assertRefused(() => submitToQueue(app, user.authorization, { body: huge }), 413, tooLarge);
+        const deep = new FormData();
+        deep.append(`data${'[a]'.repeat(9)}`, '1');
+        await assertRefused(() => submitToQueue(app, user.authorization, { body: deep }), 422, {
+          data: 'Form fields are nested too deeply.',
+        });
+      });
+
       it('refuses a multipart file over the raw limit', async () => {
         const form = new FormData();
         form.append('scan', new Blob([dicomBytes(RAW_LIMIT + 10)], { type: 'application/dicom' }), 's.dcm');
