@@ -110,7 +110,8 @@ export function createSignatureService(deps: SignatureServiceDeps): SignatureSer
 
   /**
    * The original file of log `id`: the log must exist, name a stored protected file, and belong to the
-   * same event (or to none), so that a crop never pairs one patient's capture with another's record.
+   * resolved event (or to no event), so that no log row, not even a failed one, ever pairs one patient's
+   * capture with another's record or with an unresolved code.
    */
   async function findReusableOriginal(
     id: number | 'invalid',
@@ -119,7 +120,7 @@ export function createSignatureService(deps: SignatureServiceDeps): SignatureSer
     if (id === 'invalid') return undefined;
     const log = await findImportLog(db, id);
     if (log === undefined || log.filename === '') return undefined;
-    if (log.eventId !== null && event !== undefined && log.eventId !== event.eventId) return undefined;
+    if (log.eventId !== null && log.eventId !== event?.eventId) return undefined;
     const file = await findProtectedFileByUid(db, path.basename(log.filename));
     return file === undefined ? undefined : { filename: log.filename };
   }

@@ -539,6 +539,11 @@ forEachDialect((dialect) => {
         // The valid image of this attempt is kept as its own original; the other log's file is not reused.
         await assertDelta(app, start, { files: 1, protectedFiles: 1, logs: 1 });
         assert.notEqual((await lastLog(app)).filename, otherLog.filename);
+        const unresolved = await post(
+          validBody(event, { unique_identifier: 'QQQQ22', original_log_id: otherLog.id }),
+        );
+        await assertJsonAnswer(unresolved, 422, 'Event not found Invalid original_log_id');
+        assert.notEqual((await lastLog(app)).filename, otherLog.filename);
       });
     });
 
