@@ -19,7 +19,6 @@ import {
   measureInterleaved,
   prepareDatabase,
   readRssBytes,
-  runLoad,
   startFloor,
   startRssSampler,
   startServer,

@@ -228,7 +228,7 @@ forEachDialect((dialect) => {
         .executeTakeFirstOrThrow();
       const chunks = readInChunks(app.database, id, 'blob_data', row.last_modified_date, bytes.length);
       const first = await chunks.next();
-      assert.ok(first.value?.equals(bytes.subarray(0, CHUNK_BYTES)));
+      assert.ok(Buffer.isBuffer(first.value) && first.value.equals(bytes.subarray(0, CHUNK_BYTES)));
       await app.db
         .updateTable('attachment_data')
         .set({ attachment_type: 'NONE' })

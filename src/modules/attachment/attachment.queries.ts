@@ -79,10 +79,6 @@ function textBytes(dialect: Dialect): RawBuilder<Buffer | null> {
     : sql<Buffer | null>`cast(ad.text_data as blob)`;
 }
 
-function fieldBytes(dialect: Dialect, field: DataField): RawBuilder<Buffer | null> {
-  return field === 'text_data' ? textBytes(dialect) : sql<Buffer | null>`${sql.ref(`ad.${field}`)}`;
-}
-
 interface DigestColumns {
   source_modified_date: string | null;
   blob_data_sha256: string | null;
