@@ -6,8 +6,8 @@
  */
 import { sql } from 'kysely';
 import type { Database } from '../../db/database.ts';
-import type { TableName } from '../../db/schema.ts';
 import { TABLE_SPECS } from './table-specs.ts';
+import type { DatasetTable } from './table-specs.ts';
 
 export type ColumnKind = 'int32' | 'int64' | 'text' | 'blob' | 'date' | 'datetime';
 
@@ -34,7 +34,7 @@ interface RawColumn {
 }
 
 /** Reads the columns of `table` from the database catalog, in table order. */
-export async function readTableColumns(database: Database, table: TableName): Promise<TableColumns> {
+export async function readTableColumns(database: Database, table: DatasetTable): Promise<TableColumns> {
   const raw =
     database.dialect === 'sqlite' ? await readSqlite(database, table) : await readPostgres(database, table);
   if (raw.length === 0) throw new Error(`Table ${table} does not exist; is the database migrated?`);

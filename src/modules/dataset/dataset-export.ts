@@ -6,12 +6,12 @@
  */
 import { open, rename, rm } from 'node:fs/promises';
 import type { Kysely } from 'kysely';
-import type { TableName } from '../../db/schema.ts';
 import type { ImportDeps } from './dataset-import.ts';
 import { DATASET_FORMAT } from './dataset-import.ts';
 import { readTableColumns, toDatasetValue } from './columns.ts';
 import { readStoredFile } from './file-contents.ts';
 import { TABLES_IN_DEPENDENCY_ORDER, TABLE_SPECS, isTableName } from './table-specs.ts';
+import type { DatasetTable } from './table-specs.ts';
 
 export interface ExportOptions {
   /** Only these tables; all when undefined. */
@@ -19,7 +19,7 @@ export interface ExportOptions {
 }
 
 export interface ExportSummary {
-  readonly rows: Partial<Record<TableName, number>>;
+  readonly rows: Partial<Record<DatasetTable, number>>;
   /** protected_file rows whose file is missing from the store (exported without content). */
   readonly missingFiles: number;
 }
@@ -67,7 +67,7 @@ export async function exportDataset(
   }
   const tables = TABLES_IN_DEPENDENCY_ORDER.filter((t) => wanted === undefined || wanted.includes(t));
   const db = deps.database.db as unknown as Kysely<LooseDb>;
-  const summary: { rows: Partial<Record<TableName, number>>; missingFiles: number } = {
+  const summary: { rows: Partial<Record<DatasetTable, number>>; missingFiles: number } = {
     rows: {},
     missingFiles: 0,
   };

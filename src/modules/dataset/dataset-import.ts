@@ -10,7 +10,6 @@
 import type { Kysely, Transaction } from 'kysely';
 import { sql } from 'kysely';
 import type { Database } from '../../db/database.ts';
-import type { TableName } from '../../db/schema.ts';
 import type { FileStore } from '../../files/file-store.ts';
 import { hashPassword } from '../user/index.ts';
 import type { ColumnInfo, TableColumns } from './columns.ts';
@@ -19,6 +18,7 @@ import type { DatasetProblem } from './dataset-errors.ts';
 import { DatasetError, ProblemList } from './dataset-errors.ts';
 import { FILE_UID, removeStoredFile, writeStoredFile } from './file-contents.ts';
 import type { TableSpec } from './table-specs.ts';
+import type { DatasetTable } from './table-specs.ts';
 import { TABLES_IN_DEPENDENCY_ORDER, TABLE_SPECS, isTableName } from './table-specs.ts';
 
 export const DATASET_FORMAT = 'clinical-records-dataset/1';
@@ -36,7 +36,7 @@ export interface TableImportCount {
 }
 
 export interface ImportSummary {
-  readonly tables: Partial<Record<TableName, TableImportCount>>;
+  readonly tables: Partial<Record<DatasetTable, TableImportCount>>;
   readonly filesWritten: number;
 }
 
@@ -58,7 +58,7 @@ interface PreparedRow {
 }
 
 interface PreparedTable {
-  readonly table: TableName;
+  readonly table: DatasetTable;
   readonly spec: TableSpec;
   readonly columns: TableColumns;
   readonly rows: PreparedRow[];
@@ -132,7 +132,7 @@ async function prepareDocument(database: Database, document: unknown): Promise<P
     problems.throwIfAny();
     return [];
   }
-  const byName = new Map<TableName, PreparedTable>();
+  const byName = new Map<DatasetTable, PreparedTable>();
   for (const [name, rowsValue] of Object.entries(tablesValue)) {
     if (!isTableName(name)) {
       problems.add({ table: name, message: 'unknown table' });
