@@ -1,1 +1,21 @@
+/**
+ * Signature import, `POST api/v1/sign/add` (reference 5.5, the contract). Choices where the contract
+ * is silent:
+ * - 400, 413 and 429 are refused at the HTTP layer and write no import log row (a throttled or
+ *   oversize request must not cost a write); every request that reaches validation writes exactly one.
+ * - `e_id` / `e_t_id`: a positive integer as a JSON number or its plain decimal text (`"12"`); anything
+ *   else (negative, zero, fractional, padded, other types) counts as missing (`Missing element id.`).
+ *   Ids beyond the integer column range cannot exist: `Invalid UniqueCode or wrong event`.
+ * - `unique_identifier` that is not a non-empty string: `Missing unique_identifier`; one that no code
+ *   could be (not 1-16 ASCII letters/digits) is `Event not found` without a query.
+ * - Images: strict canonical base64 only (padding required; whitespace and URL-safe characters are
+ *   refused, not normalised); PNG = signature + IHDR first + CRC-valid chunk chain ending with IEND
+ *   exactly at the end; JPEG = SOI + consistent segments up to SOS with a frame header + EOI last.
+ *   `image`/`origImage` of `null` or `""` are absent; any other non-string is `Invalid image data`.
+ * - `original_log_id`: a positive integer (number or decimal text) naming a log row with a stored
+ *   original, whose event is the resolved event or none; otherwise `Invalid original_log_id`.
+ * - `extra_info` serialised for `return_message`: as sent when text, `JSON.stringify` when an object;
+ *   the whole `return_message` is cut at 1000 characters (D34), NUL replaced.
+ * - Bodies above 64 KiB are parsed and their images checked on a worker thread (`body-decoder.ts`).
+ */
 export { signatureRoutes } from './signature.routes.ts';
