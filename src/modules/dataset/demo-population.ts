@@ -361,8 +361,9 @@ export interface GenerateResult {
 }
 
 /**
- * Adds `patients` demo patients after those already present (the demo index continues from the number
- * of patients holding a demo hospital number), so running it twice grows the population.
+ * Adds `patients` demo patients after those already present, so running it twice grows the population.
+ * The demo index continues from the number of active national (GLOBAL) numbers: the national type is
+ * shared by every local institution, so a run under another INSTITUTION_CODE never repeats a number.
  */
 export async function generateDemoPopulation(
   database: Database,
@@ -374,7 +375,7 @@ export async function generateDemoPopulation(
   const existing = await db
     .selectFrom('patient_identifier')
     .select((eb) => eb.fn.count<number>('id').as('n'))
-    .where('patient_identifier_type_id', '=', reference.localTypeId)
+    .where('patient_identifier_type_id', '=', reference.globalTypeId)
     .where('deleted', '=', 0)
     .executeTakeFirstOrThrow();
   const firstIndex = Number(existing.n);
