@@ -3,7 +3,7 @@
  * `octet_length`, which both dialects answer from the record header or TOAST pointer without reading
  * the value, so a HEAD or a 304 never loads the bytes.
  */
-import type { Kysely, RawBuilder, Transaction } from 'kysely';
+import type { Compilable, CompiledQuery, Kysely, RawBuilder, Transaction } from 'kysely';
 import { sql } from 'kysely';
 import type { Database, Dialect } from '../../db/database.ts';
 import type { DB } from '../../db/schema.ts';
@@ -44,6 +44,28 @@ export type AttachmentDb = DB & { attachment_data_digest: AttachmentDataDigestTa
 
 export function attachmentDb(db: Kysely<DB>): Kysely<AttachmentDb> {
   return db.withTables<{ attachment_data_digest: AttachmentDataDigestTable }>();
+}
+
+// The hot read queries are built and compiled once per dialect and shape, then run with the id put in
+// place of a sentinel parameter: building a Kysely query costs far more than running it on SQLite.
+const ID_SENTINEL = -918_273_645;
+const compiledQueries = new Map<string, CompiledQuery<unknown>>();
+
+async function runCompiled<R>(
+  database: Database,
+  key: string,
+  build: (sentinelId: number) => Compilable<R>,
+  id: number,
+): Promise<R | undefined> {
+  const cacheKey = `${database.dialect}:${key}`;
+  let compiled = compiledQueries.get(cacheKey) as CompiledQuery<R> | undefined;
+  if (compiled === undefined) {
+    compiled = build(ID_SENTINEL).compile();
+    compiledQueries.set(cacheKey, compiled);
+  }
+  const parameters = compiled.parameters.map((p) => (p === ID_SENTINEL ? id : p));
+  const result = await database.db.executeQuery<R>({ ...compiled, parameters });
+  return result.rows[0];
 }
 
 /** A field's digest as stored: valid only while `sourceModifiedDate` equals the row's date. */
@@ -138,15 +160,19 @@ export async function readAttachmentHead(
   id: number,
 ): Promise<AttachmentHead | undefined> {
   const size = (field: DataField) => sql<number | null>`octet_length(${sql.ref(`ad.${field}`)})`.as(field);
-  const row = await baseQuery(database, id)
-    .select([
-      size('blob_data'),
-      size('text_data'),
-      size('thumbnail_small_blob'),
-      size('thumbnail_medium_blob'),
-      size('thumbnail_large_blob'),
-    ])
-    .executeTakeFirst();
+  const row = await runCompiled(
+    database,
+    'head',
+    (sentinel) =>
+      baseQuery(database, sentinel).select([
+        size('blob_data'),
+        size('text_data'),
+        size('thumbnail_small_blob'),
+        size('thumbnail_medium_blob'),
+        size('thumbnail_large_blob'),
+      ]),
+    id,
+  );
   if (row === undefined) return undefined;
   const toSize = (value: number | string | null) => (value === null ? null : Number(value));
   return {
@@ -179,7 +205,6 @@ export async function readAttachmentContent(
   field: DataField | undefined,
   maxInlineBytes?: number,
 ): Promise<AttachmentContent | undefined> {
-  const query = baseQuery(database, id);
   const inline = (column: Exclude<DataField, 'text_data'>) => {
     const ref = sql.ref(`ad.${column}`);
     return maxInlineBytes === undefined
@@ -189,19 +214,28 @@ export async function readAttachmentContent(
   const sizeOf = (column: DataField) => sql<number | string | null>`octet_length(${sql.ref(`ad.${column}`)})`;
   if (field !== undefined) {
     const bytes = field === 'text_data' ? textBytes(database.dialect) : inline(field);
-    const row = await query.select([bytes.as('bytes'), sizeOf(field).as('size_bytes')]).executeTakeFirst();
+    const row = await runCompiled(
+      database,
+      `content:${field}:${maxInlineBytes}`,
+      (sentinel) => baseQuery(database, sentinel).select([bytes.as('bytes'), sizeOf(field).as('size_bytes')]),
+      id,
+    );
     if (row === undefined) return undefined;
     return contentOf(row, field, row.bytes, row.size_bytes);
   }
-  const row = await query
-    .select([
-      inline('blob_data').as('blob_bytes'),
-      sizeOf('blob_data').as('blob_size'),
-      sql<Buffer | null>`case when ad.blob_data is null then ${textBytes(database.dialect)} end`.as(
-        'text_bytes',
-      ),
-    ])
-    .executeTakeFirst();
+  const row = await runCompiled(
+    database,
+    `content:default:${maxInlineBytes}`,
+    (sentinel) =>
+      baseQuery(database, sentinel).select([
+        inline('blob_data').as('blob_bytes'),
+        sizeOf('blob_data').as('blob_size'),
+        sql<Buffer | null>`case when ad.blob_data is null then ${textBytes(database.dialect)} end`.as(
+          'text_bytes',
+        ),
+      ]),
+    id,
+  );
   if (row === undefined) return undefined;
   return row.blob_size !== null
     ? contentOf(row, 'blob_data', row.blob_bytes, row.blob_size)
