@@ -82,9 +82,14 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
 
     for (const connections of options.connections) {
       const load = { connections, durationSeconds, warmupSeconds };
-      // Re-verify once before each group, so that the cache entry (AUTH_CACHE_TTL_MS) does not expire in
-      // the group and make every open connection pay bcrypt at once.
-      await captureResponse(`${benchServer.url}/bench/auth`, { headers });
+      // Re-verify before each guarded run, so that the cache entry (AUTH_CACHE_TTL_MS) does not expire
+      // during it and make every open connection pay bcrypt at once.
+      const primeCache = async () => {
+        await captureResponse(`${benchServer.url}/bench/auth`, { headers });
+      };
+      const primeProductCache = async () => {
+        await captureResponse(`${product.url}${targetPath}`, { headers });
+      };
       const [floor, plain, guarded] = await measureInterleaved(
         [
           {
@@ -102,6 +107,7 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
             target: benchServer,
             path: '/bench/auth',
             headers,
+            beforeRun: primeCache,
           },
         ],
         load,
@@ -141,6 +147,7 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
               target: product,
               path: targetPath,
               headers,
+              beforeRun: primeProductCache,
             },
           ],
           load,

@@ -720,6 +720,8 @@ export interface MeasureEntry {
   readonly headers?: Record<string, string>;
   readonly body?: string | Buffer;
   readonly requests?: readonly Record<string, unknown>[];
+  /** Runs before each of this target's runs (e.g. re-fill a cache that must not expire mid-run). */
+  readonly beforeRun?: () => Promise<void>;
 }
 
 /**
@@ -734,6 +736,7 @@ export async function measureInterleaved(
 ): Promise<BenchRow[]> {
   const runs = new Map<MeasureEntry, LoadResult[]>(entries.map((entry) => [entry, []]));
   for (const [index, entry] of [...entries, ...[...entries].reverse()].entries()) {
+    await entry.beforeRun?.();
     const result = await runLoad({
       url: `${entry.target.url}${entry.path}`,
       connections: load.connections,
