@@ -6,6 +6,7 @@
  * the claimed request row (PostgreSQL releases it when the worker's connection dies; SQLite rolls back an
  * uncommitted WAL transaction), so no lease column is needed.
  */
+import { sql } from 'kysely';
 import type { AnyDb } from './helpers.ts';
 
 export const QUEUE_ROUTINE_NAMES = [
@@ -17,6 +18,11 @@ export const QUEUE_ROUTINE_NAMES = [
 ] as const;
 
 export async function up(db: AnyDb): Promise<void> {
+  // Claiming walks the pending routines of a queue in id order and stops at the first eligible, unlocked
+  // one; this partial index gives that order directly instead of sorting every pending routine per claim.
+  await sql`create index request_routine_pending on request_routine (execute_request_queue, id) where status in ('NEW', 'RETRY')`.execute(
+    db,
+  );
   const existing = new Set(
     (await db.selectFrom('routine_library').select('routine_name').execute()).map(
       (r: { routine_name: string }) => r.routine_name,
@@ -77,13 +83,13 @@ export async function up(db: AnyDb): Promise<void> {
 
   // The attach routine files payloads as an OphGeneric "Document" event with an attachment element, as the
   // original's image events do. Reuse rows an earlier migration may have created.
-  let eventType = (await db
+  let eventType = await db
     .selectFrom('event_type')
     .select('id')
     .where('class_name', '=', 'OphGeneric')
-    .executeTakeFirst());
+    .executeTakeFirst();
   if (eventType === undefined) {
-    eventType = (await db
+    eventType = await db
       .insertInto('event_type')
       .values({
         name: 'Document',
@@ -95,7 +101,7 @@ export async function up(db: AnyDb): Promise<void> {
         can_be_created_manually: 0,
       })
       .returning('id')
-      .executeTakeFirstOrThrow());
+      .executeTakeFirstOrThrow();
   }
   const element = await db
     .selectFrom('element_type')

@@ -10,15 +10,16 @@
 import type { Kysely, Transaction } from 'kysely';
 import { sql } from 'kysely';
 import type { DB } from '../../db/schema.ts';
-import type { ClaimedRoutine } from './claim.queries.ts';
+import type { AttemptRecord, ClaimedRoutine } from './claim.queries.ts';
 import { isEligible } from './claim.queries.ts';
 
-/** The first eligible routine of `queue` (by id) whose request no other transaction holds, locked. */
-export async function claimNextRoutine(
+/** The first `limit` eligible routines of `queue` (by id) whose requests no other transaction holds, locked. */
+export async function claimRoutines(
   trx: Transaction<DB>,
   queue: string,
   nowText: string,
-): Promise<ClaimedRoutine | undefined> {
+  limit: number,
+): Promise<ClaimedRoutine[]> {
   return trx
     .selectFrom('request_routine as rr')
     .innerJoin('request as r', 'r.id', 'rr.request_id')
@@ -26,10 +27,10 @@ export async function claimNextRoutine(
     .select('r.request_type')
     .where((eb) => isEligible(eb, queue, nowText))
     .orderBy('rr.id')
-    .limit(1)
+    .limit(limit)
     .forUpdate(['r', 'rr'])
     .skipLocked()
-    .executeTakeFirst();
+    .execute();
 }
 
 /**
@@ -50,4 +51,39 @@ export async function lockRoutineKey(trx: Kysely<DB>, key: string, waitMs: numbe
     .where('routine_lock', '=', key)
     .forUpdate()
     .execute();
+}
+
+/**
+ * Records the attempts of a batch (status, try count, next try, and the execution rows) with one UPDATE
+ * and one INSERT, in the batch's transaction.
+ */
+export async function recordAttempts(trx: Kysely<DB>, attempts: readonly AttemptRecord[]): Promise<void> {
+  if (attempts.length === 0) return;
+  const values = sql.join(
+    attempts.map(
+      (a) =>
+        sql`(${a.routineId}::integer, ${a.status}::varchar, ${a.tryCount}::integer, ${a.nextTry}::timestamp)`,
+    ),
+  );
+  await sql`update request_routine as rr
+    set status = v.status, try_count = v.try_count, next_try_date_time = v.next_try
+    from (values ${values}) as v(id, status, try_count, next_try)
+    where rr.id = v.id`.execute(trx);
+  await trx
+    .insertInto('request_routine_execution')
+    .values(
+      attempts.map((a) => ({
+        request_routine_id: a.routineId,
+        log_text: a.logText,
+        execution_date_time: a.executedAt,
+        status: a.status,
+        try_number: a.tryCount,
+      })),
+    )
+    .execute();
+}
+
+/** `NOTIFY request_queue, '<queue>'`, delivered when the surrounding transaction commits. */
+export async function notifyQueue(trx: Kysely<DB>, queue: string): Promise<void> {
+  await sql`select pg_notify('request_queue', ${queue})`.execute(trx);
 }

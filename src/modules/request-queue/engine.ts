@@ -10,6 +10,7 @@
  * a second transaction; the savepoint gives the same result without releasing the request lock between
  * the two, so another worker cannot start the same routine before its failure is recorded.
  */
+import { hostname } from 'node:os';
 import type { ControlledTransaction, Kysely } from 'kysely';
 import type { Config } from '../../config.ts';
 import type { Database } from '../../db/database.ts';
@@ -94,11 +95,18 @@ export interface EngineOptions {
   /** The clock; tests inject one to step through back-off without sleeping. */
   readonly now?: () => Date;
   readonly logger?: Logger;
+  /** Names this worker in the first line of every execution's `log_text`; default `<host>:<pid>`. */
+  readonly workerLabel?: string;
 }
 
 export interface QueueEngine {
   /** Claims and runs at most one routine of `queue`. Counters are kept in memory until flushed. */
   runNext(queue: string): Promise<StepOutcome>;
+  /**
+   * Claims up to `maxRoutines` routines of `queue` (different requests; PostgreSQL only, SQLite takes
+   * one), runs them in one transaction and commits once. Empty when nothing was eligible.
+   */
+  runBatch(queue: string, maxRoutines: number): Promise<StepOutcome[]>;
   /**
    * Runs at most one routine of `queue`, or of the first served queue (config `workerQueues`, else every
    * queue) that has one, then flushes the counters. For tests and the CLI.
@@ -112,15 +120,41 @@ export interface QueueEngine {
 
 type Trx = ControlledTransaction<DB>;
 
+/** What `prepare` gave (SQLite runs it before the write transaction). */
+interface Prepared {
+  readonly prepared: unknown;
+  readonly failure: unknown;
+}
+
+interface Attempt {
+  readonly claimed: ClaimedRoutine;
+  readonly record: AttemptRecord;
+  readonly failure: unknown;
+  readonly startedAt: number;
+}
+
+/**
+ * PostgreSQL batches: a claim takes up to `maxRoutines` routines (of different requests), runs them one
+ * after the other, each in its own savepoint, and commits once. A durable commit costs a WAL flush (about
+ * 5-10 ms on ordinary disks), so committing per routine would cap a worker at a few hundred routines per
+ * second. Every routine's writes still commit together with its status; a crash rolls the whole batch
+ * back, leaving each routine as it was. Routines are not started after this budget, so that one slow
+ * routine does not hold the others' locks for long.
+ */
+const BATCH_BUDGET_MS = 100;
+
 export function createQueueEngine(options: EngineOptions): QueueEngine {
   const { database, files, config } = options;
   const db = database.db;
   const catalog = options.catalog ?? defaultRoutineCatalog;
   const now = options.now ?? (() => new Date());
   const backoff = parseBackoff(config.queueRetryBackoff);
+  const workerLine = `worker ${options.workerLabel ?? `${hostname()}:${process.pid}`}`;
   const counters = new Map<string, QueueCounters>();
   // SQLite: the requests this process is running, left out of claims (no row locks there).
   const busyRequestIds = new Set<number>();
+  // Routines that chained others in the running batches: their commit must wake the other workers.
+  const chainedRoutineIds = new Set<number>();
   let activeCount = 0;
 
   const countersOf = (queue: string): QueueCounters => {
@@ -133,57 +167,120 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
   };
 
   async function runNext(queue: string): Promise<StepOutcome> {
+    const [first] = await runBatch(queue, 1);
+    return first ?? { kind: 'idle' };
+  }
+
+  async function runBatch(queue: string, maxRoutines: number): Promise<StepOutcome[]> {
     const nowText = formatDateTime(now());
-    if (database.dialect === 'postgres') {
-      const trx = await db.startTransaction().execute();
+    if (database.dialect === 'sqlite') {
+      const claimed = await sqliteClaim.claimNextRoutine(db, queue, nowText, busyRequestIds);
+      if (claimed === undefined) return [];
+      busyRequestIds.add(claimed.request_id);
       try {
-        const claimed = await pgClaim.claimNextRoutine(trx, queue, nowText);
-        if (claimed === undefined) {
-          await trx.rollback().execute();
-          return { kind: 'idle' };
-        }
-        if (!(await isStillEligible(trx, claimed.id, queue, nowText))) {
-          await trx.rollback().execute();
-          return { kind: 'contended' };
-        }
-        return await attempt(claimed, trx, trx);
-      } catch (error) {
-        if (!trx.isCommitted && !trx.isRolledBack)
-          await trx
-            .rollback()
-            .execute()
-            .catch(() => {});
-        throw error;
+        return [await attemptOnSqlite(claimed)];
+      } finally {
+        busyRequestIds.delete(claimed.request_id);
       }
     }
-    const claimed = await sqliteClaim.claimNextRoutine(db, queue, nowText, busyRequestIds);
-    if (claimed === undefined) return { kind: 'idle' };
-    busyRequestIds.add(claimed.request_id);
+    const trx = await db.startTransaction().execute();
+    const claimedIds: number[] = [];
     try {
-      return await attempt(claimed, undefined, db);
-    } finally {
-      busyRequestIds.delete(claimed.request_id);
+      const claimed = await pgClaim.claimRoutines(trx, queue, nowText, Math.max(1, maxRoutines));
+      claimedIds.push(...claimed.map((c) => c.id));
+      if (claimed.length === 0) {
+        await trx.rollback().execute();
+        return [];
+      }
+      const batchStartedAt = Date.now();
+      const attempts: (Attempt | 'contended')[] = [];
+      const seenRequests = new Set<number>();
+      for (const routine of claimed) {
+        // Routines claimed but not started stay exactly as they were and are released at commit.
+        if (attempts.length > 0 && Date.now() - batchStartedAt > BATCH_BUDGET_MS) break;
+        // The row locks made PostgreSQL re-check each claimed routine against its newest version. Only a
+        // second routine of a request already run in this batch (a tie in execute_sequence) can have been
+        // made ineligible since (for example by addPriorityRoutine), so only that case is read again.
+        if (
+          seenRequests.has(routine.request_id) &&
+          !(await isStillEligible(trx, routine.id, queue, formatDateTime(now())))
+        ) {
+          attempts.push('contended');
+          continue;
+        }
+        seenRequests.add(routine.request_id);
+        attempts.push(await runClaimed(routine, trx, undefined, undefined, false));
+      }
+      const ran = attempts.filter((a) => a !== 'contended');
+      await pgClaim.recordAttempts(
+        trx,
+        ran.map((a) => a.record),
+      );
+      const hasChained = ran.some((a) => chainedRoutineIds.delete(a.claimed.id));
+      // Routines added by this batch become eligible at commit: wake the idle workers of other processes.
+      if (hasChained) await pgClaim.notifyQueue(trx, queue);
+      await trx.commit().execute();
+      return attempts.map((a) => (a === 'contended' ? { kind: 'contended' } : finish(a)));
+    } catch (error) {
+      for (const routine of claimedIds) chainedRoutineIds.delete(routine);
+      if (!trx.isCommitted && !trx.isRolledBack) {
+        await trx
+          .rollback()
+          .execute()
+          .catch(() => {});
+      }
+      throw error;
     }
   }
 
   /**
-   * Runs `claimed`. On PostgreSQL `held` is the claim's transaction; on SQLite it is undefined and the
-   * write transaction opens after `prepare` (so slow preparation never holds the single connection).
+   * SQLite: `prepare` runs before the write transaction opens, so slow preparation (thumbnails) never
+   * holds the single connection that the HTTP server shares.
    */
-  async function attempt(
-    claimed: ClaimedRoutine,
-    held: Trx | undefined,
-    readDb: Kysely<DB>,
-  ): Promise<StepOutcome> {
-    activeCount += 1;
-    const queueCounters = countersOf(claimed.execute_request_queue);
-    queueCounters.active = Math.max(queueCounters.active, activeCount);
-    queueCounters.lastRequestId = claimed.request_id;
-    queueCounters.lastSpawnAt = formatDateTime(now());
-    const logLines: string[] = [];
-    const startedAt = Date.now();
+  async function attemptOnSqlite(claimed: ClaimedRoutine): Promise<StepOutcome> {
     const definition = catalog.get(claimed.routine_name);
-    const prepareContext: PrepareContext = {
+    const logLines: string[] = [workerLine];
+    let pre: Prepared = { prepared: undefined, failure: undefined };
+    if (definition !== undefined) {
+      activeCount += 1;
+      try {
+        pre = {
+          prepared: await withTimeout(
+            prepareAndValidate(definition, prepareContextOf(claimed, db, logLines)),
+            definition.timeoutMs,
+          ),
+          failure: undefined,
+        };
+      } catch (error) {
+        pre = { prepared: undefined, failure: error };
+      } finally {
+        activeCount -= 1;
+      }
+    }
+    const trx = await db.startTransaction().execute();
+    try {
+      const nowText = formatDateTime(now());
+      if (!(await isStillEligible(trx, claimed.id, claimed.execute_request_queue, nowText))) {
+        await trx.rollback().execute();
+        return { kind: 'contended' };
+      }
+      const attempt = await runClaimed(claimed, trx, pre, logLines);
+      chainedRoutineIds.delete(claimed.id);
+      await trx.commit().execute();
+      return finish(attempt);
+    } catch (error) {
+      if (!trx.isCommitted && !trx.isRolledBack) {
+        await trx
+          .rollback()
+          .execute()
+          .catch(() => {});
+      }
+      throw error;
+    }
+  }
+
+  function prepareContextOf(claimed: ClaimedRoutine, readDb: Kysely<DB>, logLines: string[]): PrepareContext {
+    return {
       db: readDb,
       dialect: database.dialect,
       routine: claimed,
@@ -194,82 +291,84 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
       log: (line) => logLines.push(line),
       readText: (mnemonic) => readRequestText(readDb, claimed.request_id, mnemonic),
     };
-    let trx = held;
+  }
+
+  /**
+   * Runs `claimed` inside `trx` (held, not committed here): savepoint, the routine (after `prepare`, unless
+   * `pre` carries its result), then its status, try count and execution row; on failure the savepoint is
+   * rolled back first, so none of the routine's writes remain.
+   */
+  async function runClaimed(
+    claimed: ClaimedRoutine,
+    trx: Trx,
+    pre: Prepared | undefined,
+    logLines: string[] = [workerLine],
+    isRecorded = true,
+  ): Promise<Attempt> {
+    activeCount += 1;
+    const startedAt = Date.now();
     try {
-      let failure: unknown;
-      let prepared: unknown;
+      const definition = catalog.get(claimed.routine_name);
+      const prepareContext = prepareContextOf(claimed, trx, logLines);
+      let failure: unknown = pre?.failure;
       if (definition === undefined) {
         failure = new PermanentRoutineError(`Unknown routine: ${claimed.routine_name}`);
-      } else if (held === undefined) {
-        try {
-          prepared = await withTimeout(prepareAndValidate(definition, prepareContext), definition.timeoutMs);
-        } catch (error) {
-          failure = error;
-        }
-      }
-      if (trx === undefined) {
-        trx = await db.startTransaction().execute();
-        const nowText = formatDateTime(now());
-        if (!(await isStillEligible(trx, claimed.id, claimed.execute_request_queue, nowText))) {
-          await trx.rollback().execute();
-          return { kind: 'contended' };
-        }
-      }
-      if (failure === undefined && definition !== undefined) {
+      } else if (failure === undefined) {
         const inSavepoint = await trx.savepoint('routine').execute();
         try {
           const context = createRunContext(inSavepoint, prepareContext, definition, startedAt);
           await withTimeout(
             (async () => {
               const ready =
-                held === undefined ? prepared : await prepareAndValidate(definition, prepareContext);
+                pre === undefined ? await prepareAndValidate(definition, prepareContext) : pre.prepared;
               await definition.run(context, ready);
             })(),
             definition.timeoutMs,
           );
-          await inSavepoint.releaseSavepoint('routine').execute();
+          // Not released: PostgreSQL and SQLite let the next routine of a batch reuse the name, and a
+          // release would cost one more round trip per routine.
         } catch (error) {
           failure = error;
           await inSavepoint.rollbackToSavepoint('routine').execute();
         }
       }
       const record = outcomeOf(claimed, definition, failure, logLines);
-      await recordAttempt(trx, record);
-      await trx.commit().execute();
-      if (record.status === 'COMPLETE') queueCounters.success += 1;
-      else queueCounters.fail += 1;
-      options.logger?.info(
-        {
-          routineId: claimed.id,
-          requestId: claimed.request_id,
-          routine: claimed.routine_name,
-          status: record.status,
-          tryCount: record.tryCount,
-          ms: Date.now() - startedAt,
-        },
-        'routine attempt',
-      );
-      return {
-        kind: 'ran',
-        routineId: claimed.id,
-        requestId: claimed.request_id,
-        routineName: claimed.routine_name,
-        status: record.status,
-        tryCount: record.tryCount,
-        nextTry: record.nextTry,
-        ...(failure === undefined ? {} : { error: messageOf(failure) }),
-      };
-    } catch (error) {
-      if (trx !== undefined && !trx.isCommitted && !trx.isRolledBack) {
-        await trx
-          .rollback()
-          .execute()
-          .catch(() => {});
-      }
-      throw error;
+      if (isRecorded) await recordAttempt(trx, record);
+      return { claimed, record, failure, startedAt };
     } finally {
       activeCount -= 1;
     }
+  }
+
+  /** After the commit: counters, one log line, the outcome. */
+  function finish({ claimed, record, failure, startedAt }: Attempt): StepOutcome {
+    const queueCounters = countersOf(claimed.execute_request_queue);
+    if (record.status === 'COMPLETE') queueCounters.success += 1;
+    else queueCounters.fail += 1;
+    queueCounters.active = Math.max(queueCounters.active, activeCount + 1);
+    queueCounters.lastRequestId = claimed.request_id;
+    queueCounters.lastSpawnAt = formatDateTime(now());
+    options.logger?.info(
+      {
+        routineId: claimed.id,
+        requestId: claimed.request_id,
+        routine: claimed.routine_name,
+        status: record.status,
+        tryCount: record.tryCount,
+        ms: Date.now() - startedAt,
+      },
+      'routine attempt',
+    );
+    return {
+      kind: 'ran',
+      routineId: claimed.id,
+      requestId: claimed.request_id,
+      routineName: claimed.routine_name,
+      status: record.status,
+      tryCount: record.tryCount,
+      nextTry: record.nextTry,
+      ...(failure === undefined ? {} : { error: messageOf(failure) }),
+    };
   }
 
   async function prepareAndValidate(
@@ -294,20 +393,24 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
       readText: (mnemonic) => readRequestText(trx, routine.request_id, mnemonic),
       putText: (mnemonic, value) => writeRequestText(trx, routine.request_id, mnemonic, value, base.now()),
       mergeRequestData: (patch) => mergeRequestData(trx, routine.request_id, patch, base.now()),
-      addRoutine: (name) =>
-        addRequestRoutine(trx, {
+      addRoutine: async (name) => {
+        chainedRoutineIds.add(routine.id);
+        await addRequestRoutine(trx, {
           requestId: routine.request_id,
           queue: routine.execute_request_queue,
           name,
           sequence: 'append',
-        }),
-      addPriorityRoutine: (name) =>
-        addRequestRoutine(trx, {
+        });
+      },
+      addPriorityRoutine: async (name) => {
+        chainedRoutineIds.add(routine.id);
+        await addRequestRoutine(trx, {
           requestId: routine.request_id,
           queue: routine.execute_request_queue,
           name,
           sequence: 'priority',
-        }),
+        });
+      },
       voidAllNewRoutines: (current) =>
         voidNewRoutines(trx, routine.request_id, current ?? routine.routine_name),
       lock: (key) =>
@@ -382,6 +485,7 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
 
   return {
     runNext,
+    runBatch,
     step,
     flushCounters,
     get activeCount() {

@@ -3,7 +3,8 @@
  * For each served queue it runs a bounded number of slots (config `WORKER_CONCURRENCY`, else the queue's
  * `maximum_active_threads`); each slot loops `engine.runNext(queue)`: it claims one routine of a request
  * no one else is running, runs it and, while work is found, claims the next at once (the original slept
- * `busy_yield_ms` between passes; that would cap throughput at a few routines per second).
+ * `busy_yield_ms` between passes; that would cap throughput at a few routines per second). On PostgreSQL a
+ * claim takes a batch of routines of different requests and commits them together (see `engine.ts`).
  *
  * Idle slots wait to be woken, not polling hard: on PostgreSQL a dedicated connection LISTENs on channel
  * `request_queue` (intake NOTIFYs the queue name in its transaction, so the wake-up comes at commit); in the
@@ -33,11 +34,14 @@ export interface WorkerOptions extends EngineOptions {
   readonly logger?: Logger;
   /** How often the queue counters are written, in ms. */
   readonly counterFlushMs?: number;
+  /** Routines claimed and committed together on PostgreSQL (see `engine.ts`); default 25. */
+  readonly batchSize?: number;
 }
 
 export function createQueueWorker(options: WorkerOptions): QueueWorker {
   const { database, config, logger } = options;
   const engine = createQueueEngine(options);
+  const batchSize = options.batchSize ?? 25;
   let isRunning = false;
   const loops: Promise<void>[] = [];
   const waiters = new Map<string, Set<() => void>>();
@@ -77,8 +81,10 @@ export function createQueueWorker(options: WorkerOptions): QueueWorker {
     while (isRunning) {
       const generation = generations.get(queue) ?? 0;
       try {
-        const outcome = await engine.runNext(queue);
-        if (outcome.kind !== 'idle') continue;
+        const outcomes = await engine.runBatch(queue, batchSize);
+        // A full batch suggests more work: let the idle slots of this process help.
+        if (outcomes.length >= batchSize) wake(queue);
+        if (outcomes.length > 0) continue;
       } catch (error) {
         logger?.error({ err: error, queue }, 'queue worker pass failed; pausing');
         await waitForWake(`${queue}\u0000error`, 1000);
