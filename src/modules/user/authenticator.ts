@@ -63,6 +63,9 @@ export function parseBasicHeader(
 
 export function createAuthenticator(db: Kysely<DB>, options: { cacheTtlMs: number }): Authenticator {
   const cache = new Map<string, CacheEntry>();
+  // Verifications under way, by header hash: when a cache entry expires under load, every connection
+  // presenting that header waits for one bcrypt instead of running its own (no thundering herd).
+  const inFlight = new Map<string, Promise<Verification>>();
 
   const remember = (key: string, principal: Principal) => {
     if (options.cacheTtlMs <= 0) return;
@@ -80,26 +83,42 @@ export function createAuthenticator(db: Kysely<DB>, options: { cacheTtlMs: numbe
         if (cached.expiresAt > Date.now()) return { ok: true, principal: cached.principal };
         cache.delete(key);
       }
-      const credentials = parseBasicHeader(header);
-      if (credentials === undefined) return { ok: false, reason: 'malformed', username: undefined };
-      const { username, password } = credentials;
-      beforePasswordCheck?.(username);
-      const login = await findLogin(db, username);
-      if (login === undefined) {
-        await verifyNothing(password);
-        return { ok: false, reason: 'unknown_user', username };
+      const pending = inFlight.get(key);
+      if (pending !== undefined) return pending;
+      const verification = verifyUncached(header, key, beforePasswordCheck);
+      inFlight.set(key, verification);
+      try {
+        return await verification;
+      } finally {
+        inFlight.delete(key);
       }
-      // Legacy salted hashes (password_salt set) are not accepted: reset those passwords with the CLI.
-      const isMatch = login.passwordSalt === null && (await verifyPassword(password, login.passwordHash));
-      if (!isMatch) return { ok: false, reason: 'bad_password', username };
-      if (!login.isActive) return { ok: false, reason: 'disabled', username };
-      const principal: Principal = {
-        userId: login.userId,
-        username: login.username,
-        authItems: await findUserAuthItems(db, login.userId),
-      };
-      remember(key, principal);
-      return { ok: true, principal };
     },
   };
+
+  async function verifyUncached(
+    header: string,
+    key: string,
+    beforePasswordCheck: ((username: string) => void) | undefined,
+  ): Promise<Verification> {
+    const credentials = parseBasicHeader(header);
+    if (credentials === undefined) return { ok: false, reason: 'malformed', username: undefined };
+    const { username, password } = credentials;
+    beforePasswordCheck?.(username);
+    const login = await findLogin(db, username);
+    if (login === undefined) {
+      await verifyNothing(password);
+      return { ok: false, reason: 'unknown_user', username };
+    }
+    // Legacy salted hashes (password_salt set) are not accepted: reset those passwords with the CLI.
+    const isMatch = login.passwordSalt === null && (await verifyPassword(password, login.passwordHash));
+    if (!isMatch) return { ok: false, reason: 'bad_password', username };
+    if (!login.isActive) return { ok: false, reason: 'disabled', username };
+    const principal: Principal = {
+      userId: login.userId,
+      username: login.username,
+      authItems: await findUserAuthItems(db, login.userId),
+    };
+    remember(key, principal);
+    return { ok: true, principal };
+  }
 }
