@@ -46,7 +46,10 @@ describe('retry back-off (reference 9.5, newest branch)', () => {
 });
 
 /** Test routines: each records what it did in request_details, so rolled-back writes are visible. */
-function testCatalog(names: Record<string, string>, hooks: { gate?: Promise<void> } = {}) {
+function testCatalog(
+  names: Record<string, string>,
+  hooks: { gate?: Promise<void>; onLateWrite?: (what: string) => void } = {},
+) {
   const mark = async (ctx: RoutineContext, what: string): Promise<void> => {
     await ctx.trx
       .insertInto('request_details')
@@ -103,7 +106,16 @@ function testCatalog(names: Record<string, string>, hooks: { gate?: Promise<void
       name: names.slow!,
       timeoutMs: 50,
       retry: 'backoff',
-      run: () => new Promise(() => {}),
+      run: async (ctx) => {
+        // Runs on past its timeout, then tries to write: the write must never land.
+        await new Promise((resolve) => setTimeout(resolve, 120));
+        try {
+          await mark(ctx, 'late');
+          hooks.onLateWrite?.('written');
+        } catch {
+          hooks.onLateWrite?.('refused');
+        }
+      },
     }),
     defineRoutine({
       name: names.locker!,
@@ -129,6 +141,8 @@ forEachDialect((dialect) => {
     const gate = new Promise<void>((resolve) => {
       gateOpen = resolve;
     });
+    let lateWrite: (what: string) => void = () => {};
+    const hooks = { gate, onLateWrite: (what: string) => lateWrite(what) };
 
     before(async () => {
       testDb = await createTestDatabase(dialect);
@@ -150,7 +164,7 @@ forEachDialect((dialect) => {
         database: testDb.database,
         files: testDb.files,
         config,
-        catalog: testCatalog(names, { gate }),
+        catalog: testCatalog(names, hooks),
         now: () => clock,
       });
     });
@@ -299,13 +313,43 @@ forEachDialect((dialect) => {
       assert.equal(routine!.try_count, 1);
     });
 
-    it('retries a routine that exceeds its timeout', async () => {
-      const { requestId, queue } = await newRequest(names.slow!);
+    it('retries a routine that exceeds its timeout, and refuses its writes after the timeout', async () => {
+      const { requestId, queue, routineId } = await newRequest(names.slow!);
+      const late = new Promise<string>((resolve) => {
+        lateWrite = resolve;
+      });
       const outcome = await engine.step(queue);
       assert.equal(outcome.kind === 'ran' && outcome.status, 'RETRY');
       assert.match(outcome.kind === 'ran' ? (outcome.error ?? '') : '', /timed out/);
       const [routine] = await routinesOf(testDb.db, requestId);
-      assert.equal(routine!.status, 'RETRY');
+      assert.deepEqual([routine!.status, routine!.try_count], ['RETRY', 1]);
+      assert.equal((await executionsOf(testDb.db, routineId)).length, 1);
+      assert.equal(await late, 'refused');
+      assert.deepEqual(await details(requestId), []);
+    });
+
+    it('commits each routine of a batch with its own outcome (PostgreSQL batches, SQLite one)', async () => {
+      const type = await createRequestType(testDb.db, { routineName: names.ok! });
+      const ids: number[] = [];
+      for (let i = 0; i < 3; i += 1) {
+        ids.push((await enqueueRequest(testDb.db, { requestType: type.requestType })).requestId);
+      }
+      await testDb.db
+        .updateTable('request_routine')
+        .set({ routine_name: names.fail! })
+        .where('request_id', '=', ids[1]!)
+        .execute();
+      const outcomes = await engine.runBatch(type.queue, 10);
+      await engine.flushCounters();
+      assert.equal(outcomes.length, dialect === 'postgres' ? 3 : 1);
+      while ((await engine.runBatch(type.queue, 10)).length > 0);
+      const statuses = await Promise.all(ids.map(async (id) => (await routinesOf(testDb.db, id))[0]!.status));
+      assert.deepEqual(statuses, ['COMPLETE', 'RETRY', 'COMPLETE']);
+      assert.deepEqual(
+        await Promise.all(ids.map(async (id) => (await details(id)).length)),
+        [1, 0, 1],
+        'the failed routine left nothing, its batch neighbours kept their writes',
+      );
     });
 
     it('runs routines of a request in execute_sequence order and requests in routine id order', async () => {

@@ -229,8 +229,30 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
           .execute()
           .catch(() => {});
       }
+      // The other routines of the batch were rolled back too: they stay as they were and run again.
+      if (error instanceof RoutineTimeoutError) return [await recordTimeout(error)];
       throw error;
     }
+  }
+
+  /** Records a timed-out attempt in a short transaction of its own, unless another worker has it now. */
+  async function recordTimeout(error: RoutineTimeoutError): Promise<StepOutcome> {
+    const claimed = error.claimed!;
+    const attempt = await db.transaction().execute(async (trx) => {
+      let query = trx
+        .selectFrom('request_routine')
+        .select('id')
+        .where('id', '=', claimed.id)
+        .where('status', '=', claimed.status)
+        .where('try_count', '=', claimed.try_count);
+      if (database.dialect === 'postgres') query = query.forUpdate().skipLocked();
+      if ((await query.executeTakeFirst()) === undefined) return undefined;
+      const definition = catalog.get(claimed.routine_name);
+      const record = outcomeOf(claimed, definition, error, [...error.logLines]);
+      await recordAttempt(trx, record);
+      return { claimed, record, failure: error, startedAt: Date.now() };
+    });
+    return attempt === undefined ? { kind: 'contended' } : finish(attempt);
   }
 
   /**
@@ -269,12 +291,14 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
       await trx.commit().execute();
       return finish(attempt);
     } catch (error) {
+      chainedRoutineIds.delete(claimed.id);
       if (!trx.isCommitted && !trx.isRolledBack) {
         await trx
           .rollback()
           .execute()
           .catch(() => {});
       }
+      if (error instanceof RoutineTimeoutError) return recordTimeout(error);
       throw error;
     }
   }
@@ -328,6 +352,9 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
           // Not released: PostgreSQL and SQLite let the next routine of a batch reuse the name, and a
           // release would cost one more round trip per routine.
         } catch (error) {
+          if (error instanceof RoutineTimeoutError) {
+            throw new RoutineTimeoutError(definition.timeoutMs, claimed, logLines);
+          }
           failure = error;
           await inSavepoint.rollbackToSavepoint('routine').execute();
         }
@@ -494,10 +521,26 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
   };
 }
 
+/**
+ * A routine ran past its timeout. Its code may still be running and could still issue queries, so the
+ * whole transaction is rolled back (not just the routine's savepoint): later queries on it then fail
+ * instead of landing in someone else's commit.
+ */
+class RoutineTimeoutError extends Error {
+  readonly claimed: ClaimedRoutine | undefined;
+  readonly logLines: readonly string[];
+  constructor(timeoutMs: number, claimed?: ClaimedRoutine, logLines: readonly string[] = []) {
+    super(`Routine timed out after ${timeoutMs} ms`);
+    this.name = 'RoutineTimeoutError';
+    this.claimed = claimed;
+    this.logLines = logLines;
+  }
+}
+
 function withTimeout<T>(promise: Promise<T>, timeoutMs: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`Routine timed out after ${timeoutMs} ms`)), timeoutMs);
+    timer = setTimeout(() => reject(new RoutineTimeoutError(timeoutMs)), timeoutMs);
   });
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }

@@ -159,6 +159,71 @@ forEachDialect((dialect) => {
     });
 
     if (dialect === 'postgres') {
+      it('serialises two workers on one routine lock key until the holder commits', async () => {
+        const routine = await createRoutineName(testDb.db);
+        const typeA = await createRequestType(testDb.db, { routineName: routine });
+        const typeB = await createRequestType(testDb.db, { routineName: routine });
+        const a = await enqueueRequest(testDb.db, { requestType: typeA.requestType });
+        const b = await enqueueRequest(testDb.db, { requestType: typeB.requestType });
+        const events: string[] = [];
+        let releaseA: () => void = () => {};
+        const gateA = new Promise<void>((resolve) => {
+          releaseA = resolve;
+        });
+        let signalLockedA: () => void = () => {};
+        const lockedA = new Promise<void>((resolve) => {
+          signalLockedA = resolve;
+        });
+        const lockingRoutine = defineRoutine({
+          name: routine,
+          timeoutMs: 20_000,
+          retry: 'backoff',
+          run: async (ctx) => {
+            const who = ctx.routine.request_id === a.requestId ? 'A' : 'B';
+            await ctx.lock('patient:7');
+            events.push(`${who} locked`);
+            if (who === 'A') {
+              signalLockedA();
+              await gateA;
+            }
+            events.push(`${who} done`);
+          },
+        });
+        const databases = [
+          await openDatabase(config.database, { poolSize: 2 }),
+          await openDatabase(config.database, { poolSize: 2 }),
+        ];
+        try {
+          const [engineA, engineB] = databases.map((database) =>
+            createQueueEngine({
+              database,
+              files: testDb.files,
+              config,
+              catalog: createRoutineCatalog([lockingRoutine]),
+            }),
+          );
+          const runA = engineA!.step(typeA.queue);
+          await lockedA;
+          const runB = engineB!.step(typeB.queue);
+          // B waits on the lock row inside PostgreSQL.
+          await until(async () => {
+            const waiting = await testDb.database.pool!.query(
+              "select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'",
+            );
+            return (waiting.rows[0] as { n: number }).n > 0;
+          }, 5000);
+          assert.deepEqual(events, ['A locked']);
+          releaseA();
+          const [outcomeA, outcomeB] = await Promise.all([runA, runB]);
+          assert.equal(outcomeA.kind === 'ran' && outcomeA.status, 'COMPLETE');
+          assert.equal(outcomeB.kind === 'ran' && outcomeB.status, 'COMPLETE');
+          assert.deepEqual(events, ['A locked', 'A done', 'B locked', 'B done']);
+        } finally {
+          releaseA();
+          await Promise.all(databases.map((d) => d.close()));
+        }
+      });
+
       it('shares one queue between two workers without running any routine twice', async () => {
         const first = await createRoutineName(testDb.db);
         const second = await createRoutineName(testDb.db);
