@@ -164,7 +164,7 @@ forEachDialect((dialect) => {
         const typeA = await createRequestType(testDb.db, { routineName: routine });
         const typeB = await createRequestType(testDb.db, { routineName: routine });
         const a = await enqueueRequest(testDb.db, { requestType: typeA.requestType });
-        const b = await enqueueRequest(testDb.db, { requestType: typeB.requestType });
+        await enqueueRequest(testDb.db, { requestType: typeB.requestType });
         const events: string[] = [];
         let releaseA: () => void = () => {};
         const gateA = new Promise<void>((resolve) => {
