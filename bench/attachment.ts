@@ -11,12 +11,13 @@
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import type { Database } from '../src/db/database.ts';
-import type { BenchReport, BenchRow, BenchRunOptions, RunningProcess } from './lib.ts';
+import type { BenchReport, BenchRow, BenchRunOptions, LoadResult, RunningProcess } from './lib.ts';
 import {
   BENCH_AUTHORIZATION,
   captureResponse,
   ensureBenchAccount,
   measureInterleaved,
+  mergeLoadResults,
   prepareDatabase,
   readRssBytes,
   startFloor,
@@ -114,40 +115,20 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
             [r, measured.find((f) => f.name === r.floorName && f.connections === r.connections)!] as const,
         );
 
-    for (const size of SIZES) {
-      const path = `${PATH}?id=${ids.get(size.label)!}`;
-      const measured = await measureAgainstFloor(
-        `GET view ${size.label}`,
-        path,
-        headers,
-        200,
-        options.connections,
+    const smallPath = `${PATH}?id=${ids.get('2 KB')!}`;
+    const small = await measureAgainstFloor('GET view 2 KB', smallPath, headers, 200, options.connections);
+    rows.push(...small);
+    for (const [row, floor] of pairs(small)) {
+      const ratio = row.requestsPerSec / floor.requestsPerSec;
+      notes.push(
+        target(
+          `2 KB at ${row.connections} conn: ${pct(ratio)} of the floor's requests/s`,
+          ratio >= 0.4,
+          '>= 40%',
+        ),
       );
-      rows.push(...measured);
-      for (const [row, floor] of pairs(measured)) {
-        if (size.label === '2 KB') {
-          const ratio = row.requestsPerSec / floor.requestsPerSec;
-          notes.push(
-            target(
-              `${size.label} at ${row.connections} conn: ${pct(ratio)} of the floor's requests/s`,
-              ratio >= 0.4,
-              '>= 40%',
-            ),
-          );
-        } else if (size.label === '1 MB') {
-          const ratio = row.bytesPerSec / floor.bytesPerSec;
-          notes.push(
-            target(
-              `${size.label} at ${row.connections} conn: ${pct(ratio)} of the floor's bytes/s`,
-              ratio >= 0.6,
-              '>= 60%',
-            ),
-          );
-        }
-      }
     }
 
-    const smallPath = `${PATH}?id=${ids.get('2 KB')!}`;
     const etag = (await captureResponse(`${server.url}${smallPath}`, { headers })).headers.find(
       ([name]) => name.toLowerCase() === 'etag',
     )?.[1];
@@ -171,17 +152,79 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
       );
     }
 
+    for (const size of SIZES.filter((s) => s.label !== '2 KB')) {
+      const path = `${PATH}?id=${ids.get(size.label)!}`;
+      const name = `GET view ${size.label}`;
+      const sample = await captureResponse(`${server.url}${path}`, { headers });
+      if (sample.status !== 200 || sample.body.length !== size.bytes)
+        throw new Error(`${name} answered ${sample.status}`);
+      const floor = await startFloor(sample);
+      try {
+        for (const connections of options.connections) {
+          // Floor, server, server, floor: each half the duration, merged (as measureInterleaved does).
+          const order = [floor, server, server, floor];
+          const results = new Map<RunningProcess, LoadResult[]>([
+            [floor, []],
+            [server, []],
+          ]);
+          for (const [index, target] of order.entries()) {
+            if (index < 2 && warmupSeconds > 0)
+              await downloadInParallel(`${target.url}${path}`, headers, connections, warmupSeconds * 1000);
+            results
+              .get(target)!
+              .push(
+                await downloadInParallel(
+                  `${target.url}${path}`,
+                  headers,
+                  connections,
+                  (durationSeconds * 1000) / 2,
+                  target.pid,
+                ),
+              );
+          }
+          const floorRow: BenchRow = {
+            name: `floor: ${name}`,
+            dialect: 'none',
+            isFloor: true,
+            connections,
+            ...mergeLoadResults(results.get(floor)!),
+          };
+          const row: BenchRow = {
+            name,
+            dialect,
+            floorName: floorRow.name,
+            connections,
+            ...mergeLoadResults(results.get(server)!),
+          };
+          rows.push(floorRow, row);
+          if (size.label === '1 MB') {
+            const ratio = row.bytesPerSec / floorRow.bytesPerSec;
+            notes.push(
+              target(
+                `1 MB at ${connections} conn: ${pct(ratio)} of the floor's bytes/s`,
+                ratio >= 0.6,
+                '>= 60%',
+              ),
+            );
+          }
+        }
+      } finally {
+        await floor.stop();
+      }
+    }
+
     // Memory: 16 parallel 20 MB downloads from a plain node:http client (autocannon parses every body,
     // which would make the client, not the server, the bottleneck), then the RSS as the server idles.
     const bigPath = `${PATH}?id=${ids.get('20 MB')!}`;
-    const sampler = startRssSampler(server.pid, 100);
     const downloads = await downloadInParallel(
       `${server.url}${bigPath}`,
       headers,
       RSS_CONNECTIONS,
       Math.max(3, durationSeconds) * 1000,
+      server.pid,
     );
-    const peakRss = await sampler.stop();
+    rows.push({ name: 'GET view 20 MB (RSS run)', dialect, connections: RSS_CONNECTIONS, ...downloads });
+    const peakRss = downloads.rssPeakBytes ?? 0;
     const afterRss: string[] = [];
     let waitedSeconds = 0;
     for (const seconds of [1, 5, 10]) {
@@ -191,7 +234,7 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
     }
     notes.push(
       target(
-        `RSS with ${RSS_CONNECTIONS} parallel 20 MB downloads (${downloads.completed} completed, ${(downloads.bytes / 1e6 / downloads.seconds).toFixed(0)} MB/s, statuses ${JSON.stringify(downloads.statusCounts)}): peak ${mb(peakRss)} MB, idle before the runs ${mb(idleRss)} MB`,
+        `RSS with ${RSS_CONNECTIONS} parallel 20 MB downloads (${downloads.totalRequests} completed): peak ${mb(peakRss)} MB, idle before the runs ${mb(idleRss)} MB`,
         peakRss < RSS_LIMIT_BYTES,
         '< 600 MB',
       ),
@@ -223,20 +266,28 @@ function mb(bytes: number): string {
   return (bytes / MB).toFixed(0);
 }
 
-/** `connections` keep-alive loops downloading `url` (bodies discarded as they arrive) for `durationMs`. */
+/**
+ * `connections` keep-alive loops downloading `url` for `durationMs`, bodies discarded as they arrive.
+ * Used for the large bodies: autocannon parses every body it receives, which makes the load generator,
+ * not the server, the bottleneck from about 1 MB up. `bytesPerSec` counts body bytes.
+ */
 async function downloadInParallel(
   url: string,
   headers: Record<string, string>,
   connections: number,
   durationMs: number,
-): Promise<{ completed: number; bytes: number; seconds: number; statusCounts: Record<string, number> }> {
+  samplePid?: number,
+): Promise<LoadResult> {
   const agent = new http.Agent({ keepAlive: true, maxSockets: connections });
   const statusCounts: Record<string, number> = {};
-  let completed = 0;
+  const latencies: number[] = [];
   let bytes = 0;
-  const started = Date.now();
+  let errors = 0;
+  const sampler = samplePid === undefined ? undefined : startRssSampler(samplePid, 100);
+  const started = performance.now();
   const once = () =>
-    new Promise<void>((resolve, reject) => {
+    new Promise<void>((resolve) => {
+      const begin = performance.now();
       const request = http.get(url, { agent, headers }, (response) => {
         response.on('data', (chunk: Buffer) => {
           bytes += chunk.length;
@@ -244,18 +295,47 @@ async function downloadInParallel(
         response.on('end', () => {
           const key = String(response.statusCode);
           statusCounts[key] = (statusCounts[key] ?? 0) + 1;
-          completed += 1;
+          latencies.push(performance.now() - begin);
           resolve();
         });
-        response.on('error', reject);
+        response.on('error', () => {
+          errors += 1;
+          resolve();
+        });
       });
-      request.on('error', reject);
+      request.on('error', () => {
+        errors += 1;
+        resolve();
+      });
     });
   await Promise.all(
     Array.from({ length: connections }, async () => {
-      while (Date.now() - started < durationMs) await once();
+      while (performance.now() - started < durationMs) await once();
     }),
   );
+  const seconds = (performance.now() - started) / 1000;
   agent.destroy();
-  return { completed, bytes, seconds: (Date.now() - started) / 1000, statusCounts };
+  const rssPeakBytes = sampler === undefined ? undefined : await sampler.stop();
+  latencies.sort((a, b) => a - b);
+  const percentile = (p: number) =>
+    latencies.length === 0
+      ? 0
+      : latencies[Math.min(latencies.length - 1, Math.ceil((p / 100) * latencies.length) - 1)]!;
+  return {
+    requestsPerSec: latencies.length / seconds,
+    bytesPerSec: bytes / seconds,
+    p50Ms: percentile(50),
+    p99Ms: percentile(99),
+    totalRequests: latencies.length,
+    durationSeconds: seconds,
+    errors,
+    timeouts: 0,
+    non2xx: Object.entries(statusCounts).reduce(
+      (n, [code, count]) => (code.startsWith('2') ? n : n + count),
+      0,
+    ),
+    statusCounts,
+    ...(rssPeakBytes === undefined ? {} : { rssPeakBytes }),
+    ...(samplePid === undefined ? {} : { rssAfterBytes: await readRssBytes(samplePid) }),
+  };
 }

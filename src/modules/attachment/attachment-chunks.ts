@@ -1,18 +1,25 @@
 /**
- * Reading one large binary field in fixed-size chunks, each chunk its own statement. Used on
- * PostgreSQL, where `pg` would otherwise bring a whole `bytea` through the text protocol (the value as a
- * hex string twice its size, plus the decoded Buffer, plus the socket buffer: about six times the
- * attachment per download). Chunks keep a download's memory to one chunk, and no pool connection is
- * held while a slow client reads. A write between two chunks is detected by the row's
- * `last_modified_date`, which the migration-0005 trigger moves forward on every write.
+ * Reading one large binary field in fixed-size chunks, each chunk its own statement, so that a
+ * download in flight holds one chunk, not the whole attachment, and no connection is held while a slow
+ * client reads. PostgreSQL: `pg` would otherwise bring a whole `bytea` through the text protocol (a hex
+ * string twice its size, plus the decoded Buffer, plus the socket buffer: about five times the
+ * attachment). SQLite: `substr` still reads the whole value inside SQLite (freed at once, and only one
+ * statement runs at a time), so its chunks are larger, to read a big blob fewer times. A write between
+ * two chunks is detected by the row's `last_modified_date`, which the migration-0005 trigger moves
+ * forward on every write.
  */
 import { createHash } from 'node:crypto';
-import type { Database } from '../../db/database.ts';
+import type { Database, Dialect } from '../../db/database.ts';
 import type { DataField } from './attachment.queries.ts';
 import { isThumbnail, readAttachmentChunk, upsertDigest } from './attachment.queries.ts';
 import { thumbnailTypeOf } from './content-type.ts';
 
-export const CHUNK_BYTES = 1024 * 1024;
+const MiB = 1024 * 1024;
+
+/** Chunk size of a dialect; fields up to this size are read in one piece. */
+export function chunkBytesFor(dialect: Dialect): number {
+  return dialect === 'postgres' ? MiB : 4 * MiB;
+}
 
 export type BinaryField = Exclude<DataField, 'text_data'>;
 
@@ -35,8 +42,9 @@ export async function* readInChunks(
   modifiedDate: string,
   sizeBytes: number,
 ): AsyncGenerator<Buffer> {
-  for (let offset = 0; offset < sizeBytes; offset += CHUNK_BYTES) {
-    const length = Math.min(CHUNK_BYTES, sizeBytes - offset);
+  const chunkBytes = chunkBytesFor(database.dialect);
+  for (let offset = 0; offset < sizeBytes; offset += chunkBytes) {
+    const length = Math.min(chunkBytes, sizeBytes - offset);
     const chunk = await readAttachmentChunk(database, id, field, offset, length);
     if (chunk === undefined || chunk.lastModifiedDate !== modifiedDate || chunk.bytes?.length !== length)
       throw new ChangedWhileReadingError();

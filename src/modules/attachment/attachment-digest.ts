@@ -10,7 +10,7 @@ import type { Database } from '../../db/database.ts';
 import type { DB } from '../../db/schema.ts';
 import type { DataField } from './attachment.queries.ts';
 import { DATA_FIELDS, isThumbnail, readAttachmentContent, upsertDigest } from './attachment.queries.ts';
-import { CHUNK_BYTES, digestInChunks } from './attachment-chunks.ts';
+import { chunkBytesFor, digestInChunks } from './attachment-chunks.ts';
 import { thumbnailTypeOf } from './content-type.ts';
 
 export interface FieldDigest {
@@ -51,7 +51,7 @@ export async function refreshAttachmentDigests(
   attachmentDataId: number,
   fields: readonly DataField[] = DATA_FIELDS,
 ): Promise<void> {
-  const maxInlineBytes = database.dialect === 'postgres' ? CHUNK_BYTES : undefined;
+  const maxInlineBytes = chunkBytesFor(database.dialect);
   for (const field of fields) {
     const content = await readAttachmentContent(database, attachmentDataId, field, maxInlineBytes);
     if (content === undefined) return;

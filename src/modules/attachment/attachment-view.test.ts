@@ -14,7 +14,7 @@ import {
 } from '../../../test/factories-attachment.ts';
 import type { TestApp } from '../../../test/harness.ts';
 import { forEachDialect, startTestApp } from '../../../test/harness.ts';
-import { CHUNK_BYTES, ChangedWhileReadingError, readInChunks } from './attachment-chunks.ts';
+import { ChangedWhileReadingError, chunkBytesFor, readInChunks } from './attachment-chunks.ts';
 
 const VIEW = '/api/v1/attachmentdisplay/view';
 const IMMUTABLE = 'private, max-age=31536000, immutable';
@@ -197,7 +197,7 @@ forEachDialect((dialect) => {
     });
 
     it('sends a multi-megabyte attachment exactly, for GET and HEAD, with and without a stored digest', async () => {
-      const bytes = randomBytes(2 * 1024 * 1024 + 12345);
+      const bytes = randomBytes(chunkBytesFor(dialect) * 2 + 12345);
       const id = await createAttachment(app.db, { blob_data: bytes, mime_type: 'application/octet-stream' });
       const head = await get(`id=${id}`, {}, 'HEAD');
       assert.equal(head.headers.get('content-length'), String(bytes.length));
@@ -219,7 +219,8 @@ forEachDialect((dialect) => {
     });
 
     it('detects a write between two chunks of one read', async () => {
-      const bytes = randomBytes(CHUNK_BYTES * 2 + 1);
+      const chunkBytes = chunkBytesFor(dialect);
+      const bytes = randomBytes(chunkBytes * 2 + 1);
       const id = await createAttachment(app.db, { blob_data: bytes });
       const row = await app.db
         .selectFrom('attachment_data')
@@ -228,7 +229,7 @@ forEachDialect((dialect) => {
         .executeTakeFirstOrThrow();
       const chunks = readInChunks(app.database, id, 'blob_data', row.last_modified_date, bytes.length);
       const first = await chunks.next();
-      assert.ok(Buffer.isBuffer(first.value) && first.value.equals(bytes.subarray(0, CHUNK_BYTES)));
+      assert.ok(Buffer.isBuffer(first.value) && first.value.equals(bytes.subarray(0, chunkBytes)));
       await app.db
         .updateTable('attachment_data')
         .set({ attachment_type: 'NONE' })
