@@ -20,7 +20,10 @@ export type DecodeResponse =
   | { readonly id: number; readonly error: string };
 
 export interface BodyDecoder {
-  /** The body read as {@link readSignatureBody} does; undefined when it is not a JSON object. */
+  /**
+   * The body read as {@link readSignatureBody} does; undefined when it is not a JSON object. A large
+   * body that owns its whole buffer is moved to the worker: the caller must not use it afterwards.
+   */
   decode(body: Uint8Array): Promise<SignatureInput | undefined>;
   /** Stops the worker threads. */
   close(): Promise<void>;
