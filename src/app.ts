@@ -8,6 +8,7 @@ import Fastify from 'fastify';
 import type { AppDeps } from './deps.ts';
 import { createBasicAuthGuard } from './http/basic-auth.ts';
 import { installErrorHandling } from './http/error-handler.ts';
+import { applySecurityHeaders, httpsServerOptions } from './http/transport-security.ts';
 import type { ModuleOptions } from './http/module.ts';
 import type { Logger } from './logger.ts';
 import { attachmentRoutes } from './modules/attachment/index.ts';
@@ -26,7 +27,10 @@ const REQUEST_ID = /^[\w.:-]{1,64}$/;
 
 export async function buildApp(deps: AppDeps, options: BuildAppOptions = {}): Promise<FastifyInstance> {
   const loggerInstance: FastifyBaseLogger | undefined = options.logger;
+  // With TLS_CERT/TLS_KEY the server speaks HTTPS itself; the instance type stays the plain one (the
+  // routes never touch the raw server).
   const app = Fastify({
+    ...(httpsServerOptions(deps.config) as object),
     ...(loggerInstance === undefined ? { logger: false } : { loggerInstance }),
     routerOptions: { caseSensitive: false, ignoreTrailingSlash: true, ignoreDuplicateSlashes: true },
     bodyLimit: deps.config.limits.jsonBodyBytes,
@@ -42,7 +46,7 @@ export async function buildApp(deps: AppDeps, options: BuildAppOptions = {}): Pr
 
   app.addHook('onSend', async (request, reply, payload) => {
     void reply.header('x-request-id', request.id);
-    void reply.header('x-content-type-options', 'nosniff');
+    applySecurityHeaders(request, reply);
     if (!reply.hasHeader('cache-control')) void reply.header('cache-control', 'no-store');
     return payload;
   });

@@ -2,6 +2,9 @@
  * The only module that reads `process.env`. Every value is parsed and checked here, and every problem is
  * reported at once so that an operator can fix a bad deployment in one pass.
  */
+import { X509Certificate, createPrivateKey } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import path from 'node:path';
 
 export type DatabaseTarget =
@@ -55,6 +58,12 @@ export interface Config {
   readonly queueRetryBackoff: string;
   /** Request types whose `REQUEST_BLOB.blob_data` the clean-up routine nulls after a successful attach. */
   readonly queueDropBlobRequestTypes: readonly string[];
+  /** HTTPS served by the server itself: PEM certificate chain and key read at start (`TLS_CERT`, `TLS_KEY`). */
+  readonly tls?: { readonly cert: Buffer; readonly key: Buffer };
+  /** Refuse Basic credentials over plain HTTP (reference D10); on by default when NODE_ENV=production. */
+  readonly requireTls: boolean;
+  /** API server processes (node:cluster); `auto` = one per core. */
+  readonly serverProcesses: number;
 }
 
 export class ConfigError extends Error {
@@ -155,9 +164,54 @@ export function loadConfig(env: Env = process.env): Config {
     workerQueues: list(read('WORKER_QUEUES')),
     queueRetryBackoff: backoff(read('QUEUE_RETRY_BACKOFF') ?? '2m*n@5,30m@13,6h@20', problems),
     queueDropBlobRequestTypes: list(read('QUEUE_DROP_BLOB_REQUEST_TYPES')),
+    ...tlsFiles(read('TLS_CERT'), read('TLS_KEY'), problems),
+    requireTls: flag('REQUIRE_TLS', read('NODE_ENV') === 'production'),
+    serverProcesses:
+      read('SERVER_PROCESSES')?.toLowerCase() === 'auto'
+        ? availableParallelism()
+        : int('SERVER_PROCESSES', 1, 1, 256),
   };
   if (problems.length > 0) throw new ConfigError(problems);
   return config;
+}
+
+/** Reads and checks the PEM files of `TLS_CERT` / `TLS_KEY` (both or neither). */
+function tlsFiles(
+  certPath: string | undefined,
+  keyPath: string | undefined,
+  problems: string[],
+): { tls?: { cert: Buffer; key: Buffer } } {
+  if (certPath === undefined && keyPath === undefined) return {};
+  if (certPath === undefined || keyPath === undefined) {
+    problems.push('TLS_CERT and TLS_KEY must be set together');
+    return {};
+  }
+  const readPem = (name: string, file: string): Buffer | undefined => {
+    try {
+      return readFileSync(file);
+    } catch (error) {
+      problems.push(`${name} cannot be read: ${(error as NodeJS.ErrnoException).code ?? 'error'} ${file}`);
+      return undefined;
+    }
+  };
+  const cert = readPem('TLS_CERT', certPath);
+  const key = readPem('TLS_KEY', keyPath);
+  if (cert === undefined || key === undefined) return {};
+  let certificate: X509Certificate | undefined;
+  try {
+    certificate = new X509Certificate(cert);
+  } catch {
+    problems.push(`TLS_CERT is not a PEM certificate: ${certPath}`);
+  }
+  try {
+    const privateKey = createPrivateKey(key);
+    if (certificate !== undefined && !certificate.checkPrivateKey(privateKey)) {
+      problems.push('TLS_KEY does not match the certificate of TLS_CERT');
+    }
+  } catch {
+    problems.push(`TLS_KEY is not a PEM private key (or it is encrypted): ${keyPath}`);
+  }
+  return { tls: { cert, key } };
 }
 
 function list(raw: string | undefined): string[] {

@@ -126,7 +126,8 @@ export async function startTestApp(dialect: Dialect, options: StartTestAppOption
   await app.listen({ host: '127.0.0.1', port: 0 });
   const address = app.server.address();
   if (address === null || typeof address === 'string') throw new Error('no address');
-  const baseUrl = `http://127.0.0.1:${address.port}`;
+  // TLS_CERT/TLS_KEY in `env` start the app over HTTPS (fetch then needs the test's CA: use node:https).
+  const baseUrl = `${config.tls === undefined ? 'http' : 'https'}://127.0.0.1:${address.port}`;
   return {
     ...testDb,
     baseUrl,

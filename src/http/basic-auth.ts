@@ -10,6 +10,7 @@ import type { AppDeps } from '../deps.ts';
 import { AppError } from '../errors.ts';
 import type { Principal } from '../modules/user/index.ts';
 import { createRateLimiter } from './rate-limit.ts';
+import { presentsCredentialsInsecurely } from './transport-security.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -41,6 +42,11 @@ export function createBasicAuthGuard(deps: AppDeps): BasicAuthGuard {
 
   return (options = {}) =>
     async function basicAuthGuard(request: FastifyRequest, _reply: FastifyReply): Promise<void> {
+      // REQUIRE_TLS (reference D10): credentials sent in clear are refused before any password check.
+      if (presentsCredentialsInsecurely(deps.config, request)) {
+        request.log.info({ reason: 'plain_http' }, 'basic authentication refused');
+        throw unauthorized();
+      }
       const address = request.ip;
       const verification = await deps.authenticator.verify(request.headers.authorization, (username) => {
         const wait = Math.max(
