@@ -22,6 +22,17 @@ export interface PatientSearchRow {
   readonly gender: string | null;
 }
 
+/** A patient row joined with one of its live identifiers (null columns when it has none). */
+export interface PatientWithIdentifierRow extends PatientSearchRow {
+  readonly identifier_type_id: number | null;
+  readonly identifier_value: string | null;
+  readonly long_title: string | null;
+  readonly short_title: string | null;
+}
+
+/** Safety cap on the rows of one identifier search (patients x their identifiers). */
+const MAX_IDENTIFIER_ROWS = 10_000;
+
 export interface IdentifierRow {
   readonly patient_id: number;
   readonly patient_identifier_type_id: number;
@@ -148,23 +159,43 @@ export function createPatientQueries(database: Database) {
     return query;
   };
 
-  const byIdentifier = (pairs: readonly IdentifierPair[], page: PageQuery) =>
-    basePage(page, 'identifier').where('p.id', 'in', (eb) =>
-      eb
-        .selectFrom('patient_identifier as pi')
-        .select('pi.patient_id')
-        .where('pi.deleted', '=', 0)
-        .where((w) =>
-          w.or(
-            pairs.map((pair) =>
-              w.and([
-                w('pi.patient_identifier_type_id', '=', pair.typeId),
-                w(sql<string>`lower(${sql.ref('pi.value')})`, '=', pair.value),
-              ]),
+  // Identifier search matches a handful of patients at most, so it fetches them with all their live
+  // identifiers in one statement and pages in memory (one round trip instead of two).
+  const byIdentifier = (pairs: readonly IdentifierPair[], page: PageQuery) => {
+    let query = db
+      .selectFrom('contact as c')
+      .innerJoin('patient as p', 'p.contact_id', 'c.id')
+      .leftJoin('patient_identifier as own', (join) =>
+        join.onRef('own.patient_id', '=', 'p.id').on('own.deleted', '=', 0),
+      )
+      .leftJoin('patient_identifier_type as t', 't.id', 'own.patient_identifier_type_id')
+      .select([
+        ...COLUMNS,
+        'own.patient_identifier_type_id as identifier_type_id',
+        'own.value as identifier_value',
+        't.long_title',
+        't.short_title',
+      ])
+      .where('p.deleted', '=', 0)
+      .where('p.id', 'in', (eb) =>
+        eb
+          .selectFrom('patient_identifier as pi')
+          .select('pi.patient_id')
+          .where('pi.deleted', '=', 0)
+          .where((w) =>
+            w.or(
+              pairs.map((pair) =>
+                w.and([
+                  w('pi.patient_identifier_type_id', '=', pair.typeId),
+                  w(sql<string>`lower(${sql.ref('pi.value')})`, '=', pair.value),
+                ]),
+              ),
             ),
           ),
-        ),
-    );
+      );
+    for (const term of orderTerms(page, 'identifier')) query = query.orderBy(term);
+    return query.orderBy('p.id', 'asc').orderBy('own.id', 'asc').limit(MAX_IDENTIFIER_ROWS);
+  };
 
   const identifiersOf = (patientIds: readonly number[]) =>
     db
@@ -209,16 +240,22 @@ export function createPatientQueries(database: Database) {
     },
 
     /**
-     * One page of live patients holding a live identifier equal (case-insensitively) to one of the
-     * (type, value) pairs; `value` must already be lower-cased like the database does. At least one pair.
+     * Every live patient holding a live identifier equal (case-insensitively) to one of the (type, value)
+     * pairs (`value` already lower-cased like the database does; at least one pair), one row per live
+     * identifier of theirs (or one row with null identifier columns), in result order then identifier
+     * id. The caller pages.
      */
-    patientsByIdentifier(pairs: readonly IdentifierPair[], page: PageQuery): CompiledQuery<PatientSearchRow> {
-      const key = `identifier|${pairs.length}|${pageKey(page)}`;
-      const values = [...pageValues(page), ...pairs.flatMap((p) => [p.typeId, p.value])];
+    patientsByIdentifier(
+      pairs: readonly IdentifierPair[],
+      page: Pick<PageQuery, 'sortColumn' | 'isDescending'>,
+    ): CompiledQuery<PatientWithIdentifierRow> {
+      const key = `identifier|${pairs.length}|${page.sortColumn}|${page.isDescending}`;
+      const values = pairs.flatMap((p) => [p.typeId, p.value]);
+      const full: PageQuery = { ...page, limit: 0, offset: 0, restrictTypeId: undefined };
       return shapes.compile(key, values, (s) =>
         byIdentifier(
-          pairs.map((_, i) => ({ typeId: s[3 + 2 * i] as number, value: s[4 + 2 * i] as string })),
-          pageWith(page, s, 0),
+          pairs.map((_, i) => ({ typeId: s[2 * i] as number, value: s[2 * i + 1] as string })),
+          full,
         ),
       );
     },

@@ -7,9 +7,11 @@ import type { CompiledQuery } from 'kysely';
 import type { AppDeps } from '../../deps.ts';
 import type {
   IdentifierPair,
+  IdentifierRow,
   PageQuery,
   PatientQueries,
   PatientSearchRow,
+  PatientWithIdentifierRow,
   SortColumn,
 } from './patient.queries.ts';
 import { createPatientQueries } from './patient.queries.ts';
@@ -62,12 +64,20 @@ export interface PatientSearchInput {
   readonly siteCookie: string | undefined;
 }
 
-interface SearchPlan {
+type SearchPlan = {
   readonly ref: ReferenceData;
   readonly scope: Scope;
   readonly isTypeGiven: boolean;
-  readonly query: CompiledQuery<PatientSearchRow>;
-}
+  readonly page: PageQuery;
+} & (
+  | { readonly kind: 'name'; readonly query: CompiledQuery<PatientSearchRow> }
+  | { readonly kind: 'identifier'; readonly query: CompiledQuery<PatientWithIdentifierRow> }
+);
+
+type OwnIdentifier = Pick<
+  IdentifierRow,
+  'patient_identifier_type_id' | 'value' | 'long_title' | 'short_title'
+>;
 
 interface Scope {
   readonly institution: Institution | undefined;
@@ -120,7 +130,7 @@ export function createPatientSearchService(deps: Pick<AppDeps, 'config' | 'datab
         firstName: prefix(parsed.firstName),
         dob: parsed.dob,
       };
-      return { ...base, query: queries.patientsByName(criteria, page) };
+      return { ...base, kind: 'name', page, query: queries.patientsByName(criteria, page) };
     }
     const candidates =
       restrictType !== undefined
@@ -136,12 +146,17 @@ export function createPatientSearchService(deps: Pick<AppDeps, 'config' | 'datab
       pairs.set(`${type.id}\u0000${lowered}`, { typeId: type.id, value: lowered });
     }
     if (pairs.size === 0) return undefined;
-    return { ...base, query: queries.patientsByIdentifier([...pairs.values()], page) };
+    return {
+      ...base,
+      kind: 'identifier',
+      page,
+      query: queries.patientsByIdentifier([...pairs.values()], page),
+    };
   };
 
   return {
     /** The SQL of the page query a search would run (for EXPLAIN in the benchmark), or undefined. */
-    async compileSearch(input: PatientSearchInput): Promise<CompiledQuery | undefined> {
+    async compileSearch(input: PatientSearchInput): Promise<CompiledQuery<unknown> | undefined> {
       return (await planSearch(input))?.query;
     },
 
@@ -149,15 +164,37 @@ export function createPatientSearchService(deps: Pick<AppDeps, 'config' | 'datab
       const plan = await planSearch(input);
       if (plan === undefined) return [];
       const { ref, scope } = plan;
-      const rows: PatientSearchRow[] = await queries.run(plan.query);
-      if (rows.length === 0) return [];
-
-      const identifiers = await queries.run(queries.identifiersOf(rows.map((r) => r.id)));
-      const byPatient = new Map<number, typeof identifiers>();
-      for (const row of identifiers) {
-        const list = byPatient.get(row.patient_id);
-        if (list === undefined) byPatient.set(row.patient_id, [row]);
-        else list.push(row);
+      let rows: PatientSearchRow[];
+      const byPatient = new Map<number, OwnIdentifier[]>();
+      if (plan.kind === 'name') {
+        rows = await queries.run(plan.query);
+        if (rows.length === 0) return [];
+        for (const row of await queries.run(queries.identifiersOf(rows.map((r) => r.id)))) {
+          const list = byPatient.get(row.patient_id);
+          if (list === undefined) byPatient.set(row.patient_id, [row]);
+          else list.push(row);
+        }
+      } else {
+        const joined = await queries.run(plan.query);
+        const patients: PatientSearchRow[] = [];
+        for (const row of joined) {
+          let list = byPatient.get(row.id);
+          if (list === undefined) {
+            list = [];
+            byPatient.set(row.id, list);
+            patients.push(row);
+          }
+          if (row.identifier_type_id !== null && row.identifier_value !== null) {
+            list.push({
+              patient_identifier_type_id: row.identifier_type_id,
+              value: row.identifier_value,
+              long_title: row.long_title,
+              short_title: row.short_title ?? '',
+            });
+          }
+        }
+        rows = patients.slice(plan.page.offset, plan.page.offset + plan.page.limit);
+        if (rows.length === 0) return [];
       }
       const today = todayIn(deps.config.timeZone);
       const usage =
