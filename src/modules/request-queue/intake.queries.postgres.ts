@@ -1,9 +1,8 @@
 /**
  * PostgreSQL form of the intake write. Why a dialect file: PostgreSQL runs data-modifying CTEs, so the
- * request, its attachment rows, its first routine and the NOTIFY go to the server as ONE statement (one
- * round trip, its own implicit transaction, the NOTIFY delivered at its commit) instead of BEGIN, three
- * INSERTs, a NOTIFY and COMMIT. SQLite has no INSERT inside WITH; it uses `insertQueuedRequest` inside a
- * transaction (intake.queries.ts). Both write the same rows.
+ * request, its attachment rows and its first routine go to the server as ONE statement (one round trip,
+ * its own implicit transaction) instead of BEGIN, three INSERTs and COMMIT. SQLite has no INSERT inside
+ * WITH; it uses `insertQueuedRequest` inside a transaction (intake.queries.ts). Both write the same rows.
  */
 import type { Kysely } from 'kysely';
 import { sql } from 'kysely';
@@ -11,13 +10,12 @@ import type { DB } from '../../db/schema.ts';
 import type { QueuedRequestRows } from './intake.queries.ts';
 
 /**
- * Writes one queued request atomically and notifies `channel` with the queue name at commit.
- * `rows.attachments` must not be empty (an INSERT needs at least one row).
+ * Writes one queued request atomically; resolves to its id once committed. `rows.attachments` must not
+ * be empty (an INSERT needs at least one row).
  */
-export async function insertQueuedRequestAndNotify(
+export async function insertQueuedRequestInOneStatement(
   db: Kysely<DB>,
   rows: QueuedRequestRows,
-  channel: string,
 ): Promise<number> {
   const audit = {
     created_user_id: rows.userId,
@@ -68,7 +66,7 @@ export async function insertQueuedRequestAndNotify(
       }),
     )
     .selectFrom('new_request')
-    .select(['id', sql<string>`pg_notify(${channel}, ${rows.route.queue})`.as('notified')])
+    .select('id')
     .executeTakeFirstOrThrow();
   return result.id;
 }

@@ -3,7 +3,6 @@
  * of one queued request (request, its attachment_data rows, its first request_routine).
  */
 import type { Kysely } from 'kysely';
-import { sql } from 'kysely';
 import type { DB, NewRow } from '../../db/schema.ts';
 
 /** Where a request type's work starts: its default routine and queue. */
@@ -114,9 +113,4 @@ export async function insertQueuedRequest(trx: Kysely<DB>, rows: QueuedRequestRo
     })
     .execute();
   return requestId;
-}
-
-/** PostgreSQL only: queue a NOTIFY that is delivered when the surrounding transaction commits. */
-export async function notifyAtCommit(trx: Kysely<DB>, channel: string, payload: string): Promise<void> {
-  await sql`select pg_notify(${channel}, ${payload})`.execute(trx);
 }

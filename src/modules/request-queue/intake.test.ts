@@ -210,7 +210,7 @@ forEachDialect((dialect) => {
       });
 
       if (dialect === 'postgres') {
-        it('sends NOTIFY request_queue with the queue name at commit', async () => {
+        it('sends NOTIFY request_queue with the queue name after the commit', async () => {
           const listener = new pg.Client({ connectionString: app.url });
           await listener.connect();
           try {
@@ -224,8 +224,9 @@ forEachDialect((dialect) => {
                 json({ request_type: type.requestType, data: {} }),
               ),
             );
-            // A round trip on the listening connection delivers any notification already sent.
-            await listener.query('select 1');
+            // The NOTIFY follows the commit without delaying the answer: wait for it (bounded).
+            const deadline = Date.now() + 5000;
+            while (received.length === 0 && Date.now() < deadline) await listener.query('select 1');
             assert.deepEqual(received, [`request_queue:${type.queue}`]);
           } finally {
             await listener.end();

@@ -21,14 +21,9 @@ import {
   sniffMimeType,
 } from './content-type.ts';
 import type { AttachmentRowInput, QueuedRequestRows, RequestTypeRoute } from './intake.queries.ts';
-import { insertQueuedRequestAndNotify } from './intake.queries.postgres.ts';
-import {
-  findKnownMimeTypes,
-  findRequestTypeRoute,
-  insertQueuedRequest,
-  notifyAtCommit,
-} from './intake.queries.ts';
-import { REQUEST_QUEUE_CHANNEL, emitRequestQueued } from './queue-events.ts';
+import { insertQueuedRequestInOneStatement } from './intake.queries.postgres.ts';
+import { findKnownMimeTypes, findRequestTypeRoute, insertQueuedRequest } from './intake.queries.ts';
+import { emitRequestQueued, notifyQueueAfterCommit } from './queue-events.ts';
 
 export type { AttachmentRowInput, RequestTypeRoute } from './intake.queries.ts';
 
@@ -117,7 +112,7 @@ export function createIntakeService(deps: {
   readonly db: Kysely<DB>;
   readonly config: Config;
 }): IntakeService {
-  const reference = createReferenceCache(deps.db);
+  const reference = createReferenceCache(deps.db, deps.config.referenceCacheTtlMs);
   return {
     async submit(submission) {
       const errors = new FieldErrors();
@@ -183,15 +178,13 @@ export function createIntakeService(deps: {
   };
 }
 
-/** How long request-type routes and mime types read by intake are reused. */
-const REFERENCE_TTL_MS = 5_000;
-
 /**
  * Positive-only cache of the reference rows intake validates against (request_type, mime_type), so that
- * a submission costs no look-up query in the steady state. A name not cached is always read from the
+ * a submission costs no look-up query in the steady state (entries live `REFERENCE_CACHE_TTL_MS`; 0
+ * turns the cache off). A name not cached is always read from the
  * database, so new types work at once; a deleted one is caught by the foreign keys (see `submit`).
  */
-function createReferenceCache(db: Kysely<DB>) {
+function createReferenceCache(db: Kysely<DB>, ttlMs: number) {
   const routes = new Map<string, { route: RequestTypeRoute; expiresAt: number }>();
   const mimes = new Map<string, number>();
   return {
@@ -200,7 +193,7 @@ function createReferenceCache(db: Kysely<DB>) {
       if (!isFresh && cached !== undefined && cached.expiresAt > Date.now()) return cached.route;
       const route = await findRequestTypeRoute(db, requestType);
       if (route === undefined) routes.delete(requestType);
-      else routes.set(requestType, { route, expiresAt: Date.now() + REFERENCE_TTL_MS });
+      else routes.set(requestType, { route, expiresAt: Date.now() + ttlMs });
       return route;
     },
     async knownMimes(mimeTypes: readonly string[], isFresh: boolean): Promise<Set<string>> {
@@ -215,7 +208,7 @@ function createReferenceCache(db: Kysely<DB>) {
         const found = await findKnownMimeTypes(db, unknown);
         for (const mime of found) {
           known.add(mime);
-          mimes.set(mime, now + REFERENCE_TTL_MS);
+          mimes.set(mime, now + ttlMs);
         }
       }
       return known;
@@ -256,9 +249,9 @@ export interface QueuedRequest {
 
 /**
  * Writes one request, its attachment rows and its first routine (NEW, the type's default routine and
- * queue, sequence 10) in one transaction, then wakes the workers: `NOTIFY request_queue, '<queue>'` on
- * PostgreSQL (sent inside the transaction, so delivered only at commit) and {@link emitRequestQueued}
- * in this process. Throws a 422 AppError for an unknown request type.
+ * queue, sequence 10) in one transaction, then, once committed, wakes the workers: {@link emitRequestQueued}
+ * in this process and, on PostgreSQL, `NOTIFY request_queue, '<queue>'` for other processes (see
+ * {@link notifyQueueAfterCommit}). Throws a 422 AppError for an unknown request type.
  */
 export async function enqueueRequest(db: Kysely<DB>, input: EnqueueRequestInput): Promise<QueuedRequest> {
   const route = input.route ?? (await findRequestTypeRoute(db, input.requestType));
@@ -275,17 +268,12 @@ export async function enqueueRequest(db: Kysely<DB>, input: EnqueueRequestInput)
     now: nowDateTime(),
   };
   const isPostgres = db.getExecutor().adapter instanceof PostgresAdapter;
-  let requestId: number;
-  if (isPostgres && rows.attachments.length > 0) {
-    requestId = await insertQueuedRequestAndNotify(db, rows, REQUEST_QUEUE_CHANNEL);
-  } else {
-    requestId = await db.transaction().execute(async (trx) => {
-      const id = await insertQueuedRequest(trx, rows);
-      if (isPostgres) await notifyAtCommit(trx, REQUEST_QUEUE_CHANNEL, route.queue);
-      return id;
-    });
-  }
+  const requestId =
+    isPostgres && rows.attachments.length > 0
+      ? await insertQueuedRequestInOneStatement(db, rows)
+      : await db.transaction().execute((trx) => insertQueuedRequest(trx, rows));
   emitRequestQueued({ requestId, queue: route.queue });
+  if (isPostgres) notifyQueueAfterCommit(db, route.queue);
   return { requestId, routineName: route.routineName, queue: route.queue };
 }
 

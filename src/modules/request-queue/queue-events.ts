@@ -1,9 +1,11 @@
 /**
- * In-process wake-up of idle workers after a request is queued. Cross-process wake-ups on PostgreSQL use
- * `NOTIFY request_queue, '<queue>'`, sent by `enqueueRequest` inside its transaction so that it fires at
- * commit; this hook covers the worker that runs inside the server process (and SQLite, which has no
- * NOTIFY).
+ * Wake-ups of idle workers after a request is committed: in this process through
+ * {@link onRequestQueued} (the worker inside the server, and SQLite, which has no NOTIFY), and across
+ * processes on PostgreSQL through `NOTIFY request_queue, '<queue>'` ({@link notifyQueueAfterCommit}).
  */
+import type { Kysely } from 'kysely';
+import { sql } from 'kysely';
+import type { DB } from '../../db/schema.ts';
 
 /** What a listener learns: the new request and the queue of its first routine. */
 export interface RequestQueuedEvent {
@@ -35,4 +37,43 @@ export function emitRequestQueued(event: RequestQueuedEvent): void {
       // A wake-up is only a hint: the worker also polls, so a failed listener loses nothing.
     }
   }
+}
+
+/** Per database and queue: whether a NOTIFY is being sent, and whether another is owed after it. */
+const pendingNotifies = new WeakMap<Kysely<DB>, Map<string, { isOwed: boolean }>>();
+
+/**
+ * Sends `NOTIFY request_queue, '<queue>'` after a commit, without delaying the caller. Why not inside the
+ * intake transaction: PostgreSQL serialises the commits of every transaction that notifies (a global
+ * lock held across the commit and its WAL flush), which would cap intake at one commit per disk flush.
+ * Sending it after the commit keeps intake's commits in parallel, and the worker still never hears of a
+ * request it cannot see. Notifications for one queue are coalesced: while one is being sent, later
+ * commits only ask for one more. A lost wake-up costs nothing but latency: workers also poll.
+ */
+export function notifyQueueAfterCommit(db: Kysely<DB>, queue: string): void {
+  let perQueue = pendingNotifies.get(db);
+  if (perQueue === undefined) {
+    perQueue = new Map();
+    pendingNotifies.set(db, perQueue);
+  }
+  const pending = perQueue.get(queue);
+  if (pending !== undefined) {
+    pending.isOwed = true;
+    return;
+  }
+  const state = { isOwed: true };
+  perQueue.set(queue, state);
+  const queues = perQueue;
+  void (async () => {
+    try {
+      while (state.isOwed) {
+        state.isOwed = false;
+        await sql`select pg_notify(${REQUEST_QUEUE_CHANNEL}, ${queue})`.execute(db);
+      }
+    } catch {
+      // The database is unreachable or closing: the workers' poll picks the request up.
+    } finally {
+      queues.delete(queue);
+    }
+  })();
 }
