@@ -1,8 +1,9 @@
 /**
  * Signature import, `POST api/v1/sign/add` (reference 5.5, the contract). Choices where the contract
  * is silent:
- * - 400, 413 and 429 are refused at the HTTP layer and write no import log row (a throttled or
- *   oversize request must not cost a write); every request that reaches validation writes exactly one.
+ * - Every POST attempt writes exactly one import log row, status 3 `Bad request` / `Payload too large`
+ *   for a body refused before validation, except a throttled one (429): logging those would let a
+ *   caller write without bound. Other methods (400) and preflights write nothing, as in the original.
  * - `e_id` / `e_t_id`: a positive integer as a JSON number or its plain decimal text (`"12"`); anything
  *   else (negative, zero, fractional, padded, other types) counts as missing (`Missing element id.`).
  *   Ids beyond the integer column range cannot exist: `Invalid UniqueCode or wrong event`.

@@ -53,6 +53,8 @@ export interface SignatureServiceDeps {
 
 export interface SignatureService {
   importSignature(input: SignatureInput): Promise<SignatureOutcome>;
+  /** The status 3 log row of a POST refused before validation (400 body, 413); returns its id. */
+  recordRefusedBody(message: string): Promise<number>;
 }
 
 /** The original of an earlier attempt, reused by a manual crop (`original_log_id`). */
@@ -249,6 +251,15 @@ export function createSignatureService(deps: SignatureServiceDeps): SignatureSer
   }
 
   return {
+    recordRefusedBody: (message) =>
+      insertImportLog(db, {
+        filename: '',
+        statusId: LOG_STATUS.failed,
+        returnMessage: message,
+        eventId: null,
+        croppedFileId: null,
+        now: formatDateTime(now()),
+      }),
     async importSignature(input) {
       const checked = await check(input);
       if (checked.messages.length > 0 || checked.event === undefined) return recordInvalid(input, checked);

@@ -547,7 +547,7 @@ forEachDialect((dialect) => {
       });
     });
 
-    describe('bodies that are not a JSON object: 400 "Bad request", nothing written', () => {
+    describe('bodies that are not a JSON object: 400 "Bad request", only a status 3 log row', () => {
       const bodies: [string, RequestInit['body'], Record<string, string>][] = [
         ['malformed JSON', '{"unique_identifier":', { 'content-type': 'application/json' }],
         ['a JSON array', '[{"unique_identifier":"ABCDEF"}]', { 'content-type': 'application/json' }],
@@ -572,12 +572,18 @@ forEachDialect((dialect) => {
             ...(body === undefined ? {} : { body }),
           });
           await assertJsonAnswer(response, 400, 'Bad request');
-          await assertDelta(app, start, {});
+          await assertDelta(app, start, { logs: 1 });
+          const log = await lastLog(app);
+          assert.deepEqual(
+            [log.status_id, log.return_message, log.event_id, log.filename, log.cropped_file_id],
+            [3, 'Bad request', null, '', null],
+          );
         });
       }
     });
 
-    it('answers 400 "Bad request" to GET, PUT, DELETE and PATCH, with the CORS header', async () => {
+    it('answers 400 "Bad request" to GET, PUT, DELETE and PATCH, with the CORS header, writing nothing', async () => {
+      const start = await counts(app);
       for (const method of ['GET', 'PUT', 'DELETE', 'PATCH']) {
         const response = await app.request(PATH, { method });
         await assertJsonAnswer(response, 400, 'Bad request');
@@ -585,6 +591,7 @@ forEachDialect((dialect) => {
       const head = await app.request(PATH, { method: 'HEAD' });
       assert.equal(head.status, 400);
       assertCors(head);
+      await assertDelta(app, start, {});
     });
 
     it('answers a CORS preflight with 204 and the allowed method, header and max age', async () => {
@@ -720,7 +727,7 @@ forEachDialect((dialect) => {
     });
     after(async () => app.close());
 
-    it('answers 413 "Payload too large" with the CORS header above the body limit, writing nothing', async () => {
+    it('answers 413 "Payload too large" with the CORS header above the body limit, writing only its log row', async () => {
       const event = await createSignableEvent(app.db);
       const start = await counts(app);
       const response = await app.request(PATH, {
@@ -729,7 +736,9 @@ forEachDialect((dialect) => {
         body: JSON.stringify(validBody(event, { image: b64(makePng(40, 40, { isNoisy: true })) })),
       });
       await assertJsonAnswer(response, 413, 'Payload too large');
-      await assertDelta(app, start, {});
+      await assertDelta(app, start, { logs: 1 });
+      const log = await lastLog(app);
+      assert.deepEqual([log.status_id, log.return_message, log.event_id], [3, 'Payload too large', null]);
     });
 
     it('answers 429 "Too Many Requests" with Retry-After and the CORS header past the per-IP limit', async () => {
