@@ -8,6 +8,7 @@ import Fastify from 'fastify';
 import type { AppDeps } from './deps.ts';
 import { createBasicAuthGuard } from './http/basic-auth.ts';
 import { installErrorHandling } from './http/error-handler.ts';
+import { installOverloadGuard } from './http/overload.ts';
 import { applySecurityHeaders, httpsServerOptions } from './http/transport-security.ts';
 import type { ModuleOptions } from './http/module.ts';
 import type { Logger } from './logger.ts';
@@ -51,6 +52,10 @@ export async function buildApp(deps: AppDeps, options: BuildAppOptions = {}): Pr
     return payload;
   });
   installErrorHandling(app);
+  installOverloadGuard(app, {
+    maxConcurrent: deps.config.maxConcurrentHeavyRequests,
+    queueTimeoutMs: deps.config.heavyQueueTimeoutMs,
+  });
 
   app.get('/healthz', async () => ({ status: 'ok' }));
   app.get('/readyz', async (_request, reply) => {

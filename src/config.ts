@@ -42,6 +42,14 @@ export interface Config {
   readonly signRateLimitPerMinute: number;
   /** Failed Basic logins allowed per IP and per username per minute before 429. 0 disables it. */
   readonly authFailureLimitPerMinute: number;
+  /** Heavy requests (uploads, imports, large attachment reads) served at once; 0 = no cap. */
+  readonly maxConcurrentHeavyRequests: number;
+  /** How long a heavy request waits for a slot before 503 `Retry-After: 1`, in ms. */
+  readonly heavyQueueTimeoutMs: number;
+  /** How often the server sweeps orphan protected files, in ms; 0 = never (not even at start). */
+  readonly orphanSweepIntervalMs: number;
+  /** Files younger than this are never swept (their transaction may still be running), in ms. */
+  readonly orphanSweepGraceMs: number;
   /** Proxies whose `X-Forwarded-For` / `X-Forwarded-Proto` are believed. */
   readonly trustedProxies: readonly string[];
   /** Default `request_type` for queue add when the caller gives none (reference 8.8 step 6). */
@@ -153,6 +161,10 @@ export function loadConfig(env: Env = process.env): Config {
     },
     signRateLimitPerMinute: int('SIGN_RATE_LIMIT_PER_MINUTE', 30, 0, 1_000_000),
     authFailureLimitPerMinute: int('AUTH_FAILURE_LIMIT_PER_MINUTE', 10, 0, 1_000_000),
+    maxConcurrentHeavyRequests: int('MAX_CONCURRENT_HEAVY_REQUESTS', 64, 0, 100_000),
+    heavyQueueTimeoutMs: int('HEAVY_QUEUE_TIMEOUT_MS', 1000, 0, 60_000),
+    orphanSweepIntervalMs: int('ORPHAN_SWEEP_INTERVAL_MS', 600_000, 0, 86_400_000),
+    orphanSweepGraceMs: int('ORPHAN_SWEEP_GRACE_MS', 900_000, 0, 86_400_000),
     trustedProxies: (read('TRUSTED_PROXIES') ?? '')
       .split(',')
       .map((s) => s.trim())

@@ -6,7 +6,13 @@
  */
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ErrorBodyShape, ErrorCode } from '../errors.ts';
-import { AppError, DEFAULT_MESSAGES, ERROR_STATUS } from '../errors.ts';
+import {
+  AppError,
+  DATABASE_RETRY_AFTER_SECONDS,
+  DEFAULT_MESSAGES,
+  ERROR_STATUS,
+  isDatabaseUnavailable,
+} from '../errors.ts';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -23,6 +29,12 @@ const CODE_BY_STATUS = new Map<number, ErrorCode>(
 export function toAppError(error: unknown): AppError {
   if (error instanceof AppError) return error;
   const fastifyError = error as Partial<FastifyError> | undefined;
+  // The database down, unreachable or locked: a temporary condition, answered 503 in the route's shape.
+  if (isDatabaseUnavailable(error))
+    return new AppError('unavailable', DEFAULT_MESSAGES.unavailable, {
+      headers: { 'retry-after': String(DATABASE_RETRY_AFTER_SECONDS) },
+      cause: error,
+    });
   if (fastifyError?.validation !== undefined)
     return new AppError('bad_request', DEFAULT_MESSAGES.bad_request, { cause: error });
   const status = fastifyError?.statusCode;
