@@ -83,7 +83,7 @@ export async function recordAttempts(trx: Kysely<DB>, attempts: readonly Attempt
     .execute();
 }
 
-/** `NOTIFY request_queue, '<queue>'`, delivered when the surrounding transaction commits. */
+/** `NOTIFY request_queue, '<queue>'` (the channel intake uses), wakes the idle workers of every process. */
 export async function notifyQueue(trx: Kysely<DB>, queue: string): Promise<void> {
   await sql`select pg_notify('request_queue', ${queue})`.execute(trx);
 }

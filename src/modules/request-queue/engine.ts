@@ -217,9 +217,14 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
         ran.map((a) => a.record),
       );
       const hasChained = ran.some((a) => chainedRoutineIds.delete(a.claimed.id));
-      // Routines added by this batch become eligible at commit: wake the idle workers of other processes.
-      if (hasChained) await pgClaim.notifyQueue(trx, queue);
       await trx.commit().execute();
+      // Routines added by this batch are eligible now: wake the idle workers of other processes. Sent after
+      // the commit, not in the transaction: PostgreSQL serialises the commits of notifying transactions.
+      if (hasChained) {
+        pgClaim.notifyQueue(db, queue).catch(() => {
+          // Only a hint: the workers also poll.
+        });
+      }
       return attempts.map((a) => (a === 'contended' ? { kind: 'contended' } : finish(a)));
     } catch (error) {
       for (const routine of claimedIds) chainedRoutineIds.delete(routine);
