@@ -69,7 +69,8 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
     const floor = await startFloor(sample);
     running.push(floor);
     notes.push(
-      `body: ${Math.round(Buffer.byteLength(bodies[0]!) / 1024)} KiB JSON, ${EVENTS} events round-robin`,
+      `body: ${Math.round(Buffer.byteLength(bodies[0]!) / 1024)} KiB JSON, ${EVENTS} events round-robin, ` +
+        `server UV_THREADPOOL_SIZE=${threadPoolSize}`,
     );
 
     for (const connections of options.connections) {
