@@ -135,7 +135,7 @@ const userCommands: readonly CliCommand[] = [
 ];
 
 /** The command table. A module plugs in its commands with one line here. */
-export const COMMANDS: readonly CliCommand[] = [
+const COMMANDS: readonly CliCommand[] = [
   migrateCommand,
   ...userCommands,
   ...datasetCommands,
@@ -220,7 +220,7 @@ async function readAllStdin(what: string): Promise<string> {
 }
 
 /** Runs one command line; returns the exit status. */
-export async function runCli(argv: readonly string[]): Promise<number> {
+async function runCli(argv: readonly string[]): Promise<number> {
   const out = (line: string) => process.stdout.write(`${line}\n`);
   const err = (line: string) => process.stderr.write(`${line}\n`);
   if (argv.length === 0 || argv[0] === 'help' || argv[0] === '--help' || argv[0] === '-h') {
