@@ -64,6 +64,16 @@ async function runCompiled<R>(
     compiledQueries.set(cacheKey, compiled);
   }
   const parameters = compiled.parameters.map((p) => (p === ID_SENTINEL ? id : p));
+  if (database.pool !== undefined) {
+    // PostgreSQL: a named statement is parsed and planned once per connection, not on every request
+    // (Kysely sends unnamed ones). Same pool, same type parsers, so the rows are what Kysely returns.
+    const result = await database.pool.query({
+      name: `attachment_${key}`,
+      text: compiled.sql,
+      values: parameters,
+    });
+    return result.rows[0] as R | undefined;
+  }
   const result = await database.db.executeQuery<R>({ ...compiled, parameters });
   return result.rows[0];
 }
