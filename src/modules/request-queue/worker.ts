@@ -20,6 +20,9 @@ import { createQueueEngine } from './engine.ts';
 import { findQueues } from './claim.queries.ts';
 import { REQUEST_QUEUE_CHANNEL, onRequestQueued } from './queue-events.ts';
 
+/** Longer than any routine's timeout (the longest, MAKE_THUMBNAILS, is 2 minutes). */
+const IDLE_IN_TRANSACTION_LIMIT_MS = 600_000;
+
 export interface QueueWorker {
   readonly engine: QueueEngine;
   /** Starts the slots; resolves once they run (and, on PostgreSQL, once LISTEN is active). */
@@ -49,6 +52,11 @@ export function createQueueWorker(options: WorkerOptions): QueueWorker {
   let listener: pg.Client | undefined;
   let flushTimer: NodeJS.Timeout | undefined;
   let unsubscribe: (() => void) | undefined;
+  const limitIdleInTransaction = (client: pg.PoolClient) => {
+    client
+      .query(`set idle_in_transaction_session_timeout = '${IDLE_IN_TRANSACTION_LIMIT_MS}ms'`)
+      .catch(() => {});
+  };
 
   function wake(queue?: string): void {
     for (const [name, set] of waiters) {
@@ -124,6 +132,10 @@ export function createQueueWorker(options: WorkerOptions): QueueWorker {
       const missing = config.workerQueues.filter((name) => !queues.some((q) => q.request_queue === name));
       if (missing.length > 0) throw new Error(`Request queue(s) not in the database: ${missing.join(', ')}`);
       isRunning = true;
+      // A worker whose machine dies leaves its session idle in transaction, holding its claims, until
+      // TCP notices (hours). The server ends such sessions after this, rolling back and releasing the
+      // claims; it exceeds every routine's timeout, so no live worker is cut off. New connections only.
+      database.pool?.on('connect', limitIdleInTransaction);
       if (database.dialect === 'postgres' && config.database.kind === 'postgres') {
         await listen(config.database.url);
       }
@@ -152,6 +164,7 @@ export function createQueueWorker(options: WorkerOptions): QueueWorker {
       isRunning = false;
       clearInterval(flushTimer);
       unsubscribe?.();
+      database.pool?.off('connect', limitIdleInTransaction);
       wake();
       for (const set of waiters.values()) for (const resolve of set) resolve();
       await Promise.all(loops.splice(0));
