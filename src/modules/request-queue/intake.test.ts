@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { sql } from 'kysely';
 import pg from 'pg';
 import { itEnforcesBasicAuth } from '../../../test/auth-cases.ts';
 import type { TestUser } from '../../../test/factories.ts';
@@ -200,12 +201,42 @@ forEachDialect((dialect) => {
           const id = await acceptedId(
             await submitToQueue(app, user.authorization, json({ request_type: type.requestType, data: {} })),
           );
-          assert.equal(await countRows(app.db, 'request'), (await counts())[0]);
           const row = await app.db.selectFrom('request').select('id').where('id', '=', id).executeTakeFirst();
           assert.ok(row !== undefined, 'the request is visible once 200 is answered');
           assert.deepEqual(events, [{ requestId: id, queue: type.queue }]);
         } finally {
           unsubscribe();
+        }
+      });
+
+      it('writes all or nothing: a failure at the last insert answers 500 with a reference and leaves no row', async () => {
+        // A trigger makes the routine insert, the last write of the request, fail.
+        if (dialect === 'sqlite') {
+          await sql`create trigger fail_routine before insert on request_routine begin select raise(abort, 'test failure'); end`.execute(
+            app.db,
+          );
+        } else {
+          await sql`create function fail_routine() returns trigger language plpgsql as $$ begin raise exception 'test failure'; end $$`.execute(
+            app.db,
+          );
+          await sql`create trigger fail_routine before insert on request_routine for each row execute function fail_routine()`.execute(
+            app.db,
+          );
+        }
+        try {
+          const before = await counts();
+          const response = await submitToQueue(app, user.authorization, json({ data: { a: 1 } }));
+          assert.equal(response.status, 500);
+          const body = (await response.json()) as { success: number; message: { system: string } };
+          assert.equal(body.success, 0);
+          assert.match(body.message.system, /^Internal server error \(ref [\w.:-]+\)$/);
+          assert.ok(!JSON.stringify(body).includes('test failure'), 'the driver message leaked');
+          assert.deepEqual(await counts(), before);
+        } finally {
+          await sql`drop trigger fail_routine${sql.raw(dialect === 'postgres' ? ' on request_routine' : '')}`.execute(
+            app.db,
+          );
+          if (dialect === 'postgres') await sql`drop function fail_routine()`.execute(app.db);
         }
       });
 
