@@ -3,6 +3,7 @@
  * SIGTERM/SIGINT: stops accepting, finishes in-flight requests, then closes the pool.
  */
 import { buildApp } from '../app.ts';
+import { startOrphanSweep } from '../files/orphan-sweep.ts';
 import { createLogger } from '../logger.ts';
 import { createAuthenticator } from '../modules/user/index.ts';
 import { loadDemoData } from '../modules/dataset/index.ts';
@@ -37,6 +38,8 @@ const app = await buildApp(deps, { logger });
 const worker =
   config.worker === 'in-process' ? createQueueWorker({ database, files, config, logger }) : undefined;
 await worker?.start();
+const { orphanSweepIntervalMs: intervalMs, orphanSweepGraceMs: graceMs } = config;
+const sweeper = startOrphanSweep({ database, files, logger, intervalMs, graceMs });
 
 let isStopping = false;
 async function stop(signal: string): Promise<void> {
@@ -50,6 +53,7 @@ async function stop(signal: string): Promise<void> {
   timer.unref();
   await app.close();
   await worker?.stop();
+  await sweeper.stop();
   await database.close();
   logger.info('stopped');
 }
