@@ -247,6 +247,17 @@ forEachDialect((dialect) => {
           }),
         422,
       );
+      await assertRefused(() => post('', 'x', { 'content-type': 'multipart/form-data' }), 422);
+    });
+
+    it('stores a JSON or text body as raw bytes of its declared type', async () => {
+      const json = Buffer.from('{"a":1}');
+      const response = await post('', json, { 'content-type': 'application/json; charset=utf-8' });
+      assert.equal(response.status, 200);
+      const { id } = (await response.json()) as { id: number };
+      const view = await app.request(`${VIEW}?id=${id}`, { headers: { authorization: user.authorization } });
+      assert.equal(view.headers.get('content-type'), 'application/json');
+      assert.deepEqual(Buffer.from(await view.arrayBuffer()), json);
     });
 
     it('answers 413 over the size limit, raw or multipart, and writes nothing', async () => {
