@@ -31,7 +31,7 @@ export interface ViewQuery {
   readonly mime: string | undefined;
 }
 
-/** A body in memory, or (large fields on PostgreSQL) a stream opened only when a GET sends it. */
+/** A body in memory, or (fields above one chunk) a stream opened only when a GET sends it. */
 export type AttachmentBody = Buffer | (() => Readable);
 
 export interface LoadedAttachment {
