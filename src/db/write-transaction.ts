@@ -1,0 +1,96 @@
+/**
+ * Short write transactions for request handlers, durable when they resolve.
+ *
+ * PostgreSQL: a plain transaction; the server already commits concurrent transactions of many
+ * connections with one WAL flush (group commit).
+ *
+ * SQLite has one connection, so writes run one after the other and, with `synchronous = FULL`, each
+ * commit waits for an fsync. Writes that arrive while one is running are therefore batched: one
+ * transaction, one savepoint per write (a failing write rolls back to its savepoint and rejects alone),
+ * one commit and one fsync for the batch. A write's promise settles only after the commit, so a 200
+ * sent after it is backed by a flushed database. At low load a batch holds a single write and nothing
+ * waits.
+ */
+import type { Kysely, Transaction } from 'kysely';
+import type { DB } from './schema.ts';
+
+export type WriteFn<T> = (trx: Transaction<DB>) => Promise<T>;
+
+export type WriteTransaction = <T>(fn: WriteFn<T>) => Promise<T>;
+
+interface PendingWrite {
+  readonly fn: WriteFn<unknown>;
+  readonly resolve: (value: unknown) => void;
+  readonly reject: (error: unknown) => void;
+}
+
+const MAX_BATCH = 64;
+
+/** A plain transaction per write (PostgreSQL). */
+export function createPlainWriteTransaction(db: Kysely<DB>): WriteTransaction {
+  return (fn) => db.transaction().execute(fn);
+}
+
+/** Writes batched into shared transactions with a savepoint each (SQLite). */
+export function createBatchedWriteTransaction(db: Kysely<DB>): WriteTransaction {
+  let pending: PendingWrite[] = [];
+  let isDraining = false;
+
+  async function runBatch(batch: readonly PendingWrite[]): Promise<void> {
+    const outcomes: ({ ok: true; value: unknown } | { ok: false; error: unknown })[] = [];
+    let trx;
+    try {
+      trx = await db.startTransaction().execute();
+    } catch (error) {
+      for (const write of batch) write.reject(error);
+      return;
+    }
+    try {
+      for (const write of batch) {
+        const inSavepoint = await trx.savepoint('write').execute();
+        try {
+          const value = await write.fn(inSavepoint);
+          await inSavepoint.releaseSavepoint('write').execute();
+          outcomes.push({ ok: true, value });
+        } catch (error) {
+          await inSavepoint.rollbackToSavepoint('write').execute();
+          await inSavepoint.releaseSavepoint('write').execute();
+          outcomes.push({ ok: false, error });
+        }
+      }
+      await trx.commit().execute();
+    } catch (error) {
+      // The batch itself failed (commit, savepoint bookkeeping): nothing of it is durable.
+      await trx
+        .rollback()
+        .execute()
+        .catch(() => {});
+      for (const write of batch) write.reject(error);
+      return;
+    }
+    batch.forEach((write, index) => {
+      const outcome = outcomes[index]!;
+      if (outcome.ok) write.resolve(outcome.value);
+      else write.reject(outcome.error);
+    });
+  }
+
+  async function drain(): Promise<void> {
+    isDraining = true;
+    try {
+      while (pending.length > 0) {
+        const batch = pending.slice(0, MAX_BATCH);
+        pending = pending.slice(batch.length);
+        await runBatch(batch);
+      }
+    } finally {
+      isDraining = false;
+    }
+  }
+
+  return <T>(fn: WriteFn<T>) =>
+    new Promise<T>((resolve, reject) => {
+      pending.push({ fn: fn, resolve: resolve as (value: unknown) => void, reject });
+      if (!isDraining) void drain();
+    });
+}
