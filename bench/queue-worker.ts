@@ -284,7 +284,7 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
         // NOOP throughput.
         const noopCount = Math.max(
           200,
-          Math.round((dialect === 'postgres' ? 600 : 400) * count * durationSeconds),
+          Math.round((dialect === 'postgres' ? 1500 : 400) * count * durationSeconds),
         );
         const noopIds = await queueBatch(database, 'noop', 'NOOP', noopCount);
         const started = Date.now();

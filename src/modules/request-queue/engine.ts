@@ -155,6 +155,8 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
   const busyRequestIds = new Set<number>();
   // Routines that chained others in the running batches: their commit must wake the other workers.
   const chainedRoutineIds = new Set<number>();
+  // Routines that took a routine lock in the running batches.
+  const lockingRoutineIds = new Set<number>();
   let activeCount = 0;
 
   const countersOf = (queue: string): QueueCounters => {
@@ -210,6 +212,9 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
         }
         seenRequests.add(routine.request_id);
         attempts.push(await runClaimed(routine, trx, undefined, undefined, false));
+        // A routine lock is held until commit: end the batch here, so that the lock is not held while
+        // further routines run (convoys) and no transaction ever holds two workers' keys (deadlocks).
+        if (lockingRoutineIds.delete(routine.id)) break;
       }
       const ran = attempts.filter((a) => a !== 'contended');
       await pgClaim.recordAttempts(
@@ -227,7 +232,10 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
       }
       return attempts.map((a) => (a === 'contended' ? { kind: 'contended' } : finish(a)));
     } catch (error) {
-      for (const routine of claimedIds) chainedRoutineIds.delete(routine);
+      for (const routine of claimedIds) {
+        chainedRoutineIds.delete(routine);
+        lockingRoutineIds.delete(routine);
+      }
       if (!trx.isCommitted && !trx.isRolledBack) {
         await trx
           .rollback()
@@ -293,10 +301,12 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
       }
       const attempt = await runClaimed(claimed, trx, pre, logLines);
       chainedRoutineIds.delete(claimed.id);
+      lockingRoutineIds.delete(claimed.id);
       await trx.commit().execute();
       return finish(attempt);
     } catch (error) {
       chainedRoutineIds.delete(claimed.id);
+      lockingRoutineIds.delete(claimed.id);
       if (!trx.isCommitted && !trx.isRolledBack) {
         await trx
           .rollback()
@@ -445,10 +455,12 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
       },
       voidAllNewRoutines: (current) =>
         voidNewRoutines(trx, routine.request_id, current ?? routine.routine_name),
-      lock: (key) =>
-        database.dialect === 'postgres'
+      lock: async (key) => {
+        lockingRoutineIds.add(routine.id);
+        await (database.dialect === 'postgres'
           ? pgClaim.lockRoutineKey(trx, key, definition.timeoutMs - (Date.now() - startedAt))
-          : sqliteClaim.lockRoutineKey(trx, key),
+          : sqliteClaim.lockRoutineKey(trx, key));
+      },
     };
   }
 

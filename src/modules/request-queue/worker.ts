@@ -29,8 +29,8 @@ export interface QueueWorker {
   start(): Promise<void>;
   /** Stops claiming, waits for the routines in flight to finish, flushes the queue counters. */
   stop(): Promise<void>;
-  /** Wakes the idle slots of `queue` (all queues when omitted). */
-  wake(queue?: string): void;
+  /** Wakes idle slots of `queue` (all queues when omitted): one, or all with `isAll`. */
+  wake(queue?: string, isAll?: boolean): void;
 }
 
 export interface WorkerOptions extends EngineOptions {
@@ -58,12 +58,16 @@ export function createQueueWorker(options: WorkerOptions): QueueWorker {
       .catch(() => {});
   };
 
-  function wake(queue?: string): void {
+  /**
+   * Wakes idle slots of `queue` (every queue when omitted): one slot by default, since one new request
+   * needs one claim and twenty slots racing for it only burn CPU; `isAll` for shutdown and for a full batch
+   * (more work than one slot takes). Slots claiming right now see the bumped generation and claim again.
+   */
+  function wake(queue?: string, isAll = false): void {
     for (const [name, set] of waiters) {
       if (queue !== undefined && name !== queue) continue;
       generations.set(name, (generations.get(name) ?? 0) + 1);
-      for (const resolve of set) resolve();
-      set.clear();
+      for (const resolve of [...set].slice(0, isAll ? set.size : 1)) resolve();
     }
     if (queue !== undefined && !waiters.has(queue)) generations.set(queue, (generations.get(queue) ?? 0) + 1);
   }
@@ -91,7 +95,7 @@ export function createQueueWorker(options: WorkerOptions): QueueWorker {
       try {
         const outcomes = await engine.runBatch(queue, batchSize);
         // A full batch suggests more work: let the idle slots of this process help.
-        if (outcomes.length >= batchSize) wake(queue);
+        if (outcomes.length >= batchSize) wake(queue, true);
         if (outcomes.length > 0) continue;
       } catch (error) {
         logger?.error({ err: error, queue }, 'queue worker pass failed; pausing');
@@ -120,7 +124,7 @@ export function createQueueWorker(options: WorkerOptions): QueueWorker {
     await client.connect();
     await client.query(`LISTEN ${REQUEST_QUEUE_CHANNEL}`);
     listener = client;
-    wake(); // anything queued while the connection was down
+    wake(undefined, true); // anything queued while the connection was down
   }
 
   return {
@@ -165,7 +169,7 @@ export function createQueueWorker(options: WorkerOptions): QueueWorker {
       clearInterval(flushTimer);
       unsubscribe?.();
       database.pool?.off('connect', limitIdleInTransaction);
-      wake();
+      wake(undefined, true);
       for (const set of waiters.values()) for (const resolve of set) resolve();
       await Promise.all(loops.splice(0));
       await engine
