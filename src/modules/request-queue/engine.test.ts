@@ -481,6 +481,15 @@ forEachDialect((dialect) => {
       assert.equal(outcome.kind === 'ran' && outcome.routineId, after, 'VOID siblings do not block');
     });
 
+    it('ends a batch after a routine that took a routine lock', async () => {
+      gateOpen();
+      const type = await createRequestType(testDb.db, { routineName: names.locker! });
+      for (let i = 0; i < 3; i += 1) await enqueueRequest(testDb.db, { requestType: type.requestType });
+      assert.equal((await engine.runBatch(type.queue, 10)).length, 1);
+      assert.equal((await engine.runBatch(type.queue, 10)).length, 1);
+      await engine.flushCounters();
+    });
+
     it('takes the routine lock row for a key', async () => {
       gateOpen();
       const { requestId, queue } = await newRequest(names.locker!);
