@@ -4,6 +4,7 @@
  * transaction. The 422 message holds one string per field, the first error of each field winning
  * (reference D53). No HTTP types here: the route hands over plain values.
  */
+import type { WriteTransaction } from '../../db/write-transaction.ts';
 import { createHash } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { PostgresAdapter } from 'kysely';
@@ -111,6 +112,8 @@ export interface IntakeService {
 export function createIntakeService(deps: {
   readonly db: Kysely<DB>;
   readonly config: Config;
+  /** The database's durable write path (batched commits on SQLite); plain transactions when omitted. */
+  readonly writeTransaction?: WriteTransaction;
 }): IntakeService {
   const reference = createReferenceCache(deps.db, deps.config.referenceCacheTtlMs);
   return {
@@ -161,13 +164,17 @@ export function createIntakeService(deps: {
           throw new AppError('validation_failed', 'Unprocessable Entity', { fields: attemptErrors.map });
         }
         try {
-          const queued = await enqueueRequest(deps.db, {
-            requestType: route.requestType,
-            route,
-            systemMessage,
-            attachments: rows,
-            userId: submission.userId,
-          });
+          const queued = await enqueueRequest(
+            deps.db,
+            {
+              requestType: route.requestType,
+              route,
+              systemMessage,
+              attachments: rows,
+              userId: submission.userId,
+            },
+            deps.writeTransaction,
+          );
           return queued.requestId;
         } catch (error) {
           if (isFresh || !isForeignKeyViolation(error)) throw error;
@@ -253,7 +260,11 @@ export interface QueuedRequest {
  * in this process and, on PostgreSQL, `NOTIFY request_queue, '<queue>'` for other processes (see
  * {@link notifyQueueAfterCommit}). Throws a 422 AppError for an unknown request type.
  */
-export async function enqueueRequest(db: Kysely<DB>, input: EnqueueRequestInput): Promise<QueuedRequest> {
+export async function enqueueRequest(
+  db: Kysely<DB>,
+  input: EnqueueRequestInput,
+  writeTransaction: WriteTransaction = (fn) => db.transaction().execute(fn),
+): Promise<QueuedRequest> {
   const route = input.route ?? (await findRequestTypeRoute(db, input.requestType));
   if (route === undefined) {
     throw new AppError('validation_failed', 'Unprocessable Entity', {
@@ -271,7 +282,7 @@ export async function enqueueRequest(db: Kysely<DB>, input: EnqueueRequestInput)
   const requestId =
     isPostgres && rows.attachments.length > 0
       ? await insertQueuedRequestInOneStatement(db, rows)
-      : await db.transaction().execute((trx) => insertQueuedRequest(trx, rows));
+      : await writeTransaction((trx) => insertQueuedRequest(trx, rows));
   emitRequestQueued({ requestId, queue: route.queue });
   if (isPostgres) notifyQueueAfterCommit(db, route.queue);
   return { requestId, routineName: route.routineName, queue: route.queue };

@@ -51,7 +51,11 @@ export async function registerRequestQueueRoutes(
 ): Promise<void> {
   const { config, database } = options.deps;
   const { jsonBodyBytes, rawBodyBytes } = config.limits;
-  const intake = createIntakeService({ db: database.db, config });
+  const intake = createIntakeService({
+    db: database.db,
+    config,
+    writeTransaction: database.writeTransaction,
+  });
   const status = createStatusService({ db: database.db });
 
   // Own parsers for this plugin only: each returns the raw bytes, and intake decodes them strictly.

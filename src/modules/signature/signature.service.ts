@@ -71,7 +71,7 @@ interface Checked {
 const SIGNATORY_NAME_MAX_CHARS = 64;
 
 export function createSignatureService(deps: SignatureServiceDeps): SignatureService {
-  const { db } = deps.database;
+  const { db, writeTransaction } = deps.database;
   const files = deps.files;
   const now = deps.now ?? (() => new Date());
 
@@ -134,20 +134,22 @@ export function createSignatureService(deps: SignatureServiceDeps): SignatureSer
     const at = formatDateTime(now());
     const originalField = input.origImage.state === 'absent' ? input.image : input.origImage;
     if (checked.reused !== undefined || originalField.state !== 'valid') {
-      const logId = await insertImportLog(db, {
-        filename: checked.reused?.filename ?? '',
-        statusId: LOG_STATUS.failed,
-        returnMessage: message,
-        eventId,
-        croppedFileId: null,
-        now: at,
-      });
+      const logId = await writeTransaction((trx) =>
+        insertImportLog(trx, {
+          filename: checked.reused?.filename ?? '',
+          statusId: LOG_STATUS.failed,
+          returnMessage: message,
+          eventId,
+          croppedFileId: null,
+          now: at,
+        }),
+      );
       return { kind: 'invalid', message, logId };
     }
     const original = originalField.image;
     const stored = await files.write(original.bytes);
     try {
-      const logId = await db.transaction().execute(async (trx) => {
+      const logId = await writeTransaction(async (trx) => {
         await insertProtectedFiles(trx, [protectedFileOf(stored, original, `sign_${stored.uid}`, at)]);
         return insertImportLog(trx, {
           filename: stored.relativePath,
@@ -199,7 +201,7 @@ export function createSignatureService(deps: SignatureServiceDeps): SignatureSer
         `${input.extraInfoText} ${input.uniqueIdentifier ?? ''}`,
         MAX_RETURN_MESSAGE_CHARS,
       );
-      const logId = await db.transaction().execute(async (trx) => {
+      const logId = await writeTransaction(async (trx) => {
         const newFiles = [
           protectedFileOf(
             signatureFile,
@@ -238,28 +240,32 @@ export function createSignatureService(deps: SignatureServiceDeps): SignatureSer
     } catch (error) {
       await Promise.allSettled(written.map((file) => files.remove(file.uid)));
       const errorClass = errorClassOf(error);
-      const logId = await insertImportLog(db, {
-        filename: reused?.filename ?? '',
-        statusId: LOG_STATUS.failed,
-        returnMessage: `${MESSAGES.failed} ${errorClass}`,
-        eventId: event.eventId,
-        croppedFileId: null,
-        now: formatDateTime(now()),
-      });
+      const logId = await writeTransaction((trx) =>
+        insertImportLog(trx, {
+          filename: reused?.filename ?? '',
+          statusId: LOG_STATUS.failed,
+          returnMessage: `${MESSAGES.failed} ${errorClass}`,
+          eventId: event.eventId,
+          croppedFileId: null,
+          now: formatDateTime(now()),
+        }),
+      );
       return { kind: 'failed', logId, errorClass };
     }
   }
 
   return {
     recordRefusedBody: (message) =>
-      insertImportLog(db, {
-        filename: '',
-        statusId: LOG_STATUS.failed,
-        returnMessage: message,
-        eventId: null,
-        croppedFileId: null,
-        now: formatDateTime(now()),
-      }),
+      writeTransaction((trx) =>
+        insertImportLog(trx, {
+          filename: '',
+          statusId: LOG_STATUS.failed,
+          returnMessage: message,
+          eventId: null,
+          croppedFileId: null,
+          now: formatDateTime(now()),
+        }),
+      ),
     async importSignature(input) {
       const checked = await check(input);
       if (checked.messages.length > 0 || checked.event === undefined) return recordInvalid(input, checked);
