@@ -1,64 +1,107 @@
 /**
  * The API server process: loadConfig -> openDatabase (migrated) -> buildApp -> listen. Stops gracefully on
  * SIGTERM/SIGINT: stops accepting, finishes in-flight requests, then closes the pool.
+ *
+ * With `SERVER_PROCESSES` > 1 (or `auto`, one per core) this process becomes a node:cluster primary
+ * (`cluster.ts`): it runs the migrations and the demo data once, closes its database, then forks that many
+ * server processes sharing the port. The in-process queue worker (`WORKER=in-process`) then runs in the
+ * first server process only; the others get `WORKER=off`.
  */
+import cluster from 'node:cluster';
 import { buildApp } from '../app.ts';
 import { startOrphanSweep } from '../files/orphan-sweep.ts';
+import type { Config } from '../config.ts';
+import { openDatabase } from '../db/database.ts';
+import { createLocalFileStore } from '../files/file-store.ts';
+import type { Logger } from '../logger.ts';
 import { createLogger } from '../logger.ts';
-import { createAuthenticator } from '../modules/user/index.ts';
 import { loadDemoData } from '../modules/dataset/index.ts';
 import { createQueueWorker } from '../modules/request-queue/index.ts';
+import { createAuthenticator } from '../modules/user/index.ts';
+import type { Bootstrapped } from './bootstrap.ts';
 import { bootstrap, isNewDatabase, loadConfigOrExit } from './bootstrap.ts';
+import { runPrimary } from './cluster.ts';
+
+const READY = 'clinical-records-api ready';
 
 const config = loadConfigOrExit();
 const logger = createLogger(config.logLevel);
-const { database, files, migrations } = await bootstrap(config);
-if (migrations.applied.length > 0) logger.info({ migrations: migrations.applied }, 'database migrated');
 
-const wantsDemo =
-  config.demoData === 'on' ||
-  (config.demoData === 'auto' && config.database.kind === 'sqlite' && isNewDatabase(migrations));
-if (wantsDemo) {
-  const account = await loadDemoData({ database, files, config });
-  if (account !== undefined) {
-    logger.info(
-      `demo data loaded; demo account: username "${account.username}", password "${account.password}"`,
-    );
+if (cluster.isPrimary && config.serverProcesses > 1) {
+  const prepared = await prepare(config, logger);
+  await prepared.database.close();
+  runPrimary({
+    processes: config.serverProcesses,
+    logger,
+    readyMessage: READY,
+    envOf: (slot) => ({ DEMO_DATA: 'off', WORKER: slot === 0 ? config.worker : 'off' }),
+  });
+} else if (cluster.isPrimary) {
+  await serve(await prepare(config, logger), READY);
+} else {
+  // A cluster server process: the primary already migrated the database and loaded the demo data.
+  const database = await openDatabase(config.database);
+  await serve({ config, database, files: createLocalFileStore(config.filesDir) }, 'server process ready');
+}
+
+/** Migrations (every entry point runs them, under a lock) and, when asked, the demo data. */
+async function prepare(config: Config, logger: Logger): Promise<Bootstrapped> {
+  const prepared = await bootstrap(config);
+  const { database, files, migrations } = prepared;
+  if (migrations.applied.length > 0) logger.info({ migrations: migrations.applied }, 'database migrated');
+  const wantsDemo =
+    config.demoData === 'on' ||
+    (config.demoData === 'auto' && config.database.kind === 'sqlite' && isNewDatabase(migrations));
+  if (wantsDemo) {
+    const account = await loadDemoData({ database, files, config });
+    if (account !== undefined) {
+      logger.info(
+        `demo data loaded; demo account: username "${account.username}", password "${account.password}"`,
+      );
+    }
   }
+  return prepared;
 }
 
-const deps = {
-  config,
-  database,
-  files,
-  authenticator: createAuthenticator(database.db, { cacheTtlMs: config.authCacheTtlMs }),
-};
-const app = await buildApp(deps, { logger });
-// The in-process queue worker (WORKER=in-process); run `npm run worker` processes instead with WORKER=off.
-const worker =
-  config.worker === 'in-process' ? createQueueWorker({ database, files, config, logger }) : undefined;
-await worker?.start();
-const { orphanSweepIntervalMs: intervalMs, orphanSweepGraceMs: graceMs } = config;
-const sweeper = startOrphanSweep({ database, files, logger, intervalMs, graceMs });
+async function serve(
+  { config, database, files }: Pick<Bootstrapped, 'config' | 'database' | 'files'>,
+  readyMessage: string,
+): Promise<void> {
+  const deps = {
+    config,
+    database,
+    files,
+    authenticator: createAuthenticator(database.db, { cacheTtlMs: config.authCacheTtlMs }),
+  };
+  const app = await buildApp(deps, { logger });
+  // The in-process queue worker (WORKER=in-process); run `npm run worker` processes instead with WORKER=off.
+  const worker =
+    config.worker === 'in-process' ? createQueueWorker({ database, files, config, logger }) : undefined;
+  await worker?.start();
+  const { orphanSweepIntervalMs: intervalMs, orphanSweepGraceMs: graceMs } = config;
+  const sweeper = startOrphanSweep({ database, files, logger, intervalMs, graceMs });
 
-let isStopping = false;
-async function stop(signal: string): Promise<void> {
-  if (isStopping) return;
-  isStopping = true;
-  logger.info({ signal }, 'stopping');
-  const timer = setTimeout(() => {
-    logger.error('graceful stop timed out');
-    process.exit(1);
-  }, 30_000);
-  timer.unref();
-  await app.close();
-  await worker?.stop();
+  let isStopping = false;
+  async function stop(signal: string): Promise<void> {
+    if (isStopping) return;
+    isStopping = true;
+    logger.info({ signal }, 'stopping');
+    const timer = setTimeout(() => {
+      logger.error('graceful stop timed out');
+      process.exit(1);
+    }, 30_000);
+    timer.unref();
+    await app.close();
+    await worker?.stop();
   await sweeper.stop();
-  await database.close();
-  logger.info('stopped');
-}
-process.once('SIGTERM', () => void stop('SIGTERM'));
-process.once('SIGINT', () => void stop('SIGINT'));
+    await database.close();
+    logger.info('stopped');
+    // A cluster server process keeps an IPC channel to the primary open; closing it ends the process (exit 0).
+    if (cluster.isWorker) process.disconnect();
+  }
+  process.once('SIGTERM', () => void stop('SIGTERM'));
+  process.once('SIGINT', () => void stop('SIGINT'));
 
-await app.listen({ port: config.port, host: config.host });
-logger.info({ database: config.database.kind, filesDir: config.filesDir }, 'clinical-records-api ready');
+  await app.listen({ port: config.port, host: config.host });
+  logger.info({ database: config.database.kind, filesDir: config.filesDir }, readyMessage);
+}
