@@ -145,6 +145,10 @@ function openPostgres(url: string, poolSize: number): Database {
   const pool = new pg.Pool({ connectionString: url, max: poolSize, idleTimeoutMillis: 30_000 });
   // An idle client that loses its server must not crash the process; the next query reconnects.
   pool.on('error', () => {});
+  // Nor a checked-out one: pg-pool listens for errors only while a client is idle, and a client whose
+  // socket dies emits 'error' even when a query of its own is failing with it (an unhandled 'error' event
+  // would end the process). The query rejects (503), and the pool drops the client when it is released.
+  pool.on('connect', (client) => client.on('error', () => {}));
   const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
   return {
     db,

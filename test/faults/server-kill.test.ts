@@ -76,7 +76,7 @@ forEachDialect((dialect) => {
             orig_image: b64(makePng(160, 120, { isNoisy: true })),
           }),
         });
-        const body = (await response.json());
+        const body = await response.json();
         if (response.status === 200 && body === 'Correct signature saved!') savedEvents.push(event.eventId);
         killSoon();
       });
