@@ -16,6 +16,8 @@ export interface Config {
   readonly port: number;
   readonly host: string;
   readonly database: DatabaseTarget;
+  /** PostgreSQL connections per process. */
+  readonly dbPoolSize: number;
   readonly filesDir: string;
   /** Load the demo dataset into a brand-new database. */
   readonly demoData: 'auto' | 'on' | 'off';
@@ -72,6 +74,10 @@ export interface Config {
   readonly requireTls: boolean;
   /** API server processes (node:cluster); `auto` = one per core. */
   readonly serverProcesses: number;
+  /** `/metrics`: `off` (not served), `on` (open, or the bearer token when set), `basic` (Basic + OprnApi). */
+  readonly metrics: 'off' | 'on' | 'basic';
+  /** Bearer token accepted by `/metrics` (`METRICS_TOKEN`); required by `METRICS=on` when set. */
+  readonly metricsToken?: string;
 }
 
 export class ConfigError extends Error {
@@ -136,6 +142,7 @@ export function loadConfig(env: Env = process.env): Config {
     port: int('PORT', 8080, 0, 65535),
     host: read('HOST') ?? '0.0.0.0',
     database,
+    dbPoolSize: int('DB_POOL_SIZE', 20, 1, 500),
     filesDir: path.resolve(read('FILES_DIR') ?? './data/files'),
     demoData: oneOf('DEMO_DATA', 'auto', ['auto', 'on', 'off']),
     institutionCode,
@@ -182,9 +189,18 @@ export function loadConfig(env: Env = process.env): Config {
       read('SERVER_PROCESSES')?.toLowerCase() === 'auto'
         ? availableParallelism()
         : int('SERVER_PROCESSES', 1, 1, 256),
+    metrics: oneOf('METRICS', 'off', ['off', 'on', 'basic']),
+    ...metricsToken(read('METRICS_TOKEN'), problems),
   };
   if (problems.length > 0) throw new ConfigError(problems);
   return config;
+}
+
+/** `METRICS_TOKEN`: long enough that guessing it is hopeless. */
+function metricsToken(token: string | undefined, problems: string[]): { metricsToken?: string } {
+  if (token === undefined) return {};
+  if (token.length < 16 || /\s/.test(token)) problems.push('METRICS_TOKEN must be at least 16 characters, no spaces');
+  return { metricsToken: token };
 }
 
 /** Reads and checks the PEM files of `TLS_CERT` / `TLS_KEY` (both or neither). */
