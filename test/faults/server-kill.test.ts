@@ -20,7 +20,7 @@ import type { ServerProcess } from './consistency.ts';
 import { checkConsistency, filesOnDisk, startServerProcess } from './consistency.ts';
 
 const SIGNS = 40;
-const QUEUE_ADDS = 40;
+const QUEUE_CLIENTS = 8;
 
 forEachDialect((dialect) => {
   describe(`server killed mid-flight [${dialect}]`, () => {
@@ -80,11 +80,15 @@ forEachDialect((dialect) => {
         if (response.status === 200 && body === 'Correct signature saved!') savedEvents.push(event.eventId);
         killSoon();
       });
-      const adds = Array.from({ length: QUEUE_ADDS }, async (_, i) => {
-        const response = await fetch(`${base}${ADD_PATH}`, queueInit(i));
-        const body = (await response.json()) as { request_id?: number };
-        if (response.status === 200 && typeof body.request_id === 'number') queuedIds.push(body.request_id);
-        killSoon();
+      // Intake clients that keep submitting until the kill, so that intakes are in flight when it comes.
+      let sent = 0;
+      const adds = Array.from({ length: QUEUE_CLIENTS }, async () => {
+        while (killed === undefined) {
+          const response = await fetch(`${base}${ADD_PATH}`, queueInit((sent += 1)));
+          const body = (await response.json()) as { request_id?: number };
+          if (response.status === 200 && typeof body.request_id === 'number') queuedIds.push(body.request_id);
+          killSoon();
+        }
       });
       const outcomes = await Promise.allSettled([...signs, ...adds]);
       if (killed === undefined) {
