@@ -9,6 +9,8 @@ import type { AppDeps } from './deps.ts';
 import { createBasicAuthGuard } from './http/basic-auth.ts';
 import { installErrorHandling } from './http/error-handler.ts';
 import { installOverloadGuard } from './http/overload.ts';
+import { installMetrics } from './http/metrics.ts';
+import { installOpenApi, markGuards } from './http/openapi.ts';
 import { applySecurityHeaders, httpsServerOptions } from './http/transport-security.ts';
 import type { ModuleOptions } from './http/module.ts';
 import type { Logger } from './logger.ts';
@@ -57,13 +59,17 @@ export async function buildApp(deps: AppDeps, options: BuildAppOptions = {}): Pr
     queueTimeoutMs: deps.config.heavyQueueTimeoutMs,
   });
 
+  // Before any route: the OpenAPI collector and the request metrics hook see every route registered after.
+  const moduleOptions: ModuleOptions = { deps, basicAuth: markGuards(createBasicAuthGuard(deps)) };
+  installOpenApi(app);
+  installMetrics(app, deps, moduleOptions.basicAuth);
+
   app.get('/healthz', async () => ({ status: 'ok' }));
   app.get('/readyz', async (_request, reply) => {
     const isReady = await deps.database.isReachable();
     return reply.code(isReady ? 200 : 503).send({ status: isReady ? 'ready' : 'database unreachable' });
   });
 
-  const moduleOptions: ModuleOptions = { deps, basicAuth: createBasicAuthGuard(deps) };
   await app.register(patientRoutes, moduleOptions);
   await app.register(signatureRoutes, moduleOptions);
   await app.register(attachmentRoutes, moduleOptions);

@@ -199,7 +199,8 @@ export function loadConfig(env: Env = process.env): Config {
 /** `METRICS_TOKEN`: long enough that guessing it is hopeless. */
 function metricsToken(token: string | undefined, problems: string[]): { metricsToken?: string } {
   if (token === undefined) return {};
-  if (token.length < 16 || /\s/.test(token)) problems.push('METRICS_TOKEN must be at least 16 characters, no spaces');
+  if (token.length < 16 || /\s/.test(token))
+    problems.push('METRICS_TOKEN must be at least 16 characters, no spaces');
   return { metricsToken: token };
 }
 
