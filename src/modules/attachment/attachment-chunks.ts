@@ -75,6 +75,12 @@ export async function digestInChunks(
     throw error;
   }
   const digest = { sha256: hash.digest('hex'), sniffedType };
-  await upsertDigest(database.db, id, modifiedDate, field, digest.sha256, digest.sniffedType);
+  try {
+    await database.writeTransaction((trx) =>
+      upsertDigest(trx, id, modifiedDate, field, digest.sha256, digest.sniffedType),
+    );
+  } catch {
+    // A cache write (see storeDigest): the next view computes the digest again.
+  }
   return digest;
 }

@@ -41,6 +41,26 @@ export async function saveFieldDigest(
 }
 
 /**
+ * Stores a digest computed outside any transaction, as a short write of its own. The table is a cache:
+ * if the write fails (the row was deleted meanwhile), the next view computes the digest again.
+ */
+export async function storeDigest(
+  database: Database,
+  attachmentDataId: number,
+  modifiedDate: string,
+  field: DataField,
+  digest: FieldDigest,
+): Promise<void> {
+  try {
+    await database.writeTransaction((trx) =>
+      upsertDigest(trx, attachmentDataId, modifiedDate, field, digest.sha256, digest.sniffedType),
+    );
+  } catch {
+    // A cache write: nothing to undo, and the answer does not depend on it.
+  }
+}
+
+/**
  * For writers outside this module (queue intake, worker thumbnails, dataset import): call after
  * writing an `attachment_data` row to precompute the digests of its non-null fields, so the first view
  * needs no extra read. Optional: a missing or outdated digest is computed lazily by the view. Reads one
@@ -56,7 +76,8 @@ export async function refreshAttachmentDigests(
     const content = await readAttachmentContent(database, attachmentDataId, field, maxInlineBytes);
     if (content === undefined) return;
     if (content.bytes !== null) {
-      await saveFieldDigest(database.db, attachmentDataId, content.lastModifiedDate, field, content.bytes);
+      const digest = digestField(field, content.bytes);
+      await storeDigest(database, attachmentDataId, content.lastModifiedDate, field, digest);
     } else if (content.sizeBytes !== null && field !== 'text_data') {
       await digestInChunks(database, attachmentDataId, field, content.lastModifiedDate, content.sizeBytes);
     }

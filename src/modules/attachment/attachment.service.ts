@@ -11,7 +11,7 @@ import { nowDateTime } from '../../db/database.ts';
 import { AppError } from '../../errors.ts';
 import type { BinaryField } from './attachment-chunks.ts';
 import { chunkBytesFor, digestInChunks, readInChunks } from './attachment-chunks.ts';
-import { saveFieldDigest } from './attachment-digest.ts';
+import { digestField, storeDigest } from './attachment-digest.ts';
 import type { AttachmentContent, AttachmentHead, DataField, StoredDigest } from './attachment.queries.ts';
 import {
   elementTypeExists,
@@ -21,6 +21,7 @@ import {
   readAttachmentContent,
   readAttachmentHead,
   readModifiedDate,
+  upsertDigest,
 } from './attachment.queries.ts';
 import { contradictsDeclaredType, decodeLikeOriginal } from './content-type.ts';
 
@@ -134,9 +135,12 @@ export function createAttachmentService(deps: AppDeps) {
       const content = await readAttachmentContent(database, id, field, maxInlineBytes);
       if (content === undefined || content.sizeBytes === null) throw notFound();
       if (content.bytes !== null) {
-        const digest =
-          validDigest(content, content.field) ??
-          (await saveFieldDigest(database.db, id, content.lastModifiedDate, content.field, content.bytes));
+        let digest: StoredDigest | undefined = validDigest(content, content.field);
+        if (digest === undefined) {
+          const computed = digestField(content.field, content.bytes);
+          await storeDigest(database, id, content.lastModifiedDate, content.field, computed);
+          digest = computed;
+        }
         const bytes = isCompat ? decodeLikeOriginal(content.bytes) : content.bytes;
         return {
           representation: representationOf(content, content.field, digest, mime, bytes.length),
@@ -212,8 +216,10 @@ export function createAttachmentService(deps: AppDeps) {
       if (Object.keys(problems).length > 0 || mimeType === undefined || bytes === undefined)
         throw new AppError('validation_failed', 'Invalid attachment', { fields: problems });
 
+      // Hashed before the transaction: a write transaction must only wait on the database.
+      const digest = digestField('blob_data', bytes);
       const modifiedDate = nowDateTime();
-      return database.db.transaction().execute(async (trx) => {
+      return database.writeTransaction(async (trx) => {
         if (link !== undefined) {
           // Checked again inside the transaction: an event deleted meanwhile must not get the link.
           if (!(await eventExists(trx, link.eventId)))
@@ -230,7 +236,7 @@ export function createAttachmentService(deps: AppDeps) {
           link,
         });
         const storedDate = (await readModifiedDate(trx, id)) ?? modifiedDate;
-        await saveFieldDigest(trx, id, storedDate, 'blob_data', bytes);
+        await upsertDigest(trx, id, storedDate, 'blob_data', digest.sha256, digest.sniffedType);
         return id;
       });
     },
