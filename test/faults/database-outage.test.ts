@@ -15,6 +15,8 @@
  * is half written (sign/add removes the files it wrote).
  */
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import net from 'node:net';
 import { DatabaseSync } from 'node:sqlite';
 import { after, before, describe, it } from 'node:test';
@@ -24,7 +26,7 @@ import { loadConfig } from '../../src/config.ts';
 import type { Config } from '../../src/config.ts';
 import type { Database } from '../../src/db/database.ts';
 import { openDatabase } from '../../src/db/database.ts';
-import { createQueueWorker } from '../../src/modules/request-queue/index.ts';
+import { createQueueWorker, enqueueRequest } from '../../src/modules/request-queue/index.ts';
 import { createRoutineCatalog, defineRoutine } from '../../src/modules/request-queue/routines/index.ts';
 import { createAuthenticator } from '../../src/modules/user/index.ts';
 import { createUser } from '../factories.ts';
@@ -36,6 +38,8 @@ import { b64, createSignableEvent, makePng } from '../factories-signature.ts';
 import type { TestDatabase } from '../harness.ts';
 import { createTestDatabase, forEachDialect } from '../harness.ts';
 import { checkConsistency } from './consistency.ts';
+
+const WORKER = new URL('../../src/main/worker.ts', import.meta.url).pathname;
 
 interface Outage {
   cut(): Promise<void>;
@@ -119,6 +123,7 @@ forEachDialect((dialect) => {
     let close: () => Promise<void>;
     let user: TestUser;
     let type: TestRequestType;
+    let appUrl: string;
 
     before(async () => {
       testDb = await createTestDatabase(dialect);
@@ -129,10 +134,12 @@ forEachDialect((dialect) => {
         proxied.hostname = '127.0.0.1';
         proxied.port = String(proxy.port);
         outage = proxy;
-        config = loadConfig({ ...testDb.env, DATABASE_URL: proxied.toString() });
+        appUrl = proxied.toString();
+        config = loadConfig({ ...testDb.env, DATABASE_URL: appUrl });
         appDatabase = await openDatabase(config.database, { poolSize: 5 });
       } else {
         config = loadConfig(testDb.env);
+        appUrl = testDb.url;
         appDatabase = testDb.database;
         await sql`PRAGMA busy_timeout = 100`.execute(appDatabase.db);
         outage = sqliteWriteLock(testDb.url.slice('sqlite:'.length));
@@ -325,5 +332,64 @@ forEachDialect((dialect) => {
       );
       assert.deepEqual(await checkConsistency(testDb.db, testDb.filesDir), { problems: [], orphanFiles: [] });
     });
+
+    if (dialect === 'postgres') {
+      it('keeps the worker process running through the outage; it completes requests queued meanwhile once the database returns', async () => {
+        const noop = await createRequestType(testDb.db, { routineName: 'NOOP' });
+        await testDb.db
+          .updateTable('request_queue')
+          .set({ idle_yield_ms: 300 })
+          .where('request_queue', '=', noop.queue)
+          .execute();
+        const child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', WORKER], {
+          env: {
+            ...process.env,
+            ...testDb.env,
+            DATABASE_URL: appUrl,
+            WORKER_QUEUES: noop.queue,
+            LOG_LEVEL: 'info',
+          },
+          stdio: ['ignore', 'pipe', 'pipe'],
+        });
+        let output = '';
+        child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+        child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+        try {
+          await until(async () => output.includes('queue worker ready'));
+          const first = await enqueueRequest(testDb.db, { requestType: noop.requestType });
+          await until(routinesComplete([first.requestId]));
+
+          await outage.cut();
+          const second = await enqueueRequest(testDb.db, { requestType: noop.requestType });
+          await until(async () => output.includes('queue worker pass failed'));
+          assert.equal(child.exitCode, null, 'the worker process survives the outage');
+          const [waiting] = await testDb.db
+            .selectFrom('request_routine')
+            .select('status')
+            .where('request_id', '=', second.requestId)
+            .execute();
+          assert.equal(waiting!.status, 'NEW');
+
+          await outage.restore();
+          await until(routinesComplete([second.requestId]));
+          const executions = await testDb.db
+            .selectFrom('request_routine_execution')
+            .innerJoin(
+              'request_routine',
+              'request_routine.id',
+              'request_routine_execution.request_routine_id',
+            )
+            .select('request_routine_execution.id')
+            .where('request_routine.request_id', '=', second.requestId)
+            .execute();
+          assert.equal(executions.length, 1, 'run exactly once');
+          assert.equal(child.exitCode, null);
+        } finally {
+          const exited = once(child, 'exit');
+          child.kill('SIGTERM');
+          await exited;
+        }
+      });
+    }
   });
 });
