@@ -11,7 +11,8 @@
  *   the workers idle, time until its routine is seen COMPLETE (polled every 1 ms, so an upper bound of the
  *   start latency); 20 samples.
  * Targets: >= 1,000 NOOP routines/s on PostgreSQL with 4 worker processes, work spread across them; a
- * new request starts within 200 ms when idle. `npm run bench -- queue-worker --duration 2`.
+ * new request starts within 200 ms when idle. `npm run bench -- queue-worker --duration 2`
+ * (`BENCH_WORKER_CONCURRENCY=N` sets WORKER_CONCURRENCY, the slots per worker process; default 5).
  */
 import type { ChildProcess } from 'node:child_process';
 import { spawn } from 'node:child_process';
@@ -39,7 +40,14 @@ async function startWorkers(
   database: Database,
   count: number,
 ): Promise<Workers> {
-  const workerEnv = { ...env, WORKER_QUEUES: QUEUE, LOG_LEVEL: 'warn' };
+  const workerEnv = {
+    ...env,
+    WORKER_QUEUES: QUEUE,
+    LOG_LEVEL: 'warn',
+    ...(process.env.BENCH_WORKER_CONCURRENCY
+      ? { WORKER_CONCURRENCY: process.env.BENCH_WORKER_CONCURRENCY }
+      : {}),
+  };
   if (dialect === 'sqlite') {
     const config = loadConfig(workerEnv);
     const worker = createQueueWorker({

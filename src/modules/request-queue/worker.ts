@@ -39,6 +39,11 @@ export interface WorkerOptions extends EngineOptions {
   readonly counterFlushMs?: number;
   /** Routines claimed and committed together on PostgreSQL (see `engine.ts`); default 25. */
   readonly batchSize?: number;
+  /**
+   * Upper bound of the slots of one queue on PostgreSQL. Default: the pool size less two, shared between
+   * the served queues (right for the worker inside the server, which shares the pool with HTTP).
+   */
+  readonly maxSlotsPerQueue?: number;
 }
 
 export function createQueueWorker(options: WorkerOptions): QueueWorker {
@@ -144,14 +149,15 @@ export function createQueueWorker(options: WorkerOptions): QueueWorker {
         await listen(config.database.url);
       }
       unsubscribe = onRequestQueued((event) => wake(event.queue));
+      // On PostgreSQL each running slot holds one pooled connection. Sharing the server's pool (the
+      // in-process worker), the slots get at most the pool less two, shared fairly between the queues;
+      // a worker process (`maxSlotsPerQueue`) lets the pool queue its own slots.
       const poolMax = database.pool?.options.max ?? 1;
-      // On PostgreSQL each running slot holds one pooled connection; keep two for everything else.
-      let budget = database.dialect === 'postgres' ? Math.max(1, poolMax - 2) : Number.POSITIVE_INFINITY;
+      const fairShare = Math.max(1, Math.floor(Math.max(1, poolMax - 2) / Math.max(1, queues.length)));
+      const cap = database.dialect === 'sqlite' ? 1 : (options.maxSlotsPerQueue ?? fairShare);
       for (const queue of queues) {
-        const wanted =
-          database.dialect === 'sqlite' ? 1 : config.workerConcurrency || queue.maximum_active_threads || 1;
-        const slots = Math.max(1, Math.min(wanted, budget));
-        budget -= slots;
+        const wanted = config.workerConcurrency || queue.maximum_active_threads || 1;
+        const slots = Math.max(1, Math.min(wanted, cap));
         for (let i = 0; i < slots; i += 1)
           loops.push(runSlot(queue.request_queue, queue.idle_yield_ms || 1000));
         logger?.info({ queue: queue.request_queue, slots }, 'queue worker serving');
