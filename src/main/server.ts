@@ -4,8 +4,8 @@
  *
  * With `SERVER_PROCESSES` > 1 (or `auto`, one per core) this process becomes a node:cluster primary
  * (`cluster.ts`): it runs the migrations and the demo data once, closes its database, then forks that many
- * server processes sharing the port. The in-process queue worker (`WORKER=in-process`) then runs in the
- * first server process only; the others get `WORKER=off`.
+ * server processes sharing the port. The in-process queue worker (`WORKER=in-process`) and the orphan
+ * file sweep then run in the first server process only; the others get `WORKER=off` and no sweep.
  */
 import cluster from 'node:cluster';
 import { buildApp } from '../app.ts';
@@ -34,7 +34,9 @@ if (cluster.isPrimary && config.serverProcesses > 1) {
     processes: config.serverProcesses,
     logger,
     readyMessage: READY,
-    envOf: (slot) => ({ DEMO_DATA: 'off', WORKER: slot === 0 ? config.worker : 'off' }),
+    // The queue worker and the orphan sweep run in the first process only.
+    envOf: (slot): Record<string, string> =>
+      slot === 0 ? { DEMO_DATA: 'off' } : { DEMO_DATA: 'off', WORKER: 'off', ORPHAN_SWEEP_INTERVAL_MS: '0' },
   });
 } else if (cluster.isPrimary) {
   await serve(await prepare(config, logger), READY);
@@ -93,7 +95,7 @@ async function serve(
     timer.unref();
     await app.close();
     await worker?.stop();
-  await sweeper.stop();
+    await sweeper.stop();
     await database.close();
     logger.info('stopped');
     // A cluster server process keeps an IPC channel to the primary open; closing it ends the process (exit 0).
