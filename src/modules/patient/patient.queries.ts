@@ -7,6 +7,10 @@
  * - the numeric value of an identifier (the original's `value*1`): SQLite's CAST reads the leading
  *   digits, PostgreSQL needs a regular expression.
  * Every value from the request is a bound parameter; ORDER BY comes from a closed list.
+ *
+ * A search is one statement: the page of patients (ordered, limited, using the indexes) as a derived
+ * table, joined with the live identifiers of those patients only. The page's sort keys are selected as
+ * columns `s0`, `s1` so that the outer query keeps the page's order.
  */
 import type { Compilable, CompiledQuery, Expression, RawBuilder, SqlBool } from 'kysely';
 import { sql } from 'kysely';
@@ -29,9 +33,6 @@ export interface PatientWithIdentifierRow extends PatientSearchRow {
   readonly long_title: string | null;
   readonly short_title: string | null;
 }
-
-/** Safety cap on the rows of one identifier search (patients x their identifiers). */
-const MAX_IDENTIFIER_ROWS = 10_000;
 
 export interface IdentifierRow {
   readonly patient_id: number;
@@ -96,36 +97,51 @@ export function createPatientQueries(database: Database) {
   // Reference 4.6 recommendation: the smallest numeric value among the patient's live identifiers.
   const smallestIdentifier = sql<number>`(select min(${numericValue('k.value')}) from patient_identifier as k where k.patient_id = p.id and k.deleted = 0)`;
 
-  const orderTerms = (page: PageQuery, kind: 'name' | 'identifier'): RawBuilder<unknown>[] => {
+  interface SortKey {
+    readonly expression: RawBuilder<unknown>;
+    readonly direction: RawBuilder<unknown>;
+  }
+
+  /** The page's sort keys (then `p.id`): 2 for the default name order, 1 otherwise. */
+  const sortKeys = (page: PageQuery, kind: 'name' | 'identifier'): SortKey[] => {
     const asc = !page.isDescending;
-    const dir = asc ? sql`asc` : sql`desc`;
-    // NULLs (no identifier, no dob) sort first in ascending order on both dialects, as on MySQL.
-    const nulls = asc ? sql`nulls first` : sql`nulls last`;
+    // NULLs (no identifier, no dob) sort first in ascending order on both dialects, as on MySQL. Names
+    // are NOT NULL: their keys keep the plain direction, which PostgreSQL can read from the index.
+    const dir = asc ? sql`asc nulls first` : sql`desc nulls last`;
+    const nameDir = asc ? sql`asc` : sql`desc`;
+    const ascending = sql`asc`;
     switch (page.sortColumn) {
       case 'default':
         return kind === 'name'
-          ? [sql`${nameKey('c.last_name')} asc`, sql`${nameKey('c.first_name')} asc`]
-          : [sql`${smallestIdentifier} asc nulls first`];
+          ? [
+              { expression: nameKey('c.last_name'), direction: ascending },
+              { expression: nameKey('c.first_name'), direction: ascending },
+            ]
+          : [{ expression: smallestIdentifier, direction: sql`asc nulls first` }];
       case 0:
-        return [sql`${smallestIdentifier} ${dir} ${nulls}`];
+        return [{ expression: smallestIdentifier, direction: dir }];
       case 1:
-        return [sql`c.title ${dir} ${nulls}`];
+        return [{ expression: sql`c.title`, direction: dir }];
       case 2:
-        return [sql`${nameKey('c.first_name')} ${dir}`];
+        return [{ expression: nameKey('c.first_name'), direction: nameDir }];
       case 3:
-        return [sql`${nameKey('c.last_name')} ${dir}`];
+        return [{ expression: nameKey('c.last_name'), direction: nameDir }];
       case 4:
-        return [sql`p.dob ${dir} ${nulls}`];
+        return [{ expression: sql`p.dob`, direction: dir }];
       case 5:
-        return [sql`p.gender ${dir} ${nulls}`];
+        return [{ expression: sql`p.gender`, direction: dir }];
     }
   };
 
+  /** Live patients, restricted to holders of a type when asked, with their sort keys as s0/s1. */
   const basePage = (page: PageQuery, kind: 'name' | 'identifier') => {
+    const keys = sortKeys(page, kind);
     let query = db
       .selectFrom('contact as c')
       .innerJoin('patient as p', 'p.contact_id', 'c.id')
       .select(COLUMNS)
+      .select(keys[0]!.expression.as('s0'))
+      .select((keys[1]?.expression ?? sql`0`).as('s1'))
       .where('p.deleted', '=', 0);
     if (page.restrictTypeId !== undefined) {
       const typeId = page.restrictTypeId;
@@ -140,8 +156,39 @@ export function createPatientQueries(database: Database) {
         ),
       );
     }
-    for (const term of orderTerms(page, kind)) query = query.orderBy(term);
+    // By the output columns, so that a correlated sort key is computed once per row.
+    query = query.orderBy(sql`s0 ${keys[0]!.direction}`);
+    if (keys[1] !== undefined) query = query.orderBy(sql`s1 ${keys[1].direction}`);
     return query.orderBy('p.id', 'asc').limit(page.limit).offset(page.offset);
+  };
+
+  type PageBuilder = ReturnType<typeof basePage>;
+
+  /** The page joined with its patients' live identifiers, in page order then identifier id. */
+  const withIdentifiers = (inner: PageBuilder, page: PageQuery, kind: 'name' | 'identifier') => {
+    let query = db
+      .selectFrom(inner.as('pg'))
+      .leftJoin('patient_identifier as own', (join) =>
+        join.onRef('own.patient_id', '=', 'pg.id').on('own.deleted', '=', 0),
+      )
+      .leftJoin('patient_identifier_type as t', 't.id', 'own.patient_identifier_type_id')
+      .select([
+        'pg.id',
+        'pg.first_name',
+        'pg.last_name',
+        'pg.dob',
+        'pg.date_of_death',
+        'pg.is_deceased',
+        'pg.gender',
+        'own.patient_identifier_type_id as identifier_type_id',
+        'own.value as identifier_value',
+        't.long_title',
+        't.short_title',
+      ]);
+    const keys = sortKeys(page, kind);
+    query = query.orderBy(sql`pg.s0 ${keys[0]!.direction}`);
+    if (keys[1] !== undefined) query = query.orderBy(sql`pg.s1 ${keys[1].direction}`);
+    return query.orderBy('pg.id', 'asc').orderBy('own.id', 'asc');
   };
 
   const range = (key: RawBuilder<string>, prefix: PrefixRange): Expression<SqlBool> =>
@@ -156,28 +203,12 @@ export function createPatientQueries(database: Database) {
     if (criteria.firstName !== undefined)
       query = query.where(range(nameKey('c.first_name'), criteria.firstName));
     if (criteria.dob !== undefined) query = query.where('p.dob', '=', criteria.dob);
-    return query;
+    return withIdentifiers(query, page, 'name');
   };
 
-  // Identifier search matches a handful of patients at most, so it fetches them with all their live
-  // identifiers in one statement and pages in memory (one round trip instead of two).
-  const byIdentifier = (pairs: readonly IdentifierPair[], page: PageQuery) => {
-    let query = db
-      .selectFrom('contact as c')
-      .innerJoin('patient as p', 'p.contact_id', 'c.id')
-      .leftJoin('patient_identifier as own', (join) =>
-        join.onRef('own.patient_id', '=', 'p.id').on('own.deleted', '=', 0),
-      )
-      .leftJoin('patient_identifier_type as t', 't.id', 'own.patient_identifier_type_id')
-      .select([
-        ...COLUMNS,
-        'own.patient_identifier_type_id as identifier_type_id',
-        'own.value as identifier_value',
-        't.long_title',
-        't.short_title',
-      ])
-      .where('p.deleted', '=', 0)
-      .where('p.id', 'in', (eb) =>
+  const byIdentifier = (pairs: readonly IdentifierPair[], page: PageQuery) =>
+    withIdentifiers(
+      basePage(page, 'identifier').where('p.id', 'in', (eb) =>
         eb
           .selectFrom('patient_identifier as pi')
           .select('pi.patient_id')
@@ -192,19 +223,10 @@ export function createPatientQueries(database: Database) {
               ),
             ),
           ),
-      );
-    for (const term of orderTerms(page, 'identifier')) query = query.orderBy(term);
-    return query.orderBy('p.id', 'asc').orderBy('own.id', 'asc').limit(MAX_IDENTIFIER_ROWS);
-  };
-
-  const identifiersOf = (patientIds: readonly number[]) =>
-    db
-      .selectFrom('patient_identifier as pi')
-      .innerJoin('patient_identifier_type as t', 't.id', 'pi.patient_identifier_type_id')
-      .select(['pi.patient_id', 'pi.patient_identifier_type_id', 'pi.value', 't.long_title', 't.short_title'])
-      .where('pi.patient_id', 'in', patientIds)
-      .where('pi.deleted', '=', 0)
-      .orderBy('pi.id');
+      ),
+      page,
+      'identifier',
+    );
 
   const shapes = createShapeCache();
   const pageKey = (page: PageQuery) =>
@@ -218,8 +240,11 @@ export function createPatientQueries(database: Database) {
   const pageValues = (page: PageQuery) => [page.restrictTypeId, page.limit, page.offset];
 
   return {
-    /** One page of live patients whose names start with the prefixes (and born on `dob`). */
-    patientsByName(criteria: NameCriteria, page: PageQuery): CompiledQuery<PatientSearchRow> {
+    /**
+     * One page of live patients whose names start with the prefixes (and born on `dob`), one row per
+     * live identifier of theirs (or one row with null identifier columns).
+     */
+    patientsByName(criteria: NameCriteria, page: PageQuery): CompiledQuery<PatientWithIdentifierRow> {
       const { lastName: last, firstName: first } = criteria;
       const key = `name|${last === undefined ? 0 : last.high === undefined ? 1 : 2}|${first === undefined ? 0 : first.high === undefined ? 1 : 2}|${criteria.dob !== undefined}|${pageKey(page)}`;
       const values = [last?.low, last?.high, first?.low, first?.high, criteria.dob, ...pageValues(page)];
@@ -240,30 +265,21 @@ export function createPatientQueries(database: Database) {
     },
 
     /**
-     * Every live patient holding a live identifier equal (case-insensitively) to one of the (type, value)
-     * pairs (`value` already lower-cased like the database does; at least one pair), one row per live
-     * identifier of theirs (or one row with null identifier columns), in result order then identifier
-     * id. The caller pages.
+     * One page of live patients holding a live identifier equal (case-insensitively) to one of the
+     * (type, value) pairs (`value` already lower-cased like the database does; at least one pair), one
+     * row per live identifier of theirs.
      */
     patientsByIdentifier(
       pairs: readonly IdentifierPair[],
-      page: Pick<PageQuery, 'sortColumn' | 'isDescending'>,
+      page: PageQuery,
     ): CompiledQuery<PatientWithIdentifierRow> {
-      const key = `identifier|${pairs.length}|${page.sortColumn}|${page.isDescending}`;
-      const values = pairs.flatMap((p) => [p.typeId, p.value]);
-      const full: PageQuery = { ...page, limit: 0, offset: 0, restrictTypeId: undefined };
+      const key = `identifier|${pairs.length}|${pageKey(page)}`;
+      const values = [...pageValues(page), ...pairs.flatMap((p) => [p.typeId, p.value])];
       return shapes.compile(key, values, (s) =>
         byIdentifier(
-          pairs.map((_, i) => ({ typeId: s[2 * i] as number, value: s[2 * i + 1] as string })),
-          full,
+          pairs.map((_, i) => ({ typeId: s[3 + 2 * i] as number, value: s[4 + 2 * i] as string })),
+          pageWith(page, s, 0),
         ),
-      );
-    },
-
-    /** Every live identifier of the given patients (at least one) with its type's titles, in id order. */
-    identifiersOf(patientIds: readonly number[]): CompiledQuery<IdentifierRow> {
-      return shapes.compile(`identifiers|${patientIds.length}`, patientIds, (s) =>
-        identifiersOf(s as number[]),
       );
     },
 
@@ -272,6 +288,8 @@ export function createPatientQueries(database: Database) {
     },
   };
 }
+
+export type PatientQueries = ReturnType<typeof createPatientQueries>;
 
 const SLOT = Symbol('slot');
 interface Slot {
@@ -308,5 +326,3 @@ function createShapeCache(maxShapes = 500) {
     },
   };
 }
-
-export type PatientQueries = ReturnType<typeof createPatientQueries>;

@@ -68,11 +68,8 @@ type SearchPlan = {
   readonly ref: ReferenceData;
   readonly scope: Scope;
   readonly isTypeGiven: boolean;
-  readonly page: PageQuery;
-} & (
-  | { readonly kind: 'name'; readonly query: CompiledQuery<PatientSearchRow> }
-  | { readonly kind: 'identifier'; readonly query: CompiledQuery<PatientWithIdentifierRow> }
-);
+  readonly query: CompiledQuery<PatientWithIdentifierRow>;
+};
 
 type OwnIdentifier = Pick<
   IdentifierRow,
@@ -130,7 +127,7 @@ export function createPatientSearchService(deps: Pick<AppDeps, 'config' | 'datab
         firstName: prefix(parsed.firstName),
         dob: parsed.dob,
       };
-      return { ...base, kind: 'name', page, query: queries.patientsByName(criteria, page) };
+      return { ...base, query: queries.patientsByName(criteria, page) };
     }
     const candidates =
       restrictType !== undefined
@@ -146,12 +143,7 @@ export function createPatientSearchService(deps: Pick<AppDeps, 'config' | 'datab
       pairs.set(`${type.id}\u0000${lowered}`, { typeId: type.id, value: lowered });
     }
     if (pairs.size === 0) return undefined;
-    return {
-      ...base,
-      kind: 'identifier',
-      page,
-      query: queries.patientsByIdentifier([...pairs.values()], page),
-    };
+    return { ...base, query: queries.patientsByIdentifier([...pairs.values()], page) };
   };
 
   return {
@@ -164,38 +156,26 @@ export function createPatientSearchService(deps: Pick<AppDeps, 'config' | 'datab
       const plan = await planSearch(input);
       if (plan === undefined) return [];
       const { ref, scope } = plan;
-      let rows: PatientSearchRow[];
+      // One row per (patient, live identifier), in page order: group them back into patients.
+      const rows: PatientSearchRow[] = [];
       const byPatient = new Map<number, OwnIdentifier[]>();
-      if (plan.kind === 'name') {
-        rows = await queries.run(plan.query);
-        if (rows.length === 0) return [];
-        for (const row of await queries.run(queries.identifiersOf(rows.map((r) => r.id)))) {
-          const list = byPatient.get(row.patient_id);
-          if (list === undefined) byPatient.set(row.patient_id, [row]);
-          else list.push(row);
+      for (const row of await queries.run(plan.query)) {
+        let list = byPatient.get(row.id);
+        if (list === undefined) {
+          list = [];
+          byPatient.set(row.id, list);
+          rows.push(row);
         }
-      } else {
-        const joined = await queries.run(plan.query);
-        const patients: PatientSearchRow[] = [];
-        for (const row of joined) {
-          let list = byPatient.get(row.id);
-          if (list === undefined) {
-            list = [];
-            byPatient.set(row.id, list);
-            patients.push(row);
-          }
-          if (row.identifier_type_id !== null && row.identifier_value !== null) {
-            list.push({
-              patient_identifier_type_id: row.identifier_type_id,
-              value: row.identifier_value,
-              long_title: row.long_title,
-              short_title: row.short_title ?? '',
-            });
-          }
+        if (row.identifier_type_id !== null && row.identifier_value !== null) {
+          list.push({
+            patient_identifier_type_id: row.identifier_type_id,
+            value: row.identifier_value,
+            long_title: row.long_title,
+            short_title: row.short_title ?? '',
+          });
         }
-        rows = patients.slice(plan.page.offset, plan.page.offset + plan.page.limit);
-        if (rows.length === 0) return [];
       }
+      if (rows.length === 0) return [];
       const today = todayIn(deps.config.timeZone);
       const usage =
         ref.setting('display_primary_number_usage_code', scope.institution?.id, scope.siteId) ?? 'LOCAL';
