@@ -109,6 +109,28 @@ forEachDialect((dialect) => {
       }
     });
 
+    it('npm run worker completes queued routines and stops cleanly on SIGTERM', async () => {
+      const { requestId } = await enqueueRequest(testDb.db, { requestType: 'noop' });
+      const child = spawn(
+        process.execPath,
+        ['--disable-warning=ExperimentalWarning', new URL('../../main/worker.ts', import.meta.url).pathname],
+        { env: { ...process.env, ...testDb.env, WORKER_QUEUES: 'default_queue' }, stdio: 'ignore' },
+      );
+      try {
+        await until(async () => (await routinesOf(testDb.db, requestId))[0]!.status === 'COMPLETE', 15_000);
+      } finally {
+        child.kill('SIGTERM');
+      }
+      const [code] = (await once(child, 'exit')) as [number | null];
+      assert.equal(code, 0);
+      const queue = await testDb.db
+        .selectFrom('request_queue')
+        .selectAll()
+        .where('request_queue', '=', 'default_queue')
+        .executeTakeFirstOrThrow();
+      assert.ok(queue.total_success_count >= 1, 'the counters are flushed on stop');
+    });
+
     it('leaves a routine whose worker was killed mid-routine to be run exactly once by another', async () => {
       const routine = await createRoutineName(testDb.db);
       const type = await createRequestType(testDb.db, { routineName: routine });
