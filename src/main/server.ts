@@ -42,7 +42,7 @@ if (cluster.isPrimary && config.serverProcesses > 1) {
   await serve(await prepare(config, logger), READY);
 } else {
   // A cluster server process: the primary already migrated the database and loaded the demo data.
-  const database = await openDatabase(config.database);
+  const database = await openDatabase(config.database, { poolSize: config.dbPoolSize });
   await serve({ config, database, files: createLocalFileStore(config.filesDir) }, 'server process ready');
 }
 
