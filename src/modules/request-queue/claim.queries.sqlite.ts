@@ -11,13 +11,17 @@ import type { DB } from '../../db/schema.ts';
 import type { ClaimedRoutine } from './claim.queries.ts';
 import { isEligible } from './claim.queries.ts';
 
-/** The first eligible routine of `queue` (by id) whose request is not among `busyRequestIds`. */
-export async function claimNextRoutine(
+/**
+ * The first `limit` eligible routines of `queue` (by id) whose requests are not among `busyRequestIds`,
+ * at most one per request.
+ */
+export async function claimRoutines(
   db: Kysely<DB>,
   queue: string,
   nowText: string,
   busyRequestIds: ReadonlySet<number>,
-): Promise<ClaimedRoutine | undefined> {
+  limit: number,
+): Promise<ClaimedRoutine[]> {
   let query = db
     .selectFrom('request_routine as rr')
     .innerJoin('request as r', 'r.id', 'rr.request_id')
@@ -25,9 +29,10 @@ export async function claimNextRoutine(
     .select('r.request_type')
     .where((eb) => isEligible(eb, queue, nowText))
     .orderBy('rr.id')
-    .limit(1);
+    .limit(limit);
   if (busyRequestIds.size > 0) query = query.where('rr.request_id', 'not in', [...busyRequestIds]);
-  return query.executeTakeFirst();
+  const seen = new Set<number>();
+  return (await query.execute()).filter((r) => !seen.has(r.request_id) && seen.add(r.request_id));
 }
 
 /**

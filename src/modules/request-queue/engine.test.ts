@@ -328,7 +328,7 @@ forEachDialect((dialect) => {
       assert.deepEqual(await details(requestId), []);
     });
 
-    it('commits each routine of a batch with its own outcome (PostgreSQL batches, SQLite one)', async () => {
+    it('commits each routine of a batch with its own outcome', async () => {
       const type = await createRequestType(testDb.db, { routineName: names.ok! });
       const ids: number[] = [];
       for (let i = 0; i < 3; i += 1) {
@@ -341,7 +341,7 @@ forEachDialect((dialect) => {
         .execute();
       const outcomes = await engine.runBatch(type.queue, 10);
       await engine.flushCounters();
-      assert.equal(outcomes.length, dialect === 'postgres' ? 3 : 1);
+      assert.equal(outcomes.length, 3);
       while ((await engine.runBatch(type.queue, 10)).length > 0);
       const statuses = await Promise.all(ids.map(async (id) => (await routinesOf(testDb.db, id))[0]!.status));
       assert.deepEqual(statuses, ['COMPLETE', 'RETRY', 'COMPLETE']);
@@ -481,12 +481,16 @@ forEachDialect((dialect) => {
       assert.equal(outcome.kind === 'ran' && outcome.routineId, after, 'VOID siblings do not block');
     });
 
-    it('ends a batch after a routine that took a routine lock', async () => {
+    it('ends a PostgreSQL batch after a routine that took a routine lock', async () => {
       gateOpen();
       const type = await createRequestType(testDb.db, { routineName: names.locker! });
       for (let i = 0; i < 3; i += 1) await enqueueRequest(testDb.db, { requestType: type.requestType });
-      assert.equal((await engine.runBatch(type.queue, 10)).length, 1);
-      assert.equal((await engine.runBatch(type.queue, 10)).length, 1);
+      // PostgreSQL holds the key's row lock until commit; SQLite's one writer needs no such care.
+      const sizes = [
+        (await engine.runBatch(type.queue, 10)).length,
+        (await engine.runBatch(type.queue, 10)).length,
+      ];
+      assert.deepEqual(sizes, dialect === 'postgres' ? [1, 1] : [3, 0]);
       await engine.flushCounters();
     });
 

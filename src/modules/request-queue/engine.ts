@@ -176,13 +176,19 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
   async function runBatch(queue: string, maxRoutines: number): Promise<StepOutcome[]> {
     const nowText = formatDateTime(now());
     if (database.dialect === 'sqlite') {
-      const claimed = await sqliteClaim.claimNextRoutine(db, queue, nowText, busyRequestIds);
-      if (claimed === undefined) return [];
-      busyRequestIds.add(claimed.request_id);
+      const claimed = await sqliteClaim.claimRoutines(
+        db,
+        queue,
+        nowText,
+        busyRequestIds,
+        Math.max(1, maxRoutines),
+      );
+      if (claimed.length === 0) return [];
+      for (const routine of claimed) busyRequestIds.add(routine.request_id);
       try {
-        return [await attemptOnSqlite(claimed)];
+        return await attemptOnSqlite(claimed);
       } finally {
-        busyRequestIds.delete(claimed.request_id);
+        for (const routine of claimed) busyRequestIds.delete(routine.request_id);
       }
     }
     const trx = await db.startTransaction().execute();
@@ -270,51 +276,63 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
 
   /**
    * SQLite: `prepare` runs before the write transaction opens, so slow preparation (thumbnails) never
-   * holds the single connection that the HTTP server shares.
+   * holds the single connection that the HTTP server shares. The routines prepared within the batch budget
+   * then run in one transaction, a savepoint each, and share one commit (one fsync with
+   * `synchronous = FULL`); the others stay as they were.
    */
-  async function attemptOnSqlite(claimed: ClaimedRoutine): Promise<StepOutcome> {
-    const definition = catalog.get(claimed.routine_name);
-    const logLines: string[] = [workerLine];
-    let pre: Prepared = { prepared: undefined, failure: undefined };
-    if (definition !== undefined) {
-      activeCount += 1;
-      try {
-        pre = {
-          prepared: await withTimeout(
-            prepareAndValidate(definition, prepareContextOf(claimed, db, logLines)),
-            definition.timeoutMs,
-          ),
-          failure: undefined,
-        };
-      } catch (error) {
-        pre = { prepared: undefined, failure: error };
-      } finally {
-        activeCount -= 1;
+  async function attemptOnSqlite(claimed: readonly ClaimedRoutine[]): Promise<StepOutcome[]> {
+    const batchStartedAt = Date.now();
+    const ready: { claimed: ClaimedRoutine; pre: Prepared; logLines: string[] }[] = [];
+    for (const routine of claimed) {
+      if (ready.length > 0 && Date.now() - batchStartedAt > BATCH_BUDGET_MS) break;
+      const definition = catalog.get(routine.routine_name);
+      const logLines: string[] = [workerLine];
+      let pre: Prepared = { prepared: undefined, failure: undefined };
+      if (definition !== undefined) {
+        activeCount += 1;
+        try {
+          pre = {
+            prepared: await withTimeout(
+              prepareAndValidate(definition, prepareContextOf(routine, db, logLines)),
+              definition.timeoutMs,
+            ),
+            failure: undefined,
+          };
+        } catch (error) {
+          pre = { prepared: undefined, failure: error };
+        } finally {
+          activeCount -= 1;
+        }
       }
+      ready.push({ claimed: routine, pre, logLines });
     }
     const trx = await db.startTransaction().execute();
     try {
-      const nowText = formatDateTime(now());
-      if (!(await isStillEligible(trx, claimed.id, claimed.execute_request_queue, nowText))) {
-        await trx.rollback().execute();
-        return { kind: 'contended' };
+      const attempts: (Attempt | 'contended')[] = [];
+      for (const { claimed: routine, pre, logLines } of ready) {
+        const nowText = formatDateTime(now());
+        if (!(await isStillEligible(trx, routine.id, routine.execute_request_queue, nowText))) {
+          attempts.push('contended');
+          continue;
+        }
+        attempts.push(await runClaimed(routine, trx, pre, logLines));
       }
-      const attempt = await runClaimed(claimed, trx, pre, logLines);
-      chainedRoutineIds.delete(claimed.id);
-      lockingRoutineIds.delete(claimed.id);
       await trx.commit().execute();
-      return finish(attempt);
+      return attempts.map((a) => (a === 'contended' ? { kind: 'contended' } : finish(a)));
     } catch (error) {
-      chainedRoutineIds.delete(claimed.id);
-      lockingRoutineIds.delete(claimed.id);
       if (!trx.isCommitted && !trx.isRolledBack) {
         await trx
           .rollback()
           .execute()
           .catch(() => {});
       }
-      if (error instanceof RoutineTimeoutError) return recordTimeout(error);
+      if (error instanceof RoutineTimeoutError) return [await recordTimeout(error)];
       throw error;
+    } finally {
+      for (const routine of claimed) {
+        chainedRoutineIds.delete(routine.id);
+        lockingRoutineIds.delete(routine.id);
+      }
     }
   }
 
