@@ -29,6 +29,9 @@ export const signatureRoutes: FastifyPluginAsync<ModuleOptions> = async (app, { 
   app.addHook('onRequest', async (request, reply) => {
     void reply.header('access-control-allow-origin', '*');
     if (request.method !== 'POST') return;
+    // Reference 5.5 step 3: the Content-Type is ignored, a malformed one too (Fastify would answer 415).
+    if (request.headers['content-type'] !== undefined)
+      request.headers['content-type'] = 'application/octet-stream';
     const waitSeconds = limiter.hit(request.ip);
     if (waitSeconds > 0)
       throw new AppError('too_many_requests', DEFAULT_MESSAGES.too_many_requests, {
@@ -43,6 +46,7 @@ export const signatureRoutes: FastifyPluginAsync<ModuleOptions> = async (app, { 
     if (code !== 'bad_request' && code !== 'payload_too_large') return;
     try {
       const logId = await service.recordRefusedBody(DEFAULT_MESSAGES[code]);
+      request.audit = { targetType: 'signature_import_log', targetIds: [logId] };
       request.log.info({ logId }, 'signature body refused');
     } catch (logError) {
       request.log.warn({ errorClass: (logError as Error).constructor.name }, 'refused body not logged');
@@ -72,6 +76,7 @@ function registerSignAdd(app: FastifyInstance, url: string, service: SignatureSe
   app.post<{ Body: SignatureInput | undefined }>(url, { bodyLimit }, async (request, reply) => {
     if (request.body === undefined) throw new AppError('bad_request', DEFAULT_MESSAGES.bad_request);
     const outcome = await service.importSignature(request.body);
+    request.audit = { targetType: 'signature_import_log', targetIds: [outcome.logId] };
     switch (outcome.kind) {
       case 'saved':
         request.log.info({ logId: outcome.logId }, 'signature saved');

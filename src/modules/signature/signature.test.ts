@@ -213,6 +213,16 @@ forEachDialect((dialect) => {
       await assertJsonAnswer(response, 200, 'Correct signature saved!');
     });
 
+    it('ignores a malformed Content-Type too (not 415): the body is read as JSON', async () => {
+      for (const contentType of ['0', ';;;', 'text/html; charset="unterminated', 'application/json;;']) {
+        const event = await createSignableEvent(app.db);
+        const start = await counts(app);
+        const response = await post(validBody(event), { headers: { 'content-type': contentType } });
+        await assertJsonAnswer(response, 200, 'Correct signature saved!');
+        await assertDelta(app, start, { files: 2, protectedFiles: 2, signatures: 1, logs: 1 });
+      }
+    });
+
     it('leaves the info of a non-CVI event alone', async () => {
       const eventType = await createCviEventType(app.db, { className: 'OphGeneric' });
       const event = await createSignableEvent(app.db, {
