@@ -15,6 +15,7 @@ import { applySecurityHeaders, httpsServerOptions } from './http/transport-secur
 import type { ModuleOptions } from './http/module.ts';
 import type { Logger } from './logger.ts';
 import { attachmentRoutes } from './modules/attachment/index.ts';
+import { installAuditTrail } from './modules/audit/index.ts';
 import { patientRoutes } from './modules/patient/index.ts';
 import { requestQueueRoutes } from './modules/request-queue/index.ts';
 import { signatureRoutes } from './modules/signature/index.ts';
@@ -58,6 +59,8 @@ export async function buildApp(deps: AppDeps, options: BuildAppOptions = {}): Pr
     maxConcurrent: deps.config.maxConcurrentHeavyRequests,
     queueTimeoutMs: deps.config.heavyQueueTimeoutMs,
   });
+  // One audit row per answer of an audited route, committed before the answer leaves (modules/audit).
+  installAuditTrail(app, deps);
 
   // Before any route: the OpenAPI collector and the request metrics hook see every route registered after.
   const moduleOptions: ModuleOptions = { deps, basicAuth: markGuards(createBasicAuthGuard(deps)) };

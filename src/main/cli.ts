@@ -9,6 +9,7 @@ import { parseArgs } from 'node:util';
 import type { Config } from '../config.ts';
 import { ConfigError, loadConfig } from '../config.ts';
 import { AppError } from '../errors.ts';
+import { auditCommands } from '../modules/audit/index.ts';
 import { DatasetError, datasetCommands } from '../modules/dataset/index.ts';
 import { queueCommands } from '../modules/request-queue/index.ts';
 import {
@@ -140,6 +141,7 @@ const COMMANDS: readonly CliCommand[] = [
   ...userCommands,
   ...datasetCommands,
   ...queueCommands,
+  ...auditCommands,
 ];
 
 function usageOf(command: CliCommand): string {

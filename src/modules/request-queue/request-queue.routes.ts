@@ -120,6 +120,7 @@ export async function registerRequestQueueRoutes(
       clientAddress: request.ip,
       userId: request.principal!.userId,
     });
+    request.audit = { targetType: 'request', targetIds: [requestId] };
     return { request_id: requestId };
   };
 

@@ -1,0 +1,176 @@
+/**
+ * Records one audit row per answer of an audited route, from one app-level `onSend` hook: after the
+ * handler (or the guard, or the error handler) has decided the answer and before its first byte leaves.
+ * The hook awaits the row's commit (group commit, `audit-trail.ts`), so an answer is never sent for a call
+ * whose audit row could be lost; if the row cannot be written the answer becomes 503 (`Retry-After`) in
+ * the route's error shape instead, and a streamed body is dropped unsent.
+ *
+ * Which calls are audited: the routes below (every Basic-guarded API route, and the open `sign/add`),
+ * whatever the outcome: 2xx, refusals (401, 403), bad input (4xx), failures (5xx). Not audited:
+ * - throttled answers (429): recording them would let an anonymous client write rows without bound,
+ *   which is what the throttle exists to stop (the same rule as the signature import log);
+ * - 503 answers given before authentication (overload, database down): anonymous and unbounded too;
+ * - other methods on these URLs (405, preflights) and unknown URLs: no access decision is made.
+ * They are visible in the metrics and the request log.
+ *
+ * What a row holds: action, user id, target type and internal ids, HTTP status, client address, request
+ * id. Never names, dates of birth, identifiers, search terms, bodies or claimed usernames (a 401's
+ * "username" may be a mistyped password). The action comes from the table below (so a refusal is
+ * audited before any handler runs); the targets from `request.audit`, which a handler sets once it
+ * knows them, or else from the route's id query parameter.
+ */
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { AppDeps } from '../../deps.ts';
+import { AppError, DATABASE_RETRY_AFTER_SECONDS, DEFAULT_MESSAGES } from '../../errors.ts';
+import { errorBody } from '../../http/error-handler.ts';
+import type { AuditEntry, AuditTrail } from './audit-trail.ts';
+import { createAuditTrail } from './audit-trail.ts';
+
+export type AuditAction =
+  'patient.search' | 'signature.add' | 'attachment.view' | 'attachment.create' | 'queue.add' | 'queue.status';
+
+export type AuditTargetType = 'patient' | 'signature_import_log' | 'attachment_data' | 'request';
+
+/** What a handler tells the audit trail about the records its call touched. */
+export interface AuditAnnotation {
+  readonly targetType: AuditTargetType;
+  /** Internal ids only, in answer order (`[]` for none, e.g. a search that found nobody). */
+  readonly targetIds: readonly number[];
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** Set by a handler of an audited route: the records the call touched. */
+    audit?: AuditAnnotation;
+  }
+}
+
+interface AuditedRoute {
+  readonly action: AuditAction;
+  /** Targets known from the request itself (kept when the call is refused before its handler). */
+  readonly targetOf?: (request: FastifyRequest) => AuditAnnotation | undefined;
+}
+
+const ID_PARAMETER = /^\d{1,15}$/;
+
+function idParameter(name: string, targetType: AuditTargetType) {
+  return (request: FastifyRequest): AuditAnnotation | undefined => {
+    const value = (request.query as Record<string, unknown> | undefined)?.[name];
+    return typeof value === 'string' && ID_PARAMETER.test(value)
+      ? { targetType, targetIds: [Number(value)] }
+      : undefined;
+  };
+}
+
+const search: AuditedRoute = { action: 'patient.search' };
+const signAdd: AuditedRoute = { action: 'signature.add' };
+const view: AuditedRoute = { action: 'attachment.view', targetOf: idParameter('id', 'attachment_data') };
+const create: AuditedRoute = { action: 'attachment.create' };
+const queueAdd: AuditedRoute = { action: 'queue.add' };
+const queueStatus: AuditedRoute = { action: 'queue.status', targetOf: idParameter('request_id', 'request') };
+
+/** Audited routes: lower-case route URL -> method -> action. HEAD reveals as much as GET (sizes, dates). */
+const AUDITED_ROUTES = new Map<string, Readonly<Record<string, AuditedRoute>>>([
+  ['/api/v1/patient/search', { GET: search, HEAD: search, POST: search, PUT: search }],
+  ['/api/v1/sign/add', { POST: signAdd }],
+  ['/api/sign/add', { POST: signAdd }],
+  ['/api/v1/attachmentdisplay/view', { GET: view, HEAD: view }],
+  ['/api/v1/attachmentdisplay/create', { POST: create }],
+  ['/api/v1/request/queue/add', { POST: queueAdd, PUT: queueAdd }],
+  ['/api/v1/request/queue/status', { GET: queueStatus, HEAD: queueStatus }],
+]);
+
+function auditedRouteOf(request: FastifyRequest): AuditedRoute | undefined {
+  const url = request.routeOptions.url;
+  if (url === undefined) return undefined;
+  return AUDITED_ROUTES.get(url.toLowerCase())?.[request.method];
+}
+
+/** Headers that describe a representation; dropped when the answer is replaced by a 503. */
+const REPRESENTATION_HEADERS = [
+  'content-length',
+  'content-range',
+  'content-disposition',
+  'content-encoding',
+  'accept-ranges',
+  'etag',
+  'last-modified',
+];
+
+/**
+ * Installs the audit hook on `app` (call before the modules' routes are registered, at the root).
+ * Returns the trail, which is flushed when the app closes.
+ */
+export function installAuditTrail(app: FastifyInstance, deps: AppDeps): AuditTrail {
+  const trail = createAuditTrail(deps.database);
+
+  app.addHook('onSend', async (request, reply, payload) => {
+    const route = auditedRouteOf(request);
+    if (route === undefined) return payload;
+    const outcome = reply.statusCode;
+    if (outcome === 429 || (outcome === 503 && request.principal === undefined)) return payload;
+    const target = request.audit ?? route.targetOf?.(request);
+    const entry: AuditEntry = {
+      action: route.action,
+      userId: await userIdOf(request, outcome),
+      targetType: target?.targetType ?? null,
+      targetIds: target?.targetIds ?? [],
+      outcome,
+      clientAddress: request.ip ?? null,
+      requestId: request.id,
+    };
+    try {
+      await trail.record(entry);
+    } catch (error) {
+      request.log.error(
+        { err: error, action: route.action, outcome },
+        'audit row not written: answer refused',
+      );
+      return refuseUnaudited(request, reply, payload);
+    }
+    return payload;
+  });
+  app.addHook('onClose', async () => trail.flush());
+
+  /**
+   * The caller's user id. A 403 comes after a successful verification that the guard does not keep
+   * (`request.principal` is set only on success); asking the authenticator again hits its cache, so no
+   * password check and no query is repeated in the normal configuration.
+   */
+  async function userIdOf(request: FastifyRequest, outcome: number): Promise<number | null> {
+    if (request.principal !== undefined) return request.principal.userId;
+    const header = request.headers.authorization;
+    if (outcome !== 403 || header === undefined) return null;
+    try {
+      const verification = await deps.authenticator.verify(header);
+      return verification.ok ? verification.principal.userId : null;
+    } catch {
+      return null;
+    }
+  }
+
+  return trail;
+}
+
+/** Replaces the answer by a 503 in the route's error shape: a call is never answered unaudited. */
+function refuseUnaudited(request: FastifyRequest, reply: FastifyReply, payload: unknown): string {
+  if (isDestroyable(payload)) payload.destroy();
+  for (const name of REPRESENTATION_HEADERS) reply.removeHeader(name);
+  const error = new AppError('unavailable', DEFAULT_MESSAGES.unavailable);
+  const shape = request.routeOptions.config?.errorShape ?? 'string';
+  void reply
+    .code(503)
+    .header('retry-after', String(DATABASE_RETRY_AFTER_SECONDS))
+    .header('cache-control', 'no-store')
+    .header('content-type', 'application/json; charset=utf-8');
+  return JSON.stringify(errorBody(error, shape, request.id));
+}
+
+function isDestroyable(value: unknown): value is { destroy(): void } {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    typeof (value as { destroy?: unknown }).destroy === 'function' &&
+    !Buffer.isBuffer(value)
+  );
+}
