@@ -488,7 +488,15 @@ export const ENDPOINT_DOCS = new Map<string, EndpointDoc>([
           responses: {
             200: {
               description: 'The document.',
-              schema: { type: 'object', required: ['openapi', 'info', 'paths'] },
+              schema: {
+                type: 'object',
+                required: ['openapi', 'info', 'paths'],
+                properties: {
+                  openapi: { const: '3.1.0' },
+                  info: { type: 'object' },
+                  paths: { type: 'object' },
+                },
+              },
             },
           },
         },
