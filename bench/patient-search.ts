@@ -8,7 +8,7 @@
  * - `Last, First dd/mm/yyyy`.
  *
  * The identifier search is measured again on a smaller population, to show that its response time does
- * not grow with the population. The `EXPLAIN` output of each search's page query (the very SQL the
+ * not grow with the population. The `EXPLAIN` output of each search's statement (the very SQL the
  * service runs, from `compileSearch`) is written to `bench/explain/<dialect>-<search>.txt`.
  *
  * Environment: `BENCH_PATIENTS` (default 1000000) and `BENCH_PATIENTS_SMALL` (default 100000; 0 skips
@@ -107,7 +107,7 @@ async function preparePopulation(
   });
 }
 
-/** Writes the plan of each search's page query, as the service compiles it, to bench/explain/. */
+/** Writes the plan of each search's statement, as the service compiles it, to bench/explain/. */
 async function writeExplains(database: Database, cases: readonly SearchCase[]): Promise<void> {
   const config = loadConfig({ INSTITUTION_CODE, REFERENCE_CACHE_TTL_MS: '0', LOG_LEVEL: 'silent' });
   const service = createPatientSearchService({ config, database });
@@ -136,7 +136,7 @@ async function writeExplains(database: Database, cases: readonly SearchCase[]): 
         ? result.rows.map((row) => `${String(row.id)} ${String(row.parent)} ${String(row.detail)}`)
         : result.rows.map((row) => String(row['QUERY PLAN']));
     const text = [
-      `# ${searchCase.label} (${database.dialect}); the page query of GET /api/v1/patient/search`,
+      `# ${searchCase.label} (${database.dialect}); the one statement GET /api/v1/patient/search runs`,
       '',
       compiled.sql,
       '',
