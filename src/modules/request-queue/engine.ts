@@ -1,14 +1,16 @@
 /**
- * The queue engine: claims one eligible routine and runs it (reference 9.3 and 9.4). `runNext(queue)` is
- * the unit of work; the long-running worker (`worker.ts`) calls it in a loop per slot, and tests call
- * `step()` to drive the queue one routine at a time with an injected clock.
+ * The queue engine: claims eligible routines and runs them (reference 9.3 and 9.4). `runBatch(queue, n)`
+ * is the unit of work; the long-running worker (`worker.ts`) calls it in a loop per slot, and tests call
+ * `step()` / `runNext()` to drive the queue one routine at a time with an injected clock.
  *
- * One attempt is one transaction: claim (row locks on PostgreSQL), re-check eligibility, savepoint, run
- * the routine, then either record COMPLETE + try count + the execution row and commit together with the
- * routine's writes, or roll back to the savepoint (undoing every write of the routine) and record RETRY
- * or FAILED + the execution row in the same, still-locked transaction. Reference 9.4 records a failure in
- * a second transaction; the savepoint gives the same result without releasing the request lock between
- * the two, so another worker cannot start the same routine before its failure is recorded.
+ * One batch is one transaction: claim up to n routines of different requests (row locks on PostgreSQL),
+ * then for each: savepoint, run the routine, and either record COMPLETE + try count + the execution row,
+ * or roll back to the savepoint (undoing every write of that routine) and record RETRY or FAILED + the
+ * execution row; one commit makes each routine's writes durable together with its status. Reference 9.4
+ * records a failure in a second transaction; the savepoint gives the same result without releasing the
+ * request lock between the two, so another worker cannot start the same routine before its failure is
+ * recorded. A routine past its timeout rolls back the whole batch (its code may still be running) and is
+ * recorded in a short transaction of its own; the others stay as they were and run again.
  */
 import { hostname } from 'node:os';
 import type { ControlledTransaction, Kysely } from 'kysely';
