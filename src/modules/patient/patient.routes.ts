@@ -27,6 +27,8 @@ export const patientRoutes: FastifyPluginAsync<ModuleOptions> = async (app, { de
     preHandler: basicAuth({ operation: 'OprnApi' }),
     handler: async (request, reply) => {
       const results = await service.searchPatients(readSearchInput(request));
+      // The audit trail (modules/audit) records which patients were shown, by internal id only.
+      request.audit = { targetType: 'patient', targetIds: results.map((r) => r.id) };
       return reply
         .code(200)
         .header('content-type', 'application/json; charset=utf-8')
