@@ -17,7 +17,7 @@ import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
 import { ConfigError, loadConfig } from '../src/config.ts';
 import type { ModuleOptions } from '../src/http/module.ts';
-import { createUser } from './factories.ts';
+import { basicHeader, createUser } from './factories.ts';
 import type { TestApp } from './harness.ts';
 import { forEachDialect, startTestApp } from './harness.ts';
 
@@ -208,7 +208,8 @@ forEachDialect((dialect) => {
     before(async () => {
       log = capturingLogger();
       app = await startTestApp(dialect, {
-        env: { REQUIRE_TLS: 'on', TRUSTED_PROXIES: '127.0.0.1' },
+        // A failure brake of one per minute: refusals over plain HTTP must not count as failed logins.
+        env: { REQUIRE_TLS: 'on', TRUSTED_PROXIES: '127.0.0.1', AUTH_FAILURE_LIMIT_PER_MINUTE: '1' },
         extraRoutes,
         logger: log.logger,
       });
@@ -237,10 +238,28 @@ forEachDialect((dialect) => {
       assertUnauthorized(await send(`${app.baseUrl}/tls-probe`));
     });
 
+    it('refuses before any password check: wrong passwords over plain HTTP are never throttled', async () => {
+      const user = await createUser(app.db);
+      // One client behind the trusted proxy, apart from the other tests' address.
+      const client = { 'x-forwarded-for': '198.51.100.7' };
+      const wrong = { ...client, authorization: basicHeader(user.username, 'not-the-password') };
+      for (let i = 0; i < 3; i += 1) {
+        assertUnauthorized(await send(`${app.baseUrl}/tls-probe`, { headers: wrong }));
+      }
+      const answer = await send(`${app.baseUrl}/tls-probe`, {
+        headers: { ...client, authorization: user.authorization, 'x-forwarded-proto': 'https' },
+      });
+      assert.equal(answer.status, 200);
+    });
+
     it('accepts them when the trusted proxy says X-Forwarded-Proto: https, and sends HSTS', async () => {
       const user = await createUser(app.db);
       const answer = await send(`${app.baseUrl}/tls-probe`, {
-        headers: { authorization: user.authorization, 'x-forwarded-proto': 'https' },
+        headers: {
+          authorization: user.authorization,
+          'x-forwarded-proto': 'https',
+          'x-forwarded-for': '198.51.100.8',
+        },
         localAddress: '127.0.0.1',
       });
       assert.equal(answer.status, 200);
