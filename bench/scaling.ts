@@ -67,6 +67,8 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
           SERVER_PROCESSES: String(processes),
           // Every process has its own credential cache: keep it warm for the whole run.
           AUTH_CACHE_TTL_MS: '3600000',
+          // Plain HTTP on 127.0.0.1, whatever NODE_ENV says.
+          REQUIRE_TLS: 'off',
         },
       });
       running.push(server);
