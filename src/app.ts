@@ -79,7 +79,13 @@ export async function buildApp(deps: AppDeps, options: BuildAppOptions = {}): Pr
   await app.register(requestQueueRoutes, moduleOptions);
   if (options.extraRoutes !== undefined) {
     const extra = options.extraRoutes;
-    await app.register(async (scope) => extra(scope, moduleOptions));
+    await app.register(async (scope) => {
+      // Test-only routes stay out of the OpenAPI document.
+      scope.addHook('onRoute', (route) => {
+        route.config = { ...route.config, openapi: false };
+      });
+      await extra(scope, moduleOptions);
+    });
   }
   return app;
 }

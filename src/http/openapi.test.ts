@@ -95,7 +95,12 @@ forEachDialect((dialect) => {
     let app: TestApp;
     let document: OpenApiDocument;
     before(async () => {
-      app = await startTestApp(dialect, { env: { METRICS: 'basic' } });
+      app = await startTestApp(dialect, {
+        env: { METRICS: 'basic' },
+        extraRoutes: (scope) => {
+          scope.get('/test-only/route', async () => 'x');
+        },
+      });
       document = await fetchDocument(app);
     });
     after(() => app.close());
@@ -130,6 +135,8 @@ forEachDialect((dialect) => {
       for (const route of routes) operationFor(document, route.method, route.url);
       const registered = new Set(routes.map((r) => r.url.toLowerCase()));
       for (const url of ENDPOINT_DOCS.keys()) assert.ok(registered.has(url), `${url} is a route`);
+      assert.ok(!registered.has('/test-only/route'));
+      assert.equal(document.paths['/test-only/route'], undefined, 'test-only routes stay out');
     });
 
     it('says which operations need Basic credentials and OprnApi, from the guard the route really uses', () => {

@@ -83,27 +83,32 @@ declare module 'fastify' {
  * The document is built on first request, once every route is known, and kept.
  */
 export function installOpenApi(app: FastifyInstance): void {
-  const routes: CollectedRoute[] = [];
-  app.decorate('openapiRoutes', routes);
-  app.addHook('onRoute', (route: RouteOptions) => {
-    if (route.config?.openapi === false) return;
-    const methods = Array.isArray(route.method) ? route.method : [route.method];
-    const guard = guardOf(route.onRequest) ?? guardOf(route.preHandler);
-    for (const method of methods) {
-      routes.push({
-        method: method.toUpperCase(),
-        url: route.url,
-        querystring: route.schema?.querystring as JsonSchema | undefined,
-        errorShape: route.config?.errorShape ?? 'string',
-        guard,
-        security: route.config?.openapiSecurity,
+  // The route options are read when the document is built, after every onRoute hook (including those
+  // of child scopes, which run after this one) has had its say: a test scope may set `openapi: false`.
+  const seen: RouteOptions[] = [];
+  const collect = (): CollectedRoute[] =>
+    seen
+      .filter((route) => route.config?.openapi !== false)
+      .flatMap((route) => {
+        const methods = Array.isArray(route.method) ? route.method : [route.method];
+        const guard = guardOf(route.onRequest) ?? guardOf(route.preHandler);
+        return methods.map((method) => ({
+          method: method.toUpperCase(),
+          url: route.url,
+          querystring: route.schema?.querystring as JsonSchema | undefined,
+          errorShape: route.config?.errorShape ?? 'string',
+          guard,
+          security: route.config?.openapiSecurity,
+        }));
       });
-    }
+  app.decorate('openapiRoutes', { getter: collect });
+  app.addHook('onRoute', (route: RouteOptions) => {
+    seen.push(route);
   });
 
   let document: string | undefined;
   let page: string | undefined;
-  const documentText = () => (document ??= JSON.stringify(buildOpenApiDocument(routes)));
+  const documentText = () => (document ??= JSON.stringify(buildOpenApiDocument(collect())));
 
   // Registered as a child plugin, which loads after the caller's own hooks (metrics) are installed.
   void app.register(async (scope) => {
