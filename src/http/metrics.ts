@@ -5,7 +5,7 @@
  * - Request counts and latency per route PATTERN and method (never the raw URL: a query string may hold
  *   a search term, which is patient data). Unmatched URLs count as `route="unmatched"`. The label text
  *   of every route is built once, when the route is registered; a request costs one map lookup by
- *   method, one by status and a short bucket walk, in a callback-style `onResponse` hook.
+ *   method, one by status and a short bucket walk, in a callback-style `onResponse` hook of its route.
  * - At scrape time: queue depth per queue and routine status (one grouped query over the
  *   `request_routine_queue_status` index), routine outcomes from the `request_queue` counters, PostgreSQL
  *   pool use, heavy-request gate, process memory, event-loop delay and start time.
@@ -16,7 +16,13 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
+import type {
+  FastifyInstance,
+  FastifyReply,
+  FastifyRequest,
+  RouteOptions,
+  onResponseHookHandler,
+} from 'fastify';
 import { sql } from 'kysely';
 import type { AppDeps } from '../deps.ts';
 import { AppError, DEFAULT_MESSAGES } from '../errors.ts';
@@ -27,8 +33,6 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     /** `false` keeps the route out of the request metrics (`/metrics` itself). */
     metrics?: boolean;
-    /** Set by the metrics `onRoute` hook: the series of this route pattern. */
-    requestMetrics?: RouteSeries;
   }
 }
 
@@ -322,18 +326,24 @@ export function installMetrics(app: FastifyInstance, deps: AppDeps, basicAuth: B
     done();
   });
 
+  // Each route gets its own onResponse hook holding its series: no lookup and no allocation per request
+  // (`request.routeOptions` builds a new object on every read). Routes registered before this call are
+  // not counted, hence installing it before any route. Unmatched URLs are counted by the root hook, whose
+  // `is404` test is one property read.
   app.addHook('onRoute', (route: RouteOptions) => {
     if (route.config?.metrics === false) return;
-    route.config = { ...route.config, requestMetrics: requests.seriesOf(route.url) };
+    const series = requests.seriesOf(route.url);
+    const observe: onResponseHookHandler = function observeRequest(request, reply, done) {
+      requests.observe(series, request.method, reply.statusCode, reply.elapsedTime / 1000);
+      done();
+    };
+    const existing = route.onResponse;
+    route.onResponse =
+      existing === undefined ? [observe] : [...(Array.isArray(existing) ? existing : [existing]), observe];
   });
   app.addHook('onResponse', (request: FastifyRequest, reply: FastifyReply, done: () => void) => {
-    const config = request.routeOptions.config;
-    if (config?.metrics !== false) {
-      // A route registered before this hook has no series of its own yet: found by its pattern.
-      const url = request.routeOptions.url;
-      const series = config?.requestMetrics ?? (url === undefined ? unmatched : requests.seriesOf(url));
-      requests.observe(series, request.method, reply.statusCode, reply.elapsedTime / 1000);
-    }
+    if (request.is404)
+      requests.observe(unmatched, request.method, reply.statusCode, reply.elapsedTime / 1000);
     done();
   });
 
