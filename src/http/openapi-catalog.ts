@@ -271,11 +271,10 @@ const attachmentView: OperationDoc = {
   isDatabaseBacked: true,
   responses: {
     200: {
-      description: 'The bytes.',
+      description: 'The bytes, as the stored type or the `mime` asked for.',
       contentType: '*/*',
       schema: { type: 'string', contentMediaType: 'application/octet-stream' },
       headers: {
-        'Content-Type': 'The stored or requested type.',
         'Content-Length': 'Size in bytes.',
         'Cache-Control': '`private, max-age=31536000, immutable` (or `no-cache` for a recent write).',
         'Last-Modified': 'HTTP date.',
