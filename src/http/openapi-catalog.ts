@@ -359,9 +359,8 @@ const queueAdd = (method: string): OperationDoc => ({
         properties: { request_id: { type: 'integer' } },
       },
     },
-    400: { description: 'A body the parser refused.', schema: envelope() },
+    400: { description: 'A body that does not match its Content-Length.', schema: envelope() },
     413: { description: 'Body above its limit.', schema: envelope() },
-    415: { description: 'A content type no handler takes.', schema: envelope() },
     422: { description: 'Validation failure: field -> message.', schema: envelope() },
   },
 });
