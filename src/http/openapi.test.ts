@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { request } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 // Ajv comes with Fastify (its validator compiler) and is resolvable from the project root.
 import { Ajv2020 } from 'ajv/dist/2020.js';
@@ -411,6 +412,63 @@ forEachDialect((dialect) => {
       await check({ name: 'braked', path: '/api/v1/patient/search?term=x', headers: wrong, status: 429 });
       await check({ name: 'braked', path: '/api/v1/request/queue/status', headers: wrong, status: 429 });
       await check({ name: 'braked', path: '/metrics', headers: wrong, status: 429 });
+    });
+  });
+
+  describe(`documented overload answers match real ones [${dialect}]`, () => {
+    let app: TestApp;
+    let document: OpenApiDocument;
+    before(async () => {
+      app = await startTestApp(dialect, {
+        env: { MAX_CONCURRENT_HEAVY_REQUESTS: '1', HEAVY_QUEUE_TIMEOUT_MS: '0' },
+      });
+      document = await fetchDocument(app);
+    });
+    after(() => app.close());
+
+    it('503 with Retry-After in each route shape while the only heavy slot is held', async () => {
+      // A signature upload whose body never finishes holds the one slot.
+      const { port } = new URL(app.baseUrl);
+      const held = request({
+        host: '127.0.0.1',
+        port: Number(port),
+        method: 'POST',
+        path: '/api/v1/sign/add',
+        headers: { 'content-type': 'application/json', 'content-length': '1000' },
+      });
+      held.on('error', () => {});
+      held.write('{"unique_identifier":');
+      try {
+        while (app.app.heavyGate?.active !== 1) await new Promise((resolve) => setImmediate(resolve));
+        const user = await createUser(app.db);
+        const auth = { authorization: user.authorization };
+        const check = (c: Case) => assertDocumented(app, document, c);
+        await check({ name: 'sign/add', method: 'POST', path: '/api/v1/sign/add', body: '{}', status: 503 });
+        await check({
+          name: 'queue add',
+          method: 'POST',
+          path: '/api/v1/request/queue/add',
+          headers: { ...auth, 'content-type': 'application/json' },
+          body: '{}',
+          status: 503,
+        });
+        await check({
+          name: 'attachment create',
+          method: 'POST',
+          path: '/api/v1/attachmentdisplay/create',
+          headers: { ...auth, 'content-type': 'image/png' },
+          body: PNG_BYTES,
+          status: 503,
+        });
+        await check({
+          name: 'attachment view',
+          path: '/api/v1/attachmentdisplay/view?id=1',
+          headers: auth,
+          status: 503,
+        });
+      } finally {
+        held.destroy();
+      }
     });
   });
 });
