@@ -28,6 +28,7 @@ import type { SignableEvent } from '../factories-signature.ts';
 import { b64, createSignableEvent, makeJpeg, makePng } from '../factories-signature.ts';
 import type { TestApp } from '../harness.ts';
 import { forEachDialect, startTestApp } from '../harness.ts';
+import { buildDicomFile } from '../factories-queue.ts';
 import type { RawRequest, RawResponse } from './raw-http.ts';
 import { sendRaw } from './raw-http.ts';
 
@@ -399,6 +400,11 @@ const genericBodyArb: fc.Arbitrary<Buffer | undefined> = fc.oneof(
       Buffer.from('a[b][c][d][e][f][g][h][i][j][k][l][m][n][o][p][q][r][s][t][u][v][w][x][y][z]=1'),
       Buffer.from(`${'a[]=1&'.repeat(3000)}data=1`),
       Buffer.from('data=%ZZ&request_type=%'),
+      Buffer.from(`data${'[a]'.repeat(5000)}=1`),
+      Buffer.from(`data=${encodeURIComponent(deepJson(5000, false))}`),
+      Buffer.from('{"data":{"a":1},"data":[1,2],"request_type":"dicom_request","request_type":null}'),
+      Buffer.from(`{"data":{"n":1${'0'.repeat(400)}}}`),
+      Buffer.from('{"data":{"x":"\\ud800\\u0000"},"system_message":"\\u0000"}'),
       PNG_BYTES,
       PDF_BYTES,
     ),
@@ -472,6 +478,16 @@ function endpointArb(
       extra: extraHeaderArb,
       body: bodyArb,
       isChunked: fc.constantFrom(false, false, false, true),
+      // 'trailing-garbage' is left out: see the todo test at the end.
+      framing: fc.constantFrom<RawRequest['framing']>(
+        undefined,
+        undefined,
+        undefined,
+        undefined,
+        undefined,
+        'both',
+        'double-length',
+      ),
     })
     .map((r) => ({
       label,
@@ -485,6 +501,7 @@ function endpointArb(
         ],
         ...(r.body === undefined ? {} : { body: r.body }),
         isChunked: r.isChunked,
+        ...(r.framing === undefined ? {} : { framing: r.framing }),
       },
     }));
 }
@@ -531,6 +548,26 @@ function signBodyArb(world: World): fc.Arbitrary<Buffer | undefined> {
       original_log_id: fc.oneof(fc.constant(undefined), fc.jsonValue({ maxDepth: 1 }), fc.integer()),
     })
     .map((body) => Buffer.from(JSON.stringify(body)));
+}
+
+/** A DICOM file, whole or cut short, raw or as the file part of a multipart body. */
+function dicomUploadArb(): fc.Arbitrary<Buffer | undefined> {
+  const dicom = buildDicomFile({
+    PatientID: '0012345',
+    PatientName: 'Fuzz^Test',
+    PatientBirthDate: '19800201',
+    PatientSex: 'M',
+    Modality: 'OP',
+    Manufacturer: 'Fuzz',
+    StudyInstanceUID: '1.2.3',
+    StudyDate: '20200101',
+  });
+  return fc.tuple(fc.double({ min: 0, max: 1, noNaN: true }), fc.boolean()).map(([cut, isMultipart]) => {
+    const bytes = cut > 0.7 ? dicom : dicom.subarray(0, Math.floor(cut * dicom.length));
+    return isMultipart
+      ? multipart('XyZ', [{ name: 'file', fileName: 'a.dcm', type: 'application/dicom', data: bytes }], false)
+      : bytes;
+  });
 }
 
 function queueBodyArb(): fc.Arbitrary<Buffer | undefined> {
@@ -642,6 +679,7 @@ function describeCase(c: FuzzCase): string {
     target: c.request.target.slice(0, 300),
     headers: c.request.headers.map(([n, v]) => [n, v.slice(0, 200)]),
     isChunked: c.request.isChunked,
+    framing: c.request.framing,
     bodyLength: body?.length,
     bodyStart: body?.subarray(0, 300).toString('latin1'),
   });
@@ -944,6 +982,7 @@ forEachDialect((dialect) => {
         body: fc.oneof(
           queueBodyArb(),
           fc.constant(Buffer.from('request_type=dicom_request&data[a]=1&data[b][]=2')),
+          dicomUploadArb(),
         ),
         contentType: fc.constantFrom(
           'application/json',
@@ -992,6 +1031,34 @@ forEachDialect((dialect) => {
         assert.equal(outcome.kind === 'response' && outcome.response.status, 401, `${method} ${target}`);
       }
     });
+
+    // Found by this fuzz test: a valid request followed on the same connection by bytes that do not parse
+    // is stored, but Node's default clientError handler answers 400 at once and closes the connection,
+    // before the stored request's own answer: the client sees a refusal for a request that was written.
+    it(
+      'never answers a refusal for a request it stored (a valid queue add followed by garbage)',
+      { todo: 'clientError handling in src/app.ts answers 400 before the pending response' },
+      async () => {
+        const before = await snapshot(world.app, world.files);
+        const outcome = await sendRaw(world.port, {
+          method: 'POST',
+          target: ADD_PATH,
+          headers: [
+            ['Authorization', world.user.authorization],
+            ['Content-Type', 'application/json'],
+          ],
+          body: Buffer.from('{"data":{"a":1}}'),
+          framing: 'trailing-garbage',
+        });
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        const after = await snapshot(world.app, world.files);
+        const status = outcome.kind === 'response' ? outcome.response.status : 0;
+        assert.ok(
+          status === 200 || after.request === before.request,
+          `answered ${status} but wrote ${after.request - before.request} request row(s)`,
+        );
+      },
+    );
 
     it('is still healthy and serving afterwards', async () => {
       const { app, user, event } = world;

@@ -14,6 +14,11 @@ export interface RawRequest {
   readonly body?: Buffer;
   /** Send the body with `Transfer-Encoding: chunked` instead of a Content-Length. */
   readonly isChunked?: boolean;
+  /**
+   * A framing fault: both Content-Length and chunked, two different Content-Lengths, or bytes after the
+   * body (a second, garbage request on the connection).
+   */
+  readonly framing?: 'both' | 'double-length' | 'trailing-garbage';
 }
 
 export interface RawResponse {
@@ -48,10 +53,14 @@ export function serialise(request: RawRequest): Buffer {
       }
       chunks.push(Buffer.from('0\r\n\r\n'));
       payload = Buffer.concat(chunks);
+      if (request.framing === 'both') lines.push(`Content-Length: ${body.length}`);
     } else {
       lines.push(`Content-Length: ${body.length}`);
+      if (request.framing === 'double-length') lines.push(`Content-Length: ${body.length + 1}`);
     }
   }
+  if (request.framing === 'trailing-garbage')
+    payload = Buffer.concat([payload, Buffer.from('GARBAGE / HTTP/1.1\r\nX: \u0001\r\n\r\n')]);
   return Buffer.concat([Buffer.from(`${lines.join('\r\n')}\r\n\r\n`, 'utf8'), payload]);
 }
 
