@@ -47,6 +47,10 @@ function holdHeavyRequest(app: TestApp): { hangUp: () => void } {
   return { hangUp: () => request.destroy() };
 }
 
+let slowStarted: () => void = () => {};
+let finishSlow: () => void = () => {};
+let slowGate: Promise<void> = Promise.resolve();
+
 forEachDialect((dialect) => {
   describe(`overload guard [${dialect}]`, () => {
     let app: TestApp;
@@ -54,6 +58,14 @@ forEachDialect((dialect) => {
     before(async () => {
       app = await startTestApp(dialect, {
         env: { MAX_CONCURRENT_HEAVY_REQUESTS: '2', HEAVY_QUEUE_TIMEOUT_MS: '150' },
+        // A route that declares itself heavy and works until the test lets it finish.
+        extraRoutes: (scope) => {
+          scope.post('/test/slow', { config: { heavy: true } }, async () => {
+            slowStarted();
+            await slowGate;
+            return 'done';
+          });
+        },
       });
       user = await createUser(app.db);
     });
@@ -146,6 +158,24 @@ forEachDialect((dialect) => {
         )
         .execute();
       assert.equal(stored.length, saved.length);
+      await until(() => gate().active === 0);
+    });
+
+    it('holds the slot of a route declared heavy until its handler returns, even when the client hung up first', async () => {
+      const started = new Promise<void>((resolve) => (slowStarted = resolve));
+      slowGate = new Promise<void>((resolve) => (finishSlow = resolve));
+      const client = http.request(`${app.baseUrl}/test/slow`, { method: 'POST' });
+      client.on('error', () => {});
+      const closed = new Promise((resolve) => client.once('close', resolve));
+      client.end();
+      await started;
+      assert.equal(gate().active, 1);
+      client.destroy();
+      await closed;
+      // The connection is gone but the handler still works: its slot stays taken.
+      await new Promise((resolve) => setImmediate(resolve));
+      assert.equal(gate().active, 1);
+      finishSlow();
       await until(() => gate().active === 0);
     });
   });
