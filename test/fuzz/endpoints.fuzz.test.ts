@@ -331,6 +331,11 @@ const extraHeaderArb: fc.Arbitrary<(readonly [string, string])[]> = fc.array(
       weirdString,
     ),
     fc.tuple(fc.constantFrom('X-Fuzz', 'x-fuzz', 'X_Underscore', 'Bad Header', 'Ä'), weirdString),
+    fc.tuple(
+      fc.constant('Expect'),
+      fc.constantFrom('100-continue', '100-continue', '100-continue', '100-Continue', 'garbage'),
+    ),
+    fc.tuple(fc.constant('Content-Encoding'), fc.constantFrom('gzip', 'deflate', 'br', 'identity', 'x')),
   ),
   { maxLength: 4 },
 );
