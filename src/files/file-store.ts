@@ -1,0 +1,94 @@
+/**
+ * The protected file store (reference 6.1): files named by a 40-hex uid from a CSPRNG, fanned out as
+ * `<root>/<uid[0]>/<uid[1]>/<uid[2]>/<uid>`. Writes go to a temporary file that is flushed and renamed
+ * into place, so a file either exists whole or not at all, and is durable when `write` resolves.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdir, open, readFile, rename, rm, stat } from 'node:fs/promises';
+import path from 'node:path';
+
+export interface StoredFile {
+  readonly uid: string;
+  /** Path relative to the store root, as stored in the database (reference D31). */
+  readonly relativePath: string;
+  readonly sizeBytes: number;
+}
+
+export interface FileStore {
+  readonly root: string;
+  /** Writes `bytes` durably under a new uid. */
+  write(bytes: Uint8Array): Promise<StoredFile>;
+  read(uid: string): Promise<Buffer>;
+  exists(uid: string): Promise<boolean>;
+  /** Removes the file of `uid`; a missing file is not an error. */
+  remove(uid: string): Promise<void>;
+  /** Relative path of `uid`. */
+  relativePathOf(uid: string): string;
+  /** Absolute path of a relative path, refusing anything that escapes the root. */
+  resolve(relativePath: string): string;
+}
+
+const UID = /^[0-9a-f]{40}$/;
+
+export function createLocalFileStore(root: string): FileStore {
+  const absoluteRoot = path.resolve(root);
+  const relativePathOf = (uid: string): string => {
+    if (!UID.test(uid)) throw new Error('Invalid file uid');
+    return path.join(uid[0]!, uid[1]!, uid[2]!, uid);
+  };
+  const resolve = (relativePath: string): string => {
+    const full = path.resolve(absoluteRoot, relativePath);
+    if (!full.startsWith(absoluteRoot + path.sep)) throw new Error('Path escapes the file store');
+    return full;
+  };
+
+  return {
+    root: absoluteRoot,
+    relativePathOf,
+    resolve,
+    async write(bytes) {
+      const uid = randomBytes(20).toString('hex');
+      const relativePath = relativePathOf(uid);
+      const target = resolve(relativePath);
+      const dir = path.dirname(target);
+      await mkdir(dir, { recursive: true, mode: 0o770 });
+      const temp = `${target}.${randomBytes(6).toString('hex')}.tmp`;
+      const handle = await open(temp, 'wx', 0o640);
+      try {
+        await handle.writeFile(bytes);
+        await handle.sync();
+      } catch (error) {
+        await handle.close();
+        await rm(temp, { force: true });
+        throw error;
+      }
+      await handle.close();
+      try {
+        await rename(temp, target);
+        const dirHandle = await open(dir, 'r');
+        try {
+          await dirHandle.sync();
+        } finally {
+          await dirHandle.close();
+        }
+      } catch (error) {
+        await rm(temp, { force: true });
+        await rm(target, { force: true });
+        throw error;
+      }
+      return { uid, relativePath, sizeBytes: bytes.byteLength };
+    },
+    read: (uid) => readFile(resolve(relativePathOf(uid))),
+    async exists(uid) {
+      try {
+        await stat(resolve(relativePathOf(uid)));
+        return true;
+      } catch {
+        return false;
+      }
+    },
+    async remove(uid) {
+      await rm(resolve(relativePathOf(uid)), { force: true });
+    },
+  };
+}
