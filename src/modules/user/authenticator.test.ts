@@ -23,6 +23,8 @@ describe('parseBasicHeader', () => {
       encode('nocolon'),
       encode(':password'),
       `Basic ${Buffer.from([0x75, 0x3a, 0xff, 0xfe]).toString('base64')}`,
+      encode('\u0000:\u0000'),
+      encode('ap\u0000i:pw'),
       undefined,
     ]) {
       assert.equal(parseBasicHeader(header), undefined, String(header));

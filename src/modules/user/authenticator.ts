@@ -57,7 +57,8 @@ export function parseBasicHeader(
     return undefined;
   }
   const colon = text.indexOf(':');
-  if (colon <= 0) return undefined;
+  // A NUL cannot be part of a username (PostgreSQL text refuses it): malformed, not a lookup.
+  if (colon <= 0 || text.slice(0, colon).includes('\u0000')) return undefined;
   return { username: text.slice(0, colon), password: text.slice(colon + 1) };
 }
 
