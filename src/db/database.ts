@@ -142,7 +142,14 @@ function fromSqliteRow(row: Record<string, unknown>): Record<string, unknown> {
 }
 
 function openPostgres(url: string, poolSize: number): Database {
-  const pool = new pg.Pool({ connectionString: url, max: poolSize, idleTimeoutMillis: 30_000 });
+  // A connect that gets no answer fails after 5 s (answered 503) instead of the OS's minutes-long timeout.
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: poolSize,
+    idleTimeoutMillis: 30_000,
+    connectionTimeoutMillis: 5_000,
+    keepAlive: true,
+  });
   // An idle client that loses its server must not crash the process; the next query reconnects.
   pool.on('error', () => {});
   // Nor a checked-out one: pg-pool listens for errors only while a client is idle, and a client whose

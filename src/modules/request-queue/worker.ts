@@ -114,22 +114,32 @@ export function createQueueWorker(options: WorkerOptions): QueueWorker {
   }
 
   async function listen(url: string): Promise<void> {
-    const client = new pg.Client({ connectionString: url });
+    const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5000 });
     client.on('notification', (message) => wake(message.payload ?? undefined));
     client.on('error', (error) => {
       logger?.warn({ err: error }, 'queue LISTEN connection lost; reconnecting');
       listener = undefined;
       client.end().catch(() => {});
-      if (isRunning) {
-        setTimeout(() => {
-          if (isRunning) listen(url).catch(() => {});
-        }, 1000).unref();
-      }
+      relisten(url, 1000);
     });
-    await client.connect();
-    await client.query(`LISTEN ${REQUEST_QUEUE_CHANNEL}`);
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${REQUEST_QUEUE_CHANNEL}`);
+    } catch (error) {
+      client.end().catch(() => {});
+      throw error;
+    }
     listener = client;
     wake(undefined, true); // anything queued while the connection was down
+  }
+
+  /** Re-establishes LISTEN after `delayMs`, backing off to 30 s while the database stays away. */
+  function relisten(url: string, delayMs: number): void {
+    if (!isRunning) return;
+    setTimeout(() => {
+      if (!isRunning) return;
+      listen(url).catch(() => relisten(url, Math.min(delayMs * 2, 30_000)));
+    }, delayMs).unref();
   }
 
   return {
