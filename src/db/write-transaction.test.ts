@@ -28,7 +28,7 @@ forEachDialect((dialect) => {
       const outcomes = await Promise.allSettled(writes);
       const failed = outcomes.filter((o) => o.status === 'rejected');
       assert.equal(failed.length, 4);
-      for (const f of failed) assert.match(String((f).reason), /write \d+ refused/);
+      for (const f of failed) assert.match(String(f.reason), /write \d+ refused/);
       assert.equal(await countRows(testDb.db, 'contact'), before + 16);
       const names = await testDb.db
         .selectFrom('contact')
