@@ -44,6 +44,10 @@ export interface Config {
   readonly signRateLimitPerMinute: number;
   /** Failed Basic logins allowed per IP and per username per minute before 429. 0 disables it. */
   readonly authFailureLimitPerMinute: number;
+  /** Rate-limit counters shared through the database: `auto` = when SERVER_PROCESSES > 1 or on PostgreSQL. */
+  readonly rateLimitSharing: 'auto' | 'on' | 'off';
+  /** How often shared rate-limit counters are flushed and read back, in ms. */
+  readonly rateLimitSyncIntervalMs: number;
   /** Heavy requests (uploads, imports, large attachment reads) served at once; 0 = no cap. */
   readonly maxConcurrentHeavyRequests: number;
   /** How long a heavy request waits for a slot before 503 `Retry-After: 1`, in ms. */
@@ -168,6 +172,8 @@ export function loadConfig(env: Env = process.env): Config {
     },
     signRateLimitPerMinute: int('SIGN_RATE_LIMIT_PER_MINUTE', 30, 0, 1_000_000),
     authFailureLimitPerMinute: int('AUTH_FAILURE_LIMIT_PER_MINUTE', 10, 0, 1_000_000),
+    rateLimitSharing: oneOf('RATE_LIMIT_SHARING', 'auto', ['auto', 'on', 'off']),
+    rateLimitSyncIntervalMs: int('RATE_LIMIT_SYNC_INTERVAL_MS', 500, 50, 60_000),
     maxConcurrentHeavyRequests: int('MAX_CONCURRENT_HEAVY_REQUESTS', 64, 0, 100_000),
     heavyQueueTimeoutMs: int('HEAVY_QUEUE_TIMEOUT_MS', 1000, 0, 60_000),
     orphanSweepIntervalMs: int('ORPHAN_SWEEP_INTERVAL_MS', 600_000, 0, 86_400_000),

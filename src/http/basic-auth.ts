@@ -10,6 +10,7 @@ import type { AppDeps } from '../deps.ts';
 import { AppError } from '../errors.ts';
 import type { Principal } from '../modules/user/index.ts';
 import { createRateLimiter } from './rate-limit.ts';
+import { sharedCountersFor } from './shared-counters.ts';
 import { presentsCredentialsInsecurely } from './transport-security.ts';
 
 declare module 'fastify' {
@@ -37,8 +38,9 @@ export function unauthorized(): AppError {
 /** Builds the guard factory for one app; failure counters live with the app. */
 export function createBasicAuthGuard(deps: AppDeps): BasicAuthGuard {
   const limit = deps.config.authFailureLimitPerMinute;
-  const failuresByAddress = createRateLimiter(limit);
-  const failuresByUsername = createRateLimiter(limit);
+  const shared = sharedCountersFor(deps);
+  const failuresByAddress = createRateLimiter(limit, 60_000, { shared, name: 'auth_failure_ip' });
+  const failuresByUsername = createRateLimiter(limit, 60_000, { shared, name: 'auth_failure_user' });
 
   return (options = {}) =>
     async function basicAuthGuard(request: FastifyRequest, _reply: FastifyReply): Promise<void> {

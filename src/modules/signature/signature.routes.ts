@@ -8,6 +8,7 @@ import { AppError, DEFAULT_MESSAGES } from '../../errors.ts';
 import { toAppError } from '../../http/error-handler.ts';
 import type { ModuleOptions } from '../../http/module.ts';
 import { createRateLimiter } from '../../http/rate-limit.ts';
+import { sharedCountersFor } from '../../http/shared-counters.ts';
 import { createBodyDecoder } from './body-decoder.ts';
 import type { SignatureInput } from './signature-body.ts';
 import type { SignatureService } from './signature.service.ts';
@@ -22,7 +23,10 @@ export const signatureRoutes: FastifyPluginAsync<ModuleOptions> = async (app, { 
   const service = createSignatureService({ database: deps.database, files: deps.files });
   const decoder = createBodyDecoder();
   app.addHook('onClose', async () => decoder.close());
-  const limiter = createRateLimiter(deps.config.signRateLimitPerMinute);
+  const limiter = createRateLimiter(deps.config.signRateLimitPerMinute, 60_000, {
+    shared: sharedCountersFor(deps),
+    name: 'sign_add_ip',
+  });
   const bodyLimit = deps.config.limits.signatureBodyBytes;
 
   // Reference 5.5 step 1: every answer of this endpoint, errors included, allows any origin.
