@@ -352,7 +352,11 @@ export function installMetrics(app: FastifyInstance, deps: AppDeps, basicAuth: B
   const authorize = async function metricsGuard(request: FastifyRequest, reply: FastifyReply) {
     if (presentsCredentialsInsecurely(deps.config, request)) throw unauthorizedBearer();
     if (tokenDigest !== undefined && hasBearerToken(request.headers.authorization, tokenDigest)) return;
-    if (guard !== undefined) return guard.call(app, request, reply);
+    if (guard !== undefined) {
+      return new Promise<void>((resolve, reject) =>
+        guard.call(app, request, reply, (error?: Error) => (error === undefined ? resolve() : reject(error))),
+      );
+    }
     if (tokenDigest !== undefined) throw unauthorizedBearer();
   };
 

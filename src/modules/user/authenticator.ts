@@ -30,6 +30,8 @@ export interface Authenticator {
    * cache, just before bcrypt; it may throw to refuse the attempt (failure throttling).
    */
   verify(header: string | undefined, beforePasswordCheck?: (username: string) => void): Promise<Verification>;
+  /** The principal of a header verified recently, without waiting: the request hot path. */
+  cached(header: string | undefined): Principal | undefined;
   /** Forgets every cached verification (after a password change or a disabled account). */
   clear(): void;
 }
@@ -74,16 +76,24 @@ export function createAuthenticator(db: Kysely<DB>, options: { cacheTtlMs: numbe
     cache.set(key, { principal, expiresAt: Date.now() + options.cacheTtlMs });
   };
 
+  const lookup = (key: string): Principal | undefined => {
+    const entry = cache.get(key);
+    if (entry === undefined) return undefined;
+    if (entry.expiresAt > Date.now()) return entry.principal;
+    cache.delete(key);
+    return undefined;
+  };
+
   return {
     clear: () => cache.clear(),
+    cached(header) {
+      return header === undefined ? undefined : lookup(createHash('sha256').update(header).digest('base64'));
+    },
     async verify(header, beforePasswordCheck) {
       if (header === undefined) return { ok: false, reason: 'malformed', username: undefined };
       const key = createHash('sha256').update(header).digest('base64');
-      const cached = cache.get(key);
-      if (cached !== undefined) {
-        if (cached.expiresAt > Date.now()) return { ok: true, principal: cached.principal };
-        cache.delete(key);
-      }
+      const cached = lookup(key);
+      if (cached !== undefined) return { ok: true, principal: cached };
       const pending = inFlight.get(key);
       if (pending !== undefined) return pending;
       const verification = verifyUncached(header, key, beforePasswordCheck);
