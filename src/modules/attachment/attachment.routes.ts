@@ -110,6 +110,7 @@ export const attachmentRoutes: FastifyPluginAsync<ModuleOptions> = async (instan
         elementTypeId: request.query.element_type_id,
       });
       request.log.info({ attachmentDataId: id }, 'attachment stored');
+      request.audit = { targetType: 'attachment_data', targetIds: [id] };
       return reply
         .code(200)
         .header('content-type', 'application/json; charset=utf-8')
