@@ -85,7 +85,11 @@ function openSqlite(file: string): Database {
   };
   const executor: IGenericSqlite<DatabaseSync> = {
     db: native,
-    query: (_isSelect, query, parameters) => {
+    query: (_isSelect, sqlText, parameters) => {
+      // Kysely opens transactions with a deferred `begin`; a transaction that reads and then writes can
+      // then fail at once with "database is locked" when another process wrote in between (SQLite does
+      // not wait on an upgrade). Every transaction here writes, so take the write lock up front.
+      const query = /^begin$/i.test(sqlText) ? 'begin immediate' : sqlText;
       const statement = prepare(query);
       const args = (parameters ?? []).map(toSqliteValue);
       if (statement.columns().length > 0) {
