@@ -3,8 +3,6 @@
  * headers, JSON errors, logs without patient data) and each module's routes. Never listens.
  */
 import { randomUUID } from 'node:crypto';
-import type { ServerResponse } from 'node:http';
-import type { Socket } from 'node:net';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import Fastify from 'fastify';
 import type { AppDeps } from './deps.ts';
@@ -48,7 +46,6 @@ export async function buildApp(deps: AppDeps, options: BuildAppOptions = {}): Pr
     },
     return503OnClosing: true,
     forceCloseConnections: 'idle',
-    clientErrorHandler: answerClientError,
   });
 
   app.addHook('onSend', async (request, reply, payload) => {
@@ -91,24 +88,4 @@ export async function buildApp(deps: AppDeps, options: BuildAppOptions = {}): Pr
     });
   }
   return app;
-}
-
-const BAD_REQUEST_RESPONSE =
-  'HTTP/1.1 400 Bad Request\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: 13\r\n' +
-  'X-Content-Type-Options: nosniff\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n"Bad request"';
-
-/**
- * Bytes that cannot be parsed as HTTP. When a request on the same connection is still being answered
- * (garbage pipelined after a complete request), its answer is sent first and the connection closed
- * after it: a client must never read a 400 for a request that was processed and stored.
- */
-function answerClientError(_error: Error, socket: Socket): void {
-  const pending = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage;
-  if (pending !== undefined && pending !== null && !pending.writableFinished) {
-    pending.shouldKeepAlive = false;
-    pending.once('close', () => socket.destroy());
-    return;
-  }
-  if (socket.writable) socket.end(BAD_REQUEST_RESPONSE);
-  else socket.destroy();
 }
