@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { readdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -7,35 +6,9 @@ import { verifyPassword } from '../src/modules/user/index.ts';
 import { countRows } from './factories.ts';
 import type { TestDatabase } from './harness.ts';
 import { createTestDatabase, forEachDialect } from './harness.ts';
-
-const ROOT = path.resolve(import.meta.dirname, '..');
-
-interface CliResult {
-  readonly status: number | null;
-  readonly stdout: string;
-  readonly stderr: string;
-}
+import { runCli } from './run-cli.ts';
 
 /** Runs `npm run cli -- ...args` as a child process (same Node binary, no npm in between). */
-function runCli(env: Record<string, string>, args: readonly string[], stdin = ''): Promise<CliResult> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(
-      process.execPath,
-      ['--disable-warning=ExperimentalWarning', 'src/main/cli.ts', ...args],
-      {
-        cwd: ROOT,
-        env: { PATH: process.env.PATH ?? '', ...env },
-      },
-    );
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.on('error', reject);
-    child.on('close', (status) => resolve({ status, stdout, stderr }));
-    child.stdin.end(stdin);
-  });
-}
 
 async function loginOf(t: TestDatabase, username: string) {
   return t.db

@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -8,28 +7,7 @@ import { createTestDatabase, forEachDialect } from '../../../test/harness.ts';
 import type { AuditExportRecord } from './audit-export.ts';
 import { parseIsoDateTime } from './audit-export.ts';
 import { createAuditTrail } from './audit-trail.ts';
-
-const ROOT = path.resolve(import.meta.dirname, '../../..');
-
-function runCli(env: Record<string, string>, args: readonly string[]) {
-  return new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve, reject) => {
-    const child = spawn(
-      process.execPath,
-      ['--disable-warning=ExperimentalWarning', 'src/main/cli.ts', ...args],
-      {
-        cwd: ROOT,
-        env: { PATH: process.env.PATH ?? '', ...env },
-      },
-    );
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.on('error', reject);
-    child.on('close', (status) => resolve({ status, stdout, stderr }));
-    child.stdin.end();
-  });
-}
+import { runCli } from '../../../test/run-cli.ts';
 
 const linesOf = (text: string): AuditExportRecord[] =>
   text

@@ -1,6 +1,4 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import {
   addRoutineRow,
@@ -11,28 +9,7 @@ import {
 import type { TestDatabase } from '../../../test/harness.ts';
 import { createTestDatabase, forEachDialect } from '../../../test/harness.ts';
 import { enqueueRequest } from './intake.ts';
-
-const ROOT = path.resolve(import.meta.dirname, '../../..');
-
-function runCli(env: Record<string, string>, args: readonly string[]) {
-  return new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve, reject) => {
-    const child = spawn(
-      process.execPath,
-      ['--disable-warning=ExperimentalWarning', 'src/main/cli.ts', ...args],
-      {
-        cwd: ROOT,
-        env: { PATH: process.env.PATH ?? '', ...env },
-      },
-    );
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.on('error', reject);
-    child.on('close', (status) => resolve({ status, stdout, stderr }));
-    child.stdin.end();
-  });
-}
+import { runCli } from '../../../test/run-cli.ts';
 
 forEachDialect((dialect) => {
   describe(`npm run cli -- queue (${dialect})`, () => {
