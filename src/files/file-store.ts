@@ -50,32 +50,7 @@ export function createLocalFileStore(root: string): FileStore {
       const uid = randomBytes(20).toString('hex');
       const relativePath = relativePathOf(uid);
       const target = resolve(relativePath);
-      const dir = path.dirname(target);
-      await mkdir(dir, { recursive: true, mode: 0o770 });
-      const temp = `${target}.${randomBytes(6).toString('hex')}.tmp`;
-      const handle = await open(temp, 'wx', 0o640);
-      try {
-        await handle.writeFile(bytes);
-        await handle.sync();
-      } catch (error) {
-        await handle.close();
-        await rm(temp, { force: true });
-        throw error;
-      }
-      await handle.close();
-      try {
-        await rename(temp, target);
-        const dirHandle = await open(dir, 'r');
-        try {
-          await dirHandle.sync();
-        } finally {
-          await dirHandle.close();
-        }
-      } catch (error) {
-        await rm(temp, { force: true });
-        await rm(target, { force: true });
-        throw error;
-      }
+      await writeFileDurably(target, bytes);
       return { uid, relativePath, sizeBytes: bytes.byteLength };
     },
     read: (uid) => readFile(resolve(relativePathOf(uid))),
@@ -91,4 +66,37 @@ export function createLocalFileStore(root: string): FileStore {
       await rm(resolve(relativePathOf(uid)), { force: true });
     },
   };
+}
+
+/**
+ * Writes `bytes` at `target` so that the file exists whole or not at all and is on disk when this
+ * resolves: temporary file, fsync, rename, directory fsync.
+ */
+export async function writeFileDurably(target: string, bytes: Uint8Array): Promise<void> {
+  const dir = path.dirname(target);
+  await mkdir(dir, { recursive: true, mode: 0o770 });
+  const temp = `${target}.${randomBytes(6).toString('hex')}.tmp`;
+  const handle = await open(temp, 'wx', 0o640);
+  try {
+    await handle.writeFile(bytes);
+    await handle.sync();
+  } catch (error) {
+    await handle.close();
+    await rm(temp, { force: true });
+    throw error;
+  }
+  await handle.close();
+  try {
+    await rename(temp, target);
+    const dirHandle = await open(dir, 'r');
+    try {
+      await dirHandle.sync();
+    } finally {
+      await dirHandle.close();
+    }
+  } catch (error) {
+    await rm(temp, { force: true });
+    await rm(target, { force: true });
+    throw error;
+  }
 }

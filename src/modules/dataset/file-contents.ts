@@ -1,11 +1,10 @@
 /**
  * Writes a protected file under a uid the dataset gives (the file store itself always draws a new uid),
- * with the same durability as the store: temporary file, fsync, rename, directory fsync.
+ * with the store's durable write.
  */
-import { randomBytes } from 'node:crypto';
-import { mkdir, open, readFile, rename, rm } from 'node:fs/promises';
-import path from 'node:path';
+import { readFile, rm } from 'node:fs/promises';
 import type { FileStore } from '../../files/file-store.ts';
+import { writeFileDurably } from '../../files/file-store.ts';
 
 export const FILE_UID = /^[0-9a-f]{40}$/;
 
@@ -31,29 +30,7 @@ export async function writeStoredFile(files: FileStore, uid: string, bytes: Buff
     if (Buffer.compare(existing, bytes) === 0) return false;
     throw new Error('the file store already holds different content under this uid');
   }
-  const target = files.resolve(files.relativePathOf(uid));
-  const dir = path.dirname(target);
-  await mkdir(dir, { recursive: true, mode: 0o770 });
-  const temp = `${target}.${randomBytes(6).toString('hex')}.tmp`;
-  const handle = await open(temp, 'wx', 0o640);
-  try {
-    await handle.writeFile(bytes);
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
-  try {
-    await rename(temp, target);
-    const dirHandle = await open(dir, 'r');
-    try {
-      await dirHandle.sync();
-    } finally {
-      await dirHandle.close();
-    }
-  } catch (error) {
-    await rm(temp, { force: true });
-    throw error;
-  }
+  await writeFileDurably(files.resolve(files.relativePathOf(uid)), bytes);
   return true;
 }
 
