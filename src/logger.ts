@@ -18,7 +18,12 @@ export function createLogger(level: LogLevel): Logger {
         path: req.url.split('?')[0],
       }),
       res: (res: { statusCode: number }) => ({ statusCode: res.statusCode }),
-      err: pino.stdSerializers.err,
+      // Database errors carry the offending values (`detail: Key (value)=(…)`, bound parameters): drop them.
+      err: (error: Error) => {
+        const serialized = pino.stdSerializers.err(error) as Record<string, unknown>;
+        for (const key of ['detail', 'where', 'parameters', 'query', 'sql']) delete serialized[key];
+        return serialized;
+      },
     },
   });
 }
