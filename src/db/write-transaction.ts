@@ -4,12 +4,13 @@
  * PostgreSQL: a plain transaction; the server already commits concurrent transactions of many
  * connections with one WAL flush (group commit).
  *
- * SQLite has one connection, so writes run one after the other and, with `synchronous = FULL`, each
- * commit waits for an fsync. Writes that arrive while one is running are therefore batched: one
- * transaction, one savepoint per write (a failing write rolls back to its savepoint and rejects alone),
- * one commit and one fsync for the batch. A write's promise settles only after the commit, so a 200
- * sent after it is backed by a flushed database. At low load a batch holds a single write and nothing
- * waits.
+ * SQLite has one connection, so writes run one after the other and each commit needs an fsync of the
+ * WAL. Writes that arrive while one is running are therefore batched: one transaction, one savepoint per
+ * write (a failing write rolls back to its savepoint and rejects alone), one commit and one fsync for the
+ * batch. A write's promise settles only after the commit is flushed to disk, so a 200 sent after it is
+ * backed by a durable database. The flush (`SqliteDurability.flush`, an fdatasync of the WAL off the
+ * event loop) runs after the connection is released: reads and the next batch's writes go on meanwhile,
+ * and a flush covers every commit before it. At low load a batch holds a single write and nothing waits.
  */
 import type { Kysely, Transaction } from 'kysely';
 import type { DB } from './schema.ts';
@@ -31,8 +32,22 @@ export function createPlainWriteTransaction(db: Kysely<DB>): WriteTransaction {
   return (fn) => db.transaction().execute(fn);
 }
 
-/** Writes batched into shared transactions with a savepoint each (SQLite). */
-export function createBatchedWriteTransaction(db: Kysely<DB>): WriteTransaction {
+/** How a batch's commit is made durable after the connection is released (SQLite in WAL mode). */
+export interface SqliteDurability {
+  /** Tells the connection not to flush after its next statement (the batch's commit): the batch will. */
+  deferFlushOfNextStatement(isDeferred: boolean): void;
+  /** Resolves once every commit so far is on stable storage. */
+  flush(): Promise<void>;
+}
+
+/**
+ * Writes batched into shared transactions with a savepoint each (SQLite). Without `durability`, each
+ * commit is durable when it returns (the connection flushes it, or SQLite runs with FULL).
+ */
+export function createBatchedWriteTransaction(
+  db: Kysely<DB>,
+  durability?: SqliteDurability,
+): WriteTransaction {
   let pending: PendingWrite[] = [];
   let isDraining = false;
 
@@ -58,7 +73,12 @@ export function createBatchedWriteTransaction(db: Kysely<DB>): WriteTransaction 
           outcomes.push({ ok: false, error });
         }
       }
-      await trx.commit().execute();
+      durability?.deferFlushOfNextStatement(true);
+      try {
+        await trx.commit().execute();
+      } finally {
+        durability?.deferFlushOfNextStatement(false);
+      }
     } catch (error) {
       // The batch itself failed (commit, savepoint bookkeeping): nothing of it is durable.
       await trx
@@ -68,10 +88,20 @@ export function createBatchedWriteTransaction(db: Kysely<DB>): WriteTransaction 
       for (const write of batch) write.reject(error);
       return;
     }
-    batch.forEach((write, index) => {
-      const outcome = outcomes[index]!;
-      if (outcome.ok) write.resolve(outcome.value);
-      else write.reject(outcome.error);
+    const settle = () =>
+      batch.forEach((write, index) => {
+        const outcome = outcomes[index]!;
+        if (outcome.ok) write.resolve(outcome.value);
+        else write.reject(outcome.error);
+      });
+    if (durability === undefined) {
+      settle();
+      return;
+    }
+    // Not awaited: the next batch may commit while this one's flush runs (the one after covers both).
+    // A failed flush proves nothing durable: every write of the batch is refused.
+    durability.flush().then(settle, (error: unknown) => {
+      for (const write of batch) write.reject(error);
     });
   }
 

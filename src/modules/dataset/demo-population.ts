@@ -399,73 +399,67 @@ export async function generateDemoPopulation(
   const now = nowDateTime();
   const inserter = createBulkInserter(database);
 
-  if (database.dialect === 'sqlite') await sql`pragma synchronous = off`.execute(db);
-  try {
-    for (let done = 0; done < options.patients; done += chunkSize) {
-      const count = Math.min(chunkSize, options.patients - done);
-      const contacts: unknown[][] = [];
-      const patients: unknown[][] = [];
-      const identifiers: unknown[][] = [];
-      for (let i = 0; i < count; i += 1) {
-        const p = demoPatientAt(firstIndex + done + i);
-        const contactId = ids.contact++;
-        const patientId = ids.patient++;
-        contacts.push([contactId, p.firstName, p.lastName, now, now]);
-        patients.push([
-          patientId,
-          contactId,
-          p.dob,
-          p.gender,
-          p.isDeceased ? 1 : 0,
-          p.dateOfDeath,
-          p.isDeleted ? 1 : 0,
-          p.hospitalNumber,
-          p.nhsNumber,
-          reference.localInstitutionId,
-          now,
-          now,
-        ]);
-        const active = (typeId: number, value: string) => [
+  for (let done = 0; done < options.patients; done += chunkSize) {
+    const count = Math.min(chunkSize, options.patients - done);
+    const contacts: unknown[][] = [];
+    const patients: unknown[][] = [];
+    const identifiers: unknown[][] = [];
+    for (let i = 0; i < count; i += 1) {
+      const p = demoPatientAt(firstIndex + done + i);
+      const contactId = ids.contact++;
+      const patientId = ids.patient++;
+      contacts.push([contactId, p.firstName, p.lastName, now, now]);
+      patients.push([
+        patientId,
+        contactId,
+        p.dob,
+        p.gender,
+        p.isDeceased ? 1 : 0,
+        p.dateOfDeath,
+        p.isDeleted ? 1 : 0,
+        p.hospitalNumber,
+        p.nhsNumber,
+        reference.localInstitutionId,
+        now,
+        now,
+      ]);
+      const active = (typeId: number, value: string) => [
+        ids.identifier++,
+        patientId,
+        typeId,
+        value,
+        'ACTIVE',
+        0,
+        `${patientId}-${typeId}-ACTIVE`,
+        now,
+        now,
+      ];
+      identifiers.push(active(reference.localTypeId, p.hospitalNumber));
+      identifiers.push(active(reference.globalTypeId, p.nhsNumber));
+      if (p.deletedIdentifier !== null) {
+        const typeId = p.deletedIdentifier.usage === 'LOCAL' ? reference.localTypeId : reference.globalTypeId;
+        const source = `DEL BY PATIENT ID ${patientId}`;
+        identifiers.push([
           ids.identifier++,
           patientId,
           typeId,
-          value,
-          'ACTIVE',
-          0,
-          `${patientId}-${typeId}-ACTIVE`,
+          p.deletedIdentifier.value,
+          source,
+          1,
+          `${patientId}-${typeId}-${source}-${p.deletedIdentifier.value}`,
           now,
           now,
-        ];
-        identifiers.push(active(reference.localTypeId, p.hospitalNumber));
-        identifiers.push(active(reference.globalTypeId, p.nhsNumber));
-        if (p.deletedIdentifier !== null) {
-          const typeId =
-            p.deletedIdentifier.usage === 'LOCAL' ? reference.localTypeId : reference.globalTypeId;
-          const source = `DEL BY PATIENT ID ${patientId}`;
-          identifiers.push([
-            ids.identifier++,
-            patientId,
-            typeId,
-            p.deletedIdentifier.value,
-            source,
-            1,
-            `${patientId}-${typeId}-${source}-${p.deletedIdentifier.value}`,
-            now,
-            now,
-          ]);
-        }
+        ]);
       }
-      await db.transaction().execute(async (trx) => {
-        // Synthetic data: a crash mid-load loses nothing that cannot be generated again.
-        if (database.dialect === 'postgres') await sql`set local synchronous_commit = off`.execute(trx);
-        await inserter.insert(trx, 'contact', contacts);
-        await inserter.insert(trx, 'patient', patients);
-        await inserter.insert(trx, 'patient_identifier', identifiers);
-      });
-      options.onProgress?.(done + count, options.patients);
     }
-  } finally {
-    if (database.dialect === 'sqlite') await sql`pragma synchronous = normal`.execute(db);
+    await db.transaction().execute(async (trx) => {
+      // Synthetic data: a crash mid-load loses nothing that cannot be generated again.
+      if (database.dialect === 'postgres') await sql`set local synchronous_commit = off`.execute(trx);
+      await inserter.insert(trx, 'contact', contacts);
+      await inserter.insert(trx, 'patient', patients);
+      await inserter.insert(trx, 'patient_identifier', identifiers);
+    });
+    options.onProgress?.(done + count, options.patients);
   }
   if (database.dialect === 'postgres') {
     for (const table of ['contact', 'patient', 'patient_identifier'] as const) {

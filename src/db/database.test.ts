@@ -1,0 +1,85 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { sql } from 'kysely';
+import type { TestDatabase } from '../../test/harness.ts';
+import { createTestDatabase } from '../../test/harness.ts';
+
+// SQLite runs with `synchronous = NORMAL` and makes every commit durable itself with an fdatasync of the
+// WAL off the event loop (database.ts). These tests pin down when that flush happens: after every
+// statement that leaves a committed change, before the statement's promise resolves, and never for reads.
+describe('SQLite commits are flushed to disk before they resolve', () => {
+  let testDb: TestDatabase;
+  before(async () => {
+    testDb = await createTestDatabase('sqlite');
+  });
+  after(() => testDb.drop());
+
+  const flushes = () => testDb.database.walFlushes();
+
+  it('runs in WAL mode with SQLite synchronous NORMAL, its commit sync made up by the WAL flush', async () => {
+    const mode = await sql<{ journal_mode: string }>`pragma journal_mode`.execute(testDb.db);
+    assert.equal(mode.rows[0]?.journal_mode, 'wal');
+    const sync = await sql<{ synchronous: number }>`pragma synchronous`.execute(testDb.db);
+    assert.equal(sync.rows[0]?.synchronous, 1);
+  });
+
+  it('flushes once per transaction, at its commit, and not for the statements inside it', async () => {
+    const start = flushes();
+    await testDb.db.transaction().execute(async (trx) => {
+      await trx.insertInto('contact').values({ first_name: 'A', last_name: 'Flush' }).execute();
+      await trx.insertInto('contact').values({ first_name: 'B', last_name: 'Flush' }).execute();
+      assert.equal(flushes(), start, 'no flush before the commit');
+    });
+    assert.equal(flushes(), start + 1);
+  });
+
+  it('flushes an autocommit write, with or without RETURNING, before it resolves', async () => {
+    const start = flushes();
+    await testDb.db.insertInto('contact').values({ first_name: 'C', last_name: 'Flush' }).execute();
+    assert.equal(flushes(), start + 1);
+    await testDb.db
+      .insertInto('contact')
+      .values({ first_name: 'D', last_name: 'Flush' })
+      .returning('id')
+      .executeTakeFirstOrThrow();
+    assert.equal(flushes(), start + 2);
+    await sql`update contact set first_name = 'E' where last_name = 'Flush' and first_name = 'D'`.execute(
+      testDb.db,
+    );
+    assert.equal(flushes(), start + 3);
+  });
+
+  it('flushes a batched write transaction before its writers hear of the commit', async () => {
+    const start = flushes();
+    const writes = Array.from({ length: 10 }, (_, i) =>
+      testDb.database.writeTransaction(async (trx) => {
+        await trx
+          .insertInto('contact')
+          .values({ first_name: `W${i}`, last_name: 'Flush' })
+          .execute();
+        return flushes();
+      }),
+    );
+    const seenInside = await Promise.all(writes);
+    const afterCommit = flushes();
+    assert.ok(afterCommit > start, 'the batch commit was flushed');
+    for (const seen of seenInside) assert.ok(seen < afterCommit, 'each write resolved after a later flush');
+  });
+
+  it('does not flush for reads or for a rolled-back transaction', async () => {
+    const start = flushes();
+    await testDb.db.selectFrom('contact').select('id').execute();
+    await sql`select count(*) as n from contact`.execute(testDb.db);
+    await sql`pragma user_version`.execute(testDb.db);
+    await assert.rejects(
+      testDb.db.transaction().execute(async (trx) => {
+        await trx.insertInto('contact').values({ first_name: 'R', last_name: 'Flush' }).execute();
+        throw new Error('abandon');
+      }),
+      /abandon/,
+    );
+    assert.equal(flushes(), start);
+    const rows = await testDb.db.selectFrom('contact').select('id').where('first_name', '=', 'R').execute();
+    assert.equal(rows.length, 0);
+  });
+});
