@@ -7,6 +7,7 @@ import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import Fastify from 'fastify';
 import type { AppDeps } from './deps.ts';
 import { createBasicAuthGuard } from './http/basic-auth.ts';
+import { answerClientError, trackPendingAnswers } from './http/client-error.ts';
 import { installErrorHandling } from './http/error-handler.ts';
 import { installOverloadGuard } from './http/overload.ts';
 import { installMetrics } from './http/metrics.ts';
@@ -46,7 +47,9 @@ export async function buildApp(deps: AppDeps, options: BuildAppOptions = {}): Pr
     },
     return503OnClosing: true,
     forceCloseConnections: 'idle',
+    clientErrorHandler: answerClientError,
   });
+  trackPendingAnswers(app.server);
 
   app.addHook('onSend', async (request, reply, payload) => {
     void reply.header('x-request-id', request.id);
