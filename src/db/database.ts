@@ -8,6 +8,7 @@ import { mkdirSync } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import { open } from 'node:fs/promises';
 import path from 'node:path';
+import type { StatementSync } from 'node:sqlite';
 import { DatabaseSync } from 'node:sqlite';
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import type { IGenericSqlite } from 'kysely-generic-sqlite';
@@ -22,6 +23,12 @@ export type Dialect = 'sqlite' | 'postgres';
 
 export interface Database {
   readonly db: Kysely<DB>;
+  /**
+   * For reads outside any transaction on hot paths. SQLite: a second connection (query-only), so that a
+   * read never waits behind the writer's open transaction (WAL gives it the last committed snapshot, which
+   * includes every write that has resolved). PostgreSQL: the same pool as `db`.
+   */
+  readonly reader: Kysely<DB>;
   readonly dialect: Dialect;
   /** PostgreSQL pool, for LISTEN/NOTIFY and pool metrics; undefined on SQLite. */
   readonly pool: pg.Pool | undefined;
@@ -82,16 +89,7 @@ function openSqlite(file: string): Database {
   // 16 MiB of page cache per connection: the OS caches the file too, and server memory stays bounded.
   native.exec('PRAGMA cache_size = -16384');
   native.exec('PRAGMA temp_store = MEMORY');
-  const statements = new Map<string, ReturnType<DatabaseSync['prepare']>>();
-  const prepare = (query: string) => {
-    let statement = statements.get(query);
-    if (statement === undefined) {
-      statement = native.prepare(query);
-      statements.set(query, statement);
-      if (statements.size > 500) statements.delete(statements.keys().next().value!);
-    }
-    return statement;
-  };
+  const prepare = createStatementCache(native);
   // Set by the batched write transaction for its own commit, which it flushes itself after releasing
   // the connection (write-transaction.ts): reads and the next batch then run during the fdatasync.
   let flushDeferredOnce = false;
@@ -130,8 +128,10 @@ function openSqlite(file: string): Database {
     },
   };
   const db = new Kysely<DB>({ dialect: new GenericSqliteDialect(() => executor) });
+  const reader = file === ':memory:' ? undefined : openSqliteReader(file);
   return {
     db,
+    reader: reader ?? db,
     dialect: 'sqlite',
     pool: undefined,
     writeTransaction: createBatchedWriteTransaction(
@@ -154,8 +154,46 @@ function openSqlite(file: string): Database {
         return false;
       }
     },
-    close: () => db.destroy(),
+    close: async () => {
+      await reader?.destroy();
+      await db.destroy();
+    },
   };
+}
+
+function createStatementCache(native: DatabaseSync): (query: string) => StatementSync {
+  const statements = new Map<string, StatementSync>();
+  return (query) => {
+    let statement = statements.get(query);
+    if (statement === undefined) {
+      statement = native.prepare(query);
+      statements.set(query, statement);
+      if (statements.size > 500) statements.delete(statements.keys().next().value!);
+    }
+    return statement;
+  };
+}
+
+/** The read connection of `file` (see `Database.reader`): same settings, but refuses any write. */
+function openSqliteReader(file: string): Kysely<DB> {
+  const native = new DatabaseSync(file);
+  native.exec('PRAGMA busy_timeout = 5000');
+  native.exec('PRAGMA cache_size = -16384');
+  native.exec('PRAGMA temp_store = MEMORY');
+  native.exec('PRAGMA query_only = ON');
+  const prepare = createStatementCache(native);
+  const executor: IGenericSqlite<DatabaseSync> = {
+    db: native,
+    query: (_isSelect, sqlText, parameters) => {
+      const statement = prepare(sqlText);
+      const args = (parameters ?? []).map(toSqliteValue);
+      if (statement.columns().length > 0) return { rows: statement.all(...args).map(fromSqliteRow) };
+      statement.run(...args);
+      return { rows: [] };
+    },
+    close: () => native.close(),
+  };
+  return new Kysely<DB>({ dialect: new GenericSqliteDialect(() => executor) });
 }
 
 /** Statements that never change the database (Kysely flags its own selects separately). */
@@ -274,6 +312,7 @@ function openPostgres(url: string, poolSize: number): Database {
   const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
   return {
     db,
+    reader: db,
     dialect: 'postgres',
     pool,
     writeTransaction: createPlainWriteTransaction(db),
