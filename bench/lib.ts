@@ -298,6 +298,19 @@ function redact(url: string): string {
 // ---------------------------------------------------------------------------------------------------
 // Child processes: the server under test and the floor
 
+/** Every child still running: killed if the bench process exits without stopping them (a crash). */
+const liveChildren = new Set<ChildProcess>();
+process.on('exit', () => {
+  for (const child of liveChildren) child.kill('SIGKILL');
+});
+
+/** Registers `child` so that it never outlives the bench. */
+export function ownChild<C extends ChildProcess>(child: C): C {
+  liveChildren.add(child);
+  child.once('exit', () => liveChildren.delete(child));
+  return child;
+}
+
 export interface RunningProcess {
   /** `http://127.0.0.1:<port>` */
   readonly url: string;
@@ -324,22 +337,24 @@ export interface StartServerOptions {
  */
 export async function startServer(options: StartServerOptions = {}): Promise<RunningProcess> {
   const port = await findFreePort();
-  const child = spawn(
-    process.execPath,
-    ['--disable-warning=ExperimentalWarning', options.entry ?? 'src/main/server.ts'],
-    {
-      cwd: ROOT_DIR,
-      env: {
-        ...process.env,
-        LOG_LEVEL: 'warn',
-        WORKER: 'off',
-        DEMO_DATA: options.demoData === true ? 'on' : 'off',
-        ...options.env,
-        PORT: String(port),
-        HOST: '127.0.0.1',
+  const child = ownChild(
+    spawn(
+      process.execPath,
+      ['--disable-warning=ExperimentalWarning', options.entry ?? 'src/main/server.ts'],
+      {
+        cwd: ROOT_DIR,
+        env: {
+          ...process.env,
+          LOG_LEVEL: 'warn',
+          WORKER: 'off',
+          DEMO_DATA: options.demoData === true ? 'on' : 'off',
+          ...options.env,
+          PORT: String(port),
+          HOST: '127.0.0.1',
+        },
+        stdio: ['ignore', 'inherit', 'pipe'],
       },
-      stdio: ['ignore', 'inherit', 'pipe'],
-    },
+    ),
   );
   const stderr = collectOutput(child);
   const url = `http://127.0.0.1:${port}`;
@@ -384,10 +399,12 @@ export async function startFloor(response: FloorResponse): Promise<RunningProces
       body: response.body.toString('base64'),
     }),
   );
-  const child = spawn(process.execPath, ['bench/floor.ts', specFile], {
-    cwd: ROOT_DIR,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = ownChild(
+    spawn(process.execPath, ['bench/floor.ts', specFile], {
+      cwd: ROOT_DIR,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    }),
+  );
   const stderr = collectOutput(child);
   const port = await new Promise<number>((resolve, reject) => {
     let out = '';
