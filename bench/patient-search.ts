@@ -19,6 +19,7 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { sql } from 'kysely';
+import type pg from 'pg';
 import { loadConfig } from '../src/config.ts';
 import type { Database } from '../src/db/database.ts';
 import { demoHospitalNumber, demoPatientAt, generateDemoPopulation } from '../src/modules/dataset/index.ts';
@@ -107,6 +108,36 @@ async function preparePopulation(
   });
 }
 
+/**
+ * PostgreSQL: the plan the server really runs. The service executes its statement as a named prepared
+ * statement with `plan_cache_mode = force_generic_plan` (set on every pool connection), so the plan shown is
+ * that of `EXECUTE` of the prepared statement on a pool connection, after the same setting.
+ */
+async function explainPreparedPlan(
+  pool: pg.Pool,
+  statement: string,
+  parameters: readonly unknown[],
+): Promise<string[]> {
+  const client = await pool.connect();
+  try {
+    await client.query('prepare bench_explain as ' + statement);
+    const literals = parameters.map((p) =>
+      typeof p === 'number' ? String(p) : client.escapeLiteral(String(p)),
+    );
+    const mode = await client.query<{ plan_cache_mode: string }>('show plan_cache_mode');
+    const result = await client.query<Record<string, unknown>>(
+      `explain (analyze, buffers, costs off) execute bench_explain(${literals.join(', ')})`,
+    );
+    return [
+      `-- plan_cache_mode: ${mode.rows[0]?.plan_cache_mode ?? '?'} (EXECUTE of the prepared statement)`,
+      ...result.rows.map((row) => String(row['QUERY PLAN'])),
+    ];
+  } finally {
+    await client.query('deallocate bench_explain').catch(() => {});
+    client.release();
+  }
+}
+
 /** Writes the plan of each search's statement, as the service compiles it, to bench/explain/. */
 async function writeExplains(database: Database, cases: readonly SearchCase[]): Promise<void> {
   const config = loadConfig({ INSTITUTION_CODE, REFERENCE_CACHE_TTL_MS: '0', LOG_LEVEL: 'silent' });
@@ -125,16 +156,15 @@ async function writeExplains(database: Database, cases: readonly SearchCase[]): 
     };
     const compiled = await service.compileSearch(input);
     if (compiled === undefined) throw new Error(`"${searchCase.label}" would not query the database`);
-    const prefix =
-      database.dialect === 'sqlite' ? 'explain query plan ' : 'explain (analyze, buffers, costs off) ';
-    const result = await database.db.executeQuery<Record<string, unknown>>({
-      ...compiled,
-      sql: `${prefix}${compiled.sql}`,
-    });
     const plan =
-      database.dialect === 'sqlite'
-        ? result.rows.map((row) => `${String(row.id)} ${String(row.parent)} ${String(row.detail)}`)
-        : result.rows.map((row) => String(row['QUERY PLAN']));
+      database.pool === undefined
+        ? (
+            await database.db.executeQuery<Record<string, unknown>>({
+              ...compiled,
+              sql: `explain query plan ${compiled.sql}`,
+            })
+          ).rows.map((row) => `${String(row.id)} ${String(row.parent)} ${String(row.detail)}`)
+        : await explainPreparedPlan(database.pool, compiled.sql, compiled.parameters);
     const text = [
       `# ${searchCase.label} (${database.dialect}); the one statement GET /api/v1/patient/search runs`,
       '',

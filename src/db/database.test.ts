@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
 import type { TestDatabase } from '../../test/harness.ts';
-import { createTestDatabase } from '../../test/harness.ts';
+import { DIALECTS, createTestDatabase } from '../../test/harness.ts';
 
 // SQLite runs with `synchronous = NORMAL` and makes every commit durable itself with an fdatasync of the
 // WAL off the event loop (database.ts). These tests pin down when that flush happens: after every
@@ -127,5 +127,22 @@ describe('SQLite reader connection', () => {
       testDb.database.reader.insertInto('contact').values({ first_name: 'No', last_name: 'Write' }).execute(),
       /readonly|query_only|attempt to write/i,
     );
+  });
+});
+
+describe('PostgreSQL pool connections', { skip: !DIALECTS.includes('postgres') }, () => {
+  let testDb: TestDatabase;
+  before(async () => {
+    testDb = await createTestDatabase('postgres');
+  });
+  after(() => testDb.drop());
+
+  it('run prepared statements with their generic plan (patient search is not re-planned per call)', async () => {
+    const modes = await Promise.all(
+      Array.from({ length: 3 }, () =>
+        sql<{ plan_cache_mode: string }>`show plan_cache_mode`.execute(testDb.db),
+      ),
+    );
+    for (const mode of modes) assert.equal(mode.rows[0]?.plan_cache_mode, 'force_generic_plan');
   });
 });

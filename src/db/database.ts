@@ -308,7 +308,14 @@ function openPostgres(url: string, poolSize: number): Database {
   // Nor a checked-out one: pg-pool listens for errors only while a client is idle, and a client whose
   // socket dies emits 'error' even when a query of its own is failing with it (an unhandled 'error' event
   // would end the process). The query rejects (503), and the pool drops the client when it is released.
-  pool.on('connect', (client) => client.on('error', () => {}));
+  pool.on('connect', (client) => {
+    client.on('error', () => {});
+    // The only named (prepared) statements are patient search's. With the default `auto` mode PostgreSQL
+    // re-plans them on every execution (their custom plans look cheaper than the generic one), and the
+    // planning costs more than the execution; their generic plans use the same index ranges and lookups
+    // (bench/explain/postgres-*.txt). Queued before the client's first query, so it is in force for it.
+    client.query('set plan_cache_mode = force_generic_plan').catch(() => {});
+  });
   const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
   return {
     db,
