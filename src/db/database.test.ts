@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { stat } from 'node:fs/promises';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
 import type { TestDatabase } from '../../test/harness.ts';
@@ -144,5 +145,46 @@ describe('PostgreSQL pool connections', { skip: !DIALECTS.includes('postgres') }
       ),
     );
     for (const mode of modes) assert.equal(mode.rows[0]?.plan_cache_mode, 'force_generic_plan');
+  });
+});
+
+describe('SQLite checkpoints run on their own thread', () => {
+  let testDb: TestDatabase;
+  before(async () => {
+    testDb = await createTestDatabase('sqlite');
+  });
+  after(() => testDb.drop());
+
+  it('leaves the writer without automatic checkpoints, and still keeps the WAL small', async () => {
+    const auto = await sql<{ wal_autocheckpoint: number }>`pragma wal_autocheckpoint`.execute(testDb.db);
+    assert.equal(auto.rows[0]?.wal_autocheckpoint, 0, 'the writer never checkpoints inside a commit');
+    const walFile = `${testDb.url.slice('sqlite:'.length)}-wal`;
+    const filler = 'x'.repeat(100_000);
+    const startRounds = testDb.database.checkpointRounds();
+    const nextRounds = async (count: number) => {
+      const target = testDb.database.checkpointRounds() + count;
+      while (testDb.database.checkpointRounds() < target) await new Promise((r) => setTimeout(r, 10));
+    };
+    // Six bursts of 50 large commits, each waiting for the checkpointer afterwards. Without checkpoints
+    // the WAL file would hold all six (six times the first); with them it restarts from its beginning
+    // once a burst is copied. The file never shrinks, so `first` is at least the larger part of a burst
+    // (a restart may come in the middle of one), and the final size about one burst.
+    const walSizes: number[] = [];
+    for (let burst = 0; burst < 6; burst += 1) {
+      for (let i = 0; i < 50; i += 1) {
+        await testDb.db
+          .insertInto('contact')
+          .values({ first_name: filler, last_name: 'Checkpoint' })
+          .execute();
+        await testDb.db.deleteFrom('contact').where('last_name', '=', 'Checkpoint').execute();
+      }
+      walSizes.push((await stat(walFile)).size);
+      await nextRounds(2);
+    }
+    const [first] = walSizes;
+    const largest = Math.max(...walSizes);
+    assert.ok(first !== undefined && first > 5_000_000, `one burst fills the WAL (${first} bytes)`);
+    assert.ok(largest < first * 3, `the WAL kept about the size of one burst: ${walSizes.join(', ')} bytes`);
+    assert.ok(testDb.database.checkpointRounds() > startRounds, 'the checkpointer ran');
   });
 });

@@ -16,6 +16,7 @@ import { GenericSqliteDialect, parseBigInt } from 'kysely-generic-sqlite';
 import pg from 'pg';
 import type { DatabaseTarget } from '../config.ts';
 import type { DB } from './schema.ts';
+import { startSqliteCheckpointer } from './sqlite-checkpointer.ts';
 import type { WriteTransaction } from './write-transaction.ts';
 import { createBatchedWriteTransaction, createPlainWriteTransaction } from './write-transaction.ts';
 
@@ -42,6 +43,8 @@ export interface Database {
   isReachable(): Promise<boolean>;
   /** SQLite: completed fdatasync calls of the WAL that made commits durable (0 on PostgreSQL). */
   walFlushes(): number;
+  /** SQLite: checkpoint rounds run by the checkpointer thread (0 on PostgreSQL). */
+  checkpointRounds(): number;
   close(): Promise<void>;
 }
 
@@ -89,6 +92,8 @@ function openSqlite(file: string): Database {
   // 16 MiB of page cache per connection: the OS caches the file too, and server memory stays bounded.
   native.exec('PRAGMA cache_size = -16384');
   native.exec('PRAGMA temp_store = MEMORY');
+  // Checkpoints (copying the WAL into the database file, with fsyncs) on a thread of their own.
+  const checkpointer = wal === undefined ? undefined : startSqliteCheckpointer(native, file);
   const prepare = createStatementCache(native);
   // Set by the batched write transaction for its own commit, which it flushes itself after releasing
   // the connection (write-transaction.ts): reads and the next batch then run during the fdatasync.
@@ -146,6 +151,7 @@ function openSqlite(file: string): Database {
           },
     ),
     walFlushes: () => wal?.flushes() ?? 0,
+    checkpointRounds: () => checkpointer?.rounds() ?? 0,
     isReachable: async () => {
       try {
         await sql`select 1`.execute(db);
@@ -155,6 +161,7 @@ function openSqlite(file: string): Database {
       }
     },
     close: async () => {
+      await checkpointer?.close();
       await reader?.destroy();
       await db.destroy();
     },
@@ -324,6 +331,7 @@ function openPostgres(url: string, poolSize: number): Database {
     pool,
     writeTransaction: createPlainWriteTransaction(db),
     walFlushes: () => 0,
+    checkpointRounds: () => 0,
     isReachable: async () => {
       try {
         await sql`select 1`.execute(db);
