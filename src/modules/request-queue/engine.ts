@@ -229,7 +229,8 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
         trx,
         ran.map((a) => a.record),
       );
-      const hasChained = ran.some((a) => chainedRoutineIds.delete(a.claimed.id));
+      // Every routine that ran leaves the set (`some` would stop at the first that chained and keep the rest).
+      const hasChained = ran.map((a) => chainedRoutineIds.delete(a.claimed.id)).includes(true);
       await trx.commit().execute();
       // Routines added by this batch are eligible now: wake the idle workers of other processes. Sent after
       // the commit, not in the transaction: PostgreSQL serialises the commits of notifying transactions.
