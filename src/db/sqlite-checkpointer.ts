@@ -39,12 +39,17 @@ export function startSqliteCheckpointer(
   worker.on('message', (message: { kind: string }) => {
     if (message.kind === 'checkpoint') rounds += 1;
   });
+  let hasExited = false;
   worker.on('error', fallBack);
-  worker.on('exit', fallBack);
+  worker.on('exit', () => {
+    hasExited = true;
+    fallBack();
+  });
   return {
     rounds: () => rounds,
     async close() {
       isClosing = true;
+      if (hasExited) return;
       // Keep the process alive until the thread has closed its connection.
       worker.ref();
       const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
