@@ -18,6 +18,11 @@
  * - RSS of the server sampled every second: start (mean of the first 10% of the measured samples) and
  *   end (mean of the last 10%). The heap and caches reach their working size in the first minutes, so the
  *   leak flag compares the end with the RSS at a quarter of the run: growth above 16 MB and 10% is flagged.
+ * - The V8 heap from the server's `/metrics` (`METRICS=on`), every 2 s: per quarter of the run, the
+ *   lowest heap used (close to the live heap just after a full collection) and the mean heap total. A
+ *   leak of JS objects raises the lowest heap used; RSS growing while it stays flat is V8 filling the
+ *   heap pages it has committed (the young generation grows to 2 x 64 MB under this load) or the
+ *   allocator keeping freed memory.
  *
  * Duration: `--duration` when given, else 600 s (the issue's 10 minutes); `npm run bench -- all` uses
  * the common duration. `npm run bench -- soak --dialect postgres` for the real run; validate with
@@ -371,6 +376,9 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
       INSTITUTION_CODE: 'NEW',
       // One client address sends every sign/add: the per-IP limit would refuse most of them.
       SIGN_RATE_LIMIT_PER_MINUTE: '0',
+      // The heap figures (and the request metrics hooks, as in production).
+      METRICS: 'on',
+      METRICS_TOKEN: '',
     },
   });
   const agent = new http.Agent({ keepAlive: true, maxSockets: sockets });
@@ -537,6 +545,8 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
 
   const rssSamples: number[] = [];
   let rssTimer: NodeJS.Timeout | undefined;
+  const heapSamples: { used: number; total: number }[] = [];
+  let heapTimer: NodeJS.Timeout | undefined;
   let measuredSeconds = 0;
   try {
     process.stderr.write(
@@ -547,6 +557,10 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
     isMeasuring = true;
     rssSamples.push(await server.rssBytes());
     rssTimer = setInterval(() => void server.rssBytes().then((rss) => rssSamples.push(rss)), 1000);
+    heapTimer = setInterval(
+      () => void readHeap(agent, server.url).then((h) => h && heapSamples.push(h)),
+      2000,
+    );
     const measureStart = performance.now();
     let lastReport = measureStart;
     const progress = setInterval(() => {
@@ -564,12 +578,14 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
     await Promise.all(outstanding);
     clearInterval(rssTimer);
     rssTimer = undefined;
+    clearInterval(heapTimer);
     rssSamples.push(await readRssBytes(server.pid));
     const lagDeadline = Date.now() + LAG_WAIT_AFTER_RUN_MS;
     while (lagPending.size > 0 && Date.now() < lagDeadline)
       await Promise.race([...lagPending, new Promise((r) => setTimeout(r, 500))]);
   } finally {
     if (rssTimer !== undefined) clearInterval(rssTimer);
+    clearInterval(heapTimer);
     agent.destroy();
     await server.stop();
     await prepared.cleanup();
@@ -609,13 +625,46 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
   const isGrowthFlagged =
     lateGrowth > RSS_GROWTH_FLAG.bytes && lateGrowth > rssSettled * RSS_GROWTH_FLAG.ratio;
   const mb = (b: number) => (b / 1048576).toFixed(1);
+  // Quarters of the run: long enough that each holds a full collection, after which heap used is the live heap.
+  const heapQuarters = [0, 1, 2, 3]
+    .map((q) =>
+      heapSamples.slice(
+        Math.floor((q * heapSamples.length) / 4),
+        Math.floor(((q + 1) * heapSamples.length) / 4),
+      ),
+    )
+    .filter((w) => w.length > 0);
+  const heapUsedLow = heapQuarters.map((w) => mb(Math.min(...w.map((h) => h.used))));
+  const heapTotalMean = heapQuarters.map((w) => mb(mean(w.map((h) => h.total))));
   const notes = [
     `${measuredSeconds.toFixed(0)} s at a fixed ${rate} req/s asked (${(all.latencies.length / measuredSeconds).toFixed(1)} req/s answered, lag polls included), ${sockets} keep-alive sockets, worker in-process, ${patients} patients`,
     `errors: ${errors} (unexpected answers ${all.errors}, skipped because ${maxInFlight} were in flight ${skipped}, FAILED requests ${lagFailed})${errors === 0 ? ' - target 0 met' : ` - TARGET 0 MISSED; first: ${all.firstError ?? '-'}`}`,
     `RSS start ${mb(rssStart)} MB, end ${mb(rssEnd)} MB (means of the first and last 10% of ${rssSamples.length} one-second samples; growth ${mb(growth)} MB, warm-up included), peak ${mb(rssPeak)} MB; from a quarter of the run (${mb(rssSettled)} MB, warmed up) to the end ${mb(lateGrowth)} MB${isGrowthFlagged ? ' - FLAGGED: still growing, above 16 MB and 10%' : ' (within noise)'}`,
+    heapSamples.length === 0
+      ? 'V8 heap: no /metrics sample'
+      : `V8 heap used, lowest sample of each quarter of the run: ${heapUsedLow.join(' / ')} MB (~ the live heap after a full collection: flat means no JS leak, RSS growing beside it is V8 or the allocator keeping pages); heap total, mean of each quarter: ${heapTotalMean.join(' / ')} MB (${heapSamples.length} samples of /metrics, every 2 s)`,
     `queue lag (queue add answered -> status COMPLETE, request type ${requestType}, every ${lagEvery}th add): p50 ${percentile(lags, 50).toFixed(1)} ms, p99 ${percentile(lags, 99).toFixed(1)} ms, max ${percentile(lags, 100).toFixed(1)} ms over ${lags.length} samples${lagIncomplete > 0 ? `, ${lagIncomplete} not COMPLETE within ${LAG_WAIT_AFTER_RUN_MS / 1000} s after the run` : ''}; polls at 5, 10, 20, 40, 80 ms then every 100 ms, so an upper bound`,
   ];
   return { rows, notes };
+}
+
+/** Heap used and total from the server's `/metrics` (undefined when it cannot be read). */
+function readHeap(agent: http.Agent, baseUrl: string): Promise<{ used: number; total: number } | undefined> {
+  const planned: PlannedRequest = {
+    key: 'status',
+    method: 'GET',
+    path: '/metrics',
+    headers: {},
+    expected: [200],
+  };
+  return send(agent, baseUrl, planned).then(({ status, body }) => {
+    if (status !== 200) return undefined;
+    const text = body.toString();
+    const value = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? Number.NaN);
+    const used = value('nodejs_heap_used_bytes');
+    const total = value('nodejs_heap_total_bytes');
+    return Number.isFinite(used) && Number.isFinite(total) ? { used, total } : undefined;
+  });
 }
 
 function rowOf(
