@@ -4,6 +4,7 @@ import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
 import type { TestDatabase } from '../../test/harness.ts';
 import { DIALECTS, createTestDatabase } from '../../test/harness.ts';
+import { sessionOptions } from './database.ts';
 
 // SQLite runs with `synchronous = NORMAL` and makes every commit durable itself with an fdatasync of the
 // WAL off the event loop (database.ts). These tests pin down when that flush happens: after every
@@ -145,6 +146,24 @@ describe('PostgreSQL pool connections', { skip: !DIALECTS.includes('postgres') }
       ),
     );
     for (const mode of modes) assert.equal(mode.rows[0]?.plan_cache_mode, 'force_generic_plan');
+  });
+
+  it('end a session left idle in a transaction after 10 minutes (a dead worker releases its claims)', async () => {
+    const timeout = await sql<{
+      idle_in_transaction_session_timeout: string;
+    }>`show idle_in_transaction_session_timeout`.execute(testDb.db);
+    assert.equal(timeout.rows[0]?.idle_in_transaction_session_timeout, '10min');
+  });
+
+  it('keep the options a DATABASE_URL carries, before their own', () => {
+    assert.equal(
+      sessionOptions('postgres://u:p@db.example:5432/cra?options=-c%20statement_timeout%3D5000'),
+      '-c statement_timeout=5000 -c plan_cache_mode=force_generic_plan -c idle_in_transaction_session_timeout=600000',
+    );
+    assert.equal(
+      sessionOptions('postgres://u:p@db.example:5432/cra'),
+      '-c plan_cache_mode=force_generic_plan -c idle_in_transaction_session_timeout=600000',
+    );
   });
 });
 

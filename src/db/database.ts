@@ -306,6 +306,7 @@ function openPostgres(url: string, poolSize: number): Database {
   // A connect that gets no answer fails after 5 s (answered 503) instead of the OS's minutes-long timeout.
   const pool = new pg.Pool({
     connectionString: url,
+    options: sessionOptions(url),
     max: poolSize,
     idleTimeoutMillis: 30_000,
     connectionTimeoutMillis: 5_000,
@@ -316,14 +317,7 @@ function openPostgres(url: string, poolSize: number): Database {
   // Nor a checked-out one: pg-pool listens for errors only while a client is idle, and a client whose
   // socket dies emits 'error' even when a query of its own is failing with it (an unhandled 'error' event
   // would end the process). The query rejects (503), and the pool drops the client when it is released.
-  pool.on('connect', (client) => {
-    client.on('error', () => {});
-    // The only named (prepared) statements are patient search's. With the default `auto` mode PostgreSQL
-    // re-plans them on every execution (their custom plans look cheaper than the generic one), and the
-    // planning costs more than the execution; their generic plans use the same index ranges and lookups
-    // (bench/explain/postgres-*.txt). Queued before the client's first query, so it is in force for it.
-    client.query('set plan_cache_mode = force_generic_plan').catch(() => {});
-  });
+  pool.on('connect', (client) => client.on('error', () => {}));
   const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
   return {
     db,
@@ -343,6 +337,28 @@ function openPostgres(url: string, poolSize: number): Database {
     },
     close: () => db.destroy(),
   };
+}
+
+/**
+ * Settings of every PostgreSQL session, sent at connection start (no extra round trip, in force before the
+ * first query), after any `options` the URL carries:
+ * - `plan_cache_mode = force_generic_plan`: the only named (prepared) statements are patient search's. In
+ *   the default `auto` mode PostgreSQL re-plans them on every execution (their custom plans look cheaper
+ *   than the generic one) and planning costs more than executing; their generic plans use the same index
+ *   ranges and lookups (bench/explain/postgres-*.txt).
+ * - `idle_in_transaction_session_timeout`: a process whose machine dies leaves its session idle in
+ *   transaction, holding its locks (a worker's claims), until TCP notices, which takes hours. The server
+ *   ends such sessions after 10 minutes, rolling back and releasing them; that exceeds every routine's
+ *   timeout (the longest, MAKE_THUMBNAILS, is 2 minutes) and every request's transaction, so no live process is cut off.
+ */
+export function sessionOptions(url: string): string {
+  let fromUrl = '';
+  try {
+    fromUrl = new URL(url).searchParams.get('options') ?? '';
+  } catch {
+    // Not a URL pg would read options from either.
+  }
+  return `${fromUrl} -c plan_cache_mode=force_generic_plan -c idle_in_transaction_session_timeout=600000`.trim();
 }
 
 /** Formats a Date as the `YYYY-MM-DD HH:MM:SS` UTC text stored in every date-time column. */

@@ -20,9 +20,6 @@ import { createQueueEngine } from './engine.ts';
 import { findQueues } from './claim.queries.ts';
 import { REQUEST_QUEUE_CHANNEL, onRequestQueued } from './queue-events.ts';
 
-/** Longer than any routine's timeout (the longest, MAKE_THUMBNAILS, is 2 minutes). */
-const IDLE_IN_TRANSACTION_LIMIT_MS = 600_000;
-
 export interface QueueWorker {
   readonly engine: QueueEngine;
   /** Starts the slots; resolves once they run (and, on PostgreSQL, once LISTEN is active). */
@@ -57,11 +54,6 @@ export function createQueueWorker(options: WorkerOptions): QueueWorker {
   let listener: pg.Client | undefined;
   let flushTimer: NodeJS.Timeout | undefined;
   let unsubscribe: (() => void) | undefined;
-  const limitIdleInTransaction = (client: pg.PoolClient) => {
-    client
-      .query(`set idle_in_transaction_session_timeout = '${IDLE_IN_TRANSACTION_LIMIT_MS}ms'`)
-      .catch(() => {});
-  };
 
   /**
    * Wakes idle slots of `queue` (every queue when omitted): one slot by default, since one new request
@@ -151,10 +143,8 @@ export function createQueueWorker(options: WorkerOptions): QueueWorker {
       const missing = config.workerQueues.filter((name) => !queues.some((q) => q.request_queue === name));
       if (missing.length > 0) throw new Error(`Request queue(s) not in the database: ${missing.join(', ')}`);
       isRunning = true;
-      // A worker whose machine dies leaves its session idle in transaction, holding its claims, until
-      // TCP notices (hours). The server ends such sessions after this, rolling back and releasing the
-      // claims; it exceeds every routine's timeout, so no live worker is cut off. New connections only.
-      database.pool?.on('connect', limitIdleInTransaction);
+      // A worker whose machine dies leaves its session idle in transaction, holding its claims: every
+      // pool session ends such a transaction after 10 minutes (database.ts, sessionOptions).
       if (database.dialect === 'postgres' && config.database.kind === 'postgres') {
         await listen(config.database.url);
       }
@@ -184,7 +174,6 @@ export function createQueueWorker(options: WorkerOptions): QueueWorker {
       isRunning = false;
       clearInterval(flushTimer);
       unsubscribe?.();
-      database.pool?.off('connect', limitIdleInTransaction);
       wake(undefined, true);
       for (const set of waiters.values()) for (const resolve of set) resolve();
       await Promise.all(loops.splice(0));
