@@ -1,9 +1,9 @@
 /**
  * Reading one large binary field in fixed-size chunks, each chunk its own statement, so that a
  * download in flight holds one chunk, not the whole attachment, and no connection is held while a slow
- * client reads. PostgreSQL: `pg` would otherwise bring a whole `bytea` through the text protocol (a hex
- * string twice its size, plus the decoded Buffer, plus the socket buffer: about five times the
- * attachment). SQLite: `substr` still reads the whole value inside SQLite (freed at once, and only one
+ * client reads. PostgreSQL: each chunk is a binary COPY (copy-out.postgres.ts), which brings the bytes
+ * as stored; a plain query would bring a `bytea` as hex text, twice its size, decoded through a
+ * string. SQLite: `substr` still reads the whole value inside SQLite (freed at once, and only one
  * statement runs at a time), so its chunks are larger, to read a big blob fewer times. A write between
  * two chunks is detected by the row's `last_modified_date`, which the migration-0005 trigger moves
  * forward on every write.
@@ -16,9 +16,18 @@ import { thumbnailTypeOf } from './content-type.ts';
 
 const MiB = 1024 * 1024;
 
-/** Chunk size of a dialect; fields up to this size are read in one piece. */
+/** Chunk size of a dialect. */
 export function chunkBytesFor(dialect: Dialect): number {
   return dialect === 'postgres' ? MiB : 4 * MiB;
+}
+
+/**
+ * Fields up to this size come with the metadata, in the same statement; larger ones are read in
+ * chunks. PostgreSQL: a plain query brings bytes as hex text, which costs more than a second round
+ * trip (the chunk's COPY) from a few tens of kilobytes up.
+ */
+export function maxInlineBytesFor(dialect: Dialect): number {
+  return dialect === 'postgres' ? 32 * 1024 : chunkBytesFor(dialect);
 }
 
 export type BinaryField = Exclude<DataField, 'text_data'>;

@@ -14,7 +14,13 @@ import {
 } from '../../../test/factories-attachment.ts';
 import type { TestApp } from '../../../test/harness.ts';
 import { forEachDialect, startTestApp } from '../../../test/harness.ts';
-import { ChangedWhileReadingError, chunkBytesFor, readInChunks } from './attachment-chunks.ts';
+import {
+  ChangedWhileReadingError,
+  chunkBytesFor,
+  maxInlineBytesFor,
+  readInChunks,
+} from './attachment-chunks.ts';
+import { readAttachmentChunk } from './attachment.queries.ts';
 
 const VIEW = '/api/v1/attachmentdisplay/view';
 const IMMUTABLE = 'private, max-age=31536000, immutable';
@@ -216,6 +222,46 @@ forEachDialect((dialect) => {
       const changed = await get(`id=${id}`);
       assert.ok(Buffer.from(await changed.arrayBuffer()).equals(bytes.subarray(1)));
       assert.notEqual(changed.headers.get('etag'), head.headers.get('etag'));
+    });
+
+    it('sends every byte value exactly, at the sizes where a read changes from inline to chunked', async () => {
+      const inline = maxInlineBytesFor(dialect);
+      const chunk = chunkBytesFor(dialect);
+      const sizes = [inline, inline + 1, chunk, chunk + 1];
+      for (const size of sizes) {
+        // Every byte value, NUL and bytes that are never valid UTF-8 included, in a varying order.
+        const bytes = randomBytes(size);
+        for (let i = 0; i < 256 && i < size; i++) bytes[i] = i;
+        const id = await createAttachment(app.db, {
+          blob_data: bytes,
+          mime_type: 'application/octet-stream',
+        });
+        for (let round = 0; round < 2; round++) {
+          const response = await get(`id=${id}`);
+          assert.equal(response.status, 200);
+          assert.equal(response.headers.get('content-length'), String(size));
+          assert.ok(Buffer.from(await response.arrayBuffer()).equals(bytes), `${size} bytes, round ${round}`);
+        }
+      }
+    });
+
+    it('reads a chunk as bytes, null for a null field, nothing for a deleted row', async () => {
+      const bytes = randomBytes(1000);
+      const id = await createAttachment(app.db, { blob_data: bytes });
+      const row = await app.db
+        .selectFrom('attachment_data')
+        .select('last_modified_date')
+        .where('id', '=', id)
+        .executeTakeFirstOrThrow();
+      const chunk = await readAttachmentChunk(app.database, id, 'blob_data', 100, 300);
+      assert.equal(chunk?.lastModifiedDate, row.last_modified_date);
+      assert.ok(chunk?.bytes?.equals(bytes.subarray(100, 400)));
+      const past = await readAttachmentChunk(app.database, id, 'blob_data', 990, 20);
+      assert.ok(past?.bytes?.equals(bytes.subarray(990)));
+      const empty = await readAttachmentChunk(app.database, id, 'thumbnail_small_blob', 0, 10);
+      assert.deepEqual(empty, { lastModifiedDate: row.last_modified_date, bytes: null });
+      await app.db.deleteFrom('attachment_data').where('id', '=', id).execute();
+      assert.equal(await readAttachmentChunk(app.database, id, 'blob_data', 0, 10), undefined);
     });
 
     it('detects a write between two chunks of one read', async () => {
