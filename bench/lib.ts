@@ -7,7 +7,7 @@
  */
 import type { ChildProcess } from 'node:child_process';
 import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -29,6 +29,17 @@ export type { Dialect } from '../src/db/database.ts';
 
 /** The repository root (the parent of `bench/`). */
 export const ROOT_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+
+/**
+ * The Node flags of `npm start` (package.json), so that the bench measures the server as it is deployed
+ * (e.g. `--max-semi-space-size`, which bounds the memory of V8's young generation).
+ */
+export const START_NODE_FLAGS: readonly string[] = (() => {
+  const manifest = JSON.parse(readFileSync(path.join(ROOT_DIR, 'package.json'), 'utf8')) as {
+    scripts: Record<string, string>;
+  };
+  return (manifest.scripts.start ?? '').split(/\s+/).filter((word) => word.startsWith('--'));
+})();
 export const RESULTS_DIR = path.join(ROOT_DIR, 'bench', 'results');
 const DEFAULT_BENCH_DATABASE_URL = 'postgres://postgres:postgres@127.0.0.1:5432/postgres';
 
@@ -340,7 +351,7 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
   const child = ownChild(
     spawn(
       process.execPath,
-      ['--disable-warning=ExperimentalWarning', options.entry ?? 'src/main/server.ts'],
+      ['--disable-warning=ExperimentalWarning', ...START_NODE_FLAGS, options.entry ?? 'src/main/server.ts'],
       {
         cwd: ROOT_DIR,
         env: {

@@ -22,7 +22,7 @@ import { openDatabase } from '../src/db/database.ts';
 import { createLocalFileStore } from '../src/files/file-store.ts';
 import { createQueueWorker, enqueueRequest } from '../src/modules/request-queue/index.ts';
 import type { BenchReport, BenchRow, BenchRunOptions, Dialect } from './lib.ts';
-import { ROOT_DIR, ownChild, prepareDatabase } from './lib.ts';
+import { ROOT_DIR, START_NODE_FLAGS, ownChild, prepareDatabase } from './lib.ts';
 
 const QUEUE = 'default_queue';
 const NOOP_TARGET = 1000;
@@ -62,11 +62,15 @@ async function startWorkers(
   const children: ChildProcess[] = [];
   for (let i = 0; i < count; i += 1) {
     const child = ownChild(
-      spawn(process.execPath, ['--disable-warning=ExperimentalWarning', 'src/main/worker.ts'], {
-        cwd: ROOT_DIR,
-        env: { ...process.env, ...workerEnv },
-        stdio: ['ignore', 'pipe', 'inherit'],
-      }),
+      spawn(
+        process.execPath,
+        ['--disable-warning=ExperimentalWarning', ...START_NODE_FLAGS, 'src/main/worker.ts'],
+        {
+          cwd: ROOT_DIR,
+          env: { ...process.env, ...workerEnv },
+          stdio: ['ignore', 'pipe', 'inherit'],
+        },
+      ),
     );
     children.push(child);
     // Ready when the process has logged (at warn level nothing) or after its start-up settles: wait for
