@@ -314,6 +314,10 @@ const liveChildren = new Set<ChildProcess>();
 process.on('exit', () => {
   for (const child of liveChildren) child.kill('SIGKILL');
 });
+// A bench stopped by a signal goes through 'exit' too (the default action would skip it).
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => process.exit(signal === 'SIGINT' ? 130 : 143));
+}
 
 /** Registers `child` so that it never outlives the bench. */
 export function ownChild<C extends ChildProcess>(child: C): C {
