@@ -86,52 +86,6 @@ describe('SQLite commits are flushed to disk before they resolve', () => {
   });
 });
 
-describe('SQLite reader connection', () => {
-  let testDb: TestDatabase;
-  before(async () => {
-    testDb = await createTestDatabase('sqlite');
-  });
-  after(() => testDb.drop());
-
-  it('answers while the writer holds an open transaction, from the last committed snapshot', async () => {
-    let release!: () => void;
-    const held = new Promise<void>((resolve) => {
-      release = resolve;
-    });
-    let inserted!: () => void;
-    const isInserted = new Promise<void>((resolve) => {
-      inserted = resolve;
-    });
-    const writing = testDb.db.transaction().execute(async (trx) => {
-      await trx.insertInto('contact').values({ first_name: 'Open', last_name: 'Reader' }).execute();
-      inserted();
-      await held;
-    });
-    await isInserted;
-    const during = await testDb.database.reader
-      .selectFrom('contact')
-      .select('id')
-      .where('last_name', '=', 'Reader')
-      .execute();
-    assert.equal(during.length, 0, 'the uncommitted row is not seen, and the read did not wait for it');
-    release();
-    await writing;
-    const afterCommit = await testDb.database.reader
-      .selectFrom('contact')
-      .select('id')
-      .where('last_name', '=', 'Reader')
-      .execute();
-    assert.equal(afterCommit.length, 1, 'a resolved write is visible to the next read');
-  });
-
-  it('refuses to write', async () => {
-    await assert.rejects(
-      testDb.database.reader.insertInto('contact').values({ first_name: 'No', last_name: 'Write' }).execute(),
-      /readonly|query_only|attempt to write/i,
-    );
-  });
-});
-
 describe('PostgreSQL pool connections', { skip: !DIALECTS.includes('postgres') }, () => {
   let testDb: TestDatabase;
   before(async () => {

@@ -294,7 +294,7 @@ export function createPatientQueries(database: Database) {
      */
     async run<R>(query: CompiledQuery<R>): Promise<R[]> {
       const pool = database.pool;
-      if (pool === undefined) return (await database.reader.executeQuery(query)).rows;
+      if (pool === undefined) return (await db.executeQuery(query)).rows;
       let name = statementNames.get(query.sql);
       if (name === undefined) {
         name = `patient_search_${createHash('sha1').update(query.sql).digest('hex').slice(0, 20)}`;
