@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
-import { formatHttpDate, parseEntityTagList, parseHttpDate } from './binary-reply.ts';
+import { after, before, describe, it } from 'node:test';
+import Fastify from 'fastify';
+import type { FastifyInstance } from 'fastify';
+import { formatHttpDate, parseEntityTagList, parseHttpDate, sendBinary } from './binary-reply.ts';
 
 describe('parseHttpDate', () => {
   const expected = Date.UTC(1994, 10, 6, 8, 49, 37);
@@ -53,5 +55,109 @@ describe('parseEntityTagList', () => {
   it('rejects malformed values', () => {
     for (const value of ['', 'a', '"a', 'W/', 'W/a', '"a" "b"', '"a"x', '"a\\"b"', '*, "a"'])
       assert.equal(parseEntityTagList(value), undefined, value);
+  });
+});
+
+describe('sendBinary: bodies whose memory the reply owns', () => {
+  let app: FastifyInstance;
+  let baseUrl: string;
+  /** What the next request sends: set by each test. */
+  let next: { body: Buffer | AsyncIterable<Buffer>; sizeBytes: number };
+  let onResponse = () => {};
+
+  before(async () => {
+    app = Fastify({ forceCloseConnections: true });
+    app.addHook('onResponse', async () => onResponse());
+    app.get('/body', (_request, reply) =>
+      sendBinary(
+        reply,
+        {
+          contentType: 'application/octet-stream',
+          sizeBytes: next.sizeBytes,
+          etag: '"x"',
+          lastModified: undefined,
+          cacheControl: 'no-store',
+        },
+        next.body,
+      ),
+    );
+    baseUrl = await app.listen({ port: 0, host: '127.0.0.1' });
+  });
+  after(async () => app.close());
+
+  const MiB = 1024 * 1024;
+  const fetchBody = async () => Buffer.from(await (await fetch(`${baseUrl}/body`)).arrayBuffer());
+  /** Resolves once the server has finished (or closed) the response in flight. */
+  const responseDone = () =>
+    new Promise<void>((resolve) => {
+      onResponse = resolve;
+    });
+
+  it('sends every chunk in order and releases each one once sent, some before the last is read', async () => {
+    const chunks = Array.from({ length: 12 }, (_, i) => Buffer.alloc(MiB, i));
+    const expected = Buffer.concat(chunks);
+    let releasedBeforeLast = 0;
+    next = {
+      sizeBytes: expected.length,
+      body: (async function* () {
+        for (const [index, chunk] of chunks.entries()) {
+          if (index === chunks.length - 1) releasedBeforeLast = chunks.filter((c) => c.length === 0).length;
+          yield chunk;
+        }
+      })(),
+    };
+    const done = responseDone();
+    const received = await fetchBody();
+    await done;
+    assert.ok(received.equals(expected));
+    assert.ok(releasedBeforeLast > 0, 'no chunk was released while the body was being sent');
+    assert.deepEqual(
+      chunks.map((c) => c.length),
+      chunks.map(() => 0),
+    );
+  });
+
+  it('releases a large Buffer body once sent, and leaves small or shared Buffers alone', async () => {
+    for (const [body, isReleased] of [
+      [Buffer.alloc(MiB, 7), true],
+      [Buffer.alloc(2048, 7), false],
+      [Buffer.alloc(2 * MiB, 7).subarray(MiB), false],
+    ] as const) {
+      const copy = Buffer.from(body);
+      next = { body, sizeBytes: body.length };
+      const done = responseDone();
+      assert.ok((await fetchBody()).equals(copy));
+      await done;
+      assert.equal(body.length, isReleased ? 0 : copy.length);
+    }
+  });
+
+  it('stops reading chunks when the client goes away, and leaves unsent ones to the collector', async () => {
+    const sent: Buffer[] = [];
+    let isStopped = false;
+    next = {
+      sizeBytes: 64 * MiB,
+      body: (async function* () {
+        try {
+          for (let i = 0; i < 64; i++) {
+            const chunk = Buffer.alloc(MiB, i);
+            sent.push(chunk);
+            yield chunk;
+          }
+        } finally {
+          isStopped = true;
+        }
+      })(),
+    };
+    const controller = new AbortController();
+    const response = await fetch(`${baseUrl}/body`, { signal: controller.signal });
+    await response.body!.getReader().read();
+    controller.abort();
+    for (let waitedMs = 0; !isStopped && waitedMs < 5000; waitedMs += 10)
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    assert.ok(isStopped);
+    assert.ok(sent.length < 64);
+    // The last chunk was still on its way (the client read once): never released under a cancelled write.
+    assert.equal(sent.at(-1)?.length, MiB);
   });
 });

@@ -3,7 +3,8 @@
  * Last-Modified, ETag, Cache-Control, Content-Transfer-Encoding), evaluates the conditional request
  * headers by RFC 9110 section 13 for GET and HEAD, and loads the bytes only when a 200 GET needs them.
  */
-import type { Readable } from 'node:stream';
+import type { ServerResponse } from 'node:http';
+import { Readable } from 'node:stream';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 
 /** What the client is told about a representation before any byte is read. */
@@ -147,15 +148,92 @@ export function sendNotModified(reply: FastifyReply, validators: BinaryValidator
   return reply.code(304).send();
 }
 
+// --- Bodies whose memory the reply owns -------------------------------------------------------------
+
+/** Smaller buffers are left to the garbage collector (they may be slices of Node's shared pool). */
+const RELEASE_MIN_BYTES = 64 * 1024;
+
+/**
+ * Frees the memory of `buffer` now (detaches its ArrayBuffer, so every view of it becomes empty) when
+ * it is the whole of an ArrayBuffer of its own; otherwise leaves it to the garbage collector. Why: a
+ * large body read from the database is garbage once sent, but V8 collects external memory only after
+ * tens of megabytes of it have piled up, and the malloc heap that held it then stays fragmented and
+ * resident (measured with 16 parallel 20 MB downloads: the heap grew by about 100 MB and stayed).
+ */
+function releaseBuffer(buffer: Buffer): void {
+  const arrayBuffer = buffer.buffer;
+  if (
+    arrayBuffer instanceof ArrayBuffer &&
+    !arrayBuffer.detached &&
+    !arrayBuffer.resizable &&
+    buffer.byteOffset === 0 &&
+    buffer.byteLength === arrayBuffer.byteLength &&
+    buffer.byteLength >= RELEASE_MIN_BYTES
+  )
+    arrayBuffer.transfer(0);
+}
+
+/**
+ * A response body read chunk by chunk from `chunks`, whose Buffers belong to it alone: each one's
+ * memory is released as soon as the socket has taken it (the response has drained, or finished)
+ * rather than when the garbage collector runs. Nothing else may hold on to a chunk once yielded.
+ */
+export function ownedChunkStream(chunks: AsyncIterable<Buffer>, response: ServerResponse): Readable {
+  const iterator = chunks[Symbol.asyncIterator]();
+  /** Chunks pushed and not yet released, in order; the last ones may still be in the stream's buffer. */
+  let pushed: Buffer[] = [];
+  const stream = new Readable({
+    read() {
+      iterator.next().then(
+        (result) => {
+          if (result.done === true) {
+            stream.push(null);
+          } else {
+            pushed.push(result.value);
+            stream.push(result.value);
+          }
+        },
+        (error: unknown) => stream.destroy(error as Error),
+      );
+    },
+    destroy(error, callback) {
+      // Stopped early (the client went away, or a write failed): the chunks may still be in a write
+      // the socket is cancelling, so they are left to the garbage collector.
+      pushed = [];
+      const closing = iterator.return?.();
+      if (closing === undefined) callback(error);
+      else closing.then(() => callback(error), callback);
+    },
+  });
+  // 'drain' (registered before the pipe adds its own, so this runs first): the response holds nothing
+  // unsent, so every chunk handed to it is done with; chunks still in this stream's buffer are not.
+  const releaseWritten = () => {
+    if (response.writableLength !== 0) return;
+    let unsentBytes = stream.readableLength;
+    let keep = pushed.length;
+    while (unsentBytes > 0 && keep > 0) unsentBytes -= pushed[--keep]!.length;
+    for (const chunk of pushed.splice(0, keep)) releaseBuffer(chunk);
+  };
+  response.on('drain', releaseWritten);
+  response.once('finish', () => {
+    response.off('drain', releaseWritten);
+    for (const chunk of pushed) releaseBuffer(chunk);
+    pushed = [];
+  });
+  response.once('close', () => response.off('drain', releaseWritten));
+  return stream;
+}
+
 /**
  * 200 with every header of `representation`. `body` undefined sends headers only (HEAD), with
- * `representation.sizeBytes` as Content-Length, as does a stream (which must yield exactly that many
- * bytes). A Buffer is written as is: no copy, no encoding.
+ * `representation.sizeBytes` as Content-Length, as do chunks (which must add up to exactly that many
+ * bytes). A Buffer is written as is: no copy, no encoding. The body belongs to the reply: its memory
+ * is released once sent (see {@link ownedChunkStream}), so the caller must not keep it.
  */
 export function sendBinary(
   reply: FastifyReply,
   representation: BinaryRepresentation,
-  body: Buffer | Readable | undefined,
+  body: Buffer | AsyncIterable<Buffer> | undefined,
 ): FastifyReply {
   setValidatorHeaders(reply, representation);
   void reply
@@ -164,5 +242,8 @@ export function sendBinary(
     .header('content-transfer-encoding', 'binary')
     .header('x-content-type-options', 'nosniff')
     .header('content-length', String(Buffer.isBuffer(body) ? body.length : representation.sizeBytes));
-  return body === undefined ? reply.send() : reply.send(body);
+  if (body === undefined) return reply.send();
+  if (!Buffer.isBuffer(body)) return reply.send(ownedChunkStream(body, reply.raw));
+  reply.raw.once('finish', () => releaseBuffer(body));
+  return reply.send(body);
 }

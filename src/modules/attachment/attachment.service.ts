@@ -4,7 +4,6 @@
  * without the bytes ever leaving the database.
  */
 import { createHash } from 'node:crypto';
-import { Readable } from 'node:stream';
 import type { BinaryRepresentation } from '../../http/binary-reply.ts';
 import type { AppDeps } from '../../deps.ts';
 import { nowDateTime } from '../../db/database.ts';
@@ -32,8 +31,11 @@ export interface ViewQuery {
   readonly mime: string | undefined;
 }
 
-/** A body in memory, or (fields above one chunk) a stream opened only when a GET sends it. */
-export type AttachmentBody = Buffer | (() => Readable);
+/**
+ * A body in memory, or (larger fields) its chunks, read only when a GET sends them. Either way the
+ * Buffers are the body's alone: the sender may release their memory once sent.
+ */
+export type AttachmentBody = Buffer | (() => AsyncIterable<Buffer>);
 
 export interface LoadedAttachment {
   readonly representation: BinaryRepresentation;
@@ -155,10 +157,7 @@ export function createAttachmentService(deps: AppDeps) {
       if (digest === undefined) continue; // written while we hashed it: start again from fresh metadata
       return {
         representation: representationOf(content, binaryField, digest, mime, sizeBytes),
-        body: () =>
-          Readable.from(readInChunks(database, id, binaryField, lastModifiedDate, sizeBytes), {
-            objectMode: false,
-          }),
+        body: () => readInChunks(database, id, binaryField, lastModifiedDate, sizeBytes),
       };
     }
     throw new AppError('unavailable', 'Service Unavailable');
