@@ -3,7 +3,7 @@
  * representation (headers) and a loader for the bytes, so that the route can answer a HEAD or a 304
  * without the bytes ever leaving the database.
  */
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { BinaryRepresentation } from '../../http/binary-reply.ts';
 import type { AppDeps } from '../../deps.ts';
 import { nowDateTime } from '../../db/database.ts';
@@ -102,9 +102,12 @@ export function createAttachmentService(deps: AppDeps) {
       (field === 'blob_data' || field === 'text_data'
         ? row.mimeType
         : (digest.sniffedType ?? 'application/octet-stream'));
-    const etag = createHash('sha256')
-      .update(`${digest.sha256}\n${contentType}${isCompat ? '\nbase64-compat' : ''}`)
-      .digest('base64url');
+    // One-shot hash: about half the cost of createHash().update().digest() on every view.
+    const etag = hash(
+      'sha256',
+      `${digest.sha256}\n${contentType}${isCompat ? '\nbase64-compat' : ''}`,
+      'base64url',
+    );
     const stored = parseStoredDate(row.lastModifiedDate);
     const now = Date.now();
     // RFC 9110 8.8.2.1: never a Last-Modified later than the response itself.
