@@ -248,18 +248,14 @@ forEachDialect((dialect) => {
     it('reads a chunk as bytes, null for a null field, nothing for a deleted row', async () => {
       const bytes = randomBytes(1000);
       const id = await createAttachment(app.db, { blob_data: bytes });
-      const row = await app.db
-        .selectFrom('attachment_data')
-        .select('last_modified_date')
-        .where('id', '=', id)
-        .executeTakeFirstOrThrow();
+      const modified = await lastModifiedOf(app, id);
       const chunk = await readAttachmentChunk(app.database, id, 'blob_data', 100, 300);
-      assert.equal(chunk?.lastModifiedDate, row.last_modified_date);
+      assert.equal(chunk?.lastModifiedDate, modified);
       assert.ok(chunk?.bytes?.equals(bytes.subarray(100, 400)));
       const past = await readAttachmentChunk(app.database, id, 'blob_data', 990, 20);
       assert.ok(past?.bytes?.equals(bytes.subarray(990)));
       const empty = await readAttachmentChunk(app.database, id, 'thumbnail_small_blob', 0, 10);
-      assert.deepEqual(empty, { lastModifiedDate: row.last_modified_date, bytes: null });
+      assert.deepEqual(empty, { lastModifiedDate: modified, bytes: null });
       await app.db.deleteFrom('attachment_data').where('id', '=', id).execute();
       assert.equal(await readAttachmentChunk(app.database, id, 'blob_data', 0, 10), undefined);
     });
@@ -268,12 +264,8 @@ forEachDialect((dialect) => {
       const chunkBytes = chunkBytesFor(dialect);
       const bytes = randomBytes(chunkBytes * 2 + 1);
       const id = await createAttachment(app.db, { blob_data: bytes });
-      const row = await app.db
-        .selectFrom('attachment_data')
-        .select('last_modified_date')
-        .where('id', '=', id)
-        .executeTakeFirstOrThrow();
-      const chunks = readInChunks(app.database, id, 'blob_data', row.last_modified_date, bytes.length);
+      const modified = await lastModifiedOf(app, id);
+      const chunks = readInChunks(app.database, id, 'blob_data', modified, bytes.length);
       const first = await chunks.next();
       assert.ok(Buffer.isBuffer(first.value) && first.value.equals(bytes.subarray(0, chunkBytes)));
       await app.db
@@ -371,12 +363,7 @@ forEachDialect((dialect) => {
         const dates: string[] = [];
         for (const blob of [JPEG_BYTES, PNG_BYTES]) {
           await app.db.updateTable('attachment_data').set({ blob_data: blob }).where('id', '=', id).execute();
-          const row = await app.db
-            .selectFrom('attachment_data')
-            .select('last_modified_date')
-            .where('id', '=', id)
-            .executeTakeFirstOrThrow();
-          dates.push(row.last_modified_date);
+          dates.push(await lastModifiedOf(app, id));
         }
         assert.ok(dates[0]! > SETTLED_DATE, dates[0]);
         assert.ok(dates[1]! > dates[0]!, `${dates[1]} > ${dates[0]}`);
@@ -389,12 +376,8 @@ forEachDialect((dialect) => {
 
       it('replaces the 1901 default with the time of the insert', async () => {
         const id = await createAttachment(app.db, { last_modified_date: '1901-01-01 00:00:00' });
-        const row = await app.db
-          .selectFrom('attachment_data')
-          .select('last_modified_date')
-          .where('id', '=', id)
-          .executeTakeFirstOrThrow();
-        assert.ok(row.last_modified_date > '2020-01-01 00:00:00', row.last_modified_date);
+        const modified = await lastModifiedOf(app, id);
+        assert.ok(modified > '2020-01-01 00:00:00', modified);
       });
 
       it('serves new content after a write, never the old digest', async () => {
@@ -457,3 +440,13 @@ forEachDialect((dialect) => {
     });
   });
 });
+
+/** The stored `last_modified_date` of attachment `id`. */
+async function lastModifiedOf(app: TestApp, id: number): Promise<string> {
+  const row = await app.db
+    .selectFrom('attachment_data')
+    .select('last_modified_date')
+    .where('id', '=', id)
+    .executeTakeFirstOrThrow();
+  return row.last_modified_date;
+}
