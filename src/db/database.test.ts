@@ -4,7 +4,7 @@ import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
 import type { TestDatabase } from '../../test/harness.ts';
 import { DIALECTS, createTestDatabase } from '../../test/harness.ts';
-import { sessionOptions } from './database.ts';
+import { castBoundLimits, sessionOptions } from './database.ts';
 
 // SQLite runs with `synchronous = NORMAL` and makes every commit durable itself with an fdatasync of the
 // WAL off the event loop (database.ts). These tests pin down when that flush happens: after every
@@ -159,5 +159,54 @@ describe('SQLite checkpoints run on their own thread', () => {
     assert.ok(first !== undefined && first > 5_000_000, `one burst fills the WAL (${first} bytes)`);
     assert.ok(largest < first * 3, `the WAL kept about the size of one burst: ${walSizes.join(', ')} bytes`);
     assert.ok(testDb.database.checkpointRounds() > startRounds, 'the checkpointer ran');
+  });
+});
+
+// The SQLite executor prepares `limit ?` / `offset ?` as `cast(? as integer)` (a bound LIMIT made SQLite
+// recompile the statement on every run). The page must stay exactly what the bound values ask for.
+describe('SQLite bound LIMIT and OFFSET', () => {
+  it('rewrites only the bound limit and offset placeholders', () => {
+    assert.equal(
+      castBoundLimits('select "a" from "t" where "b" = ? order by "a" limit ? offset ?'),
+      'select "a" from "t" where "b" = ? order by "a" limit cast(? as integer) offset cast(? as integer)',
+    );
+    assert.equal(castBoundLimits('select 1 limit 5 offset 2'), 'select 1 limit 5 offset 2');
+    assert.equal(
+      castBoundLimits('select "limit_x" from "t" where "x" = ?'),
+      'select "limit_x" from "t" where "x" = ?',
+    );
+  });
+
+  describe('pages of one cached statement', () => {
+    let testDb: TestDatabase;
+    before(async () => {
+      testDb = await createTestDatabase('sqlite');
+      await testDb.db
+        .insertInto('contact')
+        .values(Array.from({ length: 7 }, (_, i) => ({ first_name: `P${i}`, last_name: 'Limit' })))
+        .execute();
+    });
+    after(() => testDb.drop());
+
+    const page = async (limit: number, offset: number) =>
+      (
+        await testDb.db
+          .selectFrom('contact')
+          .select('first_name')
+          .where('last_name', '=', 'Limit')
+          .orderBy('first_name')
+          .limit(limit)
+          .offset(offset)
+          .execute()
+      ).map((row) => row.first_name);
+
+    it('answers each bound limit and offset, run after run', async () => {
+      assert.deepEqual(await page(3, 0), ['P0', 'P1', 'P2']);
+      assert.deepEqual(await page(2, 4), ['P4', 'P5']);
+      assert.deepEqual(await page(5, 5), ['P5', 'P6']);
+      assert.deepEqual(await page(0, 0), []);
+      assert.deepEqual(await page(3, 7), []);
+      assert.deepEqual(await page(100, 1), ['P1', 'P2', 'P3', 'P4', 'P5', 'P6']);
+    });
   });
 });
