@@ -5,14 +5,14 @@
  * under load many requests share one multi-row insert (and on SQLite one commit and one fsync), and at low
  * load a lone entry is written at once: no timer adds latency.
  *
- * PostgreSQL: a plain single-statement insert (autocommit: one round trip; a transaction would cost three).
- * SQLite: through `Database.writeTransaction`, which also batches the commit with concurrent request
- * writes of other modules (one connection, one fsync per batch).
+ * Each batch is one multi-row insert in autocommit (`createAuditInserter`): one statement, prepared once
+ * per batch size; on PostgreSQL one round trip, on SQLite no begin, savepoint or commit statements (its
+ * WAL flush is shared with any commit made meanwhile: a flush covers every commit before it).
  */
 import type { Database } from '../../db/database.ts';
 import { formatDateTime } from '../../db/database.ts';
 import type { NewAuditEventRow } from './audit.queries.ts';
-import { insertAuditEvents } from './audit.queries.ts';
+import { createAuditInserter } from './audit.queries.ts';
 
 export interface AuditEntry {
   readonly action: string;
@@ -54,11 +54,7 @@ export function createAuditTrail(database: Database, options: AuditTrailOptions 
   let pending: PendingEntry[] = [];
   let draining: Promise<void> | undefined;
 
-  const write =
-    database.dialect === 'sqlite'
-      ? (rows: readonly NewAuditEventRow[]) =>
-          database.writeTransaction((trx) => insertAuditEvents(trx, rows))
-      : (rows: readonly NewAuditEventRow[]) => insertAuditEvents(database.db, rows);
+  const write = createAuditInserter(database);
 
   async function drain(): Promise<void> {
     try {

@@ -3,6 +3,8 @@
  * is no update or delete here on purpose (the table is append-only, enforced by triggers).
  */
 import type { Generated, Insertable, Kysely, Selectable } from 'kysely';
+import { createShapeCache, runCompiled } from '../../db/compiled-queries.ts';
+import type { Database } from '../../db/database.ts';
 import type { DB } from '../../db/schema.ts';
 
 /** `audit_event` (migration 0009). Not in `DB`: it is not part of the dataset format. */
@@ -31,10 +33,45 @@ export function withAuditTable<T extends Kysely<DB>>(db: T): Kysely<DB & AuditTa
   return db.withTables<AuditTables>();
 }
 
-/** Inserts `rows` in one statement (every row has the same keys, so no column goes NULL by accident). */
-export async function insertAuditEvents(db: Kysely<DB>, rows: readonly NewAuditEventRow[]): Promise<void> {
-  if (rows.length === 0) return;
-  await withAuditTable(db).insertInto('audit_event').values(rows).execute();
+const AUDIT_COLUMNS = [
+  'event_time',
+  'user_id',
+  'action',
+  'target_type',
+  'target_ids',
+  'outcome',
+  'client_address',
+  'request_id',
+] as const satisfies readonly (keyof NewAuditEventRow)[];
+
+/**
+ * A writer of audit rows: each call inserts `rows` in one statement, in autocommit, durable when it
+ * resolves (SQLite: the executor flushes the WAL after a committed write; PostgreSQL: the commit). A
+ * single statement is atomic on its own, so no transaction (and on SQLite none of the four extra
+ * statements of a batched write transaction) is needed. The statement is compiled once per row count
+ * and runs as a prepared statement (`runCompiled`). Every row gets every column (absent ones as NULL),
+ * so no column goes NULL by accident.
+ */
+export function createAuditInserter(
+  database: Database,
+): (rows: readonly NewAuditEventRow[]) => Promise<void> {
+  const shapes = createShapeCache(64);
+  return async (rows) => {
+    if (rows.length === 0) return;
+    const values = rows.flatMap((row) => AUDIT_COLUMNS.map((column) => row[column] ?? null));
+    const query = shapes.compile(String(rows.length), values, (slots) =>
+      withAuditTable(database.db)
+        .insertInto('audit_event')
+        .values(
+          rows.map((_, r) =>
+            Object.fromEntries(
+              AUDIT_COLUMNS.map((column, c) => [column, slots[r * AUDIT_COLUMNS.length + c]]),
+            ),
+          ) as unknown as NewAuditEventRow[],
+        ),
+    );
+    await runCompiled(database, query);
+  };
 }
 
 export interface AuditEventPage {

@@ -13,10 +13,9 @@
  * table, joined with the live identifiers of those patients only. The page's sort keys are selected as
  * columns `s0`, `s1` so that the outer query keeps the page's order.
  */
-import type { Compilable, CompiledQuery, Expression, RawBuilder, SqlBool } from 'kysely';
-import { createHash } from 'node:crypto';
+import type { CompiledQuery, Expression, RawBuilder, SqlBool } from 'kysely';
 import { sql } from 'kysely';
-import type { QueryResultRow } from 'pg';
+import { createShapeCache, runCompiled } from '../../db/compiled-queries.ts';
 import type { Database } from '../../db/database.ts';
 
 export interface PatientSearchRow {
@@ -232,7 +231,6 @@ export function createPatientQueries(database: Database) {
     );
 
   const shapes = createShapeCache();
-  const statementNames = new Map<string, string>();
   const pageKey = (page: PageQuery) =>
     `${page.sortColumn}|${page.isDescending}|${page.restrictTypeId !== undefined}`;
   const pageWith = (page: PageQuery, s: readonly unknown[], at: number): PageQuery => ({
@@ -288,62 +286,13 @@ export function createPatientQueries(database: Database) {
     },
 
     /**
-     * Runs a compiled search. PostgreSQL: as a named prepared statement on the pool, because planning
-     * this statement costs more than executing it and Kysely's driver re-plans every query; the SQL is
-     * still Kysely's, the name is its hash, and the row parsers are the same pg ones.
+     * Runs a compiled search: on PostgreSQL as a named prepared statement, because planning this
+     * statement costs more than executing it.
      */
-    async run<R>(query: CompiledQuery<R>): Promise<R[]> {
-      const pool = database.pool;
-      if (pool === undefined) return (await db.executeQuery(query)).rows;
-      let name = statementNames.get(query.sql);
-      if (name === undefined) {
-        name = `patient_search_${createHash('sha1').update(query.sql).digest('hex').slice(0, 20)}`;
-        statementNames.set(query.sql, name);
-      }
-      const result = await pool.query<R & QueryResultRow>({
-        name,
-        text: query.sql,
-        values: [...query.parameters],
-      });
-      return result.rows;
+    run<R>(query: CompiledQuery<R>): Promise<R[]> {
+      return runCompiled(database, query);
     },
   };
 }
 
 export type PatientQueries = ReturnType<typeof createPatientQueries>;
-
-const SLOT = Symbol('slot');
-interface Slot {
-  readonly [SLOT]: number;
-}
-const isSlot = (value: unknown): value is Slot =>
-  typeof value === 'object' && value !== null && SLOT in value;
-
-/**
- * Builds and compiles each query shape once: Kysely's builder and compiler cost more than the indexed
- * lookups themselves. A shape is built with placeholder objects in place of the values; every later call
- * reuses its SQL and puts the real values where the placeholders were. The key must name everything that
- * changes the SQL text (which criteria are present, counts, order).
- */
-function createShapeCache(maxShapes = 500) {
-  const shapes = new Map<string, { compiled: CompiledQuery; slots: (number | undefined)[] }>();
-  return {
-    compile<R>(
-      key: string,
-      values: readonly unknown[],
-      build: (slots: readonly unknown[]) => Compilable<R>,
-    ): CompiledQuery<R> {
-      let shape = shapes.get(key);
-      if (shape === undefined) {
-        const slots = values.map((_, i): Slot => ({ [SLOT]: i }));
-        const compiled = build(slots).compile();
-        shape = { compiled, slots: compiled.parameters.map((p) => (isSlot(p) ? p[SLOT] : undefined)) };
-        if (shapes.size >= maxShapes) shapes.delete(shapes.keys().next().value!);
-        shapes.set(key, shape);
-      }
-      const { compiled, slots } = shape;
-      const parameters = compiled.parameters.map((p, i) => (slots[i] === undefined ? p : values[slots[i]]));
-      return { ...compiled, parameters };
-    },
-  };
-}

@@ -186,6 +186,17 @@ describe('computeAge', () => {
     assert.equal(todayIn('UTC', now), '2024-06-15');
     assert.equal(todayIn('Pacific/Auckland', now), '2024-06-16');
   });
+
+  it('moves to the next date at local midnight, also in a zone 45 minutes off the hour', () => {
+    // Asia/Kathmandu is UTC+05:45: local midnight is 18:15 UTC.
+    assert.equal(todayIn('Asia/Kathmandu', new Date('2024-06-15T18:14:00Z')), '2024-06-15');
+    assert.equal(todayIn('Asia/Kathmandu', new Date('2024-06-15T18:14:59.999Z')), '2024-06-15');
+    assert.equal(todayIn('Asia/Kathmandu', new Date('2024-06-15T18:15:00Z')), '2024-06-16');
+    // Back to an earlier minute: the answer is that minute's, not the last one computed.
+    assert.equal(todayIn('Asia/Kathmandu', new Date('2024-06-15T18:14:30Z')), '2024-06-15');
+    assert.equal(todayIn('Europe/London', new Date('2024-06-15T22:59:59Z')), '2024-06-15');
+    assert.equal(todayIn('Europe/London', new Date('2024-06-15T23:00:00Z')), '2024-06-16');
+  });
 });
 
 describe('prefixUpperBound and lowerLikeDatabase', () => {

@@ -177,9 +177,16 @@ export function formatDisplayValue(
 }
 
 const dateFormats = new Map<string, Intl.DateTimeFormat>();
+/** The last answer per time zone, for the UTC minute it was computed in. */
+const todays = new Map<string, { readonly minute: number; readonly date: string }>();
 
 /** Today's date (`YYYY-MM-DD`) in an IANA time zone. */
 export function todayIn(timeZone: string, now: Date = new Date()): string {
+  // Formatting costs ~10 us, a few percent of a search. The date can only change on a UTC minute
+  // boundary (every offset in use is a whole number of minutes), so one answer serves a whole minute.
+  const minute = Math.floor(now.getTime() / 60_000);
+  const cached = todays.get(timeZone);
+  if (cached !== undefined && cached.minute === minute) return cached.date;
   // Building an Intl.DateTimeFormat costs far more than a search's queries: keep one per time zone.
   let format = dateFormats.get(timeZone);
   if (format === undefined) {
@@ -192,7 +199,9 @@ export function todayIn(timeZone: string, now: Date = new Date()): string {
     });
     dateFormats.set(timeZone, format);
   }
-  return format.format(now);
+  const date = format.format(now);
+  todays.set(timeZone, { minute, date });
+  return date;
 }
 
 /**
