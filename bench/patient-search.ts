@@ -22,6 +22,7 @@ import { sql } from 'kysely';
 import type pg from 'pg';
 import { loadConfig } from '../src/config.ts';
 import type { Database } from '../src/db/database.ts';
+import { castBoundLimits } from '../src/db/database.ts';
 import { demoHospitalNumber, demoPatientAt, generateDemoPopulation } from '../src/modules/dataset/index.ts';
 import type { PatientSearchInput } from '../src/modules/patient/patient.service.ts';
 import { createPatientSearchService } from '../src/modules/patient/patient.service.ts';
@@ -168,7 +169,8 @@ async function writeExplains(database: Database, cases: readonly SearchCase[]): 
     const text = [
       `# ${searchCase.label} (${database.dialect}); the one statement GET /api/v1/patient/search runs`,
       '',
-      compiled.sql,
+      // SQLite's executor prepares bound LIMIT/OFFSET behind a cast (database.ts): show what it runs.
+      database.dialect === 'sqlite' ? castBoundLimits(compiled.sql) : compiled.sql,
       '',
       `-- parameters: ${JSON.stringify(compiled.parameters)}`,
       '',
