@@ -210,3 +210,31 @@ describe('SQLite bound LIMIT and OFFSET', () => {
     });
   });
 });
+
+// Both dialects hand back the same row shape: plain objects, BLOBs as Buffers, a repeated column name
+// with its last value (SQLite rows are built from value arrays by the executor).
+for (const dialect of DIALECTS) {
+  describe(`row shape (${dialect})`, () => {
+    let testDb: TestDatabase;
+    before(async () => {
+      testDb = await createTestDatabase(dialect);
+    });
+    after(() => testDb.drop());
+
+    it('answers plain objects, Buffers for binary values and the last of two same-named columns', async () => {
+      const bytes = Buffer.from([0, 1, 2, 250, 255]);
+      const blob = dialect === 'postgres' ? sql`${bytes}::bytea` : sql`${bytes}`;
+      const result = await sql<
+        Record<string, unknown>
+      >`select 7 as n, 'x' as t, ${blob} as b, 1 as d, 2 as d`.execute(testDb.db);
+      const row = result.rows[0]!;
+      assert.equal(Object.getPrototypeOf(row), Object.prototype);
+      assert.deepEqual(Object.keys(row), ['n', 't', 'b', 'd']);
+      assert.equal(Number(row.n), 7);
+      assert.equal(row.t, 'x');
+      assert.ok(Buffer.isBuffer(row.b));
+      assert.deepEqual(row.b, bytes);
+      assert.equal(Number(row.d), 2);
+    });
+  });
+}

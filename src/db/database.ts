@@ -102,10 +102,12 @@ function openSqlite(file: string): Database {
       // then fail at once with "database is locked" when another process wrote in between (SQLite does
       // not wait on an upgrade). Every transaction here writes, so take the write lock up front.
       const query = /^begin$/i.test(sqlText) ? 'begin immediate' : sqlText;
-      const { statement, returnsRows } = prepare(query);
+      const { statement, returnsRows, columnNames } = prepare(query);
       const args = (parameters ?? []).map(toSqliteValue);
       if (returnsRows) {
-        const rows = statement.all(...args).map(fromSqliteRow);
+        const rows = (statement.all(...args) as unknown as unknown[][]).map((values) =>
+          rowFromValues(columnNames, values),
+        );
         // `insert ... returning` in autocommit mode is a committed write too.
         return wal !== undefined && !isSelect && leavesCommittedChange(query, native.isTransaction)
           ? wal.flush().then(() => ({ rows }))
@@ -166,6 +168,8 @@ interface PreparedStatement {
   readonly statement: StatementSync;
   /** Whether it returns rows; asking SQLite (`columns()`) on every run cost ~8 us. */
   readonly returnsRows: boolean;
+  /** Names of the result columns, in order (each row comes as an array of their values). */
+  readonly columnNames: readonly string[];
 }
 
 /**
@@ -188,7 +192,12 @@ function createStatementCache(native: DatabaseSync): (query: string) => Prepared
     let prepared = statements.get(query);
     if (prepared === undefined) {
       const statement = native.prepare(castBoundLimits(query));
-      prepared = { statement, returnsRows: statement.columns().length > 0 };
+      const columnNames = statement.columns().map((column) => column.name);
+      // Rows as arrays, made into plain objects once by the executor: node:sqlite's own row objects
+      // (null-prototype) had to be copied into plain ones, and 40 rows of a search page cost ~80 us
+      // that way against ~34 us now.
+      if (columnNames.length > 0) statement.setReturnArrays(true);
+      prepared = { statement, returnsRows: columnNames.length > 0, columnNames };
       statements.set(query, prepared);
       if (statements.size > 500) statements.delete(statements.keys().next().value!);
     }
@@ -281,17 +290,20 @@ function toSqliteValue(value: unknown): SqliteValue {
   return JSON.stringify(value);
 }
 
-function fromSqliteRow(row: Record<string, unknown>): Record<string, unknown> {
-  // node:sqlite returns null-prototype objects and Uint8Arrays; hand back what pg hands back.
-  const plain: Record<string, unknown> = {};
-  for (const key in row) {
-    const value = row[key];
-    plain[key] =
+/**
+ * A plain object from one row's values, as pg hands rows back: BLOBs as Buffers (node:sqlite gives
+ * Uint8Arrays; the Buffer shares their memory). A repeated column name keeps its last value, as pg does.
+ */
+function rowFromValues(names: readonly string[], values: readonly unknown[]): Record<string, unknown> {
+  const row: Record<string, unknown> = {};
+  for (let i = 0; i < names.length; i++) {
+    const value = values[i];
+    row[names[i]!] =
       value instanceof Uint8Array && !Buffer.isBuffer(value)
         ? Buffer.from(value.buffer, value.byteOffset, value.byteLength)
         : value;
   }
-  return plain;
+  return row;
 }
 
 function openPostgres(url: string, poolSize: number): Database {
