@@ -176,32 +176,31 @@ export function formatDisplayValue(
   return `${type.valueDisplayPrefix ?? ''}${applySpacingRule(value, type.spacingRule)}${type.valueDisplaySuffix ?? ''}`;
 }
 
-const dateFormats = new Map<string, Intl.DateTimeFormat>();
-/** The last answer per time zone, for the UTC minute it was computed in. */
-const todays = new Map<string, { readonly minute: number; readonly date: string }>();
+/** Per time zone: its formatter (building one costs far more than a search's queries) and its last answer. */
+const zones = new Map<string, { readonly format: Intl.DateTimeFormat; minute: number; date: string }>();
 
 /** Today's date (`YYYY-MM-DD`) in an IANA time zone. */
 export function todayIn(timeZone: string, now: Date = new Date()): string {
   // Formatting costs ~10 us, a few percent of a search. The date can only change on a UTC minute
   // boundary (every offset in use is a whole number of minutes), so one answer serves a whole minute.
   const minute = Math.floor(now.getTime() / 60_000);
-  const cached = todays.get(timeZone);
-  if (cached !== undefined && cached.minute === minute) return cached.date;
-  // Building an Intl.DateTimeFormat costs far more than a search's queries: keep one per time zone.
-  let format = dateFormats.get(timeZone);
-  if (format === undefined) {
+  let zone = zones.get(timeZone);
+  if (zone === undefined) {
     // en-CA formats dates as YYYY-MM-DD.
-    format = new Intl.DateTimeFormat('en-CA', {
+    const format = new Intl.DateTimeFormat('en-CA', {
       timeZone,
       year: 'numeric',
       month: '2-digit',
       day: '2-digit',
     });
-    dateFormats.set(timeZone, format);
+    zone = { format, minute: Number.NaN, date: '' };
+    zones.set(timeZone, zone);
   }
-  const date = format.format(now);
-  todays.set(timeZone, { minute, date });
-  return date;
+  if (zone.minute !== minute) {
+    zone.date = zone.format.format(now);
+    zone.minute = minute;
+  }
+  return zone.date;
 }
 
 /**
