@@ -74,8 +74,6 @@ export function createDicomPool(options: DicomPoolOptions): DicomPool {
         maxYoungGenerationSizeMb: Math.max(8, Math.min(64, Math.floor(options.memoryMb / 8))),
         stackSizeMb: 4,
       },
-      stdout: true,
-      stderr: true,
     });
     worker.unref();
     const thread: PoolThread = { worker, isRetired: false };
@@ -102,9 +100,6 @@ export function createDicomPool(options: DicomPoolOptions): DicomPool {
     worker.on('exit', (code) => {
       retire(thread, new DicomError('worker-failed', `The decoding thread stopped (exit code ${code})`));
     });
-    // Drain the thread's output so that a library writing to it never blocks; nothing is kept.
-    worker.stdout.resume();
-    worker.stderr.resume();
     threads.push(thread);
     return thread;
   };
