@@ -108,9 +108,11 @@ export async function extractDicomImages(bytes: Uint8Array, config: Config): Pro
   const images: ExtractedImage[] = [];
   for (const frame of extraction.frames) {
     const raw = rawOf(frame);
-    const pipeline = sharp(raw.pixels, {
+    const input = sharp(raw.pixels, {
       raw: { width: raw.width, height: raw.height, channels: raw.channels },
     });
+    // One grey channel stays one channel (sharp would write sRGB).
+    const pipeline = raw.channels === 1 ? input.toColourspace('b-w') : input;
     images.push({
       frameNumber: frame.frameNumber,
       mimeType: extraction.isLossy ? 'image/jpeg' : 'image/png',
