@@ -69,3 +69,38 @@ function readJpeg2000Size(bytes: Uint8Array): FrameSize | undefined {
   const yOffset = buffer.readUInt32BE(siz + 16);
   return { width: xSize - xOffset, height: ySize - yOffset };
 }
+
+/**
+ * Whether a baseline JPEG frame holds RGB samples that libjpeg would take for YCbCr: it has neither a
+ * JFIF nor an Adobe marker, and its component ids are neither 1,2,3 (JFIF's YCbCr, which libjpeg
+ * assumes) nor 'R','G','B'. Such a frame's colour space is the data set's Photometric Interpretation.
+ */
+export function isUnmarkedJpeg(frame: Uint8Array): boolean {
+  if (frame.length < 4 || frame[0] !== 0xff || frame[1] !== 0xd8) return false;
+  let pos = 2;
+  while (pos + 4 <= frame.length && frame[pos] === 0xff) {
+    const marker = frame[pos + 1]!;
+    const length = (frame[pos + 2]! << 8) | frame[pos + 3]!;
+    const tag = Buffer.from(
+      frame.buffer,
+      frame.byteOffset + pos + 4,
+      Math.min(5, frame.length - pos - 4),
+    ).toString('latin1');
+    if ((marker === 0xe0 && tag.startsWith('JFIF')) || (marker === 0xee && tag === 'Adobe')) return false;
+    if (marker === 0xc0 || marker === 0xc1) {
+      if (pos + 10 + 3 * 3 > frame.length || frame[pos + 9] !== 3) return false;
+      const ids = [frame[pos + 10], frame[pos + 13], frame[pos + 16]].join();
+      return ids !== '1,2,3' && ids !== '82,71,66';
+    }
+    pos += 2 + length;
+  }
+  return false;
+}
+
+/** `frame` with an Adobe APP14 marker (transform 0: RGB, no colour transform) after its SOI. */
+export function withAdobeRgbMarker(frame: Uint8Array): Uint8Array {
+  const app14 = Buffer.from([
+    0xff, 0xee, 0x00, 0x0e, 0x41, 0x64, 0x6f, 0x62, 0x65, 0x00, 0x64, 0, 0, 0, 0, 0,
+  ]);
+  return Buffer.concat([frame.subarray(0, 2), app14, frame.subarray(2)]);
+}

@@ -1,7 +1,8 @@
 /**
  * A small pool of worker threads (`dicom.worker.ts`) that read and decode DICOM files off the event loop.
- * Threads start on first use and stay (each loads the WebAssembly decoders once), one job per thread at a
- * time, the others wait in order. Each job has a time limit and each thread a heap cap
+ * Threads start on first use and stay (each loads the WebAssembly decoders once, then says it is ready),
+ * one job per thread at a time, the others wait in order. Each job has a time limit, counted from when a
+ * ready thread takes it, and each thread a heap cap
  * (`resourceLimits`): a thread past either is terminated and replaced, and its job fails with
  * {@link DicomError} `timeout` or `out-of-memory`. Idle threads do not keep the process alive.
  */
@@ -55,11 +56,14 @@ interface PendingJob {
 
 interface PoolThread {
   readonly worker: Worker;
+  isReady: boolean;
   job?: { readonly id: number; readonly pending: PendingJob; readonly timer: NodeJS.Timeout };
   isRetired: boolean;
 }
 
 const WORKER_URL = new URL('./dicom.worker.ts', import.meta.url);
+/** A thread that has not loaded its decoders by then is given up, with the jobs waiting for it. */
+const STARTUP_TIMEOUT_MS = 60_000;
 
 export function createDicomPool(options: DicomPoolOptions): DicomPool {
   const threads: PoolThread[] = [];
@@ -76,8 +80,20 @@ export function createDicomPool(options: DicomPoolOptions): DicomPool {
       },
     });
     worker.unref();
-    const thread: PoolThread = { worker, isRetired: false };
-    worker.on('message', (result: DicomJobResult) => {
+    const thread: PoolThread = { worker, isReady: false, isRetired: false };
+    const startTimer = setTimeout(() => {
+      retire(thread, new DicomError('worker-failed', 'The decoding thread did not start'));
+      for (const pending of waiting.splice(0)) {
+        pending.reject(new DicomError('worker-failed', 'The decoding thread did not start'));
+      }
+    }, STARTUP_TIMEOUT_MS);
+    worker.on('message', (result: DicomJobResult | { ready: true }) => {
+      if ('ready' in result) {
+        clearTimeout(startTimer);
+        thread.isReady = true;
+        dispatch();
+        return;
+      }
       const job = thread.job;
       if (job === undefined || job.id !== result.id) return;
       finish(thread);
@@ -98,6 +114,7 @@ export function createDicomPool(options: DicomPoolOptions): DicomPool {
       }
     });
     worker.on('exit', (code) => {
+      clearTimeout(startTimer);
       retire(thread, new DicomError('worker-failed', `The decoding thread stopped (exit code ${code})`));
     });
     threads.push(thread);
@@ -127,9 +144,14 @@ export function createDicomPool(options: DicomPoolOptions): DicomPool {
 
   function dispatch(): void {
     while (waiting.length > 0 && !isClosed) {
-      const thread =
-        threads.find((t) => t.job === undefined) ?? (threads.length < options.threads ? spawn() : undefined);
-      if (thread === undefined) return;
+      const thread = threads.find((t) => t.isReady && t.job === undefined);
+      if (thread === undefined) {
+        // Threads still starting take the waiting jobs when they are ready.
+        const starting = threads.filter((t) => !t.isReady).length;
+        if (starting >= waiting.length || threads.length >= options.threads) return;
+        spawn();
+        continue;
+      }
       const pending = waiting.shift()!;
       const id = nextId++;
       const timer = setTimeout(() => {

@@ -1,19 +1,13 @@
 /**
  * A DICOM worker thread (`dicom-pool.ts`): reads headers and extracts images off the event loop. One job
  * at a time; the pool enforces the time limit and the heap cap (`resourceLimits`) by terminating the
- * thread. The libraries' console output is dropped: their warnings can quote element values.
+ * thread. The libraries' console output is dropped (`silence-console.ts`).
  */
+import './silence-console.ts';
 import { parentPort } from 'node:worker_threads';
 import { DicomError, messageOf } from './dicom-error.ts';
 import type { DicomJob, DicomJobResult } from './dicom-pool.ts';
 import { extractDicom, initialiseDecoders, readDicom } from './extract.ts';
-
-const silent = () => {};
-console.log = silent;
-console.info = silent;
-console.warn = silent;
-console.error = silent;
-console.debug = silent;
 
 async function run(job: DicomJob): Promise<DicomJobResult> {
   if (job.kind === 'read') return { id: job.id, read: readDicom(job.bytes, job.limits) };
@@ -48,5 +42,10 @@ parentPort!.on('message', (job: DicomJob) => {
   );
 });
 
-// Load the decoders while the first job is on its way.
-initialiseDecoders().catch(silent);
+// Ready once the decoders are loaded: a job's time limit starts when a ready thread takes it.
+initialiseDecoders().then(
+  () => parentPort!.postMessage({ ready: true }),
+  (error: unknown) => {
+    throw error;
+  },
+);

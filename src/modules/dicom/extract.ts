@@ -17,13 +17,13 @@
 import { createRequire } from 'node:module';
 import type * as Imaging from 'dcmjs-imaging';
 import { fileURLToPath } from 'node:url';
-import { codestreamFamilyOf, readFrameSize } from './codestream.ts';
+import { codestreamFamilyOf, isUnmarkedJpeg, readFrameSize, withAdobeRgbMarker } from './codestream.ts';
 import type { DicomHeader } from './dicom-header.ts';
 import { readDicomHeader } from './dicom-header.ts';
 import { DicomError } from './dicom-error.ts';
 import type { Part10Scan, ScanLimits } from './part10-scan.ts';
-import { TAG, readNumber, readText, readUs, scanPart10 } from './part10-scan.ts';
-import { findVoiLut, renderWithVoiLut } from './voi-lut.ts';
+import { TAG, readNumber, readText, readUl, readUs, scanPart10 } from './part10-scan.ts';
+import { findVoiLut, loadCodecs, renderWithVoiLut } from './voi-lut.ts';
 
 const require = createRequire(import.meta.url);
 const imaging = require('dcmjs-imaging') as typeof Imaging;
@@ -135,11 +135,22 @@ export async function extractDicom(
     geometry.numberOfFrames,
     Math.min(limits.maxFrames, Math.floor(limits.maxPixels / geometry.pixelsPerFrame)),
   );
-  await initialiseDecoders();
-  const image = new imaging.DicomImage(copyToArrayBuffer(bytes));
   const photometric = readText(scan, TAG.PhotometricInterpretation) ?? '';
   const isGrey = photometric === 'MONOCHROME1' || photometric === 'MONOCHROME2';
+  if (!isGrey && geometry.bitsAllocated !== 8) {
+    return {
+      kind: 'none',
+      transferSyntaxUid,
+      code: 'unsupported-photometric',
+      message: `${geometry.bitsAllocated}-bit colour (${photometric}) cannot be rendered`,
+    };
+  }
+  await initialiseDecoders();
+  const image = await openImage(bytes, transferSyntaxUid, geometry.samplesPerPixel);
+  if (photometric === 'RGB' && /^1\.2\.840\.10008\.1\.2\.4\.5[01]$/.test(transferSyntaxUid))
+    markRgbJpegFrames(image);
   const voiLut = isGrey ? findVoiLut(scan, image.getElements()) : undefined;
+  if (voiLut !== undefined && scan.pixelData?.isEncapsulated === true) await loadCodecs();
   const frames: RenderedFrame[] = [];
   for (const index of frameIndexes) {
     let rgba: Uint8Array;
@@ -176,9 +187,45 @@ export async function extractDicom(
   };
 }
 
+const RLE_LOSSLESS = '1.2.840.10008.1.2.5';
+const EXPLICIT_VR_LITTLE_ENDIAN = '1.2.840.10008.1.2.1';
+
+/**
+ * The image `dcmjs-imaging` renders. RLE colour frames are decoded by `dcmjs-codecs` first:
+ * `dcmjs-imaging` hands its RLE decoder the opposite planar configuration and renders the colour planes
+ * as interleaved samples.
+ */
+async function openImage(bytes: Uint8Array, transferSyntaxUid: string, samplesPerPixel: number) {
+  if (transferSyntaxUid !== RLE_LOSSLESS || samplesPerPixel === 1) {
+    return new imaging.DicomImage(copyToArrayBuffer(bytes));
+  }
+  const codecs = await loadCodecs();
+  const transcoder = new codecs.Transcoder(copyToArrayBuffer(bytes));
+  transcoder.transcode(EXPLICIT_VR_LITTLE_ENDIAN);
+  return new imaging.DicomImage(transcoder.getElements(), EXPLICIT_VR_LITTLE_ENDIAN);
+}
+
+/**
+ * Marks the unmarked RGB frames of a baseline JPEG image (see {@link isUnmarkedJpeg}) so that the
+ * decoder does not convert them from YCbCr, as the data set's RGB Photometric Interpretation says.
+ */
+function markRgbJpegFrames(image: Imaging.DicomImage): void {
+  const frames = image.getElement('PixelData') as unknown;
+  if (!Array.isArray(frames)) return;
+  image.setElement(
+    'PixelData',
+    frames.map((frame: unknown) => {
+      if (!(frame instanceof ArrayBuffer) || !isUnmarkedJpeg(new Uint8Array(frame))) return frame;
+      return copyToArrayBuffer(withAdobeRgbMarker(new Uint8Array(frame)));
+    }) as never,
+  );
+}
+
 interface Geometry {
   readonly rows: number;
   readonly columns: number;
+  readonly samplesPerPixel: number;
+  readonly bitsAllocated: number;
   readonly numberOfFrames: number;
   readonly pixelsPerFrame: number;
 }
@@ -251,7 +298,14 @@ function checkGeometry(scan: Part10Scan, limits: DicomLimits): Geometry {
       }
     }
   }
-  return { rows, columns, numberOfFrames: frames, pixelsPerFrame };
+  return {
+    rows,
+    columns,
+    samplesPerPixel: samples,
+    bitsAllocated,
+    numberOfFrames: frames,
+    pixelsPerFrame,
+  };
 }
 
 /** `count` frame indexes spread evenly over `total` frames (all of them when `count >= total`). */
@@ -307,9 +361,11 @@ async function extractPdf(scan: Part10Scan, pageSizePx: number): Promise<Extract
       `The encapsulated document is declared as '${mime}', not application/pdf`,
     );
   }
+  // The value is padded to an even length with a NUL; Encapsulated Document Length, when given, is exact.
+  const declared = readUl(scan, TAG.EncapsulatedDocumentLength);
   let end = ref.offset + ref.length;
-  // The value is padded to an even length with a NUL (PS3.3 C.24.2.1).
-  if (scan.bytes[end - 1] === 0) end -= 1;
+  if (declared !== undefined && declared <= ref.length) end = ref.offset + declared;
+  else if (scan.bytes[end - 1] === 0) end -= 1;
   const pdf = scan.bytes.slice(ref.offset, end);
   if (Buffer.from(pdf.buffer, pdf.byteOffset, Math.min(5, pdf.length)).toString('latin1') !== '%PDF-') {
     throw new DicomError('bad-encapsulated-document', 'The Encapsulated Document (0042,0011) is not a PDF');

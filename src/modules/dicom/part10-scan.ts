@@ -68,6 +68,7 @@ export const TAG = {
   VOILUTSequence: 0x00283010,
   EncapsulatedDocument: 0x00420011,
   MIMETypeOfEncapsulatedDocument: 0x00420012,
+  EncapsulatedDocumentLength: 0x00420015,
   PixelData: 0x7fe00010,
 } as const;
 
@@ -398,6 +399,13 @@ export function readUs(scan: Part10Scan, tag: number): number | undefined {
   const ref = scan.elements.get(tag);
   if (ref === undefined || ref.length < 2) return undefined;
   return readUint16(scan.bytes, ref.offset, scan.isLittleEndian);
+}
+
+/** The first unsigned 32-bit value (VR UL) of top-level element `tag`, or undefined. */
+export function readUl(scan: Part10Scan, tag: number): number | undefined {
+  const ref = scan.elements.get(tag);
+  if (ref === undefined || ref.length < 4) return undefined;
+  return readUint32(scan.bytes, ref.offset, scan.isLittleEndian);
 }
 
 /** The first number of a multi-valued decimal or integer string (VR DS, IS), or undefined. */

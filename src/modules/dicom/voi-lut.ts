@@ -3,7 +3,7 @@
  * maps each modality value through the first LUT of the sequence. `dcmjs-imaging` does not read the
  * sequence (it would fall back to a min/max window), so such frames are rendered here from the stored
  * values: native pixel data straight from the file, compressed frames decoded to native first by
- * `dcmjs-codecs` (the same WebAssembly module `dcmjs-imaging` uses).
+ * `dcmjs-codecs` (loaded with {@link loadCodecs} before).
  */
 import { createRequire } from 'node:module';
 import type * as Codecs from 'dcmjs-codecs';
@@ -12,6 +12,18 @@ import { TAG, readNumber, readText, readUs } from './part10-scan.ts';
 
 const require = createRequire(import.meta.url);
 const codecs = require('dcmjs-codecs') as typeof Codecs;
+
+let isCodecsReady: Promise<void> | undefined;
+
+/**
+ * `dcmjs-codecs` for transcoding, loaded once per thread on first use: `dcmjs-imaging` bundles its own
+ * copy of the decoders, whose instance this package cannot use.
+ */
+export async function loadCodecs(): Promise<typeof Codecs> {
+  isCodecsReady ??= codecs.NativeCodecs.initializeAsync({ logCodecsInfo: false, logCodecsTrace: false });
+  await isCodecsReady;
+  return codecs;
+}
 
 type Elements = Record<string, unknown>;
 
