@@ -77,8 +77,7 @@ async function serve(
   };
   const app = await buildApp(deps, { logger });
   // The in-process queue worker (WORKER=in-process); run `npm run worker` processes instead with WORKER=off.
-  const worker =
-    config.worker === 'in-process' ? createQueueWorker({ database, files, config, logger }) : undefined;
+  const worker = config.worker === 'in-process' ? createQueueWorker({ database, config, logger }) : undefined;
   await worker?.start();
   const { orphanSweepIntervalMs: intervalMs, orphanSweepGraceMs: graceMs } = config;
   const sweeper = startOrphanSweep({ database, files, logger, intervalMs, graceMs });
@@ -105,5 +104,6 @@ async function serve(
   process.once('SIGINT', () => void stop('SIGINT'));
 
   await app.listen({ port: config.port, host: config.host });
+  await worker?.start();
   logger.info({ database: config.database.kind, filesDir: config.filesDir }, readyMessage);
 }

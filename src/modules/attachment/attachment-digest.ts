@@ -10,7 +10,7 @@ import type { Database } from '../../db/database.ts';
 import type { DB } from '../../db/schema.ts';
 import type { DataField } from './attachment.queries.ts';
 import { DATA_FIELDS, isThumbnail, readAttachmentContent, upsertDigest } from './attachment.queries.ts';
-import { digestInChunks, maxInlineBytesFor } from './attachment-chunks.ts';
+import { digestInChunks } from './attachment-chunks.ts';
 import { thumbnailTypeOf } from './content-type.ts';
 
 export interface FieldDigest {
@@ -71,7 +71,7 @@ export async function refreshAttachmentDigests(
   attachmentDataId: number,
   fields: readonly DataField[] = DATA_FIELDS,
 ): Promise<void> {
-  const maxInlineBytes = maxInlineBytesFor(database.dialect);
+  const maxInlineBytes = database.dialect.maxInlineBlobBytes;
   for (const field of fields) {
     const content = await readAttachmentContent(database, attachmentDataId, field, maxInlineBytes);
     if (content === undefined) return;

@@ -14,12 +14,7 @@ import {
 } from '../../../test/factories-attachment.ts';
 import type { TestApp } from '../../../test/harness.ts';
 import { forEachDialect, startTestApp } from '../../../test/harness.ts';
-import {
-  ChangedWhileReadingError,
-  chunkBytesFor,
-  maxInlineBytesFor,
-  readInChunks,
-} from './attachment-chunks.ts';
+import { ChangedWhileReadingError, readInChunks } from './attachment-chunks.ts';
 import { readAttachmentChunk } from './attachment.queries.ts';
 
 const VIEW = '/api/v1/attachmentdisplay/view';
@@ -203,7 +198,7 @@ forEachDialect((dialect) => {
     });
 
     it('sends a multi-megabyte attachment exactly, for GET and HEAD, with and without a stored digest', async () => {
-      const bytes = randomBytes(chunkBytesFor(dialect) * 2 + 12345);
+      const bytes = randomBytes(app.database.dialect.blobSliceBytes * 2 + 12345);
       const id = await createAttachment(app.db, { blob_data: bytes, mime_type: 'application/octet-stream' });
       const head = await get(`id=${id}`, {}, 'HEAD');
       assert.equal(head.headers.get('content-length'), String(bytes.length));
@@ -225,8 +220,8 @@ forEachDialect((dialect) => {
     });
 
     it('sends every byte value exactly, at the sizes where a read changes from inline to chunked', async () => {
-      const inline = maxInlineBytesFor(dialect);
-      const chunk = chunkBytesFor(dialect);
+      const inline = app.database.dialect.maxInlineBlobBytes;
+      const chunk = app.database.dialect.blobSliceBytes;
       const sizes = [inline, inline + 1, chunk, chunk + 1];
       for (const size of sizes) {
         // Every byte value, NUL and bytes that are never valid UTF-8 included, in a varying order.
@@ -261,7 +256,7 @@ forEachDialect((dialect) => {
     });
 
     it('detects a write between two chunks of one read', async () => {
-      const chunkBytes = chunkBytesFor(dialect);
+      const chunkBytes = app.database.dialect.blobSliceBytes;
       const bytes = randomBytes(chunkBytes * 2 + 1);
       const id = await createAttachment(app.db, { blob_data: bytes });
       const modified = await lastModifiedOf(app, id);

@@ -9,7 +9,7 @@ import type { AppDeps } from '../../deps.ts';
 import { nowDateTime } from '../../db/database.ts';
 import { AppError } from '../../errors.ts';
 import type { BinaryField } from './attachment-chunks.ts';
-import { digestInChunks, maxInlineBytesFor, readInChunks } from './attachment-chunks.ts';
+import { digestInChunks, readInChunks } from './attachment-chunks.ts';
 import { digestField, storeDigest } from './attachment-digest.ts';
 import type { AttachmentContent, AttachmentHead, DataField, StoredDigest } from './attachment.queries.ts';
 import {
@@ -128,7 +128,7 @@ export function createAttachmentService(deps: AppDeps) {
 
   // Larger fields are streamed chunk by chunk (see attachment-chunks.ts). The compatibility mode
   // decodes the whole value, so it always loads it.
-  const maxInlineBytes = isCompat ? undefined : maxInlineBytesFor(database.dialect);
+  const maxInlineBytes = isCompat ? undefined : database.dialect.maxInlineBlobBytes;
 
   /** The body and representation of one field, computing and storing the digest if it is missing. */
   async function loadContent(

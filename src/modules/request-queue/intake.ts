@@ -4,11 +4,10 @@
  * transaction. The 422 message holds one string per field, the first error of each field winning
  * (reference D53). No HTTP types here: the route hands over plain values.
  */
-import type { WriteTransaction } from '../../db/write-transaction.ts';
 import { createHash } from 'node:crypto';
 import type { Kysely } from 'kysely';
-import { PostgresAdapter } from 'kysely';
 import type { Config } from '../../config.ts';
+import type { Database } from '../../db/database.ts';
 import { nowDateTime } from '../../db/database.ts';
 import type { DB } from '../../db/schema.ts';
 import { AppError } from '../../errors.ts';
@@ -110,12 +109,10 @@ export interface IntakeService {
 }
 
 export function createIntakeService(deps: {
-  readonly db: Kysely<DB>;
+  readonly database: Database;
   readonly config: Config;
-  /** The database's durable write path (batched commits on SQLite); plain transactions when omitted. */
-  readonly writeTransaction?: WriteTransaction;
 }): IntakeService {
-  const reference = createReferenceCache(deps.db, deps.config.referenceCacheTtlMs);
+  const reference = createReferenceCache(deps.database.db, deps.config.referenceCacheTtlMs);
   return {
     async submit(submission) {
       const errors = new FieldErrors();
@@ -164,20 +161,16 @@ export function createIntakeService(deps: {
           throw new AppError('validation_failed', 'Unprocessable Entity', { fields: attemptErrors.map });
         }
         try {
-          const queued = await enqueueRequest(
-            deps.db,
-            {
-              requestType: route.requestType,
-              route,
-              systemMessage,
-              attachments: rows,
-              userId: submission.userId,
-            },
-            deps.writeTransaction,
-          );
+          const queued = await enqueueRequest(deps.database, {
+            requestType: route.requestType,
+            route,
+            systemMessage,
+            attachments: rows,
+            userId: submission.userId,
+          });
           return queued.requestId;
         } catch (error) {
-          if (isFresh || !isForeignKeyViolation(error)) throw error;
+          if (isFresh || deps.database.dialect.classifyError(error) !== 'foreign_key') throw error;
           reference.clear();
         }
       }
@@ -227,14 +220,6 @@ function createReferenceCache(db: Kysely<DB>, ttlMs: number) {
   };
 }
 
-/** A foreign-key violation on either dialect (PostgreSQL SQLSTATE 23503, SQLite's constraint message). */
-function isForeignKeyViolation(error: unknown): boolean {
-  const { code, message } = error as { code?: unknown; message?: unknown };
-  return (
-    code === '23503' || (typeof message === 'string' && message.includes('FOREIGN KEY constraint failed'))
-  );
-}
-
 // --- the write ----------------------------------------------------------------------------------------
 
 export interface EnqueueRequestInput {
@@ -256,16 +241,13 @@ export interface QueuedRequest {
 
 /**
  * Writes one request, its attachment rows and its first routine (NEW, the type's default routine and
- * queue, sequence 10) in one transaction, then, once committed, wakes the workers: {@link emitRequestQueued}
- * in this process and, on PostgreSQL, `NOTIFY request_queue, '<queue>'` for other processes (see
- * {@link notifyQueueAfterCommit}). Throws a 422 AppError for an unknown request type.
+ * queue, sequence 10) in one durable write transaction (one statement where the engine has writable
+ * CTEs), then, once committed, wakes the workers: {@link emitRequestQueued} in this process and a
+ * notification for other processes where the engine has them (see {@link notifyQueueAfterCommit}).
+ * Throws a 422 AppError for an unknown request type.
  */
-export async function enqueueRequest(
-  db: Kysely<DB>,
-  input: EnqueueRequestInput,
-  writeTransaction: WriteTransaction = (fn) => db.transaction().execute(fn),
-): Promise<QueuedRequest> {
-  const route = input.route ?? (await findRequestTypeRoute(db, input.requestType));
+export async function enqueueRequest(database: Database, input: EnqueueRequestInput): Promise<QueuedRequest> {
+  const route = input.route ?? (await findRequestTypeRoute(database.db, input.requestType));
   if (route === undefined) {
     throw new AppError('validation_failed', 'Unprocessable Entity', {
       fields: { request_type: `Unknown request type: ${input.requestType}` },
@@ -278,13 +260,12 @@ export async function enqueueRequest(
     userId: input.userId ?? 1,
     now: nowDateTime(),
   };
-  const isPostgres = db.getExecutor().adapter instanceof PostgresAdapter;
   const requestId =
-    isPostgres && rows.attachments.length > 0
-      ? await insertQueuedRequestInOneStatement(db, rows)
-      : await writeTransaction((trx) => insertQueuedRequest(trx, rows));
+    database.dialect.hasWritableCte && rows.attachments.length > 0
+      ? await insertQueuedRequestInOneStatement(database, rows)
+      : await database.writeTransaction((trx) => insertQueuedRequest(trx, rows));
   emitRequestQueued({ requestId, queue: route.queue });
-  if (isPostgres) notifyQueueAfterCommit(db, route.queue);
+  notifyQueueAfterCommit(database, route.queue);
   return { requestId, routineName: route.routineName, queue: route.queue };
 }
 

@@ -23,7 +23,7 @@ forEachDialect((dialect) => {
       names = [await createRoutineName(t.db), await createRoutineName(t.db), await createRoutineName(t.db)];
       const type = await createRequestType(t.db, { routineName: names[0] });
       queue = type.queue;
-      requestId = (await enqueueRequest(t.db, { requestType: type.requestType })).requestId;
+      requestId = (await enqueueRequest(t.database, { requestType: type.requestType })).requestId;
       const [first] = await routinesOf(t.db, requestId);
       await t.db
         .updateTable('request_routine')

@@ -51,11 +51,7 @@ export async function registerRequestQueueRoutes(
 ): Promise<void> {
   const { config, database } = options.deps;
   const { jsonBodyBytes, rawBodyBytes } = config.limits;
-  const intake = createIntakeService({
-    db: database.db,
-    config,
-    writeTransaction: database.writeTransaction,
-  });
+  const intake = createIntakeService({ database, config });
   const status = createStatusService({ db: database.db });
 
   // Own parsers for this plugin only: each returns the raw bytes, and intake decodes them strictly.
