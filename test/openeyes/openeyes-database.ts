@@ -7,6 +7,8 @@
  *   TEST_MYSQL_URL=mysql://cra:cra@127.0.0.1:3307/cra_ci npx node test/openeyes/openeyes-database.ts
  */
 import { readFile } from 'node:fs/promises';
+import { Kysely, MysqlDialect } from 'kysely';
+import { createPool } from 'mysql2';
 import mysql from 'mysql2/promise';
 
 const SCHEMA_FILE = new URL('./schema.sql', import.meta.url);
@@ -43,6 +45,29 @@ export async function connectForScripts(url: string, database?: string): Promise
     charset: 'utf8mb4',
     multipleStatements: true,
   });
+}
+
+/**
+ * A Kysely instance on `url` for tests that read the database directly (information_schema checks),
+ * with the connection options of the service: utf8mb4, dates as text, big numbers as numbers.
+ */
+// Tables outside the service's own types are read here (information_schema, _version twins).
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export function openKysely(url: string): Kysely<any> {
+  const target = new URL(url);
+  const pool = createPool({
+    host: target.hostname,
+    port: target.port === '' ? 3306 : Number(target.port),
+    user: decodeURIComponent(target.username),
+    password: decodeURIComponent(target.password),
+    database: target.pathname.replace(/^\//, ''),
+    charset: 'utf8mb4',
+    dateStrings: true,
+    supportBigNumbers: true,
+    bigNumberStrings: false,
+    connectionLimit: 2,
+  });
+  return new Kysely({ dialect: new MysqlDialect({ pool }) });
 }
 
 /** Creates and fills a new OpenEyes-shaped database on the server of `adminUrl`. */
