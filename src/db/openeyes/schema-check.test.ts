@@ -14,7 +14,7 @@ import {
   formatIndexSuggestions,
   indexDdl,
 } from './index-advice.ts';
-import { checkOpenEyesSchema, formatSchemaReport } from './schema-check.ts';
+import { checkOpenEyesSchema, formatSchemaReport, serverVersionProblem } from './schema-check.ts';
 import { OPENEYES_TABLE_NEEDS } from './schema-needs.ts';
 
 const adminUrl = testMysqlUrl();
@@ -96,6 +96,21 @@ describe('checkOpenEyesSchema (DATABASE_SCHEMA=openeyes)', { skip }, () => {
     assert.match(formatSchemaReport(report), /is present and compatible$/);
   });
 
+  it('names max_allowed_packet when the server cannot take the largest upload in one statement', async () => {
+    const { rows } = await sql<{
+      max_packet: number | string;
+    }>`select @@max_allowed_packet as max_packet`.execute(fixture!.db);
+    const maxPacketBytes = Number(rows[0]!.max_packet);
+    const fits = await checkOpenEyesSchema(fixture!.db, { largestWriteBytes: maxPacketBytes - 1024 * 1024 });
+    assert.deepEqual(fits.problems, []);
+    const tooBig = await checkOpenEyesSchema(fixture!.db, { largestWriteBytes: maxPacketBytes });
+    assert.equal(tooBig.problems.length, 1);
+    assert.match(
+      tooBig.problems[0]!,
+      new RegExp(`^server max_allowed_packet is ${maxPacketBytes} bytes, too small`),
+    );
+  });
+
   it('checks every column of the list, so that an empty report means they were all seen', async () => {
     const tables = Object.keys(OPENEYES_TABLE_NEEDS);
     const { rows } = await sql<{ table_name: string; column_name: string }>`
@@ -145,7 +160,7 @@ describe('checkOpenEyesSchema on a database that differs from what the service n
       'column event_attachment_item.event_document_view_set is NOT NULL, and the service writes NULL there',
       'column contact.last_name has collation utf8mb3_bin, which is case-sensitive; the service matches it regardless of case',
       'column request_details.name has character set latin1, which cannot hold all the text the service writes',
-      'table request_routine_lock is missing',
+      'table request_routine_lock is missing (or this account has no privilege on it)',
     ];
     for (const line of expected)
       assert.ok(report.problems.includes(line), `missing problem: ${line}\n${report.problems.join('\n')}`);
@@ -158,6 +173,18 @@ describe('checkOpenEyesSchema on a database that differs from what the service n
   it('accepts a NOT NULL column it does not fill when the column has a default', async () => {
     const report = await checkOpenEyesSchema(fixture!.db);
     assert.ok(!report.problems.some((p) => p.includes('request.site_code')));
+  });
+});
+
+describe('serverVersionProblem', () => {
+  it('accepts MariaDB 10.6+ and MySQL 8.0+, and names the server otherwise', () => {
+    assert.equal(serverVersionProblem('10.11.19-MariaDB-0+deb12u1'), undefined);
+    assert.equal(serverVersionProblem('11.4.2-MariaDB'), undefined);
+    assert.equal(serverVersionProblem('8.0.36'), undefined);
+    assert.equal(serverVersionProblem('8.4.0-commercial'), undefined);
+    assert.match(serverVersionProblem('10.5.23-MariaDB')!, /^server MariaDB 10.5 is too old/);
+    assert.match(serverVersionProblem('5.7.44-log')!, /^server MySQL 5.7 is too old/);
+    assert.match(serverVersionProblem('unknown')!, /not recognised/);
   });
 });
 

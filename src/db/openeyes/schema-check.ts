@@ -33,8 +33,35 @@ export interface ColumnInfo {
 
 export interface SchemaCheckReport {
   readonly databaseName: string;
-  /** One line per missing or incompatible table or column, in table order. */
+  /** One line per problem: the server first, then each missing or incompatible table or column. */
   readonly problems: readonly string[];
+}
+
+export interface SchemaCheckOptions {
+  /**
+   * The largest single value the service may write (an attachment upload): the server's
+   * `max_allowed_packet` must hold it, as binary, in one statement.
+   */
+  readonly largestWriteBytes?: number;
+}
+
+/** Room for the rest of the statement that carries the largest value (the other columns, the SQL). */
+const STATEMENT_OVERHEAD_BYTES = 64 * 1024;
+
+/**
+ * Why the server `version()` cannot run the service: `FOR UPDATE SKIP LOCKED` (claims) needs MariaDB 10.6
+ * or MySQL 8.0. Undefined when it can.
+ */
+export function serverVersionProblem(version: string): string | undefined {
+  const match = /^(\d+)\.(\d+)/.exec(version);
+  if (match === null)
+    return `server version ${version} is not recognised; MariaDB 10.6+ or MySQL 8.0+ is needed`;
+  const [major, minor] = [Number(match[1]), Number(match[2])];
+  const isMariaDb = /mariadb/i.test(version);
+  const isSupported = isMariaDb ? major > 10 || (major === 10 && minor >= 6) : major >= 8;
+  return isSupported
+    ? undefined
+    : `server ${isMariaDb ? 'MariaDB' : 'MySQL'} ${major}.${minor} is too old: MariaDB 10.6+ or MySQL 8.0+ is needed (FOR UPDATE SKIP LOCKED)`;
 }
 
 interface ColumnRow {
@@ -206,24 +233,42 @@ export function tableProblems(
 export async function checkOpenEyesSchema(
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   db: Kysely<any>,
+  options: SchemaCheckOptions = {},
   needs: Readonly<Record<string, TableNeed>> = OPENEYES_TABLE_NEEDS,
 ): Promise<SchemaCheckReport> {
   const tables = Object.keys(needs);
   const twins = tables.filter((t) => needs[t]!.isVersionedWrite === true).map((t) => `${t}_version`);
   const [{ rows }, columns] = await Promise.all([
-    sql<{ name: string | null }>`select database() as name`.execute(db),
+    sql<{
+      name: string | null;
+      version: string;
+      max_packet: number | string;
+    }>`select database() as name, version() as version, @@max_allowed_packet as max_packet`.execute(db),
     readColumns(db, [...tables, ...twins]),
   ]);
+  const server = rows[0]!;
   const problems: string[] = [];
+  const versionProblem = serverVersionProblem(server.version);
+  if (versionProblem !== undefined) problems.push(versionProblem);
+  const maxPacketBytes = Number(server.max_packet);
+  if (
+    options.largestWriteBytes !== undefined &&
+    maxPacketBytes < options.largestWriteBytes + STATEMENT_OVERHEAD_BYTES
+  ) {
+    problems.push(
+      `server max_allowed_packet is ${maxPacketBytes} bytes, too small for the ${options.largestWriteBytes}-byte uploads the service accepts (RAW_BODY_LIMIT_BYTES): raise it to at least ${options.largestWriteBytes + STATEMENT_OVERHEAD_BYTES}, or lower the limit`,
+    );
+  }
   for (const table of tables) {
     const tableColumns = columns.get(table);
     if (tableColumns === undefined) {
-      problems.push(`table ${table} is missing`);
+      // information_schema shows only the tables the account holds a privilege on.
+      problems.push(`table ${table} is missing (or this account has no privilege on it)`);
       continue;
     }
     problems.push(...tableProblems(table, needs[table]!, tableColumns, columns.get(`${table}_version`)));
   }
-  return { databaseName: rows[0]?.name ?? '', problems };
+  return { databaseName: server.name ?? '', problems };
 }
 
 /** The report as one message: a first line, then one indented line per problem. */
