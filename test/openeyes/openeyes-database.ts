@@ -33,16 +33,25 @@ export function testMysqlUrl(): string | undefined {
   return url === undefined || url.trim() === '' ? undefined : url.trim();
 }
 
-/** Opens one connection to `url` that may run several statements per call (scripts, DDL). */
-export async function connectForScripts(url: string, database?: string): Promise<mysql.Connection> {
+/** Server, credentials and database of a `mysql://` URL, for mysql2; utf8mb4 on the connection. */
+function connectionOptions(url: string) {
   const target = new URL(url);
-  return mysql.createConnection({
+  return {
     host: target.hostname,
     port: target.port === '' ? 3306 : Number(target.port),
     user: decodeURIComponent(target.username),
     password: decodeURIComponent(target.password),
-    database: database ?? (target.pathname.replace(/^\//, '') || undefined),
+    database: target.pathname.replace(/^\//, '') || undefined,
     charset: 'utf8mb4',
+  };
+}
+
+/** Opens one connection to `url` that may run several statements per call (scripts, DDL). */
+export async function connectForScripts(url: string, database?: string): Promise<mysql.Connection> {
+  const options = connectionOptions(url);
+  return mysql.createConnection({
+    ...options,
+    database: database ?? options.database,
     multipleStatements: true,
   });
 }
@@ -54,14 +63,8 @@ export async function connectForScripts(url: string, database?: string): Promise
 // Tables outside the service's own types are read here (information_schema, _version twins).
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export function openKysely(url: string): Kysely<any> {
-  const target = new URL(url);
   const pool = createPool({
-    host: target.hostname,
-    port: target.port === '' ? 3306 : Number(target.port),
-    user: decodeURIComponent(target.username),
-    password: decodeURIComponent(target.password),
-    database: target.pathname.replace(/^\//, ''),
-    charset: 'utf8mb4',
+    ...connectionOptions(url),
     dateStrings: true,
     supportBigNumbers: true,
     bigNumberStrings: false,
