@@ -14,6 +14,7 @@ import {
   routinesOf,
   submitToQueue,
 } from '../../../test/factories-queue.ts';
+import { PNG_BYTES } from '../../../test/factories-attachment.ts';
 import type { TestApp } from '../../../test/harness.ts';
 import { forEachDialect, startTestApp } from '../../../test/harness.ts';
 import type { RequestQueuedEvent } from './queue-events.ts';
@@ -341,11 +342,7 @@ forEachDialect((dialect) => {
           new Blob([Buffer.from([0xff, 0xd8, 0xff, 1, 2])], { type: 'image/jpeg' }),
           'one.jpg',
         );
-        form.append(
-          'image',
-          new Blob([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])]),
-          'two.png',
-        );
+        form.append('image', new Blob([PNG_BYTES]), 'two.png');
         form.append('files[]', new Blob([dicomBytes()], { type: 'application/octet-stream' }), 'scan.dcm');
         form.append('files[]', new Blob(['%PDF-1.7'], { type: 'application/pdf' }), 'doc.pdf');
         const id = await acceptedId(await submitToQueue(app, user.authorization, { body: form }));
@@ -366,7 +363,7 @@ forEachDialect((dialect) => {
         };
         assert.deepEqual(summary('image'), ['image/jpeg', 'one.jpg', 5, null]);
         // No declared type: sniffed from the bytes.
-        assert.deepEqual(summary('image_2'), ['image/png', 'two.png', 8, null]);
+        assert.deepEqual(summary('image_2'), ['image/png', 'two.png', PNG_BYTES.length, null]);
         assert.deepEqual(summary('files'), ['application/dicom', 'scan.dcm', 300, null]);
         assert.deepEqual(summary('files_2'), ['application/pdf', 'doc.pdf', 8, null]);
         const formData = rows.get('FORM_DATA')!;

@@ -19,7 +19,6 @@ import {
   buildFormObject,
   decodeUtf8,
   parseUrlEncoded,
-  sniffMimeType,
 } from './content-type.ts';
 import type { AttachmentRowInput, QueuedRequestRows, RequestTypeRoute } from './intake.queries.ts';
 import { insertQueuedRequestInOneStatement } from './intake.queries.postgres.ts';
@@ -59,6 +58,8 @@ export type MultipartPart =
       readonly name: string | undefined;
       readonly fileName: string;
       readonly mimeType: string | undefined;
+      /** The type the bytes prove (the shared content sniffer), when any. */
+      readonly sniffedType: string | undefined;
       readonly bytes: Buffer;
     }
   | { readonly kind: 'field'; readonly name: string | undefined; readonly value: string };
@@ -486,7 +487,7 @@ function readMultipart(parts: readonly MultipartPart[], errors: FieldErrors): Pa
     const declared = part.mimeType;
     const mimeType =
       declared === undefined || declared === 'application/octet-stream' || declared === 'text/plain'
-        ? (sniffMimeType(part.bytes) ?? declared ?? 'application/octet-stream')
+        ? (part.sniffedType ?? declared ?? 'application/octet-stream')
         : declared;
     rows.push(
       payloadRow(mnemonic, mimeType, part.bytes, undefined, part.fileName === '' ? null : part.fileName),

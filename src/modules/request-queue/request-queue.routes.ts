@@ -13,6 +13,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import multipart from '@fastify/multipart';
 import type { FastifyInstance, FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
 import { AppError } from '../../errors.ts';
+import { sniffContentType } from '../../files/content-sniffer.ts';
 import { rejectOtherMethods } from '../../http/error-handler.ts';
 import type { ModuleOptions } from '../../http/module.ts';
 import type { HandlerKind } from './content-type.ts';
@@ -169,7 +170,15 @@ async function readMultipartParts(request: FastifyRequest, limitBytes: number): 
         currentFile = undefined;
         totalBytes += bytes.length;
         const mimeType = part.mimetype.split(';')[0]!.trim().toLowerCase();
-        parts.push({ kind: 'file', name, fileName: part.filename, mimeType: mimeType || undefined, bytes });
+        const sniffedType = await sniffContentType(bytes);
+        parts.push({
+          kind: 'file',
+          name,
+          fileName: part.filename,
+          mimeType: mimeType || undefined,
+          sniffedType,
+          bytes,
+        });
       } else {
         if (part.valueTruncated || part.fieldnameTruncated)
           throw new AppError('payload_too_large', 'Payload too large.');
