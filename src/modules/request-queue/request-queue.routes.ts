@@ -16,6 +16,7 @@ import { AppError } from '../../errors.ts';
 import { sniffContentType } from '../../files/content-sniffer.ts';
 import { rejectOtherMethods } from '../../http/error-handler.ts';
 import type { ModuleOptions } from '../../http/module.ts';
+import { MALFORMED_MULTIPART_MESSAGE } from '../../http/multipart.ts';
 import type { HandlerKind } from './content-type.ts';
 import { boundaryOf, effectiveContentType, handlerKindOf } from './content-type.ts';
 import type { MultipartPart } from './intake.ts';
@@ -95,7 +96,7 @@ export async function registerRequestQueueRoutes(
       case 'multipart': {
         // The parts are found by the boundary of the real header, whatever the override said.
         const boundary = boundaryOf(header);
-        if (boundary === undefined) throw unprocessable({ data: 'Malformed multipart body.' });
+        if (boundary === undefined) throw unprocessable({ data: MALFORMED_MULTIPART_MESSAGE });
         if (declaredLength > rawBodyBytes) throw new AppError('payload_too_large', 'Payload too large.');
         parseAs = `multipart/form-data; boundary="${boundary}"`;
         break;
@@ -200,7 +201,7 @@ async function readMultipartParts(request: FastifyRequest, limitBytes: number): 
       throw unprocessable({
         [`AttachmentData: ${currentFile}`]: 'The uploaded file was only partially uploaded',
       });
-    throw unprocessable({ data: 'Malformed multipart body.' });
+    throw unprocessable({ data: MALFORMED_MULTIPART_MESSAGE });
   }
   return parts;
 }
