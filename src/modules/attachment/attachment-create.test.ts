@@ -278,6 +278,22 @@ forEachDialect((dialect) => {
       await assertRefused(() => post('', form), 422, { mime_type: 'Type text/html is not allowed.' });
     });
 
+    it('refuses a file name with a NUL character with 422, on every dialect', async () => {
+      const body = [
+        '--b',
+        'Content-Disposition: form-data; name="file"; filename="a\u0000.png"',
+        'Content-Type: image/png',
+        '',
+        '',
+      ].join('\r\n');
+      const multipart = Buffer.concat([Buffer.from(body, 'latin1'), PNG_BYTES, Buffer.from('\r\n--b--\r\n')]);
+      await assertRefused(
+        () => post('', multipart, { 'content-type': 'multipart/form-data; boundary=b' }),
+        422,
+        { file_name: 'The file name must not contain a NUL character.' },
+      );
+    });
+
     it('refuses a Content-Type that the bytes contradict with 422', async () => {
       const cases: [string, Buffer][] = [
         ['image/png', JPEG_BYTES],

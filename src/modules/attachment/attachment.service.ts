@@ -225,6 +225,9 @@ export function createAttachmentService(deps: AppDeps) {
         problems.data = `The content is not ${mimeType}.`;
       if (input.fileName !== null && input.fileName.length > MAX_FILE_NAME)
         problems.file_name = `The file name is longer than ${MAX_FILE_NAME} characters.`;
+      // PostgreSQL text cannot hold NUL (SQLite can): refused alike on every dialect.
+      else if (input.fileName?.includes('\u0000'))
+        problems.file_name = 'The file name must not contain a NUL character.';
       const link = await checkLink(input, problems);
       if (Object.keys(problems).length > 0 || mimeType === undefined || bytes === undefined)
         throw new AppError('validation_failed', 'Invalid attachment', { fields: problems });

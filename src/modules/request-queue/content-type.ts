@@ -69,6 +69,19 @@ export function decodeUtf8(bytes: Uint8Array): string | undefined {
   }
 }
 
+/**
+ * True when `text` holds a NUL character. PostgreSQL text cannot store one (SQLite can), so every text
+ * that reaches a text column is refused with it, the same on every dialect.
+ */
+export function hasNulCharacter(text: string): boolean {
+  return text.includes('\u0000');
+}
+
+/** The 422 message for a NUL character in the field labelled `label` (`System Message`). */
+export function nulCharacterMessage(label: string): string {
+  return `${label} must not contain a NUL character.`;
+}
+
 // --- form fields --------------------------------------------------------------------------------------
 
 /** A nested form value: `data[a][b]=1` -> `{ data: { a: { b: '1' } } }`, `x[]=1&x[]=2` -> arrays. */

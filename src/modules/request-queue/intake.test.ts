@@ -478,6 +478,89 @@ forEachDialect((dialect) => {
         );
       });
 
+      it('refuses a NUL character in a text body or text field with 422 naming the field, on every dialect', async () => {
+        const valid = `request_type=${type.requestType}`;
+        const text = (body: string | Buffer, contentType = 'text/plain') => ({
+          headers: { 'content-type': contentType },
+          body,
+        });
+        const nul = 'NUL character';
+        const cases: [string, Parameters<typeof submitToQueue>[2], Record<string, string>][] = [
+          [
+            'system_message in the query',
+            { query: `${valid}&system_message=a%00b`, ...text('x') },
+            { system_message: `System Message must not contain a ${nul}.` },
+          ],
+          [
+            'request_type in the query',
+            { query: 'request_type=a%00b', ...text('x') },
+            { request_type: `Request Type must not contain a ${nul}.` },
+          ],
+          [
+            'content_type in the query',
+            { query: `${valid}&content_type=text/pl%00ain`, ...text('x') },
+            { content_type: `Content Type must not contain a ${nul}.` },
+          ],
+          [
+            'a text/plain body',
+            { query: valid, ...text('a\u0000b') },
+            { data: `Text data must not contain a ${nul}.` },
+          ],
+          [
+            'an XML body',
+            { query: valid, ...text('<a>\u0000</a>', 'application/xml') },
+            { data: `Text data must not contain a ${nul}.` },
+          ],
+          [
+            'system_message in a JSON body',
+            { query: valid, ...json({ system_message: 'a\u0000b', data: {} }) },
+            { system_message: `System Message must not contain a ${nul}.` },
+          ],
+          [
+            'system_message in a form body',
+            {
+              query: valid,
+              headers: { 'content-type': 'application/x-www-form-urlencoded' },
+              body: 'system_message=a%00b&data[x]=1',
+            },
+            { system_message: `System Message must not contain a ${nul}.` },
+          ],
+        ];
+        for (const [name, options, message] of cases) {
+          await assertRefused(() => submitToQueue(app, user.authorization, options), 422, message).catch(
+            (error: unknown) => {
+              throw new Error(`${name}: ${(error as Error).message}`);
+            },
+          );
+        }
+        const multipart = (disposition: string, partType: string) => {
+          const body = [
+            '--b',
+            `Content-Disposition: form-data; name="file"; filename="${disposition}"`,
+            `Content-Type: ${partType}`,
+            '',
+            'bytes',
+            '--b--',
+            '',
+          ].join('\r\n');
+          return {
+            query: valid,
+            headers: { 'content-type': 'multipart/form-data; boundary=b' },
+            body: Buffer.from(body, 'latin1'),
+          };
+        };
+        await assertRefused(
+          () => submitToQueue(app, user.authorization, multipart('a\u0000.txt', 'text/plain')),
+          422,
+          { upload_file_name: `Upload File Name must not contain a ${nul}.` },
+        );
+        await assertRefused(
+          () => submitToQueue(app, user.authorization, multipart('a.txt', 'text/pl\u0000ain')),
+          422,
+          { mime_type: `Mime Type must not contain a ${nul}.` },
+        );
+      });
+
       it('refuses malformed JSON, also when the content_type override says JSON and the body is not', async () => {
         await assertRefused(
           () =>

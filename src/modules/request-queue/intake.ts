@@ -18,6 +18,8 @@ import {
   TEXT_PAYLOAD_TYPES,
   buildFormObject,
   decodeUtf8,
+  hasNulCharacter,
+  nulCharacterMessage,
   parseUrlEncoded,
 } from './content-type.ts';
 import type { AttachmentRowInput, QueuedRequestRows, RequestTypeRoute } from './intake.queries.ts';
@@ -321,6 +323,10 @@ function readRequestType(
     errors.add('request_type', 'Request Type must be a string.');
     return undefined;
   }
+  if (hasNulCharacter(value)) {
+    errors.add('request_type', nulCharacterMessage('Request Type'));
+    return undefined;
+  }
   if (value.length > MAX_REQUEST_TYPE) {
     errors.add('request_type', `Request Type is too long (maximum is ${MAX_REQUEST_TYPE} characters).`);
     return undefined;
@@ -338,6 +344,10 @@ function readSystemMessage(
   if (value === undefined) return '';
   if (typeof value !== 'string') {
     errors.add('system_message', 'System Message must be a string.');
+    return undefined;
+  }
+  if (hasNulCharacter(value)) {
+    errors.add('system_message', nulCharacterMessage('System Message'));
     return undefined;
   }
   if (value.length > MAX_SYSTEM_MESSAGE) {
@@ -424,6 +434,7 @@ function readRaw(type: string, bytes: Buffer, errors: FieldErrors): Payload {
   if (TEXT_PAYLOAD_TYPES.has(type)) {
     text = decodeUtf8(bytes);
     if (text === undefined) errors.add('data', 'Invalid text encoding.');
+    else if (hasNulCharacter(text)) errors.add('data', nulCharacterMessage('Text data'));
   }
   return {
     rows: [payloadRow('REQUEST_BLOB', type, bytes, text, null)],

@@ -18,7 +18,13 @@ import { rejectOtherMethods } from '../../http/error-handler.ts';
 import type { ModuleOptions } from '../../http/module.ts';
 import { MALFORMED_MULTIPART_MESSAGE } from '../../http/multipart.ts';
 import type { HandlerKind } from './content-type.ts';
-import { boundaryOf, effectiveContentType, handlerKindOf } from './content-type.ts';
+import {
+  boundaryOf,
+  effectiveContentType,
+  handlerKindOf,
+  hasNulCharacter,
+  nulCharacterMessage,
+} from './content-type.ts';
 import type { MultipartPart } from './intake.ts';
 import { createIntakeService } from './intake.ts';
 import { createStatusService } from './status.ts';
@@ -81,6 +87,8 @@ export async function registerRequestQueueRoutes(
   const prepareIntake: onRequestAsyncHookHandler = async (request) => {
     const header = request.headers['content-type'];
     const query = request.query as Record<string, unknown>;
+    if (typeof query.content_type === 'string' && hasNulCharacter(query.content_type))
+      throw unprocessable({ content_type: nulCharacterMessage('Content Type') });
     const effectiveType = effectiveContentType(query.content_type, header);
     const kind = handlerKindOf(effectiveType);
     request.queueIntake = { effectiveType, kind, headers: { ...request.headers } };
@@ -170,6 +178,10 @@ async function readMultipartParts(request: FastifyRequest, limitBytes: number): 
         const bytes = await part.toBuffer();
         currentFile = undefined;
         totalBytes += bytes.length;
+        if (hasNulCharacter(part.filename))
+          throw unprocessable({ upload_file_name: nulCharacterMessage('Upload File Name') });
+        if (hasNulCharacter(part.mimetype))
+          throw unprocessable({ mime_type: nulCharacterMessage('Mime Type') });
         const mimeType = part.mimetype.split(';')[0]!.trim().toLowerCase();
         const sniffedType = await sniffContentType(bytes);
         parts.push({
