@@ -11,6 +11,7 @@
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import multipart from '@fastify/multipart';
+import { Type } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
 import { AppError } from '../../errors.ts';
 import { sniffContentType } from '../../files/content-sniffer.ts';
@@ -45,6 +46,35 @@ declare module 'fastify' {
     queueIntake?: IntakeContext;
   }
 }
+
+/**
+ * The query parameters queue add reads, for the OpenAPI document. The route attaches validation
+ * failures instead of answering 400: intake checks every value itself and names the field in a 422.
+ * Any other parameter is accepted and kept in REQUEST_DATA.
+ */
+const AddQuerySchema = Type.Object({
+  request_type: Type.Optional(
+    Type.String({
+      maxLength: 45,
+      description:
+        'Kind of request (a `request_type` row); DEFAULT_REQUEST_TYPE when omitted here, in the form and in the JSON body.',
+    }),
+  ),
+  system_message: Type.Optional(
+    Type.String({ maxLength: 255, description: 'Free text stored with the request; empty when omitted.' }),
+  ),
+  content_type: Type.Optional(
+    Type.String({
+      description:
+        'Overrides the Content-Type header: the type that picks the handler (JSON, form, multipart, raw) and is stored.',
+    }),
+  ),
+});
+
+/** The query parameter of queue status; checked by the status service (422 with its own words). */
+const StatusQuerySchema = Type.Object({
+  request_id: Type.String({ pattern: '^[0-9]{1,10}$', description: 'Id returned by queue add.' }),
+});
 
 /** Limits of the multipart reader beyond the byte limits. */
 const MULTIPART_LIMITS = { files: 200, fields: 1000, parts: 1200, headerPairs: 100, fieldNameSize: 200 };
@@ -138,6 +168,8 @@ export async function registerRequestQueueRoutes(
     method: ['POST', 'PUT'],
     url: ADD_URL,
     config: { errorShape: 'envelope' },
+    schema: { querystring: AddQuerySchema },
+    attachValidation: true,
     onRequest: [auth, prepareIntake],
     handler: addHandler,
   });
@@ -147,6 +179,8 @@ export async function registerRequestQueueRoutes(
     method: 'GET',
     url: STATUS_URL,
     config: { errorShape: 'envelope' },
+    schema: { querystring: StatusQuerySchema },
+    attachValidation: true,
     onRequest: auth,
     handler: async (request) => {
       const query = request.query as Record<string, unknown>;
