@@ -17,7 +17,7 @@ import type { Logger } from '../logger.ts';
 import { createLogger } from '../logger.ts';
 import { loadDemoData } from '../modules/dataset/index.ts';
 import { createQueueWorker } from '../modules/request-queue/index.ts';
-import { createAuthenticator } from '../modules/user/index.ts';
+import { createAuthenticator, hasActiveLogin } from '../modules/user/index.ts';
 import type { Bootstrapped } from './bootstrap.ts';
 import { bootstrap, isNewDatabase, loadConfigOrExit } from './bootstrap.ts';
 import { runPrimary } from './cluster.ts';
@@ -60,8 +60,16 @@ async function prepare(config: Config, logger: Logger): Promise<Bootstrapped> {
       logger.info(
         `demo data loaded; demo account: username "${account.username}", password "${account.password}"`,
       );
+      for (const { code, extraInfo } of account.signatureCodes ?? [])
+        logger.info(`demo unique code for sign/add: unique_identifier "${code}", extra_info ${extraInfo}`);
     }
   }
+  // Without a login every protected call answers 401, which gives no hint: say what to do.
+  if (!(await hasActiveLogin(database.db)))
+    logger.warn(
+      'no user can log in yet: create one with ' +
+        `printf 'a-long-password' | npm run cli -- user create <name> --role 'API access'`,
+    );
   return prepared;
 }
 

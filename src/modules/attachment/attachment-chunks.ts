@@ -56,7 +56,7 @@ export async function digestInChunks(
   let sniffedType: string | null = null;
   try {
     for await (const chunk of readInChunks(database, id, field, modifiedDate, sizeBytes)) {
-      if (sniffedType === null && isThumbnail(field)) sniffedType = thumbnailTypeOf(chunk);
+      if (sniffedType === null && isThumbnail(field)) sniffedType = await thumbnailTypeOf(chunk);
       hash.update(chunk);
     }
   } catch (error) {

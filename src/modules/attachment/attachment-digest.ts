@@ -20,10 +20,10 @@ export interface FieldDigest {
 }
 
 /** Digest of `bytes` as stored for `field`. */
-export function digestField(field: DataField, bytes: Buffer): FieldDigest {
+export async function digestField(field: DataField, bytes: Buffer): Promise<FieldDigest> {
   return {
     sha256: createHash('sha256').update(bytes).digest('hex'),
-    sniffedType: isThumbnail(field) ? thumbnailTypeOf(bytes) : null,
+    sniffedType: isThumbnail(field) ? await thumbnailTypeOf(bytes) : null,
   };
 }
 
@@ -35,7 +35,7 @@ export async function saveFieldDigest(
   field: DataField,
   bytes: Buffer,
 ): Promise<FieldDigest> {
-  const digest = digestField(field, bytes);
+  const digest = await digestField(field, bytes);
   await upsertDigest(db, attachmentDataId, modifiedDate, field, digest.sha256, digest.sniffedType);
   return digest;
 }
@@ -76,7 +76,7 @@ export async function refreshAttachmentDigests(
     const content = await readAttachmentContent(database, attachmentDataId, field, maxInlineBytes);
     if (content === undefined) return;
     if (content.bytes !== null) {
-      const digest = digestField(field, content.bytes);
+      const digest = await digestField(field, content.bytes);
       await storeDigest(database, attachmentDataId, content.lastModifiedDate, field, digest);
     } else if (content.sizeBytes !== null && field !== 'text_data') {
       await digestInChunks(database, attachmentDataId, field, content.lastModifiedDate, content.sizeBytes);

@@ -7,6 +7,7 @@ import { countRows, createUser } from '../../../test/factories.ts';
 import type { TestUser } from '../../../test/factories.ts';
 import {
   JPEG_BYTES,
+  PDF_BYTES,
   PNG_BYTES,
   SETTLED_DATE,
   SETTLED_HTTP_DATE,
@@ -39,6 +40,34 @@ forEachDialect((dialect) => {
     const digestRows = () => countRows(app.db, 'attachment_data_digest' as never);
 
     itEnforcesBasicAuth(() => app, { method: 'GET', path: `${VIEW}?id=1` });
+
+    it('sends images and PDF inline and every other type as Content-Disposition: attachment, GET and HEAD', async () => {
+      const cases: [string, Buffer, 'inline' | 'attachment'][] = [
+        ['image/png', PNG_BYTES, 'inline'],
+        ['image/jpeg', JPEG_BYTES, 'inline'],
+        ['application/pdf', PDF_BYTES, 'inline'],
+        ['application/xhtml+xml', Buffer.from('<html><script>alert(1)</script></html>'), 'attachment'],
+        ['application/xml', Buffer.from('<x/>'), 'attachment'],
+        ['text/plain', Buffer.from('note'), 'attachment'],
+        ['application/octet-stream', Buffer.from([0, 1, 2]), 'attachment'],
+      ];
+      // A type a site may add to its mime_type list; the seed does not have it.
+      await app.db.insertInto('mime_type').values({ mime_type: 'application/xhtml+xml' }).execute();
+      for (const [mimeType, bytes, disposition] of cases) {
+        const id = await createAttachment(app.db, { mime_type: mimeType, blob_data: bytes });
+        for (const method of ['GET', 'HEAD']) {
+          const response = await get(`id=${id}`, {}, method);
+          assert.equal(response.status, 200, `${mimeType} ${method}`);
+          assert.equal(response.headers.get('content-disposition'), disposition, `${mimeType} ${method}`);
+          await response.body?.cancel();
+        }
+      }
+      // A type asked for with `mime` is judged the same way as a stored one.
+      const asXml = await get(`id=${pngId}&mime=application/xml`);
+      assert.equal(asXml.headers.get('content-type'), 'application/xml');
+      assert.equal(asXml.headers.get('content-disposition'), 'attachment');
+      await asXml.body?.cancel();
+    });
 
     it('sends the stored bytes with the contract headers and a strong ETag', async () => {
       const response = await get(`id=${pngId}`);

@@ -17,8 +17,9 @@ import {
   TEXT_PAYLOAD_TYPES,
   buildFormObject,
   decodeUtf8,
+  hasNulCharacter,
+  nulCharacterMessage,
   parseUrlEncoded,
-  sniffMimeType,
 } from './content-type.ts';
 import type { AttachmentRowInput, QueuedRequestRows, RequestTypeRoute } from './intake.queries.ts';
 import { insertQueuedRequestInOneStatement } from './intake.queries.postgres.ts';
@@ -58,6 +59,8 @@ export type MultipartPart =
       readonly name: string | undefined;
       readonly fileName: string;
       readonly mimeType: string | undefined;
+      /** The type the bytes prove (the shared content sniffer), when any. */
+      readonly sniffedType: string | undefined;
       readonly bytes: Buffer;
     }
   | { readonly kind: 'field'; readonly name: string | undefined; readonly value: string };
@@ -301,6 +304,10 @@ function readRequestType(
     errors.add('request_type', 'Request Type must be a string.');
     return undefined;
   }
+  if (hasNulCharacter(value)) {
+    errors.add('request_type', nulCharacterMessage('Request Type'));
+    return undefined;
+  }
   if (value.length > MAX_REQUEST_TYPE) {
     errors.add('request_type', `Request Type is too long (maximum is ${MAX_REQUEST_TYPE} characters).`);
     return undefined;
@@ -318,6 +325,10 @@ function readSystemMessage(
   if (value === undefined) return '';
   if (typeof value !== 'string') {
     errors.add('system_message', 'System Message must be a string.');
+    return undefined;
+  }
+  if (hasNulCharacter(value)) {
+    errors.add('system_message', nulCharacterMessage('System Message'));
     return undefined;
   }
   if (value.length > MAX_SYSTEM_MESSAGE) {
@@ -404,6 +415,7 @@ function readRaw(type: string, bytes: Buffer, errors: FieldErrors): Payload {
   if (TEXT_PAYLOAD_TYPES.has(type)) {
     text = decodeUtf8(bytes);
     if (text === undefined) errors.add('data', 'Invalid text encoding.');
+    else if (hasNulCharacter(text)) errors.add('data', nulCharacterMessage('Text data'));
   }
   return {
     rows: [payloadRow('REQUEST_BLOB', type, bytes, text, null)],
@@ -467,7 +479,7 @@ function readMultipart(parts: readonly MultipartPart[], errors: FieldErrors): Pa
     const declared = part.mimeType;
     const mimeType =
       declared === undefined || declared === 'application/octet-stream' || declared === 'text/plain'
-        ? (sniffMimeType(part.bytes) ?? declared ?? 'application/octet-stream')
+        ? (part.sniffedType ?? declared ?? 'application/octet-stream')
         : declared;
     rows.push(
       payloadRow(mnemonic, mimeType, part.bytes, undefined, part.fileName === '' ? null : part.fileName),
