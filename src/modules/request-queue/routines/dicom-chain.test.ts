@@ -81,7 +81,7 @@ forEachDialect((dialect) => {
     before(async () => {
       app = await startTestApp(dialect);
       user = await createUser(app.db);
-      engine = createQueueEngine({ database: app.database, files: app.files, config: app.config });
+      engine = createQueueEngine({ database: app.database, config: app.config });
     });
     after(async () => {
       await closeDicomPools();

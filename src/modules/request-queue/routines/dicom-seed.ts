@@ -9,7 +9,7 @@
 import type { DicomSummary } from '../../dicom/index.ts';
 import { DicomError, readDicomFile } from '../../dicom/index.ts';
 import { PermanentRoutineError, defineRoutine } from './catalog.ts';
-import { findDicomPayload, readPayloadBytes } from './payloads.ts';
+import { findDicomPayload, readPayloadBytes } from '../../attachment-data/index.ts';
 
 export const dicomSeedRoutine = defineRoutine<DicomSummary>({
   name: 'DICOM_SEED',

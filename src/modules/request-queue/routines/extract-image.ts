@@ -21,7 +21,7 @@ import { PermanentRoutineError, defineRoutine } from './catalog.ts';
 import type { ExtractedAttachment } from './extracted-attachments.ts';
 import { writeExtractedAttachment } from './extracted-attachments.ts';
 import { makeThumbnails } from './make-thumbnails.ts';
-import { findDicomPayload, readPayloadBytes } from './payloads.ts';
+import { findDicomPayload, readPayloadBytes } from '../../attachment-data/index.ts';
 
 interface Extracted {
   readonly attachments: readonly ExtractedAttachment[];
@@ -73,7 +73,7 @@ export const extractImageRoutine = defineRoutine<Extracted>({
   run: async (ctx, { attachments, extraction }) => {
     const syntax = describeTransferSyntax(extraction.transferSyntaxUid);
     for (const attachment of attachments) {
-      const id = await writeExtractedAttachment(ctx.trx, ctx.routine.request_id, attachment, ctx.now());
+      const id = await writeExtractedAttachment(ctx, attachment);
       ctx.log(
         `attachment_data ${id}: ${attachment.mnemonic} ${attachment.mimeType}${attachment.thumbnails ? ' with thumbnails' : ''}`,
       );
