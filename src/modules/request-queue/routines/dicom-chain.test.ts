@@ -117,12 +117,14 @@ forEachDialect((dialect) => {
       return executions.at(-1)?.log_text ?? '';
     }
 
-    async function statusOf(requestId: number): Promise<{ status: string }> {
+    async function statusOf(
+      requestId: number,
+    ): Promise<{ status: string; routines: { routine_name: string; execution_log: string | null }[] }> {
       const response = await app.request(`${STATUS_PATH}?request_id=${requestId}`, {
         headers: { authorization: user.authorization },
       });
       assert.equal(response.status, 200);
-      return (await response.json()) as { status: string };
+      return (await response.json()) as Awaited<ReturnType<typeof statusOf>>;
     }
 
     it(
@@ -188,7 +190,12 @@ forEachDialect((dialect) => {
         assert.deepEqual(await drain(), ['DICOM_SEED:FAILED']);
         const [seed] = await routinesOf(app.db, requestId);
         assert.equal(seed!.try_count, 1);
-        assert.equal((await statusOf(requestId)).status, 'FAILED');
+        const status = await statusOf(requestId);
+        assert.equal(status.status, 'FAILED');
+        assert.match(
+          status.routines[0]!.execution_log ?? '',
+          /Not a readable DICOM file \(element-past-end\)/,
+        );
         const log = await lastLog(requestId, 'DICOM_SEED');
         assert.match(log, /FAILED: Not a readable DICOM file \(element-past-end\)/);
         assert.match(log, /\(7FE0,0010\) at byte \d+ declares 8192 bytes, but only \d+ remain/);
