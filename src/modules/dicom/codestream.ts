@@ -71,12 +71,14 @@ function readJpeg2000Size(bytes: Uint8Array): FrameSize | undefined {
 }
 
 /**
- * Whether a baseline JPEG frame holds RGB samples that libjpeg would take for YCbCr: it has neither a
- * JFIF nor an Adobe marker, and its component ids are neither 1,2,3 (JFIF's YCbCr, which libjpeg
- * assumes) nor 'R','G','B'. Such a frame's colour space is the data set's Photometric Interpretation.
+ * The colour space a baseline JPEG frame declares: an Adobe marker's transform (0 RGB, else YCbCr), a
+ * JFIF marker (YCbCr), else its component ids (1,2,3: YCbCr as JFIF; 'R','G','B': RGB). `unknown` when
+ * none says, which libjpeg decodes as YCbCr; undefined for what is not a three-component JPEG.
  */
-export function isUnmarkedJpeg(frame: Uint8Array): boolean {
-  if (frame.length < 4 || frame[0] !== 0xff || frame[1] !== 0xd8) return false;
+export function jpegColourOf(frame: Uint8Array): 'ycbcr' | 'rgb' | 'unknown' | undefined {
+  if (frame.length < 4 || frame[0] !== 0xff || frame[1] !== 0xd8) return undefined;
+  let isJfif = false;
+  let adobeTransform: number | undefined;
   let pos = 2;
   while (pos + 4 <= frame.length && frame[pos] === 0xff) {
     const marker = frame[pos + 1]!;
@@ -86,15 +88,18 @@ export function isUnmarkedJpeg(frame: Uint8Array): boolean {
       frame.byteOffset + pos + 4,
       Math.min(5, frame.length - pos - 4),
     ).toString('latin1');
-    if ((marker === 0xe0 && tag.startsWith('JFIF')) || (marker === 0xee && tag === 'Adobe')) return false;
+    if (marker === 0xe0 && tag.startsWith('JFIF')) isJfif = true;
+    if (marker === 0xee && tag === 'Adobe' && pos + 15 < frame.length) adobeTransform = frame[pos + 15];
     if (marker === 0xc0 || marker === 0xc1) {
-      if (pos + 10 + 3 * 3 > frame.length || frame[pos + 9] !== 3) return false;
+      if (pos + 10 + 3 * 3 > frame.length || frame[pos + 9] !== 3) return undefined;
+      if (adobeTransform !== undefined) return adobeTransform === 0 ? 'rgb' : 'ycbcr';
+      if (isJfif) return 'ycbcr';
       const ids = [frame[pos + 10], frame[pos + 13], frame[pos + 16]].join();
-      return ids !== '1,2,3' && ids !== '82,71,66';
+      return ids === '1,2,3' ? 'ycbcr' : ids === '82,71,66' ? 'rgb' : 'unknown';
     }
     pos += 2 + length;
   }
-  return false;
+  return undefined;
 }
 
 /** `frame` with an Adobe APP14 marker (transform 0: RGB, no colour transform) after its SOI. */

@@ -2,7 +2,8 @@
  * The DICOM module's calls, on the main thread: each hands the file to the decoding threads
  * (`dicom-pool.ts`, one pool per process and settings, created on first use) and, for extraction,
  * encodes the rendered frames with `sharp` (on libuv's thread pool): PNG for a lossless source, JPEG for
- * a lossy one (a lossy transfer syntax, or Lossy Image Compression "01").
+ * a lossy one (a lossy transfer syntax, or Lossy Image Compression "01"); colour baseline JPEG frames
+ * that need no rendering are kept as the file holds them.
  */
 import { availableParallelism } from 'node:os';
 import sharp from 'sharp';
@@ -24,7 +25,8 @@ export interface ExtractedImage {
   readonly frameNumber: number;
   readonly mimeType: 'image/png' | 'image/jpeg';
   readonly bytes: Buffer;
-  readonly raw: RawImage;
+  /** The decoded pixels; absent for a baseline JPEG frame stored as the file holds it (make thumbnails from `bytes`). */
+  readonly raw?: RawImage;
 }
 
 export type DicomExtraction =
@@ -107,6 +109,11 @@ export async function extractDicomImages(bytes: Uint8Array, config: Config): Pro
   }
   const images: ExtractedImage[] = [];
   for (const frame of extraction.frames) {
+    if ('jpeg' in frame) {
+      const jpeg = Buffer.from(frame.jpeg.buffer, frame.jpeg.byteOffset, frame.jpeg.byteLength);
+      images.push({ frameNumber: frame.frameNumber, mimeType: 'image/jpeg', bytes: jpeg });
+      continue;
+    }
     const raw = rawOf(frame);
     const input = sharp(raw.pixels, {
       raw: { width: raw.width, height: raw.height, channels: raw.channels },

@@ -16,7 +16,9 @@ async function run(job: DicomJob): Promise<DicomJobResult> {
 
 function transferListOf(result: DicomJobResult): ArrayBuffer[] {
   const extraction = result.extraction;
-  if (extraction?.kind === 'images') return extraction.frames.map((f) => f.pixels.buffer as ArrayBuffer);
+  if (extraction?.kind === 'images') {
+    return extraction.frames.map((f) => ('jpeg' in f ? f.jpeg.buffer : f.pixels.buffer) as ArrayBuffer);
+  }
   if (extraction?.kind === 'pdf') {
     return [
       extraction.pdf.buffer as ArrayBuffer,

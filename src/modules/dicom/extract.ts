@@ -17,7 +17,7 @@
 import { createRequire } from 'node:module';
 import type * as Imaging from 'dcmjs-imaging';
 import { fileURLToPath } from 'node:url';
-import { codestreamFamilyOf, isUnmarkedJpeg, readFrameSize, withAdobeRgbMarker } from './codestream.ts';
+import { codestreamFamilyOf, jpegColourOf, readFrameSize, withAdobeRgbMarker } from './codestream.ts';
 import type { DicomHeader } from './dicom-header.ts';
 import { readDicomHeader } from './dicom-header.ts';
 import { DicomError } from './dicom-error.ts';
@@ -57,13 +57,21 @@ export interface RenderedFrame {
   readonly pixels: Uint8Array;
 }
 
+/** A baseline JPEG frame kept as the file holds it (see {@link jpegPassThrough}). */
+export interface JpegFrame {
+  readonly frameNumber: number;
+  readonly width: number;
+  readonly height: number;
+  readonly jpeg: Uint8Array;
+}
+
 export type Extraction =
   | {
       readonly kind: 'images';
       readonly transferSyntaxUid: string;
       readonly isLossy: boolean;
       readonly numberOfFrames: number;
-      readonly frames: readonly RenderedFrame[];
+      readonly frames: readonly (RenderedFrame | JpegFrame)[];
     }
   | {
       readonly kind: 'pdf';
@@ -145,6 +153,22 @@ export async function extractDicom(
       message: `${geometry.bitsAllocated}-bit colour (${photometric}) cannot be rendered`,
     };
   }
+  const isLossy = scan.transferSyntax.isLossy || readText(scan, TAG.LossyImageCompression) === '01';
+  const jpegs = jpegPassThrough(scan, geometry, photometric, frameIndexes);
+  if (jpegs !== undefined) {
+    return {
+      kind: 'images',
+      transferSyntaxUid,
+      isLossy,
+      numberOfFrames: geometry.numberOfFrames,
+      frames: jpegs.map((jpeg, i) => ({
+        frameNumber: frameIndexes[i]! + 1,
+        width: geometry.columns,
+        height: geometry.rows,
+        jpeg,
+      })),
+    };
+  }
   await initialiseDecoders();
   const image = await openImage(bytes, transferSyntaxUid, geometry.samplesPerPixel);
   if (photometric === 'RGB' && /^1\.2\.840\.10008\.1\.2\.4\.5[01]$/.test(transferSyntaxUid))
@@ -178,13 +202,41 @@ export async function extractDicom(
       ...compact(rgba, isGrey),
     });
   }
-  return {
-    kind: 'images',
-    transferSyntaxUid,
-    isLossy: scan.transferSyntax.isLossy || readText(scan, TAG.LossyImageCompression) === '01',
-    numberOfFrames: geometry.numberOfFrames,
-    frames,
-  };
+  return { kind: 'images', transferSyntaxUid, isLossy, numberOfFrames: geometry.numberOfFrames, frames };
+}
+
+const JPEG_BASELINE = '1.2.840.10008.1.2.4.50';
+
+/**
+ * The frames' own JPEG codestreams, when they can be stored as they are: an 8-bit colour baseline JPEG
+ * whose every frame is one fragment, a whole JPEG (SOI to EOI) that declares YCbCr as any JPEG reader
+ * assumes, with no overlay to burn in. Rendering would decode and re-encode them: slower, and a second
+ * lossy step. The main thread's thumbnails decode each one, so a corrupt frame still fails.
+ */
+function jpegPassThrough(
+  scan: Part10Scan,
+  geometry: Geometry,
+  photometric: string,
+  frameIndexes: readonly number[],
+): Uint8Array[] | undefined {
+  const pixelData = scan.pixelData;
+  if (scan.transferSyntax.uid !== JPEG_BASELINE || pixelData?.isEncapsulated !== true) return undefined;
+  if (geometry.samplesPerPixel !== 3 || geometry.bitsAllocated !== 8 || scan.hasOverlays) return undefined;
+  if (!['YBR_FULL_422', 'YBR_FULL', 'RGB'].includes(photometric)) return undefined;
+  const fragments = pixelData.fragments.slice(1);
+  if (fragments.length !== geometry.numberOfFrames) return undefined;
+  const jpegs: Uint8Array[] = [];
+  for (const index of frameIndexes) {
+    const fragment = fragments[index]!;
+    let end = fragment.offset + fragment.length;
+    // A fragment is padded to an even length.
+    if (scan.bytes[end - 1] === 0) end -= 1;
+    const jpeg = scan.bytes.subarray(fragment.offset, end);
+    const isWhole = jpeg.length > 4 && jpeg[jpeg.length - 2] === 0xff && jpeg[jpeg.length - 1] === 0xd9;
+    if (!isWhole || jpegColourOf(jpeg) !== 'ycbcr') return undefined;
+    jpegs.push(jpeg.slice());
+  }
+  return jpegs;
 }
 
 const RLE_LOSSLESS = '1.2.840.10008.1.2.5';
@@ -206,8 +258,9 @@ async function openImage(bytes: Uint8Array, transferSyntaxUid: string, samplesPe
 }
 
 /**
- * Marks the unmarked RGB frames of a baseline JPEG image (see {@link isUnmarkedJpeg}) so that the
- * decoder does not convert them from YCbCr, as the data set's RGB Photometric Interpretation says.
+ * Marks the baseline JPEG frames whose colour space nothing declares ({@link jpegColourOf} `unknown`) as
+ * RGB, as the data set's RGB Photometric Interpretation says, so that the decoder does not convert them
+ * from YCbCr (libjpeg's guess).
  */
 function markRgbJpegFrames(image: Imaging.DicomImage): void {
   const frames = image.getElement('PixelData') as unknown;
@@ -215,7 +268,7 @@ function markRgbJpegFrames(image: Imaging.DicomImage): void {
   image.setElement(
     'PixelData',
     frames.map((frame: unknown) => {
-      if (!(frame instanceof ArrayBuffer) || !isUnmarkedJpeg(new Uint8Array(frame))) return frame;
+      if (!(frame instanceof ArrayBuffer) || jpegColourOf(new Uint8Array(frame)) !== 'unknown') return frame;
       return copyToArrayBuffer(withAdobeRgbMarker(new Uint8Array(frame)));
     }) as never,
   );

@@ -41,6 +41,8 @@ export interface Part10Scan {
   readonly bytes: Uint8Array;
   readonly isLittleEndian: boolean;
   readonly elementCount: number;
+  /** The data set has overlay data (60xx,3000) at the top level. */
+  readonly hasOverlays: boolean;
   /** Where the top-level elements of {@link RECORDED_TAGS} are. */
   readonly elements: ReadonlyMap<number, ElementRef>;
   /** The top-level Pixel Data: its value (native), or its fragments, the offset table first (encapsulated). */
@@ -206,12 +208,13 @@ function walkDataSet(
   bytes: Uint8Array,
   start: number,
   options: WalkOptions,
-): Pick<Part10Scan, 'elementCount' | 'elements' | 'pixelData'> {
+): Pick<Part10Scan, 'elementCount' | 'elements' | 'pixelData' | 'hasOverlays'> {
   const { limits } = options;
   const fileEnd = bytes.length;
   const stack: Container[] = [];
   const elements = new Map<number, ElementRef>();
   let pixelData: Part10Scan['pixelData'];
+  let hasOverlays = false;
   let fragments: ElementRef[] | undefined;
   let depth = 0;
   let count = options.elementCount;
@@ -362,6 +365,7 @@ function walkDataSet(
     if (pos + length > end) throw pastEnd(tag, pos, length, end);
     if (top === undefined) {
       if (RECORDED_TAGS.has(tag)) elements.set(tag, { offset: pos, length });
+      if (tag >>> 16 >= 0x6000 && tag >>> 16 <= 0x601e && (tag & 0xffff) === 0x3000) hasOverlays = true;
       if (tag === TAG.PixelData) pixelData = { isEncapsulated: false, value: { offset: pos, length } };
     }
     const isSequence =
@@ -381,7 +385,7 @@ function walkDataSet(
     }
     pos += length;
   }
-  return { elementCount: count, elements, ...(pixelData === undefined ? {} : { pixelData }) };
+  return { elementCount: count, elements, hasOverlays, ...(pixelData === undefined ? {} : { pixelData }) };
 }
 
 // --- reading values of the recorded elements ---------------------------------------------------------

@@ -181,6 +181,28 @@ forEachDialect((dialect) => {
     );
 
     it(
+      'keeps a colour baseline JPEG frame as the file holds it, with thumbnails',
+      { skip: corpus === undefined ? CORPUS_SKIP_MESSAGE : false },
+      async () => {
+        const bytes = await readFile(path.join(corpus!, 'SC_rgb_jpeg_dcmtk.dcm'));
+        const requestId = await addDicom(bytes);
+        // The file names no date of birth: the chain stops at the patient match, the image is stored.
+        assert.deepEqual(await drain(), [
+          'DICOM_SEED:COMPLETE',
+          'EXTRACT_IMAGE:COMPLETE',
+          'PATIENT_MATCH:FAILED',
+        ]);
+        const image = (await attachmentsByMnemonic(app.db, requestId)).get('DICOM_IMAGE_1');
+        assert.ok(image?.blob_data);
+        assert.equal(image.mime_type, 'image/jpeg');
+        assert.ok(bytes.includes(image.blob_data), 'the JPEG is the frame from the file, not re-encoded');
+        const meta = await sharp(image.blob_data).metadata();
+        assert.deepEqual([meta.format, meta.width, meta.height], ['jpeg', 100, 100]);
+        assert.ok(image.thumbnail_small_blob && image.thumbnail_medium_blob && image.thumbnail_large_blob);
+      },
+    );
+
+    it(
       "fails a truncated file permanently with the reader's cause in the log and the status",
       {
         skip: corpus === undefined ? CORPUS_SKIP_MESSAGE : false,
