@@ -4,8 +4,8 @@
  * would need one parameter per value, is capped at 65,535 of them and costs more to parse).
  */
 import { sql } from 'kysely';
-import type { BulkInserter } from './bulk-insert.ts';
-import { BULK_COLUMNS } from './bulk-insert.ts';
+import type { BulkInserter } from './bulk-columns.ts';
+import { BULK_COLUMNS } from './bulk-columns.ts';
 
 export function createPostgresBulkInserter(): BulkInserter {
   return {

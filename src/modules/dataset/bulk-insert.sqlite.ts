@@ -6,8 +6,8 @@
 import type { Kysely } from 'kysely';
 import { CompiledQuery } from 'kysely';
 import type { DB } from '../../db/schema.ts';
-import type { BulkInserter, BulkTable } from './bulk-insert.ts';
-import { BULK_COLUMNS } from './bulk-insert.ts';
+import type { BulkInserter, BulkTable } from './bulk-columns.ts';
+import { BULK_COLUMNS } from './bulk-columns.ts';
 
 // Under SQLite's bound-parameter limit (32,766).
 const MAX_PARAMETERS = 30_000;
