@@ -1,6 +1,6 @@
 /**
- * The OpenAPI 3.1 document of the service (issue 7 item 4), served at `GET /api/v1/openapi.json`, and its
- * HTML rendering at `GET /docs`. Both are public: they describe the API and hold no data.
+ * The OpenAPI 3.1 document of the service, served at `GET /api/v1/openapi.json`, and its HTML rendering
+ * at `GET /docs`. Both are public: they describe the API and hold no data.
  *
  * The document is generated, not written by hand, so that it cannot drift from the routes:
  * - an `onRoute` hook collects every route (method, URL, schema, config, hooks) as it is registered;

@@ -296,9 +296,9 @@ export async function readAttachmentChunk(
  * text, one row per 64 KiB piece. One row per piece, not one for the whole chunk: `pg` gathers each
  * protocol message whole in a buffer that it grows by doubling (and re-copies) as socket reads of
  * 64 KiB arrive, so a 1 MiB message costs several copies and 2 MiB of short-lived buffers, 64 KiB
- * ones about one copy (measured: 1 MiB as one row costs about twice the CPU of 16 rows). `substr` of
- * an uncompressed out-of-line value reads only the slices it needs. No `order by`: each row says where
- * its piece goes (sorting 1 MiB of rows cost PostgreSQL more than the read itself).
+ * ones about one copy. `substr` of an uncompressed out-of-line value reads only the slices it needs.
+ * No `order by`: each row says where its piece goes, and sorting a chunk's rows would cost PostgreSQL
+ * more than reading them.
  */
 async function readChunkByCopy(
   db: Kysely<DB>,
