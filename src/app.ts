@@ -68,7 +68,7 @@ export async function buildApp(deps: AppDeps, options: BuildAppOptions = {}): Pr
   // Before any route: the OpenAPI collector and the request metrics hook see every route registered after.
   const moduleOptions: ModuleOptions = { deps, basicAuth: markGuards(createBasicAuthGuard(deps)) };
   installOpenApi(app);
-  installMetrics(app, deps, moduleOptions.basicAuth, [registerQueueGauges]);
+  await installMetrics(app, deps, moduleOptions.basicAuth, [registerQueueGauges]);
 
   app.get('/healthz', async () => ({ status: 'ok' }));
   app.get('/readyz', async (_request, reply) => {

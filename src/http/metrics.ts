@@ -10,7 +10,8 @@
  * - At scrape time, by collectors: the families of the modules handed in (the queue's, read from the
  *   database), PostgreSQL pool use, heavy-request gate, process memory, event-loop delay and start time.
  *
- * `METRICS=off` (default) registers nothing, so the hot path pays nothing. `on` is open unless
+ * `METRICS=off` (default) registers nothing and does not load prom-client, so neither the start nor the
+ * hot path pays for it. `on` is open unless
  * `METRICS_TOKEN` is set, which then requires `Authorization: Bearer <token>`; `basic` requires Basic
  * credentials of a user holding `OprnApi` (the one guard), or the bearer token when one is set.
  */
@@ -24,7 +25,8 @@ import type {
   RouteOptions,
   onResponseHookHandler,
 } from 'fastify';
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type * as PromClient from 'prom-client';
+import type { Registry } from 'prom-client';
 import type { AppDeps } from '../deps.ts';
 import { AppError, DEFAULT_MESSAGES } from '../errors.ts';
 import type { BasicAuthGuard } from './basic-auth.ts';
@@ -38,7 +40,7 @@ declare module 'fastify' {
 }
 
 export const METRICS_URL = '/metrics';
-export const EXPOSITION_CONTENT_TYPE = Registry.PROMETHEUS_CONTENT_TYPE;
+export const EXPOSITION_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
 
 /** Upper bounds of the latency histogram, in seconds. */
 export const DURATION_BUCKETS_SECONDS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10] as const;
@@ -50,7 +52,14 @@ const LOOP_RESOLUTION_MS = 20;
 const KNOWN_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS']);
 
 /** Registers the collectors of one module's families (such as the queue's) on the app's registry. */
-export type RegisterGauges = (registry: Registry, deps: AppDeps, log: FastifyBaseLogger) => void;
+export type RegisterGauges = (
+  registry: Registry,
+  deps: AppDeps,
+  log: FastifyBaseLogger,
+) => void | Promise<void>;
+
+/** prom-client, loaded only when metrics are on (its import costs more than the rest of the app start). */
+type Client = typeof PromClient;
 
 type RequestLabel = 'method' | 'route' | 'status';
 
@@ -70,7 +79,7 @@ interface RouteSeries {
 }
 
 /** The request counter and latency histogram of one app. */
-function createRequestMetrics(registry: Registry) {
+function createRequestMetrics({ Counter, Histogram }: Client, registry: Registry) {
   const requests = new Counter<RequestLabel>({
     name: 'http_requests_total',
     help: 'HTTP requests answered, by method, route pattern and status.',
@@ -114,25 +123,25 @@ function createRequestMetrics(registry: Registry) {
   };
 }
 
-/** A gauge without labels whose value is read at scrape time. */
-function scrapedGauge(registry: Registry, name: string, help: string, read: () => number): void {
-  new Gauge({
-    name,
-    help,
-    registers: [registry],
-    collect() {
-      this.set(read());
-    },
-  });
-}
-
 /** Pool, heavy-request gate, process memory, event-loop delay and start time. */
 function registerProcessGauges(
+  { Gauge }: Client,
   app: FastifyInstance,
   deps: AppDeps,
   registry: Registry,
   loopDelay: ReturnType<typeof monitorEventLoopDelay>,
 ): void {
+  /** A gauge without labels whose value is read at scrape time. */
+  const scraped = (name: string, help: string, read: () => number) =>
+    new Gauge({
+      name,
+      help,
+      registers: [registry],
+      collect() {
+        this.set(read());
+      },
+    });
+
   const pool = deps.database.pool;
   if (pool !== undefined) {
     new Gauge({
@@ -146,30 +155,18 @@ function registerProcessGauges(
         this.set({ state: 'in_use' }, pool.totalCount - pool.idleCount);
       },
     });
-    scrapedGauge(registry, 'db_pool_waiting_clients', 'Queries waiting for a pool connection.', () => {
-      return pool.waitingCount;
-    });
+    scraped('db_pool_waiting_clients', 'Queries waiting for a pool connection.', () => pool.waitingCount);
   }
   const gate = app.heavyGate;
   if (gate !== undefined) {
-    scrapedGauge(registry, 'heavy_requests_active', 'Heavy requests holding a slot.', () => gate.active);
-    scrapedGauge(registry, 'heavy_requests_waiting', 'Heavy requests waiting for a slot.', () => {
-      return gate.waiting;
-    });
+    scraped('heavy_requests_active', 'Heavy requests holding a slot.', () => gate.active);
+    scraped('heavy_requests_waiting', 'Heavy requests waiting for a slot.', () => gate.waiting);
   }
 
-  scrapedGauge(registry, 'process_resident_memory_bytes', 'Resident set size.', () =>
-    process.memoryUsage.rss(),
-  );
-  scrapedGauge(registry, 'nodejs_heap_used_bytes', 'V8 heap used.', () => process.memoryUsage().heapUsed);
-  scrapedGauge(
-    registry,
-    'nodejs_heap_total_bytes',
-    'V8 heap allocated.',
-    () => process.memoryUsage().heapTotal,
-  );
-  scrapedGauge(
-    registry,
+  scraped('process_resident_memory_bytes', 'Resident set size.', () => process.memoryUsage.rss());
+  scraped('nodejs_heap_used_bytes', 'V8 heap used.', () => process.memoryUsage().heapUsed);
+  scraped('nodejs_heap_total_bytes', 'V8 heap allocated.', () => process.memoryUsage().heapTotal);
+  scraped(
     'nodejs_external_memory_bytes',
     'Memory of C++ objects bound to JS (Buffers).',
     () => process.memoryUsage().external,
@@ -226,27 +223,28 @@ function unauthorizedBearer(): AppError {
 /**
  * Installs the request hooks and the `/metrics` route on the root `app` (before any other route is
  * registered, so that the `onRoute` hook sees them all), with the families of `moduleGauges`. Does
- * nothing when `METRICS=off`.
+ * nothing, and loads nothing, when `METRICS=off`.
  */
-export function installMetrics(
+export async function installMetrics(
   app: FastifyInstance,
   deps: AppDeps,
   basicAuth: BasicAuthGuard,
   moduleGauges: readonly RegisterGauges[] = [],
-): void {
+): Promise<void> {
   const { metrics: mode, metricsToken } = deps.config;
   if (mode === 'off') return;
-  const registry = new Registry();
-  const requests = createRequestMetrics(registry);
+  const client = await import('prom-client');
+  const registry = new client.Registry();
+  const requests = createRequestMetrics(client, registry);
   const unmatched = requests.seriesOf('unmatched');
-  for (const register of moduleGauges) register(registry, deps, app.log);
+  for (const register of moduleGauges) await register(registry, deps, app.log);
   const loopDelay = monitorEventLoopDelay({ resolution: LOOP_RESOLUTION_MS });
   loopDelay.enable();
   app.addHook('onClose', (_instance, done) => {
     loopDelay.disable();
     done();
   });
-  registerProcessGauges(app, deps, registry, loopDelay);
+  registerProcessGauges(client, app, deps, registry, loopDelay);
 
   // Each route gets its own onResponse hook holding its series: no lookup and no allocation per request
   // (`request.routeOptions` builds a new object on every read). Routes registered before this call are

@@ -8,7 +8,6 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
 import { sql } from 'kysely';
 import type { Registry } from 'prom-client';
-import { Counter, Gauge } from 'prom-client';
 import type { DB } from '../../db/schema.ts';
 import type { AppDeps } from '../../deps.ts';
 
@@ -46,12 +45,16 @@ export async function readQueueGauges(db: Kysely<DB>): Promise<QueueGauges> {
   };
 }
 
-/** Registers the queue's collectors on `registry`; a failed read is logged by error class only. */
-export function registerQueueGauges(
+/**
+ * Registers the queue's collectors on `registry`; a failed read is logged by error class only. prom-client
+ * is loaded here, when metrics are on, rather than with the module.
+ */
+export async function registerQueueGauges(
   registry: Registry,
   deps: Pick<AppDeps, 'database'>,
   log: Pick<FastifyBaseLogger, 'warn'>,
-): void {
+): Promise<void> {
+  const { Counter, Gauge } = await import('prom-client');
   const db = deps.database.db;
   let reading: Promise<QueueGauges | undefined> | undefined;
   // Every collector of a scrape starts before any read settles, so they share this one.
