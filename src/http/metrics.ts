@@ -11,9 +11,9 @@
  *   database), PostgreSQL pool use, heavy-request gate, process memory, event-loop delay and start time.
  *
  * `METRICS=off` (default) registers nothing and does not load prom-client, so neither the start nor the
- * hot path pays for it. `on` is open unless
- * `METRICS_TOKEN` is set, which then requires `Authorization: Bearer <token>`; `basic` requires Basic
- * credentials of a user holding `OprnApi` (the one guard), or the bearer token when one is set.
+ * hot path pays for it. `on` is open unless `METRICS_TOKEN` is set, which then requires
+ * `Authorization: Bearer <token>`; `basic` requires Basic credentials of a user holding `OprnApi` (the
+ * one guard), or the bearer token when one is set.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
