@@ -5,7 +5,8 @@ import { sql } from 'kysely';
 import type { TestDatabase } from '../../test/harness.ts';
 import { DIALECTS, createTestDatabase } from '../../test/harness.ts';
 import { until } from '../../test/until.ts';
-import { castBoundLimits, sessionOptions } from './database.ts';
+import { sessionOptions } from './dialects/postgres.ts';
+import { castBoundLimits } from './dialects/sqlite.ts';
 
 // SQLite runs with `synchronous = NORMAL` and makes every commit durable itself with an fdatasync of the
 // WAL off the event loop (database.ts). These tests pin down when that flush happens: after every

@@ -142,20 +142,27 @@ function registerProcessGauges(
       },
     });
 
-  const pool = deps.database.pool;
-  if (pool !== undefined) {
+  // Read at every scrape; a database without a pool (embedded) has none of these families.
+  const poolStats = () => deps.database.dialect.poolStats();
+  if (poolStats() !== undefined) {
     new Gauge({
       name: 'db_pool_connections',
-      help: 'PostgreSQL pool connections, by state.',
+      help: 'Database pool connections, by state.',
       labelNames: ['state'] as const,
       registers: [registry],
       collect() {
-        this.set({ state: 'total' }, pool.totalCount);
-        this.set({ state: 'idle' }, pool.idleCount);
-        this.set({ state: 'in_use' }, pool.totalCount - pool.idleCount);
+        const pool = poolStats();
+        if (pool === undefined) return;
+        this.set({ state: 'total' }, pool.total);
+        this.set({ state: 'idle' }, pool.idle);
+        this.set({ state: 'in_use' }, pool.total - pool.idle);
       },
     });
-    scraped('db_pool_waiting_clients', 'Queries waiting for a pool connection.', () => pool.waitingCount);
+    scraped(
+      'db_pool_waiting_clients',
+      'Queries waiting for a pool connection.',
+      () => poolStats()?.waiting ?? 0,
+    );
   }
   const gate = app.heavyGate;
   if (gate !== undefined) {

@@ -1,12 +1,9 @@
 /**
- * The SQL of patient search, written once for both dialects. Two expressions differ and are chosen here
- * by dialect rather than in a file pair, because they are single expressions:
- * - name keys are `lower(column)` on SQLite (BINARY collation, byte order) and `lower(column) COLLATE "C"`
- *   on PostgreSQL, so that a prefix is an index range in code-point order whatever the database's default
- *   collation is (migration 0003 builds the matching PostgreSQL indexes);
- * - the numeric value of an identifier (the original's `value*1`): SQLite's CAST reads the leading
- *   digits, PostgreSQL needs a regular expression.
- * On PostgreSQL the statement runs as a named prepared statement (see `run`). Every value from the
+ * The SQL of patient search, written once for every dialect. What differs between engines comes from
+ * the database's dialect adapter (`database.dialect`): the name keys, on which a prefix is an index range
+ * in code-point order whatever the database's default collation is, and the prefix match on them; the
+ * case-folded identifier key; the numeric value of an identifier (the original's `value*1`). The
+ * statement runs prepared where the engine has named statements (see `run`). Every value from the
  * request is a bound parameter; ORDER BY comes from a closed list.
  *
  * A search is one statement: the page of patients (ordered, limited, using the indexes) as a derived
@@ -15,7 +12,7 @@
  */
 import type { Compilable, CompiledQuery, Expression, RawBuilder, SqlBool } from 'kysely';
 import { sql } from 'kysely';
-import { createShapeCache, runCompiled } from '../../db/compiled-queries.ts';
+import { runCompiled } from '../../db/compiled-queries.ts';
 import type { Database } from '../../db/database.ts';
 
 export interface PatientSearchRow {
@@ -86,15 +83,8 @@ const COLUMNS = [
 export function createPatientQueries(database: Database) {
   const { db, dialect } = database;
 
-  const nameKey = (column: 'c.last_name' | 'c.first_name'): RawBuilder<string> =>
-    dialect === 'postgres'
-      ? sql<string>`lower(${sql.ref(column)}) collate "C"`
-      : sql<string>`lower(${sql.ref(column)})`;
-
-  const numericValue = (column: string): RawBuilder<number> =>
-    dialect === 'postgres'
-      ? sql<number>`coalesce(substring(${sql.ref(column)} from '^[0-9]+')::numeric, 0)`
-      : sql<number>`cast(${sql.ref(column)} as integer)`;
+  const nameKey = (column: 'c.last_name' | 'c.first_name'): RawBuilder<string> => dialect.nameKey(column);
+  const numericValue = (column: string): RawBuilder<number> => dialect.leadingNumber(column);
 
   // Reference 4.6 recommendation: the smallest numeric value among the patient's live identifiers.
   const smallestIdentifier = sql<number>`(select min(${numericValue('k.value')}) from patient_identifier as k where k.patient_id = p.id and k.deleted = 0)`;
@@ -194,9 +184,7 @@ export function createPatientQueries(database: Database) {
   };
 
   const range = (key: RawBuilder<string>, prefix: PrefixRange): Expression<SqlBool> =>
-    prefix.high === undefined
-      ? sql<SqlBool>`${key} >= ${prefix.low}`
-      : sql<SqlBool>`${key} >= ${prefix.low} and ${key} < ${prefix.high}`;
+    dialect.namePrefixMatch(key, prefix.low, prefix.high);
 
   const byName = (criteria: NameCriteria, page: PageQuery) => {
     let query = basePage(page, 'name');
@@ -220,7 +208,7 @@ export function createPatientQueries(database: Database) {
               pairs.map((pair) =>
                 w.and([
                   w('pi.patient_identifier_type_id', '=', pair.typeId),
-                  w(sql<string>`lower(${sql.ref('pi.value')})`, '=', pair.value),
+                  w(dialect.foldedKey('pi.value'), '=', pair.value),
                 ]),
               ),
             ),
@@ -230,10 +218,9 @@ export function createPatientQueries(database: Database) {
       'identifier',
     );
 
-  const shapes = createShapeCache();
   /** Compiles the shape `key` with the bound values of `named` (see {@link boundValues}). */
   const compileShape = <V, R>(key: string, named: V, build: (slotted: V) => Compilable<R>) =>
-    shapes.compile(key, boundValues(named), (slots) => build(withSlots(named, slots)));
+    database.shapes.compile(key, boundValues(named), (slots) => build(withSlots(named, slots)));
   const pageKey = (page: PageQuery) =>
     `${page.sortColumn}|${page.isDescending}|${page.restrictTypeId !== undefined}`;
   /** The bound values of a page; its sort column and direction are part of the SQL text instead. */
@@ -246,7 +233,7 @@ export function createPatientQueries(database: Database) {
      */
     patientsByName(criteria: NameCriteria, page: PageQuery): CompiledQuery<PatientWithIdentifierRow> {
       const { lastName: last, firstName: first } = criteria;
-      const key = `name|${last === undefined ? 0 : last.high === undefined ? 1 : 2}|${first === undefined ? 0 : first.high === undefined ? 1 : 2}|${criteria.dob !== undefined}|${pageKey(page)}`;
+      const key = `patient:name|${last === undefined ? 0 : last.high === undefined ? 1 : 2}|${first === undefined ? 0 : first.high === undefined ? 1 : 2}|${criteria.dob !== undefined}|${pageKey(page)}`;
       return compileShape(key, { criteria, paging: paging(page) }, (bound) =>
         byName(bound.criteria, { ...page, ...bound.paging }),
       );
@@ -261,7 +248,7 @@ export function createPatientQueries(database: Database) {
       pairs: readonly IdentifierPair[],
       page: PageQuery,
     ): CompiledQuery<PatientWithIdentifierRow> {
-      const key = `identifier|${pairs.length}|${pageKey(page)}`;
+      const key = `patient:identifier|${pairs.length}|${pageKey(page)}`;
       return compileShape(key, { pairs, paging: paging(page) }, (bound) =>
         byIdentifier(bound.pairs, { ...page, ...bound.paging }),
       );

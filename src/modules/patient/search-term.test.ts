@@ -2,11 +2,9 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import {
   applyPad,
-  lowerLikeDatabase,
   matchIdentifier,
   parseDayMonthYear,
   parseSearchTerm,
-  prefixUpperBound,
   translatePcre,
 } from './search-term.ts';
 
@@ -137,19 +135,5 @@ describe('applyPad and matchIdentifier', () => {
     assert.equal(matchIdentifier('4505577104', global), '4505577104');
     assert.equal(matchIdentifier('12a', local), undefined);
     assert.equal(matchIdentifier('1234', { regex: undefined, pad: null }), undefined);
-  });
-});
-
-describe('prefixUpperBound and lowerLikeDatabase', () => {
-  it('increments the last code point', () => {
-    assert.equal(prefixUpperBound('smi'), 'smj');
-    assert.equal(prefixUpperBound('a\u{10ffff}'), 'b');
-    assert.equal(prefixUpperBound('\u{10ffff}'), undefined);
-    assert.equal(prefixUpperBound('a\ud7ff'), 'a\ue000');
-  });
-
-  it('folds ASCII only on SQLite, like its lower()', () => {
-    assert.equal(lowerLikeDatabase('SMITH Élodie', 'sqlite'), 'smith Élodie');
-    assert.equal(lowerLikeDatabase('SMITH Élodie', 'postgres'), 'smith élodie');
   });
 });

@@ -1,8 +1,9 @@
 /**
  * The patient search-term grammar (reference 4.1 to 4.4) as pure functions: protocol prefix, name
  * detection with an optional `dd/mm/yyyy` date, identifier normalisation (PCRE `validate_regex`,
- * printf-style `pad`), and the index keys a name prefix becomes. No I/O: the search service feeds these
- * with the reference data. How a result is shown (display values, age) is in `patient-display.ts`.
+ * printf-style `pad`). No I/O: the search service feeds these with the reference data. How a result is
+ * shown (display values, age) is in `patient-display.ts`; how a prefix becomes an index range is the
+ * database dialect's (`namePrefixBounds`).
  */
 
 /** Longest term accepted; anything longer is answered `[]` without touching the database. */
@@ -144,30 +145,4 @@ export function matchIdentifier(
   type.regex.lastIndex = 0;
   const match = type.regex.exec(applyPad(term, type.pad));
   return match === null ? undefined : match[0];
-}
-
-/**
- * The smallest string greater than every string that starts with `prefix`, in code-point order (which
- * is byte order for UTF-8 and the order of SQLite BINARY and PostgreSQL `COLLATE "C"`): a prefix search
- * becomes the index range `prefix <= x < prefixUpperBound(prefix)`. Undefined when no such bound exists
- * (a prefix made only of U+10FFFF): then only the lower bound applies.
- */
-export function prefixUpperBound(prefix: string): string | undefined {
-  const chars = Array.from(prefix);
-  while (chars.length > 0) {
-    const last = chars.pop()!.codePointAt(0)!;
-    if (last < 0x10ffff) {
-      const next = last + 1 === 0xd800 ? 0xe000 : last + 1;
-      return chars.join('') + String.fromCodePoint(next);
-    }
-  }
-  return undefined;
-}
-
-/**
- * Lower-cases like the database's `lower()`: SQLite's built-in lower() folds ASCII letters only, so the
- * search does the same there (a documented limit: non-ASCII names are case-sensitive on SQLite).
- */
-export function lowerLikeDatabase(text: string, dialect: 'sqlite' | 'postgres'): string {
-  return dialect === 'postgres' ? text.toLowerCase() : text.replace(/[A-Z]+/g, (s) => s.toLowerCase());
 }
