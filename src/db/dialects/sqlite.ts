@@ -170,6 +170,8 @@ function createSqliteAdapter(db: Kysely<DB>): DialectAdapter {
     foldedKey: (column) => sql<string>`lower(${sql.ref(column)})`,
     leadingNumber: (column) => sql<number>`cast(${sql.ref(column)} as integer)`,
     textAsBytes: (column) => sql<Buffer | null>`cast(${sql.ref(column)} as blob)`,
+    nextModifiedDate: (column, now) =>
+      sql<string>`max(${now}, coalesce(datetime(${sql.ref(column)}, '+1 second'), ''))`,
     lockRowsSkipLocked: (query) => query,
     lockRows: (query) => query,
     ...onConflict,

@@ -4,10 +4,10 @@
  * transaction. The 422 message holds one string per field, the first error of each field winning
  * (reference D53). No HTTP types here: the route hands over plain values.
  */
-import { createHash } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import type { Kysely } from 'kysely';
 import type { Config } from '../../config.ts';
+import { NON_PAYLOAD_MNEMONICS, contentHash } from '../attachment-data/index.ts';
 import type { Database } from '../../db/database.ts';
 import { nowDateTime } from '../../db/database.ts';
 import type { DB } from '../../db/schema.ts';
@@ -30,13 +30,7 @@ import { emitRequestQueued, notifyQueueAfterCommit } from './queue-events.ts';
 export type { AttachmentRowInput, RequestTypeRoute } from './intake.queries.ts';
 
 /** The rows every request carries besides its payload; no client part may take these names. */
-export const RESERVED_MNEMONICS: ReadonlySet<string> = new Set([
-  'REQUEST_DATA',
-  'REQUEST_BLOB',
-  'FORM_DATA',
-  'HEADER_DATA',
-  'DICOM_HEADER',
-]);
+export const RESERVED_MNEMONICS: ReadonlySet<string> = new Set([...NON_PAYLOAD_MNEMONICS, 'REQUEST_BLOB']);
 
 /** Headers never stored in HEADER_DATA (reference D46): credentials and cookies. */
 const SECRET_HEADERS: ReadonlySet<string> = new Set([
@@ -540,7 +534,7 @@ function payloadRow(
   text: string | undefined,
   uploadFileName: string | null,
 ): AttachmentRowInput {
-  const hashCode = createHash('sha256').update(bytes).digest().readUIntBE(0, 6);
+  const hashCode = contentHash(bytes);
   return text === undefined
     ? { mnemonic, mimeType, textData: null, blobData: bytes, uploadFileName, hashCode }
     : { mnemonic, mimeType, textData: text, blobData: null, uploadFileName, hashCode };
