@@ -3,8 +3,10 @@
  * headers, JSON errors, logs without patient data) and each module's routes. Never listens.
  */
 import { randomUUID } from 'node:crypto';
+import type { ServerOptions } from 'node:http';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import Fastify from 'fastify';
+import type { Config } from './config.ts';
 import type { AppDeps } from './deps.ts';
 import { createBasicAuthGuard } from './http/basic-auth.ts';
 import { answerClientError, trackPendingAnswers } from './http/client-error.ts';
@@ -34,8 +36,13 @@ export async function buildApp(deps: AppDeps, options: BuildAppOptions = {}): Pr
   const loggerInstance: FastifyBaseLogger | undefined = options.logger;
   // With TLS_CERT/TLS_KEY the server speaks HTTPS itself; the instance type stays the plain one (the
   // routes never touch the raw server).
+  const tls = httpsServerOptions(deps.config);
   const app = Fastify({
-    ...(httpsServerOptions(deps.config) as object),
+    // Time limits on receiving a request (the body's minimum rate is the overload guard's).
+    ...(tls === undefined
+      ? { http: receiveTimeouts(deps.config) }
+      : ({ https: { ...tls.https, ...receiveTimeouts(deps.config) } } as object)),
+    requestTimeout: deps.config.requestTimeoutMs,
     ...(loggerInstance === undefined ? { logger: false } : { loggerInstance }),
     routerOptions: { caseSensitive: false, ignoreTrailingSlash: true, ignoreDuplicateSlashes: true },
     bodyLimit: deps.config.limits.jsonBodyBytes,
@@ -61,6 +68,11 @@ export async function buildApp(deps: AppDeps, options: BuildAppOptions = {}): Pr
   installOverloadGuard(app, {
     maxConcurrent: deps.config.maxConcurrentHeavyRequests,
     queueTimeoutMs: deps.config.heavyQueueTimeoutMs,
+    maxPerClient: deps.config.maxRequestsPerClient,
+    receiveRate: {
+      timeoutMs: deps.config.bodyTimeoutMs,
+      minBytesPerSecond: deps.config.bodyMinBytesPerSecond,
+    },
   });
   // One audit row per answer of an audited route, committed before the answer leaves (modules/audit).
   installAuditTrail(app, deps);
@@ -91,4 +103,17 @@ export async function buildApp(deps: AppDeps, options: BuildAppOptions = {}): Pr
     });
   }
   return app;
+}
+
+/**
+ * Node's limits on receiving a request: headers within `HEADERS_TIMEOUT_MS`, the whole request within
+ * `REQUEST_TIMEOUT_MS` (408 and the connection closed, through `answerClientError`). Node checks them
+ * every `connectionsCheckingInterval` (30 s by default, which would let a slow client run 30 s over).
+ */
+function receiveTimeouts(config: Config): ServerOptions {
+  return {
+    headersTimeout: config.headersTimeoutMs,
+    requestTimeout: config.requestTimeoutMs,
+    connectionsCheckingInterval: Math.min(1000, Math.max(50, Math.floor(config.headersTimeoutMs / 4))),
+  };
 }

@@ -52,6 +52,16 @@ export interface Config {
   readonly maxConcurrentHeavyRequests: number;
   /** How long a heavy request waits for a slot before 503 `Retry-After: 1`, in ms. */
   readonly heavyQueueTimeoutMs: number;
+  /** Requests in flight from one client address (the forwarded one behind trusted proxies); 0 = no cap. */
+  readonly maxRequestsPerClient: number;
+  /** Time to receive a request's headers, in ms; slower: 408 and the connection closed. */
+  readonly headersTimeoutMs: number;
+  /** Time to receive a whole request (headers and body), in ms; 0 = no limit. */
+  readonly requestTimeoutMs: number;
+  /** How far a body may fall behind `bodyMinBytesPerSecond`, in ms, before 408 and the connection closed. */
+  readonly bodyTimeoutMs: number;
+  /** Minimum average receive rate of a request body, in bytes per second. */
+  readonly bodyMinBytesPerSecond: number;
   /** How often the server sweeps orphan protected files, in ms; 0 = never (not even at start). */
   readonly orphanSweepIntervalMs: number;
   /** Files younger than this are never swept (their transaction may still be running), in ms. */
@@ -176,6 +186,11 @@ export function loadConfig(env: Env = process.env): Config {
     rateLimitSyncIntervalMs: int('RATE_LIMIT_SYNC_INTERVAL_MS', 500, 50, 60_000),
     maxConcurrentHeavyRequests: int('MAX_CONCURRENT_HEAVY_REQUESTS', 64, 0, 100_000),
     heavyQueueTimeoutMs: int('HEAVY_QUEUE_TIMEOUT_MS', 1000, 0, 60_000),
+    maxRequestsPerClient: int('MAX_REQUESTS_PER_CLIENT', 32, 0, 1_000_000),
+    headersTimeoutMs: int('HEADERS_TIMEOUT_MS', 15_000, 100, 600_000),
+    requestTimeoutMs: int('REQUEST_TIMEOUT_MS', 600_000, 0, 86_400_000),
+    bodyTimeoutMs: int('BODY_TIMEOUT_MS', 10_000, 100, 600_000),
+    bodyMinBytesPerSecond: int('BODY_MIN_BYTES_PER_SECOND', 16_384, 1, 1024 * MiB),
     orphanSweepIntervalMs: int('ORPHAN_SWEEP_INTERVAL_MS', 600_000, 0, 86_400_000),
     orphanSweepGraceMs: int('ORPHAN_SWEEP_GRACE_MS', 900_000, 0, 86_400_000),
     trustedProxies: (read('TRUSTED_PROXIES') ?? '')
@@ -198,6 +213,8 @@ export function loadConfig(env: Env = process.env): Config {
     metrics: oneOf('METRICS', 'off', ['off', 'on', 'basic']),
     ...metricsToken(read('METRICS_TOKEN'), problems),
   };
+  if (config.requestTimeoutMs > 0 && config.requestTimeoutMs < config.headersTimeoutMs)
+    problems.push('REQUEST_TIMEOUT_MS must be 0 or at least HEADERS_TIMEOUT_MS');
   if (problems.length > 0) throw new ConfigError(problems);
   return config;
 }
