@@ -42,8 +42,18 @@ export interface Config {
   };
   /** Per-IP rate limit on the open sign/add endpoint, per minute. 0 disables it. */
   readonly signRateLimitPerMinute: number;
-  /** Failed Basic logins allowed per IP and per username per minute before 429. 0 disables it. */
+  /** Failed logins per client address (any usernames) per minute before 429. 0 disables it. */
   readonly authFailureLimitPerMinute: number;
+  /** Failed logins per (username, address) in an hour before the exponential back-off. 0 = no back-off. */
+  readonly authFailureFreeAttempts: number;
+  /** The longest back-off of one (username, address), in seconds. */
+  readonly authFailureMaxBackoffSeconds: number;
+  /** Failed logins per username (every address) per hour before 429, except from its known addresses. */
+  readonly authFailureLimitPerUsername: number;
+  /** Password checks (bcrypt) running at once in the process; more wait up to a second, then 429. 0 = no cap. */
+  readonly authConcurrentVerifications: number;
+  /** Password checks running at once per client address and per username; more: 429. 0 = no cap. */
+  readonly authConcurrentVerificationsPerClient: number;
   /** Rate-limit counters shared through the database: `auto` = when SERVER_PROCESSES > 1 or on PostgreSQL. */
   readonly rateLimitSharing: 'auto' | 'on' | 'off';
   /** How often shared rate-limit counters are flushed and read back, in ms. */
@@ -182,6 +192,11 @@ export function loadConfig(env: Env = process.env): Config {
     },
     signRateLimitPerMinute: int('SIGN_RATE_LIMIT_PER_MINUTE', 30, 0, 1_000_000),
     authFailureLimitPerMinute: int('AUTH_FAILURE_LIMIT_PER_MINUTE', 10, 0, 1_000_000),
+    authFailureFreeAttempts: int('AUTH_FAILURE_FREE_ATTEMPTS', 5, 0, 1_000_000),
+    authFailureMaxBackoffSeconds: int('AUTH_FAILURE_MAX_BACKOFF_SECONDS', 900, 1, 86_400),
+    authFailureLimitPerUsername: int('AUTH_FAILURE_LIMIT_PER_USERNAME', 100, 0, 1_000_000),
+    authConcurrentVerifications: int('AUTH_CONCURRENT_VERIFICATIONS', 4, 0, 10_000),
+    authConcurrentVerificationsPerClient: int('AUTH_CONCURRENT_VERIFICATIONS_PER_CLIENT', 2, 0, 10_000),
     rateLimitSharing: oneOf('RATE_LIMIT_SHARING', 'auto', ['auto', 'on', 'off']),
     rateLimitSyncIntervalMs: int('RATE_LIMIT_SYNC_INTERVAL_MS', 500, 50, 60_000),
     maxConcurrentHeavyRequests: int('MAX_CONCURRENT_HEAVY_REQUESTS', 64, 0, 100_000),

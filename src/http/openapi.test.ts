@@ -402,7 +402,9 @@ forEachDialect((dialect) => {
         body: JSON.stringify({ data: 'x'.repeat(2048) }),
         status: 413,
       });
-      const wrong = { authorization: `Basic ${Buffer.from(`${user.username}:wrong`).toString('base64')}` };
+      // Another user: the address is known for `user` (it logged in above), which the brake lets through.
+      const other = await createUser(app.db);
+      const wrong = { authorization: `Basic ${Buffer.from(`${other.username}:wrong`).toString('base64')}` };
       await check({
         name: 'first failure',
         path: '/api/v1/patient/search?term=x',
