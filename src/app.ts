@@ -2,7 +2,6 @@
  * Builds the Fastify app from its dependencies: cross-cutting HTTP behaviour (request ids, safe default
  * headers, JSON errors, logs without patient data) and each module's routes. Never listens.
  */
-import { randomUUID } from 'node:crypto';
 import type { ServerOptions } from 'node:http';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import Fastify from 'fastify';
@@ -14,6 +13,7 @@ import { installErrorHandling } from './http/error-handler.ts';
 import { installOverloadGuard } from './http/overload.ts';
 import { installMetrics } from './http/metrics.ts';
 import { installOpenApi, markGuards } from './http/openapi.ts';
+import { generateRequestId, installClientRequestIds } from './http/request-id.ts';
 import { applySecurityHeaders, httpsServerOptions } from './http/transport-security.ts';
 import type { ModuleOptions } from './http/module.ts';
 import type { Logger } from './logger.ts';
@@ -29,8 +29,6 @@ export interface BuildAppOptions {
   /** Extra routes, registered like a module (the test harness uses this). */
   readonly extraRoutes?: (app: FastifyInstance, options: ModuleOptions) => void | Promise<void>;
 }
-
-const REQUEST_ID = /^[\w.:-]{1,64}$/;
 
 export async function buildApp(deps: AppDeps, options: BuildAppOptions = {}): Promise<FastifyInstance> {
   const loggerInstance: FastifyBaseLogger | undefined = options.logger;
@@ -48,15 +46,13 @@ export async function buildApp(deps: AppDeps, options: BuildAppOptions = {}): Pr
     bodyLimit: deps.config.limits.jsonBodyBytes,
     trustProxy: deps.config.trustedProxies.length > 0 ? [...deps.config.trustedProxies] : false,
     requestIdHeader: false,
-    genReqId: (req) => {
-      const incoming = req.headers['x-request-id'];
-      return typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : randomUUID();
-    },
+    genReqId: generateRequestId,
     return503OnClosing: true,
     forceCloseConnections: 'idle',
     clientErrorHandler: answerClientError,
   });
   trackPendingAnswers(app.server);
+  installClientRequestIds(app);
 
   app.addHook('onSend', async (request, reply, payload) => {
     void reply.header('x-request-id', request.id);
