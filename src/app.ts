@@ -13,6 +13,7 @@ import { installErrorHandling } from './http/error-handler.ts';
 import { installOverloadGuard } from './http/overload.ts';
 import { installMetrics } from './http/metrics.ts';
 import { installOpenApi, markGuards } from './http/openapi.ts';
+import { createReadinessCheck } from './http/readiness.ts';
 import { generateRequestId, installClientRequestIds } from './http/request-id.ts';
 import { applySecurityHeaders, httpsServerOptions } from './http/transport-security.ts';
 import type { ModuleOptions } from './http/module.ts';
@@ -79,9 +80,10 @@ export async function buildApp(deps: AppDeps, options: BuildAppOptions = {}): Pr
   installMetrics(app, deps, moduleOptions.basicAuth);
 
   app.get('/healthz', async () => ({ status: 'ok' }));
+  const readiness = createReadinessCheck(deps.database);
   app.get('/readyz', async (_request, reply) => {
-    const isReady = await deps.database.isReachable();
-    return reply.code(isReady ? 200 : 503).send({ status: isReady ? 'ready' : 'database unreachable' });
+    const status = await readiness();
+    return reply.code(status === 'ready' ? 200 : 503).send({ status });
   });
 
   await app.register(patientRoutes, moduleOptions);
