@@ -81,7 +81,15 @@ interface Entry {
   lastIncreaseAt: number;
   /** Count at which the key was last cleared (`createBackoffLimiter`): only hits above it count. */
   cleared: number;
+  /** When the key was last hit or asked about. */
+  lastSeenAt: number;
 }
+
+/**
+ * Keys without new hits are read back from the database (others' hits) only while they were seen this
+ * recently: a window of an hour would otherwise read back every key of the hour at every sync.
+ */
+const READ_BACK_RECENT_MS = 60_000;
 
 /** The windowed counts of one limiter: memory, and the shared sync when there is one. */
 interface WindowCounts {
@@ -107,7 +115,9 @@ function createWindowCounts(windowMs: number, options: RateLimiterOptions, isAct
   const count = (entry: Entry) => Math.max(entry.local, entry.global + entry.unflushed);
   const current = (key: string, at: number) => {
     const entry = entries.get(key);
-    return entry === undefined || entry.windowStart + windowMs <= at ? undefined : entry;
+    if (entry === undefined || entry.windowStart + windowMs <= at) return undefined;
+    entry.lastSeenAt = at;
+    return entry;
   };
 
   if (shared !== undefined) {
@@ -119,6 +129,7 @@ function createWindowCounts(windowMs: number, options: RateLimiterOptions, isAct
         const taken: { entry: Entry; keyHash: string; delta: number }[] = [];
         for (const [key, entry] of entries.entries()) {
           if (entry.windowStart !== windowStart) continue;
+          if (entry.unflushed === 0 && entry.lastSeenAt < at - READ_BACK_RECENT_MS) continue;
           entry.keyHash ??= hashKey(name, key);
           taken.push({ entry, keyHash: entry.keyHash, delta: entry.unflushed });
           entry.unflushed = 0;
@@ -162,6 +173,7 @@ function createWindowCounts(windowMs: number, options: RateLimiterOptions, isAct
           keyHash: undefined,
           lastIncreaseAt: at,
           cleared: 0,
+          lastSeenAt: at,
         };
         entries.set(key, entry);
       }
