@@ -23,7 +23,7 @@ export interface AuditEventTable {
   client_address: string | null;
   /** Server-generated (never the client's). */
   request_id: string;
-  /** The client's `X-Request-Id`, when it sent a sane one (migration 0011). */
+  /** The client's `X-Request-Id`, when it sent a sane one (migration 0012). */
   client_request_id: string | null;
 }
 

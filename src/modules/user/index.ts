@@ -1,7 +1,14 @@
 export type { Authenticator, AuthenticatorOptions, Principal, Verification } from './authenticator.ts';
 export { createAuthenticator, parseBasicHeader } from './authenticator.ts';
 export type { NewAccount } from './accounts.ts';
-export { createAccount, grantRole, revokeRole, setAccountActive, setPassword } from './accounts.ts';
+export {
+  createAccount,
+  grantRole,
+  hasActiveLogin,
+  revokeRole,
+  setAccountActive,
+  setPassword,
+} from './accounts.ts';
 export {
   MAX_PASSWORD_BYTES,
   checkPasswordLength,
