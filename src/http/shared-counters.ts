@@ -2,8 +2,8 @@
  * Rate-limit counters shared between server processes through the database, off the hot path: limiters
  * count in memory (rate-limit.ts) and this hub, every `RATE_LIMIT_SYNC_INTERVAL_MS` on an unref'd timer,
  * flushes each limiter's new hits of the current window into `rate_limit_counter` (through the counters
- * module, which owns the table: one upsert that returns the combined totals), reads back the totals of
- * the other keys touched in the window, and deletes the windows that are over.
+ * module, which owns the table: an upsert adding them), reads back the combined totals of every key it
+ * touched in the window, and deletes the windows that are over.
  *
  * A process can therefore overshoot a limit by what the other processes accepted during one sync
  * interval, never by a factor of the number of processes. The timer runs only while some limiter has a
@@ -102,15 +102,18 @@ export function createSharedCounters(
       while (pending.length > 0) {
         const { source, batch } = pending[0]!;
         const window = { start: batch.windowStart, end: batch.windowEnd };
-        const added = batch.rows.filter((row) => row.delta > 0);
-        const totals = await addWindowHits(db, source.name, window, added);
+        await addWindowHits(
+          db,
+          source.name,
+          window,
+          batch.rows.filter((row) => row.delta > 0),
+        );
         pending.shift();
         // The flushed hits are in the database now: committed even if the read-back below fails.
-        const unchanged = batch.rows.filter((row) => row.delta === 0).map((row) => row.keyHash);
-        const readTotals = await readWindowTotals(db.db, source.name, batch.windowStart, unchanged).catch(
+        const hashes = batch.rows.map((row) => row.keyHash);
+        const totals = await readWindowTotals(db.db, source.name, batch.windowStart, hashes).catch(
           () => new Map<string, number>(),
         );
-        for (const [keyHash, total] of readTotals) totals.set(keyHash, total);
         batch.commit(totals);
       }
     } catch (error) {

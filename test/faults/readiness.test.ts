@@ -104,7 +104,7 @@ forEachDialect((dialect) => {
           AUTH_FAILURE_LIMIT_PER_MINUTE: '0',
         });
         database = await openDatabase(config.database);
-        await migrateToLatest(database.db);
+        await migrateToLatest(database);
         const authenticator = createAuthenticator(database.db, { cacheTtlMs: config.authCacheTtlMs });
         app = await buildApp({
           config,

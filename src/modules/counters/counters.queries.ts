@@ -11,6 +11,7 @@
  * Not in `DB` and not in the dataset format: transient state, typed here.
  */
 import type { Kysely } from 'kysely';
+import { sql } from 'kysely';
 import type { Database } from '../../db/database.ts';
 import type { DB } from '../../db/schema.ts';
 
@@ -36,24 +37,25 @@ export interface CounterDelta {
 const CHUNK = 500;
 const CREDENTIAL_CHANGE = { limiter: 'credential_change', key_hash: 'all' } as const;
 const READINESS_PROBE = { limiter: 'readiness_probe', key_hash: 'probe' } as const;
+const KEY_COLUMNS = ['limiter', 'key_hash', 'window_start'] as const;
 
 function counters<T extends DB>(db: Kysely<T>): Kysely<DB & CounterTables> {
   return (db as unknown as Kysely<DB>).withTables<CounterTables>();
 }
 
 /**
- * Adds `rows` to the limiter's window and returns the combined totals of those keys (one upsert a chunk,
- * `count = count + excluded.count`). Through `writeTransaction`: on SQLite (one connection) it joins the
- * request writes' batched commit instead of slipping into someone else's transaction.
+ * Adds `rows` to the limiter's window (one upsert a chunk, `count = count + inserted count`), in one
+ * transaction. Through `writeTransaction`: with a single writer (SQLite) it joins the request writes'
+ * batched commit instead of slipping into someone else's transaction.
  */
 export async function addWindowHits(
   database: Database,
   limiter: string,
   window: { readonly start: number; readonly end: number },
   rows: readonly CounterDelta[],
-): Promise<Map<string, number>> {
-  const totals = new Map<string, number>();
-  if (rows.length === 0) return totals;
+): Promise<void> {
+  if (rows.length === 0) return;
+  const { dialect } = database;
   await database.writeTransaction(async (trx) => {
     for (let i = 0; i < rows.length; i += CHUNK) {
       const values = rows.slice(i, i + CHUNK).map((row) => ({
@@ -63,20 +65,14 @@ export async function addWindowHits(
         window_end: window.end,
         count: row.delta,
       }));
-      const returned = await counters(trx)
-        .insertInto('rate_limit_counter')
-        .values(values)
-        .onConflict((oc) =>
-          oc
-            .columns(['limiter', 'key_hash', 'window_start'])
-            .doUpdateSet((eb) => ({ count: eb('rate_limit_counter.count', '+', eb.ref('excluded.count')) })),
-        )
-        .returning(['key_hash', 'count'])
+      const insert = counters(trx).insertInto('rate_limit_counter').values(values);
+      await dialect
+        .upsert(insert, KEY_COLUMNS, {
+          count: sql<number>`${dialect.existingValue('rate_limit_counter', 'count')} + ${dialect.insertedValue('count')}`,
+        })
         .execute();
-      for (const row of returned) totals.set(row.key_hash, Number(row.count));
     }
   });
-  return totals;
 }
 
 /** The combined totals of `keyHashes` in the limiter's window starting at `windowStart`. */
@@ -122,27 +118,28 @@ export async function readCredentialChanges(db: Kysely<DB>): Promise<number> {
  * change). Every server process polling the count then forgets its cached credentials.
  */
 export async function recordCredentialChange<T extends DB>(db: Kysely<T>): Promise<void> {
+  // Wraps well before the column's 32 bits: only a change of the value matters to the readers.
+  const updated = await counters(db)
+    .updateTable('rate_limit_counter')
+    .set((eb) => ({ count: eb(eb('count', '%', 1_000_000_000), '+', 1) }))
+    .where('limiter', '=', CREDENTIAL_CHANGE.limiter)
+    .where('key_hash', '=', CREDENTIAL_CHANGE.key_hash)
+    .where('window_start', '=', 0)
+    .executeTakeFirst();
+  if (Number(updated.numUpdatedRows) > 0) return;
   await counters(db)
     .insertInto('rate_limit_counter')
     .values({ ...CREDENTIAL_CHANGE, window_start: 0, window_end: Number.MAX_SAFE_INTEGER, count: 1 })
-    .onConflict((oc) =>
-      oc
-        .columns(['limiter', 'key_hash', 'window_start'])
-        // Wraps well before the column's 32 bits: only a change of the value matters to the readers.
-        .doUpdateSet((eb) => ({
-          count: eb(eb('rate_limit_counter.count', '%', 1_000_000_000), '+', 1),
-        })),
-    )
     .execute();
 }
 
 /** One durable write (rejects when the database cannot write: disk full, read-only). */
 export async function probeWrite(database: Database, at: number): Promise<void> {
+  const { dialect } = database;
   await database.writeTransaction(async (trx) => {
-    await counters(trx)
+    const insert = counters(trx)
       .insertInto('rate_limit_counter')
-      .values({ ...READINESS_PROBE, window_start: 0, window_end: at, count: 1 })
-      .onConflict((oc) => oc.columns(['limiter', 'key_hash', 'window_start']).doUpdateSet({ window_end: at }))
-      .execute();
+      .values({ ...READINESS_PROBE, window_start: 0, window_end: at, count: 1 });
+    await dialect.upsert(insert, KEY_COLUMNS, { window_end: dialect.insertedValue('window_end') }).execute();
   });
 }
