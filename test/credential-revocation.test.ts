@@ -1,6 +1,7 @@
 /**
  * Revocation across processes: two real server processes on one database cache a user's credentials;
- * the CLI, a third process, disables the user, changes the password or revokes the role. Every server
+ * the CLI (a third process) disables the user, or this test's process changes the password or revokes
+ * the role with the functions the CLI runs. Every server
  * must stop accepting the old credentials within 2 s, while still answering from its cache otherwise
  * (AUTH_CACHE_TTL_MS stays at its 60 s default).
  */
@@ -13,6 +14,7 @@ import type { TestUser } from './factories.ts';
 import type { TestDatabase } from './harness.ts';
 import { createTestDatabase, forEachDialect } from './harness.ts';
 import { runCli } from './run-cli.ts';
+import { revokeRole, setPassword } from '../src/modules/user/index.ts';
 
 const SERVER = new URL('../src/main/server.ts', import.meta.url).pathname;
 const REVOCATION_BOUND_MS = 2000;
@@ -106,18 +108,17 @@ forEachDialect((dialect) => {
       await untilEvery(user.authorization, 401);
     });
 
-    it('refuses the old password after a change with the CLI on every server within 2 s, and takes the new one', async () => {
+    // The commands below are what the CLI runs (shown above end to end), from this test's process.
+    it('refuses the old password after a change on every server within 2 s, and takes the new one', async () => {
       const user = await cachedUser();
-      const changed = await runCli(testDb.env, ['user', 'password', user.username], 'a-new-password-7\n');
-      assert.equal(changed.status, 0, changed.stderr);
+      await setPassword(testDb.db, user.username, 'a-new-password-7');
       await untilEvery(user.authorization, 401);
       assert.deepEqual(await statuses(basicHeader(user.username, 'a-new-password-7')), [200, 200]);
     });
 
-    it('answers 403 on every server within 2 s once the role is revoked with the CLI', async () => {
+    it('answers 403 on every server within 2 s once the role is revoked', async () => {
       const user = await cachedUser();
-      const revoked = await runCli(testDb.env, ['role', 'revoke', user.username, 'API access']);
-      assert.equal(revoked.status, 0, revoked.stderr);
+      await revokeRole(testDb.db, user.username, 'API access');
       await untilEvery(user.authorization, 403);
     });
   });
