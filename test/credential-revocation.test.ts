@@ -14,6 +14,7 @@ import type { TestUser } from './factories.ts';
 import type { TestDatabase } from './harness.ts';
 import { createTestDatabase, forEachDialect } from './harness.ts';
 import { runCli } from './run-cli.ts';
+import { until } from './until.ts';
 import { revokeRole, setPassword } from '../src/modules/user/index.ts';
 
 const SERVER = new URL('../src/main/server.ts', import.meta.url).pathname;
@@ -71,15 +72,12 @@ forEachDialect((dialect) => {
       );
 
     /** Resolves once every server answers `status`; fails after the revocation bound. */
-    async function untilEvery(authorization: string, status: number): Promise<void> {
-      const deadline = Date.now() + REVOCATION_BOUND_MS;
-      let seen = await statuses(authorization);
-      while (!seen.every((s) => s === status)) {
-        if (Date.now() > deadline) assert.fail(`still ${seen.join(',')} after ${REVOCATION_BOUND_MS} ms`);
-        await new Promise((resolve) => setTimeout(resolve, 50));
-        seen = await statuses(authorization);
-      }
-    }
+    const untilEvery = (authorization: string, status: number) =>
+      until(async () => (await statuses(authorization)).every((s) => s === status), {
+        what: `every server answering ${status}`,
+        timeoutMs: REVOCATION_BOUND_MS,
+        intervalMs: 50,
+      });
 
     /** A user whose credentials both servers have verified and cached. */
     async function cachedUser(): Promise<TestUser> {

@@ -28,6 +28,7 @@ import { createUser } from '../factories.ts';
 import type { TestUser } from '../factories.ts';
 import type { TestApp } from '../harness.ts';
 import { forEachDialect, startTestApp } from '../harness.ts';
+import { until } from '../until.ts';
 
 /** The answer of `/readyz`. */
 async function readiness(
@@ -37,20 +38,19 @@ async function readiness(
   return { status: response.status, body: await response.json() };
 }
 
-/** Resolves once `/readyz` answers `status` with `{ status: text }`, asking every 100 ms; fails after 10 s. */
-async function untilReadiness(
+/** Resolves once `/readyz` answers `status` with `{ status: text }`; fails after 10 s. */
+function untilReadiness(
   request: (path: string) => Promise<Response>,
   status: number,
   text: string,
 ): Promise<void> {
-  const deadline = Date.now() + 10_000;
-  let answer = await readiness(request);
-  while (answer.status !== status || JSON.stringify(answer.body) !== JSON.stringify({ status: text })) {
-    if (Date.now() > deadline)
-      assert.fail(`still ${answer.status} ${JSON.stringify(answer.body)} after 10 s`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-    answer = await readiness(request);
-  }
+  return until(
+    async () => {
+      const answer = await readiness(request);
+      return answer.status === status && JSON.stringify(answer.body) === JSON.stringify({ status: text });
+    },
+    { what: `/readyz ${status} ${text}`, timeoutMs: 10_000, intervalMs: 100 },
+  );
 }
 
 /** The scenario both dialects share: `block` stops writes, `unblock` lets them through again. */

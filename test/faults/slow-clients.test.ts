@@ -19,21 +19,13 @@ import { PNG_BYTES } from '../factories-attachment.ts';
 import { b64, createSignableEvent, makePng } from '../factories-signature.ts';
 import type { TestApp } from '../harness.ts';
 import { forEachDialect, startTestApp } from '../harness.ts';
+import { until } from '../until.ts';
 
 const ATTACKER = '127.0.0.2';
 const SIGN_PATH = '/api/v1/sign/add';
 const CREATE_PATH = '/api/v1/attachmentdisplay/create';
 /** Every answer the tests wait for comes within this bound, or the test fails. */
 const BOUND_MS = 15_000;
-
-/** Resolves when `check` is true, checking every 10 ms; throws after `limitMs`. */
-async function until(check: () => boolean, what: string, limitMs = BOUND_MS): Promise<void> {
-  const deadline = Date.now() + limitMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`not reached in time: ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
 
 interface SlowConnection {
   /** The status line's code once an answer arrived, else undefined. */
@@ -143,7 +135,10 @@ forEachDialect((dialect) => {
         );
       }
       try {
-        await until(() => seen(ATTACKER) === before + 6, 'every slow request reached the server');
+        await until(() => seen(ATTACKER) === before + 6, {
+          what: 'every slow request reached the server',
+          timeoutMs: BOUND_MS,
+        });
 
         // Another client's uploads still get slots; search and status answer.
         const sign = await app.request(SIGN_PATH, {
@@ -184,12 +179,15 @@ forEachDialect((dialect) => {
         assert.equal(status.status, 200);
 
         // The slow connections are answered 408 and closed; their slots (if any) are free again.
-        await until(() => attackers.every((a) => a.isClosed()), 'every slow connection closed');
+        await until(() => attackers.every((a) => a.isClosed()), {
+          what: 'every slow connection closed',
+          timeoutMs: BOUND_MS,
+        });
         assert.deepEqual(
           attackers.map((a) => a.status()),
           attackers.map(() => 408),
         );
-        await until(() => app.app.heavyGate!.active === 0, 'no slot held');
+        await until(() => app.app.heavyGate!.active === 0, { what: 'no slot held', timeoutMs: BOUND_MS });
       } finally {
         for (const attacker of attackers) attacker.stop();
       }
@@ -205,10 +203,16 @@ forEachDialect((dialect) => {
         intervalMs: 400,
       });
       try {
-        await until(() => app.app.heavyGate!.active === 1, 'the flowing body took a slot');
-        await until(() => stalled.isClosed(), 'the stalled body was cut');
+        await until(() => app.app.heavyGate!.active === 1, {
+          what: 'the flowing body took a slot',
+          timeoutMs: BOUND_MS,
+        });
+        await until(() => stalled.isClosed(), { what: 'the stalled body was cut', timeoutMs: BOUND_MS });
         assert.equal(stalled.status(), 408);
-        await until(() => app.app.heavyGate!.active === 0, 'its slot was freed');
+        await until(() => app.app.heavyGate!.active === 0, {
+          what: 'its slot was freed',
+          timeoutMs: BOUND_MS,
+        });
         assert.equal(await countRows(app.db, 'signature_import_log'), logs, 'nothing was written');
       } finally {
         stalled.stop();
@@ -238,7 +242,10 @@ forEachDialect((dialect) => {
         socket.write(body.slice(at, at + 32));
         await new Promise((resolve) => setTimeout(resolve, 16));
       }
-      await until(() => socket.destroyed || answer.includes('saved'), 'answered');
+      await until(() => socket.destroyed || answer.includes('saved'), {
+        what: 'answered',
+        timeoutMs: BOUND_MS,
+      });
       socket.destroy();
       assert.match(answer, /^HTTP\/1\.1 200/);
       assert.match(answer, /"Correct signature saved!"$/);
@@ -252,7 +259,7 @@ forEachDialect((dialect) => {
         intervalMs: 100,
       });
       try {
-        await until(() => slow.isClosed(), 'the slow headers were cut');
+        await until(() => slow.isClosed(), { what: 'the slow headers were cut', timeoutMs: BOUND_MS });
         assert.equal(slow.status(), 408);
       } finally {
         slow.stop();
@@ -267,7 +274,10 @@ forEachDialect((dialect) => {
         app.request('/test/held', { headers: from('203.0.113.7'), signal: within() }),
       );
       try {
-        await until(() => seen('127.0.0.1') >= base + 8, 'eight requests in flight');
+        await until(() => seen('127.0.0.1') >= base + 8, {
+          what: 'eight requests in flight',
+          timeoutMs: BOUND_MS,
+        });
         const extra = await app.request('/test/held', { headers: from('203.0.113.7'), signal: within() });
         assert.equal(extra.status, 429);
         assert.equal(extra.headers.get('retry-after'), '1');
