@@ -120,7 +120,8 @@ forEachDialect((dialect) => {
         if (isMounted) {
           await app.close();
           await database.close();
-          execFileSync('umount', [dir]);
+          // Lazily: the WAL file's flusher closes its descriptor a moment after the database closes.
+          execFileSync('umount', ['-l', dir]);
         }
         await rm(dir, { recursive: true, force: true });
       });
