@@ -3,3 +3,4 @@ export { createAuthenticator, parseBasicHeader } from './authenticator.ts';
 export type { NewAccount } from './accounts.ts';
 export { createAccount, grantRole, revokeRole, setAccountActive, setPassword } from './accounts.ts';
 export { hashPassword, isBcryptHash, verifyPassword } from './passwords.ts';
+export { findActivePrincipal, findUserIdsByUsername, findUsernames } from './user-directory.ts';
