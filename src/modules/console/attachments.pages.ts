@@ -5,7 +5,7 @@
  * exactly what `attachmentdisplay/view` would. Only filed attachments open here: a request's raw payload
  * parts are on the request page, for request admins.
  */
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { sendBinary } from '../../http/binary-reply.ts';
 import { API_CSP } from '../../http/transport-security.ts';
 import type { FoundAttachment } from '../attachment/index.ts';
@@ -60,9 +60,11 @@ export function registerAttachmentPages(
     },
   );
 
-  const filedIdOf = async (params: { id: string }) => {
-    const id = parseId(params.id);
-    if (id === undefined || !(await isFiledAttachment(db, id))) throw notFoundPage(`Attachment ${params.id}`);
+  const filedIdOf = async (request: FastifyRequest<{ Params: { id: string } }>) => {
+    const id = parseId(request.params.id);
+    if (id !== undefined) request.consoleAudit = { targetType: 'attachment_data', targetIds: [id] };
+    if (id === undefined || !(await isFiledAttachment(db, id)))
+      throw notFoundPage(`Attachment ${request.params.id}`);
     return id;
   };
 
@@ -70,8 +72,7 @@ export function registerAttachmentPages(
     '/attachments/:id',
     { preHandler: guardClinical, config: { consoleAction: 'console.attachment.open' } },
     async (request, reply) => {
-      const id = await filedIdOf(request.params);
-      request.consoleAudit = { targetType: 'attachment_data', targetIds: [id] };
+      const id = await filedIdOf(request);
       const { representation, body } = await attachments.readAttachment({
         id,
         field: undefined,
@@ -86,7 +87,7 @@ export function registerAttachmentPages(
     '/attachments/:id/thumbnail',
     { preHandler: guardClinical },
     async (request, reply) => {
-      const id = await filedIdOf(request.params);
+      const id = await filedIdOf(request);
       const { representation, body } = await attachments.readAttachment({
         id,
         field: 'thumbnail_small_blob',
