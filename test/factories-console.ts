@@ -4,8 +4,8 @@
  * filed attachment), and a small cookie-keeping HTTP client that signs in through the login form.
  */
 import type { Kysely } from 'kysely';
+import { nowDateTime } from '../src/db/database.ts';
 import type { DB } from '../src/db/schema.ts';
-import { PNG_BYTES } from './factories-attachment.ts';
 import type { TestUser } from './factories.ts';
 import { createInstitution, createPatient, createUser, unique } from './factories.ts';
 import { addIdentifier, createIdentifierType } from './factories-patient.ts';
@@ -44,7 +44,7 @@ export async function createFailedRequest(
   });
   const request = await db
     .insertInto('request')
-    .values({ request_type: type.requestType, system_message: 'console test' })
+    .values({ request_type: type.requestType, system_message: 'console test', created_date: nowDateTime() })
     .returning('id')
     .executeTakeFirstOrThrow();
   const tries = options.tries ?? 20;
@@ -149,7 +149,7 @@ export async function createFiledAttachment(db: Kysely<DB>): Promise<FiledAttach
       attachment_type: 'NONE',
       mime_type: 'image/png',
       blob_data: makePng(64, 48, { isNoisy: true }),
-      thumbnail_small_blob: PNG_BYTES,
+      thumbnail_small_blob: makePng(12, 9),
       upload_file_name: 'fundus.png',
     })
     .returning('id')

@@ -143,16 +143,11 @@ export async function findAttachmentRequestId(
   return row?.request_id;
 }
 
-/** Whether attachment `attachmentId` is filed under a live event (what the attachment screen opens). */
-export async function isFiledAttachment(db: Kysely<DB>, attachmentId: number): Promise<boolean> {
-  const row = await db
-    .selectFrom('event_attachment_item as i')
-    .innerJoin('event_attachment_group as g', 'g.id', 'i.event_attachment_group_id')
-    .innerJoin('event as e', 'e.id', 'g.event_id')
-    .select('i.id')
-    .where('i.attachment_data_id', '=', attachmentId)
-    .where('e.deleted', '=', 0)
-    .limit(1)
-    .executeTakeFirst();
-  return row !== undefined;
+/** Attachment `attachmentId` when it is filed under a live event (what the attachment screen opens). */
+export async function findFiledAttachment(
+  db: Kysely<DB>,
+  attachmentId: number,
+): Promise<FoundAttachment | undefined> {
+  const row = await filedAttachments(db).where('ad.id', '=', attachmentId).executeTakeFirst();
+  return row === undefined ? undefined : toFound(row);
 }

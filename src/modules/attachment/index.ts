@@ -13,7 +13,7 @@ export {
   findAttachmentRequestId,
   findEventAttachments,
   findPatientAttachments,
-  isFiledAttachment,
+  findFiledAttachment,
   listRequestPayloadParts,
 } from './attachment-find.ts';
 export type { AttachmentService, LoadedAttachment } from './attachment.service.ts';

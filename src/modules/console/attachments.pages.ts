@@ -5,7 +5,7 @@
  * exactly what `attachmentdisplay/view` would. Only filed attachments open here: a request's raw payload
  * parts are on the request page, for request admins.
  */
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { sendBinary } from '../../http/binary-reply.ts';
 import { API_CSP } from '../../http/transport-security.ts';
 import type { FoundAttachment } from '../attachment/index.ts';
@@ -14,7 +14,7 @@ import {
   createAttachmentService,
   findEventAttachments,
   findPatientAttachments,
-  isFiledAttachment,
+  findFiledAttachment,
 } from '../attachment/index.ts';
 import { findPatientIdsByIdentifier } from '../patient/index.ts';
 import type { ConsoleContext } from './console-context.ts';
@@ -60,41 +60,49 @@ export function registerAttachmentPages(
     },
   );
 
-  const filedIdOf = async (request: FastifyRequest<{ Params: { id: string } }>) => {
+  /** The filed attachment of the path's id (404 otherwise), named in the audit row either way. */
+  const filedOf = async (request: FastifyRequest<{ Params: { id: string } }>) => {
     const id = parseId(request.params.id);
     if (id !== undefined) request.consoleAudit = { targetType: 'attachment_data', targetIds: [id] };
-    if (id === undefined || !(await isFiledAttachment(db, id)))
-      throw notFoundPage(`Attachment ${request.params.id}`);
-    return id;
+    const attachment = id === undefined ? undefined : await findFiledAttachment(db, id);
+    if (attachment === undefined) throw notFoundPage(`Attachment ${request.params.id}`);
+    return attachment;
   };
 
   app.get<{ Params: { id: string } }>(
     '/attachments/:id',
-    { preHandler: guardClinical, config: { consoleAction: 'console.attachment.open' } },
+    { preHandler: guardClinical, config: { consoleAction: 'console.attachment.view' } },
     async (request, reply) => {
-      const id = await filedIdOf(request);
-      const { representation, body } = await attachments.readAttachment({
-        id,
-        field: undefined,
-        mime: undefined,
+      const attachment = await filedOf(request);
+      return ctx.render(request, reply, 'attachment', {
+        title: `Attachment ${attachment.id}`,
+        nav: 'attachments',
+        attachment,
       });
-      void reply.header('content-security-policy', API_CSP);
-      return sendBinary(reply, representation, typeof body === 'function' ? body() : body);
     },
+  );
+
+  /** The bytes of `field`, as the attachment view sends them (type, length, ETag, nosniff, the API's CSP). */
+  const sendField = async (
+    request: FastifyRequest<{ Params: { id: string } }>,
+    reply: FastifyReply,
+    field: 'thumbnail_small_blob' | undefined,
+  ) => {
+    const { id } = await filedOf(request);
+    const { representation, body } = await attachments.readAttachment({ id, field, mime: undefined });
+    void reply.header('content-security-policy', API_CSP);
+    return sendBinary(reply, representation, typeof body === 'function' ? body() : body);
+  };
+
+  app.get<{ Params: { id: string } }>(
+    '/attachments/:id/file',
+    { preHandler: guardClinical, config: { consoleAction: 'console.attachment.open' } },
+    (request, reply) => sendField(request, reply, undefined),
   );
 
   app.get<{ Params: { id: string } }>(
     '/attachments/:id/thumbnail',
     { preHandler: guardClinical },
-    async (request, reply) => {
-      const id = await filedIdOf(request);
-      const { representation, body } = await attachments.readAttachment({
-        id,
-        field: 'thumbnail_small_blob',
-        mime: undefined,
-      });
-      void reply.header('content-security-policy', API_CSP);
-      return sendBinary(reply, representation, typeof body === 'function' ? body() : body);
-    },
+    (request, reply) => sendField(request, reply, 'thumbnail_small_blob'),
   );
 }

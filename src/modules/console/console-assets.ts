@@ -22,6 +22,7 @@ export interface ConsoleAssets {
   /** URLs of the files, by role, for the layout. */
   readonly urls: {
     readonly css: string;
+    readonly icon: string;
     readonly cropperCss: string;
     readonly cropperJs: string;
     readonly cropJs: string;
@@ -43,6 +44,7 @@ export function loadConsoleAssets(): ConsoleAssets {
   const files = new Map<string, Asset>([
     ['console.css', load(path.join(OWN_DIR, 'console.css'), 'text/css; charset=utf-8')],
     ['crop.js', load(path.join(OWN_DIR, 'crop.js'), 'text/javascript; charset=utf-8')],
+    ['favicon.svg', load(path.join(OWN_DIR, 'favicon.svg'), 'image/svg+xml')],
     ['cropper.min.css', load(require.resolve('cropperjs/dist/cropper.min.css'), 'text/css; charset=utf-8')],
     [
       'cropper.min.js',
@@ -53,6 +55,7 @@ export function loadConsoleAssets(): ConsoleAssets {
   return {
     urls: {
       css: url('console.css'),
+      icon: url('favicon.svg'),
       cropperCss: url('cropper.min.css'),
       cropperJs: url('cropper.min.js'),
       cropJs: url('crop.js'),

@@ -641,7 +641,13 @@ forEachDialect((dialect) => {
           assert.match(html, new RegExp(`href="/console/attachments/${filed.attachmentId}"`), query);
           assert.match(html, new RegExp(`src="/console/attachments/${filed.attachmentId}/thumbnail"`), query);
         }
-        const opened = await client.get(`/console/attachments/${filed.attachmentId}`);
+        const view = await client.get(`/console/attachments/${filed.attachmentId}`);
+        assert.equal(view.status, 200);
+        assert.match(
+          await view.text(),
+          new RegExp(`<img class="capture" src="/console/attachments/${filed.attachmentId}/file"`),
+        );
+        const opened = await client.get(`/console/attachments/${filed.attachmentId}/file`);
         assert.equal(opened.status, 200);
         assert.equal(opened.headers.get('content-type'), 'image/png');
         assert.equal(opened.headers.get('x-content-type-options'), 'nosniff');
@@ -666,6 +672,7 @@ forEachDialect((dialect) => {
           .returning('id')
           .executeTakeFirstOrThrow();
         assert.equal((await client.get(`/console/attachments/${part.id}`)).status, 404);
+        assert.equal((await client.get(`/console/attachments/${part.id}/file`)).status, 404);
         const [refused, opening] = await auditRows(app, 'console.attachment.open');
         assert.deepEqual([refused?.target_ids, refused?.outcome], [String(part.id), 404]);
         assert.deepEqual(

@@ -103,7 +103,7 @@ export function registerSignaturePages(app: FastifyInstance, ctx: ConsoleContext
     id: number,
     options: { flash?: Flash; status?: number; code?: string } = {},
   ): Promise<FastifyReply> {
-    request.consoleAudit = { targetType: 'signature_import_log', targetIds: [id] };
+    request.consoleAudit ??= { targetType: 'signature_import_log', targetIds: [id] };
     const log = await findImportLogDetail(db, id);
     if (log === undefined) throw notFoundPage(`Signature import ${id}`);
     return ctx.render(
