@@ -130,9 +130,9 @@ forEachDialect((dialect) => {
     /** No serious or critical axe-core violation on the page as it is now. */
     async function checkAccessibility(page: Page, screen: string): Promise<void> {
       await page.evaluate(AXE_SOURCE);
-      const violations = (await page.evaluate(`axe
+      const violations = await page.evaluate<AxeViolation[]>(`axe
         .run(document, { resultTypes: ['violations'] })
-        .then((result) => result.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.length })))`)) as AxeViolation[];
+        .then((result) => result.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.length })))`);
       const serious = violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
       assert.deepEqual(serious, [], `${screen}: ${JSON.stringify(serious)}`);
     }
@@ -147,9 +147,9 @@ forEachDialect((dialect) => {
       await page.evaluate(
         'new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve)))',
       );
-      const overflow = (await page.evaluate(
+      const overflow = await page.evaluate<number>(
         'document.documentElement.scrollWidth - document.documentElement.clientWidth',
-      )) as number;
+      );
       assert.ok(overflow <= 0, `${screen} scrolls sideways at tablet width (${overflow} px)`);
       await page.screenshot({
         path: path.join(SCREENSHOT_DIR, `${dialect}-${screen}-tablet.png`),
@@ -403,7 +403,7 @@ forEachDialect((dialect) => {
         page.waitForEvent('download'),
         page.getByRole('link', { name: 'Export this selection as CSV' }).click(),
       ]);
-      const csv = await readFile((await download.path())!, 'utf8');
+      const csv = await readFile(await download.path(), 'utf8');
       const lines = csv.trimEnd().split('\r\n');
       assert.equal(lines.length, 3);
       assert.ok(
