@@ -71,19 +71,53 @@ async function readWindow(
   else if (filter.action !== undefined) candidates = candidates.where('action', '=', filter.action);
   if (filter.from !== undefined) candidates = candidates.where('event_time', '>=', filter.from);
   if (filter.to !== undefined) candidates = candidates.where('event_time', '<', filter.to);
+  // Each keyset bound is also given as a plain range on `event_time`, which the planners use for the
+  // index range (an `or` alone is not read as one).
   if (after !== undefined) {
-    candidates = candidates.where((eb) =>
-      eb.or([
-        eb('event_time', '<', after.eventTime),
-        eb.and([eb('event_time', '=', after.eventTime), eb('id', '<', after.id)]),
-      ]),
-    );
+    candidates = candidates
+      .where('event_time', '<=', after.eventTime)
+      .where((eb) =>
+        eb.or([
+          eb('event_time', '<', after.eventTime),
+          eb.and([eb('event_time', '=', after.eventTime), eb('id', '<', after.id)]),
+        ]),
+      );
   }
-  const window = candidates.orderBy('event_time', 'desc').orderBy('id', 'desc').limit(windowSize);
+  // The window is the key range [last, after) of the next `windowSize` candidates: its lower end is read
+  // from the driving index alone (one index step per candidate), then the rows by range with the filters.
+  const last = await candidates
+    .orderBy('event_time', 'desc')
+    .orderBy('id', 'desc')
+    .limit(1)
+    .offset(windowSize - 1)
+    .executeTakeFirst();
+  const low = last === undefined ? undefined : { eventTime: last.event_time, id: last.id };
 
-  let query = adb.selectFrom('audit_event as a').innerJoin(window.as('c'), 'c.id', 'a.id').selectAll('a');
+  let query = adb.selectFrom('audit_event as a').selectAll('a');
   if (userIds !== undefined) query = query.where('a.user_id', 'in', [...userIds]);
   if (filter.action !== undefined) query = query.where('a.action', '=', filter.action);
+  if (filter.from !== undefined) query = query.where('a.event_time', '>=', filter.from);
+  if (filter.to !== undefined) query = query.where('a.event_time', '<', filter.to);
+  if (after !== undefined) {
+    query = query
+      .where('a.event_time', '<=', after.eventTime)
+      .where((eb) =>
+        eb.or([
+          eb('a.event_time', '<', after.eventTime),
+          eb.and([eb('a.event_time', '=', after.eventTime), eb('a.id', '<', after.id)]),
+        ]),
+      );
+  }
+  if (low !== undefined) {
+    query = query
+      .where('a.event_time', '>=', low.eventTime)
+      .where((eb) =>
+        eb.or([
+          eb('a.event_time', '>', low.eventTime),
+          eb.and([eb('a.event_time', '=', low.eventTime), eb('a.id', '>=', low.id)]),
+        ]),
+      );
+  }
   const outcome = filter.outcome;
   if (outcome !== undefined)
     query = query.where('a.outcome', '>=', outcome.min).where('a.outcome', '<=', outcome.max);
@@ -96,21 +130,14 @@ async function readWindow(
         eb.or(patientIds.map((id) => eb(sql`concat(',', a.target_ids, ',')`, 'like', `%,${id},%`))),
       );
   }
-  const [rows, last] = await Promise.all([
-    query.orderBy('a.event_time', 'desc').orderBy('a.id', 'desc').limit(limit).execute(),
-    adb
-      .selectFrom(window.as('c'))
-      .select((eb) => ['c.id', 'c.event_time', eb.fn.countAll<number>().over().as('n')])
-      .orderBy('c.event_time')
-      .orderBy('c.id')
-      .limit(1)
-      .executeTakeFirst(),
-  ]);
-  return {
-    rows,
-    lastKey: last === undefined ? undefined : { eventTime: last.event_time, id: last.id },
-    isExhausted: last === undefined || Number(last.n) < windowSize,
-  };
+  const rows = await query.orderBy('a.event_time', 'desc').orderBy('a.id', 'desc').limit(limit).execute();
+  if (low !== undefined) return { rows, lastKey: low, isExhausted: false };
+  // Fewer than `windowSize` candidates remained: this window reached the end.
+  return { rows, lastKey: rows.at(-1) === undefined ? undefined : keyOf(rows.at(-1)!), isExhausted: true };
+}
+
+function keyOf(row: AuditEventRow): AuditKey {
+  return { eventTime: row.event_time, id: row.id };
 }
 
 /** One page of audit rows matching `filter`, newest first. */
@@ -123,9 +150,9 @@ export async function searchAuditEvents(
   const windowSize = options.windowSize ?? 2000;
   const page = await scanPage<AuditEventRow, AuditKey>({
     pageSize: options.pageSize ?? 50,
-    budgetMs: options.budgetMs ?? 60,
+    budgetMs: options.budgetMs ?? 40,
     start: options.before,
-    keyOf: (row) => ({ eventTime: row.event_time, id: row.id }),
+    keyOf,
     readWindow: (after, limit) => readWindow(db, filter, after, limit, windowSize),
   });
   return page;

@@ -148,6 +148,42 @@ function candidates(
   return window(query, 'id');
 }
 
+/**
+ * The ids of the driving index of {@link candidates} within [low, after), unordered, or undefined when
+ * the primary key drives (the range on `request.id` is then the whole of it).
+ */
+function drivingIds(
+  db: Kysely<DB>,
+  filter: RequestListFilter,
+  low: number,
+  after: number | undefined,
+): SelectQueryBuilder<DB, keyof DB, { id: number }> | undefined {
+  const inRange = (query: IdQuery): IdQuery => {
+    const bounded = query.where(sql.ref('request_id'), '>=', low);
+    return after === undefined ? bounded : bounded.where(sql.ref('request_id'), '<', after);
+  };
+  const routineIds = () => db.selectFrom('request_routine').select('request_id as id') as IdQuery;
+  const statuses = drivingStatuses(filter);
+  if (statuses !== undefined) {
+    let query = routineIds().where(sql.ref('status'), 'in', statuses);
+    if (filter.routineName !== undefined)
+      query = query.where(sql.ref('routine_name'), '=', filter.routineName);
+    return inRange(query);
+  }
+  if (filter.isRetried === true) return inRange(routineIds().where(sql<boolean>`try_count > 1`));
+  if (filter.detailName !== undefined) {
+    return inRange(
+      db
+        .selectFrom('request_details')
+        .select('request_id as id')
+        .where('name', '=', filter.detailName),
+    );
+  }
+  if (filter.routineName !== undefined)
+    return inRange(routineIds().where(sql.ref('routine_name'), '=', filter.routineName));
+  return undefined;
+}
+
 /** Every filter as a condition on the request `r` (the driving one included: it costs an index probe). */
 function matchesFilter(eb: RequestScope, filter: RequestListFilter) {
   const routines = () =>
@@ -249,30 +285,31 @@ export async function listRequests(
   type Listed = { id: number; request_type: string; system_message: string; created_date: string };
   const page = await scanPage<Listed, number>({
     pageSize: options.pageSize ?? 50,
-    budgetMs: options.budgetMs ?? 60,
+    budgetMs: options.budgetMs ?? 40,
     start: options.before,
     keyOf: (row) => row.id,
     readWindow: async (after, limit) => {
-      const window = candidates(db, filter, after, windowSize);
-      const [rows, bounds] = await Promise.all([
-        db
-          .selectFrom('request as r')
-          .innerJoin(window.as('c'), 'c.id', 'r.id')
-          .select(['r.id', 'r.request_type', 'r.system_message', 'r.created_date'])
-          .where((eb) => matchesFilter(eb, filter))
-          .orderBy('r.id', 'desc')
-          .limit(limit)
-          .execute(),
-        db
-          .selectFrom(window.as('c'))
-          .select((eb) => [eb.fn.min('c.id').as('low'), eb.fn.countAll<number>().as('n')])
-          .executeTakeFirstOrThrow(),
-      ]);
-      return {
-        rows,
-        lastKey: bounds.low === null ? undefined : Number(bounds.low),
-        isExhausted: Number(bounds.n) < windowSize,
-      };
+      // The window is the key range [low, after) holding the next `windowSize` candidates: its lower
+      // bound comes from the driving index alone, then the rows are read by range with every filter.
+      const bounds = await db
+        .selectFrom(candidates(db, filter, after, windowSize).as('c'))
+        .select((eb) => [eb.fn.min('c.id').as('low'), eb.fn.countAll<number>().as('n')])
+        .executeTakeFirstOrThrow();
+      if (bounds.low === null) return { rows: [], lastKey: undefined, isExhausted: true };
+      const low = Number(bounds.low);
+      let query = db
+        .selectFrom('request as r')
+        .select(['r.id', 'r.request_type', 'r.system_message', 'r.created_date'])
+        .where('r.id', '>=', low);
+      if (after !== undefined) query = query.where('r.id', '<', after);
+      const driver = drivingIds(db, filter, low, after);
+      if (driver !== undefined) query = query.where('r.id', 'in', driver);
+      const rows = await query
+        .where((eb) => matchesFilter(eb, filter))
+        .orderBy('r.id', 'desc')
+        .limit(limit)
+        .execute();
+      return { rows, lastKey: low, isExhausted: Number(bounds.n) < windowSize };
     },
   });
   const ids = page.rows.map((r) => r.id);

@@ -110,32 +110,29 @@ export async function listImportLogs(
   const windowSize = options.windowSize ?? 2000;
   const page = await scanPage({
     pageSize: options.pageSize ?? 50,
-    budgetMs: options.budgetMs ?? 60,
+    budgetMs: options.budgetMs ?? 40,
     start: options.before,
     keyOf: (row: ImportLogRow) => row.id,
     readWindow: async (after, limit) => {
-      // Candidates from the (status_id, id) index when a status is asked for, else the primary key.
-      let window = db.selectFrom('signature_import_log').select('id');
-      if (filter.statusId !== undefined) window = window.where('status_id', '=', filter.statusId);
-      if (after !== undefined) window = window.where('id', '<', after);
-      const candidates = window.orderBy('id', 'desc').limit(windowSize);
-      let query = baseQuery(db).innerJoin(candidates.as('c'), 'c.id', 'l.id');
+      // The window is the id range [low, after) of the next `windowSize` candidates, from the
+      // (status_id, id) index when a status is asked for, else from the primary key.
+      let candidates = db.selectFrom('signature_import_log').select('id');
+      if (filter.statusId !== undefined) candidates = candidates.where('status_id', '=', filter.statusId);
+      if (after !== undefined) candidates = candidates.where('id', '<', after);
+      const bounds = await db
+        .selectFrom(candidates.orderBy('id', 'desc').limit(windowSize).as('c'))
+        .select((eb) => [eb.fn.min('c.id').as('low'), eb.fn.countAll<number>().as('n')])
+        .executeTakeFirstOrThrow();
+      if (bounds.low === null) return { rows: [], lastKey: undefined, isExhausted: true };
+      const low = Number(bounds.low);
+      let query = baseQuery(db).where('l.id', '>=', low);
+      if (after !== undefined) query = query.where('l.id', '<', after);
       if (filter.statusId !== undefined) query = query.where('l.status_id', '=', filter.statusId);
       if (filter.type !== undefined) query = query.where('et.class_name', '=', TYPE_CLASSES[filter.type]);
       if (filter.from !== undefined) query = query.where('l.import_datetime', '>=', filter.from);
       if (filter.to !== undefined) query = query.where('l.import_datetime', '<', filter.to);
-      const [rows, bounds] = await Promise.all([
-        query.orderBy('l.id', 'desc').limit(limit).execute(),
-        db
-          .selectFrom(candidates.as('c'))
-          .select((eb) => [eb.fn.min('c.id').as('low'), eb.fn.countAll<number>().as('n')])
-          .executeTakeFirstOrThrow(),
-      ]);
-      return {
-        rows: rows.map(toRow),
-        lastKey: bounds.low === null ? undefined : Number(bounds.low),
-        isExhausted: Number(bounds.n) < windowSize,
-      };
+      const rows = await query.orderBy('l.id', 'desc').limit(limit).execute();
+      return { rows: rows.map(toRow), lastKey: low, isExhausted: Number(bounds.n) < windowSize };
     },
   });
   return { rows: page.rows, nextBefore: page.next, isPartial: page.isPartial };
