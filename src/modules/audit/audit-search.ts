@@ -150,7 +150,7 @@ export async function searchAuditEvents(
   const windowSize = options.windowSize ?? 2000;
   const page = await scanPage<AuditEventRow, AuditKey>({
     pageSize: options.pageSize ?? 50,
-    budgetMs: options.budgetMs ?? 40,
+    budgetMs: options.budgetMs ?? 30,
     start: options.before,
     keyOf,
     readWindow: (after, limit) => readWindow(db, filter, after, limit, windowSize),

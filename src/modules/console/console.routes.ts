@@ -18,7 +18,6 @@ import type {
   FastifyRequest,
   preHandlerAsyncHookHandler,
 } from 'fastify';
-import { formatDateTime } from '../../db/database.ts';
 import { toAppError } from '../../http/error-handler.ts';
 import type { ModuleOptions } from '../../http/module.ts';
 import { createRateLimiter } from '../../http/rate-limit.ts';
@@ -306,9 +305,7 @@ function registerSessionRoutes(app: FastifyInstance, ctx: ConsoleContext, guard:
 
   app.get('/', { preHandler: guard() }, async (request, reply) => {
     const user = request.consoleUser!;
-    const health = can(user, OPERATIONS.queue)
-      ? await readWorkerHealth(ctx.deps.database.db, formatDateTime(new Date()))
-      : undefined;
+    const health = can(user, OPERATIONS.queue) ? await readWorkerHealth(ctx.deps.database.db) : undefined;
     return ctx.render(request, reply, 'home', { title: 'Overview', nav: 'home', health });
   });
 }

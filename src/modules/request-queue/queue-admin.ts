@@ -173,10 +173,7 @@ function drivingIds(
   if (filter.isRetried === true) return inRange(routineIds().where(sql<boolean>`try_count > 1`));
   if (filter.detailName !== undefined) {
     return inRange(
-      db
-        .selectFrom('request_details')
-        .select('request_id as id')
-        .where('name', '=', filter.detailName),
+      db.selectFrom('request_details').select('request_id as id').where('name', '=', filter.detailName),
     );
   }
   if (filter.routineName !== undefined)
@@ -285,7 +282,7 @@ export async function listRequests(
   type Listed = { id: number; request_type: string; system_message: string; created_date: string };
   const page = await scanPage<Listed, number>({
     pageSize: options.pageSize ?? 50,
-    budgetMs: options.budgetMs ?? 40,
+    budgetMs: options.budgetMs ?? 30,
     start: options.before,
     keyOf: (row) => row.id,
     readWindow: async (after, limit) => {
@@ -629,8 +626,6 @@ export interface QueueHealth {
   readonly queue: string;
   /** Routines per pending or stuck status (NEW, RETRY, FAILED, PAUSE), capped at {@link COUNT_CAP}. */
   readonly counts: Readonly<Record<'NEW' | 'RETRY' | 'FAILED' | 'PAUSE', number>>;
-  /** RETRY routines whose next try has come (eligible now, ordering permitting). */
-  readonly retryDue: number;
   readonly totalExecuted: number;
   readonly totalSucceeded: number;
   readonly totalFailed: number;
@@ -652,45 +647,32 @@ export interface WorkerHealth {
 const LIVE_STATUSES = ['NEW', 'RETRY', 'FAILED', 'PAUSE'] as const;
 
 /**
- * Counts per queue and pending or stuck status, read from the (queue, status, id) index with a cap so
- * that a backlog of millions still answers at once; COMPLETE and VOID totals come from the counters the
+ * Counts per queue and pending or stuck status, read from the (queue, status, id) index alone (covering)
+ * with a cap so that a backlog of millions still answers at once; COMPLETE and VOID totals come from the counters the
  * workers keep on `request_queue` (counting them would read most of the table).
  */
-export async function readWorkerHealth(db: Kysely<DB>, nowText: string): Promise<WorkerHealth> {
+export async function readWorkerHealth(db: Kysely<DB>): Promise<WorkerHealth> {
   const queues = await db.selectFrom('request_queue').selectAll().orderBy('request_queue').execute();
-  const capped = (
-    queue: string,
-    status: RoutineStatus,
-    extra?: (
-      q: SelectQueryBuilder<DB, 'request_routine', { id: number }>,
-    ) => SelectQueryBuilder<DB, 'request_routine', { id: number }>,
-  ) => {
-    let inner = db
-      .selectFrom('request_routine')
-      .select('id')
-      .where('execute_request_queue', '=', queue)
-      .where('status', '=', status);
-    if (extra !== undefined) inner = extra(inner);
-    return db
-      .selectFrom(inner.limit(COUNT_CAP).as('capped'))
+  const capped = (queue: string, status: RoutineStatus) =>
+    db
+      .selectFrom(
+        db
+          .selectFrom('request_routine')
+          .select('id')
+          .where('execute_request_queue', '=', queue)
+          .where('status', '=', status)
+          .limit(COUNT_CAP)
+          .as('capped'),
+      )
       .select((eb) => eb.fn.countAll<number>().as('n'))
       .executeTakeFirstOrThrow()
       .then((row) => Number(row.n));
-  };
   const health = await Promise.all(
     queues.map(async (q): Promise<QueueHealth> => {
-      const [counts, retryDue] = await Promise.all([
-        Promise.all(LIVE_STATUSES.map((status) => capped(q.request_queue, status))),
-        capped(q.request_queue, 'RETRY', (inner) =>
-          inner.where((eb) =>
-            eb.or([eb('next_try_date_time', 'is', null), eb('next_try_date_time', '<=', nowText)]),
-          ),
-        ),
-      ]);
+      const counts = await Promise.all(LIVE_STATUSES.map((status) => capped(q.request_queue, status)));
       return {
         queue: q.request_queue,
         counts: { NEW: counts[0]!, RETRY: counts[1]!, FAILED: counts[2]!, PAUSE: counts[3]! },
-        retryDue,
         totalExecuted: q.total_execute_count,
         totalSucceeded: q.total_success_count,
         totalFailed: q.total_fail_count,

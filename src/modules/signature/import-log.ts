@@ -110,7 +110,7 @@ export async function listImportLogs(
   const windowSize = options.windowSize ?? 2000;
   const page = await scanPage({
     pageSize: options.pageSize ?? 50,
-    budgetMs: options.budgetMs ?? 40,
+    budgetMs: options.budgetMs ?? 30,
     start: options.before,
     keyOf: (row: ImportLogRow) => row.id,
     readWindow: async (after, limit) => {
