@@ -25,14 +25,14 @@ const EPOCH_SECONDS = 1_700_000_000;
 
 /** The numbers 1..n as a table `n(i)`, in each dialect's way. */
 function numbers(database: Database, n: number) {
-  return database.dialect === 'postgres'
+  return database.dialect.name === 'postgres'
     ? sql`select g as i from generate_series(1, ${sql.lit(n)}) as g`
     : sql`with recursive s(i) as (select 1 union all select i + 1 from s where i < ${sql.lit(n)}) select i from s`;
 }
 
 /** A stored `YYYY-MM-DD HH:MM:SS` time from epoch seconds (an SQL expression of `seconds`). */
 function storedTime(database: Database, seconds: ReturnType<typeof sql>) {
-  return database.dialect === 'postgres'
+  return database.dialect.name === 'postgres'
     ? sql`(to_timestamp(${seconds}) at time zone 'UTC')`
     : sql`datetime(${seconds}, 'unixepoch')`;
 }

@@ -67,6 +67,8 @@ forEachDialect((dialect) => {
       const [code] = (await exited) as [number | null];
       assert.equal(code, 0);
       assert.match(server.output(), /"msg":"stopped"/);
+      // A new database without demo data has no login: the start says how to create one.
+      assert.match(server.output(), /no user can log in yet: create one with .*user create/);
       assert.doesNotMatch(server.output(), /SecretSurname/);
       assert.doesNotMatch(server.output(), /bm9ib2R5OnB3/);
     });

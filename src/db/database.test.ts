@@ -4,7 +4,8 @@ import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
 import type { TestDatabase } from '../../test/harness.ts';
 import { DIALECTS, createTestDatabase } from '../../test/harness.ts';
-import { castBoundLimits, sessionOptions } from './database.ts';
+import { sessionOptions } from './dialects/postgres.ts';
+import { castBoundLimits } from './dialects/sqlite.ts';
 
 // SQLite runs with `synchronous = NORMAL` and makes every commit durable itself with an fdatasync of the
 // WAL off the event loop (database.ts). These tests pin down when that flush happens: after every

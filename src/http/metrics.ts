@@ -243,15 +243,15 @@ async function renderMetrics(
     );
   }
 
-  const pool = deps.database.pool;
+  const pool = deps.database.dialect.poolStats();
   if (pool !== undefined) {
-    family(out, 'db_pool_connections', 'gauge', 'PostgreSQL pool connections, by state.', [
-      ['state="total"', pool.totalCount],
-      ['state="idle"', pool.idleCount],
-      ['state="in_use"', pool.totalCount - pool.idleCount],
+    family(out, 'db_pool_connections', 'gauge', 'Database pool connections, by state.', [
+      ['state="total"', pool.total],
+      ['state="idle"', pool.idle],
+      ['state="in_use"', pool.total - pool.idle],
     ]);
     family(out, 'db_pool_waiting_clients', 'gauge', 'Queries waiting for a pool connection.', [
-      ['', pool.waitingCount],
+      ['', pool.waiting],
     ]);
   }
   const gate = app.heavyGate;

@@ -158,14 +158,69 @@ forEachDialect((dialect) => {
 
     it('takes the query parameters of attachment view from its route schema', () => {
       const view = operationFor(document, 'GET', '/api/v1/attachmentdisplay/view');
-      const names = (view.parameters as { name: string; required: boolean }[]).map((p) => [
-        p.name,
-        p.required,
-      ]);
+      const names = (view.parameters as { name: string; in: string; required: boolean }[])
+        .filter((p) => p.in === 'query')
+        .map((p) => [p.name, p.required]);
       assert.deepEqual(names, [
         ['id', true],
         ['attachment', false],
         ['mime', false],
+      ]);
+    });
+
+    it('describes every parameter each endpoint accepts, queue add and status from their route schemas', () => {
+      const namesOf = (method: string, path: string) =>
+        ((operationFor(document, method, path).parameters ?? []) as { name: string; in: string }[]).map(
+          (p) => `${p.in}:${p.name}`,
+        );
+      const queueQuery = ['query:request_type', 'query:system_message', 'query:content_type'];
+      assert.deepEqual(namesOf('POST', '/api/v1/request/queue/add'), queueQuery);
+      assert.deepEqual(namesOf('PUT', '/api/v1/request/queue/add'), queueQuery);
+      assert.deepEqual(namesOf('GET', '/api/v1/request/queue/status'), ['query:request_id']);
+      assert.deepEqual(namesOf('POST', '/api/v1/attachmentdisplay/create'), [
+        'query:event_id',
+        'query:element_type_id',
+      ]);
+      assert.deepEqual(namesOf('GET', '/api/v1/attachmentdisplay/view'), [
+        'header:If-None-Match',
+        'header:If-Modified-Since',
+        'query:id',
+        'query:attachment',
+        'query:mime',
+      ]);
+      assert.deepEqual(namesOf('GET', '/api/v1/patient/search'), [
+        'query:term',
+        'query:patient_identifier_type',
+        'query:pageSize',
+        'query:Patient_page',
+        'query:sort_by',
+        'query:sort_dir',
+        'cookie:institution_id',
+        'cookie:site_id',
+      ]);
+      // Every queue parameter is described, and the two that can also come in the body are in its schemas.
+      const add = operationFor(document, 'POST', '/api/v1/request/queue/add');
+      for (const parameter of add.parameters as { name: string; description?: string }[])
+        assert.ok((parameter.description ?? '').length > 0, parameter.name);
+      const content = (add.requestBody as { content: Record<string, { schema: { properties?: object } }> })
+        .content;
+      for (const type of ['application/json', 'application/x-www-form-urlencoded', 'multipart/form-data'])
+        assert.deepEqual(
+          Object.keys(content[type]!.schema.properties ?? {}).sort(),
+          ['data', 'request_type', 'system_message'],
+          type,
+        );
+      const signBody = (
+        operationFor(document, 'POST', '/api/v1/sign/add').requestBody as {
+          content: Record<string, { schema: { properties: object } }>;
+        }
+      ).content['application/json']!.schema.properties;
+      assert.deepEqual(Object.keys(signBody), [
+        'unique_identifier',
+        'extra_info',
+        'image',
+        'origImage',
+        'original_log_id',
       ]);
     });
 

@@ -8,7 +8,9 @@
  *   remembers every hook it produces and the operation it requires, and a route whose `onRequest` or
  *   `preHandler` holds such a hook is documented as Basic-protected (401, 403, 429 included). A route may
  *   instead declare `config.openapiSecurity` (the metrics route, whose guard depends on its switch);
- * - query parameters come from `schema.querystring` where the route has one (TypeBox is JSON Schema);
+ * - query parameters come from `schema.querystring` where the route has one (TypeBox is JSON Schema),
+ *   with the schema's `description`; routes that check their query by hand declare the schema with
+ *   `attachValidation` so that it documents without refusing;
  * - the error shape (JSON string or queue envelope) comes from `config.errorShape`, the one the error
  *   handler uses;
  * - summaries, the parameters of routes that read their input by hand, and the success and
@@ -326,7 +328,8 @@ function queryParameters(schema: JsonSchema | undefined, doc: OperationDoc): unk
       required: required.has(name),
       schema: plainSchema(property),
     };
-    const description = doc.queryDescriptions?.[name];
+    const description =
+      typeof property.description === 'string' ? property.description : doc.queryDescriptions?.[name];
     if (description !== undefined) parameter.description = description;
     return parameter;
   });

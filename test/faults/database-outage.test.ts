@@ -163,7 +163,6 @@ forEachDialect((dialect) => {
       baseUrl = `http://127.0.0.1:${(app.server.address() as net.AddressInfo).port}`;
       const worker = createQueueWorker({
         database: appDatabase,
-        files: testDb.files,
         config: { ...config, workerQueues: [type.queue] },
         catalog: createRoutineCatalog([
           defineRoutine({
@@ -358,11 +357,11 @@ forEachDialect((dialect) => {
         child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
         try {
           await until(async () => output.includes('queue worker ready'));
-          const first = await enqueueRequest(testDb.db, { requestType: noop.requestType });
+          const first = await enqueueRequest(testDb.database, { requestType: noop.requestType });
           await until(routinesComplete([first.requestId]));
 
           await outage.cut();
-          const second = await enqueueRequest(testDb.db, { requestType: noop.requestType });
+          const second = await enqueueRequest(testDb.database, { requestType: noop.requestType });
           await until(async () => output.includes('queue worker pass failed'));
           assert.equal(child.exitCode, null, 'the worker process survives the outage');
           const [waiting] = await testDb.db

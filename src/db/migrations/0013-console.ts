@@ -17,8 +17,7 @@
  *   name, import log status, audit action), so that a page never sorts or scans a whole table.
  */
 import { sql } from 'kysely';
-import type { AnyDb } from './helpers.ts';
-import { columnTypes } from './helpers.ts';
+import type { AnyDb, DialectAdapter } from './helpers.ts';
 
 const AUTH_ITEMS: readonly { name: string; type: number; description: string }[] = [
   { name: 'OprnEditRequestData', type: 0, description: 'Edit payload processor requests' },
@@ -39,8 +38,8 @@ const AUTH_ITEM_CHILDREN: readonly { parent: string; child: string }[] = [
   { parent: 'View Audit Log', child: 'TaskViewAuditLog' },
 ];
 
-export async function up(db: AnyDb): Promise<void> {
-  const t = columnTypes(db);
+export async function up(db: AnyDb, dialect: DialectAdapter): Promise<void> {
+  const t = dialect.columnTypes;
   await db.schema
     .createTable('console_session')
     .addColumn('id', 'varchar(64)', (c) => c.primaryKey())

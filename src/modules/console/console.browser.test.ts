@@ -227,12 +227,7 @@ forEachDialect((dialect) => {
           },
         }),
       ]);
-      const worker = createQueueWorker({
-        database: app.database,
-        files: app.files,
-        config: app.config,
-        catalog,
-      });
+      const worker = createQueueWorker({ database: app.database, config: app.config, catalog });
       const page = await newPage();
       await signIn(page, operator, '/console/requests');
       await page.getByLabel('Overall status').selectOption('failed');

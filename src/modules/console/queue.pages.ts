@@ -189,8 +189,6 @@ export function registerQueuePages(app: FastifyInstance, ctx: ConsoleContext, gu
         field: part.field,
         mime: undefined,
       });
-      const fileName = `request-${requestId}-${part.mnemonic.replace(/[^\w.-]/g, '_')}`;
-      void reply.header('content-disposition', `attachment; filename="${fileName}"`);
       if (part.mnemonic === 'HEADER_DATA' && Buffer.isBuffer(body)) {
         const redacted = Buffer.from(redactHeaders(body.toString('utf8')));
         const etag = `"${createHash('sha256').update(redacted).digest('base64url')}"`;

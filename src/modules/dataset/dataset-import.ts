@@ -105,9 +105,7 @@ export async function importDataset(
       for (const prepared of tables) {
         summary.tables[prepared.table] = await writeTable(trx, deps, prepared, createdFiles);
       }
-      if (deps.database.dialect === 'postgres') {
-        for (const prepared of tables) await moveSequence(trx, prepared);
-      }
+      for (const prepared of tables) await moveIdGenerator(deps, trx, prepared);
     });
   } catch (error) {
     for (const uid of createdFiles) await removeStoredFile(deps.files, uid);
@@ -408,7 +406,7 @@ async function writeTable(
   await insertRows(trx, prepared, withKey);
   if (withoutKey.length > 0) {
     // Ids the database assigns must come after the ids the document gave.
-    if (deps.database.dialect === 'postgres') await moveSequence(trx, prepared);
+    await moveIdGenerator(deps, trx, prepared);
     await insertRows(trx, prepared, withoutKey);
   }
   count.inserted = inserts.length;
@@ -529,14 +527,10 @@ function describeDatabaseError(prepared: PreparedTable, row: PreparedRow, error:
 }
 
 /** PostgreSQL: the serial sequence moves past the highest id, so later inserts never collide. */
-async function moveSequence(trx: LooseTrx, prepared: PreparedTable): Promise<void> {
+async function moveIdGenerator(deps: ImportDeps, trx: LooseTrx, prepared: PreparedTable): Promise<void> {
   const serial = [...prepared.columns.values()].find((c: ColumnInfo) => c.isSerial);
   if (serial === undefined) return;
-  const sequence = sql`pg_get_serial_sequence(${`"${prepared.table}"`}, ${serial.name})`;
-  // greatest(..., nextval): never moves a sequence backwards.
-  await sql`select setval(${sequence}, greatest(
-      coalesce((select max(${sql.ref(serial.name)}) from ${sql.table(prepared.table)}), 0) + 1,
-      nextval(${sequence})), false)`.execute(trx);
+  await deps.database.dialect.resetIdGenerator(trx, prepared.table, serial.name);
 }
 
 function chunks<T>(items: readonly T[], size: number): T[][] {

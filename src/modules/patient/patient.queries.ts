@@ -15,7 +15,7 @@
  */
 import type { CompiledQuery, Expression, RawBuilder, SqlBool } from 'kysely';
 import { sql } from 'kysely';
-import { createShapeCache, runCompiled } from '../../db/compiled-queries.ts';
+import { runCompiled } from '../../db/compiled-queries.ts';
 import type { Database } from '../../db/database.ts';
 
 export interface PatientSearchRow {
@@ -86,15 +86,8 @@ const COLUMNS = [
 export function createPatientQueries(database: Database) {
   const { db, dialect } = database;
 
-  const nameKey = (column: 'c.last_name' | 'c.first_name'): RawBuilder<string> =>
-    dialect === 'postgres'
-      ? sql<string>`lower(${sql.ref(column)}) collate "C"`
-      : sql<string>`lower(${sql.ref(column)})`;
-
-  const numericValue = (column: string): RawBuilder<number> =>
-    dialect === 'postgres'
-      ? sql<number>`coalesce(substring(${sql.ref(column)} from '^[0-9]+')::numeric, 0)`
-      : sql<number>`cast(${sql.ref(column)} as integer)`;
+  const nameKey = (column: 'c.last_name' | 'c.first_name'): RawBuilder<string> => dialect.nameKey(column);
+  const numericValue = (column: string): RawBuilder<number> => dialect.leadingNumber(column);
 
   // Reference 4.6 recommendation: the smallest numeric value among the patient's live identifiers.
   const smallestIdentifier = sql<number>`(select min(${numericValue('k.value')}) from patient_identifier as k where k.patient_id = p.id and k.deleted = 0)`;
@@ -194,9 +187,7 @@ export function createPatientQueries(database: Database) {
   };
 
   const range = (key: RawBuilder<string>, prefix: PrefixRange): Expression<SqlBool> =>
-    prefix.high === undefined
-      ? sql<SqlBool>`${key} >= ${prefix.low}`
-      : sql<SqlBool>`${key} >= ${prefix.low} and ${key} < ${prefix.high}`;
+    dialect.namePrefixMatch(key, prefix.low, prefix.high);
 
   const byName = (criteria: NameCriteria, page: PageQuery) => {
     let query = basePage(page, 'name');
@@ -220,7 +211,7 @@ export function createPatientQueries(database: Database) {
               pairs.map((pair) =>
                 w.and([
                   w('pi.patient_identifier_type_id', '=', pair.typeId),
-                  w(sql<string>`lower(${sql.ref('pi.value')})`, '=', pair.value),
+                  w(dialect.foldedKey('pi.value'), '=', pair.value),
                 ]),
               ),
             ),
@@ -230,7 +221,6 @@ export function createPatientQueries(database: Database) {
       'identifier',
     );
 
-  const shapes = createShapeCache();
   const pageKey = (page: PageQuery) =>
     `${page.sortColumn}|${page.isDescending}|${page.restrictTypeId !== undefined}`;
   const pageWith = (page: PageQuery, s: readonly unknown[], at: number): PageQuery => ({
@@ -248,13 +238,13 @@ export function createPatientQueries(database: Database) {
      */
     patientsByName(criteria: NameCriteria, page: PageQuery): CompiledQuery<PatientWithIdentifierRow> {
       const { lastName: last, firstName: first } = criteria;
-      const key = `name|${last === undefined ? 0 : last.high === undefined ? 1 : 2}|${first === undefined ? 0 : first.high === undefined ? 1 : 2}|${criteria.dob !== undefined}|${pageKey(page)}`;
+      const key = `patient:name|${last === undefined ? 0 : last.high === undefined ? 1 : 2}|${first === undefined ? 0 : first.high === undefined ? 1 : 2}|${criteria.dob !== undefined}|${pageKey(page)}`;
       const values = [last?.low, last?.high, first?.low, first?.high, criteria.dob, ...pageValues(page)];
       const prefix = (range: PrefixRange | undefined, s: readonly unknown[], at: number) =>
         range === undefined
           ? undefined
           : { low: s[at] as string, high: range.high === undefined ? undefined : (s[at + 1] as string) };
-      return shapes.compile(key, values, (s) =>
+      return database.shapes.compile(key, values, (s) =>
         byName(
           {
             lastName: prefix(last, s, 0),
@@ -275,9 +265,9 @@ export function createPatientQueries(database: Database) {
       pairs: readonly IdentifierPair[],
       page: PageQuery,
     ): CompiledQuery<PatientWithIdentifierRow> {
-      const key = `identifier|${pairs.length}|${pageKey(page)}`;
+      const key = `patient:identifier|${pairs.length}|${pageKey(page)}`;
       const values = [...pageValues(page), ...pairs.flatMap((p) => [p.typeId, p.value])];
-      return shapes.compile(key, values, (s) =>
+      return database.shapes.compile(key, values, (s) =>
         byIdentifier(
           pairs.map((_, i) => ({ typeId: s[3 + 2 * i] as number, value: s[4 + 2 * i] as string })),
           pageWith(page, s, 0),

@@ -17,15 +17,7 @@ import type {
 import { createPatientQueries } from './patient.queries.ts';
 import type { IdentifierType, Institution, ReferenceData } from './reference-data.ts';
 import { createReferenceDataCache } from './reference-data.ts';
-import {
-  computeAge,
-  formatDisplayValue,
-  lowerLikeDatabase,
-  matchIdentifier,
-  parseSearchTerm,
-  prefixUpperBound,
-  todayIn,
-} from './search-term.ts';
+import { computeAge, formatDisplayValue, matchIdentifier, parseSearchTerm, todayIn } from './search-term.ts';
 
 export const DEFAULT_PAGE_SIZE = 20;
 export const MAX_PAGE_SIZE = 100;
@@ -119,8 +111,7 @@ export function createPatientSearchService(deps: Pick<AppDeps, 'config' | 'datab
     if (parsed.kind === 'name') {
       const prefix = (text: string) => {
         if (text === '') return undefined;
-        const low = lowerLikeDatabase(text, dialect);
-        return { low, high: prefixUpperBound(low) };
+        return dialect.namePrefixBounds(text);
       };
       const criteria = {
         lastName: prefix(parsed.lastName),
@@ -139,7 +130,7 @@ export function createPatientSearchService(deps: Pick<AppDeps, 'config' | 'datab
     for (const type of candidates) {
       const value = matchIdentifier(parsed.value, type);
       if (value === undefined) continue;
-      const lowered = lowerLikeDatabase(value, dialect);
+      const lowered = dialect.foldCase(value);
       pairs.set(`${type.id}\u0000${lowered}`, { typeId: type.id, value: lowered });
     }
     if (pairs.size === 0) return undefined;

@@ -5,11 +5,9 @@ import {
   applySpacingRule,
   computeAge,
   formatDisplayValue,
-  lowerLikeDatabase,
   matchIdentifier,
   parseDayMonthYear,
   parseSearchTerm,
-  prefixUpperBound,
   todayIn,
   translatePcre,
 } from './search-term.ts';
@@ -196,19 +194,5 @@ describe('computeAge', () => {
     assert.equal(todayIn('Asia/Kathmandu', new Date('2024-06-15T18:14:30Z')), '2024-06-15');
     assert.equal(todayIn('Europe/London', new Date('2024-06-15T22:59:59Z')), '2024-06-15');
     assert.equal(todayIn('Europe/London', new Date('2024-06-15T23:00:00Z')), '2024-06-16');
-  });
-});
-
-describe('prefixUpperBound and lowerLikeDatabase', () => {
-  it('increments the last code point', () => {
-    assert.equal(prefixUpperBound('smi'), 'smj');
-    assert.equal(prefixUpperBound('a\u{10ffff}'), 'b');
-    assert.equal(prefixUpperBound('\u{10ffff}'), undefined);
-    assert.equal(prefixUpperBound('a\ud7ff'), 'a\ue000');
-  });
-
-  it('folds ASCII only on SQLite, like its lower()', () => {
-    assert.equal(lowerLikeDatabase('SMITH Élodie', 'sqlite'), 'smith Élodie');
-    assert.equal(lowerLikeDatabase('SMITH Élodie', 'postgres'), 'smith élodie');
   });
 });

@@ -237,29 +237,3 @@ function splitDate(text: string | null): DateParts | undefined {
 function compareDates(a: DateParts, b: DateParts): number {
   return a[0] - b[0] || a[1] - b[1] || a[2] - b[2];
 }
-
-/**
- * The smallest string greater than every string that starts with `prefix`, in code-point order (which
- * is byte order for UTF-8 and the order of SQLite BINARY and PostgreSQL `COLLATE "C"`): a prefix search
- * becomes the index range `prefix <= x < prefixUpperBound(prefix)`. Undefined when no such bound exists
- * (a prefix made only of U+10FFFF): then only the lower bound applies.
- */
-export function prefixUpperBound(prefix: string): string | undefined {
-  const chars = Array.from(prefix);
-  while (chars.length > 0) {
-    const last = chars.pop()!.codePointAt(0)!;
-    if (last < 0x10ffff) {
-      const next = last + 1 === 0xd800 ? 0xe000 : last + 1;
-      return chars.join('') + String.fromCodePoint(next);
-    }
-  }
-  return undefined;
-}
-
-/**
- * Lower-cases like the database's `lower()`: SQLite's built-in lower() folds ASCII letters only, so the
- * search does the same there (a documented limit: non-ASCII names are case-sensitive on SQLite).
- */
-export function lowerLikeDatabase(text: string, dialect: 'sqlite' | 'postgres'): string {
-  return dialect === 'postgres' ? text.toLowerCase() : text.replace(/[A-Z]+/g, (s) => s.toLowerCase());
-}

@@ -18,10 +18,12 @@
 import { createHash } from 'node:crypto';
 import type { ExpressionBuilder, Kysely, SelectQueryBuilder, Transaction } from 'kysely';
 import { sql } from 'kysely';
-import type { Database, Dialect } from '../../db/database.ts';
+import type { Database } from '../../db/database.ts';
+import type { DialectAdapter } from '../../db/dialect.ts';
 import type { DB, RoutineStatus } from '../../db/schema.ts';
 import { scanPage } from '../../db/window-scan.ts';
 import type { OverallStatus } from './status.ts';
+import { maskSecrets } from './status.ts';
 
 export const ROUTINE_STATUSES: readonly RoutineStatus[] = [
   'NEW',
@@ -452,7 +454,7 @@ export async function readRequestDetail(
           executedAt: e.execution_date_time,
           status: e.status,
           tryNumber: e.try_number,
-          logText: e.log_text ?? '',
+          logText: (e.log_text ?? '').split('\n').map(maskSecrets).join('\n'),
         })),
     })),
     details,
@@ -476,32 +478,32 @@ export const RETRYABLE: readonly RoutineStatus[] = ['FAILED', 'VOID', 'PAUSE'];
 /** Statuses a void applies to. */
 export const VOIDABLE: readonly RoutineStatus[] = ['NEW', 'RETRY', 'FAILED', 'PAUSE'];
 
-/** PostgreSQL's "could not obtain lock" (NOWAIT). */
-const LOCK_NOT_AVAILABLE = '55P03';
-
 /**
- * Takes the locks the worker takes on a request before it runs one of its routines (the one dialect
- * difference of this module, until the database adapter carries row locks): on PostgreSQL the request
- * row and its routine rows, `FOR UPDATE NOWAIT`, so that a request a worker holds is reported busy at
- * once instead of blocking the page; on SQLite nothing, because the write transaction already holds the
- * database-wide write lock that the worker's batch needs too. Returns false when a lock is held.
+ * Takes the locks the worker takes on a request before it runs one of its routines: the request row and
+ * its routine rows, skipping rows another transaction holds (with the database's single writer, the write
+ * transaction itself is that lock and nothing is skipped). Returns false when a worker holds any of them,
+ * so that the page answers "busy" at once instead of waiting for a routine that may run for minutes.
  */
-async function lockRequestRows(trx: Transaction<DB>, dialect: Dialect, requestId: number): Promise<boolean> {
-  if (dialect !== 'postgres') return true;
-  try {
-    await trx.selectFrom('request').select('id').where('id', '=', requestId).forUpdate().noWait().execute();
-    await trx
+async function lockRequestRows(
+  trx: Transaction<DB>,
+  dialect: DialectAdapter,
+  requestId: number,
+): Promise<boolean> {
+  const request = await dialect
+    .lockRowsSkipLocked(trx.selectFrom('request').select('id').where('id', '=', requestId))
+    .execute();
+  if (request.length === 0) return false;
+  const [locked, all] = await Promise.all([
+    dialect
+      .lockRowsSkipLocked(trx.selectFrom('request_routine').select('id').where('request_id', '=', requestId))
+      .execute(),
+    trx
       .selectFrom('request_routine')
-      .select('id')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
       .where('request_id', '=', requestId)
-      .forUpdate()
-      .noWait()
-      .execute();
-    return true;
-  } catch (error) {
-    if ((error as { code?: unknown }).code === LOCK_NOT_AVAILABLE) return false;
-    throw error;
-  }
+      .executeTakeFirstOrThrow(),
+  ]);
+  return locked.length === Number(all.n);
 }
 
 /** Thrown inside the transaction when a lock is held, so that the transaction is rolled back. */

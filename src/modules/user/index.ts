@@ -1,6 +1,13 @@
 export type { Authenticator, Principal, Verification } from './authenticator.ts';
 export { createAuthenticator, parseBasicHeader } from './authenticator.ts';
 export type { NewAccount } from './accounts.ts';
-export { createAccount, grantRole, revokeRole, setAccountActive, setPassword } from './accounts.ts';
+export {
+  createAccount,
+  grantRole,
+  hasActiveLogin,
+  revokeRole,
+  setAccountActive,
+  setPassword,
+} from './accounts.ts';
 export { hashPassword, isBcryptHash, verifyPassword } from './passwords.ts';
 export { findActivePrincipal, findUserIdsByUsername, findUsernames } from './user-directory.ts';
