@@ -9,9 +9,9 @@
  *   pending (NEW/RETRY ones are left as they are); a void makes a pending routine ineligible, which the
  *   worker re-checks before it runs a claimed routine;
  * - every action runs in a write transaction that first takes the request's locks as the worker does
- *   (`lockRequestRows`: on PostgreSQL the request and routine rows, without waiting, so a request a worker
- *   holds answers "busy"; on SQLite the write transaction is the database-wide lock the worker's batch
- *   also takes);
+ *   (`lockRequestRows`: the request and routine rows through the adapter's `lockRowsSkipLocked`, so a
+ *   request a worker holds answers "busy" at once; with a single writer the write transaction is the
+ *   database-wide lock the worker's batch also takes);
  * - under those locks the routine is read again and compared with the version the operator saw: any
  *   difference answers "changed meanwhile" and nothing is written (never a lost update).
  */
