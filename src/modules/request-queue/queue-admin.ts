@@ -91,9 +91,15 @@ export interface ListOptions {
 type RequestScope = ExpressionBuilder<DB & { r: DB['request'] }, 'r'>;
 type IdQuery = SelectQueryBuilder<DB, keyof DB, { id: number }>;
 
-/** Statuses whose index rows drive the list: rare states are read from the routine index directly. */
+/**
+ * Statuses whose index rows drive the list: rare states are read from the (status, request_id) index
+ * directly. COMPLETE and VOID are most of the table: with a routine name, that name's index drives.
+ */
 function drivingStatuses(filter: RequestListFilter): RoutineStatus[] | undefined {
-  if (filter.routineStatus !== undefined) return [filter.routineStatus];
+  if (filter.routineStatus !== undefined) {
+    const isCommon = filter.routineStatus === 'COMPLETE' || filter.routineStatus === 'VOID';
+    return isCommon && filter.routineName !== undefined ? undefined : [filter.routineStatus];
+  }
   if (filter.overall === 'failed') return ['FAILED'];
   if (filter.overall === 'incomplete') return ['NEW', 'RETRY'];
   return undefined;
