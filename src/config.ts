@@ -81,6 +81,23 @@ export interface Config {
   readonly queueRetryBackoff: readonly BackoffStep[];
   /** Request types whose `REQUEST_BLOB.blob_data` the clean-up routine nulls after a successful attach. */
   readonly queueDropBlobRequestTypes: readonly string[];
+  /** DICOM reading and image extraction (`src/modules/dicom`): limits per file, decoding threads. */
+  readonly dicom: {
+    /** Elements, items and fragments in one file. */
+    readonly maxElements: number;
+    /** Sequences nested inside each other. */
+    readonly maxDepth: number;
+    /** Frames extracted from one file (evenly spaced when it has more). */
+    readonly maxFrames: number;
+    /** Pixels (x samples) extracted from one file; a single frame over it is refused. */
+    readonly maxPixels: number;
+    /** Time limit of one read or extraction on a decoding thread, in ms. */
+    readonly decodeTimeoutMs: number;
+    /** Heap cap of each decoding thread, in MiB; also the largest file (or inflated data set) read. */
+    readonly decodeMemoryMb: number;
+    /** Decoding threads; 0 = one per core. */
+    readonly workerThreads: number;
+  };
   /** HTTPS served by the server itself: PEM certificate chain and key read at start (`TLS_CERT`, `TLS_KEY`). */
   readonly tls?: { readonly cert: Buffer; readonly key: Buffer };
   /** Refuse Basic credentials over plain HTTP (reference D10); on by default when NODE_ENV=production. */
@@ -206,6 +223,15 @@ export function loadConfig(env: Env = process.env): Config {
     workerQueues: list(read('WORKER_QUEUES')),
     queueRetryBackoff: parseBackoff(read('QUEUE_RETRY_BACKOFF') ?? '2m*n@5,30m@13,6h@20', problems),
     queueDropBlobRequestTypes: list(read('QUEUE_DROP_BLOB_REQUEST_TYPES')),
+    dicom: {
+      maxElements: int('DICOM_MAX_ELEMENTS', 200_000, 100, 100_000_000),
+      maxDepth: int('DICOM_MAX_DEPTH', 32, 1, 1000),
+      maxFrames: int('DICOM_MAX_FRAMES', 16, 1, 100_000),
+      maxPixels: int('DICOM_MAX_PIXELS', 32 * MiB, 1, 2 ** 31),
+      decodeTimeoutMs: int('DICOM_DECODE_TIMEOUT_MS', 20_000, 100, 50_000),
+      decodeMemoryMb: int('DICOM_DECODE_MEMORY_MB', 512, 64, 16_384),
+      workerThreads: int('DICOM_WORKER_THREADS', 0, 0, 256),
+    },
     ...tlsFiles(read('TLS_CERT'), read('TLS_KEY'), problems),
     requireTls: flag('REQUIRE_TLS', read('NODE_ENV') === 'production'),
     serverProcesses:

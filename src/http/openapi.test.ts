@@ -11,6 +11,7 @@ import { addIdentifier, createStandardInstitutions } from '../../test/factories-
 import { createSignableEvent, makePng } from '../../test/factories-signature.ts';
 import type { TestApp } from '../../test/harness.ts';
 import { forEachDialect, startTestApp } from '../../test/harness.ts';
+import { until } from '../../test/until.ts';
 import { ENDPOINT_DOCS } from './openapi-catalog.ts';
 import type { OpenApiDocument, OpenApiOperation } from './openapi.ts';
 import { DOCS_CSP } from './openapi.ts';
@@ -494,7 +495,7 @@ forEachDialect((dialect) => {
       held.on('error', () => {});
       held.write('{"unique_identifier":');
       try {
-        while (app.app.heavyGate?.active !== 1) await new Promise((resolve) => setImmediate(resolve));
+        await until(() => app.app.heavyGate?.active === 1);
         const user = await createUser(app.db);
         const auth = { authorization: user.authorization };
         const check = (c: Case) => assertDocumented(app, document, c);

@@ -37,6 +37,7 @@ import type { SignableEvent } from '../factories-signature.ts';
 import { b64, createSignableEvent, makePng } from '../factories-signature.ts';
 import type { TestDatabase } from '../harness.ts';
 import { createTestDatabase, forEachDialect } from '../harness.ts';
+import { until } from '../until.ts';
 import { checkConsistency } from './consistency.ts';
 
 const WORKER = new URL('../../src/main/worker.ts', import.meta.url).pathname;
@@ -102,15 +103,6 @@ function sqliteWriteLock(file: string): Outage {
       other.close();
     },
   };
-}
-
-/** Resolves when `check` is true, checking every 20 ms, failing after `limitMs`. */
-async function until(check: () => Promise<boolean>, limitMs = 15_000): Promise<void> {
-  const deadline = Date.now() + limitMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error('condition not reached in time');
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
 }
 
 forEachDialect((dialect) => {

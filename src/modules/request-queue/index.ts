@@ -44,3 +44,5 @@ export {
   retryRoutine,
   voidRoutine,
 } from './queue-admin.ts';
+export { readQueueGauges, registerQueueGauges } from './queue-gauges.ts';
+export type { QueueGauges } from './queue-gauges.ts';
