@@ -130,6 +130,14 @@ export interface Config {
   readonly metrics: 'off' | 'on' | 'basic';
   /** Bearer token accepted by `/metrics` (`METRICS_TOKEN`); required by `METRICS=on` when set. */
   readonly metricsToken?: string;
+  /** The operations console at `/console/` (`CONSOLE=on|off`). */
+  readonly console: boolean;
+  /** Console sessions end after this long without a request (`CONSOLE_IDLE_MINUTES`). */
+  readonly consoleIdleMinutes: number;
+  /** Console sessions end this long after login, whatever the activity (`CONSOLE_SESSION_HOURS`). */
+  readonly consoleSessionHours: number;
+  /** Key that signs console cookies (`CONSOLE_SESSION_SECRET`); one kept in the database when unset. */
+  readonly consoleSessionSecret?: string;
 }
 
 export class ConfigError extends Error {
@@ -265,6 +273,10 @@ export function loadConfig(env: Env = process.env): Config {
         : int('SERVER_PROCESSES', 1, 1, 256),
     metrics: oneOf('METRICS', 'off', ['off', 'on', 'basic']),
     ...metricsToken(read('METRICS_TOKEN'), problems),
+    console: flag('CONSOLE', true),
+    consoleIdleMinutes: int('CONSOLE_IDLE_MINUTES', 30, 1, 1440),
+    consoleSessionHours: int('CONSOLE_SESSION_HOURS', 12, 1, 168),
+    ...consoleSessionSecret(read('CONSOLE_SESSION_SECRET'), problems),
   };
   if (config.requestTimeoutMs > 0 && config.requestTimeoutMs < config.headersTimeoutMs)
     problems.push('REQUEST_TIMEOUT_MS must be 0 or at least HEADERS_TIMEOUT_MS');
@@ -278,6 +290,16 @@ function metricsToken(token: string | undefined, problems: string[]): { metricsT
   if (token.length < 16 || /\s/.test(token))
     problems.push('METRICS_TOKEN must be at least 16 characters, no spaces');
   return { metricsToken: token };
+}
+
+/** `CONSOLE_SESSION_SECRET`: long enough to be a signing key. */
+function consoleSessionSecret(
+  secret: string | undefined,
+  problems: string[],
+): { consoleSessionSecret?: string } {
+  if (secret === undefined) return {};
+  if (secret.length < 32) problems.push('CONSOLE_SESSION_SECRET must be at least 32 characters');
+  return { consoleSessionSecret: secret };
 }
 
 /** Reads and checks the PEM files of `TLS_CERT` / `TLS_KEY` (both or neither). */
