@@ -3,7 +3,7 @@ import { stat } from 'node:fs/promises';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
 import type { TestDatabase } from '../../test/harness.ts';
-import { DIALECTS, createTestDatabase } from '../../test/harness.ts';
+import { DIALECTS, createTestDatabase, forEachDialect } from '../../test/harness.ts';
 import { until } from '../../test/until.ts';
 import { sessionOptions } from './dialects/postgres.ts';
 import { castBoundLimits } from './dialects/sqlite.ts';
@@ -70,6 +70,22 @@ describe('SQLite commits are flushed to disk before they resolve', () => {
     for (const seen of seenInside) assert.ok(seen < afterCommit, 'each write resolved after a later flush');
   });
 
+  it('commits a statement without its flush when asked (commitWithoutFlush), and the next durable commit flushes it', async () => {
+    const start = flushes();
+    await testDb.database.dialect.commitWithoutFlush(
+      testDb.db.insertInto('contact').values({ first_name: 'N', last_name: 'NoFlush' }).compile(),
+    );
+    assert.equal(flushes(), start, 'no flush of its own');
+    const seen = await testDb.db
+      .selectFrom('contact')
+      .select('id')
+      .where('last_name', '=', 'NoFlush')
+      .execute();
+    assert.equal(seen.length, 1, 'committed: visible to the next statement');
+    await testDb.db.insertInto('contact').values({ first_name: 'M', last_name: 'Flush' }).execute();
+    assert.equal(flushes(), start + 1);
+  });
+
   it('does not flush for reads or for a rolled-back transaction', async () => {
     const start = flushes();
     await testDb.db.selectFrom('contact').select('id').execute();
@@ -109,6 +125,46 @@ describe('PostgreSQL pool connections', { skip: !DIALECTS.includes('postgres') }
       idle_in_transaction_session_timeout: string;
     }>`show idle_in_transaction_session_timeout`.execute(testDb.db);
     assert.equal(timeout.rows[0]?.idle_in_transaction_session_timeout, '10min');
+  });
+
+  it('send statements run with runPreparedOn as named ones, inside a transaction too', async () => {
+    const { dialect } = testDb.database;
+    const query = testDb.db
+      .selectFrom('contact')
+      .select('id')
+      .where('last_name', '=', 'Prepared in a transaction');
+    const names = await testDb.db.transaction().execute(async (trx) => {
+      await dialect.runPreparedOn(trx, query.compile());
+      const again = await dialect.runPreparedOn(trx, query.compile());
+      assert.deepEqual(again.rows, []);
+      const prepared = await sql<{
+        name: string;
+        statement: string;
+      }>`select name, statement from pg_prepared_statements`.execute(trx);
+      return prepared.rows.filter((r) => r.statement === query.compile().sql).map((r) => r.name);
+    });
+    assert.equal(names.length, 1, 'prepared once on the transaction connection');
+    assert.match(names[0]!, /^cra_[0-9a-f]{24}$/);
+  });
+
+  it('commit without waiting for the WAL flush on connections whose sessions say so', async () => {
+    await testDb.database.dialect.commitWithoutFlush(
+      sql`insert into contact (first_name, last_name) values ('N', 'NoFlush'), (current_setting('synchronous_commit'), 'NoFlush')`.compile(
+        testDb.db,
+      ),
+    );
+    const rows = await testDb.db
+      .selectFrom('contact')
+      .select('first_name')
+      .where('last_name', '=', 'NoFlush')
+      .orderBy('id')
+      .execute();
+    assert.deepEqual(
+      rows.map((r) => r.first_name),
+      ['N', 'off'],
+    );
+    const own = await sql<{ synchronous_commit: string }>`show synchronous_commit`.execute(testDb.db);
+    assert.equal(own.rows[0]?.synchronous_commit, 'on', 'the pool of every other statement keeps it on');
   });
 
   it('keep the options a DATABASE_URL carries, before their own', () => {
@@ -240,3 +296,127 @@ for (const dialect of DIALECTS) {
     });
   });
 }
+
+// The adapter operations the queue engine relies on, with the same contract on every dialect; what only
+// an engine with concurrent writers can show (a row held by another transaction) is asserted where the
+// adapter says it has them.
+forEachDialect((dialect) => {
+  describe(`dialect operations (${dialect})`, () => {
+    let testDb: TestDatabase;
+    before(async () => {
+      testDb = await createTestDatabase(dialect);
+    });
+    after(() => testDb.drop());
+
+    const target = (key: string) => ({ table: 'request_routine_lock', column: 'routine_lock', key });
+    const keyRows = async (keys: readonly string[]) =>
+      (
+        await testDb.db
+          .selectFrom('request_routine_lock')
+          .select('routine_lock')
+          .where('routine_lock', 'in', [...keys])
+          .orderBy('routine_lock')
+          .execute()
+      ).map((r) => r.routine_lock);
+
+    it('runPreparedOn answers rows and counts, inside a transaction (seeing its writes) and outside, run after run', async () => {
+      const { dialect: adapter } = testDb.database;
+      const select = testDb.db
+        .selectFrom('contact')
+        .select('first_name')
+        .where('last_name', '=', 'PreparedOn')
+        .orderBy('id')
+        .compile();
+      const rename = testDb.db
+        .updateTable('contact')
+        .set({ first_name: 'B' })
+        .where('last_name', '=', 'PreparedOn')
+        .compile();
+      await testDb.db.transaction().execute(async (trx) => {
+        await trx.insertInto('contact').values({ first_name: 'A', last_name: 'PreparedOn' }).execute();
+        assert.deepEqual((await adapter.runPreparedOn(trx, select)).rows, [{ first_name: 'A' }]);
+        assert.equal((await adapter.runPreparedOn(trx, rename)).numAffectedRows, 1n);
+        assert.deepEqual((await adapter.runPreparedOn(trx, select)).rows, [{ first_name: 'B' }]);
+      });
+      assert.deepEqual((await adapter.runPreparedOn(testDb.db, select)).rows, [{ first_name: 'B' }]);
+      const rolledBack = await testDb.db.startTransaction().execute();
+      await rolledBack.insertInto('contact').values({ first_name: 'C', last_name: 'PreparedOn' }).execute();
+      assert.equal((await adapter.runPreparedOn(rolledBack, select)).rows.length, 2);
+      await rolledBack.rollback().execute();
+      assert.deepEqual((await adapter.runPreparedOn(testDb.db, select)).rows, [{ first_name: 'B' }]);
+    });
+
+    it('commitWithoutFlush commits its statement on its own: kept when a transaction open meanwhile rolls back', async () => {
+      const open = await testDb.db.connection().execute(async (connection) => {
+        // A transaction of this process stays open on another connection (PostgreSQL) while the
+        // statement commits; SQLite's one connection is free (no transaction is open on it).
+        if (!testDb.database.dialect.hasConcurrentWriters) return undefined;
+        await sql`begin`.execute(connection);
+        await connection.insertInto('contact').values({ first_name: 'X', last_name: 'Relaxed' }).execute();
+        await testDb.database.dialect.commitWithoutFlush(
+          testDb.db.insertInto('contact').values({ first_name: 'Y', last_name: 'Relaxed' }).compile(),
+        );
+        await sql`rollback`.execute(connection);
+        return 'rolled back';
+      });
+      if (open === undefined) {
+        await testDb.database.dialect.commitWithoutFlush(
+          testDb.db.insertInto('contact').values({ first_name: 'Y', last_name: 'Relaxed' }).compile(),
+        );
+      }
+      const rows = await testDb.db
+        .selectFrom('contact')
+        .select('first_name')
+        .where('last_name', '=', 'Relaxed')
+        .execute();
+      assert.deepEqual(rows, [{ first_name: 'Y' }]);
+    });
+
+    it('tryLockNamedRow creates a missing key row, commits it on its own and holds it; its own key again is true', async () => {
+      const { dialect: adapter } = testDb.database;
+      const trx = await testDb.db.startTransaction().execute();
+      try {
+        assert.equal(await adapter.tryLockNamedRow(trx, target('ops:new')), true);
+        assert.equal(await adapter.tryLockNamedRow(trx, target('ops:new')), true);
+      } finally {
+        await trx.rollback().execute();
+      }
+      // On an engine with concurrent writers the key row is committed outside the transaction, so that no
+      // other transaction waits on its uncommitted insert; a single writer writes it in the transaction.
+      assert.deepEqual(
+        await keyRows(['ops:new']),
+        testDb.database.dialect.hasConcurrentWriters ? ['ops:new'] : [],
+      );
+    });
+
+    it('tryLockNamedRow answers false at once for a key another transaction holds, and true once it ends', async (t) => {
+      const { dialect: adapter } = testDb.database;
+      if (!adapter.hasRowLocks) {
+        t.skip('one writer: no other transaction can hold a key');
+        return;
+      }
+      const holder = await testDb.db.startTransaction().execute();
+      let isHolderOpen = true;
+      try {
+        await adapter.lockNamedRow(holder, target('ops:held'), 5000);
+        const trx = await testDb.db.startTransaction().execute();
+        try {
+          assert.equal(await adapter.tryLockNamedRow(trx, target('ops:held')), false);
+          await holder.commit().execute();
+          isHolderOpen = false;
+          assert.equal(await adapter.tryLockNamedRow(trx, target('ops:held')), true);
+          const other = await testDb.db.startTransaction().execute();
+          try {
+            assert.equal(await adapter.tryLockNamedRow(other, target('ops:held')), false, 'now held by trx');
+          } finally {
+            await other.rollback().execute();
+          }
+        } finally {
+          await trx.rollback().execute();
+        }
+      } finally {
+        if (isHolderOpen) await holder.rollback().execute();
+      }
+    });
+  });
+});

@@ -5,9 +5,10 @@
  * can do, never which engine it is, and a new engine is one adapter plus its files in `dialects/`.
  *
  * What lives here: how names are folded for case-insensitive prefix ranges, the leading number of an
- * identifier, text as bytes, row locks, upserts, a named row lock with a wait limit, prepared statements,
- * reading a slice of a large binary value, notifications between processes, error classification,
- * sequences after explicit ids, pool statistics and the column types of migrations.
+ * identifier, text as bytes, row locks, upserts, a named row lock with a wait limit (or none), prepared
+ * statements (in transactions too), commits that do not wait for the disk, reading a slice of a large
+ * binary value, notifications between processes, error classification, sequences after explicit ids,
+ * pool statistics and the column types of migrations.
  */
 import type {
   ColumnDataType,
@@ -17,6 +18,7 @@ import type {
   Kysely,
   OnConflictDatabase,
   OnConflictTables,
+  QueryResult,
   RawBuilder,
   SelectQueryBuilder,
   SqlBool,
@@ -193,8 +195,36 @@ export interface DialectAdapter {
     target: { table: string; column: string; key: string },
     waitMs: number,
   ): Promise<void>;
+  /**
+   * Like {@link lockNamedRow}, but never waits: resolves false at once when another transaction holds
+   * the row, true when `trx` holds it now (or held it already). A transaction that holds named rows
+   * takes further ones with this, so that it never waits while holding one (no deadlocks between
+   * transactions that take several keys). With row locks: `SELECT ... FOR UPDATE SKIP LOCKED` of the row;
+   * none returned and the row exists means held elsewhere; a missing row is inserted first (committed on
+   * its own, as `commitWithoutFlush` does) and then locked. Without row locks (one writer) it inserts the
+   * row when missing and answers true.
+   */
+  tryLockNamedRow(trx: AnyKysely, target: { table: string; column: string; key: string }): Promise<boolean>;
   /** Runs a compiled single statement outside any transaction, prepared once per connection. */
   runPrepared<R>(query: CompiledQuery<R>): Promise<R[]>;
+  /**
+   * Runs a compiled statement on `db` (the database or a transaction, inside it), prepared once per
+   * connection where the engine has named statements: parsed and planned once, so its plan must not
+   * depend on the values bound (a generic plan on PostgreSQL). Answers what `executeQuery` answers. An
+   * adapter without named statements runs `db.executeQuery(query)`.
+   */
+  runPreparedOn<R>(db: AnyKysely, query: CompiledQuery<R>): Promise<QueryResult<R>>;
+  /**
+   * Runs one write statement in a transaction of its own that commits without waiting for the disk: the
+   * change survives this process crashing, not the database server or the machine (power loss) crashing;
+   * a later durable commit makes it durable. For bookkeeping whose loss in such a crash is harmless or
+   * lost together with what depends on it. The caller may hold a transaction open on another connection
+   * meanwhile (never on the one this uses): with concurrent writers it runs on a connection of its own,
+   * (PostgreSQL: a small pool whose sessions set `synchronous_commit = off`; an engine whose flush
+   * setting is server-wide, as MySQL's, may run it as a plain autocommit statement on its pool: durable,
+   * only slower). Use it for rows that no transaction of the caller locks, so that it never waits on one.
+   */
+  commitWithoutFlush(query: CompiledQuery): Promise<void>;
   /** A slice of a large binary value; undefined when the row does not exist. */
   readBlobSlice(request: BlobSliceRequest): Promise<BlobSlice | undefined>;
   /**

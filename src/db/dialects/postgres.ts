@@ -1,6 +1,7 @@
 /**
- * PostgreSQL 15+ through a `pg` pool: generic plans for the prepared hot statements, large binary values
- * read through a binary COPY, LISTEN/NOTIFY between processes.
+ * PostgreSQL 15+ through a `pg` pool: generic plans for the prepared hot statements (in transactions too),
+ * commits that do not wait for the WAL flush on connections of their own, large binary values read
+ * through a binary COPY, LISTEN/NOTIFY between processes.
  */
 import { createHash } from 'node:crypto';
 import type { Kysely, SelectQueryBuilder } from 'kysely';
@@ -37,30 +38,90 @@ export interface PostgresConnection {
 }
 
 export function openPostgres(url: string, poolSize: number): PostgresConnection {
+  const statements = createStatementNames();
+  const pool = createPool(url, poolSize, '', statements);
+  const db = new KyselyClass<DB>({ dialect: new PostgresDialect({ pool }) });
+  // Statements that commit without waiting for the WAL flush (`commitWithoutFlush`), on connections of
+  // their own whose sessions say so; opened on first use.
+  let relaxedPool: pg.Pool | undefined;
+  const relaxed = () => (relaxedPool ??= createPool(url, 2, '-c synchronous_commit=off', statements));
+  return {
+    db,
+    adapter: createPostgresAdapter(db, pool, url, statements, relaxed),
+    close: async () => {
+      await db.destroy();
+      await relaxedPool?.end();
+    },
+  };
+}
+
+/** Names of the statements sent as named (prepared) ones, by SQL text: the hash of the text. */
+interface StatementNames {
+  /** The name of `text`, registering it: the connections send it as a named statement from now on. */
+  register(text: string): string;
+  /** The name of a registered `text`. */
+  nameOf(text: string): string | undefined;
+}
+
+function createStatementNames(maxNames = 1000): StatementNames {
+  const names = new Map<string, string>();
+  return {
+    register: (text) => {
+      let name = names.get(text);
+      if (name === undefined) {
+        name = `cra_${createHash('sha1').update(text).digest('hex').slice(0, 24)}`;
+        // A text dropped here is sent unnamed again (one more parse per call), never wrongly.
+        if (names.size >= maxNames) names.delete(names.keys().next().value!);
+        names.set(text, name);
+      }
+      return name;
+    },
+    nameOf: (text) => names.get(text),
+  };
+}
+
+function createPool(url: string, max: number, extraOptions: string, statements: StatementNames): pg.Pool {
   // A connect that gets no answer fails after 5 s (answered 503) instead of the OS's minutes-long timeout.
   const pool = new pg.Pool({
     connectionString: url,
-    options: sessionOptions(url),
-    max: poolSize,
+    options: `${sessionOptions(url)} ${extraOptions}`.trim(),
+    max,
     idleTimeoutMillis: 30_000,
     connectionTimeoutMillis: 5_000,
     keepAlive: true,
   });
   // An idle client that loses its server must not crash the process; the next query reconnects.
   pool.on('error', () => {});
-  // Nor a checked-out one: pg-pool listens for errors only while a client is idle, and a client whose
-  // socket dies emits 'error' even when a query of its own is failing with it (an unhandled 'error' event
-  // would end the process). The query rejects (503), and the pool drops the client when it is released.
-  pool.on('connect', (client) => client.on('error', () => {}));
-  const db = new KyselyClass<DB>({ dialect: new PostgresDialect({ pool }) });
-  return { db, adapter: createPostgresAdapter(db, pool, url), close: () => db.destroy() };
+  pool.on('connect', (client) => {
+    // Nor a checked-out one: pg-pool listens for errors only while a client is idle, and a client whose
+    // socket dies emits 'error' even when a query of its own is failing with it (an unhandled 'error'
+    // event would end the process). The query rejects (503), and the pool drops the client when released.
+    client.on('error', () => {});
+    sendRegisteredAsNamed(client, statements);
+  });
+  return pool;
+}
+
+/**
+ * Kysely runs every statement as `client.query(text, values)`, an unnamed statement that PostgreSQL
+ * parses and plans on every call. This connection sends the texts registered in `statements` as named
+ * ones instead (`runPreparedOn`): pg prepares each once per connection and then only binds and executes,
+ * inside a transaction as well as outside.
+ */
+function sendRegisteredAsNamed(client: pg.PoolClient, statements: StatementNames): void {
+  const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+  (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
+    const [text, values] = args;
+    const name = args.length === 2 && typeof text === 'string' ? statements.nameOf(text) : undefined;
+    return name === undefined ? query(...args) : query({ name, text, values });
+  };
 }
 
 /**
  * Settings of every PostgreSQL session, sent at connection start (no extra round trip, in force before the
  * first query), after any `options` the URL carries:
  * - `plan_cache_mode = force_generic_plan`: the only named (prepared) statements are the hot ones
- *   (`runPrepared`). In the default `auto` mode PostgreSQL re-plans them on every execution (their custom
+ *   (`runPrepared`, `runPreparedOn`). In the default `auto` mode PostgreSQL re-plans them on every execution (their custom
  *   plans look cheaper than the generic one) and planning costs more than executing; their generic plans
  *   use the same index ranges and lookups (bench/explain/postgres-*.txt).
  * - `idle_in_transaction_session_timeout`: a process whose machine dies leaves its session idle in
@@ -119,8 +180,16 @@ export function classifyPostgresError(error: unknown): DatabaseErrorKind | undef
 // PostgreSQL lower() folds every letter of the database encoding, as JavaScript does.
 const foldCase = (text: string): string => text.toLowerCase();
 
-function createPostgresAdapter(db: Kysely<DB>, pool: pg.Pool, url: string): DialectAdapter {
-  const statementNames = new Map<string, string>();
+function createPostgresAdapter(
+  db: Kysely<DB>,
+  pool: pg.Pool,
+  url: string,
+  statements: StatementNames,
+  relaxedPool: () => pg.Pool,
+): DialectAdapter {
+  const commitWithoutFlush = async (query: { sql: string; parameters: readonly unknown[] }) => {
+    await relaxedPool().query(query.sql, [...query.parameters]);
+  };
   return {
     name: 'postgres',
     hasConcurrentWriters: true,
@@ -151,31 +220,48 @@ function createPostgresAdapter(db: Kysely<DB>, pool: pg.Pool, url: string): Dial
       query.forUpdate(of as any).skipLocked() as QB,
     lockRows: <QB extends AnySelect>(query: QB) => query.forUpdate() as QB,
     ...onConflict,
+    // The row exists but for a key's first use: one statement sets the wait limit and locks it (the
+    // filter runs on the row found, before the lock is waited for). A missing row is inserted first, in
+    // a commit of its own, so that no transaction ever holds a new key's uncommitted insert, on which
+    // another transaction's insert of the same key would wait without a limit.
     lockNamedRow: async (trx, target, waitMs) => {
-      await sql`insert into ${sql.table(target.table)} (${sql.ref(target.column)}) values (${target.key})
-        on conflict do nothing`.execute(trx);
-      await sql`select set_config('lock_timeout', ${`${Math.max(1, Math.floor(waitMs))}ms`}, true)`.execute(
-        trx,
-      );
-      await sql`select ${sql.ref(target.column)} from ${sql.table(target.table)}
-        where ${sql.ref(target.column)} = ${target.key} for update`.execute(trx);
+      const timeout = `${Math.max(1, Math.floor(waitMs))}ms`;
+      const lock = () =>
+        sql`select l.${sql.ref(target.column)} from ${sql.table(target.table)} as l
+          where l.${sql.ref(target.column)} = ${target.key}
+          and set_config('lock_timeout', ${timeout}, true) is not null
+          for update of l`.execute(trx);
+      if ((await lock()).rows.length > 0) return;
+      await commitWithoutFlush(insertNamedRow(db, target));
+      if ((await lock()).rows.length === 0) throw new Error(`the lock row ${target.key} vanished`);
+    },
+    tryLockNamedRow: async (trx, target) => {
+      const lock = () =>
+        sql`select l.${sql.ref(target.column)} from ${sql.table(target.table)} as l
+          where l.${sql.ref(target.column)} = ${target.key} for update of l skip locked`.execute(trx);
+      if ((await lock()).rows.length > 0) return true;
+      // Skipped: held by another transaction, or missing.
+      const exists = await sql`select 1 from ${sql.table(target.table)}
+        where ${sql.ref(target.column)} = ${target.key}`.execute(trx);
+      if (exists.rows.length > 0) return false;
+      await commitWithoutFlush(insertNamedRow(db, target));
+      return (await lock()).rows.length > 0;
     },
     // A named statement is parsed and planned once per connection instead of on every call; the name is
     // the hash of the SQL, and the row parsers are the same pg ones Kysely uses.
     runPrepared: async <R>(query: { sql: string; parameters: readonly unknown[] }) => {
-      let name = statementNames.get(query.sql);
-      if (name === undefined) {
-        name = `cra_${createHash('sha1').update(query.sql).digest('hex').slice(0, 24)}`;
-        if (statementNames.size >= 1000) statementNames.delete(statementNames.keys().next().value!);
-        statementNames.set(query.sql, name);
-      }
       const result = await pool.query<R & QueryResultRow>({
-        name,
+        name: statements.register(query.sql),
         text: query.sql,
         values: [...query.parameters],
       });
       return result.rows;
     },
+    runPreparedOn: (on, query) => {
+      statements.register(query.sql);
+      return on.executeQuery(query);
+    },
+    commitWithoutFlush,
     readBlobSlice: (request) => readBlobSliceByCopy(db, pool, request),
     resetIdGenerator: async (trx, table, idColumn) => {
       const sequence = sql`pg_get_serial_sequence(${`"${table}"`}, ${idColumn})`;
@@ -226,6 +312,12 @@ function createPostgresAdapter(db: Kysely<DB>, pool: pg.Pool, url: string): Dial
     maxConnections: pool.options.max,
     columnTypes: { id: 'serial', dateTime: 'timestamp', date: 'date', blob: 'bytea' },
   };
+}
+
+/** `insert ... on conflict do nothing` of the row `key` (its table's only column). */
+function insertNamedRow(db: Kysely<DB>, target: { table: string; column: string; key: string }) {
+  return sql`insert into ${sql.table(target.table)} (${sql.ref(target.column)}) values (${target.key})
+    on conflict do nothing`.compile(db);
 }
 
 /**

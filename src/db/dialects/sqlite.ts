@@ -12,7 +12,7 @@ import type { CompiledQuery, Kysely } from 'kysely';
 import { Kysely as KyselyClass, sql } from 'kysely';
 import type { IGenericSqlite } from 'kysely-generic-sqlite';
 import { GenericSqliteDialect, parseBigInt } from 'kysely-generic-sqlite';
-import type { DialectAdapter, DatabaseErrorKind } from '../dialect.ts';
+import type { AnyKysely, DialectAdapter, DatabaseErrorKind } from '../dialect.ts';
 import { someError } from '../dialect.ts';
 import type { DB } from '../schema.ts';
 import { createMultiRowInsert } from './multi-row-insert.ts';
@@ -178,11 +178,20 @@ function createSqliteAdapter(db: Kysely<DB>): DialectAdapter {
     // One writer runs one transaction at a time, so holding the write transaction already serialises
     // work on the key; the row is written for compatibility.
     lockNamedRow: async (trx, target) => {
-      await sql`insert into ${sql.table(target.table)} (${sql.ref(target.column)}) values (${target.key})
-        on conflict do nothing`.execute(trx);
+      await insertNamedRow(trx, target);
+    },
+    tryLockNamedRow: async (trx, target) => {
+      await insertNamedRow(trx, target);
+      return true;
     },
     // The executor keeps its prepared statements by SQL text.
     runPrepared: async (query) => (await db.executeQuery(query)).rows,
+    runPreparedOn: (on, query) => on.executeQuery(query),
+    // Committed to the WAL without its fdatasync: the OS holds the write, so a crash of the process keeps
+    // it; a later flush (the next durable commit's) makes it durable.
+    commitWithoutFlush: async (query) => {
+      await db.executeQuery({ ...query, sql: `${NO_FLUSH_MARK} ${query.sql}` });
+    },
     readBlobSlice: async (request) => {
       const result = await sql<{ version: string; bytes: Buffer | null }>`
         select ${sql.ref(request.versionColumn)} as version,
@@ -268,15 +277,28 @@ function createStatementCache(native: DatabaseSync): (query: string) => Prepared
   };
 }
 
+/**
+ * Starts a statement whose commit (in autocommit) is not flushed before it returns
+ * (`commitWithoutFlush`); the executor sees it in the statement's own text, so no other statement can
+ * take its place.
+ */
+const NO_FLUSH_MARK = '/* commit without flush */';
+
+async function insertNamedRow(trx: AnyKysely, target: { table: string; column: string; key: string }) {
+  await sql`insert into ${sql.table(target.table)} (${sql.ref(target.column)}) values (${target.key})
+    on conflict do nothing`.execute(trx);
+}
+
 /** Statements that never change the database (Kysely flags its own selects separately). */
 const READ_ONLY_STATEMENT = /^\s*(?:select|pragma|explain|begin|rollback|savepoint)\b/i;
 
 /**
- * True when `query` has just left a change committed: it ran outside a transaction (autocommit) or ended
- * one (`commit`, or `release` of an outermost savepoint), and it is not a read.
+ * True when `query` has just left a change committed that must be flushed before it returns: it ran
+ * outside a transaction (autocommit) or ended one (`commit`, or `release` of an outermost savepoint), it
+ * is not a read, and it is not marked {@link NO_FLUSH_MARK}.
  */
 function leavesCommittedChange(query: string, isInTransaction: boolean): boolean {
-  return !isInTransaction && !READ_ONLY_STATEMENT.test(query);
+  return !isInTransaction && !READ_ONLY_STATEMENT.test(query) && !query.startsWith(NO_FLUSH_MARK);
 }
 
 interface WalFlusher {
