@@ -8,7 +8,7 @@ import { after, before, describe, it } from 'node:test';
 import { loadConfig } from '../config.ts';
 import { createPatientQueries } from '../modules/patient/patient.queries.ts';
 import type { PageQuery } from '../modules/patient/patient.queries.ts';
-import { claimQuery } from '../modules/request-queue/claim.queries.ts';
+import { claimQuery, compileClaim } from '../modules/request-queue/claim.queries.ts';
 import type { Database } from './database.ts';
 import { openDatabase } from './database.ts';
 import { prefixUpperBound } from './dialects/prefix-range.ts';
@@ -104,8 +104,42 @@ describe('dialect adapters', () => {
 
     it('PostgreSQL locks the routine and its request, skipping rows other workers hold', () => {
       const { sql } = claimQuery(postgres.db, postgres.dialect, options).compile();
-      assert.match(sql, /order by "rr"\."id" limit \$\d+ for update of "r", "rr" skip locked$/);
+      assert.match(sql, /order by "rr"\."id" limit 25 for update of "r", "rr" skip locked$/);
       assert.match(sql, /not exists \(select 1 as "one" from "request_routine" as "sibling"/);
+    });
+
+    it('writes the queue, the statuses and the limit into the SQL, so that a plan made once knows them', () => {
+      const { sql, parameters } = claimQuery(postgres.db, postgres.dialect, options).compile();
+      assert.match(sql, /"rr"\."status" in \('NEW', 'RETRY'\)/);
+      assert.match(sql, /"sibling"\."status" not in \('COMPLETE', 'VOID'\)/);
+      assert.match(sql, /"rr"\."execute_request_queue" = 'q'/);
+      assert.deepEqual(parameters, ['2026-01-01 00:00:00']);
+      assert.doesNotMatch(sql, /"rr"\.\*/);
+    });
+
+    it('compiles one statement per queue and shape and binds each call its own time and excluded requests', () => {
+      const first = compileClaim(sqlite.db, sqlite, { ...options, excludeRequestIds: new Set([7, 8]) });
+      const second = compileClaim(sqlite.db, sqlite, {
+        ...options,
+        nowText: '2026-02-02 00:00:00',
+        excludeRequestIds: new Set([9, 10]),
+      });
+      assert.equal(second.sql, first.sql);
+      assert.deepEqual(first.parameters, ['2026-01-01 00:00:00', 7, 8]);
+      assert.deepEqual(second.parameters, ['2026-02-02 00:00:00', 9, 10]);
+      const other = compileClaim(sqlite.db, sqlite, {
+        ...options,
+        queue: "o'q",
+        excludeRequestIds: new Set([7, 8]),
+      });
+      assert.match(
+        other.sql,
+        /"rr"\."execute_request_queue" = 'o''q'/,
+        'a quote in a name stays inside the literal',
+      );
+      const pg = compileClaim(postgres.db, postgres, { ...options, limit: 5 });
+      assert.match(pg.sql, /limit 5 for update of "r", "rr" skip locked$/);
+      assert.deepEqual(pg.parameters, ['2026-01-01 00:00:00']);
     });
 
     it('SQLite takes no row lock and leaves out the requests this process runs', () => {

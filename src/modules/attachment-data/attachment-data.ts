@@ -146,6 +146,7 @@ export async function updateAttachmentData(
           .where('request_id', '=', target.requestId)
           .where('attachment_mnemonic', '=', target.mnemonic)
           .where('body_site_snomed_type', 'is', null);
-  const result = await query.executeTakeFirst();
-  return Number(result.numUpdatedRows);
+  // Prepared: a handful of shapes (which columns change, which target), run on every routine.
+  const result = await dialect.runPreparedOn(trx, query.compile());
+  return Number(result.numAffectedRows ?? 0);
 }

@@ -3,6 +3,7 @@
  * `event_attachment_item` (one per attachment), the tables OpenEyes shows an event's attachments from.
  */
 import type { Kysely } from 'kysely';
+import type { DialectAdapter } from '../../db/dialect.ts';
 import type { DB } from '../../db/schema.ts';
 import type { AuditStamp } from './attachment-data.ts';
 import { readPayloadBytes } from './payloads.ts';
@@ -13,6 +14,8 @@ export interface EventLink {
   readonly attachmentIds: readonly number[];
   /** 1 when the system added them (the UI then hides "remove"). */
   readonly systemOnlyManaged: 0 | 1;
+  /** The event was created in this transaction, so it has no group yet (one read fewer). */
+  readonly isNewEvent?: boolean;
 }
 
 /**
@@ -31,13 +34,16 @@ export async function linkAttachmentsToEvent(
     created_date: stamp.now,
     last_modified_date: stamp.now,
   };
-  const existing = await trx
-    .selectFrom('event_attachment_group')
-    .select('id')
-    .where('event_id', '=', link.eventId)
-    .where('element_type_id', '=', link.elementTypeId)
-    .orderBy('id')
-    .executeTakeFirst();
+  const existing =
+    link.isNewEvent === true
+      ? undefined
+      : await trx
+          .selectFrom('event_attachment_group')
+          .select('id')
+          .where('event_id', '=', link.eventId)
+          .where('element_type_id', '=', link.elementTypeId)
+          .orderBy('id')
+          .executeTakeFirst();
   const groupId =
     existing?.id ??
     (
@@ -63,16 +69,19 @@ export async function linkAttachmentsToEvent(
 
 /**
  * True when attachment `attachmentId`, or one with the same content (same hash, then the same bytes), is
- * already filed under a live event of the patient.
+ * already filed under a live event of the patient. `readBytes` gives the attachment's bytes; it is called
+ * only when another attachment has the same hash. The look-up (a five-table join, which costs more to
+ * plan than to run) runs prepared.
  */
 export async function isAttachedToPatient(
   db: Kysely<DB>,
+  dialect: DialectAdapter,
   patientId: number,
   attachmentId: number,
   hash: number,
-  bytes: Buffer,
+  readBytes: () => Promise<Buffer>,
 ): Promise<boolean> {
-  const candidates = await db
+  const query = db
     .selectFrom('event_attachment_item as item')
     .innerJoin('event_attachment_group as g', 'g.id', 'item.event_attachment_group_id')
     .innerJoin('event as e', 'e.id', 'g.event_id')
@@ -81,10 +90,12 @@ export async function isAttachedToPatient(
     .select(['ad.id'])
     .where('ep.patient_id', '=', patientId)
     .where('e.deleted', '=', 0)
-    .where((eb) => eb.or([eb('ad.id', '=', attachmentId), eb('ad.hash_code', '=', hash)]))
-    .execute();
+    .where((eb) => eb.or([eb('ad.id', '=', attachmentId), eb('ad.hash_code', '=', hash)]));
+  const { rows: candidates } = await dialect.runPreparedOn(db, query.compile());
+  if (candidates.some((c) => c.id === attachmentId)) return true;
+  let bytes: Buffer | undefined;
   for (const candidate of candidates) {
-    if (candidate.id === attachmentId) return true;
+    bytes ??= await readBytes();
     if ((await readPayloadBytes(db, candidate.id)).equals(bytes)) return true;
   }
   return false;

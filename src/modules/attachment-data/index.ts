@@ -18,13 +18,13 @@ export {
 } from './attachment-data.ts';
 export type { EventLink } from './event-link.ts';
 export { isAttachedToPatient, linkAttachmentsToEvent } from './event-link.ts';
-export type { PayloadRow } from './payloads.ts';
+export type { PayloadRow, RequestContent } from './payloads.ts';
 export {
   NON_PAYLOAD_MNEMONICS,
   findDicomPayload,
   findPayloads,
-  findPayloadsWithThumbnails,
   isImageMime,
   readPayloadBytes,
+  readRequestContent,
 } from './payloads.ts';
 export { readRequestText, writeRequestText } from './text-rows.ts';

@@ -8,7 +8,8 @@ import type { DB } from '../../db/schema.ts';
 import type { AuditStamp } from './attachment-data.ts';
 import { insertAttachmentData, updateAttachmentData } from './attachment-data.ts';
 
-function asObject(text: string | null | undefined): Record<string, unknown> {
+/** The JSON object in `text`, or `{}` (no text, not JSON, or not an object). */
+export function jsonObjectOf(text: string | null | undefined): Record<string, unknown> {
   if (text === null || text === undefined || text === '') return {};
   try {
     const parsed: unknown = JSON.parse(text);
@@ -33,7 +34,7 @@ export async function readRequestText(
     .where('attachment_mnemonic', '=', mnemonic)
     .where('body_site_snomed_type', 'is', null)
     .executeTakeFirst();
-  return asObject(row?.text_data);
+  return jsonObjectOf(row?.text_data);
 }
 
 /**

@@ -12,8 +12,9 @@
  * requests it is running in memory and leaves them out of the claim, and its write transaction is the
  * database-wide writer lock.
  */
-import type { ExpressionBuilder, Kysely } from 'kysely';
+import type { ExpressionBuilder, Kysely, RawBuilder } from 'kysely';
 import { sql } from 'kysely';
+import type { ShapeCache } from '../../db/compiled-queries.ts';
 import type { DialectAdapter } from '../../db/dialect.ts';
 import type { DB, Row, RoutineStatus } from '../../db/schema.ts';
 
@@ -21,16 +22,21 @@ export type ClaimedRoutine = Row<'request_routine'> & { readonly request_type: s
 
 type RoutineScope = ExpressionBuilder<DB & { rr: DB['request_routine'] }, 'rr'>;
 
+/** A status written into the SQL text rather than bound. */
+const literal = (status: RoutineStatus) => sql.lit<RoutineStatus>(status);
+
 /**
  * Reference 9.3: on `queue`, NEW or RETRY, next try null or reached, and no sibling of the same request
  * with a lower `execute_sequence` outside COMPLETE/VOID (strict per-request order). The routine table must
- * be aliased `rr`.
+ * be aliased `rr`. The statuses are literals, not bound values: a plan made once for every value (a
+ * prepared claim's generic plan) can use the partial index of the pending routines
+ * (`request_routine_pending`) only when it can prove the index's condition from the query's.
  */
-export function isEligible(eb: RoutineScope, queue: string, nowText: string) {
+export function isEligible(eb: RoutineScope, queue: string | RawBuilder<string>, nowText: unknown) {
   return eb.and([
     eb('rr.execute_request_queue', '=', queue),
-    eb('rr.status', 'in', ['NEW', 'RETRY']),
-    eb.or([eb('rr.next_try_date_time', 'is', null), eb('rr.next_try_date_time', '<=', nowText)]),
+    eb('rr.status', 'in', [literal('NEW'), literal('RETRY')]),
+    eb.or([eb('rr.next_try_date_time', 'is', null), eb('rr.next_try_date_time', '<=', nowText as string)]),
     eb.not(
       eb.exists(
         eb
@@ -38,25 +44,49 @@ export function isEligible(eb: RoutineScope, queue: string, nowText: string) {
           .select(sql.lit(1).as('one'))
           .whereRef('sibling.request_id', '=', 'rr.request_id')
           .whereRef('sibling.execute_sequence', '<', 'rr.execute_sequence')
-          .where('sibling.status', 'not in', ['COMPLETE', 'VOID']),
+          .where('sibling.status', 'not in', [literal('COMPLETE'), literal('VOID')]),
       ),
     ),
   ]);
 }
 
+/** What the engine needs to run claims: the database's compile cache and dialect. */
+export interface ClaimDatabase {
+  readonly shapes: ShapeCache;
+  readonly dialect: DialectAdapter;
+}
+
 /**
  * The first `limit` eligible routines of `queue` (by id), at most one per request, none of the requests
  * in `excludeRequestIds`; locked (skipping rows other transactions hold) where the engine has row locks,
- * so `db` must then be the transaction that will run them.
+ * so `db` must then be the transaction that will run them. The statement is compiled once per shape and
+ * runs prepared (a worker with small batches claims hundreds of times a second, and planning the claim
+ * costs more than running it).
  */
 export async function claimRoutines(
   db: Kysely<DB>,
-  dialect: DialectAdapter,
+  database: ClaimDatabase,
   options: ClaimOptions,
 ): Promise<ClaimedRoutine[]> {
-  const rows = await claimQuery(db, dialect, options).execute();
+  const { rows } = await database.dialect.runPreparedOn(db, compileClaim(db, database, options));
   const seen = new Set<number>();
   return rows.filter((r) => !seen.has(r.request_id) && seen.add(r.request_id));
+}
+
+/** The claim statement of `options`, compiled once per shape (queue, limit, count of excluded requests). */
+export function compileClaim(db: Kysely<DB>, database: ClaimDatabase, options: ClaimOptions) {
+  const excluded = [...options.excludeRequestIds];
+  return database.shapes.compile(
+    `queue:claim:${JSON.stringify(options.queue)}:${options.limit}:${excluded.length}`,
+    [options.nowText, ...excluded],
+    (slots) =>
+      claimQuery(db, database.dialect, {
+        queue: options.queue,
+        nowText: slots[0],
+        limit: options.limit,
+        excludeRequestIds: slots.slice(1),
+      }),
+  );
 }
 
 export interface ClaimOptions {
@@ -66,35 +96,66 @@ export interface ClaimOptions {
   readonly excludeRequestIds: ReadonlySet<number>;
 }
 
-/** The claim statement of {@link claimRoutines} (its SQL is tested per dialect). */
-export function claimQuery(db: Kysely<DB>, dialect: DialectAdapter, options: ClaimOptions) {
+/**
+ * The claim statement of {@link claimRoutines} (its SQL is tested per dialect): bound time and excluded
+ * request ids (values, or the compile cache's placeholders). The queue and the limit are literals, so
+ * that a plan made once (a generic plan) knows how many pending routines the queue has and how few rows
+ * it needs: with a bound queue PostgreSQL guesses the pending routines spread evenly over the queues,
+ * and where there are several it hashes every unfinished routine per claim instead of walking the
+ * queue's pending ones in id order. Queue names come from `request_queue`, never from a request.
+ */
+export function claimQuery(
+  db: Kysely<DB>,
+  dialect: DialectAdapter,
+  options: {
+    readonly queue: string;
+    readonly nowText: unknown;
+    readonly limit: number;
+    readonly excludeRequestIds: Iterable<unknown>;
+  },
+) {
+  const excluded = [...options.excludeRequestIds] as number[];
   let query = db
     .selectFrom('request_routine as rr')
     .innerJoin('request as r', 'r.id', 'rr.request_id')
-    .selectAll('rr')
-    .select('r.request_type')
-    .where((eb) => isEligible(eb, options.queue, options.nowText))
+    // Named columns, not `rr.*`: a prepared statement's result columns must not change under it.
+    .select([
+      'rr.id',
+      'rr.request_id',
+      'rr.execute_request_queue',
+      'rr.status',
+      'rr.routine_name',
+      'rr.try_count',
+      'rr.next_try_date_time',
+      'rr.execute_sequence',
+      'rr.hash_code',
+      'r.request_type',
+    ])
+    .where((eb) => isEligible(eb, sql.lit(options.queue), options.nowText))
     .orderBy('rr.id')
-    .limit(options.limit);
-  if (options.excludeRequestIds.size > 0)
-    query = query.where('rr.request_id', 'not in', [...options.excludeRequestIds]);
+    .limit(sql.lit(Math.max(1, Math.floor(options.limit))));
+  if (excluded.length > 0) query = query.where('rr.request_id', 'not in', excluded);
   return dialect.lockRowsSkipLocked(query, ['r', 'rr']);
 }
 
-/** True when routine `id` is still eligible, read with a fresh statement after the claim's locks are held. */
-export async function isStillEligible(
+/**
+ * The ids among `ids` still eligible, read with a fresh statement (inside the write transaction of an
+ * engine without row locks, after other writers may have changed them).
+ */
+export async function stillEligibleIds(
   db: Kysely<DB>,
-  id: number,
+  ids: readonly number[],
   queue: string,
   nowText: string,
-): Promise<boolean> {
-  const row = await db
+): Promise<Set<number>> {
+  if (ids.length === 0) return new Set();
+  const rows = await db
     .selectFrom('request_routine as rr')
     .select('rr.id')
-    .where('rr.id', '=', id)
+    .where('rr.id', 'in', [...ids])
     .where((eb) => isEligible(eb, queue, nowText))
-    .executeTakeFirst();
-  return row !== undefined;
+    .execute();
+  return new Set(rows.map((r) => r.id));
 }
 
 export interface AttemptRecord {
@@ -194,17 +255,19 @@ export async function findAttemptMarkers(
 }
 
 /**
- * Marks the attempts of `routines` as started, keeping the count of unfinished attempts before them. Runs
- * in autocommit (its own transaction), so that the mark survives a crash of the attempt.
+ * Marks the attempts of `routines` as started, keeping the count of unfinished attempts before them, in
+ * a transaction of its own that commits without waiting for the disk (`commitWithoutFlush`): the mark
+ * survives a crash of the attempt's process, and is lost only with the database server or the machine,
+ * which loses the attempt's own transaction too (engine.ts).
  */
 export async function markAttemptsStarted(
-  db: Kysely<DB>,
-  dialect: DialectAdapter,
+  database: { readonly db: Kysely<DB>; readonly dialect: DialectAdapter },
   routines: readonly { routineId: number; tryNumber: number; unfinishedCount: number }[],
   startedDate: string,
   worker: string,
 ): Promise<void> {
   if (routines.length === 0) return;
+  const { db, dialect } = database;
   const insert = attemptDb(db)
     .insertInto('request_routine_attempt')
     .values(
@@ -216,14 +279,16 @@ export async function markAttemptsStarted(
         worker,
       })),
     );
-  await dialect
-    .upsert(insert, ['request_routine_id'], {
-      try_number: dialect.insertedValue('try_number'),
-      started_date: dialect.insertedValue('started_date'),
-      unfinished_count: dialect.insertedValue('unfinished_count'),
-      worker: dialect.insertedValue('worker'),
-    })
-    .execute();
+  await dialect.commitWithoutFlush(
+    dialect
+      .upsert(insert, ['request_routine_id'], {
+        try_number: dialect.insertedValue('try_number'),
+        started_date: dialect.insertedValue('started_date'),
+        unfinished_count: dialect.insertedValue('unfinished_count'),
+        worker: dialect.insertedValue('worker'),
+      })
+      .compile(),
+  );
 }
 
 /** Removes the markers of attempts whose outcome the caller's transaction records. */
@@ -245,24 +310,28 @@ export async function keepUnfinishedCount(db: Kysely<DB>, routineId: number, cou
 }
 
 /**
- * Adds routine `name` to request `requestId` at `sequence` (or the request's highest sequence + 10, fixing
- * D66), or resets it when the request already has a routine of that name (reference 9.6). Throws when the
- * name is not in `routine_library`; names found there are remembered in `knownNames` (rows of
- * `routine_library` are never removed), so that a chain step costs one read and one write.
+ * Adds routines `names` to request `requestId`, in order: each at `sequence` (the request's highest
+ * sequence + 10, fixing D66, or 1 for `priority`), or resets it when the request already has a routine of
+ * that name (reference 9.6). Throws when a name is not in `routine_library`; names found there are
+ * remembered in `knownNames` (rows of `routine_library` are never removed), so that chaining costs one
+ * read of the request's routines and one insert of the new ones.
  */
-export async function addRequestRoutine(
+export async function addRequestRoutines(
   db: Kysely<DB>,
-  target: { requestId: number; queue: string; name: string; sequence: 'append' | 'priority' },
+  target: { requestId: number; queue: string; names: readonly string[]; sequence: 'append' | 'priority' },
   knownNames: Set<string>,
 ): Promise<void> {
-  if (!knownNames.has(target.name)) {
+  if (target.names.length === 0) return;
+  const unknown = [...new Set(target.names.filter((name) => !knownNames.has(name)))];
+  if (unknown.length > 0) {
     const known = await db
       .selectFrom('routine_library')
       .select('routine_name')
-      .where('routine_name', '=', target.name)
-      .executeTakeFirst();
-    if (known === undefined) throw new Error(`Routine ${target.name} is not in routine_library`);
-    knownNames.add(target.name);
+      .where('routine_name', 'in', unknown)
+      .execute();
+    for (const row of known) knownNames.add(row.routine_name);
+    const missing = unknown.find((name) => !knownNames.has(name));
+    if (missing !== undefined) throw new Error(`Routine ${missing} is not in routine_library`);
   }
   const siblings = await db
     .selectFrom('request_routine')
@@ -270,35 +339,47 @@ export async function addRequestRoutine(
     .where('request_id', '=', target.requestId)
     .orderBy('id')
     .execute();
-  const existing = siblings.find((s) => s.routine_name === target.name);
-  if (existing !== undefined) {
-    await db
-      .updateTable('request_routine')
-      .set({
-        status: 'NEW',
-        try_count: 0,
-        next_try_date_time: null,
-        hash_code: null,
-        ...(target.sequence === 'priority' ? { execute_sequence: 1 } : {}),
-      })
-      .where('id', '=', existing.id)
-      .execute();
-    return;
+  const existing = new Map<string, number | 'new'>();
+  for (const s of siblings) if (!existing.has(s.routine_name)) existing.set(s.routine_name, s.id);
+  let top = Math.max(0, ...siblings.map((s) => s.execute_sequence));
+  const inserts: { name: string; sequence: number }[] = [];
+  for (const name of target.names) {
+    const id = existing.get(name);
+    if (id === 'new') continue;
+    if (id !== undefined) {
+      await db
+        .updateTable('request_routine')
+        .set({
+          status: 'NEW',
+          try_count: 0,
+          next_try_date_time: null,
+          hash_code: null,
+          ...(target.sequence === 'priority' ? { execute_sequence: 1 } : {}),
+        })
+        .where('id', '=', id)
+        .execute();
+      continue;
+    }
+    const sequence = target.sequence === 'append' ? top + 10 : 1;
+    top = Math.max(top, sequence);
+    inserts.push({ name, sequence });
+    existing.set(name, 'new');
   }
-  const sequence =
-    target.sequence === 'append' ? Math.max(0, ...siblings.map((s) => s.execute_sequence)) + 10 : 1;
+  if (inserts.length === 0) return;
   await db
     .insertInto('request_routine')
-    .values({
-      request_id: target.requestId,
-      execute_request_queue: target.queue,
-      status: 'NEW',
-      routine_name: target.name,
-      try_count: 0,
-      next_try_date_time: null,
-      execute_sequence: sequence,
-      hash_code: null,
-    })
+    .values(
+      inserts.map(({ name, sequence }) => ({
+        request_id: target.requestId,
+        execute_request_queue: target.queue,
+        status: 'NEW' as const,
+        routine_name: name,
+        try_count: 0,
+        next_try_date_time: null,
+        execute_sequence: sequence,
+        hash_code: null,
+      })),
+    )
     .execute();
 }
 

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Config } from '../../config.ts';
 import { loadConfig } from '../../config.ts';
+import { sql } from 'kysely';
 import { formatDateTime } from '../../db/database.ts';
 import { countRows } from '../../../test/factories.ts';
 import {
@@ -16,6 +17,7 @@ import type { TestDatabase } from '../../../test/harness.ts';
 import { createTestDatabase, forEachDialect } from '../../../test/harness.ts';
 import type { QueueEngine } from './engine.ts';
 import { parseBackoff } from '../../config.ts';
+import { claimQuery } from './claim.queries.ts';
 import { createQueueEngine, retryDelayMs } from './engine.ts';
 import { enqueueRequest } from './intake.ts';
 import type { RoutineContext } from './routines/index.ts';
@@ -126,6 +128,16 @@ function testCatalog(
       },
     }),
     defineRoutine({
+      name: names.keyed!,
+      timeoutMs: 10_000,
+      retry: 'backoff',
+      run: async (ctx) => {
+        const { key } = await ctx.readText('REQUEST_DATA');
+        await ctx.lock(String(key));
+        await mark(ctx, `locked ${String(key)}`);
+      },
+    }),
+    defineRoutine({
       name: names.locker!,
       timeoutMs: 10_000,
       retry: 'backoff',
@@ -164,6 +176,7 @@ forEachDialect((dialect) => {
         'voider',
         'slow',
         'locker',
+        'keyed',
         'unknown',
       ]) {
         names[key] = await createRoutineName(testDb.db);
@@ -173,6 +186,8 @@ forEachDialect((dialect) => {
         config,
         catalog: testCatalog(names, hooks),
         now: () => clock,
+        // The batch tests need every claimed routine started, however slow the machine.
+        batchBudgetMs: 60_000,
       });
     });
     after(async () => {
@@ -488,16 +503,118 @@ forEachDialect((dialect) => {
       assert.equal(outcome.kind === 'ran' && outcome.routineId, after, 'VOID siblings do not block');
     });
 
-    it('ends a PostgreSQL batch after a routine that took a routine lock', async () => {
+    it('runs the routines of one routine lock key in one batch (the batch holds the key until it commits)', async () => {
       gateOpen();
       const type = await createRequestType(testDb.db, { routineName: names.locker! });
       for (let i = 0; i < 3; i += 1) await enqueueRequest(testDb.database, { requestType: type.requestType });
-      // PostgreSQL holds the key's row lock until commit; SQLite's one writer needs no such care.
       const sizes = [
         (await engine.runBatch(type.queue, 10)).length,
         (await engine.runBatch(type.queue, 10)).length,
       ];
-      assert.deepEqual(sizes, dialect === 'postgres' ? [1, 1] : [3, 0]);
+      assert.deepEqual(sizes, [3, 0]);
+      await engine.flushCounters();
+    });
+
+    if (dialect === 'postgres') {
+      it('puts back untried a routine whose key another batch holds, once its batch holds a key', async () => {
+        const type = await createRequestType(testDb.db, { routineName: names.keyed! });
+        const keys = ['patient:first', 'patient:busy', 'patient:third'];
+        const requestIds: number[] = [];
+        for (const key of keys) {
+          const queued = await enqueueRequest(testDb.database, {
+            requestType: type.requestType,
+            attachments: [jsonRow('REQUEST_DATA', { key })],
+          });
+          requestIds.push(queued.requestId);
+        }
+        const holder = await testDb.db.startTransaction().execute();
+        try {
+          await testDb.database.dialect.lockNamedRow(
+            holder,
+            { table: 'request_routine_lock', column: 'routine_lock', key: 'patient:busy' },
+            5000,
+          );
+          const outcomes = await engine.runBatch(type.queue, 10);
+          assert.deepEqual(
+            outcomes.map((o) => o.kind),
+            ['ran', 'deferred', 'ran'],
+          );
+          const [busy] = await routinesOf(testDb.db, requestIds[1]!);
+          assert.equal(busy!.status, 'NEW');
+          assert.equal(busy!.try_count, 0, 'a deferred routine is not a try');
+          assert.deepEqual(await executionsOf(testDb.db, busy!.id), []);
+          assert.deepEqual(await details(requestIds[1]!), []);
+          const marks = await sql<{ n: number }>`select count(*)::int as n from request_routine_attempt
+            where request_routine_id = ${busy!.id}`.execute(testDb.db);
+          assert.equal(marks.rows[0]!.n, 0, 'its start mark is cleared');
+        } finally {
+          await holder.commit().execute();
+        }
+        const next = await engine.runBatch(type.queue, 10);
+        assert.equal(next.length, 1);
+        assert.equal(next[0]!.kind === 'ran' && next[0]!.status, 'COMPLETE');
+        assert.deepEqual(await details(requestIds[1]!), [
+          { name: 'locked patient:busy', value: names.keyed },
+        ]);
+        await engine.flushCounters();
+      });
+    }
+
+    it('claims through the index of pending routines, however many finished ones come before them', async () => {
+      const type = await createRequestType(testDb.db, { routineName: names.ok! });
+      await testDb.db.transaction().execute(async (trx) => {
+        const requests = await trx
+          .insertInto('request')
+          .values(Array.from({ length: 600 }, () => ({ request_type: type.requestType, system_message: '' })))
+          .returning('id')
+          .execute();
+        await trx
+          .insertInto('request_routine')
+          .values(
+            requests.map((r, i) => ({
+              request_id: r.id,
+              execute_request_queue: type.queue,
+              status: i < 300 ? ('COMPLETE' as const) : ('NEW' as const),
+              routine_name: names.ok!,
+              try_count: i < 300 ? 1 : 0,
+              next_try_date_time: null,
+              execute_sequence: 10,
+              hash_code: null,
+            })),
+          )
+          .execute();
+      });
+      await sql`analyze`.execute(testDb.db);
+      const claim = claimQuery(testDb.db, testDb.database.dialect, {
+        queue: type.queue,
+        nowText: formatDateTime(clock),
+        limit: 25,
+        excludeRequestIds: new Set(),
+      }).compile();
+      let plan: string;
+      if (dialect === 'postgres') {
+        // The plan the worker runs: the prepared statement's generic plan (this session forces it).
+        plan = await testDb.db.connection().execute(async (connection) => {
+          await sql`prepare claim_plan as ${sql.raw(claim.sql)}`.execute(connection);
+          const explained = await sql<{
+            'QUERY PLAN': string;
+          }>`explain (costs off) execute claim_plan(${sql.lit(formatDateTime(clock))})`.execute(connection);
+          await sql`deallocate claim_plan`.execute(connection);
+          return explained.rows.map((r) => r['QUERY PLAN']).join('\n');
+        });
+        assert.match(plan, /Index Scan using request_routine_pending on request_routine rr/);
+        assert.doesNotMatch(plan, /Sort/, 'no sort of every pending routine');
+      } else {
+        const explained = await testDb.db.executeQuery<{ detail: string }>({
+          ...claim,
+          sql: `explain query plan ${claim.sql}`,
+        });
+        plan = explained.rows.map((r) => r.detail).join('\n');
+        assert.match(plan, /SEARCH rr USING INDEX request_routine_pending/);
+        assert.doesNotMatch(plan, /TEMP B-TREE/, 'no sort of every pending routine');
+      }
+      const claimed = await engine.runBatch(type.queue, 25);
+      assert.equal(claimed.length, 25);
       await engine.flushCounters();
     });
 

@@ -20,9 +20,19 @@
  * An attempt that never finishes (the process is killed or crashes) leaves its start mark behind; the
  * next claim of that routine records it as a failed try (with the back-off) instead of running it, and
  * the third unfinished attempt in a row fails the routine for good. Marks are written for the whole batch
- * at once, so a crash counts a try for every routine of its batch that had not been recorded. A routine past its timeout rolls back
- * the whole batch (its code may still be running) and is recorded in a short transaction of its own; the
- * others stay as they were and run again.
+ * at once, so a crash counts a try for every routine of its batch that had not been recorded. The marks
+ * commit without waiting for the disk (`DialectAdapter.commitWithoutFlush`): a crash of the process keeps
+ * them (the database has them), and only a crash of the database server or the machine can lose them,
+ * which loses the batch's own uncommitted transaction too, so its routines run again as they were and no
+ * outcome is ever recorded without its mark having been seen; the batch's durable commit flushes the
+ * marks with it. A routine past its timeout rolls back the whole batch (its code may still be running)
+ * and is recorded in a short transaction of its own; the others stay as they were and run again.
+ *
+ * Routine locks (`ctx.lock(key)`, a patient or a study) are held until the batch commits, so routines of
+ * one patient in one batch share the key. The first key a batch takes may wait for another worker's
+ * batch; a batch that holds a key never waits for another one: a key held elsewhere puts its routine
+ * back untried (`deferred`, rolled back to its savepoint, its mark cleared) for a later batch, whose
+ * first key then waits. No transaction waits while holding a key, so two batches never deadlock.
  */
 import { hostname } from 'node:os';
 import type { ControlledTransaction, Kysely } from 'kysely';
@@ -34,18 +44,18 @@ import type { Logger } from '../../logger.ts';
 import type { AttemptRecord, ClaimedRoutine, QueueCounters, RoutineAttemptTable } from './claim.queries.ts';
 import {
   addQueueCounters,
-  addRequestRoutine,
+  addRequestRoutines,
   claimRoutines,
   clearAttemptMarkers,
   findAttemptMarkers,
   findQueues,
-  isStillEligible,
   keepUnfinishedCount,
   markAttemptsStarted,
   recordAttempts,
+  stillEligibleIds,
   voidNewRoutines,
 } from './claim.queries.ts';
-import { REQUEST_QUEUE_CHANNEL } from './queue-events.ts';
+import { notifyQueueAfterCommit } from './queue-events.ts';
 import type {
   PrepareContext,
   RoutineCatalog,
@@ -54,8 +64,8 @@ import type {
 } from './routines/catalog.ts';
 import { PermanentRoutineError } from './routines/catalog.ts';
 import { defaultRoutineCatalog } from './routines/index.ts';
-import { readRequestText, writeRequestText } from '../attachment-data/index.ts';
-import { mergeRequestData } from './routines/request-data.ts';
+import { readRequestContent, readRequestText, writeRequestText } from '../attachment-data/index.ts';
+import { mirrorRequestDetails } from './routines/request-data.ts';
 
 /**
  * Reference 9.5: `tryCount` is the count after the failed attempt. Returns the delay before the next try,
@@ -74,6 +84,8 @@ export type StepOutcome =
   | { readonly kind: 'idle' }
   /** A candidate was taken or changed by another worker between the claim and the re-check. */
   | { readonly kind: 'contended' }
+  /** Its routine lock was held by another worker's batch: put back untried, for a later batch. */
+  | { readonly kind: 'deferred' }
   | {
       readonly kind: 'ran';
       readonly routineId: number;
@@ -94,6 +106,8 @@ export interface EngineOptions {
   readonly logger?: Logger;
   /** Names this worker in the first line of every execution's `log_text`; default `<host>:<pid>`. */
   readonly workerLabel?: string;
+  /** After this many ms a batch starts no further routine; default {@link BATCH_BUDGET_MS}. */
+  readonly batchBudgetMs?: number;
 }
 
 export interface QueueEngine {
@@ -126,9 +140,15 @@ const BATCH_BUDGET_MS = 100;
 interface AttemptEffects {
   /** It added or reset routines of its request (other workers should be woken). */
   hasChained: boolean;
-  /** It took a routine lock (held until commit: the batch ends after it). */
-  hasLocked: boolean;
 }
+
+/** The routine locks a batch holds (until it commits). */
+interface BatchLocks {
+  readonly keys: Set<string>;
+}
+
+/** Not an attempt's outcome: what a batch does with each claimed routine. */
+type BatchEntry = Attempt | 'contended' | 'deferred';
 
 interface Attempt {
   readonly claimed: ClaimedRoutine;
@@ -167,11 +187,13 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
   const now = options.now ?? (() => new Date());
   const workerName = options.workerLabel ?? `${hostname()}:${process.pid}`;
   const workerLine = `worker ${workerName}`;
+  const batchBudgetMs = options.batchBudgetMs ?? BATCH_BUDGET_MS;
   const counters = new Map<string, QueueCounters>();
   // Without row locks: the requests this process is running, left out of its claims.
   const busyRequestIds = new Set<number>();
   // Routine names seen in `routine_library` (its rows are never removed).
   const knownRoutineNames = new Set<string>();
+  const references = createReferenceCache(config.referenceCacheTtlMs);
   let activeCount = 0;
 
   const countersOf = (queue: string): QueueCounters => {
@@ -198,7 +220,7 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
     const trx = await db.startTransaction().execute();
     let marked: readonly Runnable[] = [];
     try {
-      const claimed = await claimRoutines(trx, dialect, {
+      const claimed = await claimRoutines(trx, database, {
         queue,
         nowText: formatDateTime(now()),
         limit,
@@ -212,28 +234,15 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
       const { runnable, unfinished } = started;
       marked = runnable;
       const batchStartedAt = Date.now();
-      const attempts: (Attempt | 'contended')[] = unfinished.map(recordUnfinished);
-      const seenRequests = new Set<number>();
+      const locks: BatchLocks = { keys: new Set() };
+      const entries: BatchEntry[] = unfinished.map(recordUnfinished);
+      // The claim took one routine per request and its row locks re-checked each against its newest
+      // version, so each runs without another read.
       for (const { routine } of runnable) {
-        if (attempts.length > unfinished.length && Date.now() - batchStartedAt > BATCH_BUDGET_MS) break;
-        // The row locks made the engine re-check each claimed routine against its newest version. Only a
-        // second routine of a request already run in this batch can have been made ineligible since (by
-        // addPriorityRoutine, say), so only that case is read again.
-        if (
-          seenRequests.has(routine.request_id) &&
-          !(await isStillEligible(trx, routine.id, queue, formatDateTime(now())))
-        ) {
-          attempts.push('contended');
-          continue;
-        }
-        seenRequests.add(routine.request_id);
-        const attempt = await runClaimed(trx, routine, { logLines: [workerLine] });
-        attempts.push(attempt);
-        // A routine lock is held until commit: end the batch here, so that the lock is not held while
-        // further routines run (convoys) and no transaction ever holds two workers' keys (deadlocks).
-        if (attempt.effects.hasLocked) break;
+        if (entries.length > unfinished.length && Date.now() - batchStartedAt > batchBudgetMs) break;
+        entries.push(await runClaimed(trx, routine, { logLines: [workerLine], locks }));
       }
-      return await commitBatch(trx, queue, attempts, runnable);
+      return await commitBatch(trx, queue, entries, runnable);
     } catch (error) {
       if (!trx.isCommitted && !trx.isRolledBack) {
         await trx
@@ -249,10 +258,10 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
 
   /**
    * A single writer: claim with a plain read, prepare outside any transaction (slow work never holds the
-   * connection), then run the prepared routines in one write transaction that re-checks each one.
+   * connection), then run the prepared routines in one write transaction that re-checks them first.
    */
   async function runSingleWriterBatch(queue: string, limit: number): Promise<StepOutcome[]> {
-    const claimed = await claimRoutines(db, dialect, {
+    const claimed = await claimRoutines(db, database, {
       queue,
       nowText: formatDateTime(now()),
       limit,
@@ -265,25 +274,30 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
       const batchStartedAt = Date.now();
       const ready: { routine: ClaimedRoutine; pre: Prepared; logLines: string[] }[] = [];
       for (const { routine } of runnable) {
-        if (ready.length > 0 && Date.now() - batchStartedAt > BATCH_BUDGET_MS) break;
+        if (ready.length > 0 && Date.now() - batchStartedAt > batchBudgetMs) break;
         const logLines = [workerLine];
         ready.push({ routine, pre: await prepareAhead(routine, logLines), logLines });
       }
       const trx = await db.startTransaction().execute();
       try {
-        const attempts: (Attempt | 'contended')[] = [];
-        for (const entry of unfinished) {
-          const isEligibleNow = await isStillEligible(trx, entry.routine.id, queue, formatDateTime(now()));
-          attempts.push(isEligibleNow ? recordUnfinished(entry) : 'contended');
-        }
+        const locks: BatchLocks = { keys: new Set() };
+        const eligible = await stillEligibleIds(
+          trx,
+          [...unfinished.map((u) => u.routine.id), ...ready.map((r) => r.routine.id)],
+          queue,
+          formatDateTime(now()),
+        );
+        const entries: BatchEntry[] = unfinished.map((entry) =>
+          eligible.has(entry.routine.id) ? recordUnfinished(entry) : 'contended',
+        );
         for (const { routine, pre, logLines } of ready) {
-          if (!(await isStillEligible(trx, routine.id, queue, formatDateTime(now())))) {
-            attempts.push('contended');
-            continue;
-          }
-          attempts.push(await runClaimed(trx, routine, { logLines, prepared: pre }));
+          entries.push(
+            eligible.has(routine.id)
+              ? await runClaimed(trx, routine, { logLines, prepared: pre, locks })
+              : 'contended',
+          );
         }
-        return await commitBatch(trx, queue, attempts, runnable);
+        return await commitBatch(trx, queue, entries, runnable);
       } catch (error) {
         if (!trx.isCommitted && !trx.isRolledBack) {
           await trx
@@ -301,7 +315,8 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
 
   /**
    * Splits claimed routines into those to run and those whose last attempt never finished, and commits
-   * the start marks of the former on their own (autocommit), before any of them runs.
+   * the start marks of the former on their own (without waiting for the disk: see the top of this file),
+   * before any of them runs.
    */
   async function startAttempts(
     reader: Kysely<DB>,
@@ -319,8 +334,7 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
       else runnable.push({ routine, unfinishedBefore: marker?.unfinished_count ?? 0 });
     }
     await markAttemptsStarted(
-      db,
-      dialect,
+      database,
       runnable.map(({ routine, unfinishedBefore }) => ({
         routineId: routine.id,
         tryNumber: routine.try_count + 1,
@@ -349,23 +363,23 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
       record: outcomeOf(routine, definition, failure, [workerLine]),
       failure,
       startedAt: Date.now(),
-      effects: { hasChained: false, hasLocked: false },
+      effects: { hasChained: false },
       unfinishedCount,
     };
   }
 
   /**
    * Records every attempt, clears the start marks of recorded attempts and puts back those of routines
-   * marked but not run (the batch ended early, or another worker changed them), commits, then reports.
+   * marked but not run (the batch ended early, another worker changed them, or their key was held
+   * elsewhere), commits, then reports.
    */
   async function commitBatch(
     trx: ControlledTransaction<DB>,
     queue: string,
-    attempts: readonly (Attempt | 'contended')[],
+    entries: readonly BatchEntry[],
     marked: readonly Runnable[],
   ): Promise<StepOutcome[]> {
-    const ran = attempts.filter((a): a is Attempt => a !== 'contended');
-    await unmarkNotRun(trx, marked, ran);
+    const ran = entries.filter((a): a is Attempt => typeof a !== 'string');
     await recordAttempts(
       trx,
       dialect,
@@ -376,29 +390,35 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
     const isCounted = (a: Attempt) => a.unfinishedCount !== undefined && a.record.status === 'RETRY';
     for (const attempt of ran.filter(isCounted))
       await keepUnfinishedCount(trx, attempt.claimed.id, attempt.unfinishedCount!);
-    await clearAttemptMarkers(
+    await unmarkNotRun(
       trx,
+      marked,
+      ran,
       ran.filter((a) => !isCounted(a)).map((a) => a.claimed.id),
     );
     await trx.commit().execute();
     // Routines added by this batch are eligible now: wake the idle workers of other processes. Sent after
     // the commit, not in the transaction: PostgreSQL serialises the commits of notifying transactions.
-    if (ran.some((a) => a.effects.hasChained)) {
-      dialect.notify(REQUEST_QUEUE_CHANNEL, queue).catch(() => {
-        // Only a hint: the workers also poll.
-      });
-    }
-    return attempts.map((a) => (a === 'contended' ? { kind: 'contended' } : finish(a)));
+    if (ran.some((a) => a.effects.hasChained)) notifyQueueAfterCommit(database, queue);
+    return entries.map((a) => (typeof a === 'string' ? { kind: a } : finish(a)));
   }
 
-  /** Puts back the start marks of `marked` routines that `ran` does not hold (as before they were set). */
-  async function unmarkNotRun(trx: Kysely<DB>, marked: readonly Runnable[], ran: readonly Attempt[]) {
+  /**
+   * Puts back the start marks of `marked` routines that `ran` does not hold (as before they were set),
+   * clearing them in one statement with the marks of `alsoClear`.
+   */
+  async function unmarkNotRun(
+    trx: Kysely<DB>,
+    marked: readonly Runnable[],
+    ran: readonly Attempt[],
+    alsoClear: readonly number[] = [],
+  ) {
     const ranIds = new Set(ran.map((a) => a.claimed.id));
     const notRun = marked.filter((m) => !ranIds.has(m.routine.id));
-    await clearAttemptMarkers(
-      trx,
-      notRun.filter((m) => m.unfinishedBefore === 0).map((m) => m.routine.id),
-    );
+    await clearAttemptMarkers(trx, [
+      ...notRun.filter((m) => m.unfinishedBefore === 0).map((m) => m.routine.id),
+      ...alsoClear,
+    ]);
     for (const m of notRun.filter((m) => m.unfinishedBefore > 0))
       await keepUnfinishedCount(trx, m.routine.id, m.unfinishedBefore);
   }
@@ -434,7 +454,7 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
         record,
         failure: error,
         startedAt: Date.now(),
-        effects: { hasChained: false, hasLocked: false },
+        effects: { hasChained: false },
       };
     });
     return attempt === undefined ? { kind: 'contended' } : finish(attempt);
@@ -474,14 +494,15 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
    * Runs `claimed` inside `trx` (held, not committed here): a savepoint, the routine (its `prepare` first,
    * unless `prepared` carries what it gave), and its outcome; on failure the savepoint is rolled back, so
    * none of the routine's writes remain. The outcome is recorded by the caller, with the batch's others.
+   * `deferred` when its routine lock is held by another batch (rolled back too, not a try).
    */
   async function runClaimed(
     trx: Trx,
     claimed: ClaimedRoutine,
-    options: { logLines: string[]; prepared?: Prepared },
-  ): Promise<Attempt> {
-    const { logLines, prepared } = options;
-    const effects: AttemptEffects = { hasChained: false, hasLocked: false };
+    options: { logLines: string[]; prepared?: Prepared; locks: BatchLocks },
+  ): Promise<Attempt | 'deferred'> {
+    const { logLines, prepared, locks } = options;
+    const effects: AttemptEffects = { hasChained: false };
     activeCount += 1;
     const startedAt = Date.now();
     try {
@@ -492,8 +513,15 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
         failure = new PermanentRoutineError(`Unknown routine: ${claimed.routine_name}`);
       } else if (failure === undefined) {
         const inSavepoint = await trx.savepoint('routine').execute();
+        // The keys this attempt took: released with its savepoint when it fails.
+        const keys: string[] = [];
         try {
-          const context = createRunContext(inSavepoint, prepareContext, definition, { startedAt, effects });
+          const context = createRunContext(inSavepoint, prepareContext, definition, {
+            startedAt,
+            effects,
+            locks,
+            keys,
+          });
           await withTimeout(
             (async () => {
               const input =
@@ -510,8 +538,10 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
           if (error instanceof RoutineTimeoutError) {
             throw new RoutineTimeoutError(definition.timeoutMs, claimed, logLines);
           }
-          failure = error;
           await inSavepoint.rollbackToSavepoint('routine').execute();
+          for (const key of keys) locks.keys.delete(key);
+          if (error instanceof RoutineLockBusyError) return 'deferred';
+          failure = error;
         }
       }
       return {
@@ -569,39 +599,70 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
     trx: Trx,
     base: PrepareContext,
     definition: RoutineDefinition,
-    attempt: { startedAt: number; effects: AttemptEffects },
+    attempt: { startedAt: number; effects: AttemptEffects; locks: BatchLocks; keys: string[] },
   ): RoutineContext {
     const routine = base.routine;
-    const chain = async (name: string, sequence: 'append' | 'priority') => {
+    const chain = async (names: readonly string[], sequence: 'append' | 'priority') => {
       attempt.effects.hasChained = true;
-      await addRequestRoutine(
+      await addRequestRoutines(
         trx,
-        { requestId: routine.request_id, queue: routine.execute_request_queue, name, sequence },
+        { requestId: routine.request_id, queue: routine.execute_request_queue, names, sequence },
         knownRoutineNames,
       );
     };
+    // The request's JSON rows this attempt read or wrote, so that each is read once: every change to
+    // them goes through putText and mergeRequestData, which keep this up to date.
+    const texts = new Map<string, Record<string, unknown>>();
+    const cachedTexts = (mnemonics: readonly string[]) =>
+      Object.fromEntries(mnemonics.map((m) => [m, structuredClone(texts.get(m)!)]));
+    const readRequest = async (mnemonics: readonly string[]) => {
+      const missing = mnemonics.filter((m) => !texts.has(m));
+      const content = await readRequestContent(trx, routine.request_id, missing, dialect);
+      for (const mnemonic of missing) texts.set(mnemonic, content.texts[mnemonic] ?? {});
+      return { texts: cachedTexts(mnemonics), payloads: content.payloads };
+    };
+    const readTexts = async (mnemonics: readonly string[]) =>
+      mnemonics.every((m) => texts.has(m)) ? cachedTexts(mnemonics) : (await readRequest(mnemonics)).texts;
+    const putText = async (mnemonic: string, value: Record<string, unknown>) => {
+      await writeRequestText(trx, dialect, routine.request_id, mnemonic, value, stampOf(base.now()));
+      texts.set(mnemonic, structuredClone(value));
+    };
+    const target = (key: string) => ({ table: 'request_routine_lock', column: 'routine_lock', key });
     return {
       ...base,
       db: trx,
       trx,
       dialect,
       stamp: () => stampOf(base.now()),
-      readText: (mnemonic) => readRequestText(trx, routine.request_id, mnemonic),
-      putText: (mnemonic, value) =>
-        writeRequestText(trx, dialect, routine.request_id, mnemonic, value, stampOf(base.now())),
-      mergeRequestData: (patch) =>
-        mergeRequestData(trx, dialect, routine.request_id, patch, stampOf(base.now())),
-      addRoutine: (name) => chain(name, 'append'),
-      addPriorityRoutine: (name) => chain(name, 'priority'),
+      readText: async (mnemonic) => (await readTexts([mnemonic]))[mnemonic]!,
+      readTexts,
+      readRequest,
+      reference: (key, load) => references.get(key, () => load(trx)),
+      putText,
+      mergeRequestData: async (patch) => {
+        const current = (await readTexts(['REQUEST_DATA'])).REQUEST_DATA!;
+        await putText('REQUEST_DATA', { ...current, ...patch });
+        await mirrorRequestDetails(trx, dialect, routine.request_id, patch, stampOf(base.now()));
+      },
+      addRoutine: (name) => chain([name], 'append'),
+      addRoutines: (names) => chain(names, 'append'),
+      addPriorityRoutine: (name) => chain([name], 'priority'),
       voidAllNewRoutines: (current) =>
         voidNewRoutines(trx, routine.request_id, current ?? routine.routine_name),
       lock: async (key) => {
-        attempt.effects.hasLocked = true;
-        await dialect.lockNamedRow(
-          trx,
-          { table: 'request_routine_lock', column: 'routine_lock', key },
-          definition.timeoutMs - (Date.now() - attempt.startedAt),
-        );
+        const { locks } = attempt;
+        if (locks.keys.has(key)) return;
+        if (locks.keys.size === 0) {
+          await dialect.lockNamedRow(
+            trx,
+            target(key),
+            definition.timeoutMs - (Date.now() - attempt.startedAt),
+          );
+        } else if (!(await dialect.tryLockNamedRow(trx, target(key)))) {
+          throw new RoutineLockBusyError(key);
+        }
+        locks.keys.add(key);
+        attempt.keys.push(key);
       },
     };
   }
@@ -679,6 +740,28 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
   };
 }
 
+/**
+ * Reference rows the routines read on every run (identifier types, event types), kept `ttlMs` (0: not
+ * kept) and shared by the routines of this engine; a value still loading is shared, a failed load is not
+ * kept.
+ */
+function createReferenceCache(ttlMs: number) {
+  const entries = new Map<string, { value: Promise<unknown>; expiresAt: number }>();
+  return {
+    get<T>(key: string, load: () => Promise<T>): Promise<T> {
+      const now = Date.now();
+      const entry = entries.get(key);
+      if (entry !== undefined && entry.expiresAt > now) return entry.value as Promise<T>;
+      const value = load();
+      if (ttlMs > 0) {
+        entries.set(key, { value, expiresAt: now + ttlMs });
+        value.catch(() => entries.delete(key));
+      }
+      return value;
+    },
+  };
+}
+
 /** The audit stamp of the worker's writes: the system user 1, at `now`. */
 function stampOf(now: Date) {
   return { userId: 1, now: formatDateTime(now) };
@@ -697,6 +780,17 @@ class RoutineTimeoutError extends Error {
     this.name = 'RoutineTimeoutError';
     this.claimed = claimed;
     this.logLines = logLines;
+  }
+}
+
+/**
+ * A batch that already holds a routine lock asked for a key another batch holds: the routine is put back
+ * untried rather than wait (see the top of this file). Routines let it propagate.
+ */
+class RoutineLockBusyError extends Error {
+  constructor(key: string) {
+    super(`Routine lock ${key} is held by another worker`);
+    this.name = 'RoutineLockBusyError';
   }
 }
 

@@ -5,14 +5,16 @@
  * none; its type is the `OphGeneric` event type and the group's element type
  * `Element_OphGeneric_Attachment` (both seeded by migration 0007). A payload whose content is already
  * attached to one of the patient's events (same `hash_code`, then the same bytes) is skipped; when every
- * payload is skipped no event is created.
+ * payload is skipped no event is created. The lock is held until the worker's batch commits, so that the
+ * check and the filing are never interleaved with another request's of the same patient.
  */
+import type { Kysely } from 'kysely';
 import { formatDateTime } from '../../../db/database.ts';
+import type { DB } from '../../../db/schema.ts';
 import type { RoutineContext } from './catalog.ts';
 import { PermanentRoutineError, defineRoutine } from './catalog.ts';
 import {
   contentHash,
-  findPayloads,
   isAttachedToPatient,
   linkAttachmentsToEvent,
   readPayloadBytes,
@@ -21,6 +23,17 @@ import {
 
 export const ATTACH_EVENT_CLASS = 'OphGeneric';
 export const ATTACH_ELEMENT_CLASS = 'Element_OphGeneric_Attachment';
+
+/** The event type and element type attachments are filed under (reference data). */
+async function readAttachmentEventTypes(db: Kysely<DB>) {
+  return db
+    .selectFrom('element_type as et')
+    .innerJoin('event_type as ev', 'ev.id', 'et.event_type_id')
+    .select(['et.id as elementTypeId', 'ev.id as eventTypeId'])
+    .where('et.class_name', '=', ATTACH_ELEMENT_CLASS)
+    .where('ev.class_name', '=', ATTACH_EVENT_CLASS)
+    .executeTakeFirst();
+}
 
 async function findOrCreateEpisode(ctx: RoutineContext, patientId: number, stamp: string): Promise<number> {
   const episode = await ctx.trx
@@ -45,30 +58,27 @@ export const attachToEventRoutine = defineRoutine({
   timeoutMs: 60_000,
   retry: 'backoff',
   run: async (ctx) => {
-    const data = await ctx.readText('REQUEST_DATA');
-    const patientId = data.matched_patient_id;
+    const { texts, payloads } = await ctx.readRequest(['REQUEST_DATA']);
+    const patientId = texts.REQUEST_DATA?.matched_patient_id;
     if (typeof patientId !== 'number' || !Number.isInteger(patientId)) {
       throw new PermanentRoutineError('No matched patient: PATIENT_MATCH must run first');
     }
-    const types = await ctx.trx
-      .selectFrom('element_type as et')
-      .innerJoin('event_type as ev', 'ev.id', 'et.event_type_id')
-      .select(['et.id as elementTypeId', 'ev.id as eventTypeId'])
-      .where('et.class_name', '=', ATTACH_ELEMENT_CLASS)
-      .where('ev.class_name', '=', ATTACH_EVENT_CLASS)
-      .executeTakeFirst();
+    const types = await ctx.reference('attachment event types', readAttachmentEventTypes);
     if (types === undefined) throw new PermanentRoutineError('The attachment event type is not configured');
 
     await ctx.lock(`patient:${patientId}`);
     const toLink: number[] = [];
-    for (const payload of await findPayloads(ctx.trx, ctx.routine.request_id)) {
-      const bytes = await readPayloadBytes(ctx.trx, payload.id);
+    for (const payload of payloads) {
+      // The bytes are read only when needed: to hash a payload stored without its hash, or to compare
+      // with an attachment of the same hash.
+      let bytes: Buffer | undefined;
+      const readBytes = async () => (bytes ??= await readPayloadBytes(ctx.trx, payload.id));
       let hash = payload.hash_code;
       if (hash === null) {
-        hash = contentHash(bytes);
+        hash = contentHash(await readBytes());
         await updateAttachmentData(ctx.trx, ctx.dialect, { id: payload.id }, { hashCode: hash }, ctx.stamp());
       }
-      if (await isAttachedToPatient(ctx.trx, patientId, payload.id, hash, bytes)) {
+      if (await isAttachedToPatient(ctx.trx, ctx.dialect, patientId, payload.id, hash, readBytes)) {
         ctx.log(`attachment_data ${payload.id}: already attached to this patient, skipped`);
       } else {
         toLink.push(payload.id);
@@ -96,7 +106,13 @@ export const attachToEventRoutine = defineRoutine({
       .executeTakeFirstOrThrow();
     await linkAttachmentsToEvent(
       ctx.trx,
-      { eventId: event.id, elementTypeId: types.elementTypeId, attachmentIds: toLink, systemOnlyManaged: 0 },
+      {
+        eventId: event.id,
+        elementTypeId: types.elementTypeId,
+        attachmentIds: toLink,
+        systemOnlyManaged: 0,
+        isNewEvent: true,
+      },
       ctx.stamp(),
     );
     await ctx.mergeRequestData({ event_id: event.id });

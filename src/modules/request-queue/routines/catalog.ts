@@ -14,7 +14,7 @@ import type { Kysely, Transaction } from 'kysely';
 import type { Config } from '../../../config.ts';
 import type { DialectAdapter } from '../../../db/dialect.ts';
 import type { DB, Row } from '../../../db/schema.ts';
-import type { AuditStamp } from '../../attachment-data/index.ts';
+import type { AuditStamp, RequestContent } from '../../attachment-data/index.ts';
 
 /** Thrown by a routine when retrying cannot help (bad input): the routine goes to FAILED at once. */
 export class PermanentRoutineError extends Error {
@@ -48,6 +48,21 @@ export interface RoutineContext extends PrepareContext {
   readonly dialect: DialectAdapter;
   /** The audit stamp of this routine's writes: the system user 1, now. */
   stamp(): AuditStamp;
+  /**
+   * The JSON objects of several of the request's rows, in one read (`{}` for a missing one). `readText`
+   * and `readTexts` read each row once per attempt and then answer what it holds after this attempt's own
+   * `putText` and `mergeRequestData`: change the request's JSON rows only through those two.
+   */
+  readTexts(mnemonics: readonly string[]): Promise<Record<string, Record<string, unknown>>>;
+  /** {@link readTexts} and the request's payload rows, in one read. */
+  readRequest(mnemonics: readonly string[]): Promise<RequestContent>;
+  /**
+   * Reference rows that every run reads and that a copy up to `REFERENCE_CACHE_TTL_MS` old cannot make
+   * wrong (the seeded event types, not the identifier types a match must see in full): `load` (with this
+   * routine's transaction) once, then the value shared by the worker's routines. `key` names what `load`
+   * reads.
+   */
+  reference<T>(key: string, load: (db: Kysely<DB>) => Promise<T>): Promise<T>;
   /** Writes `value` as JSON into the request's row `mnemonic` (created when missing). */
   putText(mnemonic: string, value: Record<string, unknown>): Promise<void>;
   /** Shallow-merges `patch` into `REQUEST_DATA` and shreds its scalar keys into `request_details`. */
@@ -57,11 +72,17 @@ export interface RoutineContext extends PrepareContext {
    * resets it (NEW, try count 0, next try null) when the request already has a routine of that name.
    */
   addRoutine(name: string): Promise<void>;
+  /** {@link addRoutine} of each of `names` in turn, in one read and one write. */
+  addRoutines(names: readonly string[]): Promise<void>;
   /** Adds (or resets) routine `name` with sequence 1, so that it runs before every pending sibling. */
   addPriorityRoutine(name: string): Promise<void>;
   /** Sets every NEW/RETRY sibling whose name differs from `current` (default: this routine) to VOID. */
   voidAllNewRoutines(current?: string): Promise<void>;
-  /** Serialises work on `key` (a patient, a study) across workers until this routine's transaction ends. */
+  /**
+   * Serialises work on `key` (a patient, a study) across workers until this routine's transaction (its
+   * batch) ends. May put the routine back for a later batch instead, by throwing an error that must
+   * propagate (when the batch already holds another key, it does not wait: see engine.ts).
+   */
   lock(key: string): Promise<void>;
 }
 

@@ -12,7 +12,6 @@ import type { RawImage } from '../../dicom/index.ts';
 import { defineRoutine } from './catalog.ts';
 import {
   findPayloads,
-  findPayloadsWithThumbnails,
   isImageMime,
   readPayloadBytes,
   updateAttachmentData,
@@ -52,9 +51,8 @@ export const makeThumbnailsRoutine = defineRoutine<{ id: number; thumbnails: Thu
   timeoutMs: 120_000,
   retry: 'backoff',
   prepare: async (ctx) => {
-    const withThumbnails = await findPayloadsWithThumbnails(ctx.db, ctx.routine.request_id);
     const images = (await findPayloads(ctx.db, ctx.routine.request_id)).filter(
-      (p) => isImageMime(p.mime_type) && !withThumbnails.has(p.id),
+      (p) => isImageMime(p.mime_type) && !p.hasThumbnails,
     );
     const made: { id: number; thumbnails: Thumbnails }[] = [];
     for (const image of images) {

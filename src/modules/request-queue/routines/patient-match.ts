@@ -9,13 +9,14 @@
  * de-spaced value on any type is accepted. Deleted identifiers and patients are ignored. The date of birth
  * must be equal; the sex must be equal when the request gives M or F. None or several patients: a
  * retryable error (the patient may be registered later). Missing identifier or date of birth: FAILED at
- * once, since retrying cannot help.
+ * once, since retrying cannot help. The identifier types are read on every run, never from a cache: a
+ * type missing from a stale list could hide a second patient and let the match choose the wrong one.
  */
 import type { Kysely } from 'kysely';
+import type { DialectAdapter } from '../../../db/dialect.ts';
 import type { DB } from '../../../db/schema.ts';
-import type { RoutineContext } from './catalog.ts';
 import { PermanentRoutineError, defineRoutine } from './catalog.ts';
-import { findPayloads, findPayloadsWithThumbnails, isImageMime } from '../../attachment-data/index.ts';
+import { isImageMime } from '../../attachment-data/index.ts';
 
 export interface PatientCriteria {
   readonly identifier: string;
@@ -58,11 +59,13 @@ function normaliseSex(value: string | undefined): 'M' | 'F' | null {
   return letter === 'M' || letter === 'F' ? letter : null;
 }
 
-/** Reads the criteria from the request's JSON rows; throws a permanent error when they are unusable. */
-export async function readCriteria(ctx: RoutineContext): Promise<PatientCriteria> {
-  const requestData = await ctx.readText('REQUEST_DATA');
-  const form = await ctx.readText('FORM_DATA');
-  const body = await ctx.readText('REQUEST_BLOB');
+/** The criteria in the request's JSON rows; throws a permanent error when they are unusable. */
+export function criteriaOf(rows: {
+  readonly REQUEST_DATA?: Record<string, unknown>;
+  readonly FORM_DATA?: Record<string, unknown>;
+  readonly REQUEST_BLOB?: Record<string, unknown>;
+}): PatientCriteria {
+  const { REQUEST_DATA: requestData = {}, FORM_DATA: form = {}, REQUEST_BLOB: body = {} } = rows;
   const nested = (o: Record<string, unknown>) =>
     o.data !== null && typeof o.data === 'object' && !Array.isArray(o.data)
       ? (o.data as Record<string, unknown>)
@@ -97,13 +100,29 @@ export function applyPad(value: string, pad: string | null): string {
   return value.padStart(Number(match[2]), match[1] === '0' ? '0' : ' ');
 }
 
-/** The ids of the patients matching `criteria` (at most a few; the caller wants exactly one). */
-export async function findMatchingPatients(db: Kysely<DB>, criteria: PatientCriteria): Promise<number[]> {
+export interface IdentifierTypeRule {
+  readonly id: number;
+  readonly validate_regex: string;
+  readonly pad: string | null;
+}
+
+/** Every identifier type's validation regex and pad (reference data). */
+export async function readIdentifierTypeRules(db: Kysely<DB>): Promise<IdentifierTypeRule[]> {
+  return db.selectFrom('patient_identifier_type').select(['id', 'validate_regex', 'pad']).execute();
+}
+
+/**
+ * The ids of the patients matching `criteria` (at most a few; the caller wants exactly one), given the
+ * identifier types' rules (read in the same transaction: a type added meanwhile must not hide a second
+ * patient). The statement runs prepared.
+ */
+export async function findMatchingPatients(
+  db: Kysely<DB>,
+  dialect: DialectAdapter,
+  criteria: PatientCriteria,
+  types: readonly IdentifierTypeRule[],
+): Promise<number[]> {
   const despaced = criteria.identifier.replace(/[\s-]+/g, '');
-  const types = await db
-    .selectFrom('patient_identifier_type')
-    .select(['id', 'validate_regex', 'pad'])
-    .execute();
   const pairs: { typeId: number; value: string }[] = [];
   for (const type of types) {
     const regex = toRegExp(type.validate_regex);
@@ -128,7 +147,7 @@ export async function findMatchingPatients(db: Kysely<DB>, criteria: PatientCrit
     )
     .limit(5);
   if (criteria.sex !== null) query = query.where('p.gender', '=', criteria.sex);
-  return (await query.execute()).map((r) => r.id);
+  return (await dialect.runPreparedOn(db, query.compile())).rows.map((r) => r.id);
 }
 
 export const patientMatchRoutine = defineRoutine({
@@ -136,18 +155,15 @@ export const patientMatchRoutine = defineRoutine({
   timeoutMs: 30_000,
   retry: 'backoff',
   run: async (ctx) => {
-    const criteria = await readCriteria(ctx);
-    const ids = await findMatchingPatients(ctx.trx, criteria);
+    const { texts, payloads } = await ctx.readRequest(['REQUEST_DATA', 'FORM_DATA', 'REQUEST_BLOB']);
+    const criteria = criteriaOf(texts);
+    const types = await readIdentifierTypeRules(ctx.trx);
+    const ids = await findMatchingPatients(ctx.trx, ctx.dialect, criteria, types);
     if (ids.length === 0) throw new Error('No patient matches the identifier, date of birth and sex');
     if (ids.length > 1) throw new Error(`${ids.length} patients match; refusing to choose`);
     await ctx.mergeRequestData({ matched_patient_id: ids[0] });
     ctx.log(`matched patient ${ids[0]}`);
-    const payloads = await findPayloads(ctx.trx, ctx.routine.request_id);
-    const withThumbnails = await findPayloadsWithThumbnails(ctx.trx, ctx.routine.request_id);
-    if (payloads.some((p) => isImageMime(p.mime_type) && !withThumbnails.has(p.id))) {
-      await ctx.addRoutine('MAKE_THUMBNAILS');
-    }
-    await ctx.addRoutine('ATTACH_TO_EVENT');
-    await ctx.addRoutine('CLEAN_UP');
+    const needsThumbnails = payloads.some((p) => isImageMime(p.mime_type) && !p.hasThumbnails);
+    await ctx.addRoutines([...(needsThumbnails ? ['MAKE_THUMBNAILS'] : []), 'ATTACH_TO_EVENT', 'CLEAN_UP']);
   },
 });

@@ -1,31 +1,26 @@
 /**
- * `REQUEST_DATA` as routines change it (reference 9.6): a shallow merge into the request's JSON row
- * (attachment-data owns the row), and its changed scalar keys shredded into `request_details`, one
- * name/value row per key.
+ * `REQUEST_DATA` as routines change it (reference 9.6): the engine shallow-merges a patch into the
+ * request's JSON row (attachment-data owns the row), and its changed scalar keys are shredded into
+ * `request_details`, one name/value row per key.
  */
-import type { Kysely } from 'kysely';
+import type { Kysely, QueryCreator } from 'kysely';
 import type { DialectAdapter } from '../../../db/dialect.ts';
 import type { DB } from '../../../db/schema.ts';
 import type { AuditStamp } from '../../attachment-data/index.ts';
-import { readRequestText, writeRequestText } from '../../attachment-data/index.ts';
 
-/** Shallow-merges `patch` into `REQUEST_DATA` and mirrors the changed scalar keys into `request_details`. */
-export async function mergeRequestData(
+/**
+ * Mirrors the scalar keys of a `REQUEST_DATA` patch into `request_details` (replacing their old rows): one
+ * statement where the engine runs writes inside WITH, a delete and an insert elsewhere.
+ */
+export async function mirrorRequestDetails(
   trx: Kysely<DB>,
   dialect: DialectAdapter,
   requestId: number,
   patch: Record<string, unknown>,
   stamp: AuditStamp,
 ): Promise<void> {
-  const current = await readRequestText(trx, requestId, 'REQUEST_DATA');
-  await writeRequestText(trx, dialect, requestId, 'REQUEST_DATA', { ...current, ...patch }, stamp);
   const names = Object.keys(patch).filter((k) => k.length <= 100);
   if (names.length === 0) return;
-  await trx
-    .deleteFrom('request_details')
-    .where('request_id', '=', requestId)
-    .where('name', 'in', names)
-    .execute();
   const rows = names
     .filter((name) => patch[name] !== null && typeof patch[name] !== 'object')
     .map((name) => ({
@@ -37,5 +32,17 @@ export async function mergeRequestData(
       created_date: stamp.now,
       last_modified_date: stamp.now,
     }));
+  const deleteOld = (db: QueryCreator<DB>) =>
+    db.deleteFrom('request_details').where('request_id', '=', requestId).where('name', 'in', names);
+  if (rows.length > 0 && dialect.hasWritableCte) {
+    // The insert does not see the deleted rows (one snapshot), and has no key they could collide on.
+    await trx
+      .with('old_details', (db) => deleteOld(db))
+      .insertInto('request_details')
+      .values(rows)
+      .execute();
+    return;
+  }
+  await deleteOld(trx).execute();
   if (rows.length > 0) await trx.insertInto('request_details').values(rows).execute();
 }
