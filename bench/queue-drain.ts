@@ -153,8 +153,12 @@ function sleep(ms: number): Promise<void> {
 // --- what the worker sends to the database ------------------------------------------------------------
 
 interface StatementCounter {
-  /** Statements by kind, commits, and round trips, since the counter started. */
-  stop(): { byKind: Map<string, number>; statements: number; commits: number };
+  /** Starts counting from zero. */
+  start(): void;
+  /** Statements by kind and commits since `start`; counting stops. */
+  read(): { byKind: Map<string, number>; statements: number; commits: number };
+  /** Removes the counter. */
+  remove(): void;
 }
 
 /** The kind of a statement: its first words, literals and placeholders folded, cut to 70 characters. */
@@ -171,16 +175,18 @@ function kindOf(text: string): string {
 const WRITE = /^\s*(insert|update|delete|with)\b/i;
 
 /**
- * Counts every statement this process sends: pg's `Client.query` (Kysely, the pool and named statements
- * all go through it) or node:sqlite's statement calls. A commit is a COMMIT, or a write outside a
+ * Counts every statement this process sends while started: pg's `Client.query` (Kysely, the pool and
+ * named statements all go through it; installed before any connection opens, since each connection keeps
+ * the method it was given) or node:sqlite's statement calls. A commit is a COMMIT, or a write outside a
  * transaction (autocommit).
  */
-function startStatementCounter(dialect: Dialect): StatementCounter {
+function installStatementCounter(dialect: Dialect): StatementCounter {
   const byKind = new Map<string, number>();
   let statements = 0;
   let commits = 0;
+  let isCounting = false;
   const count = (text: string, isInTransaction: boolean) => {
-    if (text.startsWith(BENCH_MARK)) return;
+    if (!isCounting || text.startsWith(BENCH_MARK)) return;
     statements += 1;
     const kind = kindOf(text);
     byKind.set(kind, (byKind.get(kind) ?? 0) + 1);
@@ -221,9 +227,18 @@ function startStatementCounter(dialect: Dialect): StatementCounter {
     }
   }
   return {
-    stop: () => {
+    start: () => {
+      byKind.clear();
+      statements = 0;
+      commits = 0;
+      isCounting = true;
+    },
+    read: () => {
+      isCounting = false;
+      return { byKind: new Map(byKind), statements, commits };
+    },
+    remove: () => {
       for (const undo of restore) undo();
-      return { byKind, statements, commits };
     },
   };
 }
@@ -314,6 +329,7 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
     },
   });
   const config = loadConfig({ ...prepared.env, LOG_LEVEL: 'warn', WORKER_QUEUES: QUEUE });
+  const counter = installStatementCounter(dialect);
   const database = await openDatabase(config.database, { poolSize: config.dbPoolSize });
   const rows: BenchRow[] = [];
   const notes: string[] = [
@@ -328,7 +344,7 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
       const last = ids[ids.length - 1]!;
       const worker = createQueueWorker({ database, config, workerLabel: 'in-process' });
       const walBefore = await walSyncs(database);
-      const counter = startStatementCounter(dialect);
+      counter.start();
       const startedAt = performance.now();
       await worker.start();
       const deadline = Date.now() + 600_000;
@@ -337,7 +353,7 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
         await sleep(25);
       }
       const seconds = (performance.now() - startedAt) / 1000;
-      const counted = counter.stop();
+      const counted = counter.read();
       await worker.stop();
       const walAfter = await walSyncs(database);
       const statuses = await statusCounts(database, first, last);
@@ -420,7 +436,8 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
           .select((eb) => eb.fn.max<number>('id').as('id'))
           .executeTakeFirstOrThrow();
         const last = Number(after.id ?? 0);
-        const accepted = load.statusCounts['200'] ?? 0;
+        // Every request written in the run, those answered after autocannon stopped counting included.
+        const accepted = last - first + 1;
         const atEnd = await unsettledCount(database, first, last);
         let afterSettle: number | undefined;
         let settledInMs: number | undefined;
@@ -472,6 +489,7 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
     }
   } finally {
     await database.close();
+    counter.remove();
     await prepared.cleanup();
   }
   return { rows, notes };
