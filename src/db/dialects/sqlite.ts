@@ -19,6 +19,7 @@ import { createMultiRowInsert } from './multi-row-insert.ts';
 import { onConflict } from './on-conflict.ts';
 import { prefixRangeMatch, prefixUpperBound } from './prefix-range.ts';
 import { startSqliteCheckpointer } from './sqlite-checkpointer.ts';
+import { beginImmediately, leavesCommittedChange, toSqliteValue } from './sqlite-statements.ts';
 import type { SqliteDurability } from '../write-transaction.ts';
 
 const MiB = 1024 * 1024;
@@ -63,10 +64,7 @@ export function openSqlite(file: string): SqliteConnection {
   const executor: IGenericSqlite<DatabaseSync> = {
     db: native,
     query: (isSelect, sqlText, parameters) => {
-      // Kysely opens transactions with a deferred `begin`; a transaction that reads and then writes can
-      // then fail at once with "database is locked" when another process wrote in between (SQLite does
-      // not wait on an upgrade). Every transaction here writes, so take the write lock up front.
-      const query = /^begin$/i.test(sqlText) ? 'begin immediate' : sqlText;
+      const query = beginImmediately(sqlText);
       const { statement, returnsRows, columnNames } = prepare(query);
       const args = (parameters ?? []).map(toSqliteValue);
       if (returnsRows) {
@@ -268,17 +266,6 @@ function createStatementCache(native: DatabaseSync): (query: string) => Prepared
   };
 }
 
-/** Statements that never change the database (Kysely flags its own selects separately). */
-const READ_ONLY_STATEMENT = /^\s*(?:select|pragma|explain|begin|rollback|savepoint)\b/i;
-
-/**
- * True when `query` has just left a change committed: it ran outside a transaction (autocommit) or ended
- * one (`commit`, or `release` of an outermost savepoint), and it is not a read.
- */
-function leavesCommittedChange(query: string, isInTransaction: boolean): boolean {
-  return !isInTransaction && !READ_ONLY_STATEMENT.test(query);
-}
-
 interface WalFlusher {
   /** Resolves once everything written to the WAL so far is on stable storage. */
   flush(): Promise<void>;
@@ -340,17 +327,6 @@ function createWalFlusher(walFile: string): WalFlusher {
       await h?.then((fh) => fh.close()).catch(() => {});
     },
   };
-}
-
-type SqliteValue = null | number | bigint | string | Uint8Array;
-
-function toSqliteValue(value: unknown): SqliteValue {
-  if (value === undefined || value === null) return null;
-  if (typeof value === 'boolean') return value ? 1 : 0;
-  if (typeof value === 'number' || typeof value === 'bigint' || typeof value === 'string') return value;
-  if (value instanceof Uint8Array) return value;
-  if (value instanceof Date) return value.toISOString().slice(0, 19).replace('T', ' ');
-  return JSON.stringify(value);
 }
 
 /**
