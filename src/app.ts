@@ -62,7 +62,8 @@ export async function buildApp(deps: AppDeps, options: BuildAppOptions = {}): Pr
     maxConcurrent: deps.config.maxConcurrentHeavyRequests,
     queueTimeoutMs: deps.config.heavyQueueTimeoutMs,
   });
-  // One audit row per answer of an audited route, committed before the answer leaves (modules/audit).
+  // One audit row per answer of an audited route: a write's committed before the answer leaves, a
+  // read's within AUDIT_FLUSH_MS after it unless AUDIT_READS=durable (modules/audit).
   installAuditTrail(app, deps);
 
   // Before any route: the OpenAPI collector and the request metrics hook see every route registered after.
@@ -72,8 +73,11 @@ export async function buildApp(deps: AppDeps, options: BuildAppOptions = {}): Pr
 
   app.get('/healthz', async () => ({ status: 'ok' }));
   app.get('/readyz', async (_request, reply) => {
-    const isReady = await deps.database.isReachable();
-    return reply.code(isReady ? 200 : 503).send({ status: isReady ? 'ready' : 'database unreachable' });
+    const isReachable = await deps.database.isReachable();
+    // Reads answer 503 while the read audit sink is behind (modules/audit/audit-sink.ts).
+    const isAuditBehind = app.auditSink?.refusal() !== undefined;
+    const status = !isReachable ? 'database unreachable' : isAuditBehind ? 'audit trail behind' : 'ready';
+    return reply.code(status === 'ready' ? 200 : 503).send({ status });
   });
 
   await app.register(patientRoutes, moduleOptions);

@@ -47,4 +47,23 @@ describe('loadConfig', () => {
     assert.throws(() => loadConfig({ REQUIRE_OPRNLOGIN: 'perhaps' }), /REQUIRE_OPRNLOGIN/);
     assert.throws(() => loadConfig({ TIME_ZONE: 'Mars/Olympus' }), /TIME_ZONE/);
   });
+
+  it('audits reads asynchronously by default, with bounds an operator can change, and checks them', () => {
+    const config = loadConfig({});
+    assert.deepEqual(
+      [config.auditReads, config.auditFlushMs, config.auditMaxBacklog, config.auditMaxLagMs],
+      ['async', 50, 10_000, 5_000],
+    );
+    const durable = loadConfig({ AUDIT_READS: 'Durable', AUDIT_FLUSH_MS: '10', AUDIT_MAX_LAG_MS: '1000' });
+    assert.deepEqual(
+      [durable.auditReads, durable.auditFlushMs, durable.auditMaxLagMs],
+      ['durable', 10, 1000],
+    );
+    assert.throws(() => loadConfig({ AUDIT_READS: 'later' }), /AUDIT_READS/);
+    assert.throws(() => loadConfig({ AUDIT_MAX_BACKLOG: '0' }), /AUDIT_MAX_BACKLOG/);
+    assert.throws(
+      () => loadConfig({ AUDIT_FLUSH_MS: '2000', AUDIT_MAX_LAG_MS: '1000' }),
+      /AUDIT_MAX_LAG_MS must be larger than AUDIT_FLUSH_MS/,
+    );
+  });
 });

@@ -91,6 +91,14 @@ export interface Config {
   readonly metrics: 'off' | 'on' | 'basic';
   /** Bearer token accepted by `/metrics` (`METRICS_TOKEN`); required by `METRICS=on` when set. */
   readonly metricsToken?: string;
+  /** Audit rows of reads: `async` (committed within `auditFlushMs` after the answer) or `durable` (before). */
+  readonly auditReads: 'async' | 'durable';
+  /** Async read audit: a row is committed at most this long after its answer, in ms. */
+  readonly auditFlushMs: number;
+  /** Async read audit: rows not yet committed at which reads answer 503. */
+  readonly auditMaxBacklog: number;
+  /** Async read audit: age of the oldest row not yet committed beyond which reads answer 503, in ms. */
+  readonly auditMaxLagMs: number;
 }
 
 export class ConfigError extends Error {
@@ -206,7 +214,13 @@ export function loadConfig(env: Env = process.env): Config {
         : int('SERVER_PROCESSES', 1, 1, 256),
     metrics: oneOf('METRICS', 'off', ['off', 'on', 'basic']),
     ...metricsToken(read('METRICS_TOKEN'), problems),
+    auditReads: oneOf('AUDIT_READS', 'async', ['async', 'durable']),
+    auditFlushMs: int('AUDIT_FLUSH_MS', 50, 1, 10_000),
+    auditMaxBacklog: int('AUDIT_MAX_BACKLOG', 10_000, 1, 1_000_000),
+    auditMaxLagMs: int('AUDIT_MAX_LAG_MS', 5_000, 100, 3_600_000),
   };
+  if (config.auditMaxLagMs <= config.auditFlushMs)
+    problems.push('AUDIT_MAX_LAG_MS must be larger than AUDIT_FLUSH_MS');
   if (problems.length > 0) throw new ConfigError(problems);
   return config;
 }

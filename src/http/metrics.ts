@@ -8,7 +8,7 @@
  *   method, one by status and a short bucket walk, in a callback-style `onResponse` hook of its route.
  * - At scrape time: queue depth per queue and routine status (one grouped query over the
  *   `request_routine_queue_status` index), routine outcomes from the `request_queue` counters, PostgreSQL
- *   pool use, heavy-request gate, process memory, event-loop delay and start time.
+ *   pool use, heavy-request gate, read audit sink, process memory, event-loop delay and start time.
  *
  * `METRICS=off` (default) registers nothing, so the hot path pays nothing. `on` is open unless
  * `METRICS_TOKEN` is set, which then requires `Authorization: Bearer <token>`; `basic` requires Basic
@@ -260,6 +260,37 @@ async function renderMetrics(
     family(out, 'heavy_requests_waiting', 'gauge', 'Heavy requests waiting for a slot.', [
       ['', gate.waiting],
     ]);
+  }
+
+  const audit = app.auditSink?.stats();
+  if (audit !== undefined) {
+    family(out, 'audit_sink_backlog_rows', 'gauge', 'Read audit rows not yet committed.', [
+      ['', audit.backlogRows],
+    ]);
+    family(out, 'audit_sink_lag_seconds', 'gauge', 'Age of the oldest read audit row not yet committed.', [
+      ['', audit.lagSeconds],
+    ]);
+    family(out, 'audit_sink_refusing', 'gauge', 'Whether reads answer 503 (audit sink behind).', [
+      ['', audit.isRefusing ? 1 : 0],
+    ]);
+    family(out, 'audit_sink_rows_written_total', 'counter', 'Read audit rows committed.', [
+      ['', audit.rowsWritten],
+    ]);
+    family(out, 'audit_sink_rows_retried_total', 'counter', 'Read audit rows of failed commits, retried.', [
+      ['', audit.rowsRetried],
+    ]);
+    family(out, 'audit_sink_flush_failures_total', 'counter', 'Failed read audit commits.', [
+      ['', audit.flushFailures],
+    ]);
+    family(out, 'audit_sink_reads_refused_total', 'counter', 'Reads answered 503 by the audit sink.', [
+      ['', audit.readsRefused],
+    ]);
+    out.push('# HELP audit_sink_flush_seconds Time of each committed read audit batch.');
+    out.push('# TYPE audit_sink_flush_seconds summary');
+    out.push(
+      `audit_sink_flush_seconds_sum ${audit.flushSecondsSum}`,
+      `audit_sink_flush_seconds_count ${audit.flushes}`,
+    );
   }
 
   const memory = process.memoryUsage();

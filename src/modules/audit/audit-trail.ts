@@ -92,7 +92,7 @@ export function createAuditTrail(database: Database, options: AuditTrailOptions 
 const ID = /^\d{1,20}$/;
 
 /** The stored row; bounded text so that one odd value can never fail a whole batch. */
-function toRow(entry: AuditEntry): NewAuditEventRow {
+export function toRow(entry: AuditEntry): NewAuditEventRow {
   const ids = entry.targetIds.map((id) => String(id)).filter((id) => ID.test(id));
   return {
     event_time: formatDateTime(entry.at ?? new Date()),
