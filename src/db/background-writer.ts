@@ -4,10 +4,11 @@
  * `Database.openBackgroundWriter()` opens one per caller:
  *
  * - PostgreSQL (and any server database): a Kysely instance over a pool of one connection, opened by the
- *   dialect's own `open` function, and the dialect's `bulkInsert` inside a transaction
- *   ({@link openConnectionWriter}). The pool reconnects by itself after a lost connection.
- * - SQLite: the same, with the connection in a worker thread (`dialects/sqlite-background.ts`): the
- *   statements, the commit and the fsync that makes it durable run there, never on the event loop.
+ *   dialect's own `open` function, and the dialect's `bulkInsert` in a transaction, or alone where it is
+ *   one statement ({@link openConnectionWriter}). The pool reconnects by itself after a lost connection.
+ * - SQLite: a connection in a worker thread (`dialects/sqlite-background.ts`): the insert, the commit and
+ *   the fsync that makes it durable run there, never on the event loop.
+ * - An in-memory SQLite database: the database's own write transactions (no other connection sees it).
  *
  * A batch is one transaction: all of its rows are committed, or none. Delivery is at least once: when a
  * connection is lost after the database committed but before it said so, the caller sees a failure and
@@ -47,18 +48,30 @@ export function createBackgroundWriter(parts: WriterParts): BackgroundWriter {
   };
 }
 
+export interface ConnectionWriterOptions {
+  /**
+   * The dialect's bulk insert is a single statement whatever the row count (PostgreSQL's `unnest`), and
+   * so atomic in autocommit: a batch is then one round trip instead of three (begin, insert, commit).
+   */
+  readonly isBulkInsertOneStatement?: boolean;
+}
+
 /**
  * A background writer over a dialect's connection opened for it alone: for a server database, the
  * dialect's `open` function with a pool of one connection (`openPostgres(url, 1)`).
  */
-export function openConnectionWriter(connection: {
-  /** A Kysely instance over a connection (or a pool of one) that nothing else uses. */
-  readonly db: AnyKysely;
-  readonly adapter: Pick<DialectAdapter, 'bulkInsert'>;
-  close(): Promise<void>;
-}): BackgroundWriter {
+export function openConnectionWriter(
+  connection: {
+    /** A Kysely instance over a connection (or a pool of one) that nothing else uses. */
+    readonly db: AnyKysely;
+    readonly adapter: Pick<DialectAdapter, 'bulkInsert'>;
+    close(): Promise<void>;
+  },
+  options: ConnectionWriterOptions = {},
+): BackgroundWriter {
   return createBackgroundWriter({
-    transaction: (fn) => connection.db.transaction().execute(fn),
+    transaction: (fn) =>
+      options.isBulkInsertOneStatement === true ? fn(connection.db) : connection.db.transaction().execute(fn),
     bulkInsert: connection.adapter.bulkInsert,
     close: () => connection.close(),
   });

@@ -82,7 +82,8 @@ export async function openDatabase(
   const connection = openPostgres(target.url, options.poolSize ?? 10);
   return assemble(connection.db, connection.adapter, {
     writeTransaction: createPlainWriteTransaction(connection.db),
-    openBackgroundWriter: () => openConnectionWriter(openPostgres(target.url, 1)),
+    openBackgroundWriter: () =>
+      openConnectionWriter(openPostgres(target.url, 1), { isBulkInsertOneStatement: true }),
     close: () => connection.close(),
   });
 }
