@@ -264,33 +264,20 @@ async function renderMetrics(
 
   const audit = app.auditSink?.stats();
   if (audit !== undefined) {
-    family(out, 'audit_sink_backlog_rows', 'gauge', 'Read audit rows not yet committed.', [
-      ['', audit.backlogRows],
-    ]);
-    family(out, 'audit_sink_lag_seconds', 'gauge', 'Age of the oldest read audit row not yet committed.', [
-      ['', audit.lagSeconds],
-    ]);
-    family(out, 'audit_sink_refusing', 'gauge', 'Whether reads answer 503 (audit sink behind).', [
-      ['', audit.isRefusing ? 1 : 0],
-    ]);
-    family(out, 'audit_sink_rows_written_total', 'counter', 'Read audit rows committed.', [
-      ['', audit.rowsWritten],
-    ]);
-    family(out, 'audit_sink_rows_retried_total', 'counter', 'Read audit rows of failed commits, retried.', [
-      ['', audit.rowsRetried],
-    ]);
-    family(out, 'audit_sink_flush_failures_total', 'counter', 'Failed read audit commits.', [
-      ['', audit.flushFailures],
-    ]);
-    family(out, 'audit_sink_reads_refused_total', 'counter', 'Reads answered 503 by the audit sink.', [
-      ['', audit.readsRefused],
-    ]);
+    const sink: [name: string, type: 'gauge' | 'counter', help: string, value: number][] = [
+      ['audit_sink_backlog_rows', 'gauge', 'Read audit rows not yet committed.', audit.backlogRows],
+      ['audit_sink_lag_seconds', 'gauge', 'Oldest uncommitted read audit row age.', audit.lagSeconds],
+      ['audit_sink_refusing', 'gauge', 'Whether reads answer 503 (sink behind).', audit.isRefusing ? 1 : 0],
+      ['audit_sink_rows_written_total', 'counter', 'Read audit rows committed.', audit.rowsWritten],
+      ['audit_sink_rows_retried_total', 'counter', 'Read audit rows of failed commits.', audit.rowsRetried],
+      ['audit_sink_flush_failures_total', 'counter', 'Failed read audit commits.', audit.flushFailures],
+      ['audit_sink_reads_refused_total', 'counter', 'Reads answered 503 by the sink.', audit.readsRefused],
+    ];
+    for (const [name, type, help, value] of sink) family(out, name, type, help, [['', value]]);
     out.push('# HELP audit_sink_flush_seconds Time of each committed read audit batch.');
     out.push('# TYPE audit_sink_flush_seconds summary');
-    out.push(
-      `audit_sink_flush_seconds_sum ${audit.flushSecondsSum}`,
-      `audit_sink_flush_seconds_count ${audit.flushes}`,
-    );
+    out.push(`audit_sink_flush_seconds_sum ${audit.flushSecondsSum}`);
+    out.push(`audit_sink_flush_seconds_count ${audit.flushes}`);
   }
 
   const memory = process.memoryUsage();
