@@ -272,12 +272,10 @@ async function renderMetrics(
       ['audit_sink_rows_retried_total', 'counter', 'Read audit rows of failed commits.', audit.rowsRetried],
       ['audit_sink_flush_failures_total', 'counter', 'Failed read audit commits.', audit.flushFailures],
       ['audit_sink_reads_refused_total', 'counter', 'Reads answered 503 by the sink.', audit.readsRefused],
+      ['audit_sink_flushes_total', 'counter', 'Committed read audit batches.', audit.flushes],
+      ['audit_sink_flush_seconds_total', 'counter', 'Time those commits took.', audit.flushSecondsSum],
     ];
     for (const [name, type, help, value] of sink) family(out, name, type, help, [['', value]]);
-    out.push('# HELP audit_sink_flush_seconds Time of each committed read audit batch.');
-    out.push('# TYPE audit_sink_flush_seconds summary');
-    out.push(`audit_sink_flush_seconds_sum ${audit.flushSecondsSum}`);
-    out.push(`audit_sink_flush_seconds_count ${audit.flushes}`);
   }
 
   const memory = process.memoryUsage();
