@@ -7,6 +7,7 @@
  *   before). The counts and the oldest lost answer are printed as diagnostics.
  * - SIGTERM: every row of a read answered 200 is written before the process exits 0, with a flush
  *   interval so long that the rows are still waiting when the signal comes.
+ * Each read carries its own `X-Request-Id`, found in the audit rows as `client_request_id`.
  */
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
@@ -50,9 +51,9 @@ forEachDialect((dialect) => {
       });
 
     const auditedIds = async (prefix: string): Promise<Set<string>> => {
-      const rows = await sql<{ request_id: string }>`select request_id from audit_event
-        where request_id like ${`${prefix}%`}`.execute(testDb.db);
-      return new Set(rows.rows.map((row) => row.request_id));
+      const rows = await sql<{ client_request_id: string }>`select client_request_id from audit_event
+        where client_request_id like ${`${prefix}%`}`.execute(testDb.db);
+      return new Set(rows.rows.map((row) => row.client_request_id));
     };
 
     it('loses on SIGKILL under read load only the rows of reads answered within the flush window before the kill', async (t) => {

@@ -2,9 +2,10 @@
  * The read audit sink (AUDIT_READS=async) against a real database: reads are answered before their audit
  * row is committed, and the row follows within the flush window; when the audit table cannot be written
  * (another session holds a lock on it: PostgreSQL `LOCK TABLE audit_event IN EXCLUSIVE MODE`, which lets
- * reads of the table through; SQLite another connection holding the write lock), reads answer 503 in their
- * contract shapes and `/readyz` says not ready once the lag or the backlog passes its bound, and every row
- * of a read answered 200 is written once the table is writable again.
+ * reads of the table through; SQLite another connection holding the write lock; or the table renamed
+ * away, so that inserts fail), reads answer 503 in their contract shapes and `/readyz` says not ready once
+ * the lag or the backlog passes its bound, and every row of a read answered 200 is written once the table
+ * is writable again. Rows are found by the client's `X-Request-Id` (`client_request_id`).
  */
 import assert from 'node:assert/strict';
 import { DatabaseSync } from 'node:sqlite';
@@ -16,9 +17,10 @@ import type { TestUser } from '../../../test/factories.ts';
 import { createUser } from '../../../test/factories.ts';
 import type { TestApp } from '../../../test/harness.ts';
 import { forEachDialect, startTestApp } from '../../../test/harness.ts';
+import { until } from '../../../test/until.ts';
 import { withAuditTable } from './audit.queries.ts';
 
-/** Another session that keeps every insert into `audit_event` waiting until `release`. */
+/** Another session that keeps every insert into `audit_event` from committing until `release`. */
 interface TableLock {
   release(): Promise<void>;
 }
@@ -56,15 +58,6 @@ async function renameAuditTable(app: TestApp): Promise<TableLock> {
   };
 }
 
-/** Resolves when `check` is true, checking every 20 ms, failing after `limitMs`. */
-async function until(what: string, check: () => Promise<boolean>, limitMs = 15_000): Promise<void> {
-  const deadline = Date.now() + limitMs;
-  while (!(await check())) {
-    assert.ok(Date.now() < deadline, `${what} within ${limitMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
-
 forEachDialect((dialect) => {
   describe(`read audit sink [${dialect}]`, () => {
     let sequence = 0;
@@ -79,8 +72,8 @@ forEachDialect((dialect) => {
       const rowsOf = (requestIds: readonly string[]) =>
         withAuditTable(app.db)
           .selectFrom('audit_event')
-          .select(['request_id', 'action', 'outcome', 'user_id', 'target_ids'])
-          .where('request_id', 'in', requestIds)
+          .select(['client_request_id', 'action', 'outcome', 'user_id', 'target_ids'])
+          .where('client_request_id', 'in', requestIds)
           .orderBy('id')
           .execute();
       return { call, rowsOf };
@@ -109,7 +102,7 @@ forEachDialect((dialect) => {
         assert.equal(first.response.status, 200);
         const etag = first.response.headers.get('etag');
         assert.ok(etag !== null);
-        await until('the first view is audited', async () => (await rowsOf([first.requestId])).length === 1);
+        await until(async () => (await rowsOf([first.requestId])).length === 1);
 
         const lock = await lockAuditTable(app);
         let answered;
@@ -132,10 +125,10 @@ forEachDialect((dialect) => {
           await lock.release();
         }
         const ids = answered.map((a) => a.requestId);
-        await until('every row is committed', async () => (await rowsOf(ids)).length === ids.length);
+        await until(async () => (await rowsOf(ids)).length === ids.length);
         const rows = await rowsOf(ids);
         assert.deepEqual(
-          rows.map((row) => [row.request_id, row.action, row.outcome, row.user_id]),
+          rows.map((row) => [row.client_request_id, row.action, row.outcome, row.user_id]),
           [
             [ids[0], 'patient.search', 200, user.userId],
             [ids[1], 'attachment.view', 200, user.userId],
@@ -147,9 +140,11 @@ forEachDialect((dialect) => {
         assert.equal(rows[3]!.target_ids, String(attachmentId));
       });
 
+      // `blocksEveryWrite`: SQLite's lock is the database's one write lock, so the readiness probe's own
+      // write cannot commit either (it waits for the connection's busy timeout, then reports that).
       const outages = [
-        { name: 'a lock holds inserts back', start: lockAuditTable },
-        { name: 'inserts fail', start: renameAuditTable },
+        { name: 'a lock holds inserts back', start: lockAuditTable, blocksEveryWrite: dialect === 'sqlite' },
+        { name: 'inserts fail', start: renameAuditTable, blocksEveryWrite: false },
       ];
       for (const outage of outages)
         it(`answers reads 503 in their shapes and reports not ready while rows wait longer than AUDIT_MAX_LAG_MS (${outage.name}), then writes every row of a read answered 200`, async () => {
@@ -157,14 +152,14 @@ forEachDialect((dialect) => {
           const attachmentId = await createAttachment(app.db);
           const viewPath = `/api/v1/attachmentDisplay/view?id=${attachmentId}`;
           assert.equal((await call(viewPath)).response.status, 200);
-          await until('the sink is idle', async () => app.app.auditSink!.stats().backlogRows === 0);
+          await until(async () => app.app.auditSink!.stats().backlogRows === 0, { what: 'an idle sink' });
           const before = app.app.auditSink!.stats();
 
           const lock = await outage.start(app);
           const answered: string[] = [];
           const refused: string[] = [];
           try {
-            await until('a read is refused', async () => {
+            await until(async () => {
               const { response, requestId } = await call('/api/v1/patient/search?term=Nobodyzzq');
               if (response.status === 200) answered.push(requestId);
               else {
@@ -192,7 +187,9 @@ forEachDialect((dialect) => {
 
             const readiness = await app.request('/readyz');
             assert.equal(readiness.status, 503);
-            assert.deepEqual(await readiness.json(), { status: 'audit trail behind' });
+            assert.deepEqual(await readiness.json(), {
+              status: outage.blocksEveryWrite ? 'database not writable' : 'audit trail behind',
+            });
             const metrics = await (await app.request('/metrics')).text();
             assert.match(metrics, /^audit_sink_refusing 1$/m);
             assert.ok(app.app.auditSink!.stats().readsRefused >= before.readsRefused + 3);
@@ -200,18 +197,19 @@ forEachDialect((dialect) => {
             await lock.release();
           }
 
-          await until('ready again', async () => (await app.request('/readyz')).status === 200);
+          await until(async () => (await app.request('/readyz')).status === 200);
           const after = await call('/api/v1/patient/search?term=Nobodyzzq');
           assert.equal(after.response.status, 200);
           answered.push(after.requestId);
-          await until(
-            'every read answered 200 is audited',
-            async () => (await rowsOf(answered)).length === answered.length,
-          );
+          await until(async () => (await rowsOf(answered)).length === answered.length);
           const rows = await rowsOf([...answered, ...refused]);
-          assert.deepEqual(rows.map((row) => row.request_id).sort(), [...answered].sort(), 'once each');
+          assert.deepEqual(
+            rows.map((row) => row.client_request_id).sort(),
+            [...answered].sort(),
+            'once each',
+          );
           // The rows show before the thread's fsync and answer: the counters follow once it is idle.
-          await until('the sink is idle', async () => app.app.auditSink!.stats().backlogRows === 0);
+          await until(async () => app.app.auditSink!.stats().backlogRows === 0);
           const metrics = await (await app.request('/metrics')).text();
           assert.match(metrics, /^audit_sink_refusing 0$/m);
           const written = /^audit_sink_rows_written_total (\d+)$/m.exec(metrics);
@@ -242,7 +240,7 @@ forEachDialect((dialect) => {
       it('refuses reads once AUDIT_MAX_BACKLOG rows wait, drops none of them, and answers again once they are written', async () => {
         const { call, rowsOf } = clientOf(app, user);
         const search = () => call('/api/v1/patient/search?term=Nobodyzzq');
-        const lock = await lockAuditTable(app);
+        const outage = await renameAuditTable(app);
         let answered;
         let refused;
         try {
@@ -254,16 +252,18 @@ forEachDialect((dialect) => {
           refused = await search();
           assert.equal(refused.response.status, 503);
           assert.equal(await refused.response.json(), 'Service Unavailable');
-          assert.equal((await app.request('/readyz')).status, 503);
+          const readiness = await app.request('/readyz');
+          assert.equal(readiness.status, 503);
+          assert.deepEqual(await readiness.json(), { status: 'audit trail behind' });
           assert.equal(app.app.auditSink!.refusal(), 'backlog');
         } finally {
-          await lock.release();
+          await outage.release();
         }
-        await until('ready again', async () => (await app.request('/readyz')).status === 200);
+        await until(async () => (await app.request('/readyz')).status === 200);
         const next = await search();
         assert.equal(next.response.status, 200);
         const ids = [...answered, next].map((a) => a.requestId);
-        await until('every read answered 200 is audited', async () => (await rowsOf(ids)).length === 4);
+        await until(async () => (await rowsOf(ids)).length === 4);
         assert.deepEqual(await rowsOf([refused.requestId]), []);
       });
     });

@@ -23,7 +23,10 @@ export interface AuditEventTable {
   /** HTTP status of the answer. */
   outcome: number;
   client_address: string | null;
+  /** Server-generated (never the client's). */
   request_id: string;
+  /** The client's `X-Request-Id`, when it sent a sane one (migration 0012). */
+  client_request_id: string | null;
 }
 
 export type AuditTables = { audit_event: AuditEventTable };
@@ -44,6 +47,7 @@ const AUDIT_COLUMNS = [
   'outcome',
   'client_address',
   'request_id',
+  'client_request_id',
 ] as const satisfies readonly (keyof NewAuditEventRow)[];
 
 /** Portable types of the audit columns, for a bulk insert (PostgreSQL binds each column as a typed array). */
@@ -56,6 +60,7 @@ const AUDIT_COLUMN_TYPES = {
   outcome: 'int4',
   client_address: 'text',
   request_id: 'text',
+  client_request_id: 'text',
 } as const satisfies Record<(typeof AUDIT_COLUMNS)[number], BulkColumn['type']>;
 
 /**

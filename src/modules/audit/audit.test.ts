@@ -12,6 +12,7 @@ import type { TestUser } from '../../../test/factories.ts';
 import { basicHeader, countRows, createPatient, createUser } from '../../../test/factories.ts';
 import type { TestApp } from '../../../test/harness.ts';
 import { forEachDialect, startTestApp } from '../../../test/harness.ts';
+import { until } from '../../../test/until.ts';
 import type { Dialect } from '../../db/database.ts';
 import type { AuditEventRow } from './audit.queries.ts';
 import { withAuditTable } from './audit.queries.ts';
@@ -50,19 +51,15 @@ function describeAuditTrail(dialect: Dialect, mode: 'async' | 'durable'): void {
     const rowsOf = async (response: Response): Promise<AuditEventRow[]> => {
       const requestId = response.headers.get('x-request-id');
       assert.ok(requestId !== null);
-      if (mode === 'async' && READ_PATH.test(new URL(response.url).pathname)) await sinkCommitted();
+      if (mode === 'async' && READ_PATH.test(new URL(response.url).pathname))
+        await until(() => app.app.auditSink!.stats().backlogRows === 0, {
+          what: 'the read audit sink committed its rows',
+        });
       return withAuditTable(app.db)
         .selectFrom('audit_event')
         .selectAll()
         .where('request_id', '=', requestId)
         .execute();
-    };
-    const sinkCommitted = async () => {
-      const deadline = Date.now() + 10_000;
-      while (app.app.auditSink!.stats().backlogRows > 0) {
-        assert.ok(Date.now() < deadline, 'the read audit sink committed its rows in time');
-        await new Promise((resolve) => setTimeout(resolve, 5));
-      }
     };
     const onlyRowOf = async (response: Response): Promise<AuditEventRow> => {
       const rows = await rowsOf(response);

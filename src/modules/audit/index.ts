@@ -1,11 +1,13 @@
 /**
- * The audit module (issue 7 item 2): the append-only `audit_event` trail of every audited API call, its
+ * The audit module: the append-only `audit_event` trail of every audited API call, its
  * group-commit writer and app hook, and the `audit export` CLI command. Other modules import it only
  * through this file; a route handler tells the trail what it touched with
  * `request.audit = { targetType, targetIds }`.
  */
 export type { AuditAction, AuditAnnotation, AuditTargetType } from './audit-hook.ts';
 export { installAuditTrail } from './audit-hook.ts';
+export type { AuditSink, AuditSinkStats } from './audit-sink.ts';
+export { auditSinkGauges } from './audit-sink-gauges.ts';
 export type { AuditEntry, AuditTrail } from './audit-trail.ts';
 export { createAuditTrail } from './audit-trail.ts';
 export type { AuditExportRange, AuditExportRecord } from './audit-export.ts';
