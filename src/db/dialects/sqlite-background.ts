@@ -29,8 +29,10 @@ export interface SqliteBackgroundOptions {
 
 interface Thread {
   readonly driver: GenericSqliteWorkerDriver<Worker, SqliteBackgroundData>;
+  /** Once the thread has opened its connection. */
   readonly connection: Promise<GenericSqliteWorkerConnection>;
-  hasExited: boolean;
+  /** Set when the driver starts the thread (at once). */
+  readonly state: { worker: Worker | undefined; hasExited: boolean };
 }
 
 export function openSqliteBackgroundWriter(
@@ -41,44 +43,49 @@ export function openSqliteBackgroundWriter(
   let current: Thread | undefined;
 
   const start = (): Thread => {
+    const state: Thread['state'] = { worker: undefined, hasExited: false };
     const driver = new GenericSqliteWorkerDriver<Worker, SqliteBackgroundData>(
       createNodeWorkerExecutor({
         data,
         worker: () => {
           const worker = new Worker(WORKER_URL, { name: 'sqlite-background-writer' });
-          // Closed by its owner; it never keeps a process alive by itself.
+          // Closed by its owner; it keeps the process alive only while a batch is under way.
           worker.unref();
           worker.once('exit', () => {
-            thread.hasExited = true;
+            state.hasExited = true;
           });
+          state.worker = worker;
           return worker;
         },
       }),
     );
-    const thread: Thread = {
-      driver,
-      connection: driver
-        .init()
-        .then(() => driver.acquireConnection() as Promise<GenericSqliteWorkerConnection>),
-      hasExited: false,
-    };
-    // A failed start is seen by the batch that waits for it; the next batch starts a new thread.
-    thread.connection.catch(() => {
-      thread.hasExited = true;
+    const connection = driver
+      .init()
+      .then(() => driver.acquireConnection() as Promise<GenericSqliteWorkerConnection>);
+    // A failed start is seen by the batch that waits for it; the next batch starts a new thread, so
+    // this one must not outlive it.
+    connection.catch(() => {
+      state.hasExited = true;
+      void state.worker?.terminate();
     });
-    return thread;
+    return { driver, connection, state };
   };
 
   return {
     async insertRows(table, columns, rows) {
-      if (current?.hasExited === true) {
+      if (current?.state.hasExited === true) {
         void current.driver.destroy().catch(() => {});
         current = undefined;
       }
-      current ??= start();
-      const connection = await current.connection;
+      const thread = (current ??= start());
       const request: InsertRowsRequest = { table, columns: columns.map((c) => c.name), rows };
-      await connection.request(INSERT_ROWS, request);
+      // Rows on their way to disk keep the process alive (a stopping server waits for them).
+      thread.state.worker?.ref();
+      try {
+        await (await thread.connection).request(INSERT_ROWS, request);
+      } finally {
+        thread.state.worker?.unref();
+      }
     },
     async close() {
       const closing = current;

@@ -132,7 +132,7 @@ export function createAuditSink(database: Database, options: AuditSinkOptions): 
           'audit sink: read audit rows not written, retrying',
         );
       const waitMs = Math.min(RETRY_MAX_MS, RETRY_FIRST_MS * 2 ** (failuresInRow - 1));
-      await new Promise((resolve) => setTimeout(resolve, waitMs).unref());
+      await new Promise((resolve) => keepAliveIfClosing(setTimeout(resolve, waitMs)));
       return;
     }
     const tookMs = performance.now() - started;
@@ -162,11 +162,20 @@ export function createAuditSink(database: Database, options: AuditSinkOptions): 
       isClosing || queue.length >= maxBatchRows
         ? 0
         : Math.max(0, queue[0]!.offeredAt + flushMs - commitEstimateMs - performance.now());
-    timer = setTimeout(() => {
-      timer = undefined;
-      startFlush();
-    }, delayMs);
-    timer.unref();
+    timer = keepAliveIfClosing(
+      setTimeout(() => {
+        timer = undefined;
+        startFlush();
+      }, delayMs),
+    );
+  }
+
+  /**
+   * The sink's timers never keep a running process alive by themselves (the server does), but once
+   * `close` has begun they must: the rows left are written before the process may end.
+   */
+  function keepAliveIfClosing(handle: NodeJS.Timeout): NodeJS.Timeout {
+    return isClosing ? handle : handle.unref();
   }
 
   return {
