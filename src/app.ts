@@ -17,6 +17,7 @@ import type { ModuleOptions } from './http/module.ts';
 import type { Logger } from './logger.ts';
 import { attachmentRoutes } from './modules/attachment/index.ts';
 import { installAuditTrail } from './modules/audit/index.ts';
+import { dicomWebRoutes } from './modules/dicom-receive/index.ts';
 import { patientRoutes } from './modules/patient/index.ts';
 import { requestQueueRoutes } from './modules/request-queue/index.ts';
 import { signatureRoutes } from './modules/signature/index.ts';
@@ -80,6 +81,7 @@ export async function buildApp(deps: AppDeps, options: BuildAppOptions = {}): Pr
   await app.register(signatureRoutes, moduleOptions);
   await app.register(attachmentRoutes, moduleOptions);
   await app.register(requestQueueRoutes, moduleOptions);
+  await app.register(dicomWebRoutes, moduleOptions);
   if (options.extraRoutes !== undefined) {
     const extra = options.extraRoutes;
     await app.register(async (scope) => {

@@ -26,6 +26,7 @@ import type {
 import { sql } from 'kysely';
 import type { AppDeps } from '../deps.ts';
 import { AppError, DEFAULT_MESSAGES } from '../errors.ts';
+import { dicomReceiveFamilies } from '../modules/dicom-receive/index.ts';
 import type { BasicAuthGuard } from './basic-auth.ts';
 import { presentsCredentialsInsecurely } from './transport-security.ts';
 
@@ -261,6 +262,21 @@ async function renderMetrics(
       ['', gate.waiting],
     ]);
   }
+
+  // DICOM receiving (STOW-RS, C-STORE): counters kept by the module, rendered as they are.
+  for (const f of dicomReceiveFamilies())
+    family(
+      out,
+      f.name,
+      f.type,
+      f.help,
+      f.samples.map(([labels, value]) => [
+        Object.entries(labels)
+          .map(([name, text]) => `${name}="${escapeLabelValue(text)}"`)
+          .join(','),
+        value,
+      ]),
+    );
 
   const memory = process.memoryUsage();
   family(out, 'process_resident_memory_bytes', 'gauge', 'Resident set size.', [['', memory.rss]]);

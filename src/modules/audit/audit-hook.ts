@@ -27,7 +27,13 @@ import type { AuditEntry, AuditTrail } from './audit-trail.ts';
 import { createAuditTrail } from './audit-trail.ts';
 
 export type AuditAction =
-  'patient.search' | 'signature.add' | 'attachment.view' | 'attachment.create' | 'queue.add' | 'queue.status';
+  | 'patient.search'
+  | 'signature.add'
+  | 'attachment.view'
+  | 'attachment.create'
+  | 'queue.add'
+  | 'queue.status'
+  | 'dicomweb.store';
 
 export type AuditTargetType = 'patient' | 'signature_import_log' | 'attachment_data' | 'request';
 
@@ -68,6 +74,7 @@ const view: AuditedRoute = { action: 'attachment.view', targetOf: idParameter('i
 const create: AuditedRoute = { action: 'attachment.create' };
 const queueAdd: AuditedRoute = { action: 'queue.add' };
 const queueStatus: AuditedRoute = { action: 'queue.status', targetOf: idParameter('request_id', 'request') };
+const dicomStore: AuditedRoute = { action: 'dicomweb.store' };
 
 /** Audited routes: lower-case route URL -> method -> action. HEAD reveals as much as GET (sizes, dates). */
 const AUDITED_ROUTES = new Map<string, Readonly<Record<string, AuditedRoute>>>([
@@ -78,6 +85,8 @@ const AUDITED_ROUTES = new Map<string, Readonly<Record<string, AuditedRoute>>>([
   ['/api/v1/attachmentdisplay/create', { POST: create }],
   ['/api/v1/request/queue/add', { POST: queueAdd, PUT: queueAdd }],
   ['/api/v1/request/queue/status', { GET: queueStatus, HEAD: queueStatus }],
+  ['/api/v1/dicomweb/studies', { POST: dicomStore }],
+  ['/api/v1/dicomweb/studies/:studyinstanceuid', { POST: dicomStore }],
 ]);
 
 function auditedRouteOf(request: FastifyRequest): AuditedRoute | undefined {

@@ -1,0 +1,84 @@
+/**
+ * Readers and waits shared by the DICOM receiving tests (STOW-RS, dcmtk, Orthanc): what a received
+ * instance became in the queue, found by its SOP Instance UID.
+ */
+import assert from 'node:assert/strict';
+import type { Kysely } from 'kysely';
+import type { DB } from '../src/db/schema.ts';
+import { attachmentsByMnemonic, routinesOf } from './factories-queue.ts';
+
+/** What a queued DICOM request holds, in the words the tests compare. */
+export interface QueuedDicomRequest {
+  readonly requestId: number;
+  readonly requestType: string;
+  readonly systemMessage: string;
+  readonly requestData: Record<string, unknown>;
+  readonly headerData: Record<string, unknown>;
+  readonly payload: Buffer;
+  readonly payloadMime: string;
+  readonly mnemonics: readonly string[];
+  readonly routines: readonly string[];
+}
+
+/** The receipt of `sopInstanceUid` (`dicom_received_instance`), if any. */
+export async function receiptOf(
+  db: Kysely<DB>,
+  sopInstanceUid: string,
+): Promise<{ firstRequestId: number; lastRequestId: number; count: number } | undefined> {
+  const row = await db
+    .withTables<{
+      dicom_received_instance: {
+        sop_instance_uid: string;
+        first_request_id: number;
+        last_request_id: number;
+        received_count: number;
+      };
+    }>()
+    .selectFrom('dicom_received_instance')
+    .select(['first_request_id', 'last_request_id', 'received_count'])
+    .where('sop_instance_uid', '=', sopInstanceUid)
+    .executeTakeFirst();
+  return row === undefined
+    ? undefined
+    : { firstRequestId: row.first_request_id, lastRequestId: row.last_request_id, count: row.received_count };
+}
+
+/** The queued request `requestId`, read back. */
+export async function readQueuedRequest(db: Kysely<DB>, requestId: number): Promise<QueuedDicomRequest> {
+  const request = await db
+    .selectFrom('request')
+    .selectAll()
+    .where('id', '=', requestId)
+    .executeTakeFirstOrThrow();
+  const rows = await attachmentsByMnemonic(db, requestId);
+  const blob = rows.get('REQUEST_BLOB');
+  assert.ok(blob?.blob_data, `request ${requestId} has a REQUEST_BLOB`);
+  return {
+    requestId,
+    requestType: request.request_type,
+    systemMessage: request.system_message,
+    requestData: JSON.parse(rows.get('REQUEST_DATA')!.text_data!) as Record<string, unknown>,
+    headerData: JSON.parse(rows.get('HEADER_DATA')!.text_data!) as Record<string, unknown>,
+    payload: blob.blob_data,
+    payloadMime: blob.mime_type,
+    mnemonics: [...rows.keys()],
+    routines: (await routinesOf(db, requestId)).map(
+      (r) => `${r.routine_name}@${r.execute_request_queue}:${r.status}:${r.execute_sequence}:${r.try_count}`,
+    ),
+  };
+}
+
+/** Waits until `check` resolves truthy, polling every 50 ms; fails after `timeoutMs`. */
+export async function waitFor<T>(
+  what: string,
+  check: () => Promise<T | undefined | false>,
+  timeoutMs = 60_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined && value !== false) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
