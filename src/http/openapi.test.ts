@@ -90,8 +90,7 @@ async function assertDocumented(app: TestApp, document: OpenApiDocument, c: Case
   const [mediaType, media] = Object.entries(content)[0]!;
   if (mediaType === '*/*') return;
   assert.ok(contentType.startsWith(mediaType), `${c.name}: ${contentType} is ${mediaType}`);
-  const body: unknown =
-    mediaType.endsWith('json') ? JSON.parse(bytes.toString('utf8')) : bytes.toString();
+  const body: unknown = mediaType.endsWith('json') ? JSON.parse(bytes.toString('utf8')) : bytes.toString();
   const validate = validatorOf(media.schema);
   assert.ok(
     validate(body),
