@@ -252,6 +252,17 @@ forEachDialect((dialect) => {
       assert.deepEqual(await queueCounts(app), countsBefore);
     });
 
+    it('reads a boundary longer than the 70 characters of RFC 2046, as Orthanc sends', async () => {
+      const boundary = `${'e5f029f3-a3bd-4f50-95b6-f6b607aa8728'}-${'e5f029f3-a3bd-4f50-95b6-f6b607aa8728'}`;
+      assert.equal(boundary.length, 73);
+      const instance = buildInstance();
+      const response = await store(multipartRelated([instance], boundary), {
+        headers: { 'content-type': stowContentType(boundary) },
+      });
+      assert.equal(response.status, 200);
+      assert.ok((await receiptOf(app.db, sopInstanceUidOf(instance))) !== undefined);
+    });
+
     it('answers 413 for an instance above RAW_BODY_LIMIT_BYTES, storing nothing', async () => {
       const countsBefore = await queueCounts(app);
       const response = await store(multipartRelated([buildInstance({ pixelBytes: 300_000 })]));
