@@ -34,6 +34,8 @@ export interface Orthanc {
   readonly httpUrl: string;
   readonly dicomPort: number;
   readonly aeTitle: string;
+  /** The Orthanc process (for its memory). */
+  readonly pid: number;
   /** POST to Orthanc's REST API; resolves to the parsed JSON answer, throws on a non-2xx status. */
   post(pathname: string, body: Buffer | object): Promise<unknown>;
   /** Uploads a Part 10 file; resolves to Orthanc's instance id. */
@@ -139,6 +141,7 @@ export async function startOrthanc(options: OrthancOptions, timeoutMs = 60_000):
     httpUrl,
     dicomPort,
     aeTitle,
+    pid: child.pid!,
     post,
     async upload(file) {
       const answer = (await post('/instances', file)) as { ID: string };
