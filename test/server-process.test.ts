@@ -5,6 +5,7 @@ import { once } from 'node:events';
 import { after, before, describe, it } from 'node:test';
 import type { TestDatabase } from './harness.ts';
 import { createTestDatabase, forEachDialect } from './harness.ts';
+import { until } from './until.ts';
 
 const SERVER = new URL('../src/main/server.ts', import.meta.url).pathname;
 
@@ -19,16 +20,22 @@ async function startServer(
   let output = '';
   child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
   child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  const deadline = Date.now() + 20_000;
-  while (Date.now() < deadline) {
-    const match = /Server listening at http:\/\/127\.0\.0\.1:(\d+)/.exec(output);
-    if (match !== null && output.includes('clinical-records-api ready'))
-      return { child, port: Number(match[1]), output: () => output };
-    if (child.exitCode !== null) break;
-    await new Promise((resolve) => setTimeout(resolve, 50));
+  let port: number | undefined;
+  try {
+    await until(
+      () => {
+        const match = /Server listening at http:\/\/127\.0\.0\.1:(\d+)/.exec(output);
+        if (match !== null && output.includes('clinical-records-api ready')) port = Number(match[1]);
+        else if (child.exitCode !== null) throw new Error('the server exited');
+        return port !== undefined;
+      },
+      { intervalMs: 50 },
+    );
+  } catch {
+    child.kill('SIGKILL');
+    throw new Error(`server did not start:\n${output}`);
   }
-  child.kill('SIGKILL');
-  throw new Error(`server did not start:\n${output}`);
+  return { child, port: port!, output: () => output };
 }
 
 describe('server process configuration', () => {

@@ -24,7 +24,10 @@ export interface AuditEntry {
   /** HTTP status of the answer. */
   readonly outcome: number;
   readonly clientAddress: string | null;
+  /** The server-generated request id. */
   readonly requestId: string;
+  /** The client's `X-Request-Id`, if it sent a sane one. */
+  readonly clientRequestId?: string | null;
   /** Defaults to now. */
   readonly at?: Date;
 }
@@ -103,5 +106,6 @@ function toRow(entry: AuditEntry): NewAuditEventRow {
     outcome: entry.outcome,
     client_address: entry.clientAddress === null ? null : entry.clientAddress.slice(0, 64),
     request_id: entry.requestId.slice(0, 64),
+    client_request_id: entry.clientRequestId?.slice(0, 64) ?? null,
   };
 }

@@ -21,7 +21,10 @@ export interface AuditEventTable {
   /** HTTP status of the answer. */
   outcome: number;
   client_address: string | null;
+  /** Server-generated (never the client's). */
   request_id: string;
+  /** The client's `X-Request-Id`, when it sent a sane one (migration 0012). */
+  client_request_id: string | null;
 }
 
 export type AuditTables = { audit_event: AuditEventTable };
@@ -42,6 +45,7 @@ const AUDIT_COLUMNS = [
   'outcome',
   'client_address',
   'request_id',
+  'client_request_id',
 ] as const satisfies readonly (keyof NewAuditEventRow)[];
 
 /**

@@ -1,23 +1,17 @@
 /**
  * Counters of DICOM receiving, kept in memory by this process: associations by outcome, C-ECHOs, and
  * instances by path (`stow-rs`, `c-store`) and outcome (`stored` or the failure reason in hex), with the
- * bytes received. No label ever holds a UID, an AE title or an address. `dicomReceiveFamilies()` hands
- * them to the `/metrics` renderer as plain families (name, type, help, labelled samples), so that any
- * exposition library can register them as a collector.
+ * bytes received. No label ever holds a UID, an AE title or an address. They are counted whether or not
+ * `/metrics` is on (a few map updates per instance); `registerDicomReceiveMetrics` exposes them as
+ * prom-client collectors read at scrape time.
  */
+import type { Registry } from 'prom-client';
 import type { FailureReason } from './instance.ts';
 
 export type ReceivePath = 'stow-rs' | 'c-store';
 
 export type AssociationOutcome =
   'accepted' | 'refused-calling-ae' | 'refused-called-ae' | 'refused-limit' | 'aborted';
-
-export interface MetricFamily {
-  readonly name: string;
-  readonly type: 'counter' | 'gauge';
-  readonly help: string;
-  readonly samples: readonly (readonly [labels: Readonly<Record<string, string>>, value: number])[];
-}
 
 const associations = new Map<AssociationOutcome, number>();
 const instances = new Map<string, { path: ReceivePath; outcome: string; count: number }>();
@@ -48,37 +42,57 @@ export function countInstance(path: ReceivePath, sizeBytes: number, reason?: Fai
   bytes.set(path, (bytes.get(path) ?? 0) + sizeBytes);
 }
 
-export function dicomReceiveFamilies(): MetricFamily[] {
-  return [
-    {
-      name: 'dicom_associations_total',
-      type: 'counter',
-      help: 'DICOM associations requested, by outcome.',
-      samples: [...associations].map(([outcome, count]) => [{ outcome }, count]),
+/**
+ * Registers the counters on the app's `/metrics` registry (a module collector of http/metrics.ts, read at
+ * scrape time). prom-client is loaded here, when metrics are on, rather than with the module.
+ */
+export async function registerDicomReceiveMetrics(registry: Registry): Promise<void> {
+  const { Counter, Gauge } = await import('prom-client');
+  new Counter({
+    name: 'dicom_associations_total',
+    help: 'DICOM associations requested, by outcome.',
+    labelNames: ['outcome'] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [outcome, count] of associations) this.inc({ outcome }, count);
     },
-    {
-      name: 'dicom_associations_open',
-      type: 'gauge',
-      help: 'DICOM associations open now.',
-      samples: [[{}, openAssociations]],
+  });
+  new Gauge({
+    name: 'dicom_associations_open',
+    help: 'DICOM associations open now.',
+    registers: [registry],
+    collect() {
+      this.set(openAssociations);
     },
-    {
-      name: 'dicom_echo_total',
-      type: 'counter',
-      help: 'C-ECHO requests answered.',
-      samples: [[{}, echoes]],
+  });
+  new Counter({
+    name: 'dicom_echo_total',
+    help: 'C-ECHO requests answered.',
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(echoes);
     },
-    {
-      name: 'dicom_instances_total',
-      type: 'counter',
-      help: 'DICOM instances received, by path and outcome (stored, or the failure reason).',
-      samples: [...instances.values()].map((e) => [{ path: e.path, outcome: e.outcome }, e.count]),
+  });
+  new Counter({
+    name: 'dicom_instances_total',
+    help: 'DICOM instances received, by path and outcome (stored, or the failure reason).',
+    labelNames: ['path', 'outcome'] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const e of instances.values()) this.inc({ path: e.path, outcome: e.outcome }, e.count);
     },
-    {
-      name: 'dicom_received_bytes_total',
-      type: 'counter',
-      help: 'Bytes of DICOM instances received, by path.',
-      samples: [...bytes].map(([path, count]) => [{ path }, count]),
+  });
+  new Counter({
+    name: 'dicom_received_bytes_total',
+    help: 'Bytes of DICOM instances received, by path.',
+    labelNames: ['path'] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [path, count] of bytes) this.inc({ path }, count);
     },
-  ];
+  });
 }

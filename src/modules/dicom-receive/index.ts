@@ -13,5 +13,4 @@ export const dicomWebRoutes: FastifyPluginAsync<ModuleOptions> = async (app, opt
 
 export type { DicomServer } from './dimse-server.ts';
 export { startDicomServer } from './dimse-server.ts';
-export type { MetricFamily } from './dicom-metrics.ts';
-export { dicomReceiveFamilies } from './dicom-metrics.ts';
+export { registerDicomReceiveMetrics } from './dicom-metrics.ts';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { buildInstance, newUid, sopInstanceUidOf } from '../../../test/dicom-instances.ts';
-import { readQueuedRequest, receiptOf, waitFor } from '../../../test/dicom-receiving.ts';
+import { readQueuedRequest, receiptOf } from '../../../test/dicom-receiving.ts';
 import type { TestUser } from '../../../test/factories.ts';
 import { createInstitution, createPatient, createUser } from '../../../test/factories.ts';
 import { addIdentifier, createIdentifierType } from '../../../test/factories-patient.ts';
@@ -10,6 +10,7 @@ import type { TestApp } from '../../../test/harness.ts';
 import { forEachDialect, startTestApp } from '../../../test/harness.ts';
 import type { Orthanc } from '../../../test/orthanc.ts';
 import { orthancMissing, startOrthanc } from '../../../test/orthanc.ts';
+import { until } from '../../../test/until.ts';
 import { createLogger } from '../../logger.ts';
 import { createQueueEngine } from '../request-queue/engine.ts';
 import type { DicomServer } from './dimse-server.ts';
@@ -68,9 +69,11 @@ forEachDialect((dialect) => {
         for (const file of files) ids.push(await orthanc.upload(file));
         await orthanc.post('/dicom-web/servers/cra/stow', { Resources: ids });
         for (const file of files) {
-          const receipt = await waitFor('the instance sent by STOW-RS', () =>
-            receiptOf(app.db, sopInstanceUidOf(file)),
-          );
+          await until(async () => (await receiptOf(app.db, sopInstanceUidOf(file))) !== undefined, {
+            what: 'the instance sent by STOW-RS',
+            timeoutMs: 60_000,
+          });
+          const receipt = (await receiptOf(app.db, sopInstanceUidOf(file)))!;
           const queued = await readQueuedRequest(app.db, receipt.firstRequestId);
           assert.equal(queued.systemMessage, 'STOW-RS');
           assert.equal(queued.requestData.source, 'STOW-RS');
@@ -130,7 +133,8 @@ forEachDialect((dialect) => {
         for (let step = 0; step < 50; step += 1) if ((await engine.step()).kind !== 'ran') break;
         // The chain's middle depends on the routines (image extraction, thumbnails); its ends do not.
         const chain = (await routinesOf(app.db, firstRequestId)).map((r) => `${r.routine_name}:${r.status}`);
-        assert.deepEqual(chain.slice(0, 2), ['DICOM_SEED:COMPLETE', 'PATIENT_MATCH:COMPLETE']);
+        assert.equal(chain[0], 'DICOM_SEED:COMPLETE');
+        assert.ok(chain.includes('PATIENT_MATCH:COMPLETE'), chain.join(' '));
         assert.ok(chain.includes('ATTACH_TO_EVENT:COMPLETE'), chain.join(' '));
         assert.ok(
           chain.every((r) => r.endsWith(':COMPLETE')),

@@ -1,5 +1,5 @@
 /**
- * SQL of `dicom_received_instance` (migration 0012): the record of each SOP Instance UID received, written
+ * SQL of `dicom_received_instance` (migration 0014): the record of each SOP Instance UID received, written
  * in the transaction of the request the instance became.
  */
 import type { Kysely } from 'kysely';

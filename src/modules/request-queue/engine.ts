@@ -170,6 +170,8 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
   const counters = new Map<string, QueueCounters>();
   // Without row locks: the requests this process is running, left out of its claims.
   const busyRequestIds = new Set<number>();
+  // Routine names seen in `routine_library` (its rows are never removed).
+  const knownRoutineNames = new Set<string>();
   let activeCount = 0;
 
   const countersOf = (queue: string): QueueCounters => {
@@ -572,12 +574,11 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
     const routine = base.routine;
     const chain = async (name: string, sequence: 'append' | 'priority') => {
       attempt.effects.hasChained = true;
-      await addRequestRoutine(trx, {
-        requestId: routine.request_id,
-        queue: routine.execute_request_queue,
-        name,
-        sequence,
-      });
+      await addRequestRoutine(
+        trx,
+        { requestId: routine.request_id, queue: routine.execute_request_queue, name, sequence },
+        knownRoutineNames,
+      );
     };
     return {
       ...base,

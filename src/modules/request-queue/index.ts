@@ -24,3 +24,5 @@ export type {
 export { REQUEST_QUEUE_CHANNEL, onRequestQueued } from './queue-events.ts';
 export type { RequestQueuedEvent, RequestQueuedListener } from './queue-events.ts';
 export { createQueueWorker, queueCommands } from './worker.ts';
+export { readQueueGauges, registerQueueGauges } from './queue-gauges.ts';
+export type { QueueGauges } from './queue-gauges.ts';

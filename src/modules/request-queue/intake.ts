@@ -6,6 +6,7 @@
  * STOW-RS or C-STORE come in through {@link IntakeService.submitDicomInstance}, as a raw
  * `application/dicom` body, so that they make the same rows as queue add.
  */
+import { LRUCache } from 'lru-cache';
 import type { Kysely } from 'kysely';
 import type { Config } from '../../config.ts';
 import { NON_PAYLOAD_MNEMONICS, contentHash } from '../attachment-data/index.ts';
@@ -223,30 +224,32 @@ export function createIntakeService(deps: {
  * database, so new types work at once; a deleted one is caught by the foreign keys (see `submit`).
  */
 function createReferenceCache(db: Kysely<DB>, ttlMs: number) {
-  const routes = new Map<string, { route: RequestTypeRoute; expiresAt: number }>();
-  const mimes = new Map<string, number>();
+  // Only names found in the database are kept, so the bound is never reached in practice; lru-cache
+  // reads a ttl of 0 as "never stale", hence nothing is stored then.
+  const isCaching = ttlMs > 0;
+  const routes = new LRUCache<string, RequestTypeRoute>({ max: 1000, ttl: ttlMs });
+  const mimes = new LRUCache<string, true>({ max: 1000, ttl: ttlMs });
   return {
     async route(requestType: string, isFresh: boolean): Promise<RequestTypeRoute | undefined> {
-      const cached = routes.get(requestType);
-      if (!isFresh && cached !== undefined && cached.expiresAt > Date.now()) return cached.route;
+      const cached = isFresh ? undefined : routes.get(requestType);
+      if (cached !== undefined) return cached;
       const route = await findRequestTypeRoute(db, requestType);
       if (route === undefined) routes.delete(requestType);
-      else routes.set(requestType, { route, expiresAt: Date.now() + ttlMs });
+      else if (isCaching) routes.set(requestType, route);
       return route;
     },
     async knownMimes(mimeTypes: readonly string[], isFresh: boolean): Promise<Set<string>> {
-      const now = Date.now();
       const known = new Set<string>();
       const unknown: string[] = [];
       for (const mime of mimeTypes) {
-        if (!isFresh && (mimes.get(mime) ?? 0) > now) known.add(mime);
+        if (!isFresh && mimes.has(mime)) known.add(mime);
         else unknown.push(mime);
       }
       if (unknown.length > 0) {
         const found = await findKnownMimeTypes(db, unknown);
         for (const mime of found) {
           known.add(mime);
-          mimes.set(mime, now + ttlMs);
+          if (isCaching) mimes.set(mime, true);
         }
       }
       return known;
