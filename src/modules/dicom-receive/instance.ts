@@ -1,14 +1,18 @@
 /**
  * One received DICOM instance: the checks it passes before it is queued, and the Part 10 file a C-STORE
- * data set becomes. The checks read the whole data set with `dicom-parser` (which indexes elements
- * without copying values), so that a file cut short anywhere is refused rather than queued for a chain
- * that would fail on it.
+ * data set becomes. The structure is checked by the DICOM module's strict scan (`readDicomFile`: every
+ * length against the file, so a file cut short anywhere is refused, within the configured limits, on its
+ * worker threads); the identity and the checks of this file's rules (accepted class and transfer syntax,
+ * meta information and data set agreeing, the content element, the study) are read with `dicom-parser`.
  */
 import { inflateRawSync } from 'node:zlib';
 import dcmjs from 'dcmjs';
 import dicomParser from 'dicom-parser';
 import type { DataSet } from 'dicom-parser';
-import { findStorageClass, isAcceptedTransferSyntax } from './storage-classes.ts';
+import type { Config } from '../../config.ts';
+import type { DicomErrorCode } from '../dicom/index.ts';
+import { DicomError, readDicomFile } from '../dicom/index.ts';
+import { PIXEL_DATA, findStorageClass, isAcceptedTransferSyntax } from './storage-classes.ts';
 
 /**
  * Why an instance was not stored: the Failure Reason (0008,1197) of a STOW-RS answer (PS3.18 I.2.2) and
@@ -51,11 +55,15 @@ const UID = /^[0-9.]{1,64}$/;
 
 /**
  * Checks a Part 10 file: readable file meta information naming a SOP class and instance, an accepted
- * transfer syntax and storage class, a data set that parses to its end (so not truncated), the same SOP
- * class and instance in the data set as in the meta information, and the element that carries the
+ * transfer syntax and storage class, a sound structure to the end of the file (not truncated), the same
+ * SOP class and instance in the data set as in the meta information, and the element that carries the
  * class's content (pixel data, encapsulated document). `expectedStudyUid`, when given, must match.
  */
-export function checkInstance(bytes: Uint8Array, expectedStudyUid?: string): InstanceCheck {
+export async function checkInstance(
+  bytes: Uint8Array,
+  config: Config,
+  expectedStudyUid?: string,
+): Promise<InstanceCheck> {
   let meta: DataSet;
   try {
     meta = dicomParser.readPart10Header(bytes);
@@ -78,14 +86,20 @@ export function checkInstance(bytes: Uint8Array, expectedStudyUid?: string): Ins
   if (storageClass === undefined)
     return failed(FAILURE.sopClassNotSupported, 'SOP class not accepted', sopClassUid, sopInstanceUid);
 
+  let hasPixelData: boolean;
+  try {
+    hasPixelData = (await readDicomFile(bytes, config)).hasPixelData;
+  } catch (error) {
+    if (!(error instanceof DicomError)) throw error;
+    return failed(reasonOf(error.code), `structure: ${error.code}`, sopClassUid, sopInstanceUid);
+  }
   let dataSet: DataSet;
   try {
-    dataSet = dicomParser.parseDicom(bytes, { inflater });
+    // The scan has checked the structure: the values before the pixel data are read.
+    dataSet = dicomParser.parseDicom(bytes, { untilTag: 'x7fe00010', inflater });
   } catch {
-    return failed(FAILURE.cannotUnderstand, 'data set truncated or malformed', sopClassUid, sopInstanceUid);
+    return failed(FAILURE.cannotUnderstand, 'data set unreadable', sopClassUid, sopInstanceUid);
   }
-  if ((dataSet.warnings ?? []).some((w) => /missing|unexpected|past end/i.test(w)))
-    return failed(FAILURE.cannotUnderstand, 'data set truncated or malformed', sopClassUid, sopInstanceUid);
   if (uidOf(dataSet, 'x00080016') !== sopClassUid || uidOf(dataSet, 'x00080018') !== sopInstanceUid)
     return failed(
       FAILURE.dataSetDoesNotMatchSopClass,
@@ -93,7 +107,12 @@ export function checkInstance(bytes: Uint8Array, expectedStudyUid?: string): Ins
       sopClassUid,
       sopInstanceUid,
     );
-  if (storageClass.contentTag !== undefined && dataSet.elements[storageClass.contentTag] === undefined)
+  const hasContent =
+    storageClass.contentTag === undefined ||
+    (storageClass.contentTag === PIXEL_DATA
+      ? hasPixelData
+      : dataSet.elements[storageClass.contentTag] !== undefined);
+  if (!hasContent)
     return failed(
       FAILURE.dataSetDoesNotMatchSopClass,
       'the element carrying the content is missing',
@@ -110,6 +129,22 @@ export function checkInstance(bytes: Uint8Array, expectedStudyUid?: string): Ins
     );
   return { ok: true, sopClassUid, sopInstanceUid, transferSyntaxUid, studyInstanceUid };
 }
+
+/** The failure reason of a structural refusal: a limit of this service, or a file it cannot understand. */
+function reasonOf(code: DicomErrorCode): FailureReason {
+  if (code === 'unsupported-transfer-syntax') return FAILURE.transferSyntaxNotSupported;
+  if (OUT_OF_RESOURCES.has(code)) return FAILURE.outOfResources;
+  return code === 'worker-failed' ? FAILURE.processingFailure : FAILURE.cannotUnderstand;
+}
+
+/** Refusals by a limit of this service (A700) rather than a file it cannot understand (C000). */
+const OUT_OF_RESOURCES: ReadonlySet<DicomErrorCode> = new Set([
+  'too-many-elements',
+  'nesting-too-deep',
+  'too-large',
+  'timeout',
+  'out-of-memory',
+]);
 
 function failed(
   reason: FailureReason,

@@ -77,7 +77,19 @@ export function createDicomReceiver(deps: {
     source: InstanceSource,
     options: ReceiveOptions = {},
   ): Promise<ReceiveOutcome> {
-    const check = checkInstance(bytes, options.expectedStudyUid);
+    let check;
+    try {
+      check = await checkInstance(bytes, config, options.expectedStudyUid);
+    } catch (error) {
+      return {
+        ok: false,
+        reason: FAILURE.processingFailure,
+        sopClassUid: undefined,
+        sopInstanceUid: undefined,
+        cause: 'unexpected error in the checks',
+        error,
+      };
+    }
     if (!check.ok) return check;
     const { sopClassUid, sopInstanceUid } = check;
     const receipt: AlongsideWrite = async (trx, requestId) => {
@@ -101,13 +113,13 @@ export function createDicomReceiver(deps: {
       });
       return { ok: true, requestId, sopClassUid, sopInstanceUid };
     } catch (error) {
-      const failure = (reason: FailureReason, cause: string, cause_error?: unknown): ReceiveOutcome => ({
+      const failure = (reason: FailureReason, cause: string, unexpected?: unknown): ReceiveOutcome => ({
         ok: false,
         reason,
         sopClassUid,
         sopInstanceUid,
         cause,
-        ...(cause_error === undefined ? {} : { error: cause_error }),
+        ...(unexpected === undefined ? {} : { error: unexpected }),
       });
       if (isRefusingDuplicates && database.dialect.classifyError(error) === 'unique')
         return failure(FAILURE.duplicateSopInstance, 'SOP Instance UID received before');

@@ -13,7 +13,8 @@ export interface StorageClass {
   readonly contentTag: string | undefined;
 }
 
-const PIXEL_DATA = 'x7fe00010';
+/** dicom-parser's tag of Pixel Data (7FE0,0010). */
+export const PIXEL_DATA = 'x7fe00010';
 const ENCAPSULATED_DOCUMENT = 'x00420011';
 
 const image = (uid: string, name: string): StorageClass => ({ uid, name, contentTag: PIXEL_DATA });
