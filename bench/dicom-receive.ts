@@ -199,7 +199,7 @@ function post(
   agent: http.Agent,
   url: string,
   headers: Record<string, string>,
-  body: Readable | Buffer,
+  body: Readable,
 ): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
     const request = http.request(url, { method: 'POST', agent, headers }, (response) => {
@@ -211,8 +211,7 @@ function post(
       response.on('error', reject);
     });
     request.on('error', reject);
-    if (Buffer.isBuffer(body)) request.end(body);
-    else body.pipe(request);
+    body.pipe(request);
   });
 }
 
@@ -230,8 +229,20 @@ function stowBody(files: readonly string[]): Readable {
   );
 }
 
-/** STOW-RS: each stream posts its files, `PER_REQUEST` per request, one request at a time. */
-async function sendStow(baseUrl: string, streamDirs: readonly string[][]): Promise<Sent> {
+/** One HTTP request of a batch of files: where, with which headers and body, and how many it stored. */
+interface HttpBatch {
+  readonly url: string;
+  readonly headers: Record<string, string>;
+  readonly body: Readable;
+  storedBy(answer: { status: number; body: string }): number;
+}
+
+/** Each stream posts its files, `batchSize` per request, one request at a time on its connection. */
+async function sendOverHttp(
+  streamDirs: readonly string[][],
+  batchSize: number,
+  requestOf: (batch: readonly string[]) => HttpBatch,
+): Promise<Sent> {
   const agent = new http.Agent({ keepAlive: true, maxSockets: STREAMS });
   const latenciesMs: number[] = [];
   const statusCounts: Record<string, number> = {};
@@ -239,24 +250,14 @@ async function sendStow(baseUrl: string, streamDirs: readonly string[][]): Promi
   let errors = 0;
   await Promise.all(
     streamDirs.map(async (files) => {
-      for (let i = 0; i < files.length; i += PER_REQUEST) {
-        const batch = files.slice(i, i + PER_REQUEST);
+      for (let i = 0; i < files.length; i += batchSize) {
+        const request = requestOf(files.slice(i, i + batchSize));
         const started = performance.now();
         try {
-          const answer = await post(
-            agent,
-            `${baseUrl}/api/v1/dicomweb/studies`,
-            {
-              authorization: BENCH_AUTHORIZATION,
-              'content-type': `multipart/related; type="application/dicom"; boundary=${BOUNDARY}`,
-              accept: 'application/dicom+json',
-            },
-            stowBody(batch),
-          );
+          const answer = await post(agent, request.url, request.headers, request.body);
           latenciesMs.push(performance.now() - started);
           statusCounts[answer.status] = (statusCounts[answer.status] ?? 0) + 1;
-          const referenced = (JSON.parse(answer.body) as Record<string, { Value?: unknown[] }>)['00081199'];
-          stored += referenced?.Value?.length ?? 0;
+          stored += request.storedBy(answer);
         } catch {
           errors += 1;
         }
@@ -267,35 +268,29 @@ async function sendStow(baseUrl: string, streamDirs: readonly string[][]): Promi
   return { stored, latenciesMs, statusCounts, errors };
 }
 
-/** Orthanc's REST upload: each stream posts its files one per request. */
-async function sendOrthancRest(baseUrl: string, streamDirs: readonly string[][]): Promise<Sent> {
-  const agent = new http.Agent({ keepAlive: true, maxSockets: STREAMS });
-  const latenciesMs: number[] = [];
-  const statusCounts: Record<string, number> = {};
-  let stored = 0;
-  let errors = 0;
-  await Promise.all(
-    streamDirs.map(async (files) => {
-      for (const file of files) {
-        const started = performance.now();
-        try {
-          const answer = await post(
-            agent,
-            `${baseUrl}/instances`,
-            { 'content-type': 'application/dicom' },
-            createReadStream(file),
-          );
-          latenciesMs.push(performance.now() - started);
-          statusCounts[answer.status] = (statusCounts[answer.status] ?? 0) + 1;
-          if (answer.status === 200) stored += 1;
-        } catch {
-          errors += 1;
-        }
-      }
-    }),
-  );
-  agent.destroy();
-  return { stored, latenciesMs, statusCounts, errors };
+/** STOW-RS: `PER_REQUEST` instances per request; stored = the ReferencedSOPSequence's items. */
+function sendStow(baseUrl: string, streamDirs: readonly string[][]): Promise<Sent> {
+  return sendOverHttp(streamDirs, PER_REQUEST, (batch) => ({
+    url: `${baseUrl}/api/v1/dicomweb/studies`,
+    headers: {
+      authorization: BENCH_AUTHORIZATION,
+      'content-type': `multipart/related; type="application/dicom"; boundary=${BOUNDARY}`,
+      accept: 'application/dicom+json',
+    },
+    body: stowBody(batch),
+    storedBy: (answer) =>
+      (JSON.parse(answer.body) as Record<string, { Value?: unknown[] }>)['00081199']?.Value?.length ?? 0,
+  }));
+}
+
+/** Orthanc's REST upload: one instance per request. */
+function sendOrthancRest(baseUrl: string, streamDirs: readonly string[][]): Promise<Sent> {
+  return sendOverHttp(streamDirs, 1, (batch) => ({
+    url: `${baseUrl}/instances`,
+    headers: { 'content-type': 'application/dicom' },
+    body: createReadStream(batch[0]!),
+    storedBy: (answer) => (answer.status === 200 ? 1 : 0),
+  }));
 }
 
 /** C-STORE: one `storescu` association per stream, each sending its stream's directory. */

@@ -4,8 +4,40 @@
  */
 import assert from 'node:assert/strict';
 import type { Kysely } from 'kysely';
+import type { Dialect } from '../src/db/database.ts';
 import type { DB } from '../src/db/schema.ts';
+import { createLogger } from '../src/logger.ts';
+import type { DicomServer } from '../src/modules/dicom-receive/index.ts';
+import { startDicomServer } from '../src/modules/dicom-receive/index.ts';
 import { attachmentsByMnemonic, routinesOf } from './factories-queue.ts';
+import type { TestApp } from './harness.ts';
+import { startTestApp } from './harness.ts';
+
+/**
+ * The app on a fresh database with its C-STORE SCP on a free port of 127.0.0.1: AE title `CRA_TEST`,
+ * `callers` allowed (`DICOM_ALLOWED_CALLERS`), `env` on top.
+ */
+export async function startDicomTestApp(
+  dialect: Dialect,
+  callers: string,
+  env: Record<string, string> = {},
+): Promise<{ app: TestApp; server: DicomServer }> {
+  const app = await startTestApp(dialect, {
+    env: {
+      DICOM_PORT: '0',
+      HOST: '127.0.0.1',
+      DICOM_AE_TITLE: 'CRA_TEST',
+      DICOM_ALLOWED_CALLERS: callers,
+      ...env,
+    },
+  });
+  const server = await startDicomServer({
+    database: app.database,
+    config: app.config,
+    logger: createLogger('silent'),
+  });
+  return { app, server };
+}
 
 /** What a queued DICOM request holds, in the words the tests compare. */
 export interface QueuedDicomRequest {

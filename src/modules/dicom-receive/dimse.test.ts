@@ -7,14 +7,12 @@ import dicomParser from 'dicom-parser';
 import { runDcmtk, startCuttingRelay } from '../../../test/dcmtk.ts';
 import { CORPUS_SKIP_MESSAGE, corpusTestFiles } from '../../../test/dicom-corpus.ts';
 import { buildInstance, sopInstanceUidOf } from '../../../test/dicom-instances.ts';
-import { readQueuedRequest, receiptOf } from '../../../test/dicom-receiving.ts';
+import { readQueuedRequest, receiptOf, startDicomTestApp } from '../../../test/dicom-receiving.ts';
 import { countRows } from '../../../test/factories.ts';
 import { QUEUE_TABLES } from '../../../test/factories-queue.ts';
 import type { TestApp } from '../../../test/harness.ts';
-import { forEachDialect, startTestApp } from '../../../test/harness.ts';
-import { createLogger } from '../../logger.ts';
+import { forEachDialect } from '../../../test/harness.ts';
 import type { DicomServer } from './dimse-server.ts';
-import { startDicomServer } from './dimse-server.ts';
 
 /** Corpus files of accepted storage classes, one per transfer syntax family. */
 const CORPUS_FILES = [
@@ -109,20 +107,9 @@ forEachDialect((dialect) => {
     const port = () => String(server.port);
 
     before(async () => {
-      app = await startTestApp(dialect, {
-        env: {
-          DICOM_PORT: '0',
-          HOST: '127.0.0.1',
-          DICOM_AE_TITLE: 'CRA_TEST',
-          DICOM_ALLOWED_CALLERS: 'MODALITY1, ROUTER@127.0.0.1, FARAWAY@192.0.2.10',
-          RAW_BODY_LIMIT_BYTES: String(8 * 1024 * 1024),
-        },
-      });
-      server = await startDicomServer({
-        database: app.database,
-        config: app.config,
-        logger: createLogger('silent'),
-      });
+      ({ app, server } = await startDicomTestApp(dialect, 'MODALITY1, ROUTER@127.0.0.1, FARAWAY@192.0.2.10', {
+        RAW_BODY_LIMIT_BYTES: String(8 * 1024 * 1024),
+      }));
       dir = await mkdtemp(path.join(tmpdir(), 'cra-dimse-'));
     });
     after(async () => {

@@ -1,20 +1,18 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { buildInstance, newUid, sopInstanceUidOf } from '../../../test/dicom-instances.ts';
-import { readQueuedRequest, receiptOf } from '../../../test/dicom-receiving.ts';
+import { readQueuedRequest, receiptOf, startDicomTestApp } from '../../../test/dicom-receiving.ts';
 import type { TestUser } from '../../../test/factories.ts';
 import { createInstitution, createPatient, createUser } from '../../../test/factories.ts';
 import { addIdentifier, createIdentifierType } from '../../../test/factories-patient.ts';
 import { routinesOf } from '../../../test/factories-queue.ts';
 import type { TestApp } from '../../../test/harness.ts';
-import { forEachDialect, startTestApp } from '../../../test/harness.ts';
+import { forEachDialect } from '../../../test/harness.ts';
 import type { Orthanc } from '../../../test/orthanc.ts';
 import { orthancMissing, startOrthanc } from '../../../test/orthanc.ts';
 import { until } from '../../../test/until.ts';
-import { createLogger } from '../../logger.ts';
 import { createQueueEngine } from '../request-queue/engine.ts';
 import type { DicomServer } from './dimse-server.ts';
-import { startDicomServer } from './dimse-server.ts';
 
 const missing = orthancMissing();
 
@@ -29,19 +27,7 @@ forEachDialect((dialect) => {
       let user: TestUser;
 
       before(async () => {
-        app = await startTestApp(dialect, {
-          env: {
-            DICOM_PORT: '0',
-            HOST: '127.0.0.1',
-            DICOM_AE_TITLE: 'CRA_TEST',
-            DICOM_ALLOWED_CALLERS: 'ORTHANC@127.0.0.1',
-          },
-        });
-        server = await startDicomServer({
-          database: app.database,
-          config: app.config,
-          logger: createLogger('silent'),
-        });
+        ({ app, server } = await startDicomTestApp(dialect, 'ORTHANC@127.0.0.1'));
         user = await createUser(app.db);
         orthanc = await startOrthanc({
           dicomWeb: {

@@ -39,31 +39,27 @@ type Item = readonly Attribute[];
 const uid = (tag: string, keyword: string, value: string | undefined): Attribute =>
   value === undefined ? { tag, keyword, vr: 'UI' } : { tag, keyword, vr: 'UI', value };
 
+/** The SOP Instance Reference Macro (PS3.3 10-11) of an instance. */
+const reference = (instance: { sopClassUid: string | undefined; sopInstanceUid: string | undefined }) => [
+  uid('00081150', 'ReferencedSOPClassUID', instance.sopClassUid),
+  uid('00081155', 'ReferencedSOPInstanceUID', instance.sopInstanceUid),
+];
+
 /** The response data set, attributes in tag order. RetrieveURL is empty: the service offers no WADO-RS. */
 function responseAttributes(outcome: StoreOutcome): Attribute[] {
   const attributes: Attribute[] = [{ tag: '00081190', keyword: 'RetrieveURL', vr: 'UR' }];
-  if (outcome.failed.length > 0)
-    attributes.push({
-      tag: '00081198',
-      keyword: 'FailedSOPSequence',
-      vr: 'SQ',
-      value: outcome.failed.map((f) => [
-        uid('00081150', 'ReferencedSOPClassUID', f.sopClassUid),
-        uid('00081155', 'ReferencedSOPInstanceUID', f.sopInstanceUid),
-        { tag: '00081197', keyword: 'FailureReason', vr: 'US', value: f.reason },
-      ]),
-    });
-  if (outcome.stored.length > 0)
-    attributes.push({
-      tag: '00081199',
-      keyword: 'ReferencedSOPSequence',
-      vr: 'SQ',
-      value: outcome.stored.map((s) => [
-        uid('00081150', 'ReferencedSOPClassUID', s.sopClassUid),
-        uid('00081155', 'ReferencedSOPInstanceUID', s.sopInstanceUid),
-        { tag: '00081190', keyword: 'RetrieveURL', vr: 'UR' },
-      ]),
-    });
+  const failed: Item[] = outcome.failed.map((f) => [
+    ...reference(f),
+    { tag: '00081197', keyword: 'FailureReason', vr: 'US', value: f.reason },
+  ]);
+  const stored: Item[] = outcome.stored.map((s) => [
+    ...reference(s),
+    { tag: '00081190', keyword: 'RetrieveURL', vr: 'UR' },
+  ]);
+  if (failed.length > 0)
+    attributes.push({ tag: '00081198', keyword: 'FailedSOPSequence', vr: 'SQ', value: failed });
+  if (stored.length > 0)
+    attributes.push({ tag: '00081199', keyword: 'ReferencedSOPSequence', vr: 'SQ', value: stored });
   return attributes;
 }
 
