@@ -2,6 +2,8 @@ import assert from 'node:assert/strict';
 import { copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { after, before, describe, it } from 'node:test';
 import dicomParser from 'dicom-parser';
 import { runDcmtk, startCuttingRelay } from '../../../test/dcmtk.ts';
@@ -10,8 +12,10 @@ import { buildInstance, sopInstanceUidOf } from '../../../test/dicom-instances.t
 import { readQueuedRequest, receiptOf, startDicomTestApp } from '../../../test/dicom-receiving.ts';
 import { countRows } from '../../../test/factories.ts';
 import { QUEUE_TABLES } from '../../../test/factories-queue.ts';
-import type { TestApp } from '../../../test/harness.ts';
-import { forEachDialect } from '../../../test/harness.ts';
+import type { TestApp, TestDatabase } from '../../../test/harness.ts';
+import { createTestDatabase, forEachDialect } from '../../../test/harness.ts';
+import { freePort } from '../../../test/orthanc.ts';
+import { until } from '../../../test/until.ts';
 import type { DicomServer } from './dimse-server.ts';
 
 /** Corpus files of accepted storage classes, one per transfer syntax family. */
@@ -333,6 +337,71 @@ forEachDialect((dialect) => {
         countsBefore[2]! + 1,
       ]);
       assert.equal((await receiptOf(app.db, sopInstanceUidOf(instance)))!.count, 1);
+    });
+  });
+
+  describe(`server process with DICOM_PORT [${dialect}]`, () => {
+    let testDb: TestDatabase;
+    before(async () => {
+      testDb = await createTestDatabase(dialect);
+    });
+    after(() => testDb.drop());
+
+    it('starts the SCP with the server, stores what storescu sends, and stops both on SIGTERM', async () => {
+      const dicomPort = await freePort();
+      const child = spawn(process.execPath, [new URL('../../main/server.ts', import.meta.url).pathname], {
+        env: {
+          ...process.env,
+          ...testDb.env,
+          PORT: '0',
+          HOST: '127.0.0.1',
+          LOG_LEVEL: 'info',
+          DICOM_PORT: String(dicomPort),
+          DICOM_ALLOWED_CALLERS: 'MODALITY1',
+        },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      after(() => child.kill('SIGKILL'));
+      let output = '';
+      child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+      child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+      await until(() => output.includes('clinical-records-api ready'), {
+        what: 'the server',
+        timeoutMs: 60_000,
+      });
+      assert.match(output, /"msg":"DICOM C-STORE SCP listening"/);
+
+      const instance = buildInstance();
+      const file = path.join(testDb.filesDir, '..', 'instance.dcm');
+      await writeFile(file, instance);
+      const echo = await runDcmtk('echoscu', [
+        '-aet',
+        'MODALITY1',
+        '-aec',
+        'CRA',
+        '127.0.0.1',
+        String(dicomPort),
+      ]);
+      assert.equal(echo.code, 0, echo.output);
+      const store = await runDcmtk('storescu', [
+        '-aet',
+        'MODALITY1',
+        '-aec',
+        'CRA',
+        '127.0.0.1',
+        String(dicomPort),
+        file,
+      ]);
+      assert.equal(store.code, 0, store.output);
+      assert.ok((await receiptOf(testDb.db, sopInstanceUidOf(instance))) !== undefined);
+
+      const exited = once(child, 'exit');
+      child.kill('SIGTERM');
+      const [code] = (await exited) as [number | null];
+      assert.equal(code, 0);
+      assert.match(output, /"msg":"DICOM C-STORE SCP stopped"/);
+      assert.match(output, /"msg":"DICOM C-STORE stored"/);
+      assert.doesNotMatch(output, new RegExp(sopInstanceUidOf(instance).replace(/\./g, '\\.')));
     });
   });
 });
