@@ -49,6 +49,8 @@ export interface Config {
     readonly signatureBodyBytes: number;
     readonly jsonBodyBytes: number;
     readonly rawBodyBytes: number;
+    /** Spooled upload bytes loaded into memory at once, counted twice (the bytes and the driver's copy). */
+    readonly uploadMemoryBytes: number;
   };
   /** Per-IP rate limit on the open sign/add endpoint, per minute. 0 disables it. */
   readonly signRateLimitPerMinute: number;
@@ -129,6 +131,14 @@ export interface Config {
   readonly metrics: 'off' | 'on' | 'basic';
   /** Bearer token accepted by `/metrics` (`METRICS_TOKEN`); required by `METRICS=on` when set. */
   readonly metricsToken?: string;
+  /** The operations console at `/console/` (`CONSOLE=on|off`). */
+  readonly console: boolean;
+  /** Console sessions end after this long without a request (`CONSOLE_IDLE_MINUTES`). */
+  readonly consoleIdleMinutes: number;
+  /** Console sessions end this long after login, whatever the activity (`CONSOLE_SESSION_HOURS`). */
+  readonly consoleSessionHours: number;
+  /** Key that signs console cookies (`CONSOLE_SESSION_SECRET`); one kept in the database when unset. */
+  readonly consoleSessionSecret?: string;
   /** DICOM receiving: STOW-RS (always) and the C-STORE SCP (when `port` is set). */
   readonly dicomNetwork: DicomNetworkConfig;
 }
@@ -238,6 +248,7 @@ export function loadConfig(env: Env = process.env): Config {
       signatureBodyBytes: int('SIGN_BODY_LIMIT_BYTES', 10 * MiB, 1024, 1024 * MiB),
       jsonBodyBytes: int('JSON_BODY_LIMIT_BYTES', 1 * MiB, 1024, 1024 * MiB),
       rawBodyBytes: int('RAW_BODY_LIMIT_BYTES', 100 * MiB, 1024, 4096 * MiB),
+      uploadMemoryBytes: int('UPLOAD_MEMORY_BYTES', 256 * MiB, 16 * MiB, 65536 * MiB),
     },
     signRateLimitPerMinute: int('SIGN_RATE_LIMIT_PER_MINUTE', 30, 0, 1_000_000),
     authFailureLimitPerMinute: int('AUTH_FAILURE_LIMIT_PER_MINUTE', 10, 0, 1_000_000),
@@ -292,6 +303,10 @@ export function loadConfig(env: Env = process.env): Config {
       duplicates: oneOf('DICOM_DUPLICATES', 'new-request', ['new-request', 'refuse']),
       maxAssociations: int('DICOM_MAX_ASSOCIATIONS', 16, 1, 1000),
     },
+    console: flag('CONSOLE', true),
+    consoleIdleMinutes: int('CONSOLE_IDLE_MINUTES', 30, 1, 1440),
+    consoleSessionHours: int('CONSOLE_SESSION_HOURS', 12, 1, 168),
+    ...consoleSessionSecret(read('CONSOLE_SESSION_SECRET'), problems),
   };
   if (config.requestTimeoutMs > 0 && config.requestTimeoutMs < config.headersTimeoutMs)
     problems.push('REQUEST_TIMEOUT_MS must be 0 or at least HEADERS_TIMEOUT_MS');
@@ -332,6 +347,16 @@ function dicomCallers(raw: string | undefined, isScpOn: boolean, problems: strin
   if (isScpOn && callers.length === 0)
     problems.push('DICOM_ALLOWED_CALLERS must name at least one calling AE title when DICOM_PORT is set');
   return callers;
+}
+
+/** `CONSOLE_SESSION_SECRET`: long enough to be a signing key. */
+function consoleSessionSecret(
+  secret: string | undefined,
+  problems: string[],
+): { consoleSessionSecret?: string } {
+  if (secret === undefined) return {};
+  if (secret.length < 32) problems.push('CONSOLE_SESSION_SECRET must be at least 32 characters');
+  return { consoleSessionSecret: secret };
 }
 
 /** Reads and checks the PEM files of `TLS_CERT` / `TLS_KEY` (both or neither). */

@@ -80,6 +80,7 @@ export async function registerStowRoutes(app: FastifyInstance, options: ModuleOp
         boundary: request.stowBoundary!,
         expectedStudyUid: study,
         maxInstanceBytes: config.limits.rawBodyBytes,
+        memory: options.uploadMemory,
         log: request.log,
         source: {
           path: 'stow-rs',

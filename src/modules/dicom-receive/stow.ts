@@ -14,6 +14,7 @@ import {
   parseMultipartStream,
 } from '@remix-run/multipart-parser/node';
 import type { FastifyBaseLogger } from 'fastify';
+import type { UploadMemory } from '../../http/upload-spool.ts';
 import type { FailureReason } from './instance.ts';
 import { FAILURE } from './instance.ts';
 import type { DicomReceiver, InstanceSource } from './receive.ts';
@@ -41,6 +42,8 @@ export interface StowRequest {
   readonly expectedStudyUid: string | undefined;
   /** Largest instance, in bytes. */
   readonly maxInstanceBytes: number;
+  /** The process's budget of upload bytes held in memory: an instance is processed within it. */
+  readonly memory: UploadMemory;
   readonly log: FastifyBaseLogger;
 }
 
@@ -69,10 +72,17 @@ export async function storeInstances(receiver: DicomReceiver, request: StowReque
         fail(FAILURE.cannotUnderstand);
         continue;
       }
-      const bytes = Buffer.concat(part.content);
-      const outcome = await receiver.receive(bytes, request.source, {
-        ...(request.expectedStudyUid === undefined ? {} : { expectedStudyUid: request.expectedStudyUid }),
-      });
+      // As queue add: twice the instance (its Buffer, and the driver's copy when it is bound).
+      const release = await request.memory.reserve(2 * part.size);
+      let outcome;
+      try {
+        const bytes = Buffer.concat(part.content);
+        outcome = await receiver.receive(bytes, request.source, {
+          ...(request.expectedStudyUid === undefined ? {} : { expectedStudyUid: request.expectedStudyUid }),
+        });
+      } finally {
+        release();
+      }
       if (outcome.ok) {
         stored.push(outcome);
       } else {

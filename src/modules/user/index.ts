@@ -16,3 +16,4 @@ export {
   isBcryptHash,
   verifyPassword,
 } from './passwords.ts';
+export { findActivePrincipal, findUserIdsByUsername, findUsernames } from './user-directory.ts';
