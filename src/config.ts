@@ -82,6 +82,12 @@ export interface Config {
   readonly metrics: 'off' | 'on' | 'basic';
   /** Bearer token accepted by `/metrics` (`METRICS_TOKEN`); required by `METRICS=on` when set. */
   readonly metricsToken?: string;
+  /** Policy of passwords set with the CLI (`PASSWORD_MIN_LENGTH`, `PASSWORD_MAX_LENGTH`, `PASSWORD_REFUSE_COMMON`). */
+  readonly passwordPolicy: {
+    readonly minLength: number;
+    readonly maxLength: number;
+    readonly refusesCommon: boolean;
+  };
 }
 
 export class ConfigError extends Error {
@@ -197,6 +203,12 @@ export function loadConfig(env: Env = process.env): Config {
         : int('SERVER_PROCESSES', 1, 1, 256),
     metrics: oneOf('METRICS', 'off', ['off', 'on', 'basic']),
     ...metricsToken(read('METRICS_TOKEN'), problems),
+    // NIST SP 800-63B: 8 characters at the very least, and a maximum never below 64.
+    passwordPolicy: {
+      minLength: int('PASSWORD_MIN_LENGTH', 12, 8, 64),
+      maxLength: int('PASSWORD_MAX_LENGTH', 128, 64, 4096),
+      refusesCommon: flag('PASSWORD_REFUSE_COMMON', true),
+    },
   };
   if (problems.length > 0) throw new ConfigError(problems);
   return config;

@@ -11,3 +11,6 @@ export { createAuditTrail } from './audit-trail.ts';
 export type { AuditExportRange, AuditExportRecord } from './audit-export.ts';
 export { exportAuditEvents, parseIsoDateTime, readAuditEvents } from './audit-export.ts';
 export { auditCommands } from './audit.cli.ts';
+export type { CliAuditAction, CliAuditNote } from './cli-audit.ts';
+export { runAuditedCliAction } from './cli-audit.ts';
+export { findLastActivity } from './audit.queries.ts';

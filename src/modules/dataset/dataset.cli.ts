@@ -1,7 +1,7 @@
 /** CLI commands of the dataset module: `import`, `export`, `demo-data`. */
 import { readFile } from 'node:fs/promises';
-import type { CliCommand } from '../../main/cli-types.ts';
-import { UsageError } from '../../main/cli-types.ts';
+import type { CliCommand } from '../../cli/cli-types.ts';
+import { UsageError } from '../../cli/cli-types.ts';
 import { exportDatasetToFile } from './dataset-export.ts';
 import { importDatasetText } from './dataset-import.ts';
 import { DEMO_MAX_PATIENTS, generateDemoPopulation } from './demo-population.ts';

@@ -3,3 +3,6 @@ export { createAuthenticator, parseBasicHeader } from './authenticator.ts';
 export type { NewAccount } from './accounts.ts';
 export { createAccount, grantRole, revokeRole, setAccountActive, setPassword } from './accounts.ts';
 export { hashPassword, isBcryptHash, verifyPassword } from './passwords.ts';
+export type { PasswordPolicy } from './password-policy.ts';
+export { DEFAULT_PASSWORD_POLICY, MIN_MAX_PASSWORD_LENGTH, findPasswordProblems } from './password-policy.ts';
+export { userCommands } from './user.cli.ts';
