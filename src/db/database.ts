@@ -4,10 +4,8 @@
  * shapes: date-times as `YYYY-MM-DD HH:MM:SS` strings, dates as `YYYY-MM-DD`, integers as numbers and
  * binary columns as Buffers.
  */
-import { mkdirSync } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import { open } from 'node:fs/promises';
-import path from 'node:path';
 import type { StatementSync } from 'node:sqlite';
 import { DatabaseSync } from 'node:sqlite';
 import { Kysely, PostgresDialect, sql } from 'kysely';
@@ -17,6 +15,7 @@ import pg from 'pg';
 import type { DatabaseTarget } from '../config.ts';
 import type { DB } from './schema.ts';
 import { startSqliteCheckpointer } from './sqlite-checkpointer.ts';
+import { createPrivateSqliteFile } from './sqlite-files.ts';
 import type { WriteTransaction } from './write-transaction.ts';
 import { createBatchedWriteTransaction, createPlainWriteTransaction } from './write-transaction.ts';
 
@@ -69,7 +68,7 @@ export async function openDatabase(
 }
 
 function openSqlite(file: string): Database {
-  if (file !== ':memory:') mkdirSync(path.dirname(file), { recursive: true });
+  if (file !== ':memory:') createPrivateSqliteFile(file);
   const native = new DatabaseSync(file);
   // WAL lets readers run beside the writer; the busy timeout covers a CLI and a server sharing the file.
   const journal = native.prepare('PRAGMA journal_mode = WAL').get() as { journal_mode?: string } | undefined;
