@@ -250,6 +250,33 @@ forEachDialect((dialect) => {
       assert.doesNotMatch(JSON.stringify(rows), /short|pipe:d/, 'no password in the trail');
     });
 
+    it('imports from stdin with progress and a summary, warning of weak passwords without refusing them', async () => {
+      const document = {
+        format: 'clinical-records-dataset/1',
+        tables: {
+          user: [{ id: 4000, first_name: 'Migrated', last_name: 'Account' }],
+          user_authentication: [{ id: 4000, user_id: 4000, username: 'weakling', password: 'tiny5' }],
+        },
+      };
+      const result = await runCli(t.env, ['import', '-'], JSON.stringify(document), {
+        progressIntervalMs: 5,
+      });
+      assert.equal(result.status, 0, result.stderr);
+      assert.match(result.stderr, /^Reading 100% \| [\d.]+ \/ [\d.]+ MB \| /m);
+      assert.match(result.stderr, /^Checking 100% \| /m);
+      assert.match(result.stderr, /^Importing 100% \| 2 \/ 2 rows \| /m);
+      assert.match(
+        result.stderr,
+        /^Warning: tables\.user_authentication\[0\]\.password: the password of weakling does not meet the password policy \(it must be at least 12 characters long\); imported as given$/m,
+      );
+      assert.doesNotMatch(result.stdout + result.stderr, /tiny5/);
+      assert.match(
+        result.stdout,
+        /^Imported 2 rows, updated 0, 0 already present; 0 files written in \d+ s$/m,
+      );
+      assert.equal(await verifyPassword('tiny5', (await loginOf(t, 'weakling'))!.password_hash), true);
+    });
+
     it('imports a dataset, refuses a bad one with a located error and exit 1, exports, and generates demo patients', async () => {
       const dir = path.dirname(t.filesDir);
       const good = path.join(dir, 'good.json');
@@ -290,6 +317,8 @@ forEachDialect((dialect) => {
 
       const result = await runCli(t.env, ['export', exported, '--tables', 'contact,patient']);
       assert.equal(result.status, 0, result.stderr);
+      assert.match(result.stdout, /^Exported 2 rows from 2 tables to .* in \d+ s$/m);
+      assert.match(result.stderr, /^Exporting 100% \| 2 \/ 2 rows \| [\d,]+ rows\/s \| elapsed \d+ s$/m);
       const document = JSON.parse(await readFile(exported, 'utf8')) as { tables: Record<string, unknown[]> };
       assert.deepEqual(Object.keys(document.tables), ['contact', 'patient']);
       assert.equal(document.tables.patient?.length, 1);
@@ -300,6 +329,7 @@ forEachDialect((dialect) => {
       const demo = await runCli(t.env, ['demo-data', '--patients', '50']);
       assert.equal(demo.status, 0, demo.stderr);
       assert.match(demo.stdout, /Added 50 demo patients .* in \d+\.\d s/);
+      assert.match(demo.stderr, /^Adding demo patients 100% \| 50 \/ 50 patients \| /m);
       assert.equal(await countRows(t.db, 'patient'), before + 50);
     });
   });
