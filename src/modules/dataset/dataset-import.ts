@@ -10,7 +10,7 @@
  *    found here (a broken reference, a duplicate key) rolls everything back and removes the files the
  *    import wrote, so the database and the file store are as they were.
  * Memory is bounded by a batch (at most 500 rows and about 8 MB of values) and the largest single row,
- * plus a few bytes per row for the keys of the document (to name keys given twice).
+ * plus a bit per row for the keys of the document (to refuse keys given twice).
  *
  * Rows whose primary key already exists with exactly the same values are skipped, so that an export
  * (which includes the reference rows the migrations seed) imports into any migrated database. A row whose
@@ -224,27 +224,21 @@ async function checkDocument(
       hashes: new Map(),
     };
     byName.set(name, plan);
-    // Keys seen in the document: numbers for one-integer keys (a few bytes each), text otherwise.
-    const seen = new Map<string | number, number>();
+    const seen = createKeySet();
     for await (const { index, value } of readTableRows(source, range)) {
       plan.rowCount += 1;
       if (problems.isFull) continue;
       const row = prepareRow(plan, value, index, problems);
       if (row === undefined) continue;
       if (row.key === undefined) plan.keylessCount += 1;
-      else {
-        const seenKey = seenKeyOf(spec, row);
-        const first = seen.get(seenKey);
-        if (first !== undefined) {
-          problems.add({
-            table: name,
-            row: index,
-            column: spec.primaryKey.join(','),
-            message: `duplicate primary key ${row.key} (also in row ${first})`,
-          });
-          continue;
-        }
-        seen.set(seenKey, index);
+      else if (!seen.add(seenKeyOf(spec, row))) {
+        problems.add({
+          table: name,
+          row: index,
+          column: spec.primaryKey.join(','),
+          message: `duplicate primary key ${row.key} (given earlier in the document)`,
+        });
+        continue;
       }
       if (row.plainPassword !== undefined) {
         await warnOfWeakPassword(plan, row, options);
@@ -259,6 +253,36 @@ async function checkDocument(
     const plan = byName.get(t);
     return plan === undefined ? [] : [plan];
   });
+}
+
+/**
+ * The keys of one table seen so far in the document. Whole-number keys (nearly every table's) take one bit
+ * each in a bitmap, so that checking a table of millions of rows costs a few hundred KB; other keys (the
+ * composite RBAC links, names) are kept as text.
+ */
+function createKeySet(): { add(key: string | number): boolean } {
+  const MAX_BITMAP_ID = 1 << 27; // 16 MiB of bitmap at most
+  let bits = new Uint8Array(1024);
+  const others = new Set<string | number>();
+  return {
+    add(key) {
+      if (typeof key === 'number' && Number.isInteger(key) && key >= 0 && key < MAX_BITMAP_ID) {
+        const byte = key >>> 3;
+        if (byte >= bits.length) {
+          const grown = new Uint8Array(Math.max(byte + 1, bits.length * 2));
+          grown.set(bits);
+          bits = grown;
+        }
+        const mask = 1 << (key & 7);
+        if ((bits[byte]! & mask) !== 0) return false;
+        bits[byte]! |= mask;
+        return true;
+      }
+      if (others.has(key)) return false;
+      others.add(key);
+      return true;
+    },
+  };
 }
 
 function seenKeyOf(spec: TableSpec, row: PreparedRow): string | number {
@@ -621,6 +645,13 @@ async function findExisting(
 }
 
 /**
+ * Parameters of one multi-row insert. Statements are prepared and kept by the SQLite executor, and a
+ * prepared statement's size grows with its parameters: small statements keep that cache small, and cost
+ * no speed (a row's insert costs far more than its share of a statement).
+ */
+const INSERT_PARAMETERS = 2000;
+
+/**
  * Multi-row inserts of consecutive rows that give the same columns (Kysely would fill a column missing
  * from one row of a multi-row insert with NULL, not with the default).
  */
@@ -629,7 +660,7 @@ async function insertRows(trx: LooseTrx, plan: TablePlan, rows: readonly Prepare
   while (start < rows.length) {
     const signature = Object.keys(rows[start]!.values).join('\u0000');
     const columnCount = Math.max(1, Object.keys(rows[start]!.values).length);
-    const perBatch = Math.max(1, Math.min(500, Math.floor(30_000 / columnCount)));
+    const perBatch = Math.max(1, Math.min(100, Math.floor(INSERT_PARAMETERS / columnCount)));
     let end = start + 1;
     while (
       end < rows.length &&
