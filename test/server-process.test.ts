@@ -2,6 +2,8 @@ import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
 import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { TestDatabase } from './harness.ts';
@@ -60,6 +62,27 @@ function killIfAlive(pid: number): boolean {
   }
 }
 
+const UNITS = {
+  server: 'docs/systemd/clinical-records-api.service',
+  worker: 'docs/systemd/clinical-records-api-worker.service',
+} as const;
+
+/** The unit's text with its installation directory replaced by this checkout. */
+function unitHere(unit: string): string {
+  const text = readFileSync(path.join(ROOT, unit), 'utf8');
+  const dir = /^WorkingDirectory=(.+)$/m.exec(text)?.[1];
+  assert.ok(dir !== undefined, `${unit} has a WorkingDirectory`);
+  return text.replaceAll(dir, ROOT);
+}
+
+/** The command of the unit's ExecStart, run from this checkout. */
+function documentedCommand(unit: string): { command: string; args: string[] } {
+  const exec = /^ExecStart=(.+)$/m.exec(unitHere(unit))?.[1];
+  assert.ok(exec !== undefined, `${unit} has an ExecStart`);
+  const [command, ...args] = exec.split(' ');
+  return { command: command!, args };
+}
+
 /** `npm run <script>` with the npm that runs this test suite (or the one on PATH). */
 function startNpm(script: string, env: Record<string, string>): Started {
   const npmCli = process.env.npm_execpath;
@@ -82,6 +105,34 @@ describe('server process configuration', () => {
   });
 });
 
+describe('the documented service commands', () => {
+  it('run the pinned Node (24 or later) on the entry points, and systemd finds nothing to correct in the units', () => {
+    for (const [role, unit] of Object.entries(UNITS)) {
+      const { command, args } = documentedCommand(unit);
+      assert.equal(command, path.join(ROOT, 'node_modules/.bin/node'));
+      assert.deepEqual(args, ['--max-semi-space-size=16', `src/main/${role}.ts`]);
+      const version = spawnSync(command, ['--version'], { encoding: 'utf8' }).stdout;
+      assert.ok(Number(/^v(\d+)\./.exec(version)?.[1]) >= 24, version);
+    }
+    if (!existsSync('/usr/bin/systemd-analyze')) {
+      process.stderr.write('systemd-analyze not installed: the units are not verified by systemd\n');
+      return;
+    }
+    const dir = mkdtempSync(path.join(tmpdir(), 'cra-units-'));
+    try {
+      for (const unit of Object.values(UNITS)) {
+        const file = path.join(dir, path.basename(unit));
+        writeFileSync(file, unitHere(unit));
+        const verified = spawnSync('/usr/bin/systemd-analyze', ['verify', file], { encoding: 'utf8' });
+        assert.equal(verified.status, 0, verified.stderr);
+        assert.equal(verified.stderr, '', `${unit}: ${verified.stderr}`);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 forEachDialect((dialect) => {
   describe(`server and worker processes [${dialect}]`, () => {
     let testDb: TestDatabase;
@@ -90,8 +141,9 @@ forEachDialect((dialect) => {
     });
     after(() => testDb.drop());
 
-    it('serves, logs no query strings, and stops cleanly on SIGTERM', async () => {
-      const server = start(process.execPath, [SERVER], testDb.env);
+    it('serves with the documented command, logs no query strings, and stops cleanly on SIGTERM', async () => {
+      const { command, args } = documentedCommand(UNITS.server);
+      const server = start(command, args, testDb.env);
       const [, port] = await waitFor(server, /Server listening at http:\/\/127\.0\.0\.1:(\d+)[\s\S]*ready/);
       const base = `http://127.0.0.1:${port}`;
       assert.equal((await fetch(`${base}/readyz`)).status, 200);
