@@ -646,8 +646,8 @@ async function findExisting(
 
 /**
  * Parameters of one multi-row insert. Statements are prepared and kept by the SQLite executor, and a
- * prepared statement's size grows with its parameters: small statements keep that cache small, and cost
- * no speed (a row's insert costs far more than its share of a statement).
+ * prepared statement's size grows with its parameters: small statements, of few distinct sizes, keep that
+ * cache small, and cost no speed (a row's insert costs far more than its share of a statement).
  */
 const INSERT_PARAMETERS = 2000;
 
@@ -669,6 +669,9 @@ async function insertRows(trx: LooseTrx, plan: TablePlan, rows: readonly Prepare
     ) {
       end += 1;
     }
+    // A run shorter than a full statement is cut to a power of two: each table then prepares a handful
+    // of statement sizes, not one per run length.
+    if (end - start < perBatch) end = start + 2 ** Math.floor(Math.log2(end - start));
     const batch = rows.slice(start, end);
     await sql`savepoint dataset_batch`.execute(trx);
     try {
