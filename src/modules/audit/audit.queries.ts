@@ -7,7 +7,7 @@ import { createShapeCache, runCompiled } from '../../db/compiled-queries.ts';
 import type { Database } from '../../db/database.ts';
 import type { DB } from '../../db/schema.ts';
 
-/** `audit_event` (migrations 0009, 0011). Not in `DB`: it is not part of the dataset format. */
+/** `audit_event` (migrations 0009, 0012). Not in `DB`: it is not part of the dataset format. */
 export interface AuditEventTable {
   id: Generated<number>;
   /** `YYYY-MM-DD HH:MM:SS` UTC, when the answer was produced. */
