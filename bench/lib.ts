@@ -90,6 +90,8 @@ export interface PrepareDatabaseOptions {
 export interface PrepareContext {
   readonly filesDir: string;
   readonly files: FileStore;
+  /** The `DATABASE_URL` of the database. */
+  readonly url: string;
 }
 
 export interface PreparedDatabase {
@@ -203,10 +205,10 @@ export async function prepareDatabase(
   }
 
   const database = await openDatabase(urlToTarget(url), { poolSize: 4 });
-  const context: PrepareContext = { filesDir, files: createLocalFileStore(filesDir) };
+  const context: PrepareContext = { filesDir, files: createLocalFileStore(filesDir), url };
   let wasFilled = false;
   try {
-    await migrateToLatest(database.db);
+    await migrateToLatest(database);
     if (isNew && options.fill !== undefined) {
       await options.fill(database, context);
       wasFilled = true;

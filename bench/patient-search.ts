@@ -19,10 +19,11 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { sql } from 'kysely';
-import type pg from 'pg';
+import pg from 'pg';
 import { loadConfig } from '../src/config.ts';
 import type { Database } from '../src/db/database.ts';
-import { castBoundLimits } from '../src/db/database.ts';
+import { sessionOptions } from '../src/db/dialects/postgres.ts';
+import { castBoundLimits } from '../src/db/dialects/sqlite.ts';
 import { demoHospitalNumber, demoPatientAt, generateDemoPopulation } from '../src/modules/dataset/index.ts';
 import type { PatientSearchInput } from '../src/modules/patient/patient.service.ts';
 import { createPatientSearchService } from '../src/modules/patient/patient.service.ts';
@@ -102,9 +103,9 @@ async function preparePopulation(
       process.stderr.write(`  done in ${(result.elapsedMs / 1000).toFixed(0)} s\n`);
       if (dialect === 'postgres') await sql`analyze`.execute(database.db);
     },
-    setup: async (database) => {
+    setup: async (database, context) => {
       await ensureBenchAccount(database);
-      if (explain) await writeExplains(database, searchCases(patients));
+      if (explain) await writeExplains(database, context.url, searchCases(patients));
     },
   });
 }
@@ -115,11 +116,12 @@ async function preparePopulation(
  * that of `EXECUTE` of the prepared statement on a pool connection, after the same setting.
  */
 async function explainPreparedPlan(
-  pool: pg.Pool,
+  url: string,
   statement: string,
   parameters: readonly unknown[],
 ): Promise<string[]> {
-  const client = await pool.connect();
+  const client = new pg.Client({ connectionString: url, options: sessionOptions(url) });
+  await client.connect();
   try {
     await client.query('prepare bench_explain as ' + statement);
     const literals = parameters.map((p) =>
@@ -135,12 +137,12 @@ async function explainPreparedPlan(
     ];
   } finally {
     await client.query('deallocate bench_explain').catch(() => {});
-    client.release();
+    await client.end();
   }
 }
 
 /** Writes the plan of each search's statement, as the service compiles it, to bench/explain/. */
-async function writeExplains(database: Database, cases: readonly SearchCase[]): Promise<void> {
+async function writeExplains(database: Database, url: string, cases: readonly SearchCase[]): Promise<void> {
   const config = loadConfig({ INSTITUTION_CODE, REFERENCE_CACHE_TTL_MS: '0', LOG_LEVEL: 'silent' });
   const service = createPatientSearchService({ config, database });
   await mkdir(EXPLAIN_DIR, { recursive: true });
@@ -158,26 +160,26 @@ async function writeExplains(database: Database, cases: readonly SearchCase[]): 
     const compiled = await service.compileSearch(input);
     if (compiled === undefined) throw new Error(`"${searchCase.label}" would not query the database`);
     const plan =
-      database.pool === undefined
+      database.dialect.name === 'sqlite'
         ? (
             await database.db.executeQuery<Record<string, unknown>>({
               ...compiled,
               sql: `explain query plan ${compiled.sql}`,
             })
           ).rows.map((row) => `${String(row.id)} ${String(row.parent)} ${String(row.detail)}`)
-        : await explainPreparedPlan(database.pool, compiled.sql, compiled.parameters);
+        : await explainPreparedPlan(url, compiled.sql, compiled.parameters);
     const text = [
-      `# ${searchCase.label} (${database.dialect}); the one statement GET /api/v1/patient/search runs`,
+      `# ${searchCase.label} (${database.dialect.name}); the one statement GET /api/v1/patient/search runs`,
       '',
       // SQLite's executor prepares bound LIMIT/OFFSET behind a cast (database.ts): show what it runs.
-      database.dialect === 'sqlite' ? castBoundLimits(compiled.sql) : compiled.sql,
+      database.dialect.name === 'sqlite' ? castBoundLimits(compiled.sql) : compiled.sql,
       '',
       `-- parameters: ${JSON.stringify(compiled.parameters)}`,
       '',
       ...plan,
       '',
     ].join('\n');
-    await writeFile(path.join(EXPLAIN_DIR, `${database.dialect}-${searchCase.key}.txt`), text);
+    await writeFile(path.join(EXPLAIN_DIR, `${database.dialect.name}-${searchCase.key}.txt`), text);
   }
 }
 

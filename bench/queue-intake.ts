@@ -21,7 +21,7 @@ import {
 
 const PATH = '/api/v1/request/queue/add';
 const TARGET_CONNECTIONS = 32;
-const TARGETS = { postgres: 1500, sqlite: 1000 } as const;
+const TARGETS = { postgres: 1000, sqlite: 1000, mysql: 800 } as const;
 const BOUNDARY = 'benchBoundary7MA4YWxkTrZu0gW';
 
 /** A 1 MB fake DICOM file (preamble + `DICM` + filler) as the only part of a multipart form. */

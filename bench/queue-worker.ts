@@ -19,7 +19,7 @@ import { spawn } from 'node:child_process';
 import { loadConfig } from '../src/config.ts';
 import type { Database } from '../src/db/database.ts';
 import { openDatabase } from '../src/db/database.ts';
-import { createLocalFileStore } from '../src/files/file-store.ts';
+import { sql } from 'kysely';
 import { createQueueWorker, enqueueRequest } from '../src/modules/request-queue/index.ts';
 import type { BenchReport, BenchRow, BenchRunOptions, Dialect } from './lib.ts';
 import { ROOT_DIR, START_NODE_FLAGS, ownChild, prepareDatabase } from './lib.ts';
@@ -52,7 +52,6 @@ async function startWorkers(
     const config = loadConfig(workerEnv);
     const worker = createQueueWorker({
       database,
-      files: createLocalFileStore(config.filesDir),
       config,
       workerLabel: 'in-process',
     });
@@ -78,8 +77,10 @@ async function startWorkers(
   }
   const deadline = Date.now() + 30_000;
   for (;;) {
-    const listening = await database.pool!.query<{ n: string }>(
-      "select count(*) as n from pg_stat_activity where query ilike 'LISTEN request_queue%' and datname = current_database()",
+    const listening = await sql<{
+      n: string;
+    }>`select count(*) as n from pg_stat_activity where query ilike 'LISTEN request_queue%' and datname = current_database()`.execute(
+      database.db,
     );
     if (Number(listening.rows[0]!.n) >= count) break;
     if (Date.now() > deadline) throw new Error('worker processes not ready in 30 s');
@@ -161,17 +162,13 @@ async function queueBatch(
           .execute();
       }
     }
-    if (database.dialect === 'postgres') {
-      await database.pool!.query('select 1'); // keep the pool warm; NOTIFY goes through the transaction
-    }
     return ids;
   });
 }
 
 /** Wakes the workers after a direct batch insert (intake would NOTIFY itself). */
 async function notifyWorkers(database: Database, wakeInProcess?: () => void): Promise<void> {
-  if (database.dialect === 'postgres')
-    await database.pool!.query(`select pg_notify('request_queue', '${QUEUE}')`);
+  await database.dialect.notify('request_queue', QUEUE);
   wakeInProcess?.();
 }
 
@@ -357,7 +354,7 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
         const samples: number[] = [];
         for (let i = 0; i < 20; i += 1) {
           const queuedAt = performance.now();
-          const { requestId } = await enqueueRequest(database.db, { requestType: 'noop' });
+          const { requestId } = await enqueueRequest(database, { requestType: 'noop' });
           for (;;) {
             const routine = await database.db
               .selectFrom('request_routine')

@@ -18,7 +18,7 @@ import type { Logger } from './logger.ts';
 import { attachmentRoutes } from './modules/attachment/index.ts';
 import { installAuditTrail } from './modules/audit/index.ts';
 import { patientRoutes } from './modules/patient/index.ts';
-import { requestQueueRoutes } from './modules/request-queue/index.ts';
+import { registerQueueGauges, requestQueueRoutes } from './modules/request-queue/index.ts';
 import { signatureRoutes } from './modules/signature/index.ts';
 
 export interface BuildAppOptions {
@@ -68,7 +68,7 @@ export async function buildApp(deps: AppDeps, options: BuildAppOptions = {}): Pr
   // Before any route: the OpenAPI collector and the request metrics hook see every route registered after.
   const moduleOptions: ModuleOptions = { deps, basicAuth: markGuards(createBasicAuthGuard(deps)) };
   installOpenApi(app);
-  installMetrics(app, deps, moduleOptions.basicAuth);
+  await installMetrics(app, deps, moduleOptions.basicAuth, [registerQueueGauges]);
 
   app.get('/healthz', async () => ({ status: 'ok' }));
   app.get('/readyz', async (_request, reply) => {

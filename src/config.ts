@@ -10,6 +10,15 @@ import path from 'node:path';
 export type DatabaseTarget =
   { readonly kind: 'sqlite'; readonly file: string } | { readonly kind: 'postgres'; readonly url: string };
 
+/** One step of the retry back-off table (reference 9.5). */
+export interface BackoffStep {
+  /** The step applies while the try count (after the failed attempt) is below this. */
+  readonly belowTry: number;
+  readonly delayMs: number;
+  /** Multiply the delay by the try count (`2m*n`). */
+  readonly isPerTry: boolean;
+}
+
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 
 export interface Config {
@@ -68,8 +77,8 @@ export interface Config {
   readonly workerConcurrency: number;
   /** Queues the worker serves; empty = every queue in `request_queue`. */
   readonly workerQueues: readonly string[];
-  /** Retry back-off table, `<delay>[*n]@<below try>` steps (reference 9.5, newest branch by default). */
-  readonly queueRetryBackoff: string;
+  /** Retry back-off table, from `<delay>[*n]@<below try>` steps (reference 9.5, newest branch by default). */
+  readonly queueRetryBackoff: readonly BackoffStep[];
   /** Request types whose `REQUEST_BLOB.blob_data` the clean-up routine nulls after a successful attach. */
   readonly queueDropBlobRequestTypes: readonly string[];
   /** HTTPS served by the server itself: PEM certificate chain and key read at start (`TLS_CERT`, `TLS_KEY`). */
@@ -193,7 +202,7 @@ export function loadConfig(env: Env = process.env): Config {
     referenceCacheTtlMs: int('REFERENCE_CACHE_TTL_MS', 5_000, 0, 3_600_000),
     workerConcurrency: int('WORKER_CONCURRENCY', 0, 0, 1000),
     workerQueues: list(read('WORKER_QUEUES')),
-    queueRetryBackoff: backoff(read('QUEUE_RETRY_BACKOFF') ?? '2m*n@5,30m@13,6h@20', problems),
+    queueRetryBackoff: parseBackoff(read('QUEUE_RETRY_BACKOFF') ?? '2m*n@5,30m@13,6h@20', problems),
     queueDropBlobRequestTypes: list(read('QUEUE_DROP_BLOB_REQUEST_TYPES')),
     ...tlsFiles(read('TLS_CERT'), read('TLS_KEY'), problems),
     requireTls: flag('REQUIRE_TLS', read('NODE_ENV') === 'production'),
@@ -268,12 +277,24 @@ function list(raw: string | undefined): string[] {
     .filter((s) => s !== '');
 }
 
-function backoff(raw: string, problems: string[]): string {
-  const step = /^\d+(ms|s|m|h)(\*n)?@\d+$/;
-  if (!raw.split(',').every((s) => step.test(s.trim()))) {
-    problems.push(`QUEUE_RETRY_BACKOFF must be steps like 2m*n@5,30m@13,6h@20, got "${raw}"`);
+const BACKOFF_UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+
+/** Parses `2m*n@5,30m@13,6h@20` into steps; a malformed table is reported, and no step kept. */
+export function parseBackoff(raw: string, problems: string[]): BackoffStep[] {
+  const steps: BackoffStep[] = [];
+  for (const part of raw.split(',')) {
+    const match = /^(\d+)(ms|s|m|h)(\*n)?@(\d+)$/.exec(part.trim());
+    if (match === null) {
+      problems.push(`QUEUE_RETRY_BACKOFF must be steps like 2m*n@5,30m@13,6h@20, got "${raw}"`);
+      return [];
+    }
+    steps.push({
+      delayMs: Number(match[1]) * BACKOFF_UNIT_MS[match[2]!]!,
+      isPerTry: match[3] !== undefined,
+      belowTry: Number(match[4]),
+    });
   }
-  return raw;
+  return steps;
 }
 
 function parseDatabaseUrl(url: string, problems: string[]): DatabaseTarget {

@@ -2,6 +2,8 @@
  * One error vocabulary for the whole service: `AppError(code, message)` with a closed set of codes and
  * one code -> HTTP status table. Only the HTTP error handler turns these into bodies.
  */
+import { classifyPostgresError } from './db/dialects/postgres.ts';
+import { classifySqliteError } from './db/dialects/sqlite.ts';
 
 export const ERROR_STATUS = {
   bad_request: 400,
@@ -66,49 +68,15 @@ export const DEFAULT_MESSAGES: Record<ErrorCode, string> = {
 /** Seconds a client is asked to wait (`Retry-After`) when the database is unavailable. */
 export const DATABASE_RETRY_AFTER_SECONDS = 5;
 
-// Transport failures of the pg driver and of Node sockets: the database is down or unreachable.
-const UNREACHABLE_CODES = new Set([
-  'ECONNREFUSED',
-  'ECONNRESET',
-  'ECONNABORTED',
-  'EPIPE',
-  'ETIMEDOUT',
-  'EHOSTUNREACH',
-  'ENETUNREACH',
-  'ENOTFOUND',
-  'EAI_AGAIN',
-]);
-// PostgreSQL SQLSTATEs of a server going away or refusing sessions: admin/crash shutdown, starting up,
-// too many connections. (Class 08, connection exception, is matched by prefix.)
-const UNAVAILABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03', '53300']);
-// pg and pg-pool raise these as plain Errors without a code.
-const UNREACHABLE_MESSAGE =
-  /^(Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Client was closed and is not queryable)/;
-const SQLITE_BUSY = 5;
-
 /**
  * True when `error` (or its cause, or one error of an AggregateError) says the database cannot be used
- * right now but may come back: a PostgreSQL connection refused, reset or terminated, a pool that could
- * not connect in time, a server shutting down or starting up, or SQLite still busy (another connection
- * holding the write lock) after `busy_timeout`. Such errors answer 503 with `Retry-After`, not 500.
+ * right now but may come back, in the words of any dialect (`DialectAdapter.classifyError`): a connection
+ * refused, reset or terminated, a pool that could not connect in time, a server shutting down or starting
+ * up, or SQLite still busy after `busy_timeout`. Such errors answer 503 with `Retry-After`, not 500. The
+ * dialects' error codes do not overlap, so the error handler needs no database to ask.
  */
-export function isDatabaseUnavailable(error: unknown, depth = 0): boolean {
-  if (typeof error !== 'object' || error === null || depth > 4) return false;
-  const { code, errcode, message, cause, errors } = error as {
-    code?: unknown;
-    errcode?: unknown;
-    message?: unknown;
-    cause?: unknown;
-    errors?: unknown;
-  };
-  if (typeof code === 'string') {
-    if (UNREACHABLE_CODES.has(code) || UNAVAILABLE_SQLSTATES.has(code)) return true;
-    if (/^08[0-9A-Z]{3}$/.test(code)) return true;
-    // node:sqlite: the primary result code is the low byte of the extended one.
-    if (code === 'ERR_SQLITE_ERROR' && typeof errcode === 'number' && (errcode & 0xff) === SQLITE_BUSY)
-      return true;
-  }
-  if (typeof message === 'string' && UNREACHABLE_MESSAGE.test(message)) return true;
-  if (Array.isArray(errors) && errors.some((e) => isDatabaseUnavailable(e, depth + 1))) return true;
-  return cause !== undefined && isDatabaseUnavailable(cause, depth + 1);
+export function isDatabaseUnavailable(error: unknown): boolean {
+  return DIALECT_CLASSIFIERS.some((classify) => classify(error) === 'unavailable');
 }
+
+const DIALECT_CLASSIFIERS = [classifySqliteError, classifyPostgresError];

@@ -16,6 +16,7 @@ import { createUser } from './factories.ts';
 import type { TestApp, TestDatabase } from './harness.ts';
 import { createTestDatabase, forEachDialect, startTestApp } from './harness.ts';
 import { runCli } from './run-cli.ts';
+import { until } from './until.ts';
 import { createLogger } from '../src/logger.ts';
 import { importDataset, loadDemoData } from '../src/modules/dataset/index.ts';
 import { createQueueWorker } from '../src/modules/request-queue/index.ts';
@@ -34,14 +35,6 @@ async function emptyTables(db: Kysely<unknown>): Promise<string[]> {
     if (Number(row.count) === 0) empty.push(table);
   }
   return empty;
-}
-
-async function until(check: () => Promise<boolean>, limitMs: number): Promise<void> {
-  const deadline = Date.now() + limitMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
 }
 
 forEachDialect((dialect) => {
@@ -92,7 +85,6 @@ forEachDialect((dialect) => {
       // The queue does work: routines complete and the queue's counters move (the seeded row changes).
       const worker = createQueueWorker({
         database: app.database,
-        files: app.files,
         config: app.config,
         logger: createLogger('silent'),
       });
@@ -100,7 +92,7 @@ forEachDialect((dialect) => {
       try {
         await until(
           async () => (await routinesOf(app.db, requestId)).every((r) => r.status === 'COMPLETE'),
-          20_000,
+          { what: 'the queued routines complete' },
         );
       } finally {
         await worker.stop();

@@ -96,7 +96,7 @@ export function routinesOf(db: Kysely<DB>, requestId: number): Promise<Array<Row
 /** The rows of the three tables a refused submission must leave untouched. */
 export const QUEUE_TABLES = ['request', 'attachment_data', 'request_routine'] as const;
 
-// --- worker (issue 6): requests, routines and payload files for the queue engine tests ----------------
+// --- worker: requests, routines and payload files for the queue engine tests --------------------------
 
 /** A routine name in `routine_library` (the FK every `request_routine` needs), created when missing. */
 export async function createRoutineName(db: Kysely<DB>, name = unique('T_')): Promise<string> {

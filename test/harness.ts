@@ -72,7 +72,7 @@ export async function createTestDatabase(dialect: Dialect): Promise<TestDatabase
     };
   }
   const database = await openDatabase(loadConfig({ DATABASE_URL: url }).database, { poolSize: 5 });
-  await migrateToLatest(database.db);
+  await migrateToLatest(database);
   return {
     dialect,
     url,

@@ -5,7 +5,6 @@
  */
 import { loadConfig } from '../src/config.ts';
 import { openDatabase } from '../src/db/database.ts';
-import { createLocalFileStore } from '../src/files/file-store.ts';
 import { createQueueEngine } from '../src/modules/request-queue/engine.ts';
 import { createRoutineCatalog, defineRoutine } from '../src/modules/request-queue/routines/index.ts';
 
@@ -14,7 +13,6 @@ const routine = process.env.ROUTINE!;
 const database = await openDatabase(config.database, { poolSize: 2 });
 const engine = createQueueEngine({
   database,
-  files: createLocalFileStore(config.filesDir),
   config,
   catalog: createRoutineCatalog([
     defineRoutine({

@@ -8,6 +8,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { TestDatabase } from './harness.ts';
 import { createTestDatabase, forEachDialect } from './harness.ts';
+import { until } from './until.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const SERVER = path.join(ROOT, 'src/main/server.ts');
@@ -34,16 +35,22 @@ function start(command: string, args: readonly string[], env: Record<string, str
   return { child, output: () => output };
 }
 
-/** Waits (20 s at most) until the output matches `pattern`; fails with the output if the process ends. */
+/** Waits until the output matches `pattern`; fails with the output if the process ends first. */
 async function waitFor(started: Started, pattern: RegExp): Promise<RegExpExecArray> {
-  const deadline = Date.now() + 20_000;
-  while (Date.now() < deadline) {
-    const match = pattern.exec(started.output());
-    if (match !== null) return match;
-    if (started.child.exitCode !== null) break;
-    await new Promise((resolve) => setTimeout(resolve, 50));
+  let match: RegExpExecArray | null = null;
+  try {
+    await until(
+      () => {
+        match = pattern.exec(started.output());
+        if (match === null && started.child.exitCode !== null) throw new Error('the process exited');
+        return match !== null;
+      },
+      { intervalMs: 50, what: String(pattern) },
+    );
+  } catch (error) {
+    throw new Error(`no ${String(pattern)} in the output (${(error as Error).message}):\n${started.output()}`);
   }
-  throw new Error(`no ${String(pattern)} in the output:\n${started.output()}`);
+  return match!;
 }
 
 async function exitOf(started: Started): Promise<number | null> {
@@ -154,6 +161,8 @@ forEachDialect((dialect) => {
       server.child.kill('SIGTERM');
       assert.equal(await exitOf(server), 0);
       assert.match(server.output(), /"msg":"stopped"/);
+      // A new database without demo data has no login: the start says how to create one.
+      assert.match(server.output(), /no user can log in yet: create one with .*user create/);
       assert.doesNotMatch(server.output(), /SecretSurname/);
       assert.doesNotMatch(server.output(), /bm9ib2R5OnB3/);
     });

@@ -1,13 +1,12 @@
 /**
- * Hot queries compiled once and run as prepared statements. Kysely's builder and compiler cost more than
- * an indexed lookup, and PostgreSQL plans an unnamed statement on every call; a query that a request
- * runs every time is therefore built once per shape (`createShapeCache`) and run by name
- * (`runCompiled`). The SQL is still Kysely's, and every value is still a bound parameter.
+ * Hot queries compiled once and run as prepared statements: the one compile cache of the service. Kysely's
+ * builder and compiler cost more than an indexed lookup, and a server database plans an unnamed statement
+ * on every call; a query that a request runs every time is therefore built once per shape
+ * (`createShapeCache`) and run prepared (`runCompiled`). The SQL is still Kysely's, and every value is
+ * still a bound parameter.
  */
 import type { Compilable, CompiledQuery } from 'kysely';
-import { createHash } from 'node:crypto';
-import type { QueryResultRow } from 'pg';
-import type { Database } from './database.ts';
+import type { DialectAdapter } from './dialect.ts';
 
 const SLOT = Symbol('slot');
 interface Slot {
@@ -31,8 +30,11 @@ export interface ShapeCache {
   ): CompiledQuery<R>;
 }
 
-/** At most `maxShapes` shapes are kept (the oldest goes first). */
-export function createShapeCache(maxShapes = 500): ShapeCache {
+/**
+ * At most `maxShapes` shapes are kept (the oldest goes first). Each `Database` has one (`database.shapes`):
+ * the SQL of a shape depends on the database's dialect, so modules key shapes by their own names only.
+ */
+export function createShapeCache(maxShapes = 1000): ShapeCache {
   const shapes = new Map<string, { compiled: CompiledQuery; slots: (number | undefined)[] }>();
   return {
     compile<R>(
@@ -55,27 +57,13 @@ export function createShapeCache(maxShapes = 500): ShapeCache {
   };
 }
 
-const statementNames = new Map<string, string>();
-
 /**
- * Runs a compiled query. PostgreSQL: as a named prepared statement on the pool (autocommit), planned
- * once per connection instead of on every call; the name is the hash of the SQL, and the row parsers
- * are the same pg ones. SQLite: through Kysely, whose executor keeps its prepared statements by SQL.
- * Never inside a transaction: use it for single statements only.
+ * Runs a compiled single statement outside any transaction, prepared once per connection where the engine
+ * has named statements (`DialectAdapter.runPrepared`). Never inside a transaction.
  */
-export async function runCompiled<R>(database: Database, query: CompiledQuery<R>): Promise<R[]> {
-  const pool = database.pool;
-  if (pool === undefined) return (await database.db.executeQuery(query)).rows;
-  let name = statementNames.get(query.sql);
-  if (name === undefined) {
-    name = `cra_${createHash('sha1').update(query.sql).digest('hex').slice(0, 24)}`;
-    if (statementNames.size >= 1000) statementNames.delete(statementNames.keys().next().value!);
-    statementNames.set(query.sql, name);
-  }
-  const result = await pool.query<R & QueryResultRow>({
-    name,
-    text: query.sql,
-    values: [...query.parameters],
-  });
-  return result.rows;
+export async function runCompiled<R>(
+  database: { readonly dialect: DialectAdapter },
+  query: CompiledQuery<R>,
+): Promise<R[]> {
+  return database.dialect.runPrepared(query);
 }

@@ -4,7 +4,9 @@ import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
 import type { TestDatabase } from '../../test/harness.ts';
 import { DIALECTS, createTestDatabase } from '../../test/harness.ts';
-import { castBoundLimits, sessionOptions } from './database.ts';
+import { until } from '../../test/until.ts';
+import { sessionOptions } from './dialects/postgres.ts';
+import { castBoundLimits } from './dialects/sqlite.ts';
 
 // SQLite runs with `synchronous = NORMAL` and makes every commit durable itself with an fdatasync of the
 // WAL off the event loop (database.ts). These tests pin down when that flush happens: after every
@@ -136,7 +138,7 @@ describe('SQLite checkpoints run on their own thread', () => {
     const startRounds = testDb.database.checkpointRounds();
     const nextRounds = async (count: number) => {
       const target = testDb.database.checkpointRounds() + count;
-      while (testDb.database.checkpointRounds() < target) await new Promise((r) => setTimeout(r, 10));
+      await until(() => testDb.database.checkpointRounds() >= target, { what: 'the next checkpoint rounds' });
     };
     // Six bursts of 50 large commits, each waiting for the checkpointer afterwards. Without checkpoints
     // the WAL file would hold all six (six times the first); with them it restarts from its beginning

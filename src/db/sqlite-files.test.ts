@@ -26,7 +26,7 @@ describe('SQLite files', () => {
       const file = path.join(dir, 'data', 'nested', 'records.db');
       const database = await openDatabase(loadConfig({ DATABASE_URL: `sqlite:${file}` }).database);
       try {
-        await migrateToLatest(database.db);
+        await migrateToLatest(database);
         await sql`select count(*) from patient`.execute(database.db);
         assert.equal(await modeOf(path.join(dir, 'data')), 0o700);
         assert.equal(await modeOf(path.dirname(file)), 0o700);

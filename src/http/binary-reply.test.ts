@@ -2,7 +2,14 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import Fastify from 'fastify';
 import type { FastifyInstance } from 'fastify';
-import { formatHttpDate, parseEntityTagList, parseHttpDate, sendBinary } from './binary-reply.ts';
+import { until } from '../../test/until.ts';
+import {
+  contentDispositionOf,
+  formatHttpDate,
+  parseEntityTagList,
+  parseHttpDate,
+  sendBinary,
+} from './binary-reply.ts';
 
 describe('parseHttpDate', () => {
   const expected = Date.UTC(1994, 10, 6, 8, 49, 37);
@@ -38,6 +45,25 @@ describe('parseHttpDate', () => {
     const date = new Date(expected);
     assert.equal(formatHttpDate(date), 'Sun, 06 Nov 1994 08:49:37 GMT');
     assert.equal(parseHttpDate(formatHttpDate(date))?.getTime(), expected);
+  });
+});
+
+describe('contentDispositionOf', () => {
+  it('shows raster images and PDF inline and downloads everything a browser could run', () => {
+    for (const type of ['image/png', 'IMAGE/JPEG', 'image/gif', 'application/pdf', 'image/png; q=1'])
+      assert.equal(contentDispositionOf(type), 'inline', type);
+    for (const type of [
+      'text/html',
+      'image/svg+xml',
+      'application/xml',
+      'text/xml',
+      'application/xhtml+xml',
+      'text/plain',
+      'application/json',
+      'application/octet-stream',
+      'application/dicom',
+    ])
+      assert.equal(contentDispositionOf(type), 'attachment', type);
   });
 });
 
@@ -153,9 +179,7 @@ describe('sendBinary: bodies whose memory the reply owns', () => {
     const response = await fetch(`${baseUrl}/body`, { signal: controller.signal });
     await response.body!.getReader().read();
     controller.abort();
-    for (let waitedMs = 0; !isStopped && waitedMs < 5000; waitedMs += 10)
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    assert.ok(isStopped);
+    await until(() => isStopped, { what: 'the body stream stopped' });
     assert.ok(sent.length < 64);
     // The last chunk was still on its way (the client read once): never released under a cancelled write.
     assert.equal(sent.at(-1)?.length, MiB);

@@ -268,6 +268,22 @@ const attachmentView: OperationDoc = {
     'Basic auth (OprnApi too when ATTACHMENT_REQUIRE_OPRNAPI=on). The raw bytes, with validators for ' +
     'conditional requests (`If-None-Match`, `If-Modified-Since`).',
   queryDescriptions: VIEW_QUERY_DESCRIPTIONS,
+  parameters: [
+    {
+      name: 'If-None-Match',
+      in: 'header',
+      required: false,
+      description: 'ETags the client holds.',
+      schema: { type: 'string' },
+    },
+    {
+      name: 'If-Modified-Since',
+      in: 'header',
+      required: false,
+      description: 'HTTP date of the client copy (used when If-None-Match is absent).',
+      schema: { type: 'string' },
+    },
+  ],
   isDatabaseBacked: true,
   responses: {
     200: {
@@ -280,6 +296,7 @@ const attachmentView: OperationDoc = {
         'Last-Modified': 'HTTP date.',
         ETag: 'Strong validator.',
         'Content-Transfer-Encoding': '`binary`',
+        'Content-Disposition': '`inline` for raster images and PDF, `attachment` for every other type.',
       },
     },
     304: { description: 'The client copy is current.' },
@@ -295,7 +312,8 @@ const attachmentCreate: OperationDoc = {
   summary: 'Upload an attachment',
   description:
     'Basic auth + OprnApi. The body is the file: raw bytes with their Content-Type, or multipart with ' +
-    'exactly one file part. Errors use the queue envelope.',
+    "exactly one file part. A missing Content-Type or a form type (curl's default) is replaced by the " +
+    'type the bytes prove, or refused with 415. Errors use the queue envelope.',
   queryDescriptions: {
     event_id: 'Event to attach to (with element_type_id).',
     element_type_id: 'Element type of the attachment group.',
@@ -304,7 +322,12 @@ const attachmentCreate: OperationDoc = {
     required: true,
     content: {
       '*/*': { schema: { type: 'string', contentMediaType: 'application/octet-stream' } },
-      'multipart/form-data': { schema: { type: 'object' } },
+      'multipart/form-data': {
+        schema: {
+          type: 'object',
+          description: 'Exactly one file part, under any field name; its type and file name are stored.',
+        },
+      },
     },
   },
   isDatabaseBacked: true,
@@ -320,6 +343,10 @@ const attachmentCreate: OperationDoc = {
     },
     400: { description: 'A malformed query parameter.', schema: envelope('Bad request') },
     413: { description: 'Body above RAW_BODY_LIMIT_BYTES.', schema: envelope() },
+    415: {
+      description: 'No Content-Type (or a form type) and bytes of no type the service can identify.',
+      schema: envelope(),
+    },
     422: { description: 'Invalid upload: field -> message.', schema: envelope() },
   },
 };
@@ -327,10 +354,26 @@ const attachmentCreate: OperationDoc = {
 const QUEUE_ADD_BODY = {
   type: 'object',
   properties: {
-    request_type: { type: 'string', description: 'Kind of request; DEFAULT_REQUEST_TYPE when omitted.' },
-    system_message: { type: 'string' },
-    data: { description: 'The payload; its structure depends on the handler.' },
+    request_type: {
+      type: 'string',
+      description: 'Kind of request, when not in the query; DEFAULT_REQUEST_TYPE when omitted.',
+    },
+    system_message: { type: 'string', description: 'Free text, when not in the query.' },
+    data: { description: 'The payload (a JSON object, or `data[...]` form fields). Required.' },
   },
+};
+
+const QUEUE_ADD_MULTIPART = {
+  type: 'object',
+  description:
+    'Any number of file parts, each stored as its own payload row named after its field (`file[]` ' +
+    'parts become file, file_2, ...), plus text fields: `data[...]`, `request_type`, `system_message`.',
+  properties: {
+    request_type: QUEUE_ADD_BODY.properties.request_type,
+    system_message: QUEUE_ADD_BODY.properties.system_message,
+    data: { description: 'Form fields, nested with brackets: `data[patient][hos_num]`.' },
+  },
+  additionalProperties: { type: 'string', contentMediaType: 'application/octet-stream' },
 };
 
 const queueAdd = (method: string): OperationDoc => ({
@@ -338,13 +381,12 @@ const queueAdd = (method: string): OperationDoc => ({
   description:
     'Basic auth + OprnApi. The handler is chosen by the `content_type` query parameter, else the ' +
     'Content-Type header: JSON, urlencoded form, multipart, or raw bytes.',
-  parameters: [query('content_type', 'Overrides the Content-Type used to choose the handler.')],
   requestBody: {
     required: true,
     content: {
       'application/json': { schema: QUEUE_ADD_BODY },
       'application/x-www-form-urlencoded': { schema: QUEUE_ADD_BODY },
-      'multipart/form-data': { schema: { type: 'object' } },
+      'multipart/form-data': { schema: QUEUE_ADD_MULTIPART },
       '*/*': { schema: { type: 'string', contentMediaType: 'application/octet-stream' } },
     },
   },
@@ -367,7 +409,14 @@ const queueAdd = (method: string): OperationDoc => ({
 
 const ROUTINE_STATUS = {
   type: 'object',
-  required: ['routine_name', 'status', 'try_count', 'execute_sequence', 'next_try_date_time'],
+  required: [
+    'routine_name',
+    'status',
+    'try_count',
+    'execute_sequence',
+    'next_try_date_time',
+    'execution_log',
+  ],
   additionalProperties: false,
   properties: {
     routine_name: { type: 'string' },
@@ -375,13 +424,18 @@ const ROUTINE_STATUS = {
     try_count: { type: 'integer' },
     execute_sequence: { type: 'integer' },
     next_try_date_time: { type: ['string', 'null'], description: 'YYYY-MM-DD HH:MM:SS (UTC).' },
+    execution_log: {
+      type: ['string', 'null'],
+      description:
+        "The last execution's log: routine lines and the failure reason; stacks, messages that could " +
+        'quote request data, and credentials are left out. Null before the first try.',
+    },
   },
 };
 
 const queueStatus: OperationDoc = {
   summary: 'Status of a queued request',
   description: 'Basic auth + OprnApi. FAILED if a routine failed, RUNNING while one is pending.',
-  parameters: [{ ...query('request_id', 'Id returned by queue add.'), required: true }],
   isDatabaseBacked: true,
   responses: {
     200: {

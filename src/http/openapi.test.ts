@@ -11,6 +11,7 @@ import { addIdentifier, createStandardInstitutions } from '../../test/factories-
 import { createSignableEvent, makePng } from '../../test/factories-signature.ts';
 import type { TestApp } from '../../test/harness.ts';
 import { forEachDialect, startTestApp } from '../../test/harness.ts';
+import { until } from '../../test/until.ts';
 import { ENDPOINT_DOCS } from './openapi-catalog.ts';
 import type { OpenApiDocument, OpenApiOperation } from './openapi.ts';
 import { DOCS_CSP } from './openapi.ts';
@@ -158,14 +159,69 @@ forEachDialect((dialect) => {
 
     it('takes the query parameters of attachment view from its route schema', () => {
       const view = operationFor(document, 'GET', '/api/v1/attachmentdisplay/view');
-      const names = (view.parameters as { name: string; required: boolean }[]).map((p) => [
-        p.name,
-        p.required,
-      ]);
+      const names = (view.parameters as { name: string; in: string; required: boolean }[])
+        .filter((p) => p.in === 'query')
+        .map((p) => [p.name, p.required]);
       assert.deepEqual(names, [
         ['id', true],
         ['attachment', false],
         ['mime', false],
+      ]);
+    });
+
+    it('describes every parameter each endpoint accepts, queue add and status from their route schemas', () => {
+      const namesOf = (method: string, path: string) =>
+        ((operationFor(document, method, path).parameters ?? []) as { name: string; in: string }[]).map(
+          (p) => `${p.in}:${p.name}`,
+        );
+      const queueQuery = ['query:request_type', 'query:system_message', 'query:content_type'];
+      assert.deepEqual(namesOf('POST', '/api/v1/request/queue/add'), queueQuery);
+      assert.deepEqual(namesOf('PUT', '/api/v1/request/queue/add'), queueQuery);
+      assert.deepEqual(namesOf('GET', '/api/v1/request/queue/status'), ['query:request_id']);
+      assert.deepEqual(namesOf('POST', '/api/v1/attachmentdisplay/create'), [
+        'query:event_id',
+        'query:element_type_id',
+      ]);
+      assert.deepEqual(namesOf('GET', '/api/v1/attachmentdisplay/view'), [
+        'header:If-None-Match',
+        'header:If-Modified-Since',
+        'query:id',
+        'query:attachment',
+        'query:mime',
+      ]);
+      assert.deepEqual(namesOf('GET', '/api/v1/patient/search'), [
+        'query:term',
+        'query:patient_identifier_type',
+        'query:pageSize',
+        'query:Patient_page',
+        'query:sort_by',
+        'query:sort_dir',
+        'cookie:institution_id',
+        'cookie:site_id',
+      ]);
+      // Every queue parameter is described, and the two that can also come in the body are in its schemas.
+      const add = operationFor(document, 'POST', '/api/v1/request/queue/add');
+      for (const parameter of add.parameters as { name: string; description?: string }[])
+        assert.ok((parameter.description ?? '').length > 0, parameter.name);
+      const content = (add.requestBody as { content: Record<string, { schema: { properties?: object } }> })
+        .content;
+      for (const type of ['application/json', 'application/x-www-form-urlencoded', 'multipart/form-data'])
+        assert.deepEqual(
+          Object.keys(content[type]!.schema.properties ?? {}).sort(),
+          ['data', 'request_type', 'system_message'],
+          type,
+        );
+      const signBody = (
+        operationFor(document, 'POST', '/api/v1/sign/add').requestBody as {
+          content: Record<string, { schema: { properties: object } }>;
+        }
+      ).content['application/json']!.schema.properties;
+      assert.deepEqual(Object.keys(signBody), [
+        'unique_identifier',
+        'extra_info',
+        'image',
+        'origImage',
+        'original_log_id',
       ]);
     });
 
@@ -439,7 +495,7 @@ forEachDialect((dialect) => {
       held.on('error', () => {});
       held.write('{"unique_identifier":');
       try {
-        while (app.app.heavyGate?.active !== 1) await new Promise((resolve) => setImmediate(resolve));
+        await until(() => app.app.heavyGate?.active === 1);
         const user = await createUser(app.db);
         const auth = { authorization: user.authorization };
         const check = (c: Case) => assertDocumented(app, document, c);

@@ -36,7 +36,7 @@ export function loadConfigOrExit(): Config {
 export async function bootstrap(config: Config = loadConfigOrExit()): Promise<Bootstrapped> {
   const database = await openDatabase(config.database, { poolSize: config.dbPoolSize });
   try {
-    const migrations = await migrateToLatest(database.db);
+    const migrations = await migrateToLatest(database);
     return { config, database, files: createLocalFileStore(config.filesDir), migrations };
   } catch (error) {
     await database.close();

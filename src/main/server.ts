@@ -17,7 +17,7 @@ import type { Logger } from '../logger.ts';
 import { createLogger } from '../logger.ts';
 import { loadDemoData } from '../modules/dataset/index.ts';
 import { createQueueWorker } from '../modules/request-queue/index.ts';
-import { createAuthenticator } from '../modules/user/index.ts';
+import { createAuthenticator, hasActiveLogin } from '../modules/user/index.ts';
 import type { Bootstrapped } from './bootstrap.ts';
 import { bootstrap, isNewDatabase, loadConfigOrExit, lockQueueWorkerOrExit } from './bootstrap.ts';
 import { runPrimary } from './cluster.ts';
@@ -60,8 +60,16 @@ async function prepare(config: Config, logger: Logger): Promise<Bootstrapped> {
       logger.info(
         `demo data loaded; demo account: username "${account.username}", password "${account.password}"`,
       );
+      for (const { code, extraInfo } of account.signatureCodes ?? [])
+        logger.info(`demo unique code for sign/add: unique_identifier "${code}", extra_info ${extraInfo}`);
     }
   }
+  // Without a login every protected call answers 401, which gives no hint: say what to do.
+  if (!(await hasActiveLogin(database.db)))
+    logger.warn(
+      'no user can log in yet: create one with ' +
+        `printf 'a-long-password' | npm run cli -- user create <name> --role 'API access'`,
+    );
   return prepared;
 }
 
@@ -80,8 +88,7 @@ async function serve(
   const app = await buildApp(deps, { logger });
   // The in-process queue worker (WORKER=in-process); run `npm run worker` processes instead with WORKER=off.
   // On SQLite it holds the lock of the database's one queue worker (taken above) until the process ends.
-  const worker =
-    workerLock === undefined ? undefined : createQueueWorker({ database, files, config, logger });
+  const worker = workerLock === undefined ? undefined : createQueueWorker({ database, config, logger });
   await worker?.start();
   const { orphanSweepIntervalMs: intervalMs, orphanSweepGraceMs: graceMs } = config;
   const sweeper = startOrphanSweep({ database, files, logger, intervalMs, graceMs });
@@ -109,5 +116,6 @@ async function serve(
   process.once('SIGINT', () => void stop('SIGINT'));
 
   await app.listen({ port: config.port, host: config.host });
+  await worker?.start();
   logger.info({ database: config.database.kind, filesDir: config.filesDir }, readyMessage);
 }

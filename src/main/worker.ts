@@ -12,14 +12,13 @@ import { bootstrap, loadConfigOrExit, lockQueueWorkerOrExit } from './bootstrap.
 const config = loadConfigOrExit();
 const logger = createLogger(config.logLevel);
 const workerLock = lockQueueWorkerOrExit(config, logger);
-const { database, files, migrations } = await bootstrap(config);
+const { database, migrations } = await bootstrap(config);
 if (migrations.applied.length > 0) logger.info({ migrations: migrations.applied }, 'database migrated');
 
 // This process serves only the queue: each queue gets its `maximum_active_threads` (or
 // WORKER_CONCURRENCY) slots, and slots beyond the pool wait for a connection.
 const worker = createQueueWorker({
   database,
-  files,
   config,
   logger,
   maxSlotsPerQueue: Number.POSITIVE_INFINITY,

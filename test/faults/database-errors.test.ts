@@ -10,6 +10,7 @@ import path from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { describe, it } from 'node:test';
 import { sql } from 'kysely';
+import pg from 'pg';
 import { openDatabase } from '../../src/db/database.ts';
 import { AppError, isDatabaseUnavailable } from '../../src/errors.ts';
 import { DIALECTS, createTestDatabase } from '../harness.ts';
@@ -74,7 +75,11 @@ describe('isDatabaseUnavailable', () => {
       const testDb = await createTestDatabase('postgres');
       const killer = await openDatabase({ kind: 'postgres', url: testDb.url }, { poolSize: 1 });
       try {
-        const victim = await testDb.database.pool!.connect();
+        const victimPool = new pg.Pool({ connectionString: testDb.url, max: 1 });
+        // The terminated client emits 'error' besides failing its query: only the query's error matters.
+        victimPool.on('error', () => {});
+        const victim = await victimPool.connect();
+        victim.on('error', () => {});
         try {
           const { rows } = await victim.query<{ pid: number }>('select pg_backend_pid() as pid');
           const pending = caught(() => victim.query('select pg_sleep(10)'));
@@ -82,6 +87,7 @@ describe('isDatabaseUnavailable', () => {
           assert.equal(isDatabaseUnavailable(await pending), true);
         } finally {
           victim.release(true);
+          await victimPool.end();
         }
         assert.equal(isDatabaseUnavailable(await caught(() => sql`select nope`.execute(testDb.db))), false);
         await sql`create table t (x integer primary key)`.execute(testDb.db);

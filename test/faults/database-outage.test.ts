@@ -37,6 +37,7 @@ import type { SignableEvent } from '../factories-signature.ts';
 import { b64, createSignableEvent, makePng } from '../factories-signature.ts';
 import type { TestDatabase } from '../harness.ts';
 import { createTestDatabase, forEachDialect } from '../harness.ts';
+import { until } from '../until.ts';
 import { checkConsistency } from './consistency.ts';
 
 const WORKER = new URL('../../src/main/worker.ts', import.meta.url).pathname;
@@ -104,15 +105,6 @@ function sqliteWriteLock(file: string): Outage {
   };
 }
 
-/** Resolves when `check` is true, checking every 20 ms, failing after `limitMs`. */
-async function until(check: () => Promise<boolean>, limitMs = 15_000): Promise<void> {
-  const deadline = Date.now() + limitMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error('condition not reached in time');
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
-
 forEachDialect((dialect) => {
   describe(`database outage [${dialect}]`, () => {
     let testDb: TestDatabase;
@@ -163,7 +155,6 @@ forEachDialect((dialect) => {
       baseUrl = `http://127.0.0.1:${(app.server.address() as net.AddressInfo).port}`;
       const worker = createQueueWorker({
         database: appDatabase,
-        files: testDb.files,
         config: { ...config, workerQueues: [type.queue] },
         catalog: createRoutineCatalog([
           defineRoutine({
@@ -358,11 +349,11 @@ forEachDialect((dialect) => {
         child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
         try {
           await until(async () => output.includes('queue worker ready'));
-          const first = await enqueueRequest(testDb.db, { requestType: noop.requestType });
+          const first = await enqueueRequest(testDb.database, { requestType: noop.requestType });
           await until(routinesComplete([first.requestId]));
 
           await outage.cut();
-          const second = await enqueueRequest(testDb.db, { requestType: noop.requestType });
+          const second = await enqueueRequest(testDb.database, { requestType: noop.requestType });
           await until(async () => output.includes('queue worker pass failed'));
           assert.equal(child.exitCode, null, 'the worker process survives the outage');
           const [waiting] = await testDb.db

@@ -13,6 +13,7 @@ import type { SignableEvent } from '../factories-signature.ts';
 import { b64, createSignableEvent, makePng } from '../factories-signature.ts';
 import type { TestApp } from '../harness.ts';
 import { forEachDialect, startTestApp } from '../harness.ts';
+import { until } from '../until.ts';
 
 const SIGN_PATH = '/api/v1/sign/add';
 
@@ -22,15 +23,6 @@ function signBody(event: SignableEvent): string {
     extra_info: JSON.stringify({ e_id: event.elementId, e_t_id: event.esignElementTypeId }),
     image: b64(makePng()),
   });
-}
-
-/** Resolves when `check` is true, checking every 5 ms. */
-async function until(check: () => boolean, limitMs = 5000): Promise<void> {
-  const deadline = Date.now() + limitMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error('condition not reached in time');
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
 }
 
 /**

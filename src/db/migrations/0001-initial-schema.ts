@@ -3,11 +3,11 @@
  * endpoints and the queue worker read and write. Tables are created in foreign-key order.
  */
 import { sql } from 'kysely';
-import type { AnyDb } from './helpers.ts';
-import { auditColumns, columnTypes, flag, idColumn, lowerIndex } from './helpers.ts';
+import type { AnyDb, DialectAdapter } from './helpers.ts';
+import { auditColumns, flag, idColumn, lowerIndex } from './helpers.ts';
 
-export async function up(db: AnyDb): Promise<void> {
-  const t = columnTypes(db);
+export async function up(db: AnyDb, dialect: DialectAdapter): Promise<void> {
+  const t = dialect.columnTypes;
   const s = db.schema;
 
   // --- users and RBAC (10.4) -------------------------------------------------------------------------

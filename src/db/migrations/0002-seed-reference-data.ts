@@ -4,19 +4,18 @@
  * settings metadata with their installation values.
  */
 import { sql } from 'kysely';
-import type { AnyDb } from './helpers.ts';
-import { isPostgres } from './helpers.ts';
+import type { AnyDb, DialectAdapter } from './helpers.ts';
 
 export const SYSTEM_USER_ID = 1;
 
-export async function up(db: AnyDb): Promise<void> {
+export async function up(db: AnyDb, dialect: DialectAdapter): Promise<void> {
   // User 1 is the system account: audit columns default to it and it has no user_authentication row,
   // so it can never log in.
   await db
     .insertInto('user')
     .values({ id: SYSTEM_USER_ID, first_name: 'System', last_name: 'User' })
     .execute();
-  if (isPostgres(db)) {
+  if (dialect.name === 'postgres') {
     await sql`select setval(pg_get_serial_sequence('"user"', 'id'), (select max(id) from "user"))`.execute(
       db,
     );

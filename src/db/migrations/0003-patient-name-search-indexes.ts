@@ -7,11 +7,10 @@
  * byte order, so its 0001 indexes stay.
  */
 import { sql } from 'kysely';
-import type { AnyDb } from './helpers.ts';
-import { isPostgres } from './helpers.ts';
+import type { AnyDb, DialectAdapter } from './helpers.ts';
 
-export async function up(db: AnyDb): Promise<void> {
-  if (!isPostgres(db)) return;
+export async function up(db: AnyDb, dialect: DialectAdapter): Promise<void> {
+  if (dialect.name !== 'postgres') return;
   await sql`drop index if exists contact_last_first_name`.execute(db);
   await sql`drop index if exists contact_first_name`.execute(db);
   await sql`create index contact_last_first_name on contact ((lower(last_name) collate "C"), (lower(first_name) collate "C"))`.execute(

@@ -16,8 +16,7 @@
  *   get a `request_routine`, so no worker ever picks them up.
  */
 import { sql } from 'kysely';
-import type { AnyDb } from './helpers.ts';
-import { columnTypes, isPostgres } from './helpers.ts';
+import type { AnyDb, DialectAdapter } from './helpers.ts';
 
 const DATA_FIELDS = [
   'blob_data',
@@ -28,8 +27,8 @@ const DATA_FIELDS = [
 ] as const;
 const THUMBNAILS = ['thumbnail_small_blob', 'thumbnail_medium_blob', 'thumbnail_large_blob'] as const;
 
-export async function up(db: AnyDb): Promise<void> {
-  const t = columnTypes(db);
+export async function up(db: AnyDb, dialect: DialectAdapter): Promise<void> {
+  const t = dialect.columnTypes;
   let table = db.schema
     .createTable('attachment_data_digest')
     .addColumn('attachment_data_id', 'integer', (c) =>
@@ -40,7 +39,7 @@ export async function up(db: AnyDb): Promise<void> {
   for (const field of THUMBNAILS) table = table.addColumn(`${field}_type`, 'varchar(45)');
   await table.execute();
 
-  if (isPostgres(db)) {
+  if (dialect.name === 'postgres') {
     // BEFORE triggers rewrite NEW in place: no second UPDATE and no recursion.
     await sql`
       create function attachment_data_touch() returns trigger language plpgsql as $$

@@ -13,12 +13,11 @@
  * not typed in `DB`: the audit module types it itself.
  */
 import { sql } from 'kysely';
-import type { AnyDb } from './helpers.ts';
-import { columnTypes, isPostgres } from './helpers.ts';
+import type { AnyDb, DialectAdapter } from './helpers.ts';
 
-export async function up(db: AnyDb): Promise<void> {
-  const t = columnTypes(db);
-  const isPg = isPostgres(db);
+export async function up(db: AnyDb, dialect: DialectAdapter): Promise<void> {
+  const t = dialect.columnTypes;
+  const isPg = dialect.name === 'postgres';
   await db.schema
     .createTable('audit_event')
     // bigserial on PostgreSQL: a log of every call outgrows 2^31 rows long before any other table.

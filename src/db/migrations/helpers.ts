@@ -1,34 +1,19 @@
 /**
  * Column helpers shared by the migrations. The OpenEyes MySQL types are mapped to portable ones
- * (reference section 10): flags are small integers, date-times are `timestamp` on PostgreSQL and ISO text
- * on SQLite, binaries are `bytea` / BLOB.
+ * (reference section 10, the dialect's `columnTypes`): flags are small integers, date-times are
+ * `timestamp` on PostgreSQL and ISO text on SQLite, binaries are `bytea` / BLOB.
  */
 import type { ColumnDefinitionBuilder, CreateTableBuilder, Kysely } from 'kysely';
-import { PostgresAdapter, sql } from 'kysely';
+import { sql } from 'kysely';
+import type { ColumnTypes, DialectAdapter } from '../dialect.ts';
+
+export type { ColumnTypes, DialectAdapter };
 
 // Migrations run against every table, so they are typed loosely on purpose.
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type AnyDb = Kysely<any>;
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type AnyTable = CreateTableBuilder<any, any>;
-
-export function isPostgres(db: AnyDb): boolean {
-  return db.getExecutor().adapter instanceof PostgresAdapter;
-}
-
-export interface ColumnTypes {
-  /** Auto-increment integer primary key. */
-  readonly id: 'serial' | 'integer';
-  readonly dateTime: 'timestamp' | 'text';
-  readonly date: 'date' | 'text';
-  readonly blob: 'bytea' | 'blob';
-}
-
-export function columnTypes(db: AnyDb): ColumnTypes {
-  return isPostgres(db)
-    ? { id: 'serial', dateTime: 'timestamp', date: 'date', blob: 'bytea' }
-    : { id: 'integer', dateTime: 'text', date: 'text', blob: 'blob' };
-}
 
 export function idColumn(table: AnyTable, types: ColumnTypes, name = 'id'): AnyTable {
   return table.addColumn(name, types.id, (c) =>

@@ -1,34 +1,14 @@
 /**
- * Reading one large binary field in fixed-size chunks, each chunk its own statement, so that a
- * download in flight holds one chunk, not the whole attachment, and no connection is held while a slow
- * client reads. PostgreSQL: each chunk is a binary COPY (copy-out.postgres.ts), which brings the bytes
- * as stored; a plain query would bring a `bytea` as hex text, twice its size, decoded through a
- * string. SQLite: `substr` still reads the whole value inside SQLite (freed at once, and only one
- * statement runs at a time), so its chunks are larger, to read a big blob fewer times. A write between
- * two chunks is detected by the row's `last_modified_date`, which the migration-0005 trigger moves
- * forward on every write.
+ * Reading one large binary field in fixed-size chunks (the dialect's `blobSliceBytes`), each chunk its
+ * own statement (`DialectAdapter.readBlobSlice`), so that a download in flight holds one chunk, not the
+ * whole attachment, and no connection is held while a slow client reads. A write between two chunks is
+ * detected by the row's `last_modified_date`, which moves forward on every write.
  */
 import { createHash } from 'node:crypto';
-import type { Database, Dialect } from '../../db/database.ts';
+import type { Database } from '../../db/database.ts';
 import type { DataField } from './attachment.queries.ts';
 import { isThumbnail, readAttachmentChunk, upsertDigest } from './attachment.queries.ts';
 import { thumbnailTypeOf } from './content-type.ts';
-
-const MiB = 1024 * 1024;
-
-/** Chunk size of a dialect. */
-export function chunkBytesFor(dialect: Dialect): number {
-  return dialect === 'postgres' ? MiB : 4 * MiB;
-}
-
-/**
- * Fields up to this size come with the metadata, in the same statement; larger ones are read in
- * chunks. PostgreSQL: a plain query brings bytes as hex text, which costs more than a second round
- * trip (the chunk's COPY) from a few tens of kilobytes up.
- */
-export function maxInlineBytesFor(dialect: Dialect): number {
-  return dialect === 'postgres' ? 32 * 1024 : chunkBytesFor(dialect);
-}
 
 export type BinaryField = Exclude<DataField, 'text_data'>;
 
@@ -51,7 +31,7 @@ export async function* readInChunks(
   modifiedDate: string,
   sizeBytes: number,
 ): AsyncGenerator<Buffer> {
-  const chunkBytes = chunkBytesFor(database.dialect);
+  const chunkBytes = database.dialect.blobSliceBytes;
   for (let offset = 0; offset < sizeBytes; offset += chunkBytes) {
     const length = Math.min(chunkBytes, sizeBytes - offset);
     const chunk = await readAttachmentChunk(database, id, field, offset, length);
@@ -76,7 +56,7 @@ export async function digestInChunks(
   let sniffedType: string | null = null;
   try {
     for await (const chunk of readInChunks(database, id, field, modifiedDate, sizeBytes)) {
-      if (sniffedType === null && isThumbnail(field)) sniffedType = thumbnailTypeOf(chunk);
+      if (sniffedType === null && isThumbnail(field)) sniffedType = await thumbnailTypeOf(chunk);
       hash.update(chunk);
     }
   } catch (error) {

@@ -131,6 +131,69 @@ forEachDialect((dialect) => {
       assert.deepEqual(Buffer.from(await view.arrayBuffer()), bytes);
     });
 
+    it('identifies the content from its bytes when the Content-Type is missing or a form type', async () => {
+      const cases: [string, Buffer, Record<string, string>, string][] = [
+        ['no Content-Type', PNG_BYTES, {}, 'image/png'],
+        [
+          "curl's default form type",
+          JPEG_BYTES,
+          { 'content-type': 'application/x-www-form-urlencoded' },
+          'image/jpeg',
+        ],
+      ];
+      for (const [name, bytes, headers, stored] of cases) {
+        const response = await post('', bytes, headers);
+        assert.equal(response.status, 200, name);
+        const { id } = (await response.json()) as { id: number };
+        const row = await app.db
+          .selectFrom('attachment_data')
+          .select('mime_type')
+          .where('id', '=', id)
+          .executeTakeFirstOrThrow();
+        assert.equal(row.mime_type, stored, name);
+        const view = await app.request(`${VIEW}?id=${id}`, {
+          headers: { authorization: user.authorization },
+        });
+        assert.equal(view.headers.get('content-type'), stored, name);
+        assert.deepEqual(Buffer.from(await view.arrayBuffer()), bytes, name);
+      }
+      // A multipart file part declared with a form type is identified the same way.
+      const form = new FormData();
+      form.append('file', new Blob([PDF_BYTES], { type: 'application/x-www-form-urlencoded' }), 'scan');
+      const response = await post('', form);
+      assert.equal(response.status, 200);
+      const { id } = (await response.json()) as { id: number };
+      const row = await app.db
+        .selectFrom('attachment_data')
+        .select('mime_type')
+        .where('id', '=', id)
+        .executeTakeFirstOrThrow();
+      assert.equal(row.mime_type, 'application/pdf');
+    });
+
+    it('answers 415 with a message, writing nothing, when a missing or form type cannot be identified', async () => {
+      const text = Buffer.from('just some words, no magic number');
+      const expected = {
+        system:
+          'The file type could not be identified from its content: send the file with its own Content-Type (for example image/png or application/pdf).',
+      };
+      await assertRefused(() => post('', text), 415, expected);
+      await assertRefused(
+        () => post('', text, { 'content-type': 'application/x-www-form-urlencoded' }),
+        415,
+        expected,
+      );
+      const form = new FormData();
+      form.append('file', new Blob([text], { type: 'multipart/form-data' }), 'notes');
+      await assertRefused(() => post('', form), 415, expected);
+      const formTypes = await app.db
+        .selectFrom('attachment_data')
+        .select('id')
+        .where('mime_type', 'in', ['application/x-www-form-urlencoded', 'multipart/form-data'])
+        .execute();
+      assert.deepEqual(formTypes, [], 'no file is ever stored with a form type');
+    });
+
     it('links the upload to an event through one group per event and element type', async () => {
       const { eventId, elementTypeId } = await createEventWithElementType(app.db);
       const ids: number[] = [];
@@ -213,6 +276,22 @@ forEachDialect((dialect) => {
       const form = new FormData();
       form.append('file', new Blob(['<script>'], { type: 'text/html' }), 'x.html');
       await assertRefused(() => post('', form), 422, { mime_type: 'Type text/html is not allowed.' });
+    });
+
+    it('refuses a file name with a NUL character with 422, on every dialect', async () => {
+      const body = [
+        '--b',
+        'Content-Disposition: form-data; name="file"; filename="a\u0000.png"',
+        'Content-Type: image/png',
+        '',
+        '',
+      ].join('\r\n');
+      const multipart = Buffer.concat([Buffer.from(body, 'latin1'), PNG_BYTES, Buffer.from('\r\n--b--\r\n')]);
+      await assertRefused(
+        () => post('', multipart, { 'content-type': 'multipart/form-data; boundary=b' }),
+        422,
+        { file_name: 'The file name must not contain a NUL character.' },
+      );
     });
 
     it('refuses a Content-Type that the bytes contradict with 422', async () => {

@@ -10,7 +10,7 @@ import type { Database } from '../../db/database.ts';
 import type { DB } from '../../db/schema.ts';
 import type { DataField } from './attachment.queries.ts';
 import { DATA_FIELDS, isThumbnail, readAttachmentContent, upsertDigest } from './attachment.queries.ts';
-import { digestInChunks, maxInlineBytesFor } from './attachment-chunks.ts';
+import { digestInChunks } from './attachment-chunks.ts';
 import { thumbnailTypeOf } from './content-type.ts';
 
 export interface FieldDigest {
@@ -20,10 +20,10 @@ export interface FieldDigest {
 }
 
 /** Digest of `bytes` as stored for `field`. */
-export function digestField(field: DataField, bytes: Buffer): FieldDigest {
+export async function digestField(field: DataField, bytes: Buffer): Promise<FieldDigest> {
   return {
     sha256: createHash('sha256').update(bytes).digest('hex'),
-    sniffedType: isThumbnail(field) ? thumbnailTypeOf(bytes) : null,
+    sniffedType: isThumbnail(field) ? await thumbnailTypeOf(bytes) : null,
   };
 }
 
@@ -35,7 +35,7 @@ export async function saveFieldDigest(
   field: DataField,
   bytes: Buffer,
 ): Promise<FieldDigest> {
-  const digest = digestField(field, bytes);
+  const digest = await digestField(field, bytes);
   await upsertDigest(db, attachmentDataId, modifiedDate, field, digest.sha256, digest.sniffedType);
   return digest;
 }
@@ -71,12 +71,12 @@ export async function refreshAttachmentDigests(
   attachmentDataId: number,
   fields: readonly DataField[] = DATA_FIELDS,
 ): Promise<void> {
-  const maxInlineBytes = maxInlineBytesFor(database.dialect);
+  const maxInlineBytes = database.dialect.maxInlineBlobBytes;
   for (const field of fields) {
     const content = await readAttachmentContent(database, attachmentDataId, field, maxInlineBytes);
     if (content === undefined) return;
     if (content.bytes !== null) {
-      const digest = digestField(field, content.bytes);
+      const digest = await digestField(field, content.bytes);
       await storeDigest(database, attachmentDataId, content.lastModifiedDate, field, digest);
     } else if (content.sizeBytes !== null && field !== 'text_data') {
       await digestInChunks(database, attachmentDataId, field, content.lastModifiedDate, content.sizeBytes);

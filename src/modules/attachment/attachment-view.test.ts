@@ -7,6 +7,7 @@ import { countRows, createUser } from '../../../test/factories.ts';
 import type { TestUser } from '../../../test/factories.ts';
 import {
   JPEG_BYTES,
+  PDF_BYTES,
   PNG_BYTES,
   SETTLED_DATE,
   SETTLED_HTTP_DATE,
@@ -14,12 +15,7 @@ import {
 } from '../../../test/factories-attachment.ts';
 import type { TestApp } from '../../../test/harness.ts';
 import { forEachDialect, startTestApp } from '../../../test/harness.ts';
-import {
-  ChangedWhileReadingError,
-  chunkBytesFor,
-  maxInlineBytesFor,
-  readInChunks,
-} from './attachment-chunks.ts';
+import { ChangedWhileReadingError, readInChunks } from './attachment-chunks.ts';
 import { readAttachmentChunk } from './attachment.queries.ts';
 
 const VIEW = '/api/v1/attachmentdisplay/view';
@@ -44,6 +40,34 @@ forEachDialect((dialect) => {
     const digestRows = () => countRows(app.db, 'attachment_data_digest' as never);
 
     itEnforcesBasicAuth(() => app, { method: 'GET', path: `${VIEW}?id=1` });
+
+    it('sends images and PDF inline and every other type as Content-Disposition: attachment, GET and HEAD', async () => {
+      const cases: [string, Buffer, 'inline' | 'attachment'][] = [
+        ['image/png', PNG_BYTES, 'inline'],
+        ['image/jpeg', JPEG_BYTES, 'inline'],
+        ['application/pdf', PDF_BYTES, 'inline'],
+        ['application/xhtml+xml', Buffer.from('<html><script>alert(1)</script></html>'), 'attachment'],
+        ['application/xml', Buffer.from('<x/>'), 'attachment'],
+        ['text/plain', Buffer.from('note'), 'attachment'],
+        ['application/octet-stream', Buffer.from([0, 1, 2]), 'attachment'],
+      ];
+      // A type a site may add to its mime_type list; the seed does not have it.
+      await app.db.insertInto('mime_type').values({ mime_type: 'application/xhtml+xml' }).execute();
+      for (const [mimeType, bytes, disposition] of cases) {
+        const id = await createAttachment(app.db, { mime_type: mimeType, blob_data: bytes });
+        for (const method of ['GET', 'HEAD']) {
+          const response = await get(`id=${id}`, {}, method);
+          assert.equal(response.status, 200, `${mimeType} ${method}`);
+          assert.equal(response.headers.get('content-disposition'), disposition, `${mimeType} ${method}`);
+          await response.body?.cancel();
+        }
+      }
+      // A type asked for with `mime` is judged the same way as a stored one.
+      const asXml = await get(`id=${pngId}&mime=application/xml`);
+      assert.equal(asXml.headers.get('content-type'), 'application/xml');
+      assert.equal(asXml.headers.get('content-disposition'), 'attachment');
+      await asXml.body?.cancel();
+    });
 
     it('sends the stored bytes with the contract headers and a strong ETag', async () => {
       const response = await get(`id=${pngId}`);
@@ -203,7 +227,7 @@ forEachDialect((dialect) => {
     });
 
     it('sends a multi-megabyte attachment exactly, for GET and HEAD, with and without a stored digest', async () => {
-      const bytes = randomBytes(chunkBytesFor(dialect) * 2 + 12345);
+      const bytes = randomBytes(app.database.dialect.blobSliceBytes * 2 + 12345);
       const id = await createAttachment(app.db, { blob_data: bytes, mime_type: 'application/octet-stream' });
       const head = await get(`id=${id}`, {}, 'HEAD');
       assert.equal(head.headers.get('content-length'), String(bytes.length));
@@ -225,8 +249,8 @@ forEachDialect((dialect) => {
     });
 
     it('sends every byte value exactly, at the sizes where a read changes from inline to chunked', async () => {
-      const inline = maxInlineBytesFor(dialect);
-      const chunk = chunkBytesFor(dialect);
+      const inline = app.database.dialect.maxInlineBlobBytes;
+      const chunk = app.database.dialect.blobSliceBytes;
       const sizes = [inline, inline + 1, chunk, chunk + 1];
       for (const size of sizes) {
         // Every byte value, NUL and bytes that are never valid UTF-8 included, in a varying order.
@@ -261,7 +285,7 @@ forEachDialect((dialect) => {
     });
 
     it('detects a write between two chunks of one read', async () => {
-      const chunkBytes = chunkBytesFor(dialect);
+      const chunkBytes = app.database.dialect.blobSliceBytes;
       const bytes = randomBytes(chunkBytes * 2 + 1);
       const id = await createAttachment(app.db, { blob_data: bytes });
       const modified = await lastModifiedOf(app, id);

@@ -3,12 +3,13 @@
  * `octet_length`, which both dialects answer from the record header or TOAST pointer without reading
  * the value, so a HEAD or a 304 never loads the bytes.
  */
-import type { Compilable, CompiledQuery, Kysely, RawBuilder, Transaction } from 'kysely';
+import type { Compilable, Kysely, RawBuilder, Transaction } from 'kysely';
 import { sql } from 'kysely';
-import type pg from 'pg';
-import type { Database, Dialect } from '../../db/database.ts';
+import { runCompiled } from '../../db/compiled-queries.ts';
+import { insertOneAttachmentData, linkAttachmentsToEvent } from '../attachment-data/index.ts';
+import { insertUploadRequest } from '../request-queue/index.ts';
+import type { Database } from '../../db/database.ts';
 import type { DB } from '../../db/schema.ts';
-import { copyOutRows } from './copy-out.postgres.ts';
 
 export const DATA_FIELDS = [
   'blob_data',
@@ -48,36 +49,19 @@ export function attachmentDb(db: Kysely<DB>): Kysely<AttachmentDb> {
   return db.withTables<{ attachment_data_digest: AttachmentDataDigestTable }>();
 }
 
-// The hot read queries are built and compiled once per dialect and shape, then run with the id put in
-// place of a sentinel parameter: building a Kysely query costs far more than running it on SQLite.
-const ID_SENTINEL = -918_273_645;
-const compiledQueries = new Map<string, CompiledQuery<unknown>>();
-
-async function runCompiled<R>(
+// The hot read queries are built and compiled once per shape, then run prepared with the id bound:
+// building a Kysely query costs far more than running it.
+async function runById<R>(
   database: Database,
   key: string,
-  build: (sentinelId: number) => Compilable<R>,
+  build: (id: unknown) => Compilable<R>,
   id: number,
 ): Promise<R | undefined> {
-  const cacheKey = `${database.dialect}:${key}`;
-  let compiled = compiledQueries.get(cacheKey) as CompiledQuery<R> | undefined;
-  if (compiled === undefined) {
-    compiled = build(ID_SENTINEL).compile();
-    compiledQueries.set(cacheKey, compiled);
-  }
-  const parameters = compiled.parameters.map((p) => (p === ID_SENTINEL ? id : p));
-  if (database.pool !== undefined) {
-    // PostgreSQL: a named statement is parsed and planned once per connection, not on every request
-    // (Kysely sends unnamed ones). Same pool, same type parsers, so the rows are what Kysely returns.
-    const result = await database.pool.query({
-      name: `attachment_${key}`,
-      text: compiled.sql,
-      values: parameters,
-    });
-    return result.rows[0] as R | undefined;
-  }
-  const result = await database.db.executeQuery<R>({ ...compiled, parameters });
-  return result.rows[0];
+  const [row] = await runCompiled(
+    database,
+    database.shapes.compile(`attachment:${key}`, [id], (slots) => build(slots[0])),
+  );
+  return row;
 }
 
 /** A field's digest as stored: valid only while `sourceModifiedDate` equals the row's date. */
@@ -107,10 +91,8 @@ export interface AttachmentContent extends Omit<AttachmentHead, 'sizes'> {
 }
 
 // `text_data` is text: hand it back as its UTF-8 bytes, one Buffer, never a JS string.
-function textBytes(dialect: Dialect): RawBuilder<Buffer | null> {
-  return dialect === 'postgres'
-    ? sql<Buffer | null>`convert_to(ad.text_data, 'UTF8')`
-    : sql<Buffer | null>`cast(ad.text_data as blob)`;
+function textBytes(database: Database): RawBuilder<Buffer | null> {
+  return database.dialect.textAsBytes('ad.text_data');
 }
 
 interface DigestColumns {
@@ -144,11 +126,11 @@ function digestsOf(row: DigestColumns): Record<DataField, StoredDigest> {
   };
 }
 
-function baseQuery(database: Database, id: number) {
+function baseQuery(database: Database, id: unknown) {
   return attachmentDb(database.db)
     .selectFrom('attachment_data as ad')
     .leftJoin('attachment_data_digest as d', 'd.attachment_data_id', 'ad.id')
-    .where('ad.id', '=', id)
+    .where('ad.id', '=', id as number)
     .select([
       'ad.id',
       'ad.mime_type',
@@ -172,7 +154,7 @@ export async function readAttachmentHead(
   id: number,
 ): Promise<AttachmentHead | undefined> {
   const size = (field: DataField) => sql<number | null>`octet_length(${sql.ref(`ad.${field}`)})`.as(field);
-  const row = await runCompiled(
+  const row = await runById(
     database,
     'head',
     (sentinel) =>
@@ -225,8 +207,8 @@ export async function readAttachmentContent(
   };
   const sizeOf = (column: DataField) => sql<number | string | null>`octet_length(${sql.ref(`ad.${column}`)})`;
   if (field !== undefined) {
-    const bytes = field === 'text_data' ? textBytes(database.dialect) : inline(field);
-    const row = await runCompiled(
+    const bytes = field === 'text_data' ? textBytes(database) : inline(field);
+    const row = await runById(
       database,
       `content:${field}:${maxInlineBytes}`,
       (sentinel) => baseQuery(database, sentinel).select([bytes.as('bytes'), sizeOf(field).as('size_bytes')]),
@@ -235,16 +217,14 @@ export async function readAttachmentContent(
     if (row === undefined) return undefined;
     return contentOf(row, field, row.bytes, row.size_bytes);
   }
-  const row = await runCompiled(
+  const row = await runById(
     database,
     `content:default:${maxInlineBytes}`,
     (sentinel) =>
       baseQuery(database, sentinel).select([
         inline('blob_data').as('blob_bytes'),
         sizeOf('blob_data').as('blob_size'),
-        sql<Buffer | null>`case when ad.blob_data is null then ${textBytes(database.dialect)} end`.as(
-          'text_bytes',
-        ),
+        sql<Buffer | null>`case when ad.blob_data is null then ${textBytes(database)} end`.as('text_bytes'),
       ]),
     id,
   );
@@ -261,9 +241,6 @@ export interface AttachmentChunk {
   readonly bytes: Buffer | null;
 }
 
-/** Bytes per row of a PostgreSQL chunk read: one CopyData message each, see readChunkByCopy. */
-const COPY_PIECE_BYTES = 64 * 1024;
-
 /**
  * `lengthBytes` (at least 1) bytes of a binary field from `offset`, with the row's date read in the
  * same statement (a reader compares it across chunks to detect a write in between). Undefined when the
@@ -278,90 +255,16 @@ export async function readAttachmentChunk(
 ): Promise<AttachmentChunk | undefined> {
   for (const value of [id, offset, lengthBytes - 1])
     if (!Number.isSafeInteger(value) || value < 0) throw new RangeError(`bad chunk bounds: ${value}`);
-  if (database.pool !== undefined)
-    return readChunkByCopy(database.db, database.pool, id, field, offset, lengthBytes);
-  const row = await database.db
-    .selectFrom('attachment_data as ad')
-    .where('ad.id', '=', id)
-    .select([
-      'ad.last_modified_date',
-      sql<Buffer | null>`substr(${sql.ref(`ad.${field}`)}, ${offset + 1}, ${lengthBytes})`.as('bytes'),
-    ])
-    .executeTakeFirst();
-  return row === undefined ? undefined : { lastModifiedDate: row.last_modified_date, bytes: row.bytes };
-}
-
-/**
- * PostgreSQL: a binary COPY (copy-out.postgres.ts), which brings the bytes as stored instead of as hex
- * text, one row per 64 KiB piece. One row per piece, not one for the whole chunk: `pg` gathers each
- * protocol message whole in a buffer that it grows by doubling (and re-copies) as socket reads of
- * 64 KiB arrive, so a 1 MiB message costs several copies and 2 MiB of short-lived buffers, 64 KiB
- * ones about one copy (measured: 1 MiB as one row costs about twice the CPU of 16 rows). `substr` of
- * an uncompressed out-of-line value reads only the slices it needs. No `order by`: each row says where
- * its piece goes (sorting 1 MiB of rows cost PostgreSQL more than the read itself).
- */
-async function readChunkByCopy(
-  db: Kysely<DB>,
-  pool: pg.Pool,
-  id: number,
-  field: Exclude<DataField, 'text_data'>,
-  offset: number,
-  lengthBytes: number,
-): Promise<AttachmentChunk | undefined> {
-  // COPY takes no parameters: the values are inlined as literals (integers only, checked above; a
-  // `bytea` holds at most 1 GiB, so every position is an int4).
-  const end = offset + lengthBytes;
-  if (end > 2 ** 31 - 1) throw new RangeError(`bad chunk bounds: ${end}`);
-  // `piece` is each piece's 1-based start (a scalar set-returning function's column is named after its
-  // alias), an int4: 4 bytes big-endian in the binary format.
-  const start = sql<number>`piece.piece`;
-  const select = db
-    .selectFrom('attachment_data as ad')
-    .innerJoin(
-      sql<{
-        piece: number;
-      }>`generate_series(${sql.lit(offset + 1)}, ${sql.lit(end)}, ${sql.lit(COPY_PIECE_BYTES)})`.as('piece'),
-      (join) => join.onTrue(),
-    )
-    .where('ad.id', '=', sql.lit(id))
-    .select([
-      // As text: the `YYYY-MM-DD HH:MM:SS` (cut to seconds) that the pg type parser gives.
-      sql<string>`cast(ad.last_modified_date as text)`.as('last_modified_date'),
-      start.as('start'),
-      sql<Buffer | null>`substr(${sql.ref(`ad.${field}`)}, ${start}, least(${sql.lit(COPY_PIECE_BYTES)}, ${sql.lit(end + 1)} - ${start}))`.as(
-        'bytes',
-      ),
-    ]);
-  // Each piece is copied straight to its place in one Buffer: one allocation and one socket write per
-  // chunk, not one per piece. A piece is never longer than its place; if the value is shorter than
-  // asked, places stay unfilled and the chunk comes back short, which the reader refuses.
-  const chunk = Buffer.allocUnsafe(lengthBytes);
-  let receivedBytes = 0;
-  const rows = await copyOutRows(
-    pool,
-    sql`copy ${select} to stdout (format binary)`.compile(db),
-    (bytes, column, row) => {
-      if (column !== 2) return Buffer.allocUnsafe(bytes);
-      const start = row[1];
-      if (start?.length !== 4) throw new Error('a chunk read brought a piece without its place');
-      const position = start.readInt32BE(0) - 1 - offset;
-      if (
-        position < 0 ||
-        position >= chunk.length ||
-        bytes > Math.min(COPY_PIECE_BYTES, chunk.length - position)
-      )
-        throw new Error('a chunk read brought a piece outside its place');
-      receivedBytes += bytes;
-      return chunk.subarray(position, position + bytes);
-    },
-  );
-  const date = rows[0]?.[0];
-  if (date === undefined || date === null) return undefined;
-  const isNull = rows.some((row) => row[2] === null);
-  return {
-    lastModifiedDate: date.toString('latin1', 0, 19),
-    bytes: isNull ? null : receivedBytes === lengthBytes ? chunk : chunk.subarray(0, receivedBytes),
-  };
+  const slice = await database.dialect.readBlobSlice({
+    table: 'attachment_data',
+    idColumn: 'id',
+    id,
+    column: field,
+    offset,
+    lengthBytes,
+    versionColumn: 'last_modified_date',
+  });
+  return slice === undefined ? undefined : { lastModifiedDate: slice.version, bytes: slice.bytes };
 }
 
 function contentOf(
@@ -485,64 +388,32 @@ export interface NewUpload {
   readonly link: { readonly eventId: number; readonly elementTypeId: number } | undefined;
 }
 
-export const UPLOAD_REQUEST_TYPE = 'attachment_upload';
 export const UPLOAD_MNEMONIC = 'UPLOAD_BLOB';
 
-/** Inserts the `request`, the `attachment_data` row and the optional event link; returns the new id. */
+/**
+ * Inserts the upload's `request` (through the queue module, which owns it), its `attachment_data` row and
+ * the optional event link (through attachment-data); returns the new id.
+ */
 export async function insertUpload(trx: Transaction<DB>, upload: NewUpload): Promise<number> {
-  const audit = {
-    created_user_id: upload.userId,
-    last_modified_user_id: upload.userId,
-    created_date: upload.modifiedDate,
-    last_modified_date: upload.modifiedDate,
-  };
-  const request = await trx
-    .insertInto('request')
-    .values({ request_type: UPLOAD_REQUEST_TYPE, system_message: 'attachment upload', ...audit })
-    .returning('id')
-    .executeTakeFirstOrThrow();
-  const attachment = await trx
-    .insertInto('attachment_data')
-    .values({
-      request_id: request.id,
-      attachment_mnemonic: UPLOAD_MNEMONIC,
-      system_only_managed: 0,
-      attachment_type: 'NONE',
-      mime_type: upload.mimeType,
-      blob_data: upload.bytes,
-      upload_file_name: upload.fileName,
-      ...audit,
-    })
-    .returning(['id', 'last_modified_date'])
-    .executeTakeFirstOrThrow();
+  const stamp = { userId: upload.userId, now: upload.modifiedDate };
+  const requestId = await insertUploadRequest(trx, upload.userId, upload.modifiedDate);
+  const attachment = await insertOneAttachmentData(
+    trx,
+    {
+      requestId,
+      mnemonic: UPLOAD_MNEMONIC,
+      mimeType: upload.mimeType,
+      blobData: upload.bytes,
+      uploadFileName: upload.fileName,
+    },
+    stamp,
+  );
   if (upload.link !== undefined) {
-    const { eventId, elementTypeId } = upload.link;
-    const existing = await trx
-      .selectFrom('event_attachment_group')
-      .select('id')
-      .where('event_id', '=', eventId)
-      .where('element_type_id', '=', elementTypeId)
-      .orderBy('id')
-      .executeTakeFirst();
-    const groupId =
-      existing?.id ??
-      (
-        await trx
-          .insertInto('event_attachment_group')
-          .values({ event_id: eventId, element_type_id: elementTypeId, ...audit })
-          .returning('id')
-          .executeTakeFirstOrThrow()
-      ).id;
-    await trx
-      .insertInto('event_attachment_item')
-      .values({
-        event_attachment_group_id: groupId,
-        attachment_data_id: attachment.id,
-        system_only_managed: 0,
-        event_document_view_set: null,
-        ...audit,
-      })
-      .execute();
+    await linkAttachmentsToEvent(
+      trx,
+      { ...upload.link, attachmentIds: [attachment.id], systemOnlyManaged: 0 },
+      stamp,
+    );
   }
   return attachment.id;
 }

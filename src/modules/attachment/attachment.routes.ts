@@ -10,6 +10,7 @@ import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import { isNotModified, sendBinary, sendNotModified } from '../../http/binary-reply.ts';
 import { rejectOtherMethods } from '../../http/error-handler.ts';
 import type { ModuleOptions } from '../../http/module.ts';
+import { MALFORMED_MULTIPART_MESSAGE } from '../../http/multipart.ts';
 import { AppError } from '../../errors.ts';
 import { DATA_FIELDS } from './attachment.queries.ts';
 import type { UploadInput } from './attachment.service.ts';
@@ -146,7 +147,7 @@ async function readMultipartUpload(request: FastifyRequest): Promise<Upload> {
     if (error instanceof AppError) throw error;
     const status = (error as { statusCode?: unknown }).statusCode;
     if (status === 413) throw new AppError('payload_too_large', 'Payload too large', { cause: error });
-    throw invalid({ data: 'The multipart body is malformed.' });
+    throw invalid({ data: MALFORMED_MULTIPART_MESSAGE });
   }
   if (upload === undefined) throw invalid({ data: 'Send exactly one file part.' });
   return upload;

@@ -9,7 +9,7 @@ import type { AppDeps } from '../../deps.ts';
 import { nowDateTime } from '../../db/database.ts';
 import { AppError } from '../../errors.ts';
 import type { BinaryField } from './attachment-chunks.ts';
-import { digestInChunks, maxInlineBytesFor, readInChunks } from './attachment-chunks.ts';
+import { digestInChunks, readInChunks } from './attachment-chunks.ts';
 import { digestField, storeDigest } from './attachment-digest.ts';
 import type { AttachmentContent, AttachmentHead, DataField, StoredDigest } from './attachment.queries.ts';
 import {
@@ -22,7 +22,7 @@ import {
   readModifiedDate,
   upsertDigest,
 } from './attachment.queries.ts';
-import { contradictsDeclaredType, decodeLikeOriginal } from './content-type.ts';
+import { contradictsDeclaredType, decodeLikeOriginal, uploadTypeOf } from './content-type.ts';
 
 export interface ViewQuery {
   readonly id: number;
@@ -64,6 +64,9 @@ export const REVALIDATE = 'private, no-cache';
 /** The column is `int` in OpenEyes (int4 on PostgreSQL): the same bound on both dialects. */
 export const MAX_ID = 2_147_483_647;
 const MAX_FILE_NAME = 200;
+
+const UNIDENTIFIED_TYPE =
+  'The file type could not be identified from its content: send the file with its own Content-Type (for example image/png or application/pdf).';
 
 function notFound(): AppError {
   return new AppError('not_found', 'Not Found');
@@ -128,7 +131,7 @@ export function createAttachmentService(deps: AppDeps) {
 
   // Larger fields are streamed chunk by chunk (see attachment-chunks.ts). The compatibility mode
   // decodes the whole value, so it always loads it.
-  const maxInlineBytes = isCompat ? undefined : maxInlineBytesFor(database.dialect);
+  const maxInlineBytes = isCompat ? undefined : database.dialect.maxInlineBlobBytes;
 
   /** The body and representation of one field, computing and storing the digest if it is missing. */
   async function loadContent(
@@ -142,7 +145,7 @@ export function createAttachmentService(deps: AppDeps) {
       if (content.bytes !== null) {
         let digest: StoredDigest | undefined = validDigest(content, content.field);
         if (digest === undefined) {
-          const computed = digestField(content.field, content.bytes);
+          const computed = await digestField(content.field, content.bytes);
           await storeDigest(database, id, content.lastModifiedDate, content.field, computed);
           digest = computed;
         }
@@ -196,30 +199,41 @@ export function createAttachmentService(deps: AppDeps) {
       return { representation: representationOf(head, field, digest, query.mime, size), load };
     },
 
-    /** Stores one upload (reference section 15); every refusal is a 422 that writes nothing. */
+    /**
+     * Stores one upload (reference section 15); every refusal is a 422 (or a 415 for content whose type
+     * is neither declared nor provable) that writes nothing.
+     */
     async createAttachment(input: UploadInput): Promise<number> {
       const problems: Record<string, string> = {};
+      const bytes = input.bytes;
+      const isEmpty = bytes === undefined || bytes.length === 0;
+      if (isEmpty) problems.data = 'The attachment is empty.';
+      const type = await uploadTypeOf(input.declaredType, bytes ?? Buffer.alloc(0));
+      if (type === undefined && !isEmpty) throw new AppError('unsupported_media_type', UNIDENTIFIED_TYPE);
       let mimeType: string | undefined;
-      if (input.declaredType === undefined) {
+      if (type === undefined) {
         problems.mime_type = 'A Content-Type of the form type/subtype is required.';
       } else {
-        mimeType = await findMimeType(database.db, input.declaredType);
-        if (mimeType === undefined) problems.mime_type = `Type ${input.declaredType} is not allowed.`;
+        mimeType = await findMimeType(database.db, type);
+        if (mimeType === undefined) problems.mime_type = `Type ${type} is not allowed.`;
       }
-      const bytes = input.bytes;
-      if (bytes === undefined || bytes.length === 0) {
-        problems.data = 'The attachment is empty.';
-      } else if (mimeType !== undefined && contradictsDeclaredType(mimeType.toLowerCase(), bytes)) {
+      if (
+        !isEmpty &&
+        mimeType !== undefined &&
+        (await contradictsDeclaredType(mimeType.toLowerCase(), bytes))
+      )
         problems.data = `The content is not ${mimeType}.`;
-      }
       if (input.fileName !== null && input.fileName.length > MAX_FILE_NAME)
         problems.file_name = `The file name is longer than ${MAX_FILE_NAME} characters.`;
+      // PostgreSQL text cannot hold NUL (SQLite can): refused alike on every dialect.
+      else if (input.fileName?.includes('\u0000'))
+        problems.file_name = 'The file name must not contain a NUL character.';
       const link = await checkLink(input, problems);
       if (Object.keys(problems).length > 0 || mimeType === undefined || bytes === undefined)
         throw new AppError('validation_failed', 'Invalid attachment', { fields: problems });
 
       // Hashed before the transaction: a write transaction must only wait on the database.
-      const digest = digestField('blob_data', bytes);
+      const digest = await digestField('blob_data', bytes);
       const modifiedDate = nowDateTime();
       return database.writeTransaction(async (trx) => {
         if (link !== undefined) {

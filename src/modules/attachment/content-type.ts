@@ -1,7 +1,9 @@
 /**
- * Pure byte and media-type rules of attachments: the `type/subtype` syntax, magic-number sniffing, and
- * the original's strict base64 rule kept behind a compatibility switch (reference 7.2 step 4.5).
+ * Byte and media-type rules of attachments: the `type/subtype` syntax, the type an upload is stored
+ * as (by the shared content sniffer), and the original's strict base64 rule kept behind a compatibility
+ * switch (reference 7.2 step 4.5).
  */
+import { sniffContentType } from '../../files/content-sniffer.ts';
 
 // RFC 6838 4.2 restricted-name, both halves; no parameters, no whitespace, no CR/LF.
 const MEDIA_TYPE = /^[a-z0-9][a-z0-9!#$&^_.+-]{0,126}\/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}$/i;
@@ -17,30 +19,26 @@ export function mediaTypeOfHeader(header: string | undefined): string | undefine
   return normaliseMediaType((header.split(';')[0] ?? '').trim());
 }
 
-const JPEG = Buffer.from([0xff, 0xd8, 0xff]);
-const PNG = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
-const PDF = Buffer.from('%PDF-', 'latin1');
-// Readers accept a PDF header anywhere in the first 1024 bytes (PDF 32000-1, annex H.3 note 3).
-const PDF_HEADER_WINDOW = 1024;
+/** Form types describe how fields were sent, never what a file is: never stored as an attachment's type. */
+const FORM_TYPES: ReadonlySet<string> = new Set(['application/x-www-form-urlencoded', 'multipart/form-data']);
 
-export type SniffedType = 'image/jpeg' | 'image/png' | 'application/pdf';
-
-/** The type the leading bytes prove, or undefined when they prove none of JPEG, PNG or PDF. */
-export function sniffType(bytes: Buffer): SniffedType | undefined {
-  if (bytes.subarray(0, JPEG.length).equals(JPEG)) return 'image/jpeg';
-  if (bytes.subarray(0, PNG.length).equals(PNG)) return 'image/png';
-  if (bytes.subarray(0, PDF_HEADER_WINDOW).includes(PDF)) return 'application/pdf';
-  return undefined;
+/**
+ * The type an upload is stored as: the declared one, or, when the client declared none or a form type
+ * (curl's default for `--data-binary`), the type its bytes prove; undefined when neither says.
+ */
+export async function uploadTypeOf(declared: string | undefined, bytes: Buffer): Promise<string | undefined> {
+  if (declared !== undefined && !FORM_TYPES.has(declared)) return declared;
+  return sniffContentType(bytes);
 }
 
 /** What a thumbnail is served as when the caller names no `mime`: JPEG/PNG by sniffing, else octet-stream. */
-export function thumbnailTypeOf(bytes: Buffer): string {
-  const sniffed = sniffType(bytes);
+export async function thumbnailTypeOf(bytes: Buffer): Promise<string> {
+  const sniffed = await sniffContentType(bytes);
   return sniffed === 'image/jpeg' || sniffed === 'image/png' ? sniffed : 'application/octet-stream';
 }
 
 /** The declared types whose bytes must prove them (an upload that lies about them is refused). */
-const PROVABLE: Readonly<Record<string, SniffedType>> = {
+const PROVABLE: Readonly<Record<string, string>> = {
   'image/jpeg': 'image/jpeg',
   'image/jpg': 'image/jpeg',
   'image/png': 'image/png',
@@ -48,9 +46,9 @@ const PROVABLE: Readonly<Record<string, SniffedType>> = {
 };
 
 /** True when `declared` is an image or PDF type that the bytes do not bear out. */
-export function contradictsDeclaredType(declared: string, bytes: Buffer): boolean {
+export async function contradictsDeclaredType(declared: string, bytes: Buffer): Promise<boolean> {
   const expected = PROVABLE[declared];
-  return expected !== undefined && sniffType(bytes) !== expected;
+  return expected !== undefined && (await sniffContentType(bytes)) !== expected;
 }
 
 /**

@@ -1,5 +1,5 @@
 /**
- * The audit module (issue 7 item 2): the append-only `audit_event` trail of every audited API call, its
+ * The audit module: the append-only `audit_event` trail of every audited API call, its
  * group-commit writer and app hook, and the `audit export` CLI command. Other modules import it only
  * through this file; a route handler tells the trail what it touched with
  * `request.audit = { targetType, targetIds }`.

@@ -1,14 +1,13 @@
 /**
  * Bulk inserts of generated rows (demo population): rows are arrays of values in the column order given
- * here. The statement differs by dialect (bulk-insert.sqlite.ts, bulk-insert.postgres.ts).
+ * here, inserted by the dialect's `bulkInsert`.
  */
 import type { Transaction } from 'kysely';
 import type { Database } from '../../db/database.ts';
+import type { BulkColumn } from '../../db/dialect.ts';
 import type { DB } from '../../db/schema.ts';
-import { createPostgresBulkInserter } from './bulk-insert.postgres.ts';
-import { createSqliteBulkInserter } from './bulk-insert.sqlite.ts';
 
-/** Column -> PostgreSQL array element type. */
+/** Column -> portable type (PostgreSQL's array element type). */
 export const BULK_COLUMNS = {
   contact: {
     id: 'int4',
@@ -52,7 +51,9 @@ export interface BulkInserter {
 }
 
 export function createBulkInserter(database: Database): BulkInserter {
-  return database.dialect === 'postgres'
-    ? createPostgresBulkInserter()
-    : createSqliteBulkInserter(database.db);
+  const columnsOf = (table: BulkTable): BulkColumn[] =>
+    Object.entries(BULK_COLUMNS[table]).map(([name, type]) => ({ name, type }));
+  return {
+    insert: (trx, table, rows) => database.dialect.bulkInsert(trx, table, columnsOf(table), rows),
+  };
 }

@@ -1,10 +1,7 @@
 /**
- * The columns of each table as the live database declares them, and the conversion of dataset values to
- * and from column values. The two catalog queries differ by dialect (SQLite's `pragma_table_info` versus
- * PostgreSQL's `information_schema.columns`), which is why this file branches on the dialect; everything
- * else is shared.
+ * The columns of each table as the live database declares them (the dialect's `readColumns`), and the
+ * conversion of dataset values to and from column values.
  */
-import { sql } from 'kysely';
 import type { Database } from '../../db/database.ts';
 import { TABLE_SPECS } from './table-specs.ts';
 import type { DatasetTable } from './table-specs.ts';
@@ -24,19 +21,9 @@ export interface ColumnInfo {
 
 export type TableColumns = ReadonlyMap<string, ColumnInfo>;
 
-interface RawColumn {
-  name: string;
-  type: string;
-  length: number | undefined;
-  notNull: boolean;
-  hasDefault: boolean;
-  isSerial: boolean;
-}
-
 /** Reads the columns of `table` from the database catalog, in table order. */
 export async function readTableColumns(database: Database, table: DatasetTable): Promise<TableColumns> {
-  const raw =
-    database.dialect === 'sqlite' ? await readSqlite(database, table) : await readPostgres(database, table);
+  const raw = await database.dialect.readColumns(table);
   if (raw.length === 0) throw new Error(`Table ${table} does not exist; is the database migrated?`);
   const specOf = TABLE_SPECS[table];
   const dates = new Set<string>(specOf.dates);
@@ -50,7 +37,7 @@ export async function readTableColumns(database: Database, table: DatasetTable):
       name: c.name,
       kind,
       maxLength: kind === 'text' ? c.length : undefined,
-      isRequired: c.notNull && !c.hasDefault && !c.isSerial,
+      isRequired: c.isNotNull && !c.hasDefault && !c.isSerial,
       isSerial: c.isSerial,
     });
   }
@@ -66,48 +53,6 @@ export function kindOf(type: string): ColumnKind {
   if (t === 'date') return 'date';
   if (t.startsWith('timestamp')) return 'datetime';
   return 'text';
-}
-
-async function readSqlite(database: Database, table: string): Promise<RawColumn[]> {
-  const rows = await sql<{ name: string; type: string; notnull: number; dflt_value: unknown; pk: number }>`
-    select name, type, "notnull", dflt_value, pk from pragma_table_info(${table}) order by cid`.execute(
-    database.db,
-  );
-  const pkCount = rows.rows.filter((r) => r.pk > 0).length;
-  return rows.rows.map((r) => {
-    const length = /\((\d+)\)/.exec(r.type)?.[1];
-    return {
-      name: r.name,
-      type: r.type.replace(/\(.*$/, ''),
-      length: length === undefined ? undefined : Number(length),
-      notNull: r.notnull === 1,
-      hasDefault: r.dflt_value !== null,
-      // An INTEGER PRIMARY KEY alone is the rowid: SQLite assigns it.
-      isSerial: r.pk === 1 && pkCount === 1 && r.type.toLowerCase() === 'integer',
-    };
-  });
-}
-
-async function readPostgres(database: Database, table: string): Promise<RawColumn[]> {
-  const rows = await sql<{
-    column_name: string;
-    data_type: string;
-    character_maximum_length: number | null;
-    is_nullable: string;
-    column_default: string | null;
-  }>`
-    select column_name, data_type, character_maximum_length, is_nullable, column_default
-    from information_schema.columns
-    where table_schema = current_schema() and table_name = ${table}
-    order by ordinal_position`.execute(database.db);
-  return rows.rows.map((r) => ({
-    name: r.column_name,
-    type: r.data_type,
-    length: r.character_maximum_length ?? undefined,
-    notNull: r.is_nullable === 'NO',
-    hasDefault: r.column_default !== null,
-    isSerial: r.column_default?.startsWith('nextval(') ?? false,
-  }));
 }
 
 /** A value that does not fit its column; the message says what was expected. */

@@ -169,9 +169,7 @@ export async function importDatasetFrom(
           options.onProgress?.('writing', rowsDone, totalRows);
         });
       }
-      if (deps.database.dialect === 'postgres') {
-        for (const plan of plans) await moveSequence(trx, plan);
-      }
+      for (const plan of plans) await moveIdGenerator(deps, trx, plan);
     });
   } catch (error) {
     for (const uid of createdFiles) await removeStoredFile(deps.files, uid);
@@ -425,7 +423,7 @@ async function writeTable(
   const sweeps = plan.keylessCount > 0 ? (['keyed', 'keyless'] as const) : (['keyed'] as const);
   for (const sweep of sweeps) {
     // Ids the database assigns must come after the ids the document gave.
-    if (sweep === 'keyless' && deps.database.dialect === 'postgres') await moveSequence(trx, plan);
+    if (sweep === 'keyless') await moveIdGenerator(deps, trx, plan);
     let batch: PreparedRow[] = [];
     let batchBytes = 0;
     const flush = async (): Promise<void> => {
@@ -731,15 +729,11 @@ function describeDatabaseError(plan: TablePlan, row: PreparedRow, error: unknown
   };
 }
 
-/** PostgreSQL: the serial sequence moves past the highest id, so later inserts never collide. */
-async function moveSequence(trx: LooseTrx, plan: TablePlan): Promise<void> {
+/** The id generator (PostgreSQL's serial sequence) moves past the highest id, so later inserts never collide. */
+async function moveIdGenerator(deps: ImportDeps, trx: LooseTrx, plan: TablePlan): Promise<void> {
   const serial = [...plan.columns.values()].find((c: ColumnInfo) => c.isSerial);
   if (serial === undefined) return;
-  const sequence = sql`pg_get_serial_sequence(${`"${plan.table}"`}, ${serial.name})`;
-  // greatest(..., nextval): never moves a sequence backwards.
-  await sql`select setval(${sequence}, greatest(
-      coalesce((select max(${sql.ref(serial.name)}) from ${sql.table(plan.table)}), 0) + 1,
-      nextval(${sequence})), false)`.execute(trx);
+  await deps.database.dialect.resetIdGenerator(trx, plan.table, serial.name);
 }
 
 function chunks<T>(items: readonly T[], size: number): T[][] {

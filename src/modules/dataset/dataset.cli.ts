@@ -164,7 +164,7 @@ const demoDataCommand: CliCommand = {
     const seconds = result.elapsedMs / 1000;
     ctx.out(
       `Added ${result.added} demo patients (demo index ${result.firstIndex} to ${result.firstIndex + result.added - 1}, ` +
-        `patient id from ${result.firstPatientId}) on ${ctx.database.dialect} in ${seconds.toFixed(1)} s ` +
+        `patient id from ${result.firstPatientId}) on ${ctx.database.dialect.name} in ${seconds.toFixed(1)} s ` +
         `(${Math.round(result.added / Math.max(seconds, 0.001))} patients/s)`,
     );
   },

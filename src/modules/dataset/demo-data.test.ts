@@ -197,7 +197,7 @@ forEachDialect((dialect) => {
         .innerJoin('event_type as et', 'et.id', 'e.event_type_id')
         .innerJoin('et_ophcocvi_esign as es', 'es.event_id', 'e.id')
         .innerJoin('episode as ep', 'ep.id', 'e.episode_id')
-        .select(['uc.code', 'et.class_name', 'et.name'])
+        .select(['uc.code', 'et.class_name', 'et.name', 'es.id as elementId'])
         .execute();
       assert.ok(codes.length >= 3);
       for (const c of codes) {
@@ -205,13 +205,25 @@ forEachDialect((dialect) => {
         assert.equal(c.class_name, 'OphCoCvi');
         assert.equal(c.name, 'CVI');
       }
-      assert.deepEqual(codes.map((c) => c.code).sort(), [...(account?.uniqueCodes ?? [])].sort());
       const elementType = await t.db
         .selectFrom('element_type')
-        .select(['name', 'table_name'])
+        .select(['id', 'name', 'table_name'])
         .where('class_name', '=', 'OEModule\\OphCoCvi\\models\\Element_OphCoCvi_Esign')
         .executeTakeFirstOrThrow();
-      assert.deepEqual(elementType, { name: 'E-Sign', table_name: 'et_ophcocvi_esign' });
+      assert.deepEqual(
+        { name: elementType.name, table_name: elementType.table_name },
+        { name: 'E-Sign', table_name: 'et_ophcocvi_esign' },
+      );
+      // The codes handed back (and printed at start) name each event's e-sign element as a pad would.
+      assert.deepEqual(
+        [...(account?.signatureCodes ?? [])].sort((a, b) => a.code.localeCompare(b.code)),
+        codes
+          .map((c) => ({
+            code: c.code,
+            extraInfo: JSON.stringify({ e_id: c.elementId, e_t_id: elementType.id }),
+          }))
+          .sort((a, b) => a.code.localeCompare(b.code)),
+      );
     });
 
     it('returns the account and adds nothing when the demo account exists', async () => {

@@ -14,8 +14,15 @@ import { generateDemoPopulation } from './demo-population.ts';
 export interface DemoAccount {
   readonly username: string;
   readonly password: string;
-  /** Unique codes mapped to the demo CVI events; set only when this call created them. */
-  readonly uniqueCodes?: readonly string[];
+  /** What sign/add needs for each demo CVI event; set only when this call created them. */
+  readonly signatureCodes?: readonly DemoSignatureCode[];
+}
+
+/** A unique code of a demo CVI event and the `extra_info` that names its e-sign element. */
+export interface DemoSignatureCode {
+  readonly code: string;
+  /** `{"e_id":<e-sign element id>,"e_t_id":<its element type id>}`, as a signature pad sends it. */
+  readonly extraInfo: string;
 }
 
 /** The demo login, documented in the README. Only a new embedded database gets it. */
@@ -47,7 +54,7 @@ export async function loadDemoData(
     patients: DEMO_PATIENTS,
     institutionCode: deps.config.institutionCode,
   });
-  const uniqueCodes = await createCviEvents(
+  const signatureCodes = await createCviEvents(
     db,
     population.firstPatientId,
     population.reference.localInstitutionId,
@@ -60,7 +67,7 @@ export async function loadDemoData(
     lastName: 'Account',
     roles: ['API access'],
   });
-  return { ...account, uniqueCodes };
+  return { ...account, signatureCodes };
 }
 
 /** CVI events with an e-sign element and a unique code each, for the first demo patients. */
@@ -68,7 +75,7 @@ async function createCviEvents(
   db: Kysely<DB>,
   firstPatientId: number,
   institutionId: number,
-): Promise<string[]> {
+): Promise<DemoSignatureCode[]> {
   const now = nowDateTime();
   return db.transaction().execute(async (trx) => {
     let eventType = await trx
@@ -81,13 +88,14 @@ async function createCviEvents(
       .values({ name: 'CVI', class_name: CVI_EVENT_CLASS, created_date: now, last_modified_date: now })
       .returning('id')
       .executeTakeFirstOrThrow();
-    const elementType = await trx
+    const existingElementType = await trx
       .selectFrom('element_type')
       .select('id')
       .where('class_name', '=', ESIGN_ELEMENT_CLASS)
       .executeTakeFirst();
-    if (elementType === undefined) {
-      await trx
+    const elementType =
+      existingElementType ??
+      (await trx
         .insertInto('element_type')
         .values({
           name: 'E-Sign',
@@ -97,9 +105,9 @@ async function createCviEvents(
           created_date: now,
           last_modified_date: now,
         })
-        .execute();
-    }
-    const codes: string[] = [];
+        .returning('id')
+        .executeTakeFirstOrThrow());
+    const codes: DemoSignatureCode[] = [];
     for (let i = 0; i < DEMO_CVI_EVENTS; i += 1) {
       const episode = await trx
         .insertInto('episode')
@@ -123,10 +131,11 @@ async function createCviEvents(
         })
         .returning('id')
         .executeTakeFirstOrThrow();
-      await trx
+      const element = await trx
         .insertInto('et_ophcocvi_esign')
         .values({ event_id: event.id, created_date: now, last_modified_date: now })
-        .execute();
+        .returning('id')
+        .executeTakeFirstOrThrow();
       const code = await newUniqueCode(trx);
       const unique = await trx
         .insertInto('unique_codes')
@@ -137,7 +146,7 @@ async function createCviEvents(
         .insertInto('unique_codes_mapping')
         .values({ unique_code_id: unique.id, event_id: event.id, created_date: now, last_modified_date: now })
         .execute();
-      codes.push(code);
+      codes.push({ code, extraInfo: JSON.stringify({ e_id: element.id, e_t_id: elementType.id }) });
     }
     return codes;
   });

@@ -454,19 +454,15 @@ export async function generateDemoPopulation(
     }
     await db.transaction().execute(async (trx) => {
       // Synthetic data: a crash mid-load loses nothing that cannot be generated again.
-      if (database.dialect === 'postgres') await sql`set local synchronous_commit = off`.execute(trx);
+      await database.dialect.relaxCommitDurability(trx);
       await inserter.insert(trx, 'contact', contacts);
       await inserter.insert(trx, 'patient', patients);
       await inserter.insert(trx, 'patient_identifier', identifiers);
     });
     options.onProgress?.(done + count, options.patients);
   }
-  if (database.dialect === 'postgres') {
-    for (const table of ['contact', 'patient', 'patient_identifier'] as const) {
-      await sql`select setval(pg_get_serial_sequence(${table}, 'id'), (select max(id) from ${sql.table(table)}))`.execute(
-        db,
-      );
-    }
+  for (const table of ['contact', 'patient', 'patient_identifier'] as const) {
+    await database.dialect.resetIdGenerator(db, table, 'id');
   }
   // Fresh statistics, so that the planner uses the search indexes on the new volume.
   await sql`analyze`.execute(db);

@@ -3,7 +3,7 @@
  * demo population, and the demo dataset of a new embedded database. Other modules import it only
  * through this file.
  */
-export type { DemoAccount } from './demo-data.ts';
+export type { DemoAccount, DemoSignatureCode } from './demo-data.ts';
 export { DEMO_PASSWORD, DEMO_USERNAME, loadDemoData } from './demo-data.ts';
 export type { DemoPatient, DemoReference, GenerateOptions, GenerateResult } from './demo-population.ts';
 export {

@@ -1,21 +1,18 @@
 /**
- * The SQL of patient search, written once for both dialects. Two spots differ and are chosen here by
- * dialect rather than in a file pair, because they are single expressions:
- * - name keys are `lower(column)` on SQLite (BINARY collation, byte order) and `lower(column) COLLATE "C"`
- *   on PostgreSQL, so that a prefix is an index range in code-point order whatever the database's default
- *   collation is (migration 0003 builds the matching PostgreSQL indexes);
- * - the numeric value of an identifier (the original's `value*1`): SQLite's CAST reads the leading
- *   digits, PostgreSQL needs a regular expression;
- * - on PostgreSQL the statement runs as a named prepared statement (see `run`).
- * Every value from the request is a bound parameter; ORDER BY comes from a closed list.
+ * The SQL of patient search, written once for every dialect. What differs between engines comes from
+ * the database's dialect adapter (`database.dialect`): the name keys, on which a prefix is an index range
+ * in code-point order whatever the database's default collation is, and the prefix match on them; the
+ * case-folded identifier key; the numeric value of an identifier (the original's `value*1`). The
+ * statement runs prepared where the engine has named statements (see `run`). Every value from the
+ * request is a bound parameter; ORDER BY comes from a closed list.
  *
  * A search is one statement: the page of patients (ordered, limited, using the indexes) as a derived
  * table, joined with the live identifiers of those patients only. The page's sort keys are selected as
  * columns `s0`, `s1` so that the outer query keeps the page's order.
  */
-import type { CompiledQuery, Expression, RawBuilder, SqlBool } from 'kysely';
+import type { Compilable, CompiledQuery, Expression, RawBuilder, SqlBool } from 'kysely';
 import { sql } from 'kysely';
-import { createShapeCache, runCompiled } from '../../db/compiled-queries.ts';
+import { runCompiled } from '../../db/compiled-queries.ts';
 import type { Database } from '../../db/database.ts';
 
 export interface PatientSearchRow {
@@ -86,15 +83,8 @@ const COLUMNS = [
 export function createPatientQueries(database: Database) {
   const { db, dialect } = database;
 
-  const nameKey = (column: 'c.last_name' | 'c.first_name'): RawBuilder<string> =>
-    dialect === 'postgres'
-      ? sql<string>`lower(${sql.ref(column)}) collate "C"`
-      : sql<string>`lower(${sql.ref(column)})`;
-
-  const numericValue = (column: string): RawBuilder<number> =>
-    dialect === 'postgres'
-      ? sql<number>`coalesce(substring(${sql.ref(column)} from '^[0-9]+')::numeric, 0)`
-      : sql<number>`cast(${sql.ref(column)} as integer)`;
+  const nameKey = (column: 'c.last_name' | 'c.first_name'): RawBuilder<string> => dialect.nameKey(column);
+  const numericValue = (column: string): RawBuilder<number> => dialect.leadingNumber(column);
 
   // Reference 4.6 recommendation: the smallest numeric value among the patient's live identifiers.
   const smallestIdentifier = sql<number>`(select min(${numericValue('k.value')}) from patient_identifier as k where k.patient_id = p.id and k.deleted = 0)`;
@@ -194,9 +184,7 @@ export function createPatientQueries(database: Database) {
   };
 
   const range = (key: RawBuilder<string>, prefix: PrefixRange): Expression<SqlBool> =>
-    prefix.high === undefined
-      ? sql<SqlBool>`${key} >= ${prefix.low}`
-      : sql<SqlBool>`${key} >= ${prefix.low} and ${key} < ${prefix.high}`;
+    dialect.namePrefixMatch(key, prefix.low, prefix.high);
 
   const byName = (criteria: NameCriteria, page: PageQuery) => {
     let query = basePage(page, 'name');
@@ -220,7 +208,7 @@ export function createPatientQueries(database: Database) {
               pairs.map((pair) =>
                 w.and([
                   w('pi.patient_identifier_type_id', '=', pair.typeId),
-                  w(sql<string>`lower(${sql.ref('pi.value')})`, '=', pair.value),
+                  w(dialect.foldedKey('pi.value'), '=', pair.value),
                 ]),
               ),
             ),
@@ -230,16 +218,13 @@ export function createPatientQueries(database: Database) {
       'identifier',
     );
 
-  const shapes = createShapeCache();
+  /** Compiles the shape `key` with the bound values of `named` (see {@link boundValues}). */
+  const compileShape = <V, R>(key: string, named: V, build: (slotted: V) => Compilable<R>) =>
+    database.shapes.compile(key, boundValues(named), (slots) => build(withSlots(named, slots)));
   const pageKey = (page: PageQuery) =>
     `${page.sortColumn}|${page.isDescending}|${page.restrictTypeId !== undefined}`;
-  const pageWith = (page: PageQuery, s: readonly unknown[], at: number): PageQuery => ({
-    ...page,
-    restrictTypeId: page.restrictTypeId === undefined ? undefined : (s[at] as number),
-    limit: s[at + 1] as number,
-    offset: s[at + 2] as number,
-  });
-  const pageValues = (page: PageQuery) => [page.restrictTypeId, page.limit, page.offset];
+  /** The bound values of a page; its sort column and direction are part of the SQL text instead. */
+  const paging = ({ restrictTypeId, limit, offset }: PageQuery) => ({ restrictTypeId, limit, offset });
 
   return {
     /**
@@ -248,21 +233,9 @@ export function createPatientQueries(database: Database) {
      */
     patientsByName(criteria: NameCriteria, page: PageQuery): CompiledQuery<PatientWithIdentifierRow> {
       const { lastName: last, firstName: first } = criteria;
-      const key = `name|${last === undefined ? 0 : last.high === undefined ? 1 : 2}|${first === undefined ? 0 : first.high === undefined ? 1 : 2}|${criteria.dob !== undefined}|${pageKey(page)}`;
-      const values = [last?.low, last?.high, first?.low, first?.high, criteria.dob, ...pageValues(page)];
-      const prefix = (range: PrefixRange | undefined, s: readonly unknown[], at: number) =>
-        range === undefined
-          ? undefined
-          : { low: s[at] as string, high: range.high === undefined ? undefined : (s[at + 1] as string) };
-      return shapes.compile(key, values, (s) =>
-        byName(
-          {
-            lastName: prefix(last, s, 0),
-            firstName: prefix(first, s, 2),
-            dob: criteria.dob === undefined ? undefined : (s[4] as string),
-          },
-          pageWith(page, s, 5),
-        ),
+      const key = `patient:name|${last === undefined ? 0 : last.high === undefined ? 1 : 2}|${first === undefined ? 0 : first.high === undefined ? 1 : 2}|${criteria.dob !== undefined}|${pageKey(page)}`;
+      return compileShape(key, { criteria, paging: paging(page) }, (bound) =>
+        byName(bound.criteria, { ...page, ...bound.paging }),
       );
     },
 
@@ -275,13 +248,9 @@ export function createPatientQueries(database: Database) {
       pairs: readonly IdentifierPair[],
       page: PageQuery,
     ): CompiledQuery<PatientWithIdentifierRow> {
-      const key = `identifier|${pairs.length}|${pageKey(page)}`;
-      const values = [...pageValues(page), ...pairs.flatMap((p) => [p.typeId, p.value])];
-      return shapes.compile(key, values, (s) =>
-        byIdentifier(
-          pairs.map((_, i) => ({ typeId: s[3 + 2 * i] as number, value: s[4 + 2 * i] as string })),
-          pageWith(page, s, 0),
-        ),
+      const key = `patient:identifier|${pairs.length}|${pageKey(page)}`;
+      return compileShape(key, { pairs, paging: paging(page) }, (bound) =>
+        byIdentifier(bound.pairs, { ...page, ...bound.paging }),
       );
     },
 
@@ -296,3 +265,29 @@ export function createPatientQueries(database: Database) {
 }
 
 export type PatientQueries = ReturnType<typeof createPatientQueries>;
+
+const isPlainObject = (value: unknown): value is Readonly<Record<string, unknown>> =>
+  typeof value === 'object' && value !== null && Object.getPrototypeOf(value) === Object.prototype;
+
+/**
+ * The bound values of a query shape, named: plain objects and arrays are walked in key order, every
+ * other value except `undefined` is one bound parameter. `undefined` binds nothing: it leaves its part
+ * out of the SQL, which the shape key says.
+ */
+function boundValues(named: unknown, out: unknown[] = []): unknown[] {
+  if (Array.isArray(named)) for (const value of named) boundValues(value, out);
+  else if (isPlainObject(named)) for (const key of Object.keys(named)) boundValues(named[key], out);
+  else if (named !== undefined) out.push(named);
+  return out;
+}
+
+/** `named` with each bound value replaced by its placeholder, in the order of {@link boundValues}. */
+function withSlots<V>(named: V, slots: readonly unknown[], next = { index: 0 }): V {
+  if (Array.isArray(named)) return named.map((value: unknown) => withSlots(value, slots, next)) as V;
+  if (isPlainObject(named)) {
+    const slotted: Record<string, unknown> = {};
+    for (const key of Object.keys(named)) slotted[key] = withSlots(named[key], slots, next);
+    return slotted as V;
+  }
+  return named === undefined ? named : (slots[next.index++] as V);
+}

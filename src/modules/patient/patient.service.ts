@@ -1,7 +1,7 @@
 /**
  * Patient search (reference 4.9): resolve the current institution and site, parse the term, choose the
- * identifier types, run one query for the page of patients and one for their identifiers, and build the
- * result objects of spec 2.1 with the types of reference 3.3.
+ * identifier types, run one statement that returns the page of patients joined with their live
+ * identifiers, and build the result objects of spec 2.1 with the types of reference 3.3.
  */
 import type { CompiledQuery } from 'kysely';
 import type { AppDeps } from '../../deps.ts';
@@ -17,15 +17,8 @@ import type {
 import { createPatientQueries } from './patient.queries.ts';
 import type { IdentifierType, Institution, ReferenceData } from './reference-data.ts';
 import { createReferenceDataCache } from './reference-data.ts';
-import {
-  computeAge,
-  formatDisplayValue,
-  lowerLikeDatabase,
-  matchIdentifier,
-  parseSearchTerm,
-  prefixUpperBound,
-  todayIn,
-} from './search-term.ts';
+import { computeAge, formatDisplayValue, todayIn } from './patient-display.ts';
+import { matchIdentifier, parseSearchTerm } from './search-term.ts';
 
 export const DEFAULT_PAGE_SIZE = 20;
 export const MAX_PAGE_SIZE = 100;
@@ -119,8 +112,7 @@ export function createPatientSearchService(deps: Pick<AppDeps, 'config' | 'datab
     if (parsed.kind === 'name') {
       const prefix = (text: string) => {
         if (text === '') return undefined;
-        const low = lowerLikeDatabase(text, dialect);
-        return { low, high: prefixUpperBound(low) };
+        return dialect.namePrefixBounds(text);
       };
       const criteria = {
         lastName: prefix(parsed.lastName),
@@ -139,7 +131,7 @@ export function createPatientSearchService(deps: Pick<AppDeps, 'config' | 'datab
     for (const type of candidates) {
       const value = matchIdentifier(parsed.value, type);
       if (value === undefined) continue;
-      const lowered = lowerLikeDatabase(value, dialect);
+      const lowered = dialect.foldCase(value);
       pairs.set(`${type.id}\u0000${lowered}`, { typeId: type.id, value: lowered });
     }
     if (pairs.size === 0) return undefined;

@@ -1,10 +1,20 @@
 /**
- * Queue SQL shared by both dialects: the eligibility rule of reference 9.3, recording an attempt (9.4),
- * chaining (9.6), the queue counters and the admin actions of the CLI. Claiming itself differs per dialect
- * (row locks on PostgreSQL): see `claim.queries.postgres.ts` / `claim.queries.sqlite.ts`.
+ * Queue SQL: the eligibility rule of reference 9.3, claiming, recording an attempt (9.4), the markers of
+ * attempts under way, chaining (9.6), the queue counters and the admin actions of the CLI.
+ *
+ * Claiming: where the engine has row locks (`DialectAdapter.hasRowLocks`), several worker processes on
+ * several machines share one queue by claiming inside the transaction that runs the routines, with
+ * `SELECT ... FOR UPDATE SKIP LOCKED` on the routine and its request. The request lock gives "one worker
+ * per request"; the routine lock makes the engine re-check the routine against its newest version, so a
+ * routine another worker has just completed is skipped. If the worker dies, its connection closes, the
+ * server rolls the transaction back and releases the locks: the routine is left as it was (NEW/RETRY).
+ * Without row locks (SQLite, one writer) one worker process serves the database: it keeps the ids of the
+ * requests it is running in memory and leaves them out of the claim, and its write transaction is the
+ * database-wide writer lock.
  */
 import type { ExpressionBuilder, Kysely } from 'kysely';
 import { sql } from 'kysely';
+import type { DialectAdapter } from '../../db/dialect.ts';
 import type { DB, Row, RoutineStatus } from '../../db/schema.ts';
 
 export type ClaimedRoutine = Row<'request_routine'> & { readonly request_type: string };
@@ -34,6 +44,43 @@ export function isEligible(eb: RoutineScope, queue: string, nowText: string) {
   ]);
 }
 
+/**
+ * The first `limit` eligible routines of `queue` (by id), at most one per request, none of the requests
+ * in `excludeRequestIds`; locked (skipping rows other transactions hold) where the engine has row locks,
+ * so `db` must then be the transaction that will run them.
+ */
+export async function claimRoutines(
+  db: Kysely<DB>,
+  dialect: DialectAdapter,
+  options: ClaimOptions,
+): Promise<ClaimedRoutine[]> {
+  const rows = await claimQuery(db, dialect, options).execute();
+  const seen = new Set<number>();
+  return rows.filter((r) => !seen.has(r.request_id) && seen.add(r.request_id));
+}
+
+export interface ClaimOptions {
+  readonly queue: string;
+  readonly nowText: string;
+  readonly limit: number;
+  readonly excludeRequestIds: ReadonlySet<number>;
+}
+
+/** The claim statement of {@link claimRoutines} (its SQL is tested per dialect). */
+export function claimQuery(db: Kysely<DB>, dialect: DialectAdapter, options: ClaimOptions) {
+  let query = db
+    .selectFrom('request_routine as rr')
+    .innerJoin('request as r', 'r.id', 'rr.request_id')
+    .selectAll('rr')
+    .select('r.request_type')
+    .where((eb) => isEligible(eb, options.queue, options.nowText))
+    .orderBy('rr.id')
+    .limit(options.limit);
+  if (options.excludeRequestIds.size > 0)
+    query = query.where('rr.request_id', 'not in', [...options.excludeRequestIds]);
+  return dialect.lockRowsSkipLocked(query, ['r', 'rr']);
+}
+
 /** True when routine `id` is still eligible, read with a fresh statement after the claim's locks are held. */
 export async function isStillEligible(
   db: Kysely<DB>,
@@ -60,53 +107,170 @@ export interface AttemptRecord {
 }
 
 /**
- * Writes the outcome of one attempt: the routine's status, try count and next try, and its
- * `request_routine_execution` row. On success this runs inside the routine's own transaction.
+ * Writes the outcomes of attempts: each routine's status, try count and next try, and its
+ * `request_routine_execution` row, inside the caller's transaction. Where the engine has
+ * `UPDATE ... FROM (VALUES ...)` the routines are updated by one statement.
  */
-export async function recordAttempt(db: Kysely<DB>, attempt: AttemptRecord): Promise<void> {
-  await db
-    .updateTable('request_routine')
-    .set({
-      status: attempt.status,
-      try_count: attempt.tryCount,
-      next_try_date_time: attempt.nextTry,
-    })
-    .where('id', '=', attempt.routineId)
-    .execute();
+export async function recordAttempts(
+  db: Kysely<DB>,
+  dialect: DialectAdapter,
+  attempts: readonly AttemptRecord[],
+): Promise<void> {
+  if (attempts.length === 0) return;
+  if (dialect.hasUpdateFromValues && attempts.length > 1) {
+    const values = sql.join(
+      attempts.map(
+        (a) =>
+          sql`(${a.routineId}::integer, ${a.status}::varchar, ${a.tryCount}::integer, ${a.nextTry}::timestamp)`,
+      ),
+    );
+    await sql`update request_routine as rr
+      set status = v.status, try_count = v.try_count, next_try_date_time = v.next_try
+      from (values ${values}) as v(id, status, try_count, next_try)
+      where rr.id = v.id`.execute(db);
+  } else {
+    for (const attempt of attempts) {
+      await db
+        .updateTable('request_routine')
+        .set({ status: attempt.status, try_count: attempt.tryCount, next_try_date_time: attempt.nextTry })
+        .where('id', '=', attempt.routineId)
+        .execute();
+    }
+  }
   await db
     .insertInto('request_routine_execution')
-    .values({
-      request_routine_id: attempt.routineId,
-      log_text: attempt.logText,
-      execution_date_time: attempt.executedAt,
-      status: attempt.status,
-      try_number: attempt.tryCount,
+    .values(
+      attempts.map((a) => ({
+        request_routine_id: a.routineId,
+        log_text: a.logText,
+        execution_date_time: a.executedAt,
+        status: a.status,
+        try_number: a.tryCount,
+      })),
+    )
+    .execute();
+}
+
+// --- attempts under way -------------------------------------------------------------------------------
+
+/**
+ * `request_routine_attempt` (migration 0011, the service's own table): one row per routine whose attempt
+ * has started and not been recorded. It is written and committed on its own before the routine runs, and
+ * removed in the transaction that records the outcome; a row that is still there when the routine is
+ * claimed again means the attempt never finished (the process was killed, crashed or lost power mid-way),
+ * and that attempt counts as a try. No foreign key: the claim holds the routine row locked, and a key
+ * check on it from the marker's own transaction would wait on that lock.
+ */
+export interface RoutineAttemptTable {
+  request_routine_id: number;
+  /** The try this attempt is (`try_count` + 1 when it started). */
+  try_number: number;
+  /** When the attempt started; null once an unfinished attempt was counted. */
+  started_date: string | null;
+  /** Unfinished attempts in a row, counted so far. */
+  unfinished_count: number;
+  /** `<host>:<pid>` of the worker that started it. */
+  worker: string;
+}
+
+type AttemptDb = DB & { request_routine_attempt: RoutineAttemptTable };
+
+function attemptDb(db: Kysely<DB>): Kysely<AttemptDb> {
+  return db.withTables<{ request_routine_attempt: RoutineAttemptTable }>();
+}
+
+/** The markers of `routineIds`, by routine id. */
+export async function findAttemptMarkers(
+  db: Kysely<DB>,
+  routineIds: readonly number[],
+): Promise<Map<number, RoutineAttemptTable>> {
+  if (routineIds.length === 0) return new Map();
+  const rows = await attemptDb(db)
+    .selectFrom('request_routine_attempt')
+    .selectAll()
+    .where('request_routine_id', 'in', [...routineIds])
+    .execute();
+  return new Map(rows.map((r) => [r.request_routine_id, r]));
+}
+
+/**
+ * Marks the attempts of `routines` as started, keeping the count of unfinished attempts before them. Runs
+ * in autocommit (its own transaction), so that the mark survives a crash of the attempt.
+ */
+export async function markAttemptsStarted(
+  db: Kysely<DB>,
+  dialect: DialectAdapter,
+  routines: readonly { routineId: number; tryNumber: number; unfinishedCount: number }[],
+  startedDate: string,
+  worker: string,
+): Promise<void> {
+  if (routines.length === 0) return;
+  const insert = attemptDb(db)
+    .insertInto('request_routine_attempt')
+    .values(
+      routines.map((r) => ({
+        request_routine_id: r.routineId,
+        try_number: r.tryNumber,
+        started_date: startedDate,
+        unfinished_count: r.unfinishedCount,
+        worker,
+      })),
+    );
+  await dialect
+    .upsert(insert, ['request_routine_id'], {
+      try_number: dialect.insertedValue('try_number'),
+      started_date: dialect.insertedValue('started_date'),
+      unfinished_count: dialect.insertedValue('unfinished_count'),
+      worker: dialect.insertedValue('worker'),
     })
+    .execute();
+}
+
+/** Removes the markers of attempts whose outcome the caller's transaction records. */
+export async function clearAttemptMarkers(db: Kysely<DB>, routineIds: readonly number[]): Promise<void> {
+  if (routineIds.length === 0) return;
+  await attemptDb(db)
+    .deleteFrom('request_routine_attempt')
+    .where('request_routine_id', 'in', [...routineIds])
+    .execute();
+}
+
+/** Keeps the count of an unfinished attempt that was just recorded (`started_date` null: not running). */
+export async function keepUnfinishedCount(db: Kysely<DB>, routineId: number, count: number): Promise<void> {
+  await attemptDb(db)
+    .updateTable('request_routine_attempt')
+    .set({ started_date: null, unfinished_count: count })
+    .where('request_routine_id', '=', routineId)
     .execute();
 }
 
 /**
  * Adds routine `name` to request `requestId` at `sequence` (or the request's highest sequence + 10, fixing
  * D66), or resets it when the request already has a routine of that name (reference 9.6). Throws when the
- * name is not in `routine_library`.
+ * name is not in `routine_library`; names found there are remembered in `knownNames` (rows of
+ * `routine_library` are never removed), so that a chain step costs one read and one write.
  */
 export async function addRequestRoutine(
   db: Kysely<DB>,
   target: { requestId: number; queue: string; name: string; sequence: 'append' | 'priority' },
+  knownNames: Set<string>,
 ): Promise<void> {
-  const known = await db
-    .selectFrom('routine_library')
-    .select('routine_name')
-    .where('routine_name', '=', target.name)
-    .executeTakeFirst();
-  if (known === undefined) throw new Error(`Routine ${target.name} is not in routine_library`);
-  const existing = await db
+  if (!knownNames.has(target.name)) {
+    const known = await db
+      .selectFrom('routine_library')
+      .select('routine_name')
+      .where('routine_name', '=', target.name)
+      .executeTakeFirst();
+    if (known === undefined) throw new Error(`Routine ${target.name} is not in routine_library`);
+    knownNames.add(target.name);
+  }
+  const siblings = await db
     .selectFrom('request_routine')
-    .select('id')
+    .select(['id', 'routine_name', 'execute_sequence'])
     .where('request_id', '=', target.requestId)
-    .where('routine_name', '=', target.name)
     .orderBy('id')
-    .executeTakeFirst();
+    .execute();
+  const existing = siblings.find((s) => s.routine_name === target.name);
   if (existing !== undefined) {
     await db
       .updateTable('request_routine')
@@ -121,15 +285,8 @@ export async function addRequestRoutine(
       .execute();
     return;
   }
-  let sequence = 1;
-  if (target.sequence === 'append') {
-    const top = await db
-      .selectFrom('request_routine')
-      .select((eb) => eb.fn.max('execute_sequence').as('top'))
-      .where('request_id', '=', target.requestId)
-      .executeTakeFirst();
-    sequence = Number(top?.top ?? 0) + 10;
-  }
+  const sequence =
+    target.sequence === 'append' ? Math.max(0, ...siblings.map((s) => s.execute_sequence)) + 10 : 1;
   await db
     .insertInto('request_routine')
     .values({

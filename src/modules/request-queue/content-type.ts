@@ -70,17 +70,16 @@ export function decodeUtf8(bytes: Uint8Array): string | undefined {
 }
 
 /**
- * A best-effort type for a file part that declared none (or `application/octet-stream`), from its magic
- * bytes; undefined when unknown.
+ * True when `text` holds a NUL character. PostgreSQL text cannot store one (SQLite can), so every text
+ * that reaches a text column is refused with it, the same on every dialect.
  */
-export function sniffMimeType(bytes: Uint8Array): string | undefined {
-  const startsWith = (offset: number, ...values: number[]) =>
-    bytes.length >= offset + values.length && values.every((v, i) => bytes[offset + i] === v);
-  if (startsWith(128, 0x44, 0x49, 0x43, 0x4d)) return 'application/dicom';
-  if (startsWith(0, 0x25, 0x50, 0x44, 0x46, 0x2d)) return 'application/pdf';
-  if (startsWith(0, 0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a)) return 'image/png';
-  if (startsWith(0, 0xff, 0xd8, 0xff)) return 'image/jpeg';
-  return undefined;
+export function hasNulCharacter(text: string): boolean {
+  return text.includes('\u0000');
+}
+
+/** The 422 message for a NUL character in the field labelled `label` (`System Message`). */
+export function nulCharacterMessage(label: string): string {
+  return `${label} must not contain a NUL character.`;
 }
 
 // --- form fields --------------------------------------------------------------------------------------

@@ -15,7 +15,8 @@ import {
 import type { TestDatabase } from '../../../test/harness.ts';
 import { createTestDatabase, forEachDialect } from '../../../test/harness.ts';
 import type { QueueEngine } from './engine.ts';
-import { createQueueEngine, parseBackoff, retryDelayMs } from './engine.ts';
+import { parseBackoff } from '../../config.ts';
+import { createQueueEngine, retryDelayMs } from './engine.ts';
 import { enqueueRequest } from './intake.ts';
 import type { RoutineContext } from './routines/index.ts';
 import {
@@ -28,7 +29,14 @@ import {
 const MINUTE = 60_000;
 
 describe('retry back-off (reference 9.5, newest branch)', () => {
-  const steps = parseBackoff('2m*n@5,30m@13,6h@20');
+  const problems: string[] = [];
+  const steps = parseBackoff('2m*n@5,30m@13,6h@20', problems);
+  it('parses the table without problems, and reports a malformed one', () => {
+    assert.deepEqual(problems, []);
+    const bad: string[] = [];
+    assert.deepEqual(parseBackoff('2m*n@5,soon', bad), []);
+    assert.equal(bad.length, 1);
+  });
   it('waits 2n minutes for tries 1 to 4', () => {
     assert.deepEqual(
       [1, 2, 3, 4].map((n) => retryDelayMs(n, steps)),
@@ -162,7 +170,6 @@ forEachDialect((dialect) => {
       }
       engine = createQueueEngine({
         database: testDb.database,
-        files: testDb.files,
         config,
         catalog: testCatalog(names, hooks),
         now: () => clock,
@@ -176,7 +183,7 @@ forEachDialect((dialect) => {
     /** A request of a fresh type (so a fresh queue) whose first routine is `routine`. */
     async function newRequest(routine: string) {
       const type = await createRequestType(testDb.db, { routineName: routine });
-      const queued = await enqueueRequest(testDb.db, {
+      const queued = await enqueueRequest(testDb.database, {
         requestType: type.requestType,
         attachments: [jsonRow('REQUEST_DATA', {})],
       });
@@ -332,7 +339,7 @@ forEachDialect((dialect) => {
       const type = await createRequestType(testDb.db, { routineName: names.ok! });
       const ids: number[] = [];
       for (let i = 0; i < 3; i += 1) {
-        ids.push((await enqueueRequest(testDb.db, { requestType: type.requestType })).requestId);
+        ids.push((await enqueueRequest(testDb.database, { requestType: type.requestType })).requestId);
       }
       await testDb.db
         .updateTable('request_routine')
@@ -354,8 +361,8 @@ forEachDialect((dialect) => {
 
     it('runs routines of a request in execute_sequence order and requests in routine id order', async () => {
       const type = await createRequestType(testDb.db, { routineName: names.ok! });
-      const a = await enqueueRequest(testDb.db, { requestType: type.requestType, attachments: [] });
-      const b = await enqueueRequest(testDb.db, { requestType: type.requestType, attachments: [] });
+      const a = await enqueueRequest(testDb.database, { requestType: type.requestType, attachments: [] });
+      const b = await enqueueRequest(testDb.database, { requestType: type.requestType, attachments: [] });
       // Request a gets a routine that must run before its first one, inserted later (higher id).
       const early = await addRoutineRow(testDb.db, {
         requestId: a.requestId,
@@ -377,7 +384,7 @@ forEachDialect((dialect) => {
 
     it('does not run a routine whose earlier sibling waits for its next try', async () => {
       const type = await createRequestType(testDb.db, { routineName: names.ok! });
-      const r = await enqueueRequest(testDb.db, { requestType: type.requestType, attachments: [] });
+      const r = await enqueueRequest(testDb.database, { requestType: type.requestType, attachments: [] });
       const [first] = await routinesOf(testDb.db, r.requestId);
       await testDb.db
         .updateTable('request_routine')
@@ -484,7 +491,7 @@ forEachDialect((dialect) => {
     it('ends a PostgreSQL batch after a routine that took a routine lock', async () => {
       gateOpen();
       const type = await createRequestType(testDb.db, { routineName: names.locker! });
-      for (let i = 0; i < 3; i += 1) await enqueueRequest(testDb.db, { requestType: type.requestType });
+      for (let i = 0; i < 3; i += 1) await enqueueRequest(testDb.database, { requestType: type.requestType });
       // PostgreSQL holds the key's row lock until commit; SQLite's one writer needs no such care.
       const sizes = [
         (await engine.runBatch(type.queue, 10)).length,

@@ -3,34 +3,49 @@
  * is the unit of work; the long-running worker (`worker.ts`) calls it in a loop per slot, and tests call
  * `step()` / `runNext()` to drive the queue one routine at a time with an injected clock.
  *
- * One batch is one transaction: claim up to n routines of different requests (row locks on PostgreSQL),
- * then for each: savepoint, run the routine, and either record COMPLETE + try count + the execution row,
- * or roll back to the savepoint (undoing every write of that routine) and record RETRY or FAILED + the
- * execution row; one commit makes each routine's writes durable together with its status. Reference 9.4
- * records a failure in a second transaction; the savepoint gives the same result without releasing the
- * request lock between the two, so another worker cannot start the same routine before its failure is
- * recorded. A routine past its timeout rolls back the whole batch (its code may still be running) and is
- * recorded in a short transaction of its own; the others stay as they were and run again.
+ * One flow for every engine: claim up to n routines of different requests, mark their attempts started
+ * (committed on its own), prepare and run each routine in a savepoint of one write transaction, record
+ * each outcome (COMPLETE, or RETRY/FAILED after rolling the routine's savepoint back, so none of its writes
+ * remain) with its execution row, and commit once. Reference 9.4 records a failure in a second
+ * transaction; the savepoint gives the same result without releasing the claim between the two, so
+ * another worker cannot start the same routine before its failure is recorded.
+ *
+ * The strategy differs by one capability of the dialect, row locks:
+ * - with row locks (PostgreSQL, MySQL), the claim locks its rows inside the write transaction and
+ *   `prepare` runs in it; several processes share a queue;
+ * - without (SQLite, one writer), the claim is a plain read that leaves out the requests this process is
+ *   running, `prepare` runs before the write transaction opens (slow work never holds the single
+ *   connection), and each routine's eligibility is read again inside the transaction.
+ *
+ * An attempt that never finishes (the process is killed or crashes) leaves its start mark behind; the
+ * next claim of that routine records it as a failed try (with the back-off) instead of running it, and
+ * the third unfinished attempt in a row fails the routine for good. Marks are written for the whole batch
+ * at once, so a crash counts a try for every routine of its batch that had not been recorded. A routine past its timeout rolls back
+ * the whole batch (its code may still be running) and is recorded in a short transaction of its own; the
+ * others stay as they were and run again.
  */
 import { hostname } from 'node:os';
 import type { ControlledTransaction, Kysely } from 'kysely';
-import type { Config } from '../../config.ts';
+import type { BackoffStep, Config } from '../../config.ts';
 import type { Database } from '../../db/database.ts';
 import { formatDateTime } from '../../db/database.ts';
 import type { DB, RoutineStatus } from '../../db/schema.ts';
-import type { FileStore } from '../../files/file-store.ts';
 import type { Logger } from '../../logger.ts';
-import type { AttemptRecord, ClaimedRoutine, QueueCounters } from './claim.queries.ts';
+import type { AttemptRecord, ClaimedRoutine, QueueCounters, RoutineAttemptTable } from './claim.queries.ts';
 import {
   addQueueCounters,
   addRequestRoutine,
+  claimRoutines,
+  clearAttemptMarkers,
+  findAttemptMarkers,
   findQueues,
   isStillEligible,
-  recordAttempt,
+  keepUnfinishedCount,
+  markAttemptsStarted,
+  recordAttempts,
   voidNewRoutines,
 } from './claim.queries.ts';
-import * as pgClaim from './claim.queries.postgres.ts';
-import * as sqliteClaim from './claim.queries.sqlite.ts';
+import { REQUEST_QUEUE_CHANNEL } from './queue-events.ts';
 import type {
   PrepareContext,
   RoutineCatalog,
@@ -39,30 +54,8 @@ import type {
 } from './routines/catalog.ts';
 import { PermanentRoutineError } from './routines/catalog.ts';
 import { defaultRoutineCatalog } from './routines/index.ts';
-import { readRequestText, writeRequestText, mergeRequestData } from './routines/request-data.ts';
-
-export interface BackoffStep {
-  /** The step applies while the try count (after the failed attempt) is below this. */
-  readonly belowTry: number;
-  readonly delayMs: number;
-  /** Multiply the delay by the try count (`2m*n`). */
-  readonly isPerTry: boolean;
-}
-
-const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
-
-/** Parses `2m*n@5,30m@13,6h@20` (the default, reference 9.5 newest branch) into steps. */
-export function parseBackoff(text: string): BackoffStep[] {
-  return text.split(',').map((part) => {
-    const match = /^(\d+)(ms|s|m|h)(\*n)?@(\d+)$/.exec(part.trim());
-    if (match === null) throw new Error(`Bad back-off step: ${part}`);
-    return {
-      delayMs: Number(match[1]) * UNIT_MS[match[2]!]!,
-      isPerTry: match[3] !== undefined,
-      belowTry: Number(match[4]),
-    };
-  });
-}
+import { readRequestText, writeRequestText } from '../attachment-data/index.ts';
+import { mergeRequestData } from './routines/request-data.ts';
 
 /**
  * Reference 9.5: `tryCount` is the count after the failed attempt. Returns the delay before the next try,
@@ -73,6 +66,9 @@ export function retryDelayMs(tryCount: number, steps: readonly BackoffStep[]): n
   if (step === undefined) return undefined;
   return step.isPerTry ? step.delayMs * tryCount : step.delayMs;
 }
+
+/** Unfinished attempts in a row after which a routine fails for good, whatever its tries left. */
+export const MAX_UNFINISHED_ATTEMPTS = 3;
 
 export type StepOutcome =
   | { readonly kind: 'idle' }
@@ -91,7 +87,6 @@ export type StepOutcome =
 
 export interface EngineOptions {
   readonly database: Database;
-  readonly files: FileStore;
   readonly config: Config;
   readonly catalog?: RoutineCatalog;
   /** The clock; tests inject one to step through back-off without sleeping. */
@@ -105,8 +100,8 @@ export interface QueueEngine {
   /** Claims and runs at most one routine of `queue`. Counters are kept in memory until flushed. */
   runNext(queue: string): Promise<StepOutcome>;
   /**
-   * Claims up to `maxRoutines` routines of `queue` (different requests; PostgreSQL only, SQLite takes
-   * one), runs them in one transaction and commits once. Empty when nothing was eligible.
+   * Claims up to `maxRoutines` routines of `queue` (different requests), runs them in one transaction and
+   * commits once. Empty when nothing was eligible.
    */
   runBatch(queue: string, maxRoutines: number): Promise<StepOutcome[]>;
   /**
@@ -120,12 +115,19 @@ export interface QueueEngine {
   readonly activeCount: number;
 }
 
-type Trx = ControlledTransaction<DB>;
+/**
+ * A batch's routines are not started after this budget, so that one slow routine does not hold the
+ * others' claims for long. A durable commit costs a disk flush, so committing per routine would cap a
+ * worker at a few hundred routines per second; a batch shares one.
+ */
+const BATCH_BUDGET_MS = 100;
 
-/** What `prepare` gave (SQLite runs it before the write transaction). */
-interface Prepared {
-  readonly prepared: unknown;
-  readonly failure: unknown;
+/** What one attempt did, besides its status: the engine acts on it after the commit. */
+interface AttemptEffects {
+  /** It added or reset routines of its request (other workers should be woken). */
+  hasChained: boolean;
+  /** It took a routine lock (held until commit: the batch ends after it). */
+  hasLocked: boolean;
 }
 
 interface Attempt {
@@ -133,32 +135,43 @@ interface Attempt {
   readonly record: AttemptRecord;
   readonly failure: unknown;
   readonly startedAt: number;
+  readonly effects: AttemptEffects;
+  /** Set when this records an attempt that never finished: how many in a row, this one included. */
+  readonly unfinishedCount?: number;
 }
 
-/**
- * PostgreSQL batches: a claim takes up to `maxRoutines` routines (of different requests), runs them one
- * after the other, each in its own savepoint, and commits once. A durable commit costs a WAL flush (about
- * 5-10 ms on ordinary disks), so committing per routine would cap a worker at a few hundred routines per
- * second. Every routine's writes still commit together with its status; a crash rolls the whole batch
- * back, leaving each routine as it was. Routines are not started after this budget, so that one slow
- * routine does not hold the others' locks for long.
- */
-const BATCH_BUDGET_MS = 100;
+/** A claimed routine to run, with the unfinished attempts in a row before it. */
+interface Runnable {
+  readonly routine: ClaimedRoutine;
+  readonly unfinishedBefore: number;
+}
+
+/** A claimed routine whose last attempt never finished, with its start mark. */
+interface Unfinished {
+  readonly routine: ClaimedRoutine;
+  readonly marker: RoutineAttemptTable;
+}
+
+/** What `prepare` gave, run before the write transaction (engines without row locks). */
+interface Prepared {
+  readonly prepared: unknown;
+  readonly failure: unknown;
+}
+
+type Trx = ControlledTransaction<DB>;
 
 export function createQueueEngine(options: EngineOptions): QueueEngine {
-  const { database, files, config } = options;
-  const db = database.db;
+  const { database, config } = options;
+  const { db, dialect } = database;
   const catalog = options.catalog ?? defaultRoutineCatalog;
   const now = options.now ?? (() => new Date());
-  const backoff = parseBackoff(config.queueRetryBackoff);
-  const workerLine = `worker ${options.workerLabel ?? `${hostname()}:${process.pid}`}`;
+  const workerName = options.workerLabel ?? `${hostname()}:${process.pid}`;
+  const workerLine = `worker ${workerName}`;
   const counters = new Map<string, QueueCounters>();
-  // SQLite: the requests this process is running, left out of claims (no row locks there).
+  // Without row locks: the requests this process is running, left out of its claims.
   const busyRequestIds = new Set<number>();
-  // Routines that chained others in the running batches: their commit must wake the other workers.
-  const chainedRoutineIds = new Set<number>();
-  // Routines that took a routine lock in the running batches.
-  const lockingRoutineIds = new Set<number>();
+  // Routine names seen in `routine_library` (its rows are never removed).
+  const knownRoutineNames = new Set<string>();
   let activeCount = 0;
 
   const countersOf = (queue: string): QueueCounters => {
@@ -176,41 +189,36 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
   }
 
   async function runBatch(queue: string, maxRoutines: number): Promise<StepOutcome[]> {
-    const nowText = formatDateTime(now());
-    if (database.dialect === 'sqlite') {
-      const claimed = await sqliteClaim.claimRoutines(
-        db,
-        queue,
-        nowText,
-        busyRequestIds,
-        Math.max(1, maxRoutines),
-      );
-      if (claimed.length === 0) return [];
-      for (const routine of claimed) busyRequestIds.add(routine.request_id);
-      try {
-        return await attemptOnSqlite(claimed);
-      } finally {
-        for (const routine of claimed) busyRequestIds.delete(routine.request_id);
-      }
-    }
+    const limit = Math.max(1, maxRoutines);
+    return dialect.hasRowLocks ? runLockedBatch(queue, limit) : runSingleWriterBatch(queue, limit);
+  }
+
+  /** Row locks: claim, prepare and run inside one transaction that holds the claims until its commit. */
+  async function runLockedBatch(queue: string, limit: number): Promise<StepOutcome[]> {
     const trx = await db.startTransaction().execute();
-    const claimedIds: number[] = [];
+    let marked: readonly Runnable[] = [];
     try {
-      const claimed = await pgClaim.claimRoutines(trx, queue, nowText, Math.max(1, maxRoutines));
-      claimedIds.push(...claimed.map((c) => c.id));
+      const claimed = await claimRoutines(trx, dialect, {
+        queue,
+        nowText: formatDateTime(now()),
+        limit,
+        excludeRequestIds: new Set(),
+      });
       if (claimed.length === 0) {
         await trx.rollback().execute();
         return [];
       }
+      const started = await startAttempts(trx, claimed);
+      const { runnable, unfinished } = started;
+      marked = runnable;
       const batchStartedAt = Date.now();
-      const attempts: (Attempt | 'contended')[] = [];
+      const attempts: (Attempt | 'contended')[] = unfinished.map(recordUnfinished);
       const seenRequests = new Set<number>();
-      for (const routine of claimed) {
-        // Routines claimed but not started stay exactly as they were and are released at commit.
-        if (attempts.length > 0 && Date.now() - batchStartedAt > BATCH_BUDGET_MS) break;
-        // The row locks made PostgreSQL re-check each claimed routine against its newest version. Only a
-        // second routine of a request already run in this batch (a tie in execute_sequence) can have been
-        // made ineligible since (for example by addPriorityRoutine), so only that case is read again.
+      for (const { routine } of runnable) {
+        if (attempts.length > unfinished.length && Date.now() - batchStartedAt > BATCH_BUDGET_MS) break;
+        // The row locks made the engine re-check each claimed routine against its newest version. Only a
+        // second routine of a request already run in this batch can have been made ineligible since (by
+        // addPriorityRoutine, say), so only that case is read again.
         if (
           seenRequests.has(routine.request_id) &&
           !(await isStillEligible(trx, routine.id, queue, formatDateTime(now())))
@@ -219,32 +227,14 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
           continue;
         }
         seenRequests.add(routine.request_id);
-        attempts.push(await runClaimed(routine, trx, undefined, undefined, false));
+        const attempt = await runClaimed(trx, routine, { logLines: [workerLine] });
+        attempts.push(attempt);
         // A routine lock is held until commit: end the batch here, so that the lock is not held while
         // further routines run (convoys) and no transaction ever holds two workers' keys (deadlocks).
-        if (lockingRoutineIds.delete(routine.id)) break;
+        if (attempt.effects.hasLocked) break;
       }
-      const ran = attempts.filter((a) => a !== 'contended');
-      await pgClaim.recordAttempts(
-        trx,
-        ran.map((a) => a.record),
-      );
-      // Every routine that ran leaves the set (`some` would stop at the first that chained and keep the rest).
-      const hasChained = ran.map((a) => chainedRoutineIds.delete(a.claimed.id)).includes(true);
-      await trx.commit().execute();
-      // Routines added by this batch are eligible now: wake the idle workers of other processes. Sent after
-      // the commit, not in the transaction: PostgreSQL serialises the commits of notifying transactions.
-      if (hasChained) {
-        pgClaim.notifyQueue(db, queue).catch(() => {
-          // Only a hint: the workers also poll.
-        });
-      }
-      return attempts.map((a) => (a === 'contended' ? { kind: 'contended' } : finish(a)));
+      return await commitBatch(trx, queue, attempts, runnable);
     } catch (error) {
-      for (const routine of claimedIds) {
-        chainedRoutineIds.delete(routine);
-        lockingRoutineIds.delete(routine);
-      }
       if (!trx.isCommitted && !trx.isRolledBack) {
         await trx
           .rollback()
@@ -252,141 +242,270 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
           .catch(() => {});
       }
       // The other routines of the batch were rolled back too: they stay as they were and run again.
-      if (error instanceof RoutineTimeoutError) return [await recordTimeout(error)];
+      if (error instanceof RoutineTimeoutError) return [await recordTimeout(error, marked)];
       throw error;
     }
   }
 
-  /** Records a timed-out attempt in a short transaction of its own, unless another worker has it now. */
-  async function recordTimeout(error: RoutineTimeoutError): Promise<StepOutcome> {
+  /**
+   * A single writer: claim with a plain read, prepare outside any transaction (slow work never holds the
+   * connection), then run the prepared routines in one write transaction that re-checks each one.
+   */
+  async function runSingleWriterBatch(queue: string, limit: number): Promise<StepOutcome[]> {
+    const claimed = await claimRoutines(db, dialect, {
+      queue,
+      nowText: formatDateTime(now()),
+      limit,
+      excludeRequestIds: busyRequestIds,
+    });
+    if (claimed.length === 0) return [];
+    for (const routine of claimed) busyRequestIds.add(routine.request_id);
+    try {
+      const { runnable, unfinished } = await startAttempts(db, claimed);
+      const batchStartedAt = Date.now();
+      const ready: { routine: ClaimedRoutine; pre: Prepared; logLines: string[] }[] = [];
+      for (const { routine } of runnable) {
+        if (ready.length > 0 && Date.now() - batchStartedAt > BATCH_BUDGET_MS) break;
+        const logLines = [workerLine];
+        ready.push({ routine, pre: await prepareAhead(routine, logLines), logLines });
+      }
+      const trx = await db.startTransaction().execute();
+      try {
+        const attempts: (Attempt | 'contended')[] = [];
+        for (const entry of unfinished) {
+          const isEligibleNow = await isStillEligible(trx, entry.routine.id, queue, formatDateTime(now()));
+          attempts.push(isEligibleNow ? recordUnfinished(entry) : 'contended');
+        }
+        for (const { routine, pre, logLines } of ready) {
+          if (!(await isStillEligible(trx, routine.id, queue, formatDateTime(now())))) {
+            attempts.push('contended');
+            continue;
+          }
+          attempts.push(await runClaimed(trx, routine, { logLines, prepared: pre }));
+        }
+        return await commitBatch(trx, queue, attempts, runnable);
+      } catch (error) {
+        if (!trx.isCommitted && !trx.isRolledBack) {
+          await trx
+            .rollback()
+            .execute()
+            .catch(() => {});
+        }
+        if (error instanceof RoutineTimeoutError) return [await recordTimeout(error, runnable)];
+        throw error;
+      }
+    } finally {
+      for (const routine of claimed) busyRequestIds.delete(routine.request_id);
+    }
+  }
+
+  /**
+   * Splits claimed routines into those to run and those whose last attempt never finished, and commits
+   * the start marks of the former on their own (autocommit), before any of them runs.
+   */
+  async function startAttempts(
+    reader: Kysely<DB>,
+    claimed: readonly ClaimedRoutine[],
+  ): Promise<{ runnable: Runnable[]; unfinished: Unfinished[] }> {
+    const markers = await findAttemptMarkers(
+      reader,
+      claimed.map((c) => c.id),
+    );
+    const runnable: Runnable[] = [];
+    const unfinished: Unfinished[] = [];
+    for (const routine of claimed) {
+      const marker = markers.get(routine.id);
+      if (marker !== undefined && marker.started_date !== null) unfinished.push({ routine, marker });
+      else runnable.push({ routine, unfinishedBefore: marker?.unfinished_count ?? 0 });
+    }
+    await markAttemptsStarted(
+      db,
+      dialect,
+      runnable.map(({ routine, unfinishedBefore }) => ({
+        routineId: routine.id,
+        tryNumber: routine.try_count + 1,
+        unfinishedCount: unfinishedBefore,
+      })),
+      formatDateTime(now()),
+      workerName,
+    );
+    return { runnable, unfinished };
+  }
+
+  /** Records the attempt that a start mark shows never finished: a failed try. */
+  function recordUnfinished({ routine, marker }: Unfinished): Attempt {
+    const unfinishedCount = marker.unfinished_count + 1;
+    const failure =
+      unfinishedCount >= MAX_UNFINISHED_ATTEMPTS
+        ? new PermanentRoutineError(
+            `Attempt ${marker.try_number} never finished: ${unfinishedCount} attempts in a row ended with their worker (${marker.worker}) stopping mid-way (killed, crashed or out of memory)`,
+          )
+        : new UnfinishedAttemptError(
+            `Attempt ${marker.try_number} never finished: its worker (${marker.worker}) stopped mid-way (killed, crashed or out of memory)`,
+          );
+    const definition = catalog.get(routine.routine_name);
+    return {
+      claimed: routine,
+      record: outcomeOf(routine, definition, failure, [workerLine]),
+      failure,
+      startedAt: Date.now(),
+      effects: { hasChained: false, hasLocked: false },
+      unfinishedCount,
+    };
+  }
+
+  /**
+   * Records every attempt, clears the start marks of recorded attempts and puts back those of routines
+   * marked but not run (the batch ended early, or another worker changed them), commits, then reports.
+   */
+  async function commitBatch(
+    trx: ControlledTransaction<DB>,
+    queue: string,
+    attempts: readonly (Attempt | 'contended')[],
+    marked: readonly Runnable[],
+  ): Promise<StepOutcome[]> {
+    const ran = attempts.filter((a): a is Attempt => a !== 'contended');
+    await unmarkNotRun(trx, marked, ran);
+    await recordAttempts(
+      trx,
+      dialect,
+      ran.map((a) => a.record),
+    );
+    // An unfinished attempt recorded as RETRY keeps its count, so that a payload that keeps killing its
+    // worker fails after MAX_UNFINISHED_ATTEMPTS; every other recorded attempt clears its mark.
+    const isCounted = (a: Attempt) => a.unfinishedCount !== undefined && a.record.status === 'RETRY';
+    for (const attempt of ran.filter(isCounted))
+      await keepUnfinishedCount(trx, attempt.claimed.id, attempt.unfinishedCount!);
+    await clearAttemptMarkers(
+      trx,
+      ran.filter((a) => !isCounted(a)).map((a) => a.claimed.id),
+    );
+    await trx.commit().execute();
+    // Routines added by this batch are eligible now: wake the idle workers of other processes. Sent after
+    // the commit, not in the transaction: PostgreSQL serialises the commits of notifying transactions.
+    if (ran.some((a) => a.effects.hasChained)) {
+      dialect.notify(REQUEST_QUEUE_CHANNEL, queue).catch(() => {
+        // Only a hint: the workers also poll.
+      });
+    }
+    return attempts.map((a) => (a === 'contended' ? { kind: 'contended' } : finish(a)));
+  }
+
+  /** Puts back the start marks of `marked` routines that `ran` does not hold (as before they were set). */
+  async function unmarkNotRun(trx: Kysely<DB>, marked: readonly Runnable[], ran: readonly Attempt[]) {
+    const ranIds = new Set(ran.map((a) => a.claimed.id));
+    const notRun = marked.filter((m) => !ranIds.has(m.routine.id));
+    await clearAttemptMarkers(
+      trx,
+      notRun.filter((m) => m.unfinishedBefore === 0).map((m) => m.routine.id),
+    );
+    for (const m of notRun.filter((m) => m.unfinishedBefore > 0))
+      await keepUnfinishedCount(trx, m.routine.id, m.unfinishedBefore);
+  }
+
+  /**
+   * Records a timed-out attempt in a short transaction of its own, unless another worker has it now, and
+   * puts back the start marks of the batch's other routines (rolled back with the batch, they did not run).
+   */
+  async function recordTimeout(
+    error: RoutineTimeoutError,
+    marked: readonly Runnable[],
+  ): Promise<StepOutcome> {
     const claimed = error.claimed!;
-    const attempt = await db.transaction().execute(async (trx) => {
-      let query = trx
+    const attempt = await db.transaction().execute(async (trx): Promise<Attempt | undefined> => {
+      await unmarkNotRun(
+        trx,
+        marked.filter((m) => m.routine.id !== claimed.id),
+        [],
+      );
+      const query = trx
         .selectFrom('request_routine')
         .select('id')
         .where('id', '=', claimed.id)
         .where('status', '=', claimed.status)
         .where('try_count', '=', claimed.try_count);
-      if (database.dialect === 'postgres') query = query.forUpdate().skipLocked();
-      if ((await query.executeTakeFirst()) === undefined) return undefined;
+      if ((await dialect.lockRowsSkipLocked(query).executeTakeFirst()) === undefined) return undefined;
       const definition = catalog.get(claimed.routine_name);
       const record = outcomeOf(claimed, definition, error, [...error.logLines]);
-      await recordAttempt(trx, record);
-      return { claimed, record, failure: error, startedAt: Date.now() };
+      await recordAttempts(trx, dialect, [record]);
+      await clearAttemptMarkers(trx, [claimed.id]);
+      return {
+        claimed,
+        record,
+        failure: error,
+        startedAt: Date.now(),
+        effects: { hasChained: false, hasLocked: false },
+      };
     });
     return attempt === undefined ? { kind: 'contended' } : finish(attempt);
   }
 
-  /**
-   * SQLite: `prepare` runs before the write transaction opens, so slow preparation (thumbnails) never
-   * holds the single connection that the HTTP server shares. The routines prepared within the batch budget
-   * then run in one transaction, a savepoint each, and share one commit (one fsync with
-   * `synchronous = FULL`); the others stay as they were.
-   */
-  async function attemptOnSqlite(claimed: readonly ClaimedRoutine[]): Promise<StepOutcome[]> {
-    const batchStartedAt = Date.now();
-    const ready: { claimed: ClaimedRoutine; pre: Prepared; logLines: string[] }[] = [];
-    for (const routine of claimed) {
-      if (ready.length > 0 && Date.now() - batchStartedAt > BATCH_BUDGET_MS) break;
-      const definition = catalog.get(routine.routine_name);
-      const logLines: string[] = [workerLine];
-      let pre: Prepared = { prepared: undefined, failure: undefined };
-      if (definition !== undefined) {
-        activeCount += 1;
-        try {
-          pre = {
-            prepared: await withTimeout(
-              prepareAndValidate(definition, prepareContextOf(routine, db, logLines)),
-              definition.timeoutMs,
-            ),
-            failure: undefined,
-          };
-        } catch (error) {
-          pre = { prepared: undefined, failure: error };
-        } finally {
-          activeCount -= 1;
-        }
-      }
-      ready.push({ claimed: routine, pre, logLines });
-    }
-    const trx = await db.startTransaction().execute();
+  /** Runs `validate` and `prepare` of `routine` before the write transaction (single writer). */
+  async function prepareAhead(routine: ClaimedRoutine, logLines: string[]): Promise<Prepared> {
+    const definition = catalog.get(routine.routine_name);
+    if (definition === undefined) return { prepared: undefined, failure: undefined };
+    activeCount += 1;
     try {
-      const attempts: (Attempt | 'contended')[] = [];
-      for (const { claimed: routine, pre, logLines } of ready) {
-        const nowText = formatDateTime(now());
-        if (!(await isStillEligible(trx, routine.id, routine.execute_request_queue, nowText))) {
-          attempts.push('contended');
-          continue;
-        }
-        attempts.push(await runClaimed(routine, trx, pre, logLines));
-      }
-      await trx.commit().execute();
-      return attempts.map((a) => (a === 'contended' ? { kind: 'contended' } : finish(a)));
+      const prepared = await withTimeout(
+        prepareAndValidate(definition, prepareContextOf(routine, db, logLines)),
+        definition.timeoutMs,
+      );
+      return { prepared, failure: undefined };
     } catch (error) {
-      if (!trx.isCommitted && !trx.isRolledBack) {
-        await trx
-          .rollback()
-          .execute()
-          .catch(() => {});
-      }
-      if (error instanceof RoutineTimeoutError) return [await recordTimeout(error)];
-      throw error;
+      return { prepared: undefined, failure: error };
     } finally {
-      for (const routine of claimed) {
-        chainedRoutineIds.delete(routine.id);
-        lockingRoutineIds.delete(routine.id);
-      }
+      activeCount -= 1;
     }
   }
 
-  function prepareContextOf(claimed: ClaimedRoutine, readDb: Kysely<DB>, logLines: string[]): PrepareContext {
+  function prepareContextOf(claimed: ClaimedRoutine, reader: Kysely<DB>, logLines: string[]): PrepareContext {
     return {
-      db: readDb,
-      dialect: database.dialect,
+      db: reader,
       routine: claimed,
       requestType: claimed.request_type,
       config,
-      files,
       now,
       log: (line) => logLines.push(line),
-      readText: (mnemonic) => readRequestText(readDb, claimed.request_id, mnemonic),
+      readText: (mnemonic) => readRequestText(reader, claimed.request_id, mnemonic),
     };
   }
 
   /**
-   * Runs `claimed` inside `trx` (held, not committed here): savepoint, the routine (after `prepare`, unless
-   * `pre` carries its result), then its status, try count and execution row; on failure the savepoint is
-   * rolled back first, so none of the routine's writes remain.
+   * Runs `claimed` inside `trx` (held, not committed here): a savepoint, the routine (its `prepare` first,
+   * unless `prepared` carries what it gave), and its outcome; on failure the savepoint is rolled back, so
+   * none of the routine's writes remain. The outcome is recorded by the caller, with the batch's others.
    */
   async function runClaimed(
-    claimed: ClaimedRoutine,
     trx: Trx,
-    pre: Prepared | undefined,
-    logLines: string[] = [workerLine],
-    isRecorded = true,
+    claimed: ClaimedRoutine,
+    options: { logLines: string[]; prepared?: Prepared },
   ): Promise<Attempt> {
+    const { logLines, prepared } = options;
+    const effects: AttemptEffects = { hasChained: false, hasLocked: false };
     activeCount += 1;
     const startedAt = Date.now();
     try {
       const definition = catalog.get(claimed.routine_name);
       const prepareContext = prepareContextOf(claimed, trx, logLines);
-      let failure: unknown = pre?.failure;
+      let failure: unknown = prepared?.failure;
       if (definition === undefined) {
         failure = new PermanentRoutineError(`Unknown routine: ${claimed.routine_name}`);
       } else if (failure === undefined) {
         const inSavepoint = await trx.savepoint('routine').execute();
         try {
-          const context = createRunContext(inSavepoint, prepareContext, definition, startedAt);
+          const context = createRunContext(inSavepoint, prepareContext, definition, { startedAt, effects });
           await withTimeout(
             (async () => {
-              const ready =
-                pre === undefined ? await prepareAndValidate(definition, prepareContext) : pre.prepared;
-              await definition.run(context, ready);
+              const input =
+                prepared === undefined
+                  ? await prepareAndValidate(definition, prepareContext)
+                  : prepared.prepared;
+              await definition.run(context, input);
             })(),
             definition.timeoutMs,
           );
-          // Not released: PostgreSQL and SQLite let the next routine of a batch reuse the name, and a
-          // release would cost one more round trip per routine.
+          // Not released: every engine lets the next routine of a batch reuse the name, and a release
+          // would cost one more round trip per routine.
         } catch (error) {
           if (error instanceof RoutineTimeoutError) {
             throw new RoutineTimeoutError(definition.timeoutMs, claimed, logLines);
@@ -395,9 +514,13 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
           await inSavepoint.rollbackToSavepoint('routine').execute();
         }
       }
-      const record = outcomeOf(claimed, definition, failure, logLines);
-      if (isRecorded) await recordAttempt(trx, record);
-      return { claimed, record, failure, startedAt };
+      return {
+        claimed,
+        record: outcomeOf(claimed, definition, failure, logLines),
+        failure,
+        startedAt,
+        effects,
+      };
     } finally {
       activeCount -= 1;
     }
@@ -446,41 +569,39 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
     trx: Trx,
     base: PrepareContext,
     definition: RoutineDefinition,
-    startedAt: number,
+    attempt: { startedAt: number; effects: AttemptEffects },
   ): RoutineContext {
     const routine = base.routine;
+    const chain = async (name: string, sequence: 'append' | 'priority') => {
+      attempt.effects.hasChained = true;
+      await addRequestRoutine(
+        trx,
+        { requestId: routine.request_id, queue: routine.execute_request_queue, name, sequence },
+        knownRoutineNames,
+      );
+    };
     return {
       ...base,
       db: trx,
       trx,
+      dialect,
+      stamp: () => stampOf(base.now()),
       readText: (mnemonic) => readRequestText(trx, routine.request_id, mnemonic),
-      putText: (mnemonic, value) => writeRequestText(trx, routine.request_id, mnemonic, value, base.now()),
-      mergeRequestData: (patch) => mergeRequestData(trx, routine.request_id, patch, base.now()),
-      addRoutine: async (name) => {
-        chainedRoutineIds.add(routine.id);
-        await addRequestRoutine(trx, {
-          requestId: routine.request_id,
-          queue: routine.execute_request_queue,
-          name,
-          sequence: 'append',
-        });
-      },
-      addPriorityRoutine: async (name) => {
-        chainedRoutineIds.add(routine.id);
-        await addRequestRoutine(trx, {
-          requestId: routine.request_id,
-          queue: routine.execute_request_queue,
-          name,
-          sequence: 'priority',
-        });
-      },
+      putText: (mnemonic, value) =>
+        writeRequestText(trx, dialect, routine.request_id, mnemonic, value, stampOf(base.now())),
+      mergeRequestData: (patch) =>
+        mergeRequestData(trx, dialect, routine.request_id, patch, stampOf(base.now())),
+      addRoutine: (name) => chain(name, 'append'),
+      addPriorityRoutine: (name) => chain(name, 'priority'),
       voidAllNewRoutines: (current) =>
         voidNewRoutines(trx, routine.request_id, current ?? routine.routine_name),
       lock: async (key) => {
-        lockingRoutineIds.add(routine.id);
-        await (database.dialect === 'postgres'
-          ? pgClaim.lockRoutineKey(trx, key, definition.timeoutMs - (Date.now() - startedAt))
-          : sqliteClaim.lockRoutineKey(trx, key));
+        attempt.effects.hasLocked = true;
+        await dialect.lockNamedRow(
+          trx,
+          { table: 'request_routine_lock', column: 'routine_lock', key },
+          definition.timeoutMs - (Date.now() - attempt.startedAt),
+        );
       },
     };
   }
@@ -489,7 +610,7 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
     claimed: ClaimedRoutine,
     definition: RoutineDefinition | undefined,
     failure: unknown,
-    logLines: string[],
+    logLines: readonly string[],
   ): AttemptRecord {
     const tryCount = claimed.try_count + 1;
     const executedAt = formatDateTime(now());
@@ -504,14 +625,13 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
       };
     }
     const isFinal = failure instanceof PermanentRoutineError || definition?.retry === 'never';
-    const delayMs = isFinal ? undefined : retryDelayMs(tryCount, backoff);
-    const logText = [...logLines, errorText(failure)].join('\n');
+    const delayMs = isFinal ? undefined : retryDelayMs(tryCount, config.queueRetryBackoff);
     return {
       routineId: claimed.id,
       status: delayMs === undefined ? 'FAILED' : 'RETRY',
       tryCount,
       nextTry: delayMs === undefined ? null : formatDateTime(new Date(now().getTime() + delayMs)),
-      logText,
+      logText: [...logLines, errorText(failure)].join('\n'),
       executedAt,
     };
   }
@@ -559,6 +679,11 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
   };
 }
 
+/** The audit stamp of the worker's writes: the system user 1, at `now`. */
+function stampOf(now: Date) {
+  return { userId: 1, now: formatDateTime(now) };
+}
+
 /**
  * A routine ran past its timeout. Its code may still be running and could still issue queries, so the
  * whole transaction is rolled back (not just the routine's savepoint): later queries on it then fail
@@ -572,6 +697,14 @@ class RoutineTimeoutError extends Error {
     this.name = 'RoutineTimeoutError';
     this.claimed = claimed;
     this.logLines = logLines;
+  }
+}
+
+/** An earlier attempt of the routine never finished; it counts as a failed try. */
+class UnfinishedAttemptError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'UnfinishedAttemptError';
   }
 }
 
@@ -589,5 +722,6 @@ function messageOf(error: unknown): string {
 
 function errorText(error: unknown): string {
   if (error instanceof PermanentRoutineError) return `FAILED: ${error.message}`;
+  if (error instanceof UnfinishedAttemptError) return error.message;
   return error instanceof Error ? (error.stack ?? error.message) : String(error);
 }

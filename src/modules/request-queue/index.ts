@@ -11,7 +11,10 @@ export const requestQueueRoutes: FastifyPluginAsync<ModuleOptions> = async (app,
 };
 
 export { enqueueRequest } from './intake.ts';
+export { UPLOAD_REQUEST_TYPE, insertUploadRequest } from './intake.queries.ts';
 export type { AttachmentRowInput, EnqueueRequestInput, QueuedRequest } from './intake.ts';
 export { REQUEST_QUEUE_CHANNEL, onRequestQueued } from './queue-events.ts';
 export type { RequestQueuedEvent, RequestQueuedListener } from './queue-events.ts';
 export { createQueueWorker, queueCommands } from './worker.ts';
+export { readQueueGauges, registerQueueGauges } from './queue-gauges.ts';
+export type { QueueGauges } from './queue-gauges.ts';

@@ -2,7 +2,8 @@
  * SQL of queue intake, written once for both dialects: the look-ups that validation needs and the writes
  * of one queued request (request, its attachment_data rows, its first request_routine).
  */
-import type { Kysely } from 'kysely';
+import type { Expression, InsertObject, Kysely } from 'kysely';
+import { attachmentDataRow } from '../attachment-data/index.ts';
 import type { DB, NewRow } from '../../db/schema.ts';
 
 /** Where a request type's work starts: its default routine and queue. */
@@ -60,57 +61,97 @@ export interface QueuedRequestRows {
   readonly now: string;
 }
 
-/**
- * Inserts the request, all its attachment rows in one multi-row INSERT (every row with the same keys:
- * SQLite fills missing keys with NULL rather than the column default) and its first routine: NEW, try
- * count 0, sequence 10, no next try (reference 8.5). Runs inside the caller's transaction.
- */
-export async function insertQueuedRequest(trx: Kysely<DB>, rows: QueuedRequestRows): Promise<number> {
-  const audit = {
+function auditOf(rows: QueuedRequestRows) {
+  return {
     created_user_id: rows.userId,
     last_modified_user_id: rows.userId,
     created_date: rows.now,
     last_modified_date: rows.now,
   };
+}
+
+/** The `request` row of a submission. */
+export function requestRowOf(rows: QueuedRequestRows): NewRow<'request'> {
+  return {
+    request_type: rows.route.requestType,
+    system_message: rows.systemMessage,
+    request_override_default_queue: null,
+    ...auditOf(rows),
+  };
+}
+
+/** The `attachment_data` rows of a submission, as their owner builds them. */
+export function attachmentRowsOf(
+  requestId: number | Expression<number>,
+  rows: QueuedRequestRows,
+): InsertObject<DB, 'attachment_data'>[] {
+  const stamp = { userId: rows.userId, now: rows.now };
+  return rows.attachments.map((a) =>
+    attachmentDataRow(
+      {
+        requestId,
+        mnemonic: a.mnemonic,
+        mimeType: a.mimeType,
+        blobData: a.blobData,
+        textData: a.textData,
+        uploadFileName: a.uploadFileName,
+        hashCode: a.hashCode,
+      },
+      stamp,
+    ),
+  );
+}
+
+/** The first routine of a submission: NEW, try count 0, sequence 10, no next try (reference 8.5). */
+export function firstRoutineRowOf(
+  requestId: number | Expression<number>,
+  rows: QueuedRequestRows,
+): InsertObject<DB, 'request_routine'> {
+  return {
+    request_id: requestId,
+    execute_request_queue: rows.route.queue,
+    status: 'NEW',
+    routine_name: rows.route.routineName,
+    try_count: 0,
+    next_try_date_time: null,
+    execute_sequence: 10,
+    hash_code: null,
+  };
+}
+
+/**
+ * Inserts the request (of type `attachment_upload`, with no routine: no worker ever picks it up) that an
+ * upload through attachment create hangs its `attachment_data` row on (`request_id` is NOT NULL).
+ */
+export async function insertUploadRequest(trx: Kysely<DB>, userId: number, now: string): Promise<number> {
   const request = await trx
     .insertInto('request')
     .values({
-      request_type: rows.route.requestType,
-      system_message: rows.systemMessage,
+      request_type: UPLOAD_REQUEST_TYPE,
+      system_message: 'attachment upload',
       request_override_default_queue: null,
-      ...audit,
+      created_user_id: userId,
+      last_modified_user_id: userId,
+      created_date: now,
+      last_modified_date: now,
     })
     .returning('id')
     .executeTakeFirstOrThrow();
-  const requestId = request.id;
-  if (rows.attachments.length > 0) {
-    const values: Array<NewRow<'attachment_data'>> = rows.attachments.map((a) => ({
-      request_id: requestId,
-      attachment_mnemonic: a.mnemonic,
-      body_site_snomed_type: null,
-      system_only_managed: 0,
-      attachment_type: 'NONE',
-      mime_type: a.mimeType,
-      blob_data: a.blobData,
-      text_data: a.textData,
-      upload_file_name: a.uploadFileName,
-      hash_code: a.hashCode,
-      ...audit,
-    }));
-    await trx.insertInto('attachment_data').values(values).execute();
-  }
-  await trx
-    .insertInto('request_routine')
-    .values({
-      request_id: requestId,
-      execute_request_queue: rows.route.queue,
-      status: 'NEW',
-      routine_name: rows.route.routineName,
-      try_count: 0,
-      next_try_date_time: null,
-      execute_sequence: 10,
-      hash_code: null,
-    })
-    .execute();
-  return requestId;
+  return request.id;
+}
+
+/** The request type of uploads (migration 0005). */
+export const UPLOAD_REQUEST_TYPE = 'attachment_upload';
+
+/** Inserts the request, its attachment rows (one multi-row INSERT) and its first routine in `trx`. */
+export async function insertQueuedRequest(trx: Kysely<DB>, rows: QueuedRequestRows): Promise<number> {
+  const request = await trx
+    .insertInto('request')
+    .values(requestRowOf(rows))
+    .returning('id')
+    .executeTakeFirstOrThrow();
+  if (rows.attachments.length > 0)
+    await trx.insertInto('attachment_data').values(attachmentRowsOf(request.id, rows)).execute();
+  await trx.insertInto('request_routine').values(firstRoutineRowOf(request.id, rows)).execute();
+  return request.id;
 }

@@ -14,8 +14,10 @@ import {
   routinesOf,
   submitToQueue,
 } from '../../../test/factories-queue.ts';
+import { PNG_BYTES } from '../../../test/factories-attachment.ts';
 import type { TestApp } from '../../../test/harness.ts';
 import { forEachDialect, startTestApp } from '../../../test/harness.ts';
+import { until } from '../../../test/until.ts';
 import type { RequestQueuedEvent } from './queue-events.ts';
 import { onRequestQueued } from './queue-events.ts';
 
@@ -256,8 +258,10 @@ forEachDialect((dialect) => {
               ),
             );
             // The NOTIFY follows the commit without delaying the answer: wait for it (bounded).
-            const deadline = Date.now() + 5000;
-            while (received.length === 0 && Date.now() < deadline) await listener.query('select 1');
+            await until(async () => {
+              await listener.query('select 1');
+              return received.length > 0;
+            });
             assert.deepEqual(received, [`request_queue:${type.queue}`]);
           } finally {
             await listener.end();
@@ -341,11 +345,7 @@ forEachDialect((dialect) => {
           new Blob([Buffer.from([0xff, 0xd8, 0xff, 1, 2])], { type: 'image/jpeg' }),
           'one.jpg',
         );
-        form.append(
-          'image',
-          new Blob([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])]),
-          'two.png',
-        );
+        form.append('image', new Blob([PNG_BYTES]), 'two.png');
         form.append('files[]', new Blob([dicomBytes()], { type: 'application/octet-stream' }), 'scan.dcm');
         form.append('files[]', new Blob(['%PDF-1.7'], { type: 'application/pdf' }), 'doc.pdf');
         const id = await acceptedId(await submitToQueue(app, user.authorization, { body: form }));
@@ -366,7 +366,7 @@ forEachDialect((dialect) => {
         };
         assert.deepEqual(summary('image'), ['image/jpeg', 'one.jpg', 5, null]);
         // No declared type: sniffed from the bytes.
-        assert.deepEqual(summary('image_2'), ['image/png', 'two.png', 8, null]);
+        assert.deepEqual(summary('image_2'), ['image/png', 'two.png', PNG_BYTES.length, null]);
         assert.deepEqual(summary('files'), ['application/dicom', 'scan.dcm', 300, null]);
         assert.deepEqual(summary('files_2'), ['application/pdf', 'doc.pdf', 8, null]);
         const formData = rows.get('FORM_DATA')!;
@@ -478,6 +478,89 @@ forEachDialect((dialect) => {
           () => submitToQueue(app, user.authorization, json({ request_type: 'r'.repeat(46), data: {} })),
           422,
           { request_type: 'Request Type is too long (maximum is 45 characters).' },
+        );
+      });
+
+      it('refuses a NUL character in a text body or text field with 422 naming the field, on every dialect', async () => {
+        const valid = `request_type=${type.requestType}`;
+        const text = (body: string | Buffer, contentType = 'text/plain') => ({
+          headers: { 'content-type': contentType },
+          body,
+        });
+        const nul = 'NUL character';
+        const cases: [string, Parameters<typeof submitToQueue>[2], Record<string, string>][] = [
+          [
+            'system_message in the query',
+            { query: `${valid}&system_message=a%00b`, ...text('x') },
+            { system_message: `System Message must not contain a ${nul}.` },
+          ],
+          [
+            'request_type in the query',
+            { query: 'request_type=a%00b', ...text('x') },
+            { request_type: `Request Type must not contain a ${nul}.` },
+          ],
+          [
+            'content_type in the query',
+            { query: `${valid}&content_type=text/pl%00ain`, ...text('x') },
+            { content_type: `Content Type must not contain a ${nul}.` },
+          ],
+          [
+            'a text/plain body',
+            { query: valid, ...text('a\u0000b') },
+            { data: `Text data must not contain a ${nul}.` },
+          ],
+          [
+            'an XML body',
+            { query: valid, ...text('<a>\u0000</a>', 'application/xml') },
+            { data: `Text data must not contain a ${nul}.` },
+          ],
+          [
+            'system_message in a JSON body',
+            { query: valid, ...json({ system_message: 'a\u0000b', data: {} }) },
+            { system_message: `System Message must not contain a ${nul}.` },
+          ],
+          [
+            'system_message in a form body',
+            {
+              query: valid,
+              headers: { 'content-type': 'application/x-www-form-urlencoded' },
+              body: 'system_message=a%00b&data[x]=1',
+            },
+            { system_message: `System Message must not contain a ${nul}.` },
+          ],
+        ];
+        for (const [name, options, message] of cases) {
+          await assertRefused(() => submitToQueue(app, user.authorization, options), 422, message).catch(
+            (error: unknown) => {
+              throw new Error(`${name}: ${(error as Error).message}`);
+            },
+          );
+        }
+        const multipart = (disposition: string, partType: string) => {
+          const body = [
+            '--b',
+            `Content-Disposition: form-data; name="file"; filename="${disposition}"`,
+            `Content-Type: ${partType}`,
+            '',
+            'bytes',
+            '--b--',
+            '',
+          ].join('\r\n');
+          return {
+            query: valid,
+            headers: { 'content-type': 'multipart/form-data; boundary=b' },
+            body: Buffer.from(body, 'latin1'),
+          };
+        };
+        await assertRefused(
+          () => submitToQueue(app, user.authorization, multipart('a\u0000.txt', 'text/plain')),
+          422,
+          { upload_file_name: `Upload File Name must not contain a ${nul}.` },
+        );
+        await assertRefused(
+          () => submitToQueue(app, user.authorization, multipart('a.txt', 'text/pl\u0000ain')),
+          422,
+          { mime_type: `Mime Type must not contain a ${nul}.` },
         );
       });
 

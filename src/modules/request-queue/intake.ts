@@ -4,11 +4,11 @@
  * transaction. The 422 message holds one string per field, the first error of each field winning
  * (reference D53). No HTTP types here: the route hands over plain values.
  */
-import type { WriteTransaction } from '../../db/write-transaction.ts';
-import { createHash } from 'node:crypto';
+import { LRUCache } from 'lru-cache';
 import type { Kysely } from 'kysely';
-import { PostgresAdapter } from 'kysely';
 import type { Config } from '../../config.ts';
+import { NON_PAYLOAD_MNEMONICS, contentHash } from '../attachment-data/index.ts';
+import type { Database } from '../../db/database.ts';
 import { nowDateTime } from '../../db/database.ts';
 import type { DB } from '../../db/schema.ts';
 import { AppError } from '../../errors.ts';
@@ -18,8 +18,9 @@ import {
   TEXT_PAYLOAD_TYPES,
   buildFormObject,
   decodeUtf8,
+  hasNulCharacter,
+  nulCharacterMessage,
   parseUrlEncoded,
-  sniffMimeType,
 } from './content-type.ts';
 import type { AttachmentRowInput, QueuedRequestRows, RequestTypeRoute } from './intake.queries.ts';
 import { insertQueuedRequestInOneStatement } from './intake.queries.postgres.ts';
@@ -29,13 +30,7 @@ import { emitRequestQueued, notifyQueueAfterCommit } from './queue-events.ts';
 export type { AttachmentRowInput, RequestTypeRoute } from './intake.queries.ts';
 
 /** The rows every request carries besides its payload; no client part may take these names. */
-export const RESERVED_MNEMONICS: ReadonlySet<string> = new Set([
-  'REQUEST_DATA',
-  'REQUEST_BLOB',
-  'FORM_DATA',
-  'HEADER_DATA',
-  'DICOM_HEADER',
-]);
+export const RESERVED_MNEMONICS: ReadonlySet<string> = new Set([...NON_PAYLOAD_MNEMONICS, 'REQUEST_BLOB']);
 
 /** Headers never stored in HEADER_DATA (reference D46): credentials and cookies. */
 const SECRET_HEADERS: ReadonlySet<string> = new Set([
@@ -59,6 +54,8 @@ export type MultipartPart =
       readonly name: string | undefined;
       readonly fileName: string;
       readonly mimeType: string | undefined;
+      /** The type the bytes prove (the shared content sniffer), when any. */
+      readonly sniffedType: string | undefined;
       readonly bytes: Buffer;
     }
   | { readonly kind: 'field'; readonly name: string | undefined; readonly value: string };
@@ -110,12 +107,10 @@ export interface IntakeService {
 }
 
 export function createIntakeService(deps: {
-  readonly db: Kysely<DB>;
+  readonly database: Database;
   readonly config: Config;
-  /** The database's durable write path (batched commits on SQLite); plain transactions when omitted. */
-  readonly writeTransaction?: WriteTransaction;
 }): IntakeService {
-  const reference = createReferenceCache(deps.db, deps.config.referenceCacheTtlMs);
+  const reference = createReferenceCache(deps.database.db, deps.config.referenceCacheTtlMs);
   return {
     async submit(submission) {
       const errors = new FieldErrors();
@@ -164,20 +159,16 @@ export function createIntakeService(deps: {
           throw new AppError('validation_failed', 'Unprocessable Entity', { fields: attemptErrors.map });
         }
         try {
-          const queued = await enqueueRequest(
-            deps.db,
-            {
-              requestType: route.requestType,
-              route,
-              systemMessage,
-              attachments: rows,
-              userId: submission.userId,
-            },
-            deps.writeTransaction,
-          );
+          const queued = await enqueueRequest(deps.database, {
+            requestType: route.requestType,
+            route,
+            systemMessage,
+            attachments: rows,
+            userId: submission.userId,
+          });
           return queued.requestId;
         } catch (error) {
-          if (isFresh || !isForeignKeyViolation(error)) throw error;
+          if (isFresh || deps.database.dialect.classifyError(error) !== 'foreign_key') throw error;
           reference.clear();
         }
       }
@@ -192,30 +183,32 @@ export function createIntakeService(deps: {
  * database, so new types work at once; a deleted one is caught by the foreign keys (see `submit`).
  */
 function createReferenceCache(db: Kysely<DB>, ttlMs: number) {
-  const routes = new Map<string, { route: RequestTypeRoute; expiresAt: number }>();
-  const mimes = new Map<string, number>();
+  // Only names found in the database are kept, so the bound is never reached in practice; lru-cache
+  // reads a ttl of 0 as "never stale", hence nothing is stored then.
+  const isCaching = ttlMs > 0;
+  const routes = new LRUCache<string, RequestTypeRoute>({ max: 1000, ttl: ttlMs });
+  const mimes = new LRUCache<string, true>({ max: 1000, ttl: ttlMs });
   return {
     async route(requestType: string, isFresh: boolean): Promise<RequestTypeRoute | undefined> {
-      const cached = routes.get(requestType);
-      if (!isFresh && cached !== undefined && cached.expiresAt > Date.now()) return cached.route;
+      const cached = isFresh ? undefined : routes.get(requestType);
+      if (cached !== undefined) return cached;
       const route = await findRequestTypeRoute(db, requestType);
       if (route === undefined) routes.delete(requestType);
-      else routes.set(requestType, { route, expiresAt: Date.now() + ttlMs });
+      else if (isCaching) routes.set(requestType, route);
       return route;
     },
     async knownMimes(mimeTypes: readonly string[], isFresh: boolean): Promise<Set<string>> {
-      const now = Date.now();
       const known = new Set<string>();
       const unknown: string[] = [];
       for (const mime of mimeTypes) {
-        if (!isFresh && (mimes.get(mime) ?? 0) > now) known.add(mime);
+        if (!isFresh && mimes.has(mime)) known.add(mime);
         else unknown.push(mime);
       }
       if (unknown.length > 0) {
         const found = await findKnownMimeTypes(db, unknown);
         for (const mime of found) {
           known.add(mime);
-          mimes.set(mime, now + ttlMs);
+          if (isCaching) mimes.set(mime, true);
         }
       }
       return known;
@@ -225,14 +218,6 @@ function createReferenceCache(db: Kysely<DB>, ttlMs: number) {
       mimes.clear();
     },
   };
-}
-
-/** A foreign-key violation on either dialect (PostgreSQL SQLSTATE 23503, SQLite's constraint message). */
-function isForeignKeyViolation(error: unknown): boolean {
-  const { code, message } = error as { code?: unknown; message?: unknown };
-  return (
-    code === '23503' || (typeof message === 'string' && message.includes('FOREIGN KEY constraint failed'))
-  );
 }
 
 // --- the write ----------------------------------------------------------------------------------------
@@ -256,16 +241,13 @@ export interface QueuedRequest {
 
 /**
  * Writes one request, its attachment rows and its first routine (NEW, the type's default routine and
- * queue, sequence 10) in one transaction, then, once committed, wakes the workers: {@link emitRequestQueued}
- * in this process and, on PostgreSQL, `NOTIFY request_queue, '<queue>'` for other processes (see
- * {@link notifyQueueAfterCommit}). Throws a 422 AppError for an unknown request type.
+ * queue, sequence 10) in one durable write transaction (one statement where the engine has writable
+ * CTEs), then, once committed, wakes the workers: {@link emitRequestQueued} in this process and a
+ * notification for other processes where the engine has them (see {@link notifyQueueAfterCommit}).
+ * Throws a 422 AppError for an unknown request type.
  */
-export async function enqueueRequest(
-  db: Kysely<DB>,
-  input: EnqueueRequestInput,
-  writeTransaction: WriteTransaction = (fn) => db.transaction().execute(fn),
-): Promise<QueuedRequest> {
-  const route = input.route ?? (await findRequestTypeRoute(db, input.requestType));
+export async function enqueueRequest(database: Database, input: EnqueueRequestInput): Promise<QueuedRequest> {
+  const route = input.route ?? (await findRequestTypeRoute(database.db, input.requestType));
   if (route === undefined) {
     throw new AppError('validation_failed', 'Unprocessable Entity', {
       fields: { request_type: `Unknown request type: ${input.requestType}` },
@@ -278,13 +260,12 @@ export async function enqueueRequest(
     userId: input.userId ?? 1,
     now: nowDateTime(),
   };
-  const isPostgres = db.getExecutor().adapter instanceof PostgresAdapter;
   const requestId =
-    isPostgres && rows.attachments.length > 0
-      ? await insertQueuedRequestInOneStatement(db, rows)
-      : await writeTransaction((trx) => insertQueuedRequest(trx, rows));
+    database.dialect.hasWritableCte && rows.attachments.length > 0
+      ? await insertQueuedRequestInOneStatement(database, rows)
+      : await database.writeTransaction((trx) => insertQueuedRequest(trx, rows));
   emitRequestQueued({ requestId, queue: route.queue });
-  if (isPostgres) notifyQueueAfterCommit(db, route.queue);
+  notifyQueueAfterCommit(database, route.queue);
   return { requestId, routineName: route.routineName, queue: route.queue };
 }
 
@@ -320,6 +301,10 @@ function readRequestType(
     errors.add('request_type', 'Request Type must be a string.');
     return undefined;
   }
+  if (hasNulCharacter(value)) {
+    errors.add('request_type', nulCharacterMessage('Request Type'));
+    return undefined;
+  }
   if (value.length > MAX_REQUEST_TYPE) {
     errors.add('request_type', `Request Type is too long (maximum is ${MAX_REQUEST_TYPE} characters).`);
     return undefined;
@@ -337,6 +322,10 @@ function readSystemMessage(
   if (value === undefined) return '';
   if (typeof value !== 'string') {
     errors.add('system_message', 'System Message must be a string.');
+    return undefined;
+  }
+  if (hasNulCharacter(value)) {
+    errors.add('system_message', nulCharacterMessage('System Message'));
     return undefined;
   }
   if (value.length > MAX_SYSTEM_MESSAGE) {
@@ -423,6 +412,7 @@ function readRaw(type: string, bytes: Buffer, errors: FieldErrors): Payload {
   if (TEXT_PAYLOAD_TYPES.has(type)) {
     text = decodeUtf8(bytes);
     if (text === undefined) errors.add('data', 'Invalid text encoding.');
+    else if (hasNulCharacter(text)) errors.add('data', nulCharacterMessage('Text data'));
   }
   return {
     rows: [payloadRow('REQUEST_BLOB', type, bytes, text, null)],
@@ -486,7 +476,7 @@ function readMultipart(parts: readonly MultipartPart[], errors: FieldErrors): Pa
     const declared = part.mimeType;
     const mimeType =
       declared === undefined || declared === 'application/octet-stream' || declared === 'text/plain'
-        ? (sniffMimeType(part.bytes) ?? declared ?? 'application/octet-stream')
+        ? (part.sniffedType ?? declared ?? 'application/octet-stream')
         : declared;
     rows.push(
       payloadRow(mnemonic, mimeType, part.bytes, undefined, part.fileName === '' ? null : part.fileName),
@@ -544,7 +534,7 @@ function payloadRow(
   text: string | undefined,
   uploadFileName: string | null,
 ): AttachmentRowInput {
-  const hashCode = createHash('sha256').update(bytes).digest().readUIntBE(0, 6);
+  const hashCode = contentHash(bytes);
   return text === undefined
     ? { mnemonic, mimeType, textData: null, blobData: bytes, uploadFileName, hashCode }
     : { mnemonic, mimeType, textData: text, blobData: null, uploadFileName, hashCode };

@@ -1,11 +1,9 @@
 /**
  * Wake-ups of idle workers after a request is committed: in this process through
- * {@link onRequestQueued} (the worker inside the server, and SQLite, which has no NOTIFY), and across
- * processes on PostgreSQL through `NOTIFY request_queue, '<queue>'` ({@link notifyQueueAfterCommit}).
+ * {@link onRequestQueued} (the worker inside the server, and engines without notifications), and across
+ * processes through the dialect's notifications on channel `request_queue` ({@link notifyQueueAfterCommit}).
  */
-import type { Kysely } from 'kysely';
-import { sql } from 'kysely';
-import type { DB } from '../../db/schema.ts';
+import type { Database } from '../../db/database.ts';
 
 /** What a listener learns: the new request and the queue of its first routine. */
 export interface RequestQueuedEvent {
@@ -15,7 +13,7 @@ export interface RequestQueuedEvent {
 
 export type RequestQueuedListener = (event: RequestQueuedEvent) => void;
 
-/** The PostgreSQL channel `enqueueRequest` notifies; the payload is the queue name. */
+/** The channel `enqueueRequest` notifies; the payload is the queue name. */
 export const REQUEST_QUEUE_CHANNEL = 'request_queue';
 
 const listeners = new Set<RequestQueuedListener>();
@@ -40,21 +38,22 @@ export function emitRequestQueued(event: RequestQueuedEvent): void {
 }
 
 /** Per database and queue: whether a NOTIFY is being sent, and whether another is owed after it. */
-const pendingNotifies = new WeakMap<Kysely<DB>, Map<string, { isOwed: boolean }>>();
+const pendingNotifies = new WeakMap<Database, Map<string, { isOwed: boolean }>>();
 
 /**
- * Sends `NOTIFY request_queue, '<queue>'` after a commit, without delaying the caller. Why not inside the
- * intake transaction: PostgreSQL serialises the commits of every transaction that notifies (a global
+ * Notifies `request_queue` with the queue name after a commit, without delaying the caller (nothing where
+ * the dialect has no notifications). Why not inside the intake transaction: PostgreSQL serialises the commits of every transaction that notifies (a global
  * lock held across the commit and its WAL flush), which would cap intake at one commit per disk flush.
  * Sending it after the commit keeps intake's commits in parallel, and the worker still never hears of a
  * request it cannot see. Notifications for one queue are coalesced: while one is being sent, later
  * commits only ask for one more. A lost wake-up costs nothing but latency: workers also poll.
  */
-export function notifyQueueAfterCommit(db: Kysely<DB>, queue: string): void {
-  let perQueue = pendingNotifies.get(db);
+export function notifyQueueAfterCommit(database: Database, queue: string): void {
+  if (!database.dialect.hasNotifications) return;
+  let perQueue = pendingNotifies.get(database);
   if (perQueue === undefined) {
     perQueue = new Map();
-    pendingNotifies.set(db, perQueue);
+    pendingNotifies.set(database, perQueue);
   }
   const pending = perQueue.get(queue);
   if (pending !== undefined) {
@@ -68,7 +67,7 @@ export function notifyQueueAfterCommit(db: Kysely<DB>, queue: string): void {
     try {
       while (state.isOwed) {
         state.isOwed = false;
-        await sql`select pg_notify(${REQUEST_QUEUE_CHANNEL}, ${queue})`.execute(db);
+        await database.dialect.notify(REQUEST_QUEUE_CHANNEL, queue);
       }
     } catch {
       // The database is unreachable or closing: the workers' poll picks the request up.

@@ -23,7 +23,7 @@ forEachDialect((dialect) => {
       names = [await createRoutineName(t.db), await createRoutineName(t.db), await createRoutineName(t.db)];
       const type = await createRequestType(t.db, { routineName: names[0] });
       queue = type.queue;
-      requestId = (await enqueueRequest(t.db, { requestType: type.requestType })).requestId;
+      requestId = (await enqueueRequest(t.database, { requestType: type.requestType })).requestId;
       const [first] = await routinesOf(t.db, requestId);
       await t.db
         .updateTable('request_routine')
@@ -59,6 +59,37 @@ forEachDialect((dialect) => {
         rows[0]!,
         new RegExp(`^${requestId}\\t\\d+\\t${names[0]}\\tFAILED\\t20\\t10\\t-\\t${queue}`),
       );
+    });
+
+    it('show prints the request status and each routine with its last execution log, redacted', async () => {
+      const [first] = await routinesOf(t.db, requestId);
+      await t.db
+        .insertInto('request_routine_execution')
+        .values({
+          request_routine_id: first!.id,
+          log_text: 'worker w:1\nTypeError: value "Jane Smith" is odd\n    at run (routine.ts:1:1)',
+          execution_date_time: '2030-01-01 00:00:00',
+          status: 'FAILED',
+          try_number: 20,
+        })
+        .execute();
+      const result = await runCli(t.env, ['queue', 'show', String(requestId)]);
+      assert.equal(result.status, 0, result.stderr);
+      const lines = result.stdout.split('\n').filter((line) => line !== '');
+      assert.deepEqual(lines, [
+        `Request ${requestId}: FAILED`,
+        `10\t${names[0]}\tFAILED\t20 tries`,
+        '  worker w:1',
+        '  TypeError (message withheld; see the execution log)',
+        `20\t${names[1]}\tRETRY\t3 tries, next try 2030-01-01 00:00:00`,
+        '  (not run yet)',
+        `30\t${names[2]}\tCOMPLETE\t0 tries`,
+        '  (not run yet)',
+      ]);
+      const unknown = await runCli(t.env, ['queue', 'show', '999999']);
+      assert.equal(unknown.status, 1);
+      assert.match(unknown.stderr, /No request 999999/);
+      assert.equal((await runCli(t.env, ['queue', 'show', 'abc'])).status, 2);
     });
 
     it('refuses a bad status or request id with exit status 2', async () => {

@@ -1,5 +1,6 @@
 /**
- * Queue commands of the CLI: `queue list [--status S]`, `queue retry <request_id>` (FAILED/RETRY routines
+ * Queue commands of the CLI: `queue list [--status S]`, `queue show <request_id>` (the status answer:
+ * every routine with its last execution log, redacted as for the endpoint), `queue retry <request_id>` (FAILED/RETRY routines
  * back to NEW with try count 0 and no next try, the admin re-queue of reference 9.7) and
  * `queue void <request_id>` (NEW/RETRY routines to VOID). On PostgreSQL a routine being run is row-locked
  * by its worker, so these updates wait for that attempt to finish and then apply to its outcome. Retry
@@ -7,10 +8,11 @@
  */
 import type { RoutineStatus } from '../../db/schema.ts';
 import type { CliCommand, CliContext } from '../../cli/cli-types.ts';
-import { UsageError } from '../../cli/cli-types.ts';
+import { EXIT_FAILURE, UsageError } from '../../cli/cli-types.ts';
 import { AppError } from '../../errors.ts';
 import { runAuditedCliAction } from '../audit/index.ts';
 import { listRoutines, retryRequestRoutines, voidRequestRoutines } from './claim.queries.ts';
+import { createStatusService } from './status.ts';
 
 const STATUSES: readonly RoutineStatus[] = ['NEW', 'RETRY', 'COMPLETE', 'FAILED', 'VOID', 'PAUSE'];
 
@@ -78,6 +80,30 @@ export const queueCommands: readonly CliCommand[] = [
             r.request_type,
           ].join('\t'),
         );
+      }
+    },
+  },
+  {
+    words: ['queue', 'show'],
+    arguments: [{ name: 'request_id' }],
+    summary: 'show a request: its status and each routine with its last execution log',
+    async run(ctx) {
+      const requestId = requestIdOf(ctx);
+      const status = createStatusService({ db: ctx.database.db });
+      let shown;
+      try {
+        shown = await status.readStatus(String(requestId));
+      } catch (error) {
+        if (!(error instanceof AppError) || error.code !== 'not_found') throw error;
+        ctx.err(`No request ${requestId}`);
+        return EXIT_FAILURE;
+      }
+      ctx.out(`Request ${shown.request_id}: ${shown.status}`);
+      for (const r of shown.routines) {
+        const next = r.next_try_date_time === null ? '' : `, next try ${r.next_try_date_time}`;
+        ctx.out(`\n${r.execute_sequence}\t${r.routine_name}\t${r.status}\t${r.try_count} tries${next}`);
+        if (r.execution_log === null) ctx.out('  (not run yet)');
+        else for (const line of r.execution_log.split('\n')) ctx.out(`  ${line}`);
       }
     },
   },

@@ -11,12 +11,21 @@
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import multipart from '@fastify/multipart';
+import { Type } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
 import { AppError } from '../../errors.ts';
+import { sniffContentType } from '../../files/content-sniffer.ts';
 import { rejectOtherMethods } from '../../http/error-handler.ts';
 import type { ModuleOptions } from '../../http/module.ts';
+import { MALFORMED_MULTIPART_MESSAGE } from '../../http/multipart.ts';
 import type { HandlerKind } from './content-type.ts';
-import { boundaryOf, effectiveContentType, handlerKindOf } from './content-type.ts';
+import {
+  boundaryOf,
+  effectiveContentType,
+  handlerKindOf,
+  hasNulCharacter,
+  nulCharacterMessage,
+} from './content-type.ts';
 import type { MultipartPart } from './intake.ts';
 import { createIntakeService } from './intake.ts';
 import { createStatusService } from './status.ts';
@@ -38,6 +47,35 @@ declare module 'fastify' {
   }
 }
 
+/**
+ * The query parameters queue add reads, for the OpenAPI document. The route attaches validation
+ * failures instead of answering 400: intake checks every value itself and names the field in a 422.
+ * Any other parameter is accepted and kept in REQUEST_DATA.
+ */
+const AddQuerySchema = Type.Object({
+  request_type: Type.Optional(
+    Type.String({
+      maxLength: 45,
+      description:
+        'Kind of request (a `request_type` row); DEFAULT_REQUEST_TYPE when omitted here, in the form and in the JSON body.',
+    }),
+  ),
+  system_message: Type.Optional(
+    Type.String({ maxLength: 255, description: 'Free text stored with the request; empty when omitted.' }),
+  ),
+  content_type: Type.Optional(
+    Type.String({
+      description:
+        'Overrides the Content-Type header: the type that picks the handler (JSON, form, multipart, raw) and is stored.',
+    }),
+  ),
+});
+
+/** The query parameter of queue status; checked by the status service (422 with its own words). */
+const StatusQuerySchema = Type.Object({
+  request_id: Type.String({ pattern: '^[0-9]{1,10}$', description: 'Id returned by queue add.' }),
+});
+
 /** Limits of the multipart reader beyond the byte limits. */
 const MULTIPART_LIMITS = { files: 200, fields: 1000, parts: 1200, headerPairs: 100, fieldNameSize: 200 };
 
@@ -51,11 +89,7 @@ export async function registerRequestQueueRoutes(
 ): Promise<void> {
   const { config, database } = options.deps;
   const { jsonBodyBytes, rawBodyBytes } = config.limits;
-  const intake = createIntakeService({
-    db: database.db,
-    config,
-    writeTransaction: database.writeTransaction,
-  });
+  const intake = createIntakeService({ database, config });
   const status = createStatusService({ db: database.db });
 
   // Own parsers for this plugin only: each returns the raw bytes, and intake decodes them strictly.
@@ -79,6 +113,8 @@ export async function registerRequestQueueRoutes(
   const prepareIntake: onRequestAsyncHookHandler = async (request) => {
     const header = request.headers['content-type'];
     const query = request.query as Record<string, unknown>;
+    if (typeof query.content_type === 'string' && hasNulCharacter(query.content_type))
+      throw unprocessable({ content_type: nulCharacterMessage('Content Type') });
     const effectiveType = effectiveContentType(query.content_type, header);
     const kind = handlerKindOf(effectiveType);
     request.queueIntake = { effectiveType, kind, headers: { ...request.headers } };
@@ -94,7 +130,7 @@ export async function registerRequestQueueRoutes(
       case 'multipart': {
         // The parts are found by the boundary of the real header, whatever the override said.
         const boundary = boundaryOf(header);
-        if (boundary === undefined) throw unprocessable({ data: 'Malformed multipart body.' });
+        if (boundary === undefined) throw unprocessable({ data: MALFORMED_MULTIPART_MESSAGE });
         if (declaredLength > rawBodyBytes) throw new AppError('payload_too_large', 'Payload too large.');
         parseAs = `multipart/form-data; boundary="${boundary}"`;
         break;
@@ -128,6 +164,8 @@ export async function registerRequestQueueRoutes(
     method: ['POST', 'PUT'],
     url: ADD_URL,
     config: { errorShape: 'envelope' },
+    schema: { querystring: AddQuerySchema },
+    attachValidation: true,
     onRequest: [auth, prepareIntake],
     handler: addHandler,
   });
@@ -137,6 +175,8 @@ export async function registerRequestQueueRoutes(
     method: 'GET',
     url: STATUS_URL,
     config: { errorShape: 'envelope' },
+    schema: { querystring: StatusQuerySchema },
+    attachValidation: true,
     onRequest: auth,
     handler: async (request) => {
       const query = request.query as Record<string, unknown>;
@@ -168,8 +208,20 @@ async function readMultipartParts(request: FastifyRequest, limitBytes: number): 
         const bytes = await part.toBuffer();
         currentFile = undefined;
         totalBytes += bytes.length;
+        if (hasNulCharacter(part.filename))
+          throw unprocessable({ upload_file_name: nulCharacterMessage('Upload File Name') });
+        if (hasNulCharacter(part.mimetype))
+          throw unprocessable({ mime_type: nulCharacterMessage('Mime Type') });
         const mimeType = part.mimetype.split(';')[0]!.trim().toLowerCase();
-        parts.push({ kind: 'file', name, fileName: part.filename, mimeType: mimeType || undefined, bytes });
+        const sniffedType = await sniffContentType(bytes);
+        parts.push({
+          kind: 'file',
+          name,
+          fileName: part.filename,
+          mimeType: mimeType || undefined,
+          sniffedType,
+          bytes,
+        });
       } else {
         if (part.valueTruncated || part.fieldnameTruncated)
           throw new AppError('payload_too_large', 'Payload too large.');
@@ -191,7 +243,7 @@ async function readMultipartParts(request: FastifyRequest, limitBytes: number): 
       throw unprocessable({
         [`AttachmentData: ${currentFile}`]: 'The uploaded file was only partially uploaded',
       });
-    throw unprocessable({ data: 'Malformed multipart body.' });
+    throw unprocessable({ data: MALFORMED_MULTIPART_MESSAGE });
   }
   return parts;
 }

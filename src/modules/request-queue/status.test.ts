@@ -8,7 +8,58 @@ import { STATUS_PATH, createRequestType, submitToQueue } from '../../../test/fac
 import type { TestApp } from '../../../test/harness.ts';
 import { forEachDialect, startTestApp } from '../../../test/harness.ts';
 import type { RoutineStatus } from '../../db/schema.ts';
-import { overallStatus } from './status.ts';
+import { overallStatus, redactExecutionLog } from './status.ts';
+
+/** A log text as the engine writes one for a failed attempt: worker line, routine lines, error stack. */
+function failedAttemptLog(error: Error, lines: readonly string[] = []): string {
+  return ['worker host:1', ...lines, error.stack ?? error.message].join('\n');
+}
+
+class DatabaseError extends Error {
+  override name = 'DatabaseError';
+}
+
+describe('redactExecutionLog', () => {
+  it('keeps routine lines and the words of plain errors, drops stacks', () => {
+    const log = failedAttemptLog(new Error('No patient matches the identifier, date of birth and sex'), [
+      'attachment_data 12: thumbnails made',
+    ]);
+    assert.equal(
+      redactExecutionLog(log),
+      'worker host:1\nattachment_data 12: thumbnails made\nError: No patient matches the identifier, date of birth and sex',
+    );
+    assert.equal(
+      redactExecutionLog('worker host:1\nFAILED: No date of birth in the request'),
+      'worker host:1\nFAILED: No date of birth in the request',
+    );
+  });
+
+  it('withholds the message of errors that quote their input, one line or several', () => {
+    const cases: Error[] = [
+      new SyntaxError('Unexpected token \'S\', "Smith, Jane" is not valid JSON'),
+      new DatabaseError('invalid input syntax for type date: "1970-01-31 Jane Smith"'),
+      new TypeError('bad value\nJane Smith\n0012345'),
+    ];
+    for (const error of cases) {
+      const shown = redactExecutionLog(failedAttemptLog(error, ['matched nothing']));
+      assert.equal(
+        shown,
+        `worker host:1\nmatched nothing\n${error.name} (message withheld; see the execution log)`,
+      );
+      assert.doesNotMatch(shown, /Smith|0012345|\bat\s/);
+    }
+  });
+
+  it('masks credentials in URLs and password-like assignments', () => {
+    const shown = redactExecutionLog(
+      failedAttemptLog(
+        new Error('connect to postgres://app:s3cret@db:5432/x failed; password=hunter2 token: abc'),
+      ),
+    );
+    assert.doesNotMatch(shown, /s3cret|hunter2|abc|app:/);
+    assert.match(shown, /postgres:\/\/\*\*\*@db:5432\/x/);
+  });
+});
 
 describe('overallStatus (reference 9.7)', () => {
   it('is FAILED when any routine failed, RUNNING when one is NEW or RETRY, else COMPLETE', () => {
@@ -67,9 +118,50 @@ forEachDialect((dialect) => {
             try_count: 0,
             execute_sequence: 10,
             next_try_date_time: null,
+            execution_log: null,
           },
         ],
       });
+    });
+
+    it("shows each routine's last execution log, with no patient data or credentials", async () => {
+      const id = await queueOne();
+      const [routine] = await app.db
+        .selectFrom('request_routine')
+        .select('id')
+        .where('request_id', '=', id)
+        .execute();
+      const execution = (tryNumber: number, logText: string) =>
+        app.db
+          .insertInto('request_routine_execution')
+          .values({
+            request_routine_id: routine!.id,
+            log_text: logText,
+            execution_date_time: '2030-01-01 00:00:00',
+            status: 'RETRY',
+            try_number: tryNumber,
+          })
+          .execute();
+      await execution(1, 'worker a:1\nfirst attempt');
+      await execution(
+        2,
+        failedAttemptLog(new DatabaseError('invalid input syntax for type date: "Jane Smith 0012345"'), [
+          'reading FORM_DATA of postgres://app:s3cret@db/x',
+        ]),
+      );
+      await app.db
+        .updateTable('request_routine')
+        .set({ status: 'RETRY', try_count: 2 })
+        .where('id', '=', routine!.id)
+        .execute();
+      const body = (await (await status(`?request_id=${id}`)).json()) as {
+        routines: { execution_log: string | null }[];
+      };
+      assert.equal(
+        body.routines[0]!.execution_log,
+        'worker host:1\nreading FORM_DATA of postgres://***@db/x\nDatabaseError (message withheld; see the execution log)',
+      );
+      assert.doesNotMatch(JSON.stringify(body), /Smith|0012345|s3cret|first attempt/);
     });
 
     it('lists routines in execution order and derives COMPLETE, RUNNING and FAILED from them', async () => {

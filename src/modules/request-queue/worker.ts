@@ -6,14 +6,14 @@
  * `busy_yield_ms` between passes; that would cap throughput at a few routines per second). On PostgreSQL a
  * claim takes a batch of routines of different requests and commits them together (see `engine.ts`).
  *
- * Idle slots wait to be woken, not polling hard: on PostgreSQL a dedicated connection LISTENs on channel
- * `request_queue` (intake NOTIFYs the queue name in its transaction, so the wake-up comes at commit); in the
- * same process an in-process event does the same; a slow poll every `idle_yield_ms` is the fallback, and
- * also picks up RETRY routines whose next try has come.
+ * Idle slots wait to be woken, not polling hard: where the dialect has notifications (PostgreSQL) a
+ * dedicated connection listens on channel `request_queue` (intake and chaining batches notify the queue
+ * name after their commit); in the same process an in-process event does the same; a slow poll every
+ * `idle_yield_ms` is the fallback, and also picks up RETRY routines whose next try has come.
  *
- * SQLite: one slot per queue (one connection, one writer); run one worker process per database file.
+ * A single writer (SQLite): one slot per queue (one connection); run one worker process per database file.
  */
-import pg from 'pg';
+import type { Subscription } from '../../db/dialect.ts';
 import type { Logger } from '../../logger.ts';
 import type { EngineOptions, QueueEngine } from './engine.ts';
 import { createQueueEngine } from './engine.ts';
@@ -22,7 +22,7 @@ import { REQUEST_QUEUE_CHANNEL, onRequestQueued } from './queue-events.ts';
 
 export interface QueueWorker {
   readonly engine: QueueEngine;
-  /** Starts the slots; resolves once they run (and, on PostgreSQL, once LISTEN is active). */
+  /** Starts the slots; resolves once they run (and, with notifications, once listening). */
   start(): Promise<void>;
   /** Stops claiming, waits for the routines in flight to finish, flushes the queue counters. */
   stop(): Promise<void>;
@@ -34,11 +34,11 @@ export interface WorkerOptions extends EngineOptions {
   readonly logger?: Logger;
   /** How often the queue counters are written, in ms. */
   readonly counterFlushMs?: number;
-  /** Routines claimed and committed together on PostgreSQL (see `engine.ts`); default 25. */
+  /** Routines claimed and committed together (see `engine.ts`); default 25. */
   readonly batchSize?: number;
   /**
-   * Upper bound of the slots of one queue on PostgreSQL. Default: the pool size less two, shared between
-   * the served queues (right for the worker inside the server, which shares the pool with HTTP).
+   * Upper bound of the slots of one queue with several writers. Default: the pool size less two, shared
+   * between the served queues (right for the worker inside the server, which shares the pool with HTTP).
    */
   readonly maxSlotsPerQueue?: number;
 }
@@ -51,7 +51,7 @@ export function createQueueWorker(options: WorkerOptions): QueueWorker {
   const loops: Promise<void>[] = [];
   const waiters = new Map<string, Set<() => void>>();
   const generations = new Map<string, number>();
-  let listener: pg.Client | undefined;
+  let subscription: Subscription | undefined;
   let flushTimer: NodeJS.Timeout | undefined;
   let unsubscribe: (() => void) | undefined;
 
@@ -105,35 +105,6 @@ export function createQueueWorker(options: WorkerOptions): QueueWorker {
     }
   }
 
-  async function listen(url: string): Promise<void> {
-    const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5000 });
-    client.on('notification', (message) => wake(message.payload ?? undefined));
-    client.on('error', (error) => {
-      logger?.warn({ err: error }, 'queue LISTEN connection lost; reconnecting');
-      listener = undefined;
-      client.end().catch(() => {});
-      relisten(url, 1000);
-    });
-    try {
-      await client.connect();
-      await client.query(`LISTEN ${REQUEST_QUEUE_CHANNEL}`);
-    } catch (error) {
-      client.end().catch(() => {});
-      throw error;
-    }
-    listener = client;
-    wake(undefined, true); // anything queued while the connection was down
-  }
-
-  /** Re-establishes LISTEN after `delayMs`, backing off to 30 s while the database stays away. */
-  function relisten(url: string, delayMs: number): void {
-    if (!isRunning) return;
-    setTimeout(() => {
-      if (!isRunning) return;
-      listen(url).catch(() => relisten(url, Math.min(delayMs * 2, 30_000)));
-    }, delayMs).unref();
-  }
-
   return {
     engine,
     wake,
@@ -143,18 +114,20 @@ export function createQueueWorker(options: WorkerOptions): QueueWorker {
       const missing = config.workerQueues.filter((name) => !queues.some((q) => q.request_queue === name));
       if (missing.length > 0) throw new Error(`Request queue(s) not in the database: ${missing.join(', ')}`);
       isRunning = true;
-      // A worker whose machine dies leaves its session idle in transaction, holding its claims: every
-      // pool session ends such a transaction after 10 minutes (database.ts, sessionOptions).
-      if (database.dialect === 'postgres' && config.database.kind === 'postgres') {
-        await listen(config.database.url);
-      }
+      subscription = await database.dialect.subscribe(REQUEST_QUEUE_CHANNEL, {
+        onMessage: (queue) => wake(queue === '' ? undefined : queue),
+        // Anything queued while the connection was down.
+        onReconnect: () => wake(undefined, true),
+        onLost: (error) => logger?.warn({ err: error }, 'queue LISTEN connection lost; reconnecting'),
+      });
       unsubscribe = onRequestQueued((event) => wake(event.queue));
-      // On PostgreSQL each running slot holds one pooled connection. Sharing the server's pool (the
-      // in-process worker), the slots get at most the pool less two, shared fairly between the queues;
-      // a worker process (`maxSlotsPerQueue`) lets the pool queue its own slots.
-      const poolMax = database.pool?.options.max ?? 1;
+      // With several writers each running slot holds one pooled connection. Sharing the server's pool
+      // (the in-process worker), the slots get at most the pool less two, shared fairly between the
+      // queues; a worker process (`maxSlotsPerQueue`) lets the pool queue its own slots. A single writer
+      // runs one slot.
+      const poolMax = database.dialect.maxConnections;
       const fairShare = Math.max(1, Math.floor(Math.max(1, poolMax - 2) / Math.max(1, queues.length)));
-      const cap = database.dialect === 'sqlite' ? 1 : (options.maxSlotsPerQueue ?? fairShare);
+      const cap = database.dialect.hasConcurrentWriters ? (options.maxSlotsPerQueue ?? fairShare) : 1;
       for (const queue of queues) {
         const wanted = config.workerConcurrency || queue.maximum_active_threads || 1;
         const slots = Math.max(1, Math.min(wanted, cap));
@@ -180,8 +153,8 @@ export function createQueueWorker(options: WorkerOptions): QueueWorker {
       await engine
         .flushCounters()
         .catch((error: unknown) => logger?.warn({ err: error }, 'queue counters not saved'));
-      await listener?.end().catch(() => {});
-      listener = undefined;
+      await subscription?.close().catch(() => {});
+      subscription = undefined;
     },
   };
 }

@@ -1,9 +1,11 @@
 /**
  * Signature import, `POST api/v1/sign/add` (reference 5.5, the contract). Choices where the contract
  * is silent:
- * - Every POST attempt writes exactly one import log row, status 3 `Bad request` / `Payload too large`
- *   for a body refused before validation, except a throttled one (429): logging those would let a
- *   caller write without bound. Other methods (400) and preflights write nothing, as in the original.
+ * - Every POST whose body is a JSON object writes exactly one import log row (steps 5 to 7). A body
+ *   refused before validation (400 not a JSON object, 413 too large), a throttled call (429), other
+ *   methods (400) and preflights write nothing: no log row and no file.
+ * - The original capture is stored before the signature: the signature is the second `protected_file`
+ *   row of the call, and `signature_file_id` / `cropped_file_id` point at it.
  * - `e_id` / `e_t_id`: a positive integer as a JSON number or its plain decimal text (`"12"`); anything
  *   else (negative, zero, fractional, padded, other types) counts as missing (`Missing element id.`).
  *   Ids beyond the integer column range cannot exist: `Invalid UniqueCode or wrong event`.

@@ -5,7 +5,6 @@
  */
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError, DEFAULT_MESSAGES } from '../../errors.ts';
-import { toAppError } from '../../http/error-handler.ts';
 import type { ModuleOptions } from '../../http/module.ts';
 import { createRateLimiter } from '../../http/rate-limit.ts';
 import { sharedCountersFor } from '../../http/shared-counters.ts';
@@ -41,20 +40,6 @@ export const signatureRoutes: FastifyPluginAsync<ModuleOptions> = async (app, { 
       throw new AppError('too_many_requests', DEFAULT_MESSAGES.too_many_requests, {
         headers: { 'retry-after': String(waitSeconds) },
       });
-  });
-  // Every import attempt leaves one log row: a POST refused for its body (400, 413) too. A throttled
-  // one (429) does not, or the rate limit would not bound the writes.
-  app.addHook('onError', async (request, _reply, error) => {
-    if (request.method !== 'POST') return;
-    const { code } = toAppError(error);
-    if (code !== 'bad_request' && code !== 'payload_too_large') return;
-    try {
-      const logId = await service.recordRefusedBody(DEFAULT_MESSAGES[code]);
-      request.audit = { targetType: 'signature_import_log', targetIds: [logId] };
-      request.log.info({ logId }, 'signature body refused');
-    } catch (logError) {
-      request.log.warn({ errorClass: (logError as Error).constructor.name }, 'refused body not logged');
-    }
   });
   app.addHook('onSend', async (_request, reply, payload) => {
     void reply.header('access-control-allow-origin', '*');

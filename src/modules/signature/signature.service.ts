@@ -1,7 +1,8 @@
 /**
  * Signature import (reference 5.5 steps 4 to 7, section 6). Validates everything before writing
  * anything, then stores the files durably and commits every row in one transaction; a failure removes
- * the files it wrote. Every attempt that reaches this service leaves exactly one import log row.
+ * the files it wrote. Every attempt that reaches this service leaves exactly one import log row; a body
+ * refused before validation (400, 413) never reaches it and leaves none (the log covers steps 5 to 7).
  */
 import path from 'node:path';
 import type { Database } from '../../db/database.ts';
@@ -53,8 +54,6 @@ export interface SignatureServiceDeps {
 
 export interface SignatureService {
   importSignature(input: SignatureInput): Promise<SignatureOutcome>;
-  /** The status 3 log row of a POST refused before validation (400 body, 413); returns its id. */
-  recordRefusedBody(message: string): Promise<number>;
 }
 
 /** The original of an earlier attempt, reused by a manual crop (`original_log_id`). */
@@ -188,30 +187,32 @@ export function createSignatureService(deps: SignatureServiceDeps): SignatureSer
     try {
       // Both files are flushed before the transaction starts, so that no connection waits on the disk.
       const writes = await Promise.allSettled([
-        files.write(signature.bytes),
         original === undefined ? Promise.resolve(undefined) : files.write(original.bytes),
+        files.write(signature.bytes),
       ]);
       for (const result of writes)
         if (result.status === 'fulfilled' && result.value) written.push(result.value);
       for (const result of writes) if (result.status === 'rejected') throw result.reason;
-      const signatureFile = written[0]!;
-      const originalFile = original === undefined ? undefined : written[1]!;
+      const originalFile = original === undefined ? undefined : written[0]!;
+      const signatureFile = written.at(-1)!;
       const filename = originalFile?.relativePath ?? reused!.filename;
       const returnMessage = capText(
         `${input.extraInfoText} ${input.uniqueIdentifier ?? ''}`,
         MAX_RETURN_MESSAGE_CHARS,
       );
       const logId = await writeTransaction(async (trx) => {
-        const newFiles = [
+        // Reference 5.5 step 6: the original is stored first, then the signature, in that row order.
+        const newFiles = [];
+        if (originalFile !== undefined && original !== undefined)
+          newFiles.push(protectedFileOf(originalFile, original, `sign_${originalFile.uid}`, at));
+        newFiles.push(
           protectedFileOf(
             signatureFile,
             signature,
             `sign_${event.eventId}_${epochSeconds}_${signatureFile.uid}`,
             at,
           ),
-        ];
-        if (originalFile !== undefined && original !== undefined)
-          newFiles.push(protectedFileOf(originalFile, original, `sign_${originalFile.uid}`, at));
+        );
         const fileIds = await insertProtectedFiles(trx, newFiles);
         const signatureFileId = fileIds.get(signatureFile.uid)!;
         await insertPatientSignature(trx, {
@@ -255,17 +256,6 @@ export function createSignatureService(deps: SignatureServiceDeps): SignatureSer
   }
 
   return {
-    recordRefusedBody: (message) =>
-      writeTransaction((trx) =>
-        insertImportLog(trx, {
-          filename: '',
-          statusId: LOG_STATUS.failed,
-          returnMessage: message,
-          eventId: null,
-          croppedFileId: null,
-          now: formatDateTime(now()),
-        }),
-      ),
     async importSignature(input) {
       const checked = await check(input);
       if (checked.messages.length > 0 || checked.event === undefined) return recordInvalid(input, checked);

@@ -121,6 +121,17 @@ export async function setAccountActive(db: Kysely<DB>, username: string, isActiv
   });
 }
 
+/** True when at least one active local login exists (a new database has none, only the system user). */
+export async function hasActiveLogin(db: Kysely<DB>): Promise<boolean> {
+  const row = await db
+    .selectFrom('user_authentication')
+    .select('id')
+    .where('active', '=', 1)
+    .limit(1)
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
 async function assignItem(db: Kysely<DB>, userId: number, item: string): Promise<void> {
   const known = await db.selectFrom('authitem').select('name').where('name', '=', item).executeTakeFirst();
   if (known === undefined) throw new AppError('bad_request', `Unknown role or operation: ${item}`);

@@ -1,7 +1,14 @@
 export type { Authenticator, Principal, Verification } from './authenticator.ts';
 export { createAuthenticator, parseBasicHeader } from './authenticator.ts';
 export type { NewAccount } from './accounts.ts';
-export { createAccount, grantRole, revokeRole, setAccountActive, setPassword } from './accounts.ts';
+export {
+  createAccount,
+  grantRole,
+  hasActiveLogin,
+  revokeRole,
+  setAccountActive,
+  setPassword,
+} from './accounts.ts';
 export { hashPassword, isBcryptHash, verifyPassword } from './passwords.ts';
 export type { PasswordPolicy } from './password-policy.ts';
 export { DEFAULT_PASSWORD_POLICY, MIN_MAX_PASSWORD_LENGTH, findPasswordProblems } from './password-policy.ts';

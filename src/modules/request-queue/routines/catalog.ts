@@ -4,16 +4,17 @@
  * carries its timeout, its retry policy, an optional validation of its input and two phases:
  *
  * - `prepare` (optional) does slow, read-only work (parsing a DICOM header, making thumbnails) before the
- *   write transaction on SQLite, whose single connection would otherwise be held, and inside it on
- *   PostgreSQL (where the claimed request row stays locked throughout);
+ *   write transaction where the engine has a single writer (SQLite), whose connection would otherwise be
+ *   held, and inside the claim's transaction where it has row locks (the claimed request row stays locked
+ *   throughout);
  * - `run` does the routine's writes through `ctx.trx`; they commit together with the routine's status and
  *   try count, or roll back entirely.
  */
 import type { Kysely, Transaction } from 'kysely';
 import type { Config } from '../../../config.ts';
-import type { Dialect } from '../../../db/database.ts';
+import type { DialectAdapter } from '../../../db/dialect.ts';
 import type { DB, Row } from '../../../db/schema.ts';
-import type { FileStore } from '../../../files/file-store.ts';
+import type { AuditStamp } from '../../attachment-data/index.ts';
 
 /** Thrown by a routine when retrying cannot help (bad input): the routine goes to FAILED at once. */
 export class PermanentRoutineError extends Error {
@@ -25,13 +26,14 @@ export class PermanentRoutineError extends Error {
 
 /** What `prepare` may use: reads only. */
 export interface PrepareContext {
-  /** The transaction on PostgreSQL, the database on SQLite. Read with it; never write. */
+  /**
+   * The claim's transaction where the engine has row locks, else the database (SQLite prepares before its
+   * write transaction opens). Read with it; never write.
+   */
   readonly db: Kysely<DB>;
-  readonly dialect: Dialect;
   readonly routine: Row<'request_routine'>;
   readonly requestType: string;
   readonly config: Config;
-  readonly files: FileStore;
   now(): Date;
   /** Appends a line to the execution's `log_text` (never patient data). */
   log(line: string): void;
@@ -42,6 +44,10 @@ export interface PrepareContext {
 /** What `run` may use: the routine's transaction and the chaining and locking primitives of reference 9.6. */
 export interface RoutineContext extends PrepareContext {
   readonly trx: Transaction<DB>;
+  /** The engine's differences, for the writers that need them (`attachment-data`'s updates). */
+  readonly dialect: DialectAdapter;
+  /** The audit stamp of this routine's writes: the system user 1, now. */
+  stamp(): AuditStamp;
   /** Writes `value` as JSON into the request's row `mnemonic` (created when missing). */
   putText(mnemonic: string, value: Record<string, unknown>): Promise<void>;
   /** Shallow-merges `patch` into `REQUEST_DATA` and shreds its scalar keys into `request_details`. */

@@ -7,7 +7,7 @@
 import dicomParser from 'dicom-parser';
 import type { PrepareContext } from './catalog.ts';
 import { PermanentRoutineError, defineRoutine } from './catalog.ts';
-import { findPayloads, readPayloadBytes } from './payloads.ts';
+import { findPayloads, readPayloadBytes } from '../../attachment-data/index.ts';
 
 /** The tags read, by DICOM keyword: (group,element) as dicom-parser names them. */
 export const DICOM_TAGS = {

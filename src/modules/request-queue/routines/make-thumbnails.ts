@@ -8,7 +8,12 @@
  */
 import sharp from 'sharp';
 import { defineRoutine } from './catalog.ts';
-import { findPayloads, isImageMime, readPayloadBytes } from './payloads.ts';
+import {
+  findPayloads,
+  isImageMime,
+  readPayloadBytes,
+  updateAttachmentData,
+} from '../../attachment-data/index.ts';
 
 /** Longest side of each thumbnail, in pixels (never enlarged). */
 export const THUMBNAIL_SIZES_PX = { small: 128, medium: 320, large: 640 } as const;
@@ -59,15 +64,7 @@ export const makeThumbnailsRoutine = defineRoutine<{ id: number; thumbnails: Thu
   },
   run: async (ctx, made) => {
     for (const { id, thumbnails } of made) {
-      await ctx.trx
-        .updateTable('attachment_data')
-        .set({
-          thumbnail_small_blob: thumbnails.small,
-          thumbnail_medium_blob: thumbnails.medium,
-          thumbnail_large_blob: thumbnails.large,
-        })
-        .where('id', '=', id)
-        .execute();
+      await updateAttachmentData(ctx.trx, ctx.dialect, { id }, { thumbnails }, ctx.stamp());
       ctx.log(`attachment_data ${id}: thumbnails made`);
     }
   },

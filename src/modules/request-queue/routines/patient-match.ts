@@ -15,7 +15,7 @@ import type { Kysely } from 'kysely';
 import type { DB } from '../../../db/schema.ts';
 import type { RoutineContext } from './catalog.ts';
 import { PermanentRoutineError, defineRoutine } from './catalog.ts';
-import { findPayloads, isImageMime } from './payloads.ts';
+import { findPayloads, isImageMime } from '../../attachment-data/index.ts';
 
 export interface PatientCriteria {
   readonly identifier: string;

@@ -56,7 +56,6 @@ forEachDialect((dialect) => {
       config = loadConfig(testDb.env);
       engine = createQueueEngine({
         database: testDb.database,
-        files: testDb.files,
         config,
         now: () => clock,
       });
@@ -94,7 +93,7 @@ forEachDialect((dialect) => {
     it('turns a DICOM file and an image into an event with both attached and thumbnails made', async () => {
       const patientId = await createJane('0012345');
       const dicom = buildDicomFile(TAGS);
-      const { requestId } = await enqueueRequest(testDb.db, {
+      const { requestId } = await enqueueRequest(testDb.database, {
         requestType: 'dicom_request',
         attachments: [
           jsonRow('REQUEST_DATA', {}),
@@ -181,7 +180,7 @@ forEachDialect((dialect) => {
       assert.ok(byMnemonic.get('dicom')!.blob_data, 'the default policy keeps the payload');
 
       // The same files again: already attached to this patient, so no second event.
-      const again = await enqueueRequest(testDb.db, {
+      const again = await enqueueRequest(testDb.database, {
         requestType: 'dicom_request',
         attachments: [jsonRow('REQUEST_DATA', {}), blobRow('dicom', 'application/dicom', dicom)],
       });
@@ -197,7 +196,7 @@ forEachDialect((dialect) => {
 
     it('retries the patient match with back-off until the patient exists', async () => {
       const hospitalNumber = '7654321';
-      const { requestId } = await enqueueRequest(testDb.db, {
+      const { requestId } = await enqueueRequest(testDb.database, {
         requestType: 'diagnostic_data',
         attachments: [
           jsonRow('REQUEST_DATA', {}),
@@ -227,7 +226,7 @@ forEachDialect((dialect) => {
     });
 
     it('fails the patient match at once when the request names no patient', async () => {
-      const { requestId } = await enqueueRequest(testDb.db, {
+      const { requestId } = await enqueueRequest(testDb.database, {
         requestType: 'form_data',
         attachments: [jsonRow('REQUEST_DATA', {}), jsonRow('FORM_DATA', { comment: 'no patient here' })],
       });
@@ -236,7 +235,7 @@ forEachDialect((dialect) => {
     });
 
     it('fails DICOM_SEED at once on a payload that is not DICOM', async () => {
-      await enqueueRequest(testDb.db, {
+      await enqueueRequest(testDb.database, {
         requestType: 'dicom_request',
         attachments: [
           jsonRow('REQUEST_DATA', {}),
@@ -253,7 +252,7 @@ forEachDialect((dialect) => {
       });
       await createJane('5550001');
       await createJane('5550001', otherType);
-      await enqueueRequest(testDb.db, {
+      await enqueueRequest(testDb.database, {
         requestType: 'imaging',
         attachments: [
           jsonRow('REQUEST_DATA', { hos_num: '555-0001', dob: '1970-03-15' }),

@@ -2,10 +2,11 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { RawBuilder } from 'kysely';
 import { sql } from 'kysely';
+import pg from 'pg';
 import type { TestDatabase } from '../../../test/harness.ts';
 import { createTestDatabase, forEachDialect } from '../../../test/harness.ts';
-import type { CopyRow } from './copy-out.postgres.ts';
-import { BinaryCopyParser, copyOutRows } from './copy-out.postgres.ts';
+import type { CopyRow } from './postgres-copy.ts';
+import { BinaryCopyParser, copyOutRows } from './postgres-copy.ts';
 
 const SIGNATURE = Buffer.from('PGCOPY\n\xff\r\n\0', 'latin1');
 
@@ -93,15 +94,20 @@ describe('BinaryCopyParser', () => {
   });
 });
 
-// The statement side needs a server: PostgreSQL only (copy-out.postgres.ts is never used on SQLite).
+// The statement side needs a server: PostgreSQL only.
 forEachDialect((dialect) => {
   if (dialect !== 'postgres') return;
   describe('copyOutRows (postgres)', () => {
     let testDb: TestDatabase;
+    let pool: pg.Pool;
     before(async () => {
       testDb = await createTestDatabase(dialect);
+      pool = new pg.Pool({ connectionString: testDb.url, max: 2 });
     });
-    after(async () => testDb.drop());
+    after(async () => {
+      await pool.end();
+      await testDb.drop();
+    });
 
     const copyOf = (select: RawBuilder<unknown>) =>
       sql`copy (${select}) to stdout (format binary)`.compile(testDb.db);
@@ -110,7 +116,7 @@ forEachDialect((dialect) => {
       const everyByte = Buffer.from(Array.from({ length: 256 }, (_, i) => i));
       const hex = everyByte.toString('hex');
       const rows = await copyOutRows(
-        testDb.database.pool!,
+        pool,
         copyOf(sql`select cast('a' as text), decode(${sql.lit(hex)}, 'hex'), null::bytea
           union all select 'é', ''::bytea, '\\x00'::bytea`),
       );
@@ -118,16 +124,13 @@ forEachDialect((dialect) => {
         [Buffer.from('a'), everyByte, null],
         [Buffer.from('é'), Buffer.alloc(0), Buffer.from([0])],
       ]);
-      assert.deepEqual(await copyOutRows(testDb.database.pool!, copyOf(sql`select 1 where false`)), []);
+      assert.deepEqual(await copyOutRows(pool, copyOf(sql`select 1 where false`)), []);
     });
 
     it('rejects on an SQL error, refuses parameters, and leaves the pool usable', async () => {
-      await assert.rejects(copyOutRows(testDb.database.pool!, copyOf(sql`select 1 / 0`)), /division by zero/);
-      await assert.rejects(
-        copyOutRows(testDb.database.pool!, copyOf(sql`select ${1}`)),
-        /COPY takes no parameters/,
-      );
-      const rows = await copyOutRows(testDb.database.pool!, copyOf(sql`select cast('ok' as text)`));
+      await assert.rejects(copyOutRows(pool, copyOf(sql`select 1 / 0`)), /division by zero/);
+      await assert.rejects(copyOutRows(pool, copyOf(sql`select ${1}`)), /COPY takes no parameters/);
+      const rows = await copyOutRows(pool, copyOf(sql`select cast('ok' as text)`));
       assert.deepEqual(rows, [[Buffer.from('ok')]]);
     });
   });

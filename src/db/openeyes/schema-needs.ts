@@ -1,0 +1,365 @@
+/**
+ * What the service needs of an OpenEyes database (DATABASE_SCHEMA=openeyes): every OpenEyes table and
+ * column it reads or writes, the kind of value it reads or writes there, and which columns each of its
+ * INSERTs fills. `checkOpenEyesSchema` compares this list with the database's `information_schema`.
+ *
+ * The list is of the service's access in openeyes mode, where it differs from its own schema
+ * (src/db/schema.ts) as reference 10.5 requires:
+ * - logins read `user_authentication.active` only (`user.active` moved there, m200517);
+ * - e-sign and attachment element types are found by class name (OpenEyes has no `table_name`);
+ * - `event` rows are inserted with `institution_id` and `created_user_id`, which have no default;
+ * - `authassignment.userid` is an integer there (compared with the user id, never written);
+ * - nothing is written to users, roles, patients, identifiers or request types.
+ * A query that reads or writes an OpenEyes column not listed here is a bug of this list.
+ */
+
+/** How the service uses a column, which decides the column types it accepts. */
+export type ColumnKind =
+  /** Ids, counts, unix seconds: `int` or `bigint`. */
+  | 'int'
+  /** 48-bit content hashes: `bigint`. */
+  | 'bigint'
+  /** 0/1 flags and small codes: any integer type. */
+  | 'flag'
+  /** Text: char, varchar or a text type, long enough (see `minChars` / `minBytes`). */
+  | 'text'
+  | 'datetime'
+  | 'date'
+  /** Audit dates of tables that older OpenEyes releases declared as `date`. */
+  | 'date-or-datetime'
+  /** Binary: a blob type of at least `minBytes`. */
+  | 'blob'
+  /** The user id of a role assignment: an integer (OpenEyes) or text (Yii's own RBAC schema). */
+  | 'int-or-text';
+
+export interface ColumnNeed {
+  readonly kind: ColumnKind;
+  /** Every INSERT of the service into the table fills this column. */
+  readonly isInserted?: boolean;
+  /** The service updates this column. */
+  readonly isUpdated?: boolean;
+  /** The service writes NULL here (the column must be nullable). */
+  readonly isNullWritten?: boolean;
+  /** Longest text the service writes, in characters (char/varchar/text). */
+  readonly minChars?: number;
+  /** Largest value the service writes, in bytes (text and blob types). */
+  readonly minBytes?: number;
+  /** Compared through the column's collation and expected to match regardless of case. */
+  readonly isCaseInsensitive?: boolean;
+}
+
+export interface TableNeed {
+  readonly columns: Readonly<Record<string, ColumnNeed>>;
+  /**
+   * The service updates or deletes rows of this versioned OpenEyes table, so it copies each row into
+   * `<table>_version` first, as OpenEyes's versioning does.
+   */
+  readonly isVersionedWrite?: boolean;
+}
+
+const read = (kind: ColumnKind, more: Omit<ColumnNeed, 'kind'> = {}): ColumnNeed => ({ kind, ...more });
+const inserted = (kind: ColumnKind, more: Omit<ColumnNeed, 'kind' | 'isInserted'> = {}): ColumnNeed => ({
+  kind,
+  isInserted: true,
+  ...more,
+});
+const updated = (kind: ColumnKind, more: Omit<ColumnNeed, 'kind' | 'isUpdated'> = {}): ColumnNeed => ({
+  kind,
+  isUpdated: true,
+  ...more,
+});
+
+/** The four OpenEyes audit columns, filled on every insert (reference 10.5). */
+const INSERTED_AUDIT = {
+  created_user_id: inserted('int'),
+  created_date: inserted('datetime'),
+  last_modified_user_id: inserted('int'),
+  last_modified_date: inserted('datetime'),
+} as const;
+
+/** The audit columns of a table whose rows the service inserts and also updates. */
+const WRITTEN_AUDIT = {
+  created_user_id: inserted('int'),
+  created_date: inserted('datetime'),
+  last_modified_user_id: inserted('int', { isUpdated: true }),
+  last_modified_date: inserted('datetime', { isUpdated: true }),
+} as const;
+
+/** Longest JSON, form or header text of a queued request the service stores (raw bodies up to 100 MiB). */
+const REQUEST_TEXT_BYTES = 100 * 1024 * 1024;
+/** Largest attachment blob the service stores (raw uploads up to 100 MiB; the config allows 4 GiB). */
+const ATTACHMENT_BYTES = 100 * 1024 * 1024;
+/** Largest thumbnail the service stores (a 640 px JPEG). */
+const THUMBNAIL_BYTES = 1024 * 1024;
+/** Longest routine log the service writes per attempt. */
+const ROUTINE_LOG_BYTES = 64 * 1024 - 1;
+
+/** Every OpenEyes table the service reads or writes, by name. */
+export const OPENEYES_TABLE_NEEDS: Readonly<Record<string, TableNeed>> = {
+  // --- logins and roles (reference 2, 10.4): read only ---------------------------------------------------
+  user: { columns: { id: read('int') } },
+  user_authentication: {
+    columns: {
+      id: read('int'),
+      institution_authentication_id: read('int'),
+      user_id: read('int'),
+      username: read('text', { isCaseInsensitive: true }),
+      password_hash: read('text', { minChars: 60 }),
+      password_salt: read('text'),
+      password_status: read('text'),
+      password_softlocked_until: read('datetime'),
+      active: read('flag'),
+    },
+  },
+  authitem: { columns: { name: read('text'), type: read('flag') } },
+  authitemchild: { columns: { parent: read('text'), child: read('text') } },
+  authassignment: { columns: { itemname: read('text'), userid: read('int-or-text') } },
+
+  // --- patient search (reference 3, 4, 10.1): read only -------------------------------------------------
+  institution: {
+    columns: { id: read('int'), remote_id: read('text'), any_number_search_allowed: read('flag') },
+  },
+  site: { columns: { id: read('int'), institution_id: read('int') } },
+  setting_metadata: { columns: { key: read('text'), default_value: read('text') } },
+  setting_installation: { columns: { key: read('text'), value: read('text') } },
+  setting_institution: { columns: { institution_id: read('int'), key: read('text'), value: read('text') } },
+  setting_site: { columns: { site_id: read('int'), key: read('text'), value: read('text') } },
+  patient: {
+    columns: {
+      id: read('int'),
+      contact_id: read('int'),
+      dob: read('date'),
+      date_of_death: read('date'),
+      is_deceased: read('flag'),
+      gender: read('text'),
+      deleted: read('flag'),
+    },
+  },
+  contact: {
+    columns: {
+      id: read('int'),
+      title: read('text'),
+      first_name: read('text', { isCaseInsensitive: true }),
+      last_name: read('text', { isCaseInsensitive: true }),
+    },
+  },
+  patient_identifier: {
+    columns: {
+      id: read('int'),
+      patient_id: read('int'),
+      patient_identifier_type_id: read('int'),
+      value: read('text', { isCaseInsensitive: true }),
+      deleted: read('flag'),
+    },
+  },
+  patient_identifier_type: {
+    columns: {
+      id: read('int'),
+      usage_type: read('text'),
+      short_title: read('text'),
+      long_title: read('text'),
+      institution_id: read('int'),
+      site_id: read('int'),
+      validate_regex: read('text'),
+      pad: read('text'),
+      value_display_prefix: read('text'),
+      value_display_suffix: read('text'),
+      spacing_rule: read('text'),
+      unique_row_string: read('text'),
+    },
+  },
+  patient_identifier_type_display_order: {
+    columns: {
+      id: read('int'),
+      institution_id: read('int'),
+      site_id: read('int'),
+      patient_identifier_type_id: read('int'),
+      display_order: read('int'),
+      searchable: read('flag'),
+      search_protocol_prefix: read('text'),
+    },
+  },
+
+  // --- events, elements and sign/add (reference 5, 6, 10.2) ---------------------------------------------
+  event_type: { columns: { id: read('int'), class_name: read('text') } },
+  element_type: { columns: { id: read('int'), class_name: read('text'), event_type_id: read('int') } },
+  episode: {
+    columns: {
+      id: read('int'),
+      patient_id: inserted('int'),
+      start_date: inserted('datetime'),
+      end_date: read('datetime'),
+      deleted: read('flag'),
+      ...INSERTED_AUDIT,
+    },
+  },
+  event: {
+    isVersionedWrite: true,
+    columns: {
+      id: read('int'),
+      episode_id: inserted('int'),
+      event_type_id: inserted('int'),
+      event_date: inserted('datetime'),
+      info: inserted('text', { isUpdated: true, isNullWritten: true, minChars: 1024 }),
+      deleted: read('flag'),
+      is_automated: inserted('flag'),
+      automated_source: inserted('text', { minChars: 64 }),
+      institution_id: inserted('int'),
+      site_id: inserted('int', { isNullWritten: true }),
+      ...WRITTEN_AUDIT,
+    },
+  },
+  unique_codes: {
+    columns: { id: read('int'), code: read('text', { isCaseInsensitive: true }), active: read('flag') },
+  },
+  unique_codes_mapping: { columns: { unique_code_id: read('int'), event_id: read('int') } },
+  et_ophcocvi_esign: { columns: { id: read('int'), event_id: read('int') } },
+  protected_file: {
+    columns: {
+      id: read('int'),
+      uid: inserted('text', { minChars: 40 }),
+      name: inserted('text', { minChars: 64 }),
+      title: inserted('text'),
+      description: inserted('text'),
+      mimetype: inserted('text', { minChars: 64 }),
+      size: inserted('text', { minChars: 20 }),
+      ...INSERTED_AUDIT,
+    },
+  },
+  ophcocvi_signature: {
+    columns: {
+      id: read('int'),
+      element_id: inserted('int'),
+      type: inserted('flag'),
+      signature_file_id: inserted('int'),
+      signed_user_id: inserted('int', { isNullWritten: true }),
+      signatory_role: inserted('text', { minChars: 7 }),
+      signatory_name: inserted('text', { minChars: 64 }),
+      timestamp: inserted('int'),
+      ...INSERTED_AUDIT,
+    },
+  },
+  signature_import_log: {
+    columns: {
+      id: read('int'),
+      filename: inserted('text', { minChars: 255 }),
+      import_datetime: inserted('datetime'),
+      status_id: inserted('flag'),
+      return_message: inserted('text', { minChars: 255 }),
+      event_id: inserted('int', { isNullWritten: true }),
+      cropped_file_id: inserted('int', { isNullWritten: true }),
+      created_user_id: inserted('int'),
+      created_date: inserted('date-or-datetime'),
+      last_modified_user_id: inserted('int'),
+      last_modified_date: inserted('date-or-datetime'),
+    },
+  },
+
+  // --- request queue and attachments (reference 7, 8, 9, 10.3) ------------------------------------------
+  mime_type: { columns: { mime_type: read('text') } },
+  attachment_type: { columns: { attachment_type: read('text') } },
+  request_type: {
+    columns: {
+      request_type: read('text'),
+      default_routine_name: read('text'),
+      default_request_queue: read('text'),
+    },
+  },
+  request_queue: {
+    columns: {
+      request_queue: read('text'),
+      maximum_active_threads: read('int'),
+      busy_yield_ms: read('int'),
+      idle_yield_ms: read('int'),
+      total_active_thread_count: updated('int'),
+      total_execute_count: updated('int'),
+      total_success_count: updated('int'),
+      total_fail_count: updated('int'),
+      last_thread_spawn_date: updated('datetime'),
+      last_thread_spawn_request_id: updated('int'),
+    },
+  },
+  routine_library: {
+    columns: { routine_name: inserted('text', { minChars: 20 }), hash_code: inserted('bigint') },
+  },
+  request: {
+    columns: {
+      id: read('int'),
+      request_type: inserted('text'),
+      system_message: inserted('text', { minChars: 255 }),
+      request_override_default_queue: inserted('text', { isNullWritten: true }),
+      ...INSERTED_AUDIT,
+    },
+  },
+  attachment_data: {
+    columns: {
+      id: read('int'),
+      request_id: inserted('int'),
+      attachment_mnemonic: inserted('text', { minChars: 45 }),
+      body_site_snomed_type: inserted('text', { isNullWritten: true }),
+      system_only_managed: inserted('flag'),
+      attachment_type: inserted('text'),
+      mime_type: inserted('text', { minChars: 45 }),
+      blob_data: inserted('blob', { isUpdated: true, isNullWritten: true, minBytes: ATTACHMENT_BYTES }),
+      text_data: inserted('text', { isUpdated: true, isNullWritten: true, minBytes: REQUEST_TEXT_BYTES }),
+      upload_file_name: inserted('text', { isNullWritten: true, minChars: 100 }),
+      thumbnail_small_blob: updated('blob', { minBytes: THUMBNAIL_BYTES }),
+      thumbnail_medium_blob: updated('blob', { minBytes: THUMBNAIL_BYTES }),
+      thumbnail_large_blob: updated('blob', { minBytes: THUMBNAIL_BYTES }),
+      hash_code: inserted('bigint', { isUpdated: true, isNullWritten: true }),
+      ...WRITTEN_AUDIT,
+    },
+  },
+  event_attachment_group: {
+    columns: {
+      id: read('int'),
+      event_id: inserted('int'),
+      element_type_id: inserted('int'),
+      ...INSERTED_AUDIT,
+    },
+  },
+  event_attachment_item: {
+    columns: {
+      id: read('int'),
+      event_attachment_group_id: inserted('int'),
+      attachment_data_id: inserted('int'),
+      system_only_managed: inserted('flag'),
+      event_document_view_set: inserted('text', { isNullWritten: true }),
+      ...INSERTED_AUDIT,
+    },
+  },
+  request_routine: {
+    columns: {
+      id: read('int'),
+      request_id: inserted('int'),
+      execute_request_queue: inserted('text'),
+      status: inserted('text', { isUpdated: true, minChars: 8 }),
+      routine_name: inserted('text', { minChars: 20 }),
+      try_count: inserted('int', { isUpdated: true }),
+      next_try_date_time: inserted('datetime', { isUpdated: true, isNullWritten: true }),
+      execute_sequence: inserted('int', { isUpdated: true }),
+      hash_code: inserted('bigint', { isUpdated: true, isNullWritten: true }),
+    },
+  },
+  request_routine_execution: {
+    columns: {
+      id: read('int'),
+      request_routine_id: inserted('int'),
+      log_text: inserted('text', { minBytes: ROUTINE_LOG_BYTES }),
+      execution_date_time: inserted('datetime'),
+      status: inserted('text', { minChars: 8 }),
+      try_number: inserted('int'),
+    },
+  },
+  request_routine_lock: { columns: { routine_lock: inserted('text', { minChars: 64 }) } },
+  request_details: {
+    isVersionedWrite: true,
+    columns: {
+      id: read('int'),
+      request_id: inserted('int'),
+      name: inserted('text', { minChars: 100 }),
+      value: inserted('text', { minChars: 255 }),
+      ...INSERTED_AUDIT,
+    },
+  },
+};

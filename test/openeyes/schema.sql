@@ -1,0 +1,1092 @@
+-- An OpenEyes-shaped MariaDB/MySQL schema for the tests of DATABASE_SCHEMA=openeyes.
+--
+-- It follows OpenEyes release v6.8.0 (github.com/AppertaFoundation/openeyes, tag v6.8.0): every table
+-- the service reads or writes (reference section 10) in the shape that replaying protected/migrations
+-- and protected/modules/*/migrations up to that tag leaves it, plus the few tables their foreign keys
+-- need. The migration that gives a column its final shape is named beside it where the shape is a trap
+-- (reference 10.5). Written from those migrations; no OpenEyes code or data is copied.
+--
+-- What makes it OpenEyes-shaped rather than the service's own schema:
+-- - InnoDB, charset utf8 (utf8mb3) / utf8_unicode_ci, contact names utf8_general_ci (m200803);
+-- - int(10) unsigned ids on tables of the 2013 consolidation (m130913), signed int(11) ids on tables
+--   created with createOETable(..., 'pk') and createTable('pk');
+-- - audit columns defaulting to 1900-01-01 (consolidation) or 1901-01-01 (createOETable);
+-- - moved and dropped columns: no patient.hos_num/nhs_num/nhs_num_status_id/pas_key/mobile_telephone,
+--   no event.pas_visit_id, no user.username/password/salt/active, no element_type.parent_element_type_id;
+-- - NOT NULL columns without a default (event.event_date, event.institution_id, event.created_user_id,
+--   ophcocvi_signature.signatory_*, protected_file.mimetype/size, attachment_data.system_only_managed,
+--   attachment_type.dicom_modality_code, display_order.auto_increment_start, site.fax/telephone, ...);
+-- - unique_row_string written by the application (m220211), foreign keys, the _version twins;
+-- - columns the service never uses.
+--
+-- Foreign keys to tables outside the service's reach (gp, practice, disorder, worklist_patient, ...)
+-- are left out with those tables; their columns stay, nullable as in OpenEyes. Stub tables are kept where
+-- a NOT NULL column or a default points at a row (event_group, episode_status, authitem_type, ...).
+-- Run with foreign_key_checks off, as the consolidation migration does: the user table and the audit
+-- columns of every table reference each other.
+
+SET foreign_key_checks = 0;
+
+-- --- users, contacts, institutions, sites (consolidation, versioned) ------------------------------------
+
+CREATE TABLE `contact_label` (
+  `id` int(10) unsigned NOT NULL AUTO_INCREMENT,
+  `name` varchar(255) NOT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  `is_private` tinyint(1) unsigned NOT NULL DEFAULT '0',
+  `active` tinyint(1) NOT NULL DEFAULT '1',
+  PRIMARY KEY (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `contact` (
+  `id` int(10) unsigned NOT NULL AUTO_INCREMENT,
+  `nick_name` varchar(80) DEFAULT NULL,
+  `primary_phone` varchar(20) DEFAULT NULL,
+  `mobile_phone` varchar(50) DEFAULT NULL,
+  `title` varchar(20) DEFAULT NULL,
+  -- m170331 .. m200803: nullable, and utf8_general_ci (so Zoë = Zoe but Ø <> O).
+  `first_name` varchar(300) CHARACTER SET utf8 COLLATE utf8_general_ci DEFAULT NULL,
+  `last_name` varchar(100) CHARACTER SET utf8 COLLATE utf8_general_ci DEFAULT NULL,
+  `maiden_name` varchar(100) CHARACTER SET utf8 COLLATE utf8_general_ci DEFAULT NULL,
+  `qualifications` varchar(200) DEFAULT NULL,
+  `email` varchar(255) DEFAULT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  `contact_label_id` int(10) unsigned DEFAULT NULL,
+  `active` tinyint(1) DEFAULT '1',
+  `national_code` varchar(25) DEFAULT NULL,
+  `fax` varchar(25) DEFAULT NULL,
+  `created_institution_id` int(11) unsigned DEFAULT NULL,
+  PRIMARY KEY (`id`),
+  KEY `contact_last_modified_user_id_fk` (`last_modified_user_id`),
+  KEY `contact_created_user_id_fk` (`created_user_id`),
+  KEY `contact_last_name_key` (`last_name`),
+  KEY `contact_contact_label_id_fk` (`contact_label_id`),
+  KEY `contact_created_institution_id_fk` (`created_institution_id`),
+  CONSTRAINT `contact_contact_label_id_fk` FOREIGN KEY (`contact_label_id`) REFERENCES `contact_label` (`id`),
+  CONSTRAINT `contact_created_user_id_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `contact_last_modified_user_id_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `contact_created_institution_id_fk` FOREIGN KEY (`created_institution_id`) REFERENCES `institution` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `user` (
+  `id` int(10) unsigned NOT NULL AUTO_INCREMENT,
+  `first_name` varchar(40) NOT NULL,
+  `last_name` varchar(40) NOT NULL,
+  `email` varchar(80) NOT NULL,
+  `global_firm_rights` tinyint(1) unsigned NOT NULL DEFAULT '0',
+  `title` varchar(40) NOT NULL,
+  `role` varchar(255) NOT NULL,
+  `code` varchar(255) DEFAULT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  `last_firm_id` int(11) unsigned DEFAULT NULL,
+  `contact_id` int(10) unsigned DEFAULT NULL,
+  `last_site_id` int(10) unsigned DEFAULT NULL,
+  `is_consultant` tinyint(1) unsigned NOT NULL DEFAULT '0',
+  `is_surgeon` tinyint(1) unsigned NOT NULL DEFAULT '0',
+  `has_selected_firms` tinyint(1) unsigned NOT NULL,
+  `doctor_grade_id` int(3) DEFAULT NULL,
+  `registration_code` varchar(250) DEFAULT NULL,
+  `signature_file_id` int(10) unsigned DEFAULT NULL,
+  `correspondence_sign_off_user_id` int(10) unsigned DEFAULT NULL,
+  -- username, password, salt, active and the password_* columns moved to user_authentication (m200517).
+  PRIMARY KEY (`id`),
+  KEY `user_last_modified_user_id_fk` (`last_modified_user_id`),
+  KEY `user_created_user_id_fk` (`created_user_id`),
+  KEY `user_last_firm_id_fk` (`last_firm_id`),
+  KEY `user_contact_id_fk` (`contact_id`),
+  KEY `user_last_site_id_fk` (`last_site_id`),
+  KEY `signature_file_fk` (`signature_file_id`),
+  CONSTRAINT `user_contact_id_fk` FOREIGN KEY (`contact_id`) REFERENCES `contact` (`id`),
+  CONSTRAINT `user_created_user_id_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `user_last_firm_id_fk` FOREIGN KEY (`last_firm_id`) REFERENCES `firm` (`id`),
+  CONSTRAINT `user_last_modified_user_id_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `user_last_site_id_fk` FOREIGN KEY (`last_site_id`) REFERENCES `site` (`id`),
+  CONSTRAINT `signature_file_fk` FOREIGN KEY (`signature_file_id`) REFERENCES `protected_file` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `institution` (
+  `id` int(10) unsigned NOT NULL AUTO_INCREMENT,
+  `name` varchar(255) NOT NULL,
+  `remote_id` varchar(10) NOT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  `short_name` varchar(64) NOT NULL,
+  `contact_id` int(10) unsigned NOT NULL,
+  `source_id` int(10) unsigned DEFAULT NULL,
+  `active` tinyint(1) NOT NULL DEFAULT '1',
+  `logo_id` int(11) DEFAULT NULL,
+  `any_number_search_allowed` tinyint(1) DEFAULT NULL,
+  `first_used_site_id` int(10) unsigned DEFAULT NULL,
+  `pas_key` varchar(10) DEFAULT NULL,
+  PRIMARY KEY (`id`),
+  KEY `institution_last_modified_user_id_fk` (`last_modified_user_id`),
+  KEY `institution_created_user_id_fk` (`created_user_id`),
+  KEY `institution_contact_id_fk` (`contact_id`),
+  KEY `institution_first_used_site_id_fk` (`first_used_site_id`),
+  CONSTRAINT `institution_contact_id_fk` FOREIGN KEY (`contact_id`) REFERENCES `contact` (`id`),
+  CONSTRAINT `institution_created_user_id_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `institution_last_modified_user_id_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `institution_first_used_site_id_fk` FOREIGN KEY (`first_used_site_id`) REFERENCES `site` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `site` (
+  `id` int(10) unsigned NOT NULL AUTO_INCREMENT,
+  `name` varchar(255) NOT NULL,
+  `remote_id` varchar(10) NOT NULL,
+  `short_name` varchar(255) NOT NULL,
+  `location_code` varchar(5) DEFAULT NULL,
+  `fax` varchar(255) NOT NULL,
+  `telephone` varchar(255) NOT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  `institution_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `location` varchar(64) DEFAULT NULL,
+  `contact_id` int(10) unsigned NOT NULL,
+  `replyto_contact_id` int(10) unsigned DEFAULT NULL,
+  `source_id` int(10) unsigned DEFAULT NULL,
+  `active` tinyint(1) NOT NULL DEFAULT '1',
+  `logo_id` int(11) DEFAULT NULL,
+  `fp_10_code` varchar(25) DEFAULT NULL,
+  PRIMARY KEY (`id`),
+  -- m200311: the target of patient_identifier_type (institution_id, site_id).
+  UNIQUE KEY `uk_site_institution_index` (`id`,`institution_id`),
+  KEY `site_last_modified_user_id_fk` (`last_modified_user_id`),
+  KEY `site_created_user_id_fk` (`created_user_id`),
+  KEY `site_institution_id_fk` (`institution_id`),
+  KEY `site_contact_id_fk` (`contact_id`),
+  KEY `site_replyto_contact_id_fk` (`replyto_contact_id`),
+  CONSTRAINT `site_contact_id_fk` FOREIGN KEY (`contact_id`) REFERENCES `contact` (`id`),
+  CONSTRAINT `site_created_user_id_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `site_institution_id_fk` FOREIGN KEY (`institution_id`) REFERENCES `institution` (`id`),
+  CONSTRAINT `site_last_modified_user_id_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `site_replyto_contact_id_fk` FOREIGN KEY (`replyto_contact_id`) REFERENCES `contact` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `firm` (
+  `id` int(10) unsigned NOT NULL AUTO_INCREMENT,
+  `service_subspecialty_assignment_id` int(10) unsigned DEFAULT NULL,
+  `pas_code` varchar(4) DEFAULT NULL,
+  `name` varchar(40) NOT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  `consultant_id` int(10) unsigned DEFAULT NULL,
+  `active` tinyint(1) NOT NULL DEFAULT '1',
+  PRIMARY KEY (`id`),
+  KEY `firm_consultant_id_fk` (`consultant_id`),
+  CONSTRAINT `firm_consultant_id_fk` FOREIGN KEY (`consultant_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `firm_created_user_id_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `firm_last_modified_user_id_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+-- --- authentication and RBAC (m131104, m200517) ---------------------------------------------------------
+
+CREATE TABLE `user_authentication_method` (
+  `code` varchar(64) NOT NULL,
+  PRIMARY KEY (`code`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `institution_authentication` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `site_id` int(10) unsigned DEFAULT NULL,
+  `institution_id` int(10) unsigned NOT NULL,
+  `user_authentication_method` varchar(64) NOT NULL,
+  `ldap_config_id` int(11) DEFAULT NULL,
+  `description` varchar(255) NOT NULL,
+  `order` int(8) NOT NULL DEFAULT '0',
+  `ldap_json` text DEFAULT NULL,
+  `active` tinyint(1) NOT NULL DEFAULT '1',
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  PRIMARY KEY (`id`),
+  CONSTRAINT `inst_auth_site_fk` FOREIGN KEY (`site_id`) REFERENCES `site` (`id`),
+  CONSTRAINT `inst_auth_inst_fk` FOREIGN KEY (`institution_id`) REFERENCES `institution` (`id`),
+  CONSTRAINT `inst_auth_log_code_fk` FOREIGN KEY (`user_authentication_method`) REFERENCES `user_authentication_method` (`code`),
+  CONSTRAINT `inst_auth_lmui_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `inst_auth_cui_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `user_authentication` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  -- NULL: a "special" account (api, docman_user); the special users of m200517 got password_salt ''.
+  `institution_authentication_id` int(11) DEFAULT NULL,
+  `user_id` int(10) unsigned NOT NULL,
+  `username` varchar(40) NOT NULL,
+  `pincode` varchar(255) DEFAULT NULL,
+  `password_hash` varchar(255) DEFAULT NULL,
+  `password_salt` varchar(10) DEFAULT NULL,
+  `password_softlocked_until` datetime DEFAULT '2020-05-17 00:00:00',
+  `password_last_changed_date` datetime DEFAULT '2020-05-17 00:00:00',
+  `password_failed_tries` int(10) DEFAULT '0',
+  `password_status` varchar(10) DEFAULT 'current',
+  `last_successful_login_date` datetime DEFAULT NULL,
+  `active` tinyint(1) NOT NULL DEFAULT '1',
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  PRIMARY KEY (`id`),
+  CONSTRAINT `user_auth_user_fk` FOREIGN KEY (`user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `user_auth_inst_auth_fk` FOREIGN KEY (`institution_authentication_id`) REFERENCES `institution_authentication` (`id`),
+  CONSTRAINT `user_auth_lmui_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `user_auth_cui_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `authitem_type` (
+  `id` tinyint(3) unsigned NOT NULL,
+  `name` varchar(85) NOT NULL,
+  PRIMARY KEY (`id`),
+  UNIQUE KEY `name` (`name`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `authitem` (
+  `name` varchar(64) NOT NULL,
+  -- m131104: tinyint unsigned with a foreign key to authitem_type.
+  `type` tinyint(3) unsigned NOT NULL,
+  `description` text DEFAULT NULL,
+  `bizrule` text DEFAULT NULL,
+  `data` text DEFAULT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  PRIMARY KEY (`name`),
+  KEY `authitem_type_fk` (`type`),
+  CONSTRAINT `authitem_type_fk` FOREIGN KEY (`type`) REFERENCES `authitem_type` (`id`),
+  CONSTRAINT `authitem_created_user_id_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `authitem_last_modified_user_id_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `authitemchild` (
+  `parent` varchar(64) NOT NULL,
+  `child` varchar(64) NOT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  PRIMARY KEY (`parent`,`child`),
+  KEY `child` (`child`),
+  CONSTRAINT `authitemchild_parent_fk` FOREIGN KEY (`parent`) REFERENCES `authitem` (`name`),
+  CONSTRAINT `authitemchild_child_fk` FOREIGN KEY (`child`) REFERENCES `authitem` (`name`),
+  CONSTRAINT `authitemchild_created_user_id_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `authitemchild_last_modified_user_id_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `authassignment` (
+  `itemname` varchar(64) NOT NULL DEFAULT '',
+  -- m131104: the user id as an integer with a foreign key, not Yii's varchar(64).
+  `userid` int(10) unsigned NOT NULL,
+  `bizrule` text DEFAULT NULL,
+  `data` text DEFAULT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  PRIMARY KEY (`itemname`,`userid`),
+  KEY `authassignment_userid_fk` (`userid`),
+  CONSTRAINT `authassignment_itemname_fk` FOREIGN KEY (`itemname`) REFERENCES `authitem` (`name`),
+  CONSTRAINT `authassignment_userid_fk` FOREIGN KEY (`userid`) REFERENCES `user` (`id`),
+  CONSTRAINT `authassignment_created_user_id_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `authassignment_last_modified_user_id_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+-- --- settings (consolidation, m140811, m200519, m201216, m221109) ---------------------------------------
+
+CREATE TABLE `setting_field_type` (
+  `id` int(10) unsigned NOT NULL AUTO_INCREMENT,
+  `name` varchar(64) NOT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  PRIMARY KEY (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `setting_group` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `name` varchar(40) DEFAULT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  PRIMARY KEY (`id`),
+  UNIQUE KEY `name` (`name`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `setting_metadata` (
+  `id` int(10) unsigned NOT NULL AUTO_INCREMENT,
+  `element_type_id` int(10) unsigned DEFAULT NULL,
+  `display_order` tinyint(3) unsigned DEFAULT '0',
+  `field_type_id` int(10) unsigned NOT NULL,
+  `key` varchar(64) NOT NULL,
+  `name` varchar(100) DEFAULT NULL,
+  `description` text NOT NULL,
+  `group_id` int(11) NOT NULL,
+  `data` varchar(16384) DEFAULT NULL,
+  `default_value` text DEFAULT NULL,
+  `lowest_setting_level` varchar(15) DEFAULT 'INSTALLATION',
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  PRIMARY KEY (`id`),
+  UNIQUE KEY `setting_metadata_key_IDX` (`element_type_id`,`key`),
+  KEY `setting_metadata_field_type_id_fk` (`field_type_id`),
+  CONSTRAINT `setting_metadata_element_type_id_fk` FOREIGN KEY (`element_type_id`) REFERENCES `element_type` (`id`),
+  CONSTRAINT `setting_metadata_field_type_id_fk` FOREIGN KEY (`field_type_id`) REFERENCES `setting_field_type` (`id`),
+  CONSTRAINT `fk_setting_group` FOREIGN KEY (`group_id`) REFERENCES `setting_group` (`id`),
+  CONSTRAINT `setting_metadata_created_user_id_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `setting_metadata_last_modified_user_id_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `setting_installation` (
+  `id` int(10) unsigned NOT NULL AUTO_INCREMENT,
+  `element_type_id` int(10) unsigned DEFAULT NULL,
+  `key` varchar(64) NOT NULL,
+  `value` text DEFAULT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  PRIMARY KEY (`id`),
+  KEY `setting_installation_element_type_id_fk` (`element_type_id`),
+  CONSTRAINT `setting_installation_element_type_id_fk` FOREIGN KEY (`element_type_id`) REFERENCES `element_type` (`id`),
+  CONSTRAINT `setting_installation_created_user_id_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `setting_installation_last_modified_user_id_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `setting_institution` (
+  `id` int(10) unsigned NOT NULL AUTO_INCREMENT,
+  `institution_id` int(10) unsigned NOT NULL,
+  `element_type_id` int(10) unsigned DEFAULT NULL,
+  `key` varchar(64) NOT NULL,
+  `value` text DEFAULT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  PRIMARY KEY (`id`),
+  KEY `setting_institution_institution_id_fk` (`institution_id`),
+  CONSTRAINT `setting_institution_institution_id_fk` FOREIGN KEY (`institution_id`) REFERENCES `institution` (`id`),
+  CONSTRAINT `setting_institution_element_type_id_fk` FOREIGN KEY (`element_type_id`) REFERENCES `element_type` (`id`),
+  CONSTRAINT `setting_institution_created_user_id_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `setting_institution_last_modified_user_id_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `setting_site` (
+  `id` int(10) unsigned NOT NULL AUTO_INCREMENT,
+  `site_id` int(10) unsigned NOT NULL,
+  `element_type_id` int(10) unsigned DEFAULT NULL,
+  `key` varchar(64) NOT NULL,
+  `value` text DEFAULT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  PRIMARY KEY (`id`),
+  KEY `setting_site_site_id_fk` (`site_id`),
+  CONSTRAINT `setting_site_site_id_fk` FOREIGN KEY (`site_id`) REFERENCES `site` (`id`),
+  CONSTRAINT `setting_site_element_type_id_fk` FOREIGN KEY (`element_type_id`) REFERENCES `element_type` (`id`),
+  CONSTRAINT `setting_site_created_user_id_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `setting_site_last_modified_user_id_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+-- --- patients and identifiers (consolidation, m200311, m200326, m220211, m220724) -----------------------
+
+CREATE TABLE `patient` (
+  `id` int(10) unsigned NOT NULL AUTO_INCREMENT,
+  `dob` date DEFAULT NULL,
+  `gender` varchar(1) DEFAULT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  `gp_id` int(10) unsigned DEFAULT NULL,
+  `date_of_death` date DEFAULT NULL,
+  `practice_id` int(10) unsigned DEFAULT NULL,
+  `ethnic_group_id` int(10) unsigned DEFAULT NULL,
+  `contact_id` int(10) unsigned NOT NULL,
+  `archive_no_allergies_date` datetime DEFAULT NULL,
+  `archive_no_family_history_date` datetime DEFAULT NULL,
+  `archive_no_risks_date` datetime DEFAULT NULL,
+  `deleted` tinyint(1) unsigned NOT NULL DEFAULT '0',
+  `is_deceased` tinyint(4) NOT NULL DEFAULT '0',
+  `is_local` tinyint(1) unsigned DEFAULT NULL,
+  `patient_source` tinyint(1) unsigned NOT NULL DEFAULT '0',
+  `primary_institution_id` int(10) unsigned DEFAULT NULL,
+  -- hos_num, nhs_num, nhs_num_status_id (m200914), pas_key (m200501), mobile_telephone (m210526): gone.
+  PRIMARY KEY (`id`),
+  KEY `patient_last_modified_user_id_fk` (`last_modified_user_id`),
+  KEY `patient_created_user_id_fk` (`created_user_id`),
+  KEY `patient_gp_id_fk` (`gp_id`),
+  KEY `patient_practice_id_fk` (`practice_id`),
+  KEY `patient_ethnic_group_id_fk` (`ethnic_group_id`),
+  KEY `patient_contact_id_fk` (`contact_id`),
+  CONSTRAINT `patient_contact_id_fk` FOREIGN KEY (`contact_id`) REFERENCES `contact` (`id`),
+  CONSTRAINT `patient_created_user_id_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `patient_last_modified_user_id_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `patient_primary_institution_id_fk` FOREIGN KEY (`primary_institution_id`) REFERENCES `institution` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `patient_identifier_type` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `usage_type` varchar(255) DEFAULT NULL,
+  `short_title` varchar(255) NOT NULL,
+  `long_title` varchar(255) DEFAULT NULL,
+  `institution_id` int(10) unsigned NOT NULL,
+  `site_id` int(10) unsigned DEFAULT NULL,
+  `validate_regex` varchar(255) NOT NULL,
+  `value_display_prefix` varchar(255) DEFAULT NULL,
+  `value_display_suffix` varchar(255) DEFAULT NULL,
+  `pad` varchar(255) DEFAULT NULL,
+  `validation_example` varchar(255) DEFAULT NULL,
+  `pas_api` text DEFAULT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `spacing_rule` varchar(255) DEFAULT NULL,
+  -- m220211: written by beforeSave() as <usage_type>-<institution_id>-<site_id or 0>.
+  `unique_row_string` varchar(255) NOT NULL,
+  PRIMARY KEY (`id`),
+  UNIQUE KEY `uk_unique_row_str` (`unique_row_string`),
+  KEY `fk_patient_identifier_type_institution` (`institution_id`),
+  KEY `fk_patient_identifier_type_site` (`institution_id`,`site_id`),
+  CONSTRAINT `fk_patient_identifier_type_institution` FOREIGN KEY (`institution_id`) REFERENCES `institution` (`id`),
+  CONSTRAINT `fk_patient_identifier_type_site` FOREIGN KEY (`institution_id`, `site_id`) REFERENCES `site` (`institution_id`, `id`),
+  CONSTRAINT `patient_identifier_type_lmui_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `patient_identifier_type_cui_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `patient_identifier_status` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `description` varchar(255) DEFAULT NULL,
+  `patient_identifier_type_id` int(11) NOT NULL,
+  PRIMARY KEY (`id`),
+  UNIQUE KEY `uk_patient_status_patient_identifier_type` (`id`,`patient_identifier_type_id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `patient_identifier` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `patient_id` int(10) unsigned NOT NULL,
+  `patient_identifier_type_id` int(11) NOT NULL,
+  `value` varchar(255) NOT NULL,
+  `source_info` varchar(255) NOT NULL DEFAULT 'ACTIVE',
+  `deleted` tinyint(1) unsigned NOT NULL DEFAULT '0',
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `patient_identifier_status_id` int(11) DEFAULT NULL,
+  -- m220211: <patient_id>-<type_id>-ACTIVE, or <patient_id>-<type_id>-<source_info>-<value> once deleted.
+  `unique_row_string` varchar(255) NOT NULL,
+  PRIMARY KEY (`id`),
+  UNIQUE KEY `uk_patient_value_patient_type_id` (`patient_identifier_type_id`,`value`,`source_info`),
+  UNIQUE KEY `uk_patient_id_type_value` (`patient_id`,`patient_identifier_type_id`,`value`),
+  UNIQUE KEY `uk_patient_identifier_unique_row_str` (`unique_row_string`),
+  CONSTRAINT `fk_patient_identifier_patient` FOREIGN KEY (`patient_id`) REFERENCES `patient` (`id`),
+  CONSTRAINT `fk_patient_identifier_patient_identifier_type` FOREIGN KEY (`patient_identifier_type_id`) REFERENCES `patient_identifier_type` (`id`),
+  CONSTRAINT `patient_identifier_lmui_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `patient_identifier_cui_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `patient_identifier_type_display_order` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `institution_id` int(10) unsigned NOT NULL,
+  -- Created after m200223 gave display_order columns a default, so this one has none.
+  `display_order` int(10) unsigned NOT NULL,
+  `patient_identifier_type_id` int(11) NOT NULL,
+  `site_id` int(10) unsigned DEFAULT NULL,
+  `search_protocol_prefix` varchar(100) DEFAULT NULL,
+  `searchable` tinyint(1) NOT NULL DEFAULT '1',
+  `necessity` varchar(20) NOT NULL DEFAULT 'hidden',
+  `status_necessity` varchar(20) NOT NULL DEFAULT 'hidden',
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  -- m220211: <patient_identifier_type_id>-<institution_id>-<site_id or 0>.
+  `unique_row_string` varchar(255) NOT NULL,
+  `auto_increment` tinyint(1) DEFAULT '0',
+  `auto_increment_start` int(10) unsigned NOT NULL,
+  `only_editable_by_admin` tinyint(1) DEFAULT '0',
+  PRIMARY KEY (`id`),
+  UNIQUE KEY `uk_unique_row_str` (`unique_row_string`),
+  CONSTRAINT `fk_patient_identifier_display_order_institution` FOREIGN KEY (`institution_id`) REFERENCES `institution` (`id`),
+  CONSTRAINT `fk_patient_identifier_display_order_site` FOREIGN KEY (`site_id`) REFERENCES `site` (`id`),
+  CONSTRAINT `fk_patient_identifier_display_order_patient_ID_type` FOREIGN KEY (`patient_identifier_type_id`) REFERENCES `patient_identifier_type` (`id`),
+  CONSTRAINT `patient_identifier_type_display_order_lmui_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `patient_identifier_type_display_order_cui_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+-- --- events and elements (consolidation, m140523, m190321, m200430, m210728) ----------------------------
+
+CREATE TABLE `event_group` (
+  `id` int(10) unsigned NOT NULL AUTO_INCREMENT,
+  `name` varchar(64) NOT NULL,
+  `code` varchar(2) NOT NULL,
+  PRIMARY KEY (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `event_type` (
+  `id` int(10) unsigned NOT NULL AUTO_INCREMENT,
+  `name` varchar(40) NOT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  `event_group_id` int(10) unsigned NOT NULL,
+  `class_name` varchar(200) NOT NULL,
+  `support_services` tinyint(1) unsigned NOT NULL DEFAULT '0',
+  `parent_event_type_id` int(10) unsigned DEFAULT NULL,
+  `parent_id` int(10) unsigned DEFAULT NULL,
+  `rbac_operation_suffix` varchar(100) CHARACTER SET utf8 COLLATE utf8_bin DEFAULT NULL,
+  `is_printable` tinyint(1) NOT NULL DEFAULT '1',
+  `show_attachments` tinyint(1) DEFAULT '0',
+  `can_be_created_manually` tinyint(1) NOT NULL DEFAULT '1',
+  `custom_hint_text` text DEFAULT NULL,
+  `hint_position` varchar(10) DEFAULT 'BOTTOM',
+  `template_class_name` varchar(255) DEFAULT NULL,
+  PRIMARY KEY (`id`),
+  UNIQUE KEY `name` (`name`),
+  KEY `event_type_event_group_id_fk` (`event_group_id`),
+  KEY `event_type_parent_id_fk` (`parent_id`),
+  CONSTRAINT `event_type_event_group_id_fk` FOREIGN KEY (`event_group_id`) REFERENCES `event_group` (`id`),
+  CONSTRAINT `event_type_parent_id_fk` FOREIGN KEY (`parent_id`) REFERENCES `event_type` (`id`),
+  CONSTRAINT `event_type_created_user_id_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `event_type_last_modified_user_id_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `element_type` (
+  `id` int(10) unsigned NOT NULL AUTO_INCREMENT,
+  `name` varchar(255) NOT NULL,
+  `class_name` varchar(255) NOT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  `event_type_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `display_order` int(10) unsigned NOT NULL DEFAULT '1',
+  `default` tinyint(1) unsigned NOT NULL DEFAULT '1',
+  `required` tinyint(1) DEFAULT NULL,
+  `tile_size` int(2) unsigned DEFAULT NULL,
+  `element_group_id` int(11) DEFAULT NULL,
+  `custom_hint_text` text DEFAULT NULL,
+  -- parent_element_type_id dropped (m180626); no table name column: class names map to tables in code.
+  PRIMARY KEY (`id`),
+  KEY `element_type_event_type_id_fk` (`event_type_id`),
+  CONSTRAINT `element_type_event_type_id_fk` FOREIGN KEY (`event_type_id`) REFERENCES `event_type` (`id`),
+  CONSTRAINT `element_type_created_user_id_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `element_type_last_modified_user_id_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `episode_status` (
+  `id` int(10) unsigned NOT NULL AUTO_INCREMENT,
+  `name` varchar(64) NOT NULL DEFAULT '',
+  `key` varchar(25) DEFAULT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `order` int(10) unsigned NOT NULL DEFAULT '0',
+  PRIMARY KEY (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `episode` (
+  `id` int(10) unsigned NOT NULL AUTO_INCREMENT,
+  `patient_id` int(10) unsigned NOT NULL,
+  `firm_id` int(10) unsigned DEFAULT NULL,
+  `start_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  `end_date` datetime DEFAULT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  -- Defaults to status 1: a new episode needs that episode_status row.
+  `episode_status_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `legacy` tinyint(1) unsigned DEFAULT '0',
+  `deleted` int(10) unsigned NOT NULL DEFAULT '0',
+  `eye_id` int(10) unsigned DEFAULT NULL,
+  `disorder_id` bigint(20) unsigned DEFAULT NULL,
+  `support_services` tinyint(1) unsigned NOT NULL DEFAULT '0',
+  `change_tracker` tinyint(1) DEFAULT NULL,
+  `disorder_date` varchar(10) DEFAULT NULL,
+  `disorder_time` varchar(10) DEFAULT NULL,
+  PRIMARY KEY (`id`),
+  KEY `episode_1` (`patient_id`),
+  KEY `episode_2` (`firm_id`),
+  KEY `episode_episode_status_id_fk` (`episode_status_id`),
+  CONSTRAINT `episode_1` FOREIGN KEY (`patient_id`) REFERENCES `patient` (`id`),
+  CONSTRAINT `episode_2` FOREIGN KEY (`firm_id`) REFERENCES `firm` (`id`),
+  CONSTRAINT `episode_episode_status_id_fk` FOREIGN KEY (`episode_status_id`) REFERENCES `episode_status` (`id`),
+  CONSTRAINT `episode_created_user_id_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `episode_last_modified_user_id_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `event` (
+  `id` int(10) unsigned NOT NULL AUTO_INCREMENT,
+  `episode_id` int(10) unsigned DEFAULT NULL,
+  -- NOT NULL without a default: the spec's user_id of an event.
+  `created_user_id` int(10) unsigned NOT NULL,
+  `event_type_id` int(10) unsigned NOT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  `created_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  -- m140523: NOT NULL without a default.
+  `event_date` datetime NOT NULL,
+  `info` varchar(1024) DEFAULT NULL,
+  `deleted` tinyint(1) unsigned NOT NULL DEFAULT '0',
+  `delete_reason` varchar(4096) DEFAULT NULL,
+  `delete_pending` tinyint(1) unsigned NOT NULL DEFAULT '0',
+  `parent_id` int(10) unsigned DEFAULT NULL,
+  `is_automated` tinyint(1) DEFAULT NULL,
+  `automated_source` text DEFAULT NULL,
+  `sub_type` int(11) DEFAULT NULL,
+  `firm_id` int(10) unsigned DEFAULT NULL,
+  `worklist_patient_id` int(11) DEFAULT NULL,
+  -- m200430: NOT NULL without a default.
+  `institution_id` int(10) unsigned NOT NULL,
+  `site_id` int(10) unsigned DEFAULT NULL,
+  `step_id` int(11) DEFAULT NULL,
+  `template_id` int(11) DEFAULT NULL,
+  -- pas_visit_id dropped (m190321).
+  PRIMARY KEY (`id`),
+  KEY `event_1` (`episode_id`),
+  KEY `event_2` (`created_user_id`),
+  KEY `event_3` (`event_type_id`),
+  KEY `event_parent_id_fk` (`parent_id`),
+  KEY `event_is_automated` (`is_automated`),
+  KEY `event_ibfk_worklist_patient` (`worklist_patient_id`),
+  CONSTRAINT `event_1` FOREIGN KEY (`episode_id`) REFERENCES `episode` (`id`),
+  CONSTRAINT `event_3` FOREIGN KEY (`event_type_id`) REFERENCES `event_type` (`id`),
+  CONSTRAINT `event_created_user_id_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `event_last_modified_user_id_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `event_parent_id_fk` FOREIGN KEY (`parent_id`) REFERENCES `event` (`id`),
+  CONSTRAINT `event_firm_fk` FOREIGN KEY (`firm_id`) REFERENCES `firm` (`id`),
+  CONSTRAINT `fk_event_institution` FOREIGN KEY (`institution_id`) REFERENCES `institution` (`id`),
+  CONSTRAINT `fk_event_site` FOREIGN KEY (`site_id`) REFERENCES `site` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `unique_codes` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `code` varchar(6) NOT NULL,
+  `active` int(1) unsigned NOT NULL DEFAULT '1',
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  PRIMARY KEY (`id`),
+  CONSTRAINT `unique_codes_lmui_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `unique_codes_cui_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `unique_codes_mapping` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `event_id` int(10) unsigned DEFAULT NULL,
+  `unique_code_id` int(11) NOT NULL,
+  `user_id` int(10) unsigned DEFAULT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  PRIMARY KEY (`id`),
+  -- m160711: a code maps to one event and back.
+  UNIQUE KEY `unique_code_mapping_event_id_unique` (`event_id`),
+  UNIQUE KEY `unique_code_mapping_unique_code_id_unique` (`unique_code_id`),
+  CONSTRAINT `unique_code_mapping_event_id_fk` FOREIGN KEY (`event_id`) REFERENCES `event` (`id`),
+  CONSTRAINT `unique_code_mapping_uniquecode_id_fk` FOREIGN KEY (`unique_code_id`) REFERENCES `unique_codes` (`id`),
+  CONSTRAINT `unique_codes_mapping_user_id_fk` FOREIGN KEY (`user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `unique_codes_mapping_lmui_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `unique_codes_mapping_cui_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `et_ophcocvi_esign` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `event_id` int(10) unsigned NOT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  PRIMARY KEY (`id`),
+  CONSTRAINT `fk_et_ophcocvi_esign_event_id` FOREIGN KEY (`event_id`) REFERENCES `event` (`id`),
+  CONSTRAINT `et_ophcocvi_esign_lmui_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `et_ophcocvi_esign_cui_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `protected_file` (
+  `id` int(10) unsigned NOT NULL AUTO_INCREMENT,
+  `uid` varchar(64) NOT NULL,
+  `name` varchar(255) NOT NULL,
+  `title` varchar(255) DEFAULT NULL,
+  `description` varchar(64) NOT NULL DEFAULT '',
+  -- NOT NULL without a default.
+  `mimetype` varchar(64) NOT NULL,
+  `size` varchar(64) NOT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  `rotate` int(3) DEFAULT NULL,
+  PRIMARY KEY (`id`),
+  UNIQUE KEY `asset_uid` (`uid`),
+  CONSTRAINT `asset_created_user_id_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `asset_last_modified_user_id_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `ophcocvi_signature` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `element_id` int(11) NOT NULL,
+  `type` tinyint(3) unsigned DEFAULT NULL,
+  `signature_file_id` int(10) unsigned DEFAULT NULL,
+  `signed_user_id` int(10) unsigned DEFAULT NULL,
+  -- NOT NULL without a default; timestamp is unix seconds.
+  `signatory_role` varchar(64) NOT NULL,
+  `signatory_name` varchar(64) NOT NULL,
+  `timestamp` int(11) NOT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `status` tinyint(1) NOT NULL DEFAULT '1',
+  `delete_reason` varchar(200) DEFAULT NULL,
+  PRIMARY KEY (`id`),
+  CONSTRAINT `fk_ophcocvi_signature_etid` FOREIGN KEY (`element_id`) REFERENCES `et_ophcocvi_esign` (`id`),
+  CONSTRAINT `fk_ophcocvi_signature_sfile_id` FOREIGN KEY (`signature_file_id`) REFERENCES `protected_file` (`id`),
+  CONSTRAINT `fk_ophcocvi_signature_suser_id` FOREIGN KEY (`signed_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `ophcocvi_signature_lmui_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `ophcocvi_signature_cui_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+-- m210526 created it with createOETable (datetime audit columns); m230606 added cropped_file_id.
+CREATE TABLE `signature_import_log` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `filename` varchar(255) NOT NULL,
+  `import_datetime` datetime DEFAULT NULL,
+  `status_id` int(1) unsigned NOT NULL,
+  `return_message` text DEFAULT NULL,
+  `event_id` int(10) unsigned DEFAULT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `cropped_file_id` int(10) unsigned DEFAULT NULL,
+  PRIMARY KEY (`id`),
+  CONSTRAINT `signature_import_log_event_id_pk` FOREIGN KEY (`event_id`) REFERENCES `event` (`id`),
+  CONSTRAINT `signature_import_log_protected_file_fk` FOREIGN KEY (`cropped_file_id`) REFERENCES `protected_file` (`id`),
+  CONSTRAINT `signature_import_log_lmui_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `signature_import_log_cui_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+-- --- request queue and attachments (Api m181219, m191206, m210427; OphGeneric m190513, m191205, m200204)
+
+CREATE TABLE `request_queue` (
+  `request_queue` varchar(45) NOT NULL,
+  `maximum_active_threads` int(2) NOT NULL,
+  `total_active_thread_count` int(10) DEFAULT '0',
+  `total_execute_count` int(10) NOT NULL DEFAULT '0',
+  `total_success_count` int(10) NOT NULL DEFAULT '0',
+  `total_fail_count` int(10) NOT NULL DEFAULT '0',
+  `busy_yield_ms` int(6) NOT NULL,
+  `idle_yield_ms` int(6) NOT NULL,
+  `last_poll_date` datetime DEFAULT NULL,
+  `last_thread_spawn_date` datetime DEFAULT NULL,
+  `last_thread_spawn_request_id` int(10) DEFAULT NULL,
+  PRIMARY KEY (`request_queue`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `request_queue_lock` (
+  `request_queue` varchar(45) NOT NULL,
+  PRIMARY KEY (`request_queue`),
+  CONSTRAINT `request_queue_lock_fk_request_queue` FOREIGN KEY (`request_queue`) REFERENCES `request_queue` (`request_queue`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `routine_library` (
+  `routine_name` varchar(45) NOT NULL,
+  `hash_code` bigint(100) DEFAULT NULL,
+  PRIMARY KEY (`routine_name`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `request_type` (
+  `request_type` varchar(45) NOT NULL,
+  `title_full` varchar(45) NOT NULL,
+  `title_short` varchar(45) NOT NULL,
+  `default_routine_name` varchar(50) NOT NULL,
+  `default_request_queue` varchar(45) NOT NULL,
+  PRIMARY KEY (`request_type`),
+  CONSTRAINT `request_type_fk_routine_library` FOREIGN KEY (`default_routine_name`) REFERENCES `routine_library` (`routine_name`),
+  CONSTRAINT `request_queue_fk_request_type` FOREIGN KEY (`default_request_queue`) REFERENCES `request_queue` (`request_queue`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `request` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `request_type` varchar(45) NOT NULL,
+  `system_message` varchar(255) NOT NULL,
+  `request_override_default_queue` varchar(45) DEFAULT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  PRIMARY KEY (`id`),
+  CONSTRAINT `request_fk_request_type` FOREIGN KEY (`request_type`) REFERENCES `request_type` (`request_type`),
+  CONSTRAINT `request_override_default_queue_fk_request_queue` FOREIGN KEY (`request_override_default_queue`) REFERENCES `request_queue` (`request_queue`),
+  CONSTRAINT `request_lmui_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `request_cui_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `request_routine` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `request_id` int(11) NOT NULL,
+  `execute_request_queue` varchar(45) NOT NULL,
+  `status` varchar(45) NOT NULL,
+  `routine_name` varchar(45) NOT NULL,
+  `try_count` int(11) NOT NULL DEFAULT '0',
+  `next_try_date_time` datetime DEFAULT NULL,
+  `execute_sequence` int(11) NOT NULL,
+  `hash_code` bigint(100) DEFAULT NULL,
+  PRIMARY KEY (`id`),
+  CONSTRAINT `request_routine_fk_routine_library` FOREIGN KEY (`routine_name`) REFERENCES `routine_library` (`routine_name`),
+  CONSTRAINT `request_routine_fk_request` FOREIGN KEY (`request_id`) REFERENCES `request` (`id`),
+  CONSTRAINT `execute_request_queue_fk_request_routine` FOREIGN KEY (`execute_request_queue`) REFERENCES `request_queue` (`request_queue`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `request_routine_execution` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `log_text` text DEFAULT NULL,
+  `request_routine_id` int(11) NOT NULL,
+  `execution_date_time` datetime NOT NULL,
+  `status` text NOT NULL,
+  `try_number` int(11) NOT NULL,
+  PRIMARY KEY (`id`),
+  CONSTRAINT `request_routine_execution_fk_request_routine` FOREIGN KEY (`request_routine_id`) REFERENCES `request_routine` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `request_routine_lock` (
+  `routine_lock` varchar(200) NOT NULL,
+  PRIMARY KEY (`routine_lock`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `request_details` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `request_id` int(10) NOT NULL,
+  `name` varchar(100) DEFAULT NULL,
+  `value` text DEFAULT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  PRIMARY KEY (`id`),
+  CONSTRAINT `request_fk_request_details` FOREIGN KEY (`request_id`) REFERENCES `request` (`id`),
+  CONSTRAINT `request_details_lmui_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `request_details_cui_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `mime_type` (
+  `mime_type` varchar(45) NOT NULL,
+  PRIMARY KEY (`mime_type`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `attachment_type` (
+  `attachment_type` varchar(45) NOT NULL,
+  `title_full` varchar(45) DEFAULT NULL,
+  `title_short` varchar(45) DEFAULT NULL,
+  `title_abbreviated` varchar(45) DEFAULT NULL,
+  -- OphGeneric m190513: NOT NULL without a default.
+  `dicom_modality_code` varchar(45) NOT NULL,
+  PRIMARY KEY (`attachment_type`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `body_site_type` (
+  `body_site_snomed_type` varchar(45) NOT NULL,
+  `title_full` varchar(45) DEFAULT NULL,
+  `title_short` varchar(45) DEFAULT NULL,
+  `title_abbreviated` varchar(45) DEFAULT NULL,
+  PRIMARY KEY (`body_site_snomed_type`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `attachment_data` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `request_id` int(11) NOT NULL,
+  `attachment_mnemonic` varchar(45) NOT NULL,
+  `body_site_snomed_type` varchar(45) DEFAULT NULL,
+  -- NOT NULL without a default.
+  `system_only_managed` int(1) NOT NULL,
+  `attachment_type` varchar(45) NOT NULL,
+  -- 100 wide, while the mime_type key it references is 45.
+  `mime_type` varchar(100) NOT NULL,
+  `blob_data` longblob DEFAULT NULL,
+  `text_data` longtext DEFAULT NULL,
+  `upload_file_name` varchar(200) DEFAULT NULL,
+  `thumbnail_small_blob` mediumblob DEFAULT NULL,
+  `thumbnail_medium_blob` mediumblob DEFAULT NULL,
+  `thumbnail_large_blob` mediumblob DEFAULT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `hash_code` bigint(100) DEFAULT NULL,
+  PRIMARY KEY (`id`),
+  -- Ineffective while body_site_snomed_type is NULL (NULLs never collide).
+  UNIQUE KEY `unique_attachment_data_attachment_mnemonic_idx` (`request_id`,`attachment_mnemonic`,`body_site_snomed_type`),
+  KEY `index_hash_code` (`hash_code`),
+  CONSTRAINT `request_fk_attachment_data` FOREIGN KEY (`request_id`) REFERENCES `request` (`id`),
+  CONSTRAINT `attachment_data_fk_attachment_type` FOREIGN KEY (`attachment_type`) REFERENCES `attachment_type` (`attachment_type`),
+  CONSTRAINT `attachment_data_fk_mime_type` FOREIGN KEY (`mime_type`) REFERENCES `mime_type` (`mime_type`),
+  CONSTRAINT `attachment_data_fk_body_site_type` FOREIGN KEY (`body_site_snomed_type`) REFERENCES `body_site_type` (`body_site_snomed_type`),
+  CONSTRAINT `attachment_data_lmui_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `attachment_data_cui_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+-- Created with createOETable(..., 'engine=...'): the truthy third argument made it versioned.
+CREATE TABLE `event_attachment_group` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `event_id` int(10) unsigned NOT NULL,
+  `element_type_id` int(10) unsigned NOT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  PRIMARY KEY (`id`),
+  CONSTRAINT `event_attachment_group_fk_event` FOREIGN KEY (`event_id`) REFERENCES `event` (`id`),
+  CONSTRAINT `event_attachment_group_fk_element_type` FOREIGN KEY (`element_type_id`) REFERENCES `element_type` (`id`),
+  CONSTRAINT `event_attachment_group_lmui_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `event_attachment_group_cui_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `event_attachment_item` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `event_attachment_group_id` int(11) NOT NULL,
+  `attachment_data_id` int(11) NOT NULL,
+  `system_only_managed` int(1) NOT NULL,
+  `event_document_view_set` varchar(45) DEFAULT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  PRIMARY KEY (`id`),
+  CONSTRAINT `event_attachment_item_fk_event_attachment_group` FOREIGN KEY (`event_attachment_group_id`) REFERENCES `event_attachment_group` (`id`),
+  CONSTRAINT `event_attachment_item_fk_attachment_data` FOREIGN KEY (`attachment_data_id`) REFERENCES `attachment_data` (`id`),
+  CONSTRAINT `event_attachment_item_lmui_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `event_attachment_item_cui_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+-- OphGeneric's attachment element: an OphGeneric event shows its attachments through this row.
+CREATE TABLE `et_ophgeneric_attachment` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `event_id` int(10) unsigned NOT NULL DEFAULT '0',
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  PRIMARY KEY (`id`),
+  UNIQUE KEY `generic_attachment_element_unique_index` (`event_id`),
+  CONSTRAINT `et_ophgeneric_attach_ev_fk` FOREIGN KEY (`event_id`) REFERENCES `event` (`id`),
+  CONSTRAINT `et_ophgeneric_attachment_lmui_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `et_ophgeneric_attachment_cui_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+-- --- _version twins -------------------------------------------------------------------------------------
+-- The twin of a table has its columns without keys to other tables, its id without AUTO_INCREMENT or
+-- uniqueness, and version_date + version_id (m140220 versionExistingTable, createOETable(..., true)).
+-- OpenEyes copies the previous row into it before every update or delete of a versioned model.
+
+CREATE TABLE `user_version` LIKE `user`;
+ALTER TABLE `user_version` MODIFY `id` int(10) unsigned NOT NULL, DROP PRIMARY KEY,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(10) unsigned NOT NULL AUTO_INCREMENT PRIMARY KEY;
+CREATE TABLE `contact_version` LIKE `contact`;
+ALTER TABLE `contact_version` MODIFY `id` int(10) unsigned NOT NULL, DROP PRIMARY KEY,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(10) unsigned NOT NULL AUTO_INCREMENT PRIMARY KEY;
+CREATE TABLE `institution_version` LIKE `institution`;
+ALTER TABLE `institution_version` MODIFY `id` int(10) unsigned NOT NULL, DROP PRIMARY KEY,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(10) unsigned NOT NULL AUTO_INCREMENT PRIMARY KEY;
+CREATE TABLE `site_version` LIKE `site`;
+ALTER TABLE `site_version` MODIFY `id` int(10) unsigned NOT NULL, DROP PRIMARY KEY, DROP INDEX `uk_site_institution_index`,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(10) unsigned NOT NULL AUTO_INCREMENT PRIMARY KEY;
+CREATE TABLE `user_authentication_version` LIKE `user_authentication`;
+ALTER TABLE `user_authentication_version` MODIFY `id` int(11) NOT NULL, DROP PRIMARY KEY,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(11) NOT NULL AUTO_INCREMENT PRIMARY KEY;
+CREATE TABLE `institution_authentication_version` LIKE `institution_authentication`;
+ALTER TABLE `institution_authentication_version` MODIFY `id` int(11) NOT NULL, DROP PRIMARY KEY,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(11) NOT NULL AUTO_INCREMENT PRIMARY KEY;
+CREATE TABLE `setting_metadata_version` LIKE `setting_metadata`;
+ALTER TABLE `setting_metadata_version` MODIFY `id` int(10) unsigned NOT NULL, DROP PRIMARY KEY, DROP INDEX `setting_metadata_key_IDX`,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(10) unsigned NOT NULL AUTO_INCREMENT PRIMARY KEY;
+CREATE TABLE `setting_installation_version` LIKE `setting_installation`;
+ALTER TABLE `setting_installation_version` MODIFY `id` int(10) unsigned NOT NULL, DROP PRIMARY KEY,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(10) unsigned NOT NULL AUTO_INCREMENT PRIMARY KEY;
+CREATE TABLE `setting_institution_version` LIKE `setting_institution`;
+ALTER TABLE `setting_institution_version` MODIFY `id` int(10) unsigned NOT NULL, DROP PRIMARY KEY,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(10) unsigned NOT NULL AUTO_INCREMENT PRIMARY KEY;
+CREATE TABLE `setting_site_version` LIKE `setting_site`;
+ALTER TABLE `setting_site_version` MODIFY `id` int(10) unsigned NOT NULL, DROP PRIMARY KEY,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(10) unsigned NOT NULL AUTO_INCREMENT PRIMARY KEY;
+CREATE TABLE `patient_version` LIKE `patient`;
+ALTER TABLE `patient_version` MODIFY `id` int(10) unsigned NOT NULL, DROP PRIMARY KEY,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(10) unsigned NOT NULL AUTO_INCREMENT PRIMARY KEY;
+CREATE TABLE `patient_identifier_type_version` LIKE `patient_identifier_type`;
+ALTER TABLE `patient_identifier_type_version` MODIFY `id` int(11) NOT NULL, DROP PRIMARY KEY, DROP INDEX `uk_unique_row_str`,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(11) NOT NULL AUTO_INCREMENT PRIMARY KEY;
+CREATE TABLE `patient_identifier_version` LIKE `patient_identifier`;
+ALTER TABLE `patient_identifier_version` MODIFY `id` int(11) NOT NULL, DROP PRIMARY KEY,
+  DROP INDEX `uk_patient_value_patient_type_id`, DROP INDEX `uk_patient_id_type_value`,
+  DROP INDEX `uk_patient_identifier_unique_row_str`,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(11) NOT NULL AUTO_INCREMENT PRIMARY KEY;
+CREATE TABLE `patient_identifier_type_display_order_version` LIKE `patient_identifier_type_display_order`;
+ALTER TABLE `patient_identifier_type_display_order_version` MODIFY `id` int(11) NOT NULL, DROP PRIMARY KEY,
+  DROP INDEX `uk_unique_row_str`,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(11) NOT NULL AUTO_INCREMENT PRIMARY KEY;
+CREATE TABLE `event_type_version` LIKE `event_type`;
+ALTER TABLE `event_type_version` MODIFY `id` int(10) unsigned NOT NULL, DROP PRIMARY KEY, DROP INDEX `name`,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(10) unsigned NOT NULL AUTO_INCREMENT PRIMARY KEY;
+CREATE TABLE `element_type_version` LIKE `element_type`;
+ALTER TABLE `element_type_version` MODIFY `id` int(10) unsigned NOT NULL, DROP PRIMARY KEY,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(10) unsigned NOT NULL AUTO_INCREMENT PRIMARY KEY;
+CREATE TABLE `episode_version` LIKE `episode`;
+ALTER TABLE `episode_version` MODIFY `id` int(10) unsigned NOT NULL, DROP PRIMARY KEY,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(10) unsigned NOT NULL AUTO_INCREMENT PRIMARY KEY;
+CREATE TABLE `event_version` LIKE `event`;
+ALTER TABLE `event_version` MODIFY `id` int(10) unsigned NOT NULL, DROP PRIMARY KEY,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(10) unsigned NOT NULL AUTO_INCREMENT PRIMARY KEY;
+CREATE TABLE `unique_codes_version` LIKE `unique_codes`;
+ALTER TABLE `unique_codes_version` MODIFY `id` int(11) NOT NULL, DROP PRIMARY KEY,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(11) NOT NULL AUTO_INCREMENT PRIMARY KEY;
+CREATE TABLE `unique_codes_mapping_version` LIKE `unique_codes_mapping`;
+ALTER TABLE `unique_codes_mapping_version` MODIFY `id` int(11) NOT NULL, DROP PRIMARY KEY,
+  DROP INDEX `unique_code_mapping_event_id_unique`, DROP INDEX `unique_code_mapping_unique_code_id_unique`,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(11) NOT NULL AUTO_INCREMENT PRIMARY KEY;
+CREATE TABLE `et_ophcocvi_esign_version` LIKE `et_ophcocvi_esign`;
+ALTER TABLE `et_ophcocvi_esign_version` MODIFY `id` int(11) NOT NULL, DROP PRIMARY KEY,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(11) NOT NULL AUTO_INCREMENT PRIMARY KEY;
+CREATE TABLE `protected_file_version` LIKE `protected_file`;
+ALTER TABLE `protected_file_version` MODIFY `id` int(10) unsigned NOT NULL, DROP PRIMARY KEY, DROP INDEX `asset_uid`,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(10) unsigned NOT NULL AUTO_INCREMENT PRIMARY KEY;
+CREATE TABLE `ophcocvi_signature_version` LIKE `ophcocvi_signature`;
+ALTER TABLE `ophcocvi_signature_version` MODIFY `id` int(11) NOT NULL, DROP PRIMARY KEY,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(11) NOT NULL AUTO_INCREMENT PRIMARY KEY;
+CREATE TABLE `request_details_version` LIKE `request_details`;
+ALTER TABLE `request_details_version` MODIFY `id` int(11) NOT NULL, DROP PRIMARY KEY,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(11) NOT NULL AUTO_INCREMENT PRIMARY KEY;
+CREATE TABLE `event_attachment_group_version` LIKE `event_attachment_group`;
+ALTER TABLE `event_attachment_group_version` MODIFY `id` int(11) NOT NULL, DROP PRIMARY KEY,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(11) NOT NULL AUTO_INCREMENT PRIMARY KEY;
+CREATE TABLE `et_ophgeneric_attachment_version` LIKE `et_ophgeneric_attachment`;
+ALTER TABLE `et_ophgeneric_attachment_version` MODIFY `id` int(11) NOT NULL, DROP PRIMARY KEY,
+  DROP INDEX `generic_attachment_element_unique_index`,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(11) NOT NULL AUTO_INCREMENT PRIMARY KEY;
+
+SET foreign_key_checks = 1;

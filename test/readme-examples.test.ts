@@ -1,0 +1,145 @@
+/**
+ * The README's "Try every endpoint" examples, run as written against the real server on the demo data:
+ * each `sh` block of that section, in order, in one bash script. Only what a reader must change is
+ * changed: the address (the server listens on a free port), and `CODE` / `EXTRA_INFO`, which the reader
+ * copies from the start-up log (so does this test). Every curl fails the script on an HTTP error.
+ */
+import assert from 'node:assert/strict';
+import type { ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import type { TestDatabase } from './harness.ts';
+import { createTestDatabase, forEachDialect } from './harness.ts';
+import { until } from './until.ts';
+
+const ROOT = path.resolve(import.meta.dirname, '..');
+const SERVER = path.join(ROOT, 'src/main/server.ts');
+const SECTION = '### Try every endpoint';
+const DEMO_CODE =
+  /demo unique code for sign\/add: unique_identifier "([A-Z2-9]{6})", extra_info (\{[^}]*\})/g;
+
+/** The `sh` blocks of the README section, in order. */
+async function readmeExamples(): Promise<string[]> {
+  const readme = await readFile(path.join(ROOT, 'README.md'), 'utf8');
+  const start = readme.indexOf(SECTION);
+  assert.ok(start >= 0, `README has "${SECTION}"`);
+  const end = readme.indexOf('\n## ', start);
+  const section = readme.slice(start, end === -1 ? undefined : end);
+  return [...section.matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1]!);
+}
+
+interface Server {
+  readonly child: ChildProcess;
+  readonly baseUrl: string;
+  readonly output: () => string;
+}
+
+/** `npm start` as a user runs it (demo data on), on a free port; resolves once it is ready. */
+async function startServer(env: Record<string, string>): Promise<Server> {
+  const child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', SERVER], {
+    cwd: ROOT,
+    env: {
+      ...process.env,
+      ...env,
+      DEMO_DATA: 'on',
+      WORKER: 'in-process',
+      PORT: '0',
+      HOST: '127.0.0.1',
+      LOG_LEVEL: 'info',
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  let port: string | undefined;
+  try {
+    await until(
+      () => {
+        const match = /Server listening at http:\/\/127\.0\.0\.1:(\d+)/.exec(output);
+        if (match !== null && output.includes('clinical-records-api ready')) port = match[1];
+        else if (child.exitCode !== null) throw new Error('the server exited');
+        return port !== undefined;
+      },
+      { timeoutMs: 60_000, intervalMs: 50 },
+    );
+  } catch {
+    child.kill('SIGKILL');
+    throw new Error(`server did not start:\n${output}`);
+  }
+  return { child, baseUrl: `http://127.0.0.1:${port!}`, output: () => output };
+}
+
+function runBash(script: string, cwd: string): Promise<{ status: number | null; output: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('bash', ['-c', script], { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
+    child.on('error', reject);
+    child.on('close', (status) => {
+      clearTimeout(timer);
+      resolve({ status, output });
+    });
+  });
+}
+
+forEachDialect((dialect) => {
+  describe(`README examples against the demo data [${dialect}]`, () => {
+    let testDb: TestDatabase;
+    let server: Server;
+    let workDir: string;
+    before(async () => {
+      testDb = await createTestDatabase(dialect);
+      server = await startServer(testDb.env);
+      workDir = await mkdtemp(path.join(tmpdir(), 'cra-readme-'));
+    });
+    after(async () => {
+      server.child.kill('SIGKILL');
+      await rm(workDir, { recursive: true, force: true });
+      await testDb.drop();
+    });
+
+    it('prints the demo account and each demo unique code with its extra_info at the first start', () => {
+      const output = server.output();
+      assert.match(output, /demo account: username \\"demo\\", password \\"demo-password-change-me\\"/);
+      const codes = [...output.replaceAll('\\"', '"').matchAll(DEMO_CODE)];
+      assert.equal(codes.length, 5, output);
+      for (const [, , extraInfo] of codes)
+        assert.deepEqual(Object.keys(JSON.parse(extraInfo!) as object), ['e_id', 'e_t_id']);
+      assert.doesNotMatch(output, /no user can log in yet/);
+    });
+
+    it('runs every example of the section as written, each answering 2xx', async () => {
+      const [, code, extraInfo] = DEMO_CODE.exec(server.output().replaceAll('\\"', '"')) ?? [];
+      DEMO_CODE.lastIndex = 0;
+      assert.ok(code !== undefined && extraInfo !== undefined);
+      const blocks = await readmeExamples();
+      assert.ok(blocks.length >= 5, 'the section has its examples');
+      let script = ['set -euo pipefail', ...blocks].join('\n');
+      script = script
+        .replaceAll('http://localhost:8080', server.baseUrl)
+        .replace(/^CODE='[^']*'$/m, `CODE='${code}'`)
+        .replace(/^EXTRA_INFO='[^']*'$/m, `EXTRA_INFO='${extraInfo}'`)
+        // An HTTP error fails the script, with the answer's body in the output.
+        .replace(/(^|\$\()curl /gm, '$1curl --fail-with-body -sS ');
+      assert.match(script, new RegExp(`CODE='${code}'`), 'the README sets CODE on a line of its own');
+      const result = await runBash(script, workDir);
+      assert.equal(result.status, 0, result.output);
+      assert.match(result.output, /"Correct signature saved!"/);
+      assert.match(result.output, /"request_id":\d+,"status":"(RUNNING|COMPLETE)","routines":\[/);
+      assert.deepEqual(
+        await readFile(path.join(workDir, 'viewed.png')),
+        await readFile(path.join(workDir, 'demo.png')),
+      );
+      const document = JSON.parse(await readFile(path.join(workDir, 'openapi.json'), 'utf8')) as {
+        openapi: string;
+      };
+      assert.equal(document.openapi, '3.1.0');
+    });
+  });
+});
