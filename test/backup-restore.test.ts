@@ -90,10 +90,9 @@ forEachDialect((dialect) => {
       });
       await worker.start();
       try {
-        await until(
-          async () => (await routinesOf(app.db, requestId)).every((r) => r.status === 'COMPLETE'),
-          { what: 'the queued routines complete' },
-        );
+        await until(async () => (await routinesOf(app.db, requestId)).every((r) => r.status === 'COMPLETE'), {
+          what: 'the queued routines complete',
+        });
       } finally {
         await worker.stop();
       }

@@ -48,7 +48,9 @@ async function waitFor(started: Started, pattern: RegExp): Promise<RegExpExecArr
       { intervalMs: 50, what: String(pattern) },
     );
   } catch (error) {
-    throw new Error(`no ${String(pattern)} in the output (${(error as Error).message}):\n${started.output()}`);
+    throw new Error(
+      `no ${String(pattern)} in the output (${(error as Error).message}):\n${started.output()}`,
+    );
   }
   return match!;
 }
