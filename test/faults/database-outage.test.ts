@@ -10,7 +10,8 @@
  *
  * SQLite: an embedded file cannot become unreachable while the process holds it open; the realistic outage
  * is another process (a CLI import, a backup or maintenance session) holding the write lock longer than
- * `busy_timeout`. Reads keep working (WAL), so `/readyz` stays 200; every write answers 503 instead of 500
+ * `busy_timeout`. Reads keep working (WAL), but `/readyz` answers 503 `database not writable` (its probe
+ * write cannot commit, as no audited call can); every write answers 503 instead of 500
  * once `busy_timeout` (lowered to 100 ms on the app's connection here) expires with SQLITE_BUSY, and nothing
  * is half written (sign/add removes the files it wrote).
  */
@@ -239,8 +240,12 @@ forEachDialect((dialect) => {
       await until(routinesComplete(beforeOutage.queued));
 
       await outage.cut();
+      // Not ready on either: PostgreSQL does not answer; SQLite answers reads but cannot write.
       const readiness = await request('/readyz');
-      assert.equal(readiness.status, dialect === 'postgres' ? 503 : 200);
+      assert.equal(readiness.status, 503);
+      assert.deepEqual(await readiness.json(), {
+        status: dialect === 'postgres' ? 'database unreachable' : 'database not writable',
+      });
       assert.equal((await request('/healthz')).status, 200);
 
       const during = await submitAll(events.slice(4, 8));

@@ -19,5 +19,12 @@ export {
 export type { EventLink } from './event-link.ts';
 export { isAttachedToPatient, linkAttachmentsToEvent } from './event-link.ts';
 export type { PayloadRow } from './payloads.ts';
-export { NON_PAYLOAD_MNEMONICS, findPayloads, isImageMime, readPayloadBytes } from './payloads.ts';
+export {
+  NON_PAYLOAD_MNEMONICS,
+  findDicomPayload,
+  findPayloads,
+  findPayloadsWithThumbnails,
+  isImageMime,
+  readPayloadBytes,
+} from './payloads.ts';
 export { readRequestText, writeRequestText } from './text-rows.ts';

@@ -28,6 +28,26 @@ export async function findPayloads(db: Kysely<DB>, requestId: number): Promise<P
     .execute();
 }
 
+/** The ids of the request's payload rows that already have thumbnails. */
+export async function findPayloadsWithThumbnails(db: Kysely<DB>, requestId: number): Promise<Set<number>> {
+  const rows = await db
+    .selectFrom('attachment_data')
+    .select('id')
+    .where('request_id', '=', requestId)
+    .where('thumbnail_small_blob', 'is not', null)
+    .execute();
+  return new Set(rows.map((r) => r.id));
+}
+
+/** The request's DICOM payload: the first `application/dicom` payload, else its `REQUEST_BLOB`. */
+export async function findDicomPayload(db: Kysely<DB>, requestId: number): Promise<PayloadRow | undefined> {
+  const payloads = await findPayloads(db, requestId);
+  return (
+    payloads.find((p) => p.mime_type === 'application/dicom') ??
+    payloads.find((p) => p.attachment_mnemonic === 'REQUEST_BLOB')
+  );
+}
+
 /** The bytes of a payload row: its blob, or its text as UTF-8. */
 export async function readPayloadBytes(db: Kysely<DB>, id: number): Promise<Buffer> {
   const row = await db

@@ -27,6 +27,7 @@ export interface AuditExportRecord {
   readonly outcome: number;
   readonly client_address: string | null;
   readonly request_id: string;
+  readonly client_request_id: string | null;
   readonly username: string | null;
   readonly detail: string | null;
 }
@@ -72,6 +73,7 @@ function toRecord(row: AuditEventRow): AuditExportRecord {
     outcome: row.outcome,
     client_address: row.client_address,
     request_id: row.request_id,
+    client_request_id: row.client_request_id,
     username: row.username,
     detail: row.detail,
   };

@@ -17,7 +17,9 @@
  * They are visible in the metrics and the request log.
  *
  * What a row holds: action, user id and username (of an authenticated caller), target type and internal
- * ids, HTTP status, client address, request id. Never names, dates of birth, identifiers, search terms, bodies or claimed usernames (a 401's
+ * ids, HTTP status, client address, the server-generated request id and the client's `X-Request-Id` if it
+ * sent one (`src/http/request-id.ts`). Never names, dates of birth, identifiers, search terms, bodies or
+ * claimed usernames (a 401's
  * "username" may be a mistyped password). The action comes from the table below (so a refusal is
  * audited before any handler runs); the targets from `request.audit`, which a handler sets once it
  * knows them, or else from the route's id query parameter.
@@ -127,6 +129,7 @@ export function installAuditTrail(app: FastifyInstance, deps: AppDeps): AuditTra
       outcome,
       clientAddress: request.ip ?? null,
       requestId: request.id,
+      clientRequestId: request.clientRequestId ?? null,
     };
     try {
       await trail.record(entry);

@@ -24,7 +24,10 @@ export interface AuditEntry {
   /** HTTP status of the answer. */
   readonly outcome: number;
   readonly clientAddress: string | null;
+  /** The server-generated request id. */
   readonly requestId: string;
+  /** The client's `X-Request-Id`, if it sent a sane one. */
+  readonly clientRequestId?: string | null;
   /** The acting account's name beside `userId` (API: the authenticated username; CLI: the OS account). */
   readonly username?: string | null;
   /** Short words the ids cannot say; never patient data. */
@@ -107,6 +110,7 @@ export function toAuditRow(entry: AuditEntry): NewAuditEventRow {
     outcome: entry.outcome,
     client_address: entry.clientAddress === null ? null : entry.clientAddress.slice(0, 64),
     request_id: entry.requestId.slice(0, 64),
+    client_request_id: entry.clientRequestId?.slice(0, 64) ?? null,
     username: entry.username === undefined || entry.username === null ? null : entry.username.slice(0, 64),
     detail: entry.detail === undefined || entry.detail === null ? null : entry.detail.slice(0, 255),
   };

@@ -63,6 +63,7 @@ forEachDialect((dialect) => {
         outcome: 200,
         client_address: '10.0.0.7',
         request_id: 'req-2026-01-01T10:00:00Z',
+        client_request_id: null,
         username: null,
         detail: null,
       });

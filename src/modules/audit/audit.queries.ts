@@ -7,7 +7,7 @@ import { createShapeCache, runCompiled } from '../../db/compiled-queries.ts';
 import type { Database } from '../../db/database.ts';
 import type { DB } from '../../db/schema.ts';
 
-/** `audit_event` (migrations 0009, 0012). Not in `DB`: it is not part of the dataset format. */
+/** `audit_event` (migrations 0009, 0012, 0013). Not in `DB`: it is not part of the dataset format. */
 export interface AuditEventTable {
   id: Generated<number>;
   /** `YYYY-MM-DD HH:MM:SS` UTC, when the answer was produced. */
@@ -21,7 +21,10 @@ export interface AuditEventTable {
   /** HTTP status of the answer. */
   outcome: number;
   client_address: string | null;
+  /** Server-generated (never the client's). */
   request_id: string;
+  /** The client's `X-Request-Id`, when it sent a sane one (migration 0012). */
+  client_request_id: string | null;
   /** The acting account's name (API: the authenticated username; CLI: the operating-system account). */
   username: string | null;
   /** Short words the ids cannot say (the RBAC item of a role grant, ...); never patient data. */
@@ -46,6 +49,7 @@ const AUDIT_COLUMNS = [
   'outcome',
   'client_address',
   'request_id',
+  'client_request_id',
   'username',
   'detail',
 ] as const satisfies readonly (keyof NewAuditEventRow)[];

@@ -25,6 +25,7 @@
 import type { Kysely, Transaction } from 'kysely';
 import { sql } from 'kysely';
 import type { Database } from '../../db/database.ts';
+import { AppError } from '../../errors.ts';
 import type { FileStore } from '../../files/file-store.ts';
 import type { PasswordPolicy } from '../user/index.ts';
 import { findPasswordProblems, hashPassword } from '../user/index.ts';
@@ -240,7 +241,13 @@ async function checkDocument(
       }
       if (row.plainPassword !== undefined) {
         await warnOfWeakPassword(plan, row, options);
-        plan.hashes.set(index, await hashPassword(row.plainPassword));
+        try {
+          plan.hashes.set(index, await hashPassword(row.plainPassword));
+        } catch (error) {
+          // bcrypt cannot hash it faithfully (over 72 bytes): refused, where it is.
+          if (!(error instanceof AppError)) throw error;
+          problems.add({ table: name, row: index, column: 'password', message: error.message });
+        }
       }
     }
     bytesChecked += range.end - range.start;

@@ -1,6 +1,8 @@
 /**
  * Account administration used by the CLI and the test factories: users with a local
- * `user_authentication` row, and RBAC assignments.
+ * `user_authentication` row, and RBAC assignments. A change that takes rights away (disabling a user,
+ * changing a password, revoking a role) records a credential change in the same transaction, so that
+ * every server process forgets the credentials it has cached within seconds (authenticator.ts).
  */
 import type { Kysely } from 'kysely';
 import { nowDateTime } from '../../db/database.ts';
@@ -8,6 +10,7 @@ import type { DB } from '../../db/schema.ts';
 import { AppError } from '../../errors.ts';
 import type { PasswordPolicy } from './password-policy.ts';
 import { findPasswordProblems } from './password-policy.ts';
+import { recordCredentialChange } from '../counters/index.ts';
 import { hashPassword } from './passwords.ts';
 
 export interface NewAccount {
@@ -91,17 +94,21 @@ export async function setPassword(
   if (password.length === 0) throw new AppError('bad_request', 'Password must not be empty');
   const userId = await findUserId(db, username);
   await checkPolicy(password, username, options.passwordPolicy);
+  const hash = await hashPassword(password);
   const now = nowDateTime();
-  await db
-    .updateTable('user_authentication')
-    .set({
-      password_hash: await hashPassword(password),
-      password_salt: null,
-      password_last_changed_date: now,
-      last_modified_date: now,
-    })
-    .where('user_id', '=', userId)
-    .execute();
+  await db.transaction().execute(async (trx) => {
+    await trx
+      .updateTable('user_authentication')
+      .set({
+        password_hash: hash,
+        password_salt: null,
+        password_last_changed_date: now,
+        last_modified_date: now,
+      })
+      .where('user_id', '=', userId)
+      .execute();
+    await recordCredentialChange(trx);
+  });
 }
 
 export async function setAccountActive(db: Kysely<DB>, username: string, isActive: boolean): Promise<void> {
@@ -118,6 +125,7 @@ export async function setAccountActive(db: Kysely<DB>, username: string, isActiv
       .set({ active: isActive ? 1 : 0, last_modified_date: now })
       .where('id', '=', userId)
       .execute();
+    if (!isActive) await recordCredentialChange(trx);
   });
 }
 
@@ -148,9 +156,12 @@ export async function grantRole(db: Kysely<DB>, username: string, item: string):
 
 export async function revokeRole(db: Kysely<DB>, username: string, item: string): Promise<void> {
   const userId = await findUserId(db, username);
-  await db
-    .deleteFrom('authassignment')
-    .where('itemname', '=', item)
-    .where('userid', '=', String(userId))
-    .execute();
+  await db.transaction().execute(async (trx) => {
+    await trx
+      .deleteFrom('authassignment')
+      .where('itemname', '=', item)
+      .where('userid', '=', String(userId))
+      .execute();
+    await recordCredentialChange(trx);
+  });
 }

@@ -8,9 +8,11 @@
  * maintained by the zxcvbn-ts project): 49,233 passwords ranked by how often they appear in leaked
  * password sets. It is loaded on first use only, so the server never pays for it. Comparison ignores case.
  *
- * bcrypt reads the first 72 bytes of a password (as PHP's `password_hash` does for OpenEyes): a longer one
- * is accepted and verifies, but its tail adds no strength.
+ * bcrypt reads the first 72 bytes of a password (as PHP's `password_hash` does for OpenEyes), so a new
+ * password over 72 bytes is refused whatever the policy (`passwords.ts`); the policy says so with its other
+ * reasons. 64 characters always fit in ASCII.
  */
+import { MAX_PASSWORD_BYTES } from './passwords.ts';
 
 export interface PasswordPolicy {
   /** Characters (Unicode code points), at least. */
@@ -49,6 +51,10 @@ export async function findPasswordProblems(
   const length = [...password].length;
   if (length < policy.minLength) problems.push(`it must be at least ${policy.minLength} characters long`);
   if (length > policy.maxLength) problems.push(`it must be at most ${policy.maxLength} characters long`);
+  const bytes = Buffer.byteLength(password, 'utf8');
+  if (bytes > MAX_PASSWORD_BYTES) {
+    problems.push(`it must be at most ${MAX_PASSWORD_BYTES} bytes in UTF-8 (this one has ${bytes})`);
+  }
   const lower = password.toLowerCase();
   if (username.length >= 3 && lower.includes(username.toLowerCase()))
     problems.push('it must not contain the username');
