@@ -17,6 +17,7 @@ import { createReadinessCheck } from './http/readiness.ts';
 import { generateRequestId, installClientRequestIds } from './http/request-id.ts';
 import { applySecurityHeaders, httpsServerOptions } from './http/transport-security.ts';
 import type { ModuleOptions } from './http/module.ts';
+import { createUploadMemory, installSpoolCleanup } from './http/upload-spool.ts';
 import type { Logger } from './logger.ts';
 import { attachmentRoutes } from './modules/attachment/index.ts';
 import { installAuditTrail } from './modules/audit/index.ts';
@@ -75,7 +76,12 @@ export async function buildApp(deps: AppDeps, options: BuildAppOptions = {}): Pr
   installAuditTrail(app, deps);
 
   // Before any route: the OpenAPI collector and the request metrics hook see every route registered after.
-  const moduleOptions: ModuleOptions = { deps, basicAuth: markGuards(createBasicAuthGuard(deps)) };
+  const moduleOptions: ModuleOptions = {
+    deps,
+    basicAuth: markGuards(createBasicAuthGuard(deps)),
+    uploadMemory: createUploadMemory(deps.config.limits.uploadMemoryBytes),
+  };
+  installSpoolCleanup(app);
   installOpenApi(app);
   await installMetrics(app, deps, moduleOptions.basicAuth, [registerQueueGauges]);
 

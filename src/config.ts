@@ -48,6 +48,8 @@ export interface Config {
     readonly signatureBodyBytes: number;
     readonly jsonBodyBytes: number;
     readonly rawBodyBytes: number;
+    /** Spooled upload bytes loaded into memory at once, counted twice (the bytes and the driver's copy). */
+    readonly uploadMemoryBytes: number;
   };
   /** Per-IP rate limit on the open sign/add endpoint, per minute. 0 disables it. */
   readonly signRateLimitPerMinute: number;
@@ -221,6 +223,7 @@ export function loadConfig(env: Env = process.env): Config {
       signatureBodyBytes: int('SIGN_BODY_LIMIT_BYTES', 10 * MiB, 1024, 1024 * MiB),
       jsonBodyBytes: int('JSON_BODY_LIMIT_BYTES', 1 * MiB, 1024, 1024 * MiB),
       rawBodyBytes: int('RAW_BODY_LIMIT_BYTES', 100 * MiB, 1024, 4096 * MiB),
+      uploadMemoryBytes: int('UPLOAD_MEMORY_BYTES', 256 * MiB, 16 * MiB, 65536 * MiB),
     },
     signRateLimitPerMinute: int('SIGN_RATE_LIMIT_PER_MINUTE', 30, 0, 1_000_000),
     authFailureLimitPerMinute: int('AUTH_FAILURE_LIMIT_PER_MINUTE', 10, 0, 1_000_000),
