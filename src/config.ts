@@ -139,6 +139,12 @@ export interface Config {
   readonly consoleSessionHours: number;
   /** Key that signs console cookies (`CONSOLE_SESSION_SECRET`); one kept in the database when unset. */
   readonly consoleSessionSecret?: string;
+  /** Policy of passwords set with the CLI (`PASSWORD_MIN_LENGTH`, `PASSWORD_MAX_LENGTH`, `PASSWORD_REFUSE_COMMON`). */
+  readonly passwordPolicy: {
+    readonly minLength: number;
+    readonly maxLength: number;
+    readonly refusesCommon: boolean;
+  };
   /** DICOM receiving: STOW-RS (always) and the C-STORE SCP (when `port` is set). */
   readonly dicomNetwork: DicomNetworkConfig;
 }
@@ -307,6 +313,12 @@ export function loadConfig(env: Env = process.env): Config {
     consoleIdleMinutes: int('CONSOLE_IDLE_MINUTES', 30, 1, 1440),
     consoleSessionHours: int('CONSOLE_SESSION_HOURS', 12, 1, 168),
     ...consoleSessionSecret(read('CONSOLE_SESSION_SECRET'), problems),
+    // NIST SP 800-63B: 8 characters at the very least, and a maximum never below 64.
+    passwordPolicy: {
+      minLength: int('PASSWORD_MIN_LENGTH', 12, 8, 64),
+      maxLength: int('PASSWORD_MAX_LENGTH', 128, 64, 4096),
+      refusesCommon: flag('PASSWORD_REFUSE_COMMON', true),
+    },
   };
   if (config.requestTimeoutMs > 0 && config.requestTimeoutMs < config.headersTimeoutMs)
     problems.push('REQUEST_TIMEOUT_MS must be 0 or at least HEADERS_TIMEOUT_MS');
