@@ -17,9 +17,12 @@ import { createReadinessCheck } from './http/readiness.ts';
 import { generateRequestId, installClientRequestIds } from './http/request-id.ts';
 import { applySecurityHeaders, httpsServerOptions } from './http/transport-security.ts';
 import type { ModuleOptions } from './http/module.ts';
+import { createUploadMemory, installSpoolCleanup } from './http/upload-spool.ts';
 import type { Logger } from './logger.ts';
 import { attachmentRoutes } from './modules/attachment/index.ts';
 import { auditSinkGauges, installAuditTrail } from './modules/audit/index.ts';
+import { consoleRoutes } from './modules/console/index.ts';
+import { dicomWebRoutes, registerDicomReceiveMetrics } from './modules/dicom-receive/index.ts';
 import { patientRoutes } from './modules/patient/index.ts';
 import { registerQueueGauges, requestQueueRoutes } from './modules/request-queue/index.ts';
 import { signatureRoutes } from './modules/signature/index.ts';
@@ -76,11 +79,17 @@ export async function buildApp(deps: AppDeps, options: BuildAppOptions = {}): Pr
   installAuditTrail(app, deps);
 
   // Before any route: the OpenAPI collector and the request metrics hook see every route registered after.
-  const moduleOptions: ModuleOptions = { deps, basicAuth: markGuards(createBasicAuthGuard(deps)) };
+  const moduleOptions: ModuleOptions = {
+    deps,
+    basicAuth: markGuards(createBasicAuthGuard(deps)),
+    uploadMemory: createUploadMemory(deps.config.limits.uploadMemoryBytes),
+  };
+  installSpoolCleanup(app);
   installOpenApi(app);
   await installMetrics(app, deps, moduleOptions.basicAuth, [
     registerQueueGauges,
     auditSinkGauges(app.auditSink),
+    registerDicomReceiveMetrics,
   ]);
 
   app.get('/healthz', async () => ({ status: 'ok' }));
@@ -97,6 +106,8 @@ export async function buildApp(deps: AppDeps, options: BuildAppOptions = {}): Pr
   await app.register(signatureRoutes, moduleOptions);
   await app.register(attachmentRoutes, moduleOptions);
   await app.register(requestQueueRoutes, moduleOptions);
+  await app.register(dicomWebRoutes, moduleOptions);
+  if (deps.config.console) await app.register(consoleRoutes, moduleOptions);
   if (options.extraRoutes !== undefined) {
     const extra = options.extraRoutes;
     await app.register(async (scope) => {

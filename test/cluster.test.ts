@@ -50,7 +50,7 @@ async function startCluster(env: Record<string, string>): Promise<Cluster> {
         return [];
       }
     });
-  const waitFor = async (test: (line: LogLine) => boolean, timeoutMs = 30_000): Promise<LogLine> => {
+  const waitFor = async (test: (line: LogLine) => boolean, timeoutMs = 90_000): Promise<LogLine> => {
     let found: LogLine | undefined;
     try {
       await until(

@@ -22,7 +22,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Database } from '../../db/database.ts';
 import type { AuditEntry } from './audit-trail.ts';
-import { toRow } from './audit-trail.ts';
+import { toAuditRow } from './audit-trail.ts';
 import type { NewAuditEventRow } from './audit.queries.ts';
 import { createBackgroundAuditInserter } from './audit.queries.ts';
 
@@ -194,7 +194,7 @@ export function createAuditSink(database: Database, options: AuditSinkOptions): 
         counts.readsRefused += 1;
         return false;
       }
-      queue.push({ row: toRow(entry), offeredAt: performance.now() });
+      queue.push({ row: toAuditRow(entry), offeredAt: performance.now() });
       schedule();
       return true;
     },

@@ -1,0 +1,19 @@
+/** The part of dcmjs (which ships no types) that the dicom-receive module uses: writing file meta information. */
+declare module 'dcmjs' {
+  interface DicomDict {
+    /** The data set after the meta information, in the DICOM JSON model. */
+    dict: Record<string, unknown>;
+    /** Preamble, `DICM`, the meta information (with its group length), then the data set. */
+    write(): ArrayBuffer;
+  }
+  const dcmjs: {
+    readonly data: {
+      readonly DicomMetaDictionary: {
+        /** Keyword-named values -> the DICOM JSON model (tag -> { vr, Value }). */
+        denaturalizeDataset(dataset: Record<string, unknown>): Record<string, unknown>;
+      };
+      readonly DicomDict: new (meta: Record<string, unknown>) => DicomDict;
+    };
+  };
+  export default dcmjs;
+}
