@@ -22,6 +22,7 @@ import type { Logger } from './logger.ts';
 import { attachmentRoutes } from './modules/attachment/index.ts';
 import { installAuditTrail } from './modules/audit/index.ts';
 import { consoleRoutes } from './modules/console/index.ts';
+import { dicomWebRoutes, registerDicomReceiveMetrics } from './modules/dicom-receive/index.ts';
 import { patientRoutes } from './modules/patient/index.ts';
 import { registerQueueGauges, requestQueueRoutes } from './modules/request-queue/index.ts';
 import { signatureRoutes } from './modules/signature/index.ts';
@@ -84,7 +85,10 @@ export async function buildApp(deps: AppDeps, options: BuildAppOptions = {}): Pr
   };
   installSpoolCleanup(app);
   installOpenApi(app);
-  await installMetrics(app, deps, moduleOptions.basicAuth, [registerQueueGauges]);
+  await installMetrics(app, deps, moduleOptions.basicAuth, [
+    registerQueueGauges,
+    registerDicomReceiveMetrics,
+  ]);
 
   app.get('/healthz', async () => ({ status: 'ok' }));
   const readiness = createReadinessCheck(deps.database);
@@ -97,6 +101,7 @@ export async function buildApp(deps: AppDeps, options: BuildAppOptions = {}): Pr
   await app.register(signatureRoutes, moduleOptions);
   await app.register(attachmentRoutes, moduleOptions);
   await app.register(requestQueueRoutes, moduleOptions);
+  await app.register(dicomWebRoutes, moduleOptions);
   if (deps.config.console) await app.register(consoleRoutes, moduleOptions);
   if (options.extraRoutes !== undefined) {
     const extra = options.extraRoutes;

@@ -47,6 +47,41 @@ describe('loadConfig', () => {
     assert.throws(() => loadConfig({ REQUIRE_OPRNLOGIN: 'perhaps' }), /REQUIRE_OPRNLOGIN/);
     assert.throws(() => loadConfig({ TIME_ZONE: 'Mars/Olympus' }), /TIME_ZONE/);
   });
+
+  it('reads the DICOM receiving settings: SCP off by default, callers as TITLE or TITLE@address', () => {
+    const off = loadConfig({}).dicomNetwork;
+    assert.deepEqual(off, {
+      port: undefined,
+      aeTitle: 'CRA',
+      allowedCallers: [],
+      duplicates: 'new-request',
+      maxAssociations: 16,
+    });
+    const on = loadConfig({
+      DICOM_PORT: '11112',
+      DICOM_AE_TITLE: ' EYE_CLINIC ',
+      DICOM_ALLOWED_CALLERS: 'TOPCON1@10.1.2.3, PACS ROUTER ,ZEISS@::1',
+      DICOM_DUPLICATES: 'refuse',
+    }).dicomNetwork;
+    assert.equal(on.port, 11112);
+    assert.equal(on.aeTitle, 'EYE_CLINIC');
+    assert.equal(on.duplicates, 'refuse');
+    assert.deepEqual(on.allowedCallers, [
+      { aeTitle: 'TOPCON1', address: '10.1.2.3' },
+      { aeTitle: 'PACS ROUTER', address: undefined },
+      { aeTitle: 'ZEISS', address: '::1' },
+    ]);
+    assert.throws(() => loadConfig({ DICOM_PORT: '11112' }), /DICOM_ALLOWED_CALLERS must name at least one/);
+    assert.throws(
+      () => loadConfig({ DICOM_ALLOWED_CALLERS: 'A@not-an-address,WAY_TOO_LONG_AE_TITLE_X,BACK\\SLASH' }),
+      (error: unknown) => {
+        assert.ok(error instanceof ConfigError);
+        assert.equal(error.problems.length, 3);
+        return true;
+      },
+    );
+    assert.throws(() => loadConfig({ DICOM_DUPLICATES: 'ignore' }), /DICOM_DUPLICATES/);
+  });
 });
 
 describe('limits on slow clients and failed logins', () => {

@@ -14,3 +14,6 @@ export { auditCommands } from './audit.cli.ts';
 export type { AuditEventRow } from './audit.queries.ts';
 export type { AuditKey, AuditSearchFilter, AuditSearchOptions, AuditSearchPage } from './audit-search.ts';
 export { csvLine, readAuditSelection, searchAuditEvents } from './audit-search.ts';
+export type { CliAuditAction, CliAuditNote } from './cli-audit.ts';
+export { runAuditedCliAction } from './cli-audit.ts';
+export { findLastActivity } from './audit.queries.ts';
