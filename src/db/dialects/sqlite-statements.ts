@@ -3,6 +3,7 @@
  * same way with the statements Kysely sends it: take the write lock at `begin`, recognise a statement that
  * leaves a committed change (which must then be made durable), and bind JavaScript values.
  */
+import type { StatementSync } from 'node:sqlite';
 
 /**
  * `begin` as `begin immediate`. Kysely opens transactions with a deferred `begin`; a transaction that
@@ -26,6 +27,20 @@ export function leavesCommittedChange(query: string, isInTransaction: boolean): 
 }
 
 export type SqliteValue = null | number | bigint | string | Uint8Array;
+
+/** Bound values from this size up are let go of once their statement has run. */
+const LARGE_BINDING_BYTES = 64 * 1024;
+
+/**
+ * SQLite keeps a copy of every value bound to a statement until the statement is bound again, and the
+ * statement cache keeps statements for reuse: an upload's 100 MB blob would stay in memory until the next
+ * upload. After a run with a large value, the statement is bound again with NULLs through `iterate()`,
+ * which binds without stepping, so nothing is executed and the copy is freed.
+ */
+export function releaseLargeBindings(statement: StatementSync, args: readonly SqliteValue[]): void {
+  if (!args.some((a) => a instanceof Uint8Array && a.length >= LARGE_BINDING_BYTES)) return;
+  statement.iterate(...args.map(() => null)).return?.();
+}
 
 /** A bound value as node:sqlite takes it. */
 export function toSqliteValue(value: unknown): SqliteValue {

@@ -18,7 +18,12 @@ import { onConflict } from './on-conflict.ts';
 import { prefixRangeMatch, prefixUpperBound } from './prefix-range.ts';
 import { createPrivateSqliteFile } from '../sqlite-files.ts';
 import { startSqliteCheckpointer } from './sqlite-checkpointer.ts';
-import { beginImmediately, leavesCommittedChange, toSqliteValue } from './sqlite-statements.ts';
+import {
+  beginImmediately,
+  leavesCommittedChange,
+  releaseLargeBindings,
+  toSqliteValue,
+} from './sqlite-statements.ts';
 import type { SqliteDurability } from '../write-transaction.ts';
 
 const MiB = 1024 * 1024;
@@ -67,9 +72,13 @@ export function openSqlite(file: string): SqliteConnection {
       const { statement, returnsRows, columnNames } = prepare(query);
       const args = (parameters ?? []).map(toSqliteValue);
       if (returnsRows) {
-        const rows = (statement.all(...args) as unknown as unknown[][]).map((values) =>
-          rowFromValues(columnNames, values),
-        );
+        let values: unknown[][];
+        try {
+          values = statement.all(...args) as unknown as unknown[][];
+        } finally {
+          releaseLargeBindings(statement, args);
+        }
+        const rows = values.map((values) => rowFromValues(columnNames, values));
         // `insert ... returning` in autocommit mode is a committed write too.
         return wal !== undefined && !isSelect && leavesCommittedChange(query, native.isTransaction)
           ? wal.flush().then(() => ({ rows }))
@@ -78,7 +87,12 @@ export function openSqlite(file: string): SqliteConnection {
       // Taken before the statement runs, so that a failing commit cannot leave it set for another.
       const isFlushDeferred = flushDeferredOnce;
       flushDeferredOnce = false;
-      const result = statement.run(...args);
+      let result;
+      try {
+        result = statement.run(...args);
+      } finally {
+        releaseLargeBindings(statement, args);
+      }
       const answer = {
         rows: [],
         insertId: parseBigInt(result.lastInsertRowid),
