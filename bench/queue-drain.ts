@@ -34,12 +34,12 @@ import {
   ROOT_DIR,
   START_NODE_FLAGS,
   ensureBenchAccount,
+  insertMatchablePatients,
   ownChild,
   prepareDatabase,
   runLoad,
   startServer,
 } from './lib.ts';
-import { seedBenchPatients } from './queue-worker.ts';
 
 const QUEUE = 'default_queue';
 const REQUEST_TYPE = 'form_data';
@@ -325,7 +325,7 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
   const prepared = await prepareDatabase(dialect, {
     setup: async (database) => {
       await ensureBenchAccount(database);
-      await seedBenchPatients(database, patients);
+      await insertMatchablePatients(database, patients);
     },
   });
   const config = loadConfig({ ...prepared.env, LOG_LEVEL: 'warn', WORKER_QUEUES: QUEUE });

@@ -7,11 +7,14 @@
 import type { Kysely } from 'kysely';
 import { sql } from 'kysely';
 import type { DatabaseTarget } from '../config.ts';
+import type { BackgroundWriter } from './background-writer.ts';
+import { createBackgroundWriter, openConnectionWriter } from './background-writer.ts';
 import type { ShapeCache } from './compiled-queries.ts';
 import { createShapeCache } from './compiled-queries.ts';
 import type { DialectAdapter, DialectName } from './dialect.ts';
 import { openPostgres } from './dialects/postgres.ts';
 import { openSqlite } from './dialects/sqlite.ts';
+import { openSqliteBackgroundWriter } from './dialects/sqlite-background.ts';
 import type { DB } from './schema.ts';
 import type { WriteTransaction } from './write-transaction.ts';
 import { createBatchedWriteTransaction, createPlainWriteTransaction } from './write-transaction.ts';
@@ -32,6 +35,11 @@ export interface Database {
   readonly writeTransaction: WriteTransaction;
   /** The compiled hot queries of this database, by shape (compiled-queries.ts). */
   readonly shapes: ShapeCache;
+  /**
+   * Opens a writer of rows on a connection of its own, off the request path (background-writer.ts): a
+   * SQLite connection in a worker thread, or one more server connection. The caller closes it.
+   */
+  openBackgroundWriter(): BackgroundWriter;
   /** True when the database answers a trivial query. */
   isReachable(): Promise<boolean>;
   /** SQLite: completed fdatasync calls of the WAL that made commits durable (0 elsewhere). */
@@ -53,8 +61,19 @@ export async function openDatabase(
 ): Promise<Database> {
   if (target.kind === 'sqlite') {
     const connection = openSqlite(target.file);
+    const writeTransaction = createBatchedWriteTransaction(connection.db, connection.durability);
     return assemble(connection.db, connection.adapter, {
-      writeTransaction: createBatchedWriteTransaction(connection.db, connection.durability),
+      writeTransaction,
+      // An in-memory database exists only on its one connection: its writer shares it.
+      openBackgroundWriter: () =>
+        target.file === ':memory:'
+          ? createBackgroundWriter({
+              transaction: writeTransaction,
+              bulkInsert: (trx, table, columns, rows) =>
+                connection.adapter.bulkInsert(trx, table, columns, rows),
+              close: async () => {},
+            })
+          : openSqliteBackgroundWriter(target.file),
       walFlushes: () => connection.walFlushes(),
       checkpointRounds: () => connection.checkpointRounds(),
       close: () => connection.close(),
@@ -63,6 +82,8 @@ export async function openDatabase(
   const connection = openPostgres(target.url, options.poolSize ?? 10);
   return assemble(connection.db, connection.adapter, {
     writeTransaction: createPlainWriteTransaction(connection.db),
+    openBackgroundWriter: () =>
+      openConnectionWriter(openPostgres(target.url, 1), { isBulkInsertOneStatement: true }),
     close: () => connection.close(),
   });
 }
@@ -70,7 +91,7 @@ export async function openDatabase(
 function assemble(
   db: Kysely<DB>,
   dialect: DialectAdapter,
-  parts: Pick<Database, 'writeTransaction' | 'close'> &
+  parts: Pick<Database, 'writeTransaction' | 'openBackgroundWriter' | 'close'> &
     Partial<Pick<Database, 'walFlushes' | 'checkpointRounds'>>,
 ): Database {
   return {
@@ -78,6 +99,7 @@ function assemble(
     dialect,
     writeTransaction: parts.writeTransaction,
     shapes: createShapeCache(),
+    openBackgroundWriter: parts.openBackgroundWriter,
     walFlushes: parts.walFlushes ?? (() => 0),
     checkpointRounds: parts.checkpointRounds ?? (() => 0),
     isReachable: async () => {

@@ -2,10 +2,8 @@
  * SQLite through `node:sqlite`: the embedded default. One connection serves reads and writes; commits are
  * made durable by an fdatasync of the WAL off the event loop; checkpoints run on a thread of their own.
  */
-import { mkdirSync } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import { open } from 'node:fs/promises';
-import path from 'node:path';
 import type { StatementSync } from 'node:sqlite';
 import { DatabaseSync } from 'node:sqlite';
 import type { CompiledQuery, Kysely } from 'kysely';
@@ -18,7 +16,15 @@ import type { DB } from '../schema.ts';
 import { createMultiRowInsert } from './multi-row-insert.ts';
 import { onConflict } from './on-conflict.ts';
 import { prefixRangeMatch, prefixUpperBound } from './prefix-range.ts';
+import { createPrivateSqliteFile } from '../sqlite-files.ts';
 import { startSqliteCheckpointer } from './sqlite-checkpointer.ts';
+import {
+  beginImmediately,
+  NO_FLUSH_MARK,
+  leavesCommittedChange,
+  releaseLargeBindings,
+  toSqliteValue,
+} from './sqlite-statements.ts';
 import type { SqliteDurability } from '../write-transaction.ts';
 
 const MiB = 1024 * 1024;
@@ -35,7 +41,7 @@ export interface SqliteConnection {
 }
 
 export function openSqlite(file: string): SqliteConnection {
-  if (file !== ':memory:') mkdirSync(path.dirname(file), { recursive: true });
+  if (file !== ':memory:') createPrivateSqliteFile(file);
   const native = new DatabaseSync(file);
   // WAL lets readers run beside the writer; the busy timeout covers a CLI and a server sharing the file.
   const journal = native.prepare('PRAGMA journal_mode = WAL').get() as { journal_mode?: string } | undefined;
@@ -63,16 +69,17 @@ export function openSqlite(file: string): SqliteConnection {
   const executor: IGenericSqlite<DatabaseSync> = {
     db: native,
     query: (isSelect, sqlText, parameters) => {
-      // Kysely opens transactions with a deferred `begin`; a transaction that reads and then writes can
-      // then fail at once with "database is locked" when another process wrote in between (SQLite does
-      // not wait on an upgrade). Every transaction here writes, so take the write lock up front.
-      const query = /^begin$/i.test(sqlText) ? 'begin immediate' : sqlText;
+      const query = beginImmediately(sqlText);
       const { statement, returnsRows, columnNames } = prepare(query);
       const args = (parameters ?? []).map(toSqliteValue);
       if (returnsRows) {
-        const rows = (statement.all(...args) as unknown as unknown[][]).map((values) =>
-          rowFromValues(columnNames, values),
-        );
+        let values: unknown[][];
+        try {
+          values = statement.all(...args) as unknown as unknown[][];
+        } finally {
+          releaseLargeBindings(statement, args);
+        }
+        const rows = values.map((values) => rowFromValues(columnNames, values));
         // `insert ... returning` in autocommit mode is a committed write too.
         return wal !== undefined && !isSelect && leavesCommittedChange(query, native.isTransaction)
           ? wal.flush().then(() => ({ rows }))
@@ -81,7 +88,12 @@ export function openSqlite(file: string): SqliteConnection {
       // Taken before the statement runs, so that a failing commit cannot leave it set for another.
       const isFlushDeferred = flushDeferredOnce;
       flushDeferredOnce = false;
-      const result = statement.run(...args);
+      let result;
+      try {
+        result = statement.run(...args);
+      } finally {
+        releaseLargeBindings(statement, args);
+      }
       const answer = {
         rows: [],
         insertId: parseBigInt(result.lastInsertRowid),
@@ -277,28 +289,9 @@ function createStatementCache(native: DatabaseSync): (query: string) => Prepared
   };
 }
 
-/**
- * Starts a statement whose commit (in autocommit) is not flushed before it returns
- * (`commitWithoutFlush`); the executor sees it in the statement's own text, so no other statement can
- * take its place.
- */
-const NO_FLUSH_MARK = '/* commit without flush */';
-
 async function insertNamedRow(trx: AnyKysely, target: { table: string; column: string; key: string }) {
   await sql`insert into ${sql.table(target.table)} (${sql.ref(target.column)}) values (${target.key})
     on conflict do nothing`.execute(trx);
-}
-
-/** Statements that never change the database (Kysely flags its own selects separately). */
-const READ_ONLY_STATEMENT = /^\s*(?:select|pragma|explain|begin|rollback|savepoint)\b/i;
-
-/**
- * True when `query` has just left a change committed that must be flushed before it returns: it ran
- * outside a transaction (autocommit) or ended one (`commit`, or `release` of an outermost savepoint), it
- * is not a read, and it is not marked {@link NO_FLUSH_MARK}.
- */
-function leavesCommittedChange(query: string, isInTransaction: boolean): boolean {
-  return !isInTransaction && !READ_ONLY_STATEMENT.test(query) && !query.startsWith(NO_FLUSH_MARK);
 }
 
 interface WalFlusher {
@@ -362,17 +355,6 @@ function createWalFlusher(walFile: string): WalFlusher {
       await h?.then((fh) => fh.close()).catch(() => {});
     },
   };
-}
-
-type SqliteValue = null | number | bigint | string | Uint8Array;
-
-function toSqliteValue(value: unknown): SqliteValue {
-  if (value === undefined || value === null) return null;
-  if (typeof value === 'boolean') return value ? 1 : 0;
-  if (typeof value === 'number' || typeof value === 'bigint' || typeof value === 'string') return value;
-  if (value instanceof Uint8Array) return value;
-  if (value instanceof Date) return value.toISOString().slice(0, 19).replace('T', ' ');
-  return JSON.stringify(value);
 }
 
 /**

@@ -6,6 +6,8 @@
  */
 export type { AuditAction, AuditAnnotation, AuditTargetType } from './audit-hook.ts';
 export { installAuditTrail } from './audit-hook.ts';
+export type { AuditSink, AuditSinkStats } from './audit-sink.ts';
+export { auditSinkGauges } from './audit-sink-gauges.ts';
 export type { AuditEntry, AuditTrail } from './audit-trail.ts';
 export { createAuditTrail } from './audit-trail.ts';
 export type { AuditExportRange, AuditExportRecord } from './audit-export.ts';
@@ -14,3 +16,6 @@ export { auditCommands } from './audit.cli.ts';
 export type { AuditEventRow } from './audit.queries.ts';
 export type { AuditKey, AuditSearchFilter, AuditSearchOptions, AuditSearchPage } from './audit-search.ts';
 export { csvLine, readAuditSelection, searchAuditEvents } from './audit-search.ts';
+export type { CliAuditAction, CliAuditNote } from './cli-audit.ts';
+export { runAuditedCliAction } from './cli-audit.ts';
+export { findLastActivity } from './audit.queries.ts';

@@ -8,6 +8,8 @@ import type { Kysely } from 'kysely';
 import { nowDateTime } from '../../db/database.ts';
 import type { DB } from '../../db/schema.ts';
 import { AppError } from '../../errors.ts';
+import type { PasswordPolicy } from './password-policy.ts';
+import { findPasswordProblems } from './password-policy.ts';
 import { recordCredentialChange } from '../counters/index.ts';
 import { hashPassword } from './passwords.ts';
 
@@ -18,6 +20,15 @@ export interface NewAccount {
   readonly lastName?: string;
   /** RBAC items to assign, for example `API access` or `OprnApi`. */
   readonly roles?: readonly string[];
+  /** Refuse a password this policy does not accept (passwords an operator sets); none: any non-empty one. */
+  readonly passwordPolicy?: PasswordPolicy;
+}
+
+/** Refuses (400) a password that `policy` does not accept, saying why without repeating it. */
+async function checkPolicy(password: string, username: string, policy: PasswordPolicy | undefined) {
+  if (policy === undefined) return;
+  const problems = await findPasswordProblems(password, username, policy);
+  if (problems.length > 0) throw new AppError('bad_request', `Password refused: ${problems.join('; ')}`);
 }
 
 const USERNAME = /^[\w.@-]{1,40}$/;
@@ -28,6 +39,7 @@ export async function createAccount(db: Kysely<DB>, account: NewAccount): Promis
     throw new AppError('bad_request', 'Username must be 1 to 40 letters, digits, dots, @, _ or -');
   }
   if (account.password.length === 0) throw new AppError('bad_request', 'Password must not be empty');
+  await checkPolicy(account.password, account.username, account.passwordPolicy);
   const hash = await hashPassword(account.password);
   return db.transaction().execute(async (trx) => {
     const existing = await trx
@@ -73,9 +85,15 @@ async function findUserId(db: Kysely<DB>, username: string): Promise<number> {
   return row.user_id;
 }
 
-export async function setPassword(db: Kysely<DB>, username: string, password: string): Promise<void> {
+export async function setPassword(
+  db: Kysely<DB>,
+  username: string,
+  password: string,
+  options: { readonly passwordPolicy?: PasswordPolicy } = {},
+): Promise<void> {
   if (password.length === 0) throw new AppError('bad_request', 'Password must not be empty');
   const userId = await findUserId(db, username);
+  await checkPolicy(password, username, options.passwordPolicy);
   const hash = await hashPassword(password);
   const now = nowDateTime();
   await db.transaction().execute(async (trx) => {

@@ -17,3 +17,6 @@ export {
   verifyPassword,
 } from './passwords.ts';
 export { findActivePrincipal, findUserIdsByUsername, findUsernames } from './user-directory.ts';
+export type { PasswordPolicy } from './password-policy.ts';
+export { DEFAULT_PASSWORD_POLICY, MIN_MAX_PASSWORD_LENGTH, findPasswordProblems } from './password-policy.ts';
+export { userCommands } from './user.cli.ts';
