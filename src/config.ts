@@ -8,7 +8,10 @@ import { availableParallelism } from 'node:os';
 import path from 'node:path';
 
 export type DatabaseTarget =
-  { readonly kind: 'sqlite'; readonly file: string } | { readonly kind: 'postgres'; readonly url: string };
+  | { readonly kind: 'sqlite'; readonly file: string }
+  | { readonly kind: 'postgres'; readonly url: string }
+  /** MariaDB 10.6+ or MySQL 8.0+ (`mysql://` or `mariadb://`). */
+  | { readonly kind: 'mysql'; readonly url: string };
 
 /** One step of the retry back-off table (reference 9.5). */
 export interface BackoffStep {
@@ -53,7 +56,7 @@ export interface Config {
   readonly signRateLimitPerMinute: number;
   /** Failed Basic logins allowed per IP and per username per minute before 429. 0 disables it. */
   readonly authFailureLimitPerMinute: number;
-  /** Rate-limit counters shared through the database: `auto` = when SERVER_PROCESSES > 1 or on PostgreSQL. */
+  /** Rate-limit counters shared through the database: `auto` = when SERVER_PROCESSES > 1 or on a server database. */
   readonly rateLimitSharing: 'auto' | 'on' | 'off';
   /** How often shared rate-limit counters are flushed and read back, in ms. */
   readonly rateLimitSyncIntervalMs: number;
@@ -294,6 +297,18 @@ function parseDatabaseUrl(url: string, problems: string[]): DatabaseTarget {
     }
     return { kind: 'sqlite', file: file === ':memory:' ? file : path.resolve(file) };
   }
+  if (url.startsWith('mysql://') || url.startsWith('mariadb://')) {
+    try {
+      const parsed = new URL(url);
+      if (parsed.hostname === '' || parsed.pathname.replace(/^\//, '') === '')
+        problems.push(
+          'DATABASE_URL mysql:// needs a host and a database, for example mysql://user:pass@host:3306/db',
+        );
+    } catch {
+      problems.push('DATABASE_URL is not a valid mysql:// URL');
+    }
+    return { kind: 'mysql', url };
+  }
   if (url.startsWith('postgres://') || url.startsWith('postgresql://')) {
     try {
       new URL(url);
@@ -302,6 +317,6 @@ function parseDatabaseUrl(url: string, problems: string[]): DatabaseTarget {
     }
     return { kind: 'postgres', url };
   }
-  problems.push('DATABASE_URL must start with sqlite: or postgres://');
+  problems.push('DATABASE_URL must start with sqlite:, postgres:// or mysql:// (mariadb://)');
   return { kind: 'sqlite', file: ':memory:' };
 }

@@ -10,6 +10,7 @@ import type { DatabaseTarget } from '../config.ts';
 import type { ShapeCache } from './compiled-queries.ts';
 import { createShapeCache } from './compiled-queries.ts';
 import type { DialectAdapter, DialectName } from './dialect.ts';
+import { openMysql } from './dialects/mysql.ts';
 import { openPostgres } from './dialects/postgres.ts';
 import { openSqlite } from './dialects/sqlite.ts';
 import type { DB } from './schema.ts';
@@ -44,6 +45,11 @@ export interface Database {
 export interface OpenDatabaseOptions {
   /** Connections of a server database's pool. */
   readonly poolSize?: number;
+  /**
+   * MySQL: the session `time_zone` (`+00:00`, the default, where the service stores UTC); undefined
+   * keeps the server's.
+   */
+  readonly sessionTimeZone?: string;
 }
 
 /** Opens the database named by `target`. Does not migrate: call `migrateToLatest` next. */
@@ -57,6 +63,15 @@ export async function openDatabase(
       writeTransaction: createBatchedWriteTransaction(connection.db, connection.durability),
       walFlushes: () => connection.walFlushes(),
       checkpointRounds: () => connection.checkpointRounds(),
+      close: () => connection.close(),
+    });
+  }
+  if (target.kind === 'mysql') {
+    const connection = openMysql(target.url, options.poolSize ?? 10, {
+      timeZone: options.sessionTimeZone ?? '+00:00',
+    });
+    return assemble(connection.db, connection.adapter, {
+      writeTransaction: createPlainWriteTransaction(connection.db),
       close: () => connection.close(),
     });
   }

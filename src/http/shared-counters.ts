@@ -11,6 +11,7 @@
  * request: the sync keeps the hits to flush them later and the limiters go on counting locally.
  */
 import type { Kysely } from 'kysely';
+import { sql } from 'kysely';
 import type { Config } from '../config.ts';
 import type { Database } from '../db/database.ts';
 import type { DB } from '../db/schema.ts';
@@ -168,14 +169,12 @@ async function flush(database: Database, limiter: string, batch: SyncBatch): Pro
         window_end: batch.windowEnd,
         count: row.delta,
       }));
-      const returned = await counters(trx)
-        .insertInto('rate_limit_counter')
-        .values(values)
-        .onConflict((oc) =>
-          oc
-            .columns(['limiter', 'key_hash', 'window_start'])
-            .doUpdateSet((eb) => ({ count: eb('rate_limit_counter.count', '+', eb.ref('excluded.count')) })),
-        )
+      const { dialect } = database;
+      const insert = counters(trx).insertInto('rate_limit_counter').values(values);
+      const returned = await dialect
+        .upsert(insert, ['limiter', 'key_hash', 'window_start'], {
+          count: sql<number>`${dialect.existingValue('rate_limit_counter', 'count')} + ${dialect.insertedValue('count')}`,
+        })
         .returning(['key_hash', 'count'])
         .execute();
       for (const row of returned) totals.set(row.key_hash, Number(row.count));
@@ -201,11 +200,11 @@ async function readBack(db: Kysely<DB>, limiter: string, batch: SyncBatch): Prom
   return totals;
 }
 
-/** `RATE_LIMIT_SHARING`: `auto` shares when there are several server processes or on PostgreSQL. */
+/** `RATE_LIMIT_SHARING`: `auto` shares when there are several server processes or on a server database (PostgreSQL, MySQL). */
 export function isRateLimitSharingOn(config: Config): boolean {
   if (config.rateLimitSharing === 'on') return true;
   if (config.rateLimitSharing === 'off') return false;
-  return config.serverProcesses > 1 || config.database.kind === 'postgres';
+  return config.serverProcesses > 1 || config.database.kind !== 'sqlite';
 }
 
 const hubs = new WeakMap<Database, SharedCounters>();

@@ -7,6 +7,7 @@ import type { Compilable, Kysely, RawBuilder, Transaction } from 'kysely';
 import { sql } from 'kysely';
 import { runCompiled } from '../../db/compiled-queries.ts';
 import type { Database } from '../../db/database.ts';
+import type { DialectAdapter } from '../../db/dialect.ts';
 import type { DB } from '../../db/schema.ts';
 
 export const DATA_FIELDS = [
@@ -295,6 +296,7 @@ function contentOf(
  */
 export async function upsertDigest(
   db: Kysely<DB> | Transaction<DB>,
+  dialect: DialectAdapter,
   id: number,
   sourceModifiedDate: string,
   field: DataField,
@@ -317,28 +319,31 @@ export async function upsertDigest(
   };
   if (sniffedType !== null && field !== 'blob_data' && field !== 'text_data')
     values[`${field}_type`] = sniffedType;
+  const existing = (column: keyof AttachmentDataDigestTable) =>
+    dialect.existingValue<string | null>('attachment_data_digest', column);
+  const inserted = (column: keyof AttachmentDataDigestTable) => dialect.insertedValue<string | null>(column);
   const keep = (
     column: Exclude<keyof AttachmentDataDigestTable, 'attachment_data_id' | 'source_modified_date'>,
   ) =>
-    sql<string | null>`case when attachment_data_digest.source_modified_date = excluded.source_modified_date
-      then coalesce(excluded.${sql.ref(column)}, attachment_data_digest.${sql.ref(column)})
-      else excluded.${sql.ref(column)} end`;
-  await attachmentDb(db as Kysely<DB>)
+    sql<string | null>`case when ${existing('source_modified_date')} = ${inserted('source_modified_date')}
+      then coalesce(${inserted(column)}, ${existing(column)})
+      else ${inserted(column)} end`;
+  const insert = attachmentDb(db as Kysely<DB>)
     .insertInto('attachment_data_digest')
-    .values(values)
-    .onConflict((oc) =>
-      oc.column('attachment_data_id').doUpdateSet({
-        source_modified_date: sql<string>`excluded.source_modified_date`,
-        blob_data_sha256: keep('blob_data_sha256'),
-        text_data_sha256: keep('text_data_sha256'),
-        thumbnail_small_blob_sha256: keep('thumbnail_small_blob_sha256'),
-        thumbnail_medium_blob_sha256: keep('thumbnail_medium_blob_sha256'),
-        thumbnail_large_blob_sha256: keep('thumbnail_large_blob_sha256'),
-        thumbnail_small_blob_type: keep('thumbnail_small_blob_type'),
-        thumbnail_medium_blob_type: keep('thumbnail_medium_blob_type'),
-        thumbnail_large_blob_type: keep('thumbnail_large_blob_type'),
-      }),
-    )
+    .values(values);
+  // `source_modified_date` last: on MySQL the assignments apply in order, and `keep` compares the old date.
+  await dialect
+    .upsert(insert, ['attachment_data_id'], {
+      blob_data_sha256: keep('blob_data_sha256'),
+      text_data_sha256: keep('text_data_sha256'),
+      thumbnail_small_blob_sha256: keep('thumbnail_small_blob_sha256'),
+      thumbnail_medium_blob_sha256: keep('thumbnail_medium_blob_sha256'),
+      thumbnail_large_blob_sha256: keep('thumbnail_large_blob_sha256'),
+      thumbnail_small_blob_type: keep('thumbnail_small_blob_type'),
+      thumbnail_medium_blob_type: keep('thumbnail_medium_blob_type'),
+      thumbnail_large_blob_type: keep('thumbnail_large_blob_type'),
+      source_modified_date: inserted('source_modified_date') as RawBuilder<string>,
+    })
     .execute();
 }
 

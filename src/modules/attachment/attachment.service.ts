@@ -252,7 +252,15 @@ export function createAttachmentService(deps: AppDeps) {
           link,
         });
         const storedDate = (await readModifiedDate(trx, id)) ?? modifiedDate;
-        await upsertDigest(trx, id, storedDate, 'blob_data', digest.sha256, digest.sniffedType);
+        await upsertDigest(
+          trx,
+          database.dialect,
+          id,
+          storedDate,
+          'blob_data',
+          digest.sha256,
+          digest.sniffedType,
+        );
         return id;
       });
     },
