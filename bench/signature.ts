@@ -7,9 +7,11 @@
  * dialects: `npm run bench -- signature --connections 1,16`.
  *
  * Also reported: how long reading a body with a 1 MB image takes (JSON, strict base64, PNG checks), the
- * work that `body-decoder.ts` moves to a worker thread for bodies above 64 KiB.
+ * work that `body-decoder.ts` moves to a worker thread for bodies above 64 KiB, and the longest stall of
+ * this process's event loop while three bodies with 4 MB images are read through that decoder.
  */
 import type { Database } from '../src/db/database.ts';
+import { createBodyDecoder } from '../src/modules/signature/body-decoder.ts';
 import { readSignatureBody } from '../src/modules/signature/signature-body.ts';
 import { b64, createCviEventType, createSignableEvent, makePng } from '../test/factories-signature.ts';
 import type { BenchReport, BenchRow, BenchRunOptions, RunningProcess } from './lib.ts';
@@ -108,6 +110,7 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
     if (!options.connections.includes(TARGET_CONNECTIONS))
       notes.push(`the target is set at ${TARGET_CONNECTIONS} connections: add it to --connections`);
     notes.push(measureBodyRead());
+    notes.push(await measureDecoderStall());
   } finally {
     for (const child of running.reverse()) await child.stop();
     await prepared.cleanup();
@@ -133,4 +136,49 @@ function measureBodyRead(): string {
     `reading a body with a ${(png.length / 1e6).toFixed(2)} MB PNG takes ${times[3]!.toFixed(1)} ms ` +
     '(median): bodies above 64 KiB are read on a worker thread, off the event loop'
   );
+}
+
+/**
+ * The longest event-loop stall while three bodies with 4 MB PNGs are read through the body decoder
+ * (worker threads), next to the time one such body takes inline: read inline, the three would run back to
+ * back in one tick, one stall of about three times that.
+ */
+async function measureDecoderStall(): Promise<string> {
+  const bodyWith = (png: Buffer) =>
+    Buffer.from(
+      JSON.stringify({ unique_identifier: 'ABCDEF', extra_info: '{"e_id":1,"e_t_id":1}', image: b64(png) }),
+    );
+  const png = makePng(1200, 1100, { isNoisy: true });
+  const bodies = [1, 2, 3].map(() => bodyWith(png));
+  const inlineStart = performance.now();
+  readSignatureBody(bodies[0]!);
+  const inlineMs = performance.now() - inlineStart;
+  const decoder = createBodyDecoder();
+  try {
+    // Start the worker threads first: spawning one is not part of reading a body.
+    await Promise.all([decoder.decode(Buffer.from(bodies[0]!)), decoder.decode(Buffer.from(bodies[1]!))]);
+    // A 1 ms ticker: the longest gap between its ticks is the longest stall of the event loop.
+    let last = performance.now();
+    let maxGapMs = 0;
+    const ticker = setInterval(() => {
+      const now = performance.now();
+      maxGapMs = Math.max(maxGapMs, now - last);
+      last = now;
+    }, 1);
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      const inputs = await Promise.all(bodies.map((body) => decoder.decode(body)));
+      if (inputs.some((input) => input?.image.state !== 'valid'))
+        throw new Error('a 4 MB sample did not read as a valid image');
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    } finally {
+      clearInterval(ticker);
+    }
+    return (
+      `longest event-loop stall while three bodies with ${(png.length / 1e6).toFixed(1)} MB PNGs are read ` +
+      `on worker threads: ${maxGapMs.toFixed(1)} ms (one such body read inline: ${inlineMs.toFixed(1)} ms)`
+    );
+  } finally {
+    await decoder.close();
+  }
 }

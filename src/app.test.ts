@@ -42,11 +42,11 @@ forEachDialect((dialect) => {
       }
     });
 
-    it('sets nosniff, no-store and a request id on every response, echoing a sane incoming id', async () => {
+    it('sets nosniff, no-store and a server-generated request id on every response, whatever the client sent', async () => {
       const response = await app.request('/healthz', { headers: { 'x-request-id': 'abc-123' } });
       assert.equal(response.headers.get('x-content-type-options'), 'nosniff');
       assert.equal(response.headers.get('cache-control'), 'no-store');
-      assert.equal(response.headers.get('x-request-id'), 'abc-123');
+      assert.match(response.headers.get('x-request-id') ?? '', /^[0-9a-f-]{36}$/);
       const odd = await app.request('/healthz', { headers: { 'x-request-id': 'bad id\twith spaces' } });
       assert.match(odd.headers.get('x-request-id') ?? '', /^[0-9a-f-]{36}$/);
     });
@@ -55,7 +55,8 @@ forEachDialect((dialect) => {
       const response = await app.request('/test/boom', { headers: { 'x-request-id': 'ref-42' } });
       assert.equal(response.status, 500);
       const body = await response.text();
-      assert.equal(JSON.parse(body), 'Internal server error (ref ref-42)');
+      const reference = response.headers.get('x-request-id');
+      assert.equal(JSON.parse(body), `Internal server error (ref ${reference})`);
       assert.doesNotMatch(body, /secret internal detail/);
     });
   });

@@ -2,9 +2,10 @@
  * Builds the Fastify app from its dependencies: cross-cutting HTTP behaviour (request ids, safe default
  * headers, JSON errors, logs without patient data) and each module's routes. Never listens.
  */
-import { randomUUID } from 'node:crypto';
+import type { ServerOptions } from 'node:http';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import Fastify from 'fastify';
+import type { Config } from './config.ts';
 import type { AppDeps } from './deps.ts';
 import { createBasicAuthGuard } from './http/basic-auth.ts';
 import { answerClientError, trackPendingAnswers } from './http/client-error.ts';
@@ -12,13 +13,17 @@ import { installErrorHandling } from './http/error-handler.ts';
 import { installOverloadGuard } from './http/overload.ts';
 import { installMetrics } from './http/metrics.ts';
 import { installOpenApi, markGuards } from './http/openapi.ts';
+import { createReadinessCheck } from './http/readiness.ts';
+import { generateRequestId, installClientRequestIds } from './http/request-id.ts';
 import { applySecurityHeaders, httpsServerOptions } from './http/transport-security.ts';
 import type { ModuleOptions } from './http/module.ts';
+import { createUploadMemory, installSpoolCleanup } from './http/upload-spool.ts';
 import type { Logger } from './logger.ts';
 import { attachmentRoutes } from './modules/attachment/index.ts';
 import { installAuditTrail } from './modules/audit/index.ts';
+import { consoleRoutes } from './modules/console/index.ts';
 import { patientRoutes } from './modules/patient/index.ts';
-import { requestQueueRoutes } from './modules/request-queue/index.ts';
+import { registerQueueGauges, requestQueueRoutes } from './modules/request-queue/index.ts';
 import { signatureRoutes } from './modules/signature/index.ts';
 
 export interface BuildAppOptions {
@@ -28,28 +33,29 @@ export interface BuildAppOptions {
   readonly extraRoutes?: (app: FastifyInstance, options: ModuleOptions) => void | Promise<void>;
 }
 
-const REQUEST_ID = /^[\w.:-]{1,64}$/;
-
 export async function buildApp(deps: AppDeps, options: BuildAppOptions = {}): Promise<FastifyInstance> {
   const loggerInstance: FastifyBaseLogger | undefined = options.logger;
   // With TLS_CERT/TLS_KEY the server speaks HTTPS itself; the instance type stays the plain one (the
   // routes never touch the raw server).
+  const tls = httpsServerOptions(deps.config);
   const app = Fastify({
-    ...(httpsServerOptions(deps.config) as object),
+    // Time limits on receiving a request (the body's minimum rate is the overload guard's).
+    ...(tls === undefined
+      ? { http: receiveTimeouts(deps.config) }
+      : ({ https: { ...tls.https, ...receiveTimeouts(deps.config) } } as object)),
+    requestTimeout: deps.config.requestTimeoutMs,
     ...(loggerInstance === undefined ? { logger: false } : { loggerInstance }),
     routerOptions: { caseSensitive: false, ignoreTrailingSlash: true, ignoreDuplicateSlashes: true },
     bodyLimit: deps.config.limits.jsonBodyBytes,
     trustProxy: deps.config.trustedProxies.length > 0 ? [...deps.config.trustedProxies] : false,
     requestIdHeader: false,
-    genReqId: (req) => {
-      const incoming = req.headers['x-request-id'];
-      return typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : randomUUID();
-    },
+    genReqId: generateRequestId,
     return503OnClosing: true,
     forceCloseConnections: 'idle',
     clientErrorHandler: answerClientError,
   });
   trackPendingAnswers(app.server);
+  installClientRequestIds(app);
 
   app.addHook('onSend', async (request, reply, payload) => {
     void reply.header('x-request-id', request.id);
@@ -61,25 +67,37 @@ export async function buildApp(deps: AppDeps, options: BuildAppOptions = {}): Pr
   installOverloadGuard(app, {
     maxConcurrent: deps.config.maxConcurrentHeavyRequests,
     queueTimeoutMs: deps.config.heavyQueueTimeoutMs,
+    maxPerClient: deps.config.maxRequestsPerClient,
+    receiveRate: {
+      timeoutMs: deps.config.bodyTimeoutMs,
+      minBytesPerSecond: deps.config.bodyMinBytesPerSecond,
+    },
   });
   // One audit row per answer of an audited route, committed before the answer leaves (modules/audit).
   installAuditTrail(app, deps);
 
   // Before any route: the OpenAPI collector and the request metrics hook see every route registered after.
-  const moduleOptions: ModuleOptions = { deps, basicAuth: markGuards(createBasicAuthGuard(deps)) };
+  const moduleOptions: ModuleOptions = {
+    deps,
+    basicAuth: markGuards(createBasicAuthGuard(deps)),
+    uploadMemory: createUploadMemory(deps.config.limits.uploadMemoryBytes),
+  };
+  installSpoolCleanup(app);
   installOpenApi(app);
-  installMetrics(app, deps, moduleOptions.basicAuth);
+  await installMetrics(app, deps, moduleOptions.basicAuth, [registerQueueGauges]);
 
   app.get('/healthz', async () => ({ status: 'ok' }));
+  const readiness = createReadinessCheck(deps.database);
   app.get('/readyz', async (_request, reply) => {
-    const isReady = await deps.database.isReachable();
-    return reply.code(isReady ? 200 : 503).send({ status: isReady ? 'ready' : 'database unreachable' });
+    const status = await readiness();
+    return reply.code(status === 'ready' ? 200 : 503).send({ status });
   });
 
   await app.register(patientRoutes, moduleOptions);
   await app.register(signatureRoutes, moduleOptions);
   await app.register(attachmentRoutes, moduleOptions);
   await app.register(requestQueueRoutes, moduleOptions);
+  if (deps.config.console) await app.register(consoleRoutes, moduleOptions);
   if (options.extraRoutes !== undefined) {
     const extra = options.extraRoutes;
     await app.register(async (scope) => {
@@ -91,4 +109,17 @@ export async function buildApp(deps: AppDeps, options: BuildAppOptions = {}): Pr
     });
   }
   return app;
+}
+
+/**
+ * Node's limits on receiving a request: headers within `HEADERS_TIMEOUT_MS`, the whole request within
+ * `REQUEST_TIMEOUT_MS` (408 and the connection closed, through `answerClientError`). Node checks them
+ * every `connectionsCheckingInterval` (30 s by default, which would let a slow client run 30 s over).
+ */
+function receiveTimeouts(config: Config): ServerOptions {
+  return {
+    headersTimeout: config.headersTimeoutMs,
+    requestTimeout: config.requestTimeoutMs,
+    connectionsCheckingInterval: Math.min(1000, Math.max(50, Math.floor(config.headersTimeoutMs / 4))),
+  };
 }

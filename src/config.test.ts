@@ -48,3 +48,33 @@ describe('loadConfig', () => {
     assert.throws(() => loadConfig({ TIME_ZONE: 'Mars/Olympus' }), /TIME_ZONE/);
   });
 });
+
+describe('limits on slow clients and failed logins', () => {
+  it('has defaults that bound slow requests and login attempts', () => {
+    const config = loadConfig({});
+    assert.deepEqual(
+      [config.headersTimeoutMs, config.requestTimeoutMs, config.bodyTimeoutMs, config.bodyMinBytesPerSecond],
+      [15_000, 600_000, 10_000, 16_384],
+    );
+    assert.equal(config.maxRequestsPerClient, 32);
+    assert.deepEqual(
+      [
+        config.authFailureFreeAttempts,
+        config.authFailureMaxBackoffSeconds,
+        config.authFailureLimitPerUsername,
+        config.authConcurrentVerifications,
+        config.authConcurrentVerificationsPerClient,
+      ],
+      [5, 900, 100, 4, 2],
+    );
+  });
+
+  it('refuses a request time limit shorter than the header one, and a body rate of 0', () => {
+    assert.throws(
+      () => loadConfig({ HEADERS_TIMEOUT_MS: '20000', REQUEST_TIMEOUT_MS: '10000' }),
+      /REQUEST_TIMEOUT_MS must be 0 or at least HEADERS_TIMEOUT_MS/,
+    );
+    assert.equal(loadConfig({ REQUEST_TIMEOUT_MS: '0' }).requestTimeoutMs, 0);
+    assert.throws(() => loadConfig({ BODY_MIN_BYTES_PER_SECOND: '0' }), /BODY_MIN_BYTES_PER_SECOND/);
+  });
+});

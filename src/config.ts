@@ -51,11 +51,23 @@ export interface Config {
     readonly signatureBodyBytes: number;
     readonly jsonBodyBytes: number;
     readonly rawBodyBytes: number;
+    /** Spooled upload bytes loaded into memory at once, counted twice (the bytes and the driver's copy). */
+    readonly uploadMemoryBytes: number;
   };
   /** Per-IP rate limit on the open sign/add endpoint, per minute. 0 disables it. */
   readonly signRateLimitPerMinute: number;
-  /** Failed Basic logins allowed per IP and per username per minute before 429. 0 disables it. */
+  /** Failed logins per client address (any usernames) per minute before 429. 0 disables it. */
   readonly authFailureLimitPerMinute: number;
+  /** Failed logins per (username, address) in an hour before the exponential back-off. 0 = no back-off. */
+  readonly authFailureFreeAttempts: number;
+  /** The longest back-off of one (username, address), in seconds. */
+  readonly authFailureMaxBackoffSeconds: number;
+  /** Failed logins per username (every address) per hour before 429, except from its known addresses. */
+  readonly authFailureLimitPerUsername: number;
+  /** Password checks (bcrypt) running at once in the process; more wait up to a second, then 429. 0 = no cap. */
+  readonly authConcurrentVerifications: number;
+  /** Password checks running at once per client address and per username; more: 429. 0 = no cap. */
+  readonly authConcurrentVerificationsPerClient: number;
   /** Rate-limit counters shared through the database: `auto` = when SERVER_PROCESSES > 1 or on a server database. */
   readonly rateLimitSharing: 'auto' | 'on' | 'off';
   /** How often shared rate-limit counters are flushed and read back, in ms. */
@@ -64,6 +76,16 @@ export interface Config {
   readonly maxConcurrentHeavyRequests: number;
   /** How long a heavy request waits for a slot before 503 `Retry-After: 1`, in ms. */
   readonly heavyQueueTimeoutMs: number;
+  /** Requests in flight from one client address (the forwarded one behind trusted proxies); 0 = no cap. */
+  readonly maxRequestsPerClient: number;
+  /** Time to receive a request's headers, in ms; slower: 408 and the connection closed. */
+  readonly headersTimeoutMs: number;
+  /** Time to receive a whole request (headers and body), in ms; 0 = no limit. */
+  readonly requestTimeoutMs: number;
+  /** How far a body may fall behind `bodyMinBytesPerSecond`, in ms, before 408 and the connection closed. */
+  readonly bodyTimeoutMs: number;
+  /** Minimum average receive rate of a request body, in bytes per second. */
+  readonly bodyMinBytesPerSecond: number;
   /** How often the server sweeps orphan protected files, in ms; 0 = never (not even at start). */
   readonly orphanSweepIntervalMs: number;
   /** Files younger than this are never swept (their transaction may still be running), in ms. */
@@ -84,6 +106,23 @@ export interface Config {
   readonly queueRetryBackoff: readonly BackoffStep[];
   /** Request types whose `REQUEST_BLOB.blob_data` the clean-up routine nulls after a successful attach. */
   readonly queueDropBlobRequestTypes: readonly string[];
+  /** DICOM reading and image extraction (`src/modules/dicom`): limits per file, decoding threads. */
+  readonly dicom: {
+    /** Elements, items and fragments in one file. */
+    readonly maxElements: number;
+    /** Sequences nested inside each other. */
+    readonly maxDepth: number;
+    /** Frames extracted from one file (evenly spaced when it has more). */
+    readonly maxFrames: number;
+    /** Pixels (x samples) extracted from one file; a single frame over it is refused. */
+    readonly maxPixels: number;
+    /** Time limit of one read or extraction on a decoding thread, in ms. */
+    readonly decodeTimeoutMs: number;
+    /** Heap cap of each decoding thread, in MiB; also the largest file (or inflated data set) read. */
+    readonly decodeMemoryMb: number;
+    /** Decoding threads; 0 = one per core. */
+    readonly workerThreads: number;
+  };
   /** HTTPS served by the server itself: PEM certificate chain and key read at start (`TLS_CERT`, `TLS_KEY`). */
   readonly tls?: { readonly cert: Buffer; readonly key: Buffer };
   /** Refuse Basic credentials over plain HTTP (reference D10); on by default when NODE_ENV=production. */
@@ -94,6 +133,20 @@ export interface Config {
   readonly metrics: 'off' | 'on' | 'basic';
   /** Bearer token accepted by `/metrics` (`METRICS_TOKEN`); required by `METRICS=on` when set. */
   readonly metricsToken?: string;
+  /** The operations console at `/console/` (`CONSOLE=on|off`). */
+  readonly console: boolean;
+  /** Console sessions end after this long without a request (`CONSOLE_IDLE_MINUTES`). */
+  readonly consoleIdleMinutes: number;
+  /** Console sessions end this long after login, whatever the activity (`CONSOLE_SESSION_HOURS`). */
+  readonly consoleSessionHours: number;
+  /** Key that signs console cookies (`CONSOLE_SESSION_SECRET`); one kept in the database when unset. */
+  readonly consoleSessionSecret?: string;
+  /** Policy of passwords set with the CLI (`PASSWORD_MIN_LENGTH`, `PASSWORD_MAX_LENGTH`, `PASSWORD_REFUSE_COMMON`). */
+  readonly passwordPolicy: {
+    readonly minLength: number;
+    readonly maxLength: number;
+    readonly refusesCommon: boolean;
+  };
 }
 
 export class ConfigError extends Error {
@@ -181,13 +234,24 @@ export function loadConfig(env: Env = process.env): Config {
       signatureBodyBytes: int('SIGN_BODY_LIMIT_BYTES', 10 * MiB, 1024, 1024 * MiB),
       jsonBodyBytes: int('JSON_BODY_LIMIT_BYTES', 1 * MiB, 1024, 1024 * MiB),
       rawBodyBytes: int('RAW_BODY_LIMIT_BYTES', 100 * MiB, 1024, 4096 * MiB),
+      uploadMemoryBytes: int('UPLOAD_MEMORY_BYTES', 256 * MiB, 16 * MiB, 65536 * MiB),
     },
     signRateLimitPerMinute: int('SIGN_RATE_LIMIT_PER_MINUTE', 30, 0, 1_000_000),
     authFailureLimitPerMinute: int('AUTH_FAILURE_LIMIT_PER_MINUTE', 10, 0, 1_000_000),
+    authFailureFreeAttempts: int('AUTH_FAILURE_FREE_ATTEMPTS', 5, 0, 1_000_000),
+    authFailureMaxBackoffSeconds: int('AUTH_FAILURE_MAX_BACKOFF_SECONDS', 900, 1, 86_400),
+    authFailureLimitPerUsername: int('AUTH_FAILURE_LIMIT_PER_USERNAME', 100, 0, 1_000_000),
+    authConcurrentVerifications: int('AUTH_CONCURRENT_VERIFICATIONS', 4, 0, 10_000),
+    authConcurrentVerificationsPerClient: int('AUTH_CONCURRENT_VERIFICATIONS_PER_CLIENT', 2, 0, 10_000),
     rateLimitSharing: oneOf('RATE_LIMIT_SHARING', 'auto', ['auto', 'on', 'off']),
     rateLimitSyncIntervalMs: int('RATE_LIMIT_SYNC_INTERVAL_MS', 500, 50, 60_000),
     maxConcurrentHeavyRequests: int('MAX_CONCURRENT_HEAVY_REQUESTS', 64, 0, 100_000),
     heavyQueueTimeoutMs: int('HEAVY_QUEUE_TIMEOUT_MS', 1000, 0, 60_000),
+    maxRequestsPerClient: int('MAX_REQUESTS_PER_CLIENT', 32, 0, 1_000_000),
+    headersTimeoutMs: int('HEADERS_TIMEOUT_MS', 15_000, 100, 600_000),
+    requestTimeoutMs: int('REQUEST_TIMEOUT_MS', 600_000, 0, 86_400_000),
+    bodyTimeoutMs: int('BODY_TIMEOUT_MS', 10_000, 100, 600_000),
+    bodyMinBytesPerSecond: int('BODY_MIN_BYTES_PER_SECOND', 16_384, 1, 1024 * MiB),
     orphanSweepIntervalMs: int('ORPHAN_SWEEP_INTERVAL_MS', 600_000, 0, 86_400_000),
     orphanSweepGraceMs: int('ORPHAN_SWEEP_GRACE_MS', 900_000, 0, 86_400_000),
     trustedProxies: (read('TRUSTED_PROXIES') ?? '')
@@ -201,6 +265,15 @@ export function loadConfig(env: Env = process.env): Config {
     workerQueues: list(read('WORKER_QUEUES')),
     queueRetryBackoff: parseBackoff(read('QUEUE_RETRY_BACKOFF') ?? '2m*n@5,30m@13,6h@20', problems),
     queueDropBlobRequestTypes: list(read('QUEUE_DROP_BLOB_REQUEST_TYPES')),
+    dicom: {
+      maxElements: int('DICOM_MAX_ELEMENTS', 200_000, 100, 100_000_000),
+      maxDepth: int('DICOM_MAX_DEPTH', 32, 1, 1000),
+      maxFrames: int('DICOM_MAX_FRAMES', 16, 1, 100_000),
+      maxPixels: int('DICOM_MAX_PIXELS', 32 * MiB, 1, 2 ** 31),
+      decodeTimeoutMs: int('DICOM_DECODE_TIMEOUT_MS', 20_000, 100, 50_000),
+      decodeMemoryMb: int('DICOM_DECODE_MEMORY_MB', 512, 64, 16_384),
+      workerThreads: int('DICOM_WORKER_THREADS', 0, 0, 256),
+    },
     ...tlsFiles(read('TLS_CERT'), read('TLS_KEY'), problems),
     requireTls: flag('REQUIRE_TLS', read('NODE_ENV') === 'production'),
     serverProcesses:
@@ -209,7 +282,19 @@ export function loadConfig(env: Env = process.env): Config {
         : int('SERVER_PROCESSES', 1, 1, 256),
     metrics: oneOf('METRICS', 'off', ['off', 'on', 'basic']),
     ...metricsToken(read('METRICS_TOKEN'), problems),
+    console: flag('CONSOLE', true),
+    consoleIdleMinutes: int('CONSOLE_IDLE_MINUTES', 30, 1, 1440),
+    consoleSessionHours: int('CONSOLE_SESSION_HOURS', 12, 1, 168),
+    ...consoleSessionSecret(read('CONSOLE_SESSION_SECRET'), problems),
+    // NIST SP 800-63B: 8 characters at the very least, and a maximum never below 64.
+    passwordPolicy: {
+      minLength: int('PASSWORD_MIN_LENGTH', 12, 8, 64),
+      maxLength: int('PASSWORD_MAX_LENGTH', 128, 64, 4096),
+      refusesCommon: flag('PASSWORD_REFUSE_COMMON', true),
+    },
   };
+  if (config.requestTimeoutMs > 0 && config.requestTimeoutMs < config.headersTimeoutMs)
+    problems.push('REQUEST_TIMEOUT_MS must be 0 or at least HEADERS_TIMEOUT_MS');
   if (problems.length > 0) throw new ConfigError(problems);
   return config;
 }
@@ -220,6 +305,16 @@ function metricsToken(token: string | undefined, problems: string[]): { metricsT
   if (token.length < 16 || /\s/.test(token))
     problems.push('METRICS_TOKEN must be at least 16 characters, no spaces');
   return { metricsToken: token };
+}
+
+/** `CONSOLE_SESSION_SECRET`: long enough to be a signing key. */
+function consoleSessionSecret(
+  secret: string | undefined,
+  problems: string[],
+): { consoleSessionSecret?: string } {
+  if (secret === undefined) return {};
+  if (secret.length < 32) problems.push('CONSOLE_SESSION_SECRET must be at least 32 characters');
+  return { consoleSessionSecret: secret };
 }
 
 /** Reads and checks the PEM files of `TLS_CERT` / `TLS_KEY` (both or neither). */

@@ -15,6 +15,7 @@ import { sql } from 'kysely';
 import { ConfigError, loadConfig } from '../src/config.ts';
 import type { TestDatabase } from './harness.ts';
 import { createTestDatabase, forEachDialect } from './harness.ts';
+import { until } from './until.ts';
 
 const SERVER = new URL('../src/main/server.ts', import.meta.url).pathname;
 
@@ -49,15 +50,21 @@ async function startCluster(env: Record<string, string>): Promise<Cluster> {
         return [];
       }
     });
-  const waitFor = async (test: (line: LogLine) => boolean, timeoutMs = 30_000): Promise<LogLine> => {
-    const deadline = Date.now() + timeoutMs;
-    while (Date.now() < deadline) {
-      const found = lines().find(test);
-      if (found !== undefined) return found;
-      if (child.exitCode !== null) break;
-      await new Promise((resolve) => setTimeout(resolve, 50));
+  const waitFor = async (test: (line: LogLine) => boolean, timeoutMs = 90_000): Promise<LogLine> => {
+    let found: LogLine | undefined;
+    try {
+      await until(
+        () => {
+          found = lines().find(test);
+          if (found === undefined && child.exitCode !== null) throw new Error('the server exited');
+          return found !== undefined;
+        },
+        { timeoutMs, intervalMs: 50 },
+      );
+    } catch {
+      throw new Error(`log line not seen; output:\n${output}`);
     }
-    throw new Error(`log line not seen; output:\n${output}`);
+    return found!;
   };
   try {
     await waitFor((line) => line.pid === child.pid && line.msg === 'clinical-records-api ready');

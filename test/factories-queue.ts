@@ -89,7 +89,7 @@ export function routinesOf(db: Kysely<DB>, requestId: number): Promise<Array<Row
 /** The rows of the three tables a refused submission must leave untouched. */
 export const QUEUE_TABLES = ['request', 'attachment_data', 'request_routine'] as const;
 
-// --- worker (issue 6): requests, routines and payload files for the queue engine tests ----------------
+// --- worker: requests, routines and payload files for the queue engine tests --------------------------
 
 /** A routine name in `routine_library` (the FK every `request_routine` needs), created when missing. */
 export async function createRoutineName(db: Kysely<DB>, name = unique('T_')): Promise<string> {
@@ -191,50 +191,64 @@ export interface DicomFileTags {
 }
 
 /**
+ * One DICOM data element in explicit VR little endian; the value is padded to an even length.
+ * `length` overrides the declared length (for truncated or undefined-length elements).
+ */
+export function dicomElement(group: number, el: number, vr: string, value: Buffer, length?: number): Buffer {
+  const padded =
+    value.length % 2 === 0
+      ? value
+      : Buffer.concat([value, Buffer.from([vr === 'UI' || vr === 'OB' ? 0 : 0x20])]);
+  const isLong = ['OB', 'OW', 'SQ', 'UN', 'UT'].includes(vr);
+  const head = Buffer.alloc(isLong ? 12 : 8);
+  head.writeUInt16LE(group, 0);
+  head.writeUInt16LE(el, 2);
+  head.write(vr, 4, 'latin1');
+  if (isLong) head.writeUInt32LE(length ?? padded.length, 8);
+  else head.writeUInt16LE(length ?? padded.length, 6);
+  return Buffer.concat([head, padded]);
+}
+
+/** A Part 10 file: 128-byte preamble, `DICM`, group 0002 (explicit VR little endian), then `dataset`. */
+export function buildPart10File(
+  dataset: Buffer,
+  options: { transferSyntaxUid?: string; sopClassUid?: string; sopInstanceUid?: string } = {},
+): Buffer {
+  const text = (s: string) => Buffer.from(s, 'latin1');
+  const metaBody = Buffer.concat([
+    dicomElement(0x0002, 0x0001, 'OB', Buffer.from([0, 1])),
+    dicomElement(0x0002, 0x0002, 'UI', text(options.sopClassUid ?? '1.2.840.10008.5.1.4.1.1.7')),
+    dicomElement(0x0002, 0x0003, 'UI', text(options.sopInstanceUid ?? '1.2.826.0.1.3680043.8.498.1')),
+    dicomElement(0x0002, 0x0010, 'UI', text(options.transferSyntaxUid ?? '1.2.840.10008.1.2.1')),
+  ]);
+  const groupLength = Buffer.alloc(4);
+  groupLength.writeUInt32LE(metaBody.length, 0);
+  return Buffer.concat([
+    Buffer.alloc(128),
+    text('DICM'),
+    dicomElement(0x0002, 0x0000, 'UL', groupLength),
+    metaBody,
+    dataset,
+  ]);
+}
+
+/**
  * A minimal, valid DICOM Part 10 file without pixel data: 128-byte preamble, `DICM`, the group 0002 file
  * meta information (explicit VR little endian), then the given tags in explicit VR little endian.
  */
 export function buildDicomFile(tags: DicomFileTags, sopInstanceUid = '1.2.826.0.1.3680043.8.498.1'): Buffer {
-  const element = (group: number, el: number, vr: string, value: Buffer): Buffer => {
-    const padded =
-      value.length % 2 === 0
-        ? value
-        : Buffer.concat([value, Buffer.from([vr === 'UI' || vr === 'OB' ? 0 : 0x20])]);
-    const isLong = ['OB', 'OW', 'SQ', 'UN', 'UT'].includes(vr);
-    const head = Buffer.alloc(isLong ? 12 : 8);
-    head.writeUInt16LE(group, 0);
-    head.writeUInt16LE(el, 2);
-    head.write(vr, 4, 'latin1');
-    if (isLong) head.writeUInt32LE(padded.length, 8);
-    else head.writeUInt16LE(padded.length, 6);
-    return Buffer.concat([head, padded]);
-  };
   const text = (s: string) => Buffer.from(s, 'latin1');
-  const metaBody = Buffer.concat([
-    element(0x0002, 0x0001, 'OB', Buffer.from([0, 1])),
-    element(0x0002, 0x0002, 'UI', text('1.2.840.10008.5.1.4.1.1.7')),
-    element(0x0002, 0x0003, 'UI', text(sopInstanceUid)),
-    element(0x0002, 0x0010, 'UI', text('1.2.840.10008.1.2.1')),
-  ]);
-  const groupLength = Buffer.alloc(4);
-  groupLength.writeUInt32LE(metaBody.length, 0);
   const dataset = Buffer.concat([
-    element(0x0008, 0x0016, 'UI', text('1.2.840.10008.5.1.4.1.1.7')),
-    element(0x0008, 0x0018, 'UI', text(sopInstanceUid)),
-    element(0x0008, 0x0020, 'DA', text(tags.StudyDate)),
-    element(0x0008, 0x0060, 'CS', text(tags.Modality)),
-    element(0x0008, 0x0070, 'LO', text(tags.Manufacturer)),
-    element(0x0010, 0x0010, 'PN', text(tags.PatientName)),
-    element(0x0010, 0x0020, 'LO', text(tags.PatientID)),
-    element(0x0010, 0x0030, 'DA', text(tags.PatientBirthDate)),
-    element(0x0010, 0x0040, 'CS', text(tags.PatientSex)),
-    element(0x0020, 0x000d, 'UI', text(tags.StudyInstanceUID)),
+    dicomElement(0x0008, 0x0016, 'UI', text('1.2.840.10008.5.1.4.1.1.7')),
+    dicomElement(0x0008, 0x0018, 'UI', text(sopInstanceUid)),
+    dicomElement(0x0008, 0x0020, 'DA', text(tags.StudyDate)),
+    dicomElement(0x0008, 0x0060, 'CS', text(tags.Modality)),
+    dicomElement(0x0008, 0x0070, 'LO', text(tags.Manufacturer)),
+    dicomElement(0x0010, 0x0010, 'PN', text(tags.PatientName)),
+    dicomElement(0x0010, 0x0020, 'LO', text(tags.PatientID)),
+    dicomElement(0x0010, 0x0030, 'DA', text(tags.PatientBirthDate)),
+    dicomElement(0x0010, 0x0040, 'CS', text(tags.PatientSex)),
+    dicomElement(0x0020, 0x000d, 'UI', text(tags.StudyInstanceUID)),
   ]);
-  return Buffer.concat([
-    Buffer.alloc(128),
-    text('DICM'),
-    element(0x0002, 0x0000, 'UL', groupLength),
-    metaBody,
-    dataset,
-  ]);
+  return buildPart10File(dataset, { sopInstanceUid });
 }

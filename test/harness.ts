@@ -127,8 +127,9 @@ export interface StartTestAppOptions extends BuildAppOptions {
 }
 
 /**
- * Starts the real app on 127.0.0.1:0 against a fresh database. Rate limits are off unless `env` turns
- * them on, so that tests of other behaviour are not throttled.
+ * Starts the real app on 127.0.0.1:0 against a fresh database. Rate limits, the failed-login brake and the
+ * per-client cap are off unless `env` turns them on, so that tests of other behaviour (all from one
+ * address) are not throttled.
  */
 export async function startTestApp(dialect: Dialect, options: StartTestAppOptions = {}): Promise<TestApp> {
   const testDb = await createTestDatabase(dialect);
@@ -136,6 +137,10 @@ export async function startTestApp(dialect: Dialect, options: StartTestAppOption
     ...testDb.env,
     SIGN_RATE_LIMIT_PER_MINUTE: '0',
     AUTH_FAILURE_LIMIT_PER_MINUTE: '0',
+    AUTH_FAILURE_FREE_ATTEMPTS: '0',
+    AUTH_FAILURE_LIMIT_PER_USERNAME: '0',
+    AUTH_CONCURRENT_VERIFICATIONS_PER_CLIENT: '0',
+    MAX_REQUESTS_PER_CLIENT: '0',
     ...options.env,
   });
   const deps: AppDeps = {

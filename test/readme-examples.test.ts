@@ -13,6 +13,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { TestDatabase } from './harness.ts';
 import { createTestDatabase, forEachDialect } from './harness.ts';
+import { until } from './until.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const SERVER = path.join(ROOT, 'src/main/server.ts');
@@ -54,16 +55,22 @@ async function startServer(env: Record<string, string>): Promise<Server> {
   let output = '';
   child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
   child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  const deadline = Date.now() + 60_000;
-  while (Date.now() < deadline) {
-    const match = /Server listening at http:\/\/127\.0\.0\.1:(\d+)/.exec(output);
-    if (match !== null && output.includes('clinical-records-api ready'))
-      return { child, baseUrl: `http://127.0.0.1:${match[1]}`, output: () => output };
-    if (child.exitCode !== null) break;
-    await new Promise((resolve) => setTimeout(resolve, 50));
+  let port: string | undefined;
+  try {
+    await until(
+      () => {
+        const match = /Server listening at http:\/\/127\.0\.0\.1:(\d+)/.exec(output);
+        if (match !== null && output.includes('clinical-records-api ready')) port = match[1];
+        else if (child.exitCode !== null) throw new Error('the server exited');
+        return port !== undefined;
+      },
+      { timeoutMs: 60_000, intervalMs: 50 },
+    );
+  } catch {
+    child.kill('SIGKILL');
+    throw new Error(`server did not start:\n${output}`);
   }
-  child.kill('SIGKILL');
-  throw new Error(`server did not start:\n${output}`);
+  return { child, baseUrl: `http://127.0.0.1:${port!}`, output: () => output };
 }
 
 function runBash(script: string, cwd: string): Promise<{ status: number | null; output: string }> {

@@ -1,5 +1,5 @@
 /**
- * Transport security (issue 7 item 3, reference D10): HTTPS served by the app itself with a self-signed
+ * Transport security (reference D10): HTTPS served by the app itself with a self-signed
  * certificate made by `openssl`, HSTS only over HTTPS, Basic credentials refused over plain HTTP when
  * REQUIRE_TLS is on unless a trusted proxy says the request was HTTPS, and the security headers.
  */

@@ -6,7 +6,7 @@
  * still a bound parameter.
  */
 import type { Compilable, CompiledQuery } from 'kysely';
-import type { Database } from './database.ts';
+import type { DialectAdapter } from './dialect.ts';
 
 const SLOT = Symbol('slot');
 interface Slot {
@@ -61,6 +61,9 @@ export function createShapeCache(maxShapes = 1000): ShapeCache {
  * Runs a compiled single statement outside any transaction, prepared once per connection where the engine
  * has named statements (`DialectAdapter.runPrepared`). Never inside a transaction.
  */
-export async function runCompiled<R>(database: Database, query: CompiledQuery<R>): Promise<R[]> {
+export async function runCompiled<R>(
+  database: { readonly dialect: DialectAdapter },
+  query: CompiledQuery<R>,
+): Promise<R[]> {
   return database.dialect.runPrepared(query);
 }

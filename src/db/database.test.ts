@@ -4,6 +4,7 @@ import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
 import type { TestDatabase } from '../../test/harness.ts';
 import { DIALECTS, createTestDatabase } from '../../test/harness.ts';
+import { until } from '../../test/until.ts';
 import { sessionOptions } from './dialects/postgres.ts';
 import { castBoundLimits } from './dialects/sqlite.ts';
 
@@ -137,7 +138,7 @@ describe('SQLite checkpoints run on their own thread', () => {
     const startRounds = testDb.database.checkpointRounds();
     const nextRounds = async (count: number) => {
       const target = testDb.database.checkpointRounds() + count;
-      while (testDb.database.checkpointRounds() < target) await new Promise((r) => setTimeout(r, 10));
+      await until(() => testDb.database.checkpointRounds() >= target, { what: 'the next checkpoint rounds' });
     };
     // Six bursts of 50 large commits, each waiting for the checkpointer afterwards. Without checkpoints
     // the WAL file would hold all six (six times the first); with them it restarts from its beginning

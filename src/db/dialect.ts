@@ -165,6 +165,11 @@ export interface DialectAdapter {
   leadingNumber(column: string): RawBuilder<number>;
   /** A text column as its UTF-8 bytes. */
   textAsBytes(column: string): RawBuilder<Buffer | null>;
+  /**
+   * The later of `now` (a `YYYY-MM-DD HH:MM:SS` value) and one second after the date-time `column`: a
+   * modification date that moves forward on every write, even two writes within one second.
+   */
+  nextModifiedDate(column: string, now: string): RawBuilder<string>;
 
   // --- statements -----------------------------------------------------------------------------------
   /**

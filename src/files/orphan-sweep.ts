@@ -7,6 +7,7 @@
  * does not recognise, and deletes nothing when the database cannot be asked.
  */
 import { readdir, rm, stat } from 'node:fs/promises';
+import { removeStaleSpoolFiles, spoolDirOf } from './spool.ts';
 import path from 'node:path';
 import type { Database } from '../db/database.ts';
 import type { Logger } from '../logger.ts';
@@ -26,6 +27,8 @@ export interface SweepResult {
   readonly removedOrphans: number;
   /** Leftover temporary files, removed. */
   readonly removedTemps: number;
+  /** Upload bodies spooled by requests that never finished (`spool.ts`), removed. */
+  readonly removedSpools: number;
 }
 
 const HEX_DIGIT = /^[0-9a-f]$/;
@@ -78,6 +81,8 @@ export async function sweepOrphanFiles(
 ): Promise<SweepResult> {
   const batchSize = options.batchSize ?? 500;
   const cutoffMs = Date.now() - options.olderThanMs;
+  // Upload bodies spooled by requests that a crash ended (no request outlives the grace period).
+  const removedSpools = await removeStaleSpoolFiles(spoolDirOf(files.root), options.olderThanMs);
   let scannedFiles = 0;
   let removedOrphans = 0;
   let removedTemps = 0;
@@ -114,7 +119,7 @@ export async function sweepOrphanFiles(
     if (batch.length >= batchSize) await flush();
   }
   await flush();
-  return { scannedFiles, removedOrphans, removedTemps };
+  return { scannedFiles, removedOrphans, removedTemps, removedSpools };
 }
 
 export interface OrphanSweeper {
@@ -141,7 +146,7 @@ export function startOrphanSweep(deps: {
     const startedAt = Date.now();
     running = sweepOrphanFiles(deps.database, deps.files, { olderThanMs: deps.graceMs })
       .then((result) => {
-        const level = result.removedOrphans + result.removedTemps > 0 ? 'info' : 'debug';
+        const level = result.removedOrphans + result.removedTemps + result.removedSpools > 0 ? 'info' : 'debug';
         deps.logger?.[level]({ ...result, durationMs: Date.now() - startedAt }, 'orphan file sweep');
       })
       .catch((error: unknown) => deps.logger?.warn({ err: error }, 'orphan file sweep failed'))

@@ -109,7 +109,7 @@ forEachDialect((dialect) => {
     });
     after(() => app.close());
 
-    it('answers 429 with Retry-After once a username has failed too often, even with the right password', async () => {
+    it('answers 429 with Retry-After once an address has failed too often, even with the right password', async () => {
       const user = await createUser(app.db);
       const wrong = basicHeader(user.username, 'wrong');
       const statuses: number[] = [];

@@ -1,16 +1,16 @@
 /**
  * The one guard of every Basic-protected route (reference 2.4): 401 `"401 Unauthorized"` with
  * `WWW-Authenticate: Basic realm="OpenEyes"` for missing, malformed, wrong or disabled credentials, then
- * 403 `"403 Forbidden"` when the user lacks the operation. Stateless: no session, no cookie. Repeated
- * failures from one address, or for one username, are answered 429 before any password is checked
- * (credentials verified before the brake engaged stay valid from the cache).
+ * 403 `"403 Forbidden"` when the user lacks the operation. Stateless: no session, no cookie. A header
+ * not in the credential cache goes through the failed-login brake (`login-brake.ts`: 429 before any
+ * password is checked); credentials verified before the brake engaged stay valid from the cache.
  */
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction, preHandlerHookHandler } from 'fastify';
 import type { AppDeps } from '../deps.ts';
 import { AppError } from '../errors.ts';
-import type { Principal } from '../modules/user/index.ts';
-import { createRateLimiter } from './rate-limit.ts';
-import { sharedCountersFor } from './shared-counters.ts';
+import type { Principal, Verification } from '../modules/user/index.ts';
+import type { LoginAttempt } from './login-brake.ts';
+import { beginLoginAttempt } from './login-brake.ts';
 import { presentsCredentialsInsecurely } from './transport-security.ts';
 
 declare module 'fastify' {
@@ -35,13 +35,8 @@ export function unauthorized(): AppError {
   });
 }
 
-/** Builds the guard factory for one app; failure counters live with the app. */
+/** Builds the guard factory for one app; the failure brake (`login-brake.ts`) is the app's. */
 export function createBasicAuthGuard(deps: AppDeps): BasicAuthGuard {
-  const limit = deps.config.authFailureLimitPerMinute;
-  const shared = sharedCountersFor(deps);
-  const failuresByAddress = createRateLimiter(limit, 60_000, { shared, name: 'auth_failure_ip' });
-  const failuresByUsername = createRateLimiter(limit, 60_000, { shared, name: 'auth_failure_user' });
-
   /** The caller may proceed (undefined) or the refusal. */
   const authorize = (principal: Principal, options: GuardOptions): AppError | undefined => {
     if (deps.config.requireOprnLogin && !principal.authItems.has('OprnLogin')) return forbidden();
@@ -50,20 +45,25 @@ export function createBasicAuthGuard(deps: AppDeps): BasicAuthGuard {
   };
 
   async function verify(request: FastifyRequest): Promise<Principal> {
-    const address = request.ip;
-    const verification = await deps.authenticator.verify(request.headers.authorization, (username) => {
-      const wait = Math.max(failuresByAddress.peek(address), failuresByUsername.peek(username.toLowerCase()));
-      if (wait > 0) throw tooManyFailures(wait);
-    });
-    if (!verification.ok) {
-      const waitAddress = failuresByAddress.hit(address);
-      const waitUser =
-        verification.username === undefined ? 0 : failuresByUsername.hit(verification.username.toLowerCase());
-      request.log.info({ reason: verification.reason }, 'basic authentication failed');
-      if (waitAddress > 0 || waitUser > 0) throw tooManyFailures(Math.max(waitAddress, waitUser));
-      throw unauthorized();
+    // Set only when this request runs the check (a request presenting the same header meanwhile shares
+    // its outcome and counts nothing).
+    let attempt: LoginAttempt | undefined;
+    let verification: Verification;
+    try {
+      verification = await deps.authenticator.verify(request.headers.authorization, async (username) => {
+        attempt = await beginLoginAttempt(deps, username, request.ip);
+      });
+    } catch (error) {
+      attempt?.abandon();
+      throw error;
     }
-    return verification.principal;
+    if (verification.ok) {
+      attempt?.succeed();
+      return verification.principal;
+    }
+    attempt?.fail();
+    request.log.info({ reason: verification.reason }, 'basic authentication failed');
+    throw unauthorized();
   }
 
   // A callback-style hook, so that a cached credential (the common case) passes without a promise.
@@ -95,10 +95,4 @@ export function createBasicAuthGuard(deps: AppDeps): BasicAuthGuard {
 
 function forbidden(): AppError {
   return new AppError('forbidden', '403 Forbidden');
-}
-
-function tooManyFailures(retryAfterSeconds: number): AppError {
-  return new AppError('too_many_requests', 'Too Many Requests', {
-    headers: { 'retry-after': String(retryAfterSeconds) },
-  });
 }

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import Fastify from 'fastify';
 import type { FastifyInstance } from 'fastify';
+import { until } from '../../test/until.ts';
 import {
   contentDispositionOf,
   formatHttpDate,
@@ -178,9 +179,7 @@ describe('sendBinary: bodies whose memory the reply owns', () => {
     const response = await fetch(`${baseUrl}/body`, { signal: controller.signal });
     await response.body!.getReader().read();
     controller.abort();
-    for (let waitedMs = 0; !isStopped && waitedMs < 5000; waitedMs += 10)
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    assert.ok(isStopped);
+    await until(() => isStopped, { what: 'the body stream stopped' });
     assert.ok(sent.length < 64);
     // The last chunk was still on its way (the client read once): never released under a cancelled write.
     assert.equal(sent.at(-1)?.length, MiB);

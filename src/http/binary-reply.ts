@@ -158,7 +158,7 @@ const RELEASE_MIN_BYTES = 64 * 1024;
  * it is the whole of an ArrayBuffer of its own; otherwise leaves it to the garbage collector. Why: a
  * large body read from the database is garbage once sent, but V8 collects external memory only after
  * tens of megabytes of it have piled up, and the malloc heap that held it then stays fragmented and
- * resident (measured with 16 parallel 20 MB downloads: the heap grew by about 100 MB and stayed).
+ * resident: parallel large downloads would each leave their bodies behind.
  */
 function releaseBuffer(buffer: Buffer): void {
   const arrayBuffer = buffer.buffer;

@@ -7,6 +7,7 @@ import type { TestUser } from '../../test/factories.ts';
 import { ADD_PATH } from '../../test/factories-queue.ts';
 import type { TestApp } from '../../test/harness.ts';
 import { forEachDialect, startTestApp } from '../../test/harness.ts';
+import { until } from '../../test/until.ts';
 
 const GARBAGE = 'GARBAGE / HTTP/1.1\r\nX: \u0001\r\n\r\n';
 
@@ -31,15 +32,6 @@ function exchange(port: number, bytes: string, isEnding = false): Promise<string
     socket.write(bytes);
     if (isEnding) socket.end();
   });
-}
-
-/** Resolves when `check` is true, checking every 5 ms; rejects after `limitMs`. */
-async function until(check: () => boolean, what: string, limitMs = 3000): Promise<void> {
-  const deadline = Date.now() + limitMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`${what}: not reached in time`);
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
 }
 
 function statuses(answer: string): number[] {
@@ -79,7 +71,7 @@ forEachDialect((dialect) => {
     after(() => app.close());
 
     // However a connection ends, the heavy-request slots its requests took are freed.
-    const slotsFreed = () => until(() => app.app.heavyGate!.active === 0, 'heavy slots freed');
+    const slotsFreed = () => until(() => app.app.heavyGate!.active === 0, { what: 'heavy slots freed' });
 
     const queueAdd = (body: string) =>
       `POST ${ADD_PATH} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: ${user.authorization}\r\n` +

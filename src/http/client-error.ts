@@ -8,8 +8,8 @@
  * connection was received in full, their answers go out first, the last one says `Connection: close`,
  * and the connection is closed after it: the garbage gets no answer of its own.
  *
- * Otherwise the error belongs to the request being received (a malformed body, a request timeout, or a
- * client that hung up mid-body: `HPE_INVALID_EOF_STATE`, which the overload tests rely on): that request
+ * Otherwise the error belongs to the request being received (a malformed body, a request timeout, a body
+ * that fell behind the minimum receive rate (`receive-rate.ts`), or a client that hung up mid-body: `HPE_INVALID_EOF_STATE`, which the overload tests rely on): that request
  * can never complete, so the connection is refused and destroyed at once, as before. Destroying it is
  * what closes the pending response and frees what the request holds (its heavy-request slot); a handler
  * that only waited for that response would keep the half-closed socket, and the slot, forever. When
@@ -20,7 +20,7 @@
  */
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import type { ConnectionError, FastifyInstance } from 'fastify';
+import type { ConnectionError, FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { DEFAULT_MESSAGES } from '../errors.ts';
 
 /** The responses of each connection not yet closed, in the order their requests arrived. */
@@ -48,16 +48,23 @@ export function trackPendingAnswers(server: Server): void {
 
 /** Fastify's `clientErrorHandler` (called with the instance as `this`). */
 export function answerClientError(this: FastifyInstance, error: ConnectionError, socket: Socket): void {
+  refuseConnection(this.log, error.code, socket);
+}
+
+/**
+ * Ends a connection whose current request can never complete (`code` says why: a parse error, or
+ * `ERR_HTTP_REQUEST_TIMEOUT` for a request that arrives too slowly), answering first what is owed on it.
+ */
+export function refuseConnection(log: Pick<FastifyBaseLogger, 'debug'>, code: string, socket: Socket): void {
   // A reset connection is already destroyed: there is no one to answer.
-  if (error.code === 'ECONNRESET' || socket.destroyed || closingAfterAnswers.has(socket)) return;
+  if (code === 'ECONNRESET' || socket.destroyed || closingAfterAnswers.has(socket)) return;
   const pending = [...(pendingAnswers.get(socket) ?? [])];
   const received = pending.filter((response) => response.req.complete);
-  this.log.debug({ code: error.code, pending: pending.length, received: received.length }, 'client error');
+  log.debug({ code, pending: pending.length, received: received.length }, 'client error');
   const last = received.at(-1);
   if (last === undefined) {
     // Never write into an answer that has started: the client would read a corrupt response.
-    if (socket.writable && !pending.some((response) => response.headersSent))
-      socket.write(refusal(error.code));
+    if (socket.writable && !pending.some((response) => response.headersSent)) socket.write(refusal(code));
     socket.destroy();
     return;
   }

@@ -2,7 +2,7 @@
  * The `/docs` page: the OpenAPI document rendered to plain HTML on the server, with one inline style and
  * no script, font or CDN (the service may run on a hospital network without internet access).
  */
-import type { OpenApiDocument, OpenApiOperation, OpenApiResponse } from './openapi.ts';
+import type { OpenApiDocument, OpenApiOperation, OpenApiResponse } from './openapi-document.ts';
 
 const STYLE = `
 body{font:15px/1.5 system-ui,sans-serif;margin:0 auto;max-width:60rem;padding:1rem 1.5rem;color:#1b1f24}

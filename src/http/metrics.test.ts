@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { sql } from 'kysely';
 import { loadConfig } from '../config.ts';
 import { itEnforcesBasicAuth } from '../../test/auth-cases.ts';
 import { createUser } from '../../test/factories.ts';
@@ -198,6 +199,31 @@ forEachDialect((dialect) => {
       assert.equal(valueOf(samples, 'request_queue_routines_executed_total', { queue: type.queue }), 7);
       assert.equal(valueOf(samples, 'request_queue_routines_succeeded_total', { queue: type.queue }), 5);
       assert.equal(valueOf(samples, 'request_queue_routines_failed_total', { queue: type.queue }), 2);
+    });
+  });
+
+  describe(`GET /metrics when the queue tables cannot be read [${dialect}]`, () => {
+    let app: TestApp;
+    before(async () => {
+      app = await startTestApp(dialect, { env: { METRICS: 'on' } });
+    });
+    after(() => app.close());
+
+    it('still answers 200 with the other families, the queue families empty and metrics_database_query_ok 0', async () => {
+      await sql`alter table request_queue rename to request_queue_away`.execute(app.db);
+      try {
+        const samples = await scrape(app);
+        assert.equal(valueOf(samples, 'metrics_database_query_ok', {}), 0);
+        const names = new Set(samples.map((s) => s.name));
+        assert.ok(!names.has('request_queue_routines_executed_total'));
+        assert.ok(!names.has('request_queue_routines'));
+        assert.ok(names.has('process_resident_memory_bytes'));
+      } finally {
+        await sql`alter table request_queue_away rename to request_queue`.execute(app.db);
+      }
+      const samples = await scrape(app);
+      assert.equal(valueOf(samples, 'metrics_database_query_ok', {}), 1);
+      assert.ok(samples.some((s) => s.name === 'request_queue_routines_executed_total'));
     });
   });
 

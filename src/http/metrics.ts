@@ -1,29 +1,32 @@
 /**
- * Prometheus metrics at `GET /metrics` (issue 7 item 5), text exposition format 0.0.4, without a client
- * library: the few series the operations team watches.
+ * Prometheus metrics at `GET /metrics` (prom-client, text exposition format 0.0.4): the few series the
+ * operations team watches, on a registry of this app's own.
  *
  * - Request counts and latency per route PATTERN and method (never the raw URL: a query string may hold
- *   a search term, which is patient data). Unmatched URLs count as `route="unmatched"`. The label text
- *   of every route is built once, when the route is registered; a request costs one map lookup by
- *   method, one by status and a short bucket walk, in a callback-style `onResponse` hook of its route.
- * - At scrape time: queue depth per queue and routine status (one grouped query over the
- *   `request_routine_queue_status` index), routine outcomes from the `request_queue` counters, PostgreSQL
- *   pool use, heavy-request gate, process memory, event-loop delay and start time.
+ *   a search term, which is patient data). Unmatched URLs count as `route="unmatched"`. The label sets
+ *   of every route are built once, when the route is registered or first answers a method or status; a
+ *   request costs a lookup by method and one by status, in a callback-style `onResponse` hook of its
+ *   route.
+ * - At scrape time, by collectors: the families of the modules handed in (the queue's, read from the
+ *   database), PostgreSQL pool use, heavy-request gate, process memory, event-loop delay and start time.
  *
- * `METRICS=off` (default) registers nothing, so the hot path pays nothing. `on` is open unless
- * `METRICS_TOKEN` is set, which then requires `Authorization: Bearer <token>`; `basic` requires Basic
- * credentials of a user holding `OprnApi` (the one guard), or the bearer token when one is set.
+ * `METRICS=off` (default) registers nothing and does not load prom-client, so neither the start nor the
+ * hot path pays for it. `on` is open unless `METRICS_TOKEN` is set, which then requires
+ * `Authorization: Bearer <token>`; `basic` requires Basic credentials of a user holding `OprnApi` (the
+ * one guard), or the bearer token when one is set.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import type {
+  FastifyBaseLogger,
   FastifyInstance,
   FastifyReply,
   FastifyRequest,
   RouteOptions,
   onResponseHookHandler,
 } from 'fastify';
-import { sql } from 'kysely';
+import type * as PromClient from 'prom-client';
+import type { Registry } from 'prom-client';
 import type { AppDeps } from '../deps.ts';
 import { AppError, DEFAULT_MESSAGES } from '../errors.ts';
 import type { BasicAuthGuard } from './basic-auth.ts';
@@ -48,247 +51,162 @@ const LOOP_RESOLUTION_MS = 20;
 /** Methods given their own label; anything else (a fuzzer's invention) counts as `OTHER`. */
 const KNOWN_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS']);
 
-/** Counts and latency of one method of one route pattern. */
+/** Registers the collectors of one module's families (such as the queue's) on the app's registry. */
+export type RegisterGauges = (
+  registry: Registry,
+  deps: AppDeps,
+  log: FastifyBaseLogger,
+) => void | Promise<void>;
+
+/** prom-client, loaded only when metrics are on (its import costs more than the rest of the app start). */
+type Client = typeof PromClient;
+
+type RequestLabel = 'method' | 'route' | 'status';
+
+/** The label sets of one method of one route pattern. */
 interface MethodSeries {
-  /** `method="GET",route="/x"`, built once. */
-  readonly labels: string;
-  readonly countByStatus: Map<number, number>;
-  readonly bucketCounts: Float64Array;
-  sumSeconds: number;
-  count: number;
+  readonly labels: { readonly method: string; readonly route: string };
+  readonly byStatus: Map<
+    number,
+    { readonly method: string; readonly route: string; readonly status: number }
+  >;
 }
 
 /** Every method seen on one route pattern. */
-export interface RouteSeries {
+interface RouteSeries {
   readonly route: string;
   readonly byMethod: Map<string, MethodSeries>;
 }
 
-/** The in-memory request metrics of one app. */
-export interface RequestMetrics {
-  seriesOf(route: string): RouteSeries;
-  observe(series: RouteSeries, method: string, status: number, seconds: number): void;
-  /** The request series in exposition text. */
-  render(out: string[]): void;
-}
-
-/** Escapes a label value (exposition format: backslash, double quote, newline). */
-export function escapeLabelValue(value: string): string {
-  return value.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n');
-}
-
-export function createRequestMetrics(): RequestMetrics {
-  const routes = new Map<string, RouteSeries>();
+/** The request counter and latency histogram of one app. */
+function createRequestMetrics({ Counter, Histogram }: Client, registry: Registry) {
+  const requests = new Counter<RequestLabel>({
+    name: 'http_requests_total',
+    help: 'HTTP requests answered, by method, route pattern and status.',
+    labelNames: ['method', 'route', 'status'],
+    registers: [registry],
+  });
+  const durations = new Histogram<Exclude<RequestLabel, 'status'>>({
+    name: 'http_request_duration_seconds',
+    help: 'Time to answer an HTTP request, by method and route.',
+    labelNames: ['method', 'route'],
+    buckets: [...DURATION_BUCKETS_SECONDS],
+    registers: [registry],
+  });
 
   const methodSeries = (route: RouteSeries, method: string): MethodSeries => {
     const key = KNOWN_METHODS.has(method) ? method : 'OTHER';
     let series = route.byMethod.get(key);
     if (series === undefined) {
-      series = {
-        labels: `method="${key}",route="${escapeLabelValue(route.route)}"`,
-        countByStatus: new Map(),
-        bucketCounts: new Float64Array(DURATION_BUCKETS_SECONDS.length),
-        sumSeconds: 0,
-        count: 0,
-      };
+      series = { labels: { method: key, route: route.route }, byStatus: new Map() };
       route.byMethod.set(key, series);
-      // Unknown methods are folded before lookup next time too.
-      if (key !== method) route.byMethod.set(method, series);
     }
+    // Unknown methods are folded before lookup next time too.
+    if (key !== method) route.byMethod.set(method, series);
     return series;
   };
 
   return {
-    seriesOf(route) {
-      let series = routes.get(route);
-      if (series === undefined) {
-        series = { route, byMethod: new Map() };
-        routes.set(route, series);
-      }
-      return series;
+    seriesOf(route: string): RouteSeries {
+      return { route, byMethod: new Map() };
     },
-    observe(route, method, status, seconds) {
+    observe(route: RouteSeries, method: string, status: number, seconds: number): void {
       const series = route.byMethod.get(method) ?? methodSeries(route, method);
-      series.countByStatus.set(status, (series.countByStatus.get(status) ?? 0) + 1);
-      series.count += 1;
-      series.sumSeconds += seconds;
-      const buckets = series.bucketCounts;
-      for (let i = 0; i < buckets.length; i += 1) {
-        if (seconds <= DURATION_BUCKETS_SECONDS[i]!) {
-          buckets[i]! += 1;
-          break;
-        }
+      let labels = series.byStatus.get(status);
+      if (labels === undefined) {
+        labels = { ...series.labels, status };
+        series.byStatus.set(status, labels);
       }
-    },
-    render(out) {
-      const all: MethodSeries[] = [];
-      for (const route of routes.values()) for (const s of new Set(route.byMethod.values())) all.push(s);
-      out.push('# HELP http_requests_total HTTP requests answered, by method, route pattern and status.');
-      out.push('# TYPE http_requests_total counter');
-      for (const s of all)
-        for (const [status, count] of s.countByStatus)
-          out.push(`http_requests_total{${s.labels},status="${status}"} ${count}`);
-      out.push('# HELP http_request_duration_seconds Time to answer an HTTP request, by method and route.');
-      out.push('# TYPE http_request_duration_seconds histogram');
-      for (const s of all) {
-        if (s.count === 0) continue;
-        let cumulative = 0;
-        DURATION_BUCKETS_SECONDS.forEach((bound, i) => {
-          cumulative += s.bucketCounts[i]!;
-          out.push(`http_request_duration_seconds_bucket{${s.labels},le="${bound}"} ${cumulative}`);
-        });
-        out.push(`http_request_duration_seconds_bucket{${s.labels},le="+Inf"} ${s.count}`);
-        out.push(`http_request_duration_seconds_sum{${s.labels}} ${s.sumSeconds}`);
-        out.push(`http_request_duration_seconds_count{${s.labels}} ${s.count}`);
-      }
+      requests.inc(labels);
+      durations.observe(series.labels, seconds);
     },
   };
 }
 
-/** One gauge or counter family: HELP, TYPE and its samples. */
-function family(
-  out: string[],
-  name: string,
-  type: 'gauge' | 'counter',
-  help: string,
-  samples: readonly (readonly [labels: string, value: number])[],
-): void {
-  out.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
-  for (const [labels, value] of samples) out.push(`${name}${labels === '' ? '' : `{${labels}}`} ${value}`);
-}
-
-interface QueueSnapshot {
-  readonly routines: readonly { queue: string; status: string; count: number }[];
-  readonly queues: readonly { queue: string; executed: number; succeeded: number; failed: number }[];
-}
-
-async function readQueueSnapshot(deps: AppDeps): Promise<QueueSnapshot> {
-  const db = deps.database.db;
-  const [routines, queues] = await Promise.all([
-    db
-      .selectFrom('request_routine')
-      .select(['execute_request_queue as queue', 'status', sql<number>`count(*)`.as('count')])
-      .groupBy(['execute_request_queue', 'status'])
-      .execute(),
-    db
-      .selectFrom('request_queue')
-      .select([
-        'request_queue as queue',
-        'total_execute_count as executed',
-        'total_success_count as succeeded',
-        'total_fail_count as failed',
-      ])
-      .execute(),
-  ]);
-  return {
-    routines: routines.map((r) => ({ queue: r.queue, status: r.status, count: Number(r.count) })),
-    queues: queues.map((q) => ({
-      queue: q.queue,
-      executed: Number(q.executed),
-      succeeded: Number(q.succeeded),
-      failed: Number(q.failed),
-    })),
-  };
-}
-
-/** Renders the whole exposition text. */
-async function renderMetrics(
+/** Pool, heavy-request gate, process memory, event-loop delay and start time. */
+function registerProcessGauges(
+  { Gauge }: Client,
   app: FastifyInstance,
   deps: AppDeps,
-  requests: RequestMetrics,
+  registry: Registry,
   loopDelay: ReturnType<typeof monitorEventLoopDelay>,
-  startTimeSeconds: number,
-): Promise<string> {
-  const out: string[] = [];
-  requests.render(out);
+): void {
+  /** A gauge without labels whose value is read at scrape time. */
+  const scraped = (name: string, help: string, read: () => number) =>
+    new Gauge({
+      name,
+      help,
+      registers: [registry],
+      collect() {
+        this.set(read());
+      },
+    });
 
-  let snapshot: QueueSnapshot | undefined;
-  try {
-    snapshot = await readQueueSnapshot(deps);
-  } catch (error) {
-    app.log.warn({ errorClass: (error as Error).constructor.name }, 'metrics: queue query failed');
-  }
-  family(out, 'metrics_database_query_ok', 'gauge', 'Whether the queue queries of this scrape succeeded.', [
-    ['', snapshot === undefined ? 0 : 1],
-  ]);
-  if (snapshot !== undefined) {
-    const q = (name: string) => `queue="${escapeLabelValue(name)}"`;
-    family(
-      out,
-      'request_queue_routines',
-      'gauge',
-      'Routines in request_routine, by queue and status.',
-      snapshot.routines.map((r) => [`${q(r.queue)},status="${escapeLabelValue(r.status)}"`, r.count]),
+  // Read at every scrape; a database without a pool (embedded) has none of these families.
+  const poolStats = () => deps.database.dialect.poolStats();
+  if (poolStats() !== undefined) {
+    new Gauge({
+      name: 'db_pool_connections',
+      help: 'Database pool connections, by state.',
+      labelNames: ['state'] as const,
+      registers: [registry],
+      collect() {
+        const pool = poolStats();
+        if (pool === undefined) return;
+        this.set({ state: 'total' }, pool.total);
+        this.set({ state: 'idle' }, pool.idle);
+        this.set({ state: 'in_use' }, pool.total - pool.idle);
+      },
+    });
+    scraped(
+      'db_pool_waiting_clients',
+      'Queries waiting for a pool connection.',
+      () => poolStats()?.waiting ?? 0,
     );
-    family(
-      out,
-      'request_queue_routines_executed_total',
-      'counter',
-      'Routine executions, from request_queue.total_execute_count.',
-      snapshot.queues.map((r) => [q(r.queue), r.executed]),
-    );
-    family(
-      out,
-      'request_queue_routines_succeeded_total',
-      'counter',
-      'Successful routine executions, from request_queue.total_success_count.',
-      snapshot.queues.map((r) => [q(r.queue), r.succeeded]),
-    );
-    family(
-      out,
-      'request_queue_routines_failed_total',
-      'counter',
-      'Failed routine executions, from request_queue.total_fail_count.',
-      snapshot.queues.map((r) => [q(r.queue), r.failed]),
-    );
-  }
-
-  const pool = deps.database.dialect.poolStats();
-  if (pool !== undefined) {
-    family(out, 'db_pool_connections', 'gauge', 'Database pool connections, by state.', [
-      ['state="total"', pool.total],
-      ['state="idle"', pool.idle],
-      ['state="in_use"', pool.total - pool.idle],
-    ]);
-    family(out, 'db_pool_waiting_clients', 'gauge', 'Queries waiting for a pool connection.', [
-      ['', pool.waiting],
-    ]);
   }
   const gate = app.heavyGate;
   if (gate !== undefined) {
-    family(out, 'heavy_requests_active', 'gauge', 'Heavy requests holding a slot.', [['', gate.active]]);
-    family(out, 'heavy_requests_waiting', 'gauge', 'Heavy requests waiting for a slot.', [
-      ['', gate.waiting],
-    ]);
+    scraped('heavy_requests_active', 'Heavy requests holding a slot.', () => gate.active);
+    scraped('heavy_requests_waiting', 'Heavy requests waiting for a slot.', () => gate.waiting);
   }
 
-  const memory = process.memoryUsage();
-  family(out, 'process_resident_memory_bytes', 'gauge', 'Resident set size.', [['', memory.rss]]);
-  family(out, 'nodejs_heap_used_bytes', 'gauge', 'V8 heap used.', [['', memory.heapUsed]]);
-  family(out, 'nodejs_heap_total_bytes', 'gauge', 'V8 heap allocated.', [['', memory.heapTotal]]);
-  family(out, 'nodejs_external_memory_bytes', 'gauge', 'Memory of C++ objects bound to JS (Buffers).', [
-    ['', memory.external],
-  ]);
-  // The delay histogram is in nanoseconds and counts the sampling interval itself, which is taken off.
-  // It is reset at every scrape so each value covers one interval.
-  const delay = (ns: number) => (loopDelay.count > 0 ? Math.max(0, ns - LOOP_RESOLUTION_MS * 1e6) / 1e9 : 0);
-  family(
-    out,
-    'nodejs_eventloop_delay_seconds',
-    'gauge',
-    'Event-loop delay since the previous scrape (p50, p99, max).',
-    [
-      ['quantile="0.5"', delay(loopDelay.percentile(50))],
-      ['quantile="0.99"', delay(loopDelay.percentile(99))],
-      ['quantile="1"', delay(loopDelay.max)],
-    ],
+  scraped('process_resident_memory_bytes', 'Resident set size.', () => process.memoryUsage.rss());
+  scraped('nodejs_heap_used_bytes', 'V8 heap used.', () => process.memoryUsage().heapUsed);
+  scraped('nodejs_heap_total_bytes', 'V8 heap allocated.', () => process.memoryUsage().heapTotal);
+  scraped(
+    'nodejs_external_memory_bytes',
+    'Memory of C++ objects bound to JS (Buffers).',
+    () => process.memoryUsage().external,
   );
-  loopDelay.reset();
-  family(out, 'process_start_time_seconds', 'gauge', 'Start time of the process, Unix seconds.', [
-    ['', startTimeSeconds],
-  ]);
-  out.push('');
-  return out.join('\n');
+  new Gauge({
+    name: 'nodejs_eventloop_delay_seconds',
+    help: 'Event-loop delay since the previous scrape (p50, p99, max).',
+    labelNames: ['quantile'] as const,
+    registers: [registry],
+    collect() {
+      // The delay histogram is in nanoseconds and counts the sampling interval itself, which is taken
+      // off. It is reset at every scrape so each value covers one interval.
+      const delay = (ns: number) =>
+        loopDelay.count > 0 ? Math.max(0, ns - LOOP_RESOLUTION_MS * 1e6) / 1e9 : 0;
+      this.set({ quantile: '0.5' }, delay(loopDelay.percentile(50)));
+      this.set({ quantile: '0.99' }, delay(loopDelay.percentile(99)));
+      this.set({ quantile: '1' }, delay(loopDelay.max));
+      loopDelay.reset();
+    },
+  });
+  new Gauge({
+    name: 'process_start_time_seconds',
+    help: 'Start time of the process, Unix seconds.',
+    registers: [registry],
+  }).set(Math.round(performance.timeOrigin / 1000));
+}
+
+/**
+ * The exposition text of `registry`, one family after another: prom-client puts an empty line between
+ * families, which is taken out (help texts and label values never hold a raw newline: both are escaped).
+ */
+async function renderMetrics(registry: Registry): Promise<string> {
+  return (await registry.metrics()).replaceAll('\n\n', '\n');
 }
 
 function digest(text: string): Buffer {
@@ -311,20 +229,29 @@ function unauthorizedBearer(): AppError {
 
 /**
  * Installs the request hooks and the `/metrics` route on the root `app` (before any other route is
- * registered, so that the `onRoute` hook sees them all). Does nothing when `METRICS=off`.
+ * registered, so that the `onRoute` hook sees them all), with the families of `moduleGauges`. Does
+ * nothing, and loads nothing, when `METRICS=off`.
  */
-export function installMetrics(app: FastifyInstance, deps: AppDeps, basicAuth: BasicAuthGuard): void {
+export async function installMetrics(
+  app: FastifyInstance,
+  deps: AppDeps,
+  basicAuth: BasicAuthGuard,
+  moduleGauges: readonly RegisterGauges[] = [],
+): Promise<void> {
   const { metrics: mode, metricsToken } = deps.config;
   if (mode === 'off') return;
-  const requests = createRequestMetrics();
+  const client = await import('prom-client');
+  const registry = new client.Registry();
+  const requests = createRequestMetrics(client, registry);
   const unmatched = requests.seriesOf('unmatched');
-  const startTimeSeconds = Math.round(performance.timeOrigin / 1000);
+  for (const register of moduleGauges) await register(registry, deps, app.log);
   const loopDelay = monitorEventLoopDelay({ resolution: LOOP_RESOLUTION_MS });
   loopDelay.enable();
   app.addHook('onClose', (_instance, done) => {
     loopDelay.disable();
     done();
   });
+  registerProcessGauges(client, app, deps, registry, loopDelay);
 
   // Each route gets its own onResponse hook holding its series: no lookup and no allocation per request
   // (`request.routeOptions` builds a new object on every read). Routes registered before this call are
@@ -372,7 +299,7 @@ export function installMetrics(app: FastifyInstance, deps: AppDeps, basicAuth: B
     },
     onRequest: authorize,
     handler: async (_request, reply) => {
-      const text = await renderMetrics(app, deps, requests, loopDelay, startTimeSeconds);
+      const text = await renderMetrics(registry);
       return reply.code(200).header('content-type', EXPOSITION_CONTENT_TYPE).send(text);
     },
   });

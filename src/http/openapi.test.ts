@@ -11,6 +11,7 @@ import { addIdentifier, createStandardInstitutions } from '../../test/factories-
 import { createSignableEvent, makePng } from '../../test/factories-signature.ts';
 import type { TestApp } from '../../test/harness.ts';
 import { forEachDialect, startTestApp } from '../../test/harness.ts';
+import { until } from '../../test/until.ts';
 import { ENDPOINT_DOCS } from './openapi-catalog.ts';
 import type { OpenApiDocument, OpenApiOperation } from './openapi.ts';
 import { DOCS_CSP } from './openapi.ts';
@@ -457,7 +458,9 @@ forEachDialect((dialect) => {
         body: JSON.stringify({ data: 'x'.repeat(2048) }),
         status: 413,
       });
-      const wrong = { authorization: `Basic ${Buffer.from(`${user.username}:wrong`).toString('base64')}` };
+      // Another user: the address is known for `user` (it logged in above), which the brake lets through.
+      const other = await createUser(app.db);
+      const wrong = { authorization: `Basic ${Buffer.from(`${other.username}:wrong`).toString('base64')}` };
       await check({
         name: 'first failure',
         path: '/api/v1/patient/search?term=x',
@@ -475,26 +478,27 @@ forEachDialect((dialect) => {
     let document: OpenApiDocument;
     before(async () => {
       app = await startTestApp(dialect, {
-        env: { MAX_CONCURRENT_HEAVY_REQUESTS: '1', HEAVY_QUEUE_TIMEOUT_MS: '0' },
+        env: { MAX_CONCURRENT_HEAVY_REQUESTS: '1', HEAVY_QUEUE_TIMEOUT_MS: '0', BODY_TIMEOUT_MS: '60000' },
       });
       document = await fetchDocument(app);
     });
     after(() => app.close());
 
     it('503 with Retry-After in each route shape while the only heavy slot is held', async () => {
-      // A signature upload whose body never finishes holds the one slot.
+      // A signature upload whose body never finishes holds the one slot (a slot is taken once 64 KiB of
+      // the body have arrived).
       const { port } = new URL(app.baseUrl);
       const held = request({
         host: '127.0.0.1',
         port: Number(port),
         method: 'POST',
         path: '/api/v1/sign/add',
-        headers: { 'content-type': 'application/json', 'content-length': '1000' },
+        headers: { 'content-type': 'application/json', 'content-length': '200000' },
       });
       held.on('error', () => {});
-      held.write('{"unique_identifier":');
+      held.write(Buffer.alloc(100_000, 0x20));
       try {
-        while (app.app.heavyGate?.active !== 1) await new Promise((resolve) => setImmediate(resolve));
+        await until(() => app.app.heavyGate?.active === 1);
         const user = await createUser(app.db);
         const auth = { authorization: user.authorization };
         const check = (c: Case) => assertDocumented(app, document, c);

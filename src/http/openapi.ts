@@ -1,6 +1,6 @@
 /**
- * The OpenAPI 3.1 document of the service (issue 7 item 4), served at `GET /api/v1/openapi.json`, and its
- * HTML rendering at `GET /docs`. Both are public: they describe the API and hold no data.
+ * The OpenAPI 3.1 document of the service, served at `GET /api/v1/openapi.json`, and its HTML rendering
+ * at `GET /docs`. Both are public: they describe the API and hold no data.
  *
  * The document is generated, not written by hand, so that it cannot drift from the routes:
  * - an `onRoute` hook collects every route (method, URL, schema, config, hooks) as it is registered;
@@ -21,6 +21,7 @@
 import type { FastifyInstance, RouteOptions } from 'fastify';
 import type { BasicAuthGuard, GuardOptions } from './basic-auth.ts';
 import { renderDocsPage } from './docs-page.ts';
+import type { JsonSchema, OpenApiDocument, OpenApiOperation, OpenApiResponse } from './openapi-document.ts';
 import type { EndpointDoc, OperationDoc, ResponseDoc } from './openapi-catalog.ts';
 import { ENDPOINT_DOCS, errorSchemaOf, stringConst } from './openapi-catalog.ts';
 
@@ -32,6 +33,8 @@ declare module 'fastify' {
     openapi?: boolean;
   }
 }
+
+export type { OpenApiDocument, OpenApiOperation, OpenApiResponse } from './openapi-document.ts';
 
 export type SecurityScheme = 'basic' | 'bearer';
 
@@ -68,8 +71,6 @@ export interface CollectedRoute {
   readonly guard: GuardOptions | undefined;
   readonly security: readonly SecurityScheme[] | undefined;
 }
-
-type JsonSchema = Record<string, unknown>;
 
 const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch'] as const;
 
@@ -146,32 +147,6 @@ function registerDocumentRoutes(app: FastifyInstance, documentText: () => string
 
 /** The documentation page needs nothing but its own inline style. */
 export const DOCS_CSP = "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'";
-
-export interface OpenApiDocument {
-  readonly openapi: '3.1.0';
-  readonly info: { title: string; version: string; description: string };
-  readonly paths: Record<string, Record<string, OpenApiOperation>>;
-  readonly components: { securitySchemes: Record<string, unknown> };
-  readonly tags: readonly { name: string; description: string }[];
-}
-
-export interface OpenApiOperation {
-  operationId: string;
-  summary: string;
-  description?: string;
-  tags: string[];
-  parameters?: unknown[];
-  requestBody?: unknown;
-  security: Record<string, string[]>[];
-  responses: Record<string, OpenApiResponse>;
-  'x-required-operation'?: string;
-}
-
-export interface OpenApiResponse {
-  description: string;
-  headers?: Record<string, { description: string; schema: JsonSchema }>;
-  content?: Record<string, { schema: JsonSchema }>;
-}
 
 const SECURITY_NAMES: Record<SecurityScheme, string> = { basic: 'basicAuth', bearer: 'metricsToken' };
 

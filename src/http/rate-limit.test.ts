@@ -3,6 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
 import type { TestApp, TestDatabase } from '../../test/harness.ts';
 import { createTestDatabase, forEachDialect, startTestApp } from '../../test/harness.ts';
+import { until } from '../../test/until.ts';
 import { buildApp } from '../app.ts';
 import { loadConfig } from '../config.ts';
 import type { Database } from '../db/database.ts';
@@ -248,12 +249,11 @@ forEachDialect((dialect) => {
       hubs.push(hub);
       const limiter = createRateLimiter(2, MINUTE, { shared: hub, name: 'timer' });
       limiter.hit('k');
-      const deadline = Date.now() + 5000;
       let rows = await counterRows();
-      while (!rows.some((row) => row.limiter === 'timer') && Date.now() < deadline) {
-        await new Promise((resolve) => setTimeout(resolve, 25));
+      await until(async () => {
         rows = await counterRows();
-      }
+        return rows.some((row) => row.limiter === 'timer');
+      });
       assert.deepEqual(
         rows.filter((row) => row.limiter === 'timer').map((row) => row.count),
         [1],

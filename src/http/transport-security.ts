@@ -1,5 +1,5 @@
 /**
- * Transport security (reference D10, issue 7 item 3): which requests count as HTTPS, the security headers
+ * Transport security (reference D10): which requests count as HTTPS, the security headers
  * every response carries, and the Fastify `https` option when the server terminates TLS itself.
  *
  * A request is HTTPS when its socket is TLS, or when the socket's peer is a trusted proxy

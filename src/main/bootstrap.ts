@@ -8,9 +8,12 @@ import type { Database } from '../db/database.ts';
 import { openDatabase } from '../db/database.ts';
 import type { MigrationOutcome } from '../db/migrate.ts';
 import { migrateToLatest } from '../db/migrate.ts';
+import type { QueueWorkerLock } from '../db/sqlite-files.ts';
+import { QueueWorkerLockedError, lockQueueWorker } from '../db/sqlite-files.ts';
 import { databaseErrorKind } from '../errors.ts';
 import type { FileStore } from '../files/file-store.ts';
 import { createLocalFileStore } from '../files/file-store.ts';
+import type { Logger } from '../logger.ts';
 
 export interface Bootstrapped {
   readonly config: Config;
@@ -72,4 +75,20 @@ function innermostMessage(error: unknown): string {
 /** True when this start created the schema, i.e. the database was new. */
 export function isNewDatabase(migrations: MigrationOutcome): boolean {
   return migrations.applied.includes('0001-initial-schema');
+}
+
+/**
+ * Takes the lock of the one queue worker a SQLite database supports (`sqlite-files.ts`), or logs why
+ * not and exits with status 1. A no-op on PostgreSQL.
+ */
+export function lockQueueWorkerOrExit(config: Config, logger: Logger): QueueWorkerLock {
+  try {
+    return lockQueueWorker(config.database);
+  } catch (error) {
+    if (error instanceof QueueWorkerLockedError) {
+      logger.fatal(error.message);
+      process.exit(1);
+    }
+    throw error;
+  }
 }

@@ -19,7 +19,7 @@ import { loadDemoData } from '../modules/dataset/index.ts';
 import { createQueueWorker } from '../modules/request-queue/index.ts';
 import { createAuthenticator, hasActiveLogin } from '../modules/user/index.ts';
 import type { Bootstrapped } from './bootstrap.ts';
-import { bootstrap, isNewDatabase, loadConfigOrExit } from './bootstrap.ts';
+import { bootstrap, isNewDatabase, loadConfigOrExit, lockQueueWorkerOrExit } from './bootstrap.ts';
 import { runPrimary } from './cluster.ts';
 
 const READY = 'clinical-records-api ready';
@@ -77,6 +77,8 @@ async function serve(
   { config, database, files }: Pick<Bootstrapped, 'config' | 'database' | 'files'>,
   readyMessage: string,
 ): Promise<void> {
+  // Before anything listens: a second queue worker on one SQLite database is refused with a message.
+  const workerLock = config.worker === 'in-process' ? lockQueueWorkerOrExit(config, logger) : undefined;
   const deps = {
     config,
     database,
@@ -85,7 +87,8 @@ async function serve(
   };
   const app = await buildApp(deps, { logger });
   // The in-process queue worker (WORKER=in-process); run `npm run worker` processes instead with WORKER=off.
-  const worker = config.worker === 'in-process' ? createQueueWorker({ database, config, logger }) : undefined;
+  // On SQLite it holds the lock of the database's one queue worker (taken above) until the process ends.
+  const worker = workerLock === undefined ? undefined : createQueueWorker({ database, config, logger });
   await worker?.start();
   const { orphanSweepIntervalMs: intervalMs, orphanSweepGraceMs: graceMs } = config;
   const sweeper = startOrphanSweep({ database, files, logger, intervalMs, graceMs });
@@ -104,6 +107,7 @@ async function serve(
     await worker?.stop();
     await sweeper.stop();
     await database.close();
+    workerLock?.release();
     logger.info('stopped');
     // A cluster server process keeps an IPC channel to the primary open; closing it ends the process (exit 0).
     if (cluster.isWorker) process.disconnect();

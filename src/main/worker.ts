@@ -2,15 +2,16 @@
  * The queue worker process (`npm run worker`): loadConfig -> bootstrap (migrated database, file store) ->
  * start the queue worker -> run until SIGTERM/SIGINT, then stop claiming, let the routines in flight finish
  * (their transactions commit or roll back; nothing is left half done), flush the queue counters and close
- * the pool. Several of these processes may serve one PostgreSQL database; on SQLite run one (or the
- * server's in-process worker), not both.
+ * the pool. Several of these processes may serve one PostgreSQL database; on SQLite only one (or the
+ * server's in-process worker) can: a second one is refused at start with a message (a lock).
  */
 import { createLogger } from '../logger.ts';
 import { createQueueWorker } from '../modules/request-queue/index.ts';
-import { bootstrap, loadConfigOrExit } from './bootstrap.ts';
+import { bootstrap, loadConfigOrExit, lockQueueWorkerOrExit } from './bootstrap.ts';
 
 const config = loadConfigOrExit();
 const logger = createLogger(config.logLevel);
+const workerLock = lockQueueWorkerOrExit(config, logger);
 const { database, migrations } = await bootstrap(config);
 if (migrations.applied.length > 0) logger.info({ migrations: migrations.applied }, 'database migrated');
 
@@ -35,6 +36,7 @@ async function stop(signal: string): Promise<void> {
   timer.unref();
   await worker.stop();
   await database.close();
+  workerLock.release();
   logger.info('stopped');
 }
 process.once('SIGTERM', () => void stop('SIGTERM'));

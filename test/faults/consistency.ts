@@ -8,6 +8,7 @@ import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import type { Kysely } from 'kysely';
 import type { DB } from '../../src/db/schema.ts';
+import { until } from '../until.ts';
 
 const SERVER = new URL('../../src/main/server.ts', import.meta.url).pathname;
 
@@ -26,16 +27,22 @@ export async function startServerProcess(env: Record<string, string>): Promise<S
   let output = '';
   child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
   child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  const deadline = Date.now() + 30_000;
-  while (Date.now() < deadline) {
-    const match = /listening at http:\/\/127\.0\.0\.1:(\d+)/.exec(output);
-    if (match !== null && /ready/.test(output.slice(match.index)))
-      return { child, baseUrl: `http://127.0.0.1:${match[1]}`, output: () => output };
-    if (child.exitCode !== null) break;
-    await new Promise((resolve) => setTimeout(resolve, 20));
+  let port: string | undefined;
+  try {
+    await until(
+      () => {
+        const match = /listening at http:\/\/127\.0\.0\.1:(\d+)/.exec(output);
+        if (match !== null && /ready/.test(output.slice(match.index))) port = match[1];
+        else if (child.exitCode !== null) throw new Error('the server exited');
+        return port !== undefined;
+      },
+      { timeoutMs: 30_000, intervalMs: 20 },
+    );
+  } catch {
+    child.kill('SIGKILL');
+    throw new Error(`server did not start:\n${output}`);
   }
-  child.kill('SIGKILL');
-  throw new Error(`server did not start:\n${output}`);
+  return { child, baseUrl: `http://127.0.0.1:${port!}`, output: () => output };
 }
 
 /** Every regular file under `root`, as paths relative to it. */

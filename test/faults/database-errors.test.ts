@@ -76,7 +76,10 @@ describe('isDatabaseUnavailable', () => {
       const killer = await openDatabase({ kind: 'postgres', url: testDb.url }, { poolSize: 1 });
       try {
         const victimPool = new pg.Pool({ connectionString: testDb.url, max: 1 });
+        // The terminated client emits 'error' besides failing its query: only the query's error matters.
+        victimPool.on('error', () => {});
         const victim = await victimPool.connect();
+        victim.on('error', () => {});
         try {
           const { rows } = await victim.query<{ pid: number }>('select pg_backend_pid() as pid');
           const pending = caught(() => victim.query('select pg_sleep(10)'));

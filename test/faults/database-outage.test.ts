@@ -10,7 +10,8 @@
  *
  * SQLite: an embedded file cannot become unreachable while the process holds it open; the realistic outage
  * is another process (a CLI import, a backup or maintenance session) holding the write lock longer than
- * `busy_timeout`. Reads keep working (WAL), so `/readyz` stays 200; every write answers 503 instead of 500
+ * `busy_timeout`. Reads keep working (WAL), but `/readyz` answers 503 `database not writable` (its probe
+ * write cannot commit, as no audited call can); every write answers 503 instead of 500
  * once `busy_timeout` (lowered to 100 ms on the app's connection here) expires with SQLITE_BUSY, and nothing
  * is half written (sign/add removes the files it wrote).
  */
@@ -37,6 +38,7 @@ import type { SignableEvent } from '../factories-signature.ts';
 import { b64, createSignableEvent, makePng } from '../factories-signature.ts';
 import type { TestDatabase } from '../harness.ts';
 import { createTestDatabase, forEachDialect } from '../harness.ts';
+import { until } from '../until.ts';
 import { checkConsistency } from './consistency.ts';
 
 const WORKER = new URL('../../src/main/worker.ts', import.meta.url).pathname;
@@ -102,15 +104,6 @@ function sqliteWriteLock(file: string): Outage {
       other.close();
     },
   };
-}
-
-/** Resolves when `check` is true, checking every 20 ms, failing after `limitMs`. */
-async function until(check: () => Promise<boolean>, limitMs = 15_000): Promise<void> {
-  const deadline = Date.now() + limitMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error('condition not reached in time');
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
 }
 
 forEachDialect((dialect) => {
@@ -250,8 +243,12 @@ forEachDialect((dialect) => {
       await until(routinesComplete(beforeOutage.queued));
 
       await outage.cut();
+      // Not ready on any: a server database does not answer; SQLite answers reads but cannot write.
       const readiness = await request('/readyz');
-      assert.equal(readiness.status, isServer ? 503 : 200);
+      assert.equal(readiness.status, 503);
+      assert.deepEqual(await readiness.json(), {
+        status: isServer ? 'database unreachable' : 'database not writable',
+      });
       assert.equal((await request('/healthz')).status, 200);
 
       const during = await submitAll(events.slice(4, 8));

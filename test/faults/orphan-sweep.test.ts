@@ -50,13 +50,22 @@ forEachDialect((dialect) => {
       await plant(young, 0);
       const foreign = [path.join('e', 'e', 'e', 'README'), path.join('backup', 'x', 'y', 'e'.repeat(40))];
       for (const file of foreign) await plant(file, 2 * HOUR_MS);
+      // An upload body spooled by a request a crash ended, and one of a request still running.
+      await plant(path.join('.incoming', `${'f'.repeat(32)}.upload`), 2 * HOUR_MS);
+      const receiving = path.join('.incoming', `${'a'.repeat(32)}.upload`);
+      await plant(receiving, 0);
 
       const result = await sweepOrphanFiles(testDb.database, testDb.files, {
         olderThanMs: HOUR_MS,
         batchSize: 3,
       });
-      assert.deepEqual(result, { scannedFiles: 5 + 7 + 1 + 1, removedOrphans: 7, removedTemps: 1 });
-      assert.deepEqual(await filesOnDisk(testDb.filesDir), [...kept, young, ...foreign].sort());
+      assert.deepEqual(result, {
+        scannedFiles: 5 + 7 + 1 + 1,
+        removedOrphans: 7,
+        removedTemps: 1,
+        removedSpools: 1,
+      });
+      assert.deepEqual(await filesOnDisk(testDb.filesDir), [...kept, young, ...foreign, receiving].sort());
 
       const second = await sweepOrphanFiles(testDb.database, testDb.files, { olderThanMs: 0 });
       assert.deepEqual(
@@ -64,6 +73,7 @@ forEachDialect((dialect) => {
         [1, 0],
         'with no grace the young orphan goes',
       );
+      assert.equal(second.removedSpools, 1);
       assert.deepEqual(await filesOnDisk(testDb.filesDir), [...kept, ...foreign].sort());
     });
   });

@@ -13,6 +13,7 @@ import type { SignableEvent } from '../factories-signature.ts';
 import { b64, createSignableEvent, makePng } from '../factories-signature.ts';
 import type { TestApp } from '../harness.ts';
 import { forEachDialect, startTestApp } from '../harness.ts';
+import { until } from '../until.ts';
 
 const SIGN_PATH = '/api/v1/sign/add';
 
@@ -24,26 +25,17 @@ function signBody(event: SignableEvent): string {
   });
 }
 
-/** Resolves when `check` is true, checking every 5 ms. */
-async function until(check: () => boolean, limitMs = 5000): Promise<void> {
-  const deadline = Date.now() + limitMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error('condition not reached in time');
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-}
-
 /**
- * A heavy request whose body never finishes arriving: it holds a slot from the moment its headers are
- * read. `hangUp` closes its connection.
+ * A heavy request whose body never finishes arriving: it holds a slot from the moment 64 KiB of its body
+ * have arrived (until BODY_TIMEOUT_MS cuts it). `hangUp` closes its connection.
  */
 function holdHeavyRequest(app: TestApp): { hangUp: () => void } {
   const request = http.request(`${app.baseUrl}${SIGN_PATH}`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', 'content-length': '100000' },
+    headers: { 'content-type': 'application/json', 'content-length': '200000' },
   });
   request.on('error', () => {});
-  request.write('{"unique_identifier":');
+  request.write(Buffer.alloc(100_000, 0x20));
   return { hangUp: () => request.destroy() };
 }
 
@@ -57,7 +49,7 @@ forEachDialect((dialect) => {
     let user: TestUser;
     before(async () => {
       app = await startTestApp(dialect, {
-        env: { MAX_CONCURRENT_HEAVY_REQUESTS: '2', HEAVY_QUEUE_TIMEOUT_MS: '150' },
+        env: { MAX_CONCURRENT_HEAVY_REQUESTS: '2', HEAVY_QUEUE_TIMEOUT_MS: '150', BODY_TIMEOUT_MS: '60000' },
         // A route that declares itself heavy and works until the test lets it finish.
         extraRoutes: (scope) => {
           scope.post('/test/slow', { config: { heavy: true } }, async () => {

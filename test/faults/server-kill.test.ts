@@ -17,6 +17,7 @@ import { b64, createCviEventType, createSignableEvent, makePng } from '../factor
 import type { TestDatabase } from '../harness.ts';
 import { createTestDatabase, forEachDialect } from '../harness.ts';
 import type { ServerProcess } from './consistency.ts';
+import { until } from '../until.ts';
 import { checkConsistency, filesOnDisk, startServerProcess } from './consistency.ts';
 
 const SIGNS = 40;
@@ -143,11 +144,9 @@ forEachDialect((dialect) => {
         SIGN_RATE_LIMIT_PER_MINUTE: '0',
         ORPHAN_SWEEP_GRACE_MS: '0',
       });
-      const deadline = Date.now() + 15_000;
-      while ((await checkConsistency(testDb.db, testDb.filesDir)).orphanFiles.length > 0) {
-        assert.ok(Date.now() < deadline, 'the start-up sweep removed the orphans in time');
-        await new Promise((resolve) => setTimeout(resolve, 50));
-      }
+      await until(async () => (await checkConsistency(testDb.db, testDb.filesDir)).orphanFiles.length === 0, {
+        what: 'the start-up sweep removing the orphans',
+      });
       const event = await createSignableEvent(testDb.db);
       const response = await fetch(`${server.baseUrl}/api/v1/sign/add`, {
         method: 'POST',

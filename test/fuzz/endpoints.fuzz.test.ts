@@ -1,5 +1,5 @@
 /**
- * Fuzz test of every endpoint (issue 7, "Bad input"): thousands of random and malformed requests per
+ * Fuzz test of every endpoint (bad input): thousands of random and malformed requests per
  * dialect (bodies, headers, query strings, methods, content types, paths), written byte for byte on raw
  * sockets. For every request: no 5xx, an answer at all, and no row or file written unless the request was
  * accepted (sign/add writes its one status-3 log row for a refused POST by design). Afterwards the app

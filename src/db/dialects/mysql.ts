@@ -182,6 +182,8 @@ function createMysqlAdapter(db: KyselyClass<DB>, pool: mysql.Pool, poolSize: num
     leadingNumber: (column) =>
       sql<number>`coalesce(cast(nullif(regexp_substr(${sql.ref(column)}, '^[0-9]+'), '') as decimal(65, 0)), 0)`,
     textAsBytes: (column) => sql<Buffer | null>`cast(${sql.ref(column)} as binary)`,
+    nextModifiedDate: (column, now) =>
+      sql<string>`greatest(cast(${now} as datetime), ${sql.ref(column)} + interval 1 second)`,
     lockRowsSkipLocked: <QB extends AnySelect>(query: QB) => query.forUpdate().skipLocked() as QB,
     lockRows: <QB extends AnySelect>(query: QB) => query.forUpdate() as QB,
     insertOrIgnore: (insert, columns) => {

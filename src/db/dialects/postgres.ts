@@ -148,6 +148,8 @@ function createPostgresAdapter(db: Kysely<DB>, pool: pg.Pool, url: string): Dial
     leadingNumber: (column) =>
       sql<number>`coalesce(substring(${sql.ref(column)} from '^[0-9]+')::numeric, 0)`,
     textAsBytes: (column) => sql<Buffer | null>`convert_to(${sql.ref(column)}, 'UTF8')`,
+    nextModifiedDate: (column, now) =>
+      sql<string>`greatest(cast(${now} as timestamp), ${sql.ref(column)} + interval '1 second')`,
     lockRowsSkipLocked: <QB extends AnySelect>(query: QB, of?: readonly string[]) =>
       // eslint-disable-next-line @typescript-eslint/no-explicit-any
       query.forUpdate(of as any).skipLocked() as QB,

@@ -2,10 +2,8 @@
  * SQLite through `node:sqlite`: the embedded default. One connection serves reads and writes; commits are
  * made durable by an fdatasync of the WAL off the event loop; checkpoints run on a thread of their own.
  */
-import { mkdirSync } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import { open } from 'node:fs/promises';
-import path from 'node:path';
 import type { StatementSync } from 'node:sqlite';
 import { DatabaseSync } from 'node:sqlite';
 import type { CompiledQuery, Kysely } from 'kysely';
@@ -18,6 +16,7 @@ import type { DB } from '../schema.ts';
 import { createMultiRowInsert } from './multi-row-insert.ts';
 import { onConflict } from './on-conflict.ts';
 import { prefixRangeMatch, prefixUpperBound } from './prefix-range.ts';
+import { createPrivateSqliteFile } from '../sqlite-files.ts';
 import { startSqliteCheckpointer } from './sqlite-checkpointer.ts';
 import type { SqliteDurability } from '../write-transaction.ts';
 
@@ -35,7 +34,7 @@ export interface SqliteConnection {
 }
 
 export function openSqlite(file: string): SqliteConnection {
-  if (file !== ':memory:') mkdirSync(path.dirname(file), { recursive: true });
+  if (file !== ':memory:') createPrivateSqliteFile(file);
   const native = new DatabaseSync(file);
   // WAL lets readers run beside the writer; the busy timeout covers a CLI and a server sharing the file.
   const journal = native.prepare('PRAGMA journal_mode = WAL').get() as { journal_mode?: string } | undefined;
@@ -171,6 +170,8 @@ function createSqliteAdapter(db: Kysely<DB>): DialectAdapter {
     orderNullsLowest: (isDescending) => (isDescending ? sql`desc nulls last` : sql`asc nulls first`),
     leadingNumber: (column) => sql<number>`cast(${sql.ref(column)} as integer)`,
     textAsBytes: (column) => sql<Buffer | null>`cast(${sql.ref(column)} as blob)`,
+    nextModifiedDate: (column, now) =>
+      sql<string>`max(${now}, coalesce(datetime(${sql.ref(column)}, '+1 second'), ''))`,
     lockRowsSkipLocked: (query) => query,
     lockRows: (query) => query,
     ...onConflict,

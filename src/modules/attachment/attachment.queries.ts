@@ -6,6 +6,8 @@
 import type { Compilable, Kysely, RawBuilder, Transaction } from 'kysely';
 import { sql } from 'kysely';
 import { runCompiled } from '../../db/compiled-queries.ts';
+import { insertOneAttachmentData, linkAttachmentsToEvent } from '../attachment-data/index.ts';
+import { insertUploadRequest } from '../request-queue/index.ts';
 import type { Database } from '../../db/database.ts';
 import type { DialectAdapter } from '../../db/dialect.ts';
 import type { DB } from '../../db/schema.ts';
@@ -391,64 +393,32 @@ export interface NewUpload {
   readonly link: { readonly eventId: number; readonly elementTypeId: number } | undefined;
 }
 
-export const UPLOAD_REQUEST_TYPE = 'attachment_upload';
 export const UPLOAD_MNEMONIC = 'UPLOAD_BLOB';
 
-/** Inserts the `request`, the `attachment_data` row and the optional event link; returns the new id. */
+/**
+ * Inserts the upload's `request` (through the queue module, which owns it), its `attachment_data` row and
+ * the optional event link (through attachment-data); returns the new id.
+ */
 export async function insertUpload(trx: Transaction<DB>, upload: NewUpload): Promise<number> {
-  const audit = {
-    created_user_id: upload.userId,
-    last_modified_user_id: upload.userId,
-    created_date: upload.modifiedDate,
-    last_modified_date: upload.modifiedDate,
-  };
-  const request = await trx
-    .insertInto('request')
-    .values({ request_type: UPLOAD_REQUEST_TYPE, system_message: 'attachment upload', ...audit })
-    .returning('id')
-    .executeTakeFirstOrThrow();
-  const attachment = await trx
-    .insertInto('attachment_data')
-    .values({
-      request_id: request.id,
-      attachment_mnemonic: UPLOAD_MNEMONIC,
-      system_only_managed: 0,
-      attachment_type: 'NONE',
-      mime_type: upload.mimeType,
-      blob_data: upload.bytes,
-      upload_file_name: upload.fileName,
-      ...audit,
-    })
-    .returning(['id', 'last_modified_date'])
-    .executeTakeFirstOrThrow();
+  const stamp = { userId: upload.userId, now: upload.modifiedDate };
+  const requestId = await insertUploadRequest(trx, upload.userId, upload.modifiedDate);
+  const attachment = await insertOneAttachmentData(
+    trx,
+    {
+      requestId,
+      mnemonic: UPLOAD_MNEMONIC,
+      mimeType: upload.mimeType,
+      blobData: upload.bytes,
+      uploadFileName: upload.fileName,
+    },
+    stamp,
+  );
   if (upload.link !== undefined) {
-    const { eventId, elementTypeId } = upload.link;
-    const existing = await trx
-      .selectFrom('event_attachment_group')
-      .select('id')
-      .where('event_id', '=', eventId)
-      .where('element_type_id', '=', elementTypeId)
-      .orderBy('id')
-      .executeTakeFirst();
-    const groupId =
-      existing?.id ??
-      (
-        await trx
-          .insertInto('event_attachment_group')
-          .values({ event_id: eventId, element_type_id: elementTypeId, ...audit })
-          .returning('id')
-          .executeTakeFirstOrThrow()
-      ).id;
-    await trx
-      .insertInto('event_attachment_item')
-      .values({
-        event_attachment_group_id: groupId,
-        attachment_data_id: attachment.id,
-        system_only_managed: 0,
-        event_document_view_set: null,
-        ...audit,
-      })
-      .execute();
+    await linkAttachmentsToEvent(
+      trx,
+      { ...upload.link, attachmentIds: [attachment.id], systemOnlyManaged: 0 },
+      stamp,
+    );
   }
   return attachment.id;
 }

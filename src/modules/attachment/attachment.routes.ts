@@ -11,6 +11,9 @@ import { isNotModified, sendBinary, sendNotModified } from '../../http/binary-re
 import { rejectOtherMethods } from '../../http/error-handler.ts';
 import type { ModuleOptions } from '../../http/module.ts';
 import { MALFORMED_MULTIPART_MESSAGE } from '../../http/multipart.ts';
+import type { SpoolOptions, SpooledBytes } from '../../files/spool.ts';
+import { SPOOL_THRESHOLD_BYTES, spoolDirOf, spoolStream } from '../../files/spool.ts';
+import { holdSpool, loadSpooled } from '../../http/upload-spool.ts';
 import { AppError } from '../../errors.ts';
 import { DATA_FIELDS } from './attachment.queries.ts';
 import type { UploadInput } from './attachment.service.ts';
@@ -42,23 +45,31 @@ function invalid(fields: Record<string, string>): AppError {
   return new AppError('validation_failed', 'Invalid attachment', { fields });
 }
 
-export const attachmentRoutes: FastifyPluginAsync<ModuleOptions> = async (instance, { deps, basicAuth }) => {
+export const attachmentRoutes: FastifyPluginAsync<ModuleOptions> = async (
+  instance,
+  { deps, basicAuth, uploadMemory },
+) => {
   const app = instance.withTypeProvider<TypeBoxTypeProvider>();
   const service = createAttachmentService(deps);
   const uploadLimitBytes = deps.config.limits.rawBodyBytes;
+  const spoolOptions: SpoolOptions = {
+    dir: spoolDirOf(deps.config.filesDir),
+    memoryThresholdBytes: SPOOL_THRESHOLD_BYTES,
+    limitBytes: uploadLimitBytes,
+  };
 
   // Uploads are taken as bytes whatever their type: this scope drops the inherited JSON/text parsers.
   app.removeAllContentTypeParsers();
   await app.register(multipart, {
     limits: { fileSize: uploadLimitBytes, files: 2, fields: 20, fieldSize: 64 * 1024, parts: 40 },
   });
-  app.addContentTypeParser(
-    '*',
-    { parseAs: 'buffer', bodyLimit: uploadLimitBytes },
-    (_request, body, done) => {
-      done(null, body);
-    },
-  );
+  // Uploads arrive into memory or, past a threshold, into a temporary file (upload-spool.ts).
+  app.addContentTypeParser('*', { bodyLimit: uploadLimitBytes }, (request, payload, done) => {
+    spoolStream(payload, spoolOptions).then(
+      (spooled) => done(null, holdSpool(request, spooled)),
+      (error: Error) => done(error),
+    );
+  });
 
   const viewGuard = basicAuth(deps.config.attachmentRequireOprnApi ? { operation: 'OprnApi' } : {});
   app.route({
@@ -103,13 +114,23 @@ export const attachmentRoutes: FastifyPluginAsync<ModuleOptions> = async (instan
         throw invalid({ mime_type: MIME_REQUIRED });
     },
     handler: async (request, reply) => {
-      const upload = request.isMultipart() ? await readMultipartUpload(request) : readRawUpload(request);
-      const id = await service.createAttachment({
-        ...upload,
-        userId: request.principal!.userId,
-        eventId: request.query.event_id,
-        elementTypeId: request.query.element_type_id,
-      });
+      const spooled = request.isMultipart()
+        ? await readMultipartUpload(request, spoolOptions)
+        : readRawUpload(request);
+      const loaded = await loadSpooled(uploadMemory, spooled.bytes === undefined ? [] : [spooled.bytes]);
+      let id: number;
+      try {
+        id = await service.createAttachment({
+          declaredType: spooled.declaredType,
+          fileName: spooled.fileName,
+          bytes: loaded.buffers[0],
+          userId: request.principal!.userId,
+          eventId: request.query.event_id,
+          elementTypeId: request.query.element_type_id,
+        });
+      } finally {
+        loaded.release();
+      }
       request.log.info({ attachmentDataId: id }, 'attachment stored');
       request.audit = { targetType: 'attachment_data', targetIds: [id] };
       return reply
@@ -121,25 +142,29 @@ export const attachmentRoutes: FastifyPluginAsync<ModuleOptions> = async (instan
   rejectOtherMethods(app, CREATE_URL, ['POST'], 'envelope');
 };
 
-type Upload = Pick<UploadInput, 'declaredType' | 'bytes' | 'fileName'>;
+/** An upload as received: its bytes still spooled (in memory or a temporary file). */
+interface SpooledUpload extends Pick<UploadInput, 'declaredType' | 'fileName'> {
+  readonly bytes: SpooledBytes | undefined;
+}
 
-function readRawUpload(request: FastifyRequest): Upload {
-  const body = request.body;
+function readRawUpload(request: FastifyRequest): SpooledUpload {
+  const body = request.body as SpooledBytes | undefined;
   return {
     declaredType: mediaTypeOfHeader(request.headers['content-type']),
-    bytes: Buffer.isBuffer(body) ? body : undefined,
+    bytes: body,
     fileName: null,
   };
 }
 
 /** The one file part of a multipart body, with its own type and file name; other fields are ignored. */
-async function readMultipartUpload(request: FastifyRequest): Promise<Upload> {
-  let upload: Upload | undefined;
+async function readMultipartUpload(request: FastifyRequest, options: SpoolOptions): Promise<SpooledUpload> {
+  let upload: SpooledUpload | undefined;
   try {
     for await (const part of request.parts()) {
       if (part.type !== 'file') continue;
       if (upload !== undefined) throw invalid({ data: 'Send exactly one file part.' });
-      const bytes = await part.toBuffer();
+      const bytes = holdSpool(request, await spoolStream(part.file, options));
+      if (part.file.truncated) throw new AppError('payload_too_large', 'Payload too large');
       const fileName = part.filename === '' ? null : (part.filename.split(/[\\/]/).pop() ?? null);
       upload = { declaredType: normaliseMediaType(part.mimetype), bytes, fileName };
     }

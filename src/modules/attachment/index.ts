@@ -7,3 +7,14 @@ export { attachmentRoutes } from './attachment.routes.ts';
 export { digestField, refreshAttachmentDigests, saveFieldDigest } from './attachment-digest.ts';
 export type { DataField } from './attachment.queries.ts';
 export { DATA_FIELDS } from './attachment.queries.ts';
+export type { FoundAttachment, PayloadPart } from './attachment-find.ts';
+export {
+  MAX_FOUND_ATTACHMENTS,
+  findAttachmentRequestId,
+  findEventAttachments,
+  findPatientAttachments,
+  findFiledAttachment,
+  listRequestPayloadParts,
+} from './attachment-find.ts';
+export type { AttachmentService, LoadedAttachment } from './attachment.service.ts';
+export { createAttachmentService } from './attachment.service.ts';

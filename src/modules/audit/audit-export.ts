@@ -7,7 +7,7 @@ import type { Kysely } from 'kysely';
 import { formatDateTime } from '../../db/database.ts';
 import type { DB } from '../../db/schema.ts';
 import type { AuditEventRow } from './audit.queries.ts';
-import { selectAuditEvents } from './audit.queries.ts';
+import { countAuditEvents, selectAuditEvents } from './audit.queries.ts';
 
 export interface AuditExportRange {
   /** Inclusive. */
@@ -27,6 +27,9 @@ export interface AuditExportRecord {
   readonly outcome: number;
   readonly client_address: string | null;
   readonly request_id: string;
+  readonly client_request_id: string | null;
+  readonly username: string | null;
+  readonly detail: string | null;
 }
 
 const PAGE_ROWS = 1000;
@@ -70,6 +73,9 @@ function toRecord(row: AuditEventRow): AuditExportRecord {
     outcome: row.outcome,
     client_address: row.client_address,
     request_id: row.request_id,
+    client_request_id: row.client_request_id,
+    username: row.username,
+    detail: row.detail,
   };
 }
 
@@ -88,6 +94,15 @@ export async function* readAuditEvents(
     const last = rows.at(-1)!;
     after = { eventTime: last.event_time, id: last.id };
   }
+}
+
+/** How many rows `range` holds. */
+export async function countAuditRange(db: Kysely<DB>, range: AuditExportRange): Promise<number> {
+  return countAuditEvents(
+    db,
+    storedText(range.since),
+    range.until === undefined ? undefined : storedText(range.until),
+  );
 }
 
 /** Writes the rows of `range` as JSON lines through `writeLine`; returns the row count. */

@@ -6,20 +6,26 @@
  * the route's error shape instead, and a streamed body is dropped unsent.
  *
  * Which calls are audited: the routes below (every Basic-guarded API route, and the open `sign/add`),
- * whatever the outcome: 2xx, refusals (401, 403), bad input (4xx), failures (5xx). Not audited:
- * - throttled answers (429): recording them would let an anonymous client write rows without bound,
- *   which is what the throttle exists to stop (the same rule as the signature import log);
- * - 503 answers given before authentication (overload, database down): anonymous and unbounded too;
+ * whatever the outcome: 2xx, refusals (401, 403), bad input (4xx), failures (5xx). Throttled answers
+ * (429) are audited once per client address, action and minute (the first refusal, `detail` says so):
+ * recording each of them would let an anonymous client write rows without bound, which is what the
+ * throttle exists to stop, and a client reaches a throttle only after the calls it was allowed, each
+ * audited. Not audited:
+ * - the other 429s of that minute;
+ * - 503 answers given before authentication (overload, database down): anonymous and unbounded;
  * - other methods on these URLs (405, preflights) and unknown URLs: no access decision is made.
  * They are visible in the metrics and the request log.
  *
- * What a row holds: action, user id, target type and internal ids, HTTP status, client address, request
- * id. Never names, dates of birth, identifiers, search terms, bodies or claimed usernames (a 401's
+ * What a row holds: action, user id and username (of an authenticated caller), target type and internal
+ * ids, HTTP status, client address, the server-generated request id and the client's `X-Request-Id` if it
+ * sent one (`src/http/request-id.ts`). Never names, dates of birth, identifiers, search terms, bodies or
+ * claimed usernames (a 401's
  * "username" may be a mistyped password). The action comes from the table below (so a refusal is
  * audited before any handler runs); the targets from `request.audit`, which a handler sets once it
  * knows them, or else from the route's id query parameter.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { LRUCache } from 'lru-cache';
 import type { AppDeps } from '../../deps.ts';
 import { AppError, DATABASE_RETRY_AFTER_SECONDS, DEFAULT_MESSAGES } from '../../errors.ts';
 import { errorBody } from '../../http/error-handler.ts';
@@ -103,21 +109,27 @@ const REPRESENTATION_HEADERS = [
  */
 export function installAuditTrail(app: FastifyInstance, deps: AppDeps): AuditTrail {
   const trail = createAuditTrail(deps.database);
+  const throttled = createThrottleLog();
 
   app.addHook('onSend', async (request, reply, payload) => {
     const route = auditedRouteOf(request);
     if (route === undefined) return payload;
     const outcome = reply.statusCode;
-    if (outcome === 429 || (outcome === 503 && request.principal === undefined)) return payload;
+    if (outcome === 503 && request.principal === undefined) return payload;
+    if (outcome === 429 && !throttled.isFirstThisMinute(route.action, request.ip)) return payload;
     const target = request.audit ?? route.targetOf?.(request);
+    const principal = await principalOf(request, outcome);
     const entry: AuditEntry = {
       action: route.action,
-      userId: await userIdOf(request, outcome),
+      userId: principal?.userId ?? null,
+      username: principal?.username ?? null,
+      ...(outcome === 429 ? { detail: 'throttled: first refusal of this client this minute' } : {}),
       targetType: target?.targetType ?? null,
       targetIds: target?.targetIds ?? [],
       outcome,
       clientAddress: request.ip ?? null,
       requestId: request.id,
+      clientRequestId: request.clientRequestId ?? null,
     };
     try {
       await trail.record(entry);
@@ -133,23 +145,43 @@ export function installAuditTrail(app: FastifyInstance, deps: AppDeps): AuditTra
   app.addHook('onClose', async () => trail.flush());
 
   /**
-   * The caller's user id. A 403 comes after a successful verification that the guard does not keep
+   * The authenticated caller. A 403 comes after a successful verification that the guard does not keep
    * (`request.principal` is set only on success); asking the authenticator again hits its cache, so no
    * password check and no query is repeated in the normal configuration.
    */
-  async function userIdOf(request: FastifyRequest, outcome: number): Promise<number | null> {
-    if (request.principal !== undefined) return request.principal.userId;
+  async function principalOf(
+    request: FastifyRequest,
+    outcome: number,
+  ): Promise<{ readonly userId: number; readonly username: string } | undefined> {
+    if (request.principal !== undefined) return request.principal;
     const header = request.headers.authorization;
-    if (outcome !== 403 || header === undefined) return null;
+    if (outcome !== 403 || header === undefined) return undefined;
     try {
       const verification = await deps.authenticator.verify(header);
-      return verification.ok ? verification.principal.userId : null;
+      return verification.ok ? verification.principal : undefined;
     } catch {
-      return null;
+      return undefined;
     }
   }
 
   return trail;
+}
+
+/**
+ * Which (action, client address) pairs have had a 429 audited in the current minute of the clock. Bounded:
+ * a forgotten pair is at worst audited once more in its minute.
+ */
+function createThrottleLog(): { isFirstThisMinute(action: string, address: string): boolean } {
+  const minuteOf = new LRUCache<string, number>({ max: 10_000 });
+  return {
+    isFirstThisMinute(action, address) {
+      const key = `${action} ${address}`;
+      const minute = Math.floor(Date.now() / 60_000);
+      if (minuteOf.get(key) === minute) return false;
+      minuteOf.set(key, minute);
+      return true;
+    },
+  };
 }
 
 /** Replaces the answer by a 503 in the route's error shape: a call is never answered unaudited. */

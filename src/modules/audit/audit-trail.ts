@@ -24,7 +24,14 @@ export interface AuditEntry {
   /** HTTP status of the answer. */
   readonly outcome: number;
   readonly clientAddress: string | null;
+  /** The server-generated request id. */
   readonly requestId: string;
+  /** The client's `X-Request-Id`, if it sent a sane one. */
+  readonly clientRequestId?: string | null;
+  /** The acting account's name beside `userId` (API: the authenticated username; CLI: the OS account). */
+  readonly username?: string | null;
+  /** Short words the ids cannot say; never patient data. */
+  readonly detail?: string | null;
   /** Defaults to now. */
   readonly at?: Date;
 }
@@ -37,7 +44,7 @@ export interface AuditTrail {
 }
 
 export interface AuditTrailOptions {
-  /** Rows per insert statement (9 parameters each: well under both dialects' parameter limits). */
+  /** Rows per insert statement (10 parameters each: well under both dialects' parameter limits). */
   readonly maxBatchRows?: number;
 }
 
@@ -79,7 +86,7 @@ export function createAuditTrail(database: Database, options: AuditTrailOptions 
   return {
     record(entry) {
       return new Promise<void>((resolve, reject) => {
-        pending.push({ row: toRow(entry), resolve, reject });
+        pending.push({ row: toAuditRow(entry), resolve, reject });
         draining ??= drain();
       });
     },
@@ -92,7 +99,7 @@ export function createAuditTrail(database: Database, options: AuditTrailOptions 
 const ID = /^\d{1,20}$/;
 
 /** The stored row; bounded text so that one odd value can never fail a whole batch. */
-function toRow(entry: AuditEntry): NewAuditEventRow {
+export function toAuditRow(entry: AuditEntry): NewAuditEventRow {
   const ids = entry.targetIds.map((id) => String(id)).filter((id) => ID.test(id));
   return {
     event_time: formatDateTime(entry.at ?? new Date()),
@@ -103,5 +110,8 @@ function toRow(entry: AuditEntry): NewAuditEventRow {
     outcome: entry.outcome,
     client_address: entry.clientAddress === null ? null : entry.clientAddress.slice(0, 64),
     request_id: entry.requestId.slice(0, 64),
+    client_request_id: entry.clientRequestId?.slice(0, 64) ?? null,
+    username: entry.username === undefined || entry.username === null ? null : entry.username.slice(0, 64),
+    detail: entry.detail === undefined || entry.detail === null ? null : entry.detail.slice(0, 255),
   };
 }

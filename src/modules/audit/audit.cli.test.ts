@@ -63,10 +63,30 @@ forEachDialect((dialect) => {
         outcome: 200,
         client_address: '10.0.0.7',
         request_id: 'req-2026-01-01T10:00:00Z',
+        client_request_id: null,
+        username: null,
+        detail: null,
       });
       assert.deepEqual(records[1]!.target_ids, []);
       assert.equal(records[1]!.user_id, null);
-      assert.match(result.stderr, /Exported 3 audit rows/);
+      assert.match(result.stderr, /Exported 3 audit rows in \d+ s/);
+      // Not a terminal: plain progress lines (the first and the last at least), with counts and rate.
+      assert.match(
+        result.stderr,
+        /^Exporting audit rows 100% \| 3 \/ 3 rows \| [\d,]+ rows\/s \| elapsed \d+ s$/m,
+      );
+    });
+
+    it('draws a progress bar with rate and ETA on a terminal', async () => {
+      const result = await runCli(t.env, ['audit', 'export', '--since', '2026-01-01'], '', {
+        isTerminal: true,
+      });
+      assert.equal(result.status, 0, result.stderr);
+      assert.match(
+        result.stderr,
+        /Exporting audit rows \[#{30}\] 100% \| 4 \/ 4 rows \| [\d,]+ rows\/s \| elapsed \d+ s/,
+      );
+      assert.equal(linesOf(result.stdout).length, 4);
     });
 
     it('stops before --until, takes offsets into account, and writes --file', async () => {

@@ -1,11 +1,12 @@
 /** CLI commands of the audit module: `audit export --since T [--until T] [--file F]` (JSON lines). */
 import { once } from 'node:events';
 import { createWriteStream } from 'node:fs';
-import { rename } from 'node:fs/promises';
+import { rename, rm } from 'node:fs/promises';
 import type { Writable } from 'node:stream';
-import type { CliCommand, CliContext } from '../../main/cli-types.ts';
-import { UsageError } from '../../main/cli-types.ts';
-import { exportAuditEvents, parseIsoDateTime } from './audit-export.ts';
+import type { CliCommand, CliContext } from '../../cli/cli-types.ts';
+import { UsageError } from '../../cli/cli-types.ts';
+import { formatSeconds } from '../../cli/progress.ts';
+import { countAuditRange, exportAuditEvents, parseIsoDateTime } from './audit-export.ts';
 
 function timeOption(ctx: CliContext, name: string): Date | undefined {
   const raw = ctx.options[name];
@@ -43,9 +44,26 @@ const exportCommand: CliCommand = {
       throw new UsageError('--until must be later than --since');
     const range = until === undefined ? { since } : { since, until };
     const file = ctx.options.file;
+    const started = performance.now();
+    const progress = ctx.progress({
+      label: 'Exporting audit rows',
+      unit: 'rows',
+      total: await countAuditRange(ctx.database.db, range),
+    });
+    const exportTo = (stream: Writable) =>
+      exportAuditEvents(ctx.database.db, range, async (line) => {
+        await writeTo(stream, line);
+        progress.increment();
+      });
+    const took = () => formatSeconds((performance.now() - started) / 1000);
     if (typeof file !== 'string') {
-      const count = await exportAuditEvents(ctx.database.db, range, (line) => writeTo(process.stdout, line));
-      ctx.err(`Exported ${count} audit rows`);
+      let count: number;
+      try {
+        count = await exportTo(ctx.stdout);
+      } finally {
+        progress.stop();
+      }
+      ctx.err(`Exported ${count} audit rows in ${took()}`);
       return;
     }
     // Written beside the target and renamed at the end: a failed export never leaves a truncated file
@@ -54,15 +72,18 @@ const exportCommand: CliCommand = {
     const stream = createWriteStream(partial, { mode: 0o600 });
     let count: number;
     try {
-      count = await exportAuditEvents(ctx.database.db, range, (line) => writeTo(stream, line));
+      count = await exportTo(stream);
       stream.end();
       await once(stream, 'finish');
     } catch (error) {
       stream.destroy();
+      await rm(partial, { force: true });
       throw error;
+    } finally {
+      progress.stop();
     }
     await rename(partial, file);
-    ctx.out(`Exported ${count} audit rows to ${file}`);
+    ctx.out(`Exported ${count} audit rows to ${file} in ${took()}`);
   },
 };
 

@@ -7,7 +7,7 @@ import { createShapeCache, runCompiled } from '../../db/compiled-queries.ts';
 import type { Database } from '../../db/database.ts';
 import type { DB } from '../../db/schema.ts';
 
-/** `audit_event` (migration 0009). Not in `DB`: it is not part of the dataset format. */
+/** `audit_event` (migrations 0009, 0012, 0013). Not in `DB`: it is not part of the dataset format. */
 export interface AuditEventTable {
   id: Generated<number>;
   /** `YYYY-MM-DD HH:MM:SS` UTC, when the answer was produced. */
@@ -21,7 +21,14 @@ export interface AuditEventTable {
   /** HTTP status of the answer. */
   outcome: number;
   client_address: string | null;
+  /** Server-generated (never the client's). */
   request_id: string;
+  /** The client's `X-Request-Id`, when it sent a sane one (migration 0012). */
+  client_request_id: string | null;
+  /** The acting account's name (API: the authenticated username; CLI: the operating-system account). */
+  username: string | null;
+  /** Short words the ids cannot say (the RBAC item of a role grant, ...); never patient data. */
+  detail: string | null;
 }
 
 export type AuditTables = { audit_event: AuditEventTable };
@@ -42,6 +49,9 @@ const AUDIT_COLUMNS = [
   'outcome',
   'client_address',
   'request_id',
+  'client_request_id',
+  'username',
+  'detail',
 ] as const satisfies readonly (keyof NewAuditEventRow)[];
 
 /**
@@ -84,6 +94,21 @@ export interface AuditEventPage {
   readonly limit: number;
 }
 
+/** How many rows fall in `[since, until)` (for the export's progress), served by the `audit_event_time` index. */
+export async function countAuditEvents(
+  db: Kysely<DB>,
+  since: string,
+  until: string | undefined,
+): Promise<number> {
+  let query = withAuditTable(db)
+    .selectFrom('audit_event')
+    .select((eb) => eb.fn.countAll<number>().as('count'))
+    .where('event_time', '>=', since);
+  if (until !== undefined) query = query.where('event_time', '<', until);
+  const row = await query.executeTakeFirstOrThrow();
+  return Number(row.count);
+}
+
 /** One page of rows in (event_time, id) order, served by the `audit_event_time` index. */
 export async function selectAuditEvents(db: Kysely<DB>, page: AuditEventPage): Promise<AuditEventRow[]> {
   let query = withAuditTable(db).selectFrom('audit_event').selectAll().where('event_time', '>=', page.since);
@@ -98,4 +123,26 @@ export async function selectAuditEvents(db: Kysely<DB>, page: AuditEventPage): P
     );
   }
   return query.orderBy('event_time').orderBy('id').limit(page.limit).execute();
+}
+
+/**
+ * The latest audited call of each of `userIds` (an authenticated API call, whatever its outcome), served
+ * by the `audit_event_user` index; users without one are absent from the map.
+ */
+export async function findLastActivity(
+  db: Kysely<DB>,
+  userIds: readonly number[],
+): Promise<Map<number, string>> {
+  const last = new Map<number, string>();
+  if (userIds.length === 0) return last;
+  const rows = await withAuditTable(db)
+    .selectFrom('audit_event')
+    .select(['user_id', (eb) => eb.fn.max('event_time').as('last_time')])
+    .where('user_id', 'in', userIds)
+    .groupBy('user_id')
+    .execute();
+  for (const row of rows) {
+    if (row.user_id !== null && row.last_time !== null) last.set(row.user_id, String(row.last_time));
+  }
+  return last;
 }

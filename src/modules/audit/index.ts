@@ -1,5 +1,5 @@
 /**
- * The audit module (issue 7 item 2): the append-only `audit_event` trail of every audited API call, its
+ * The audit module: the append-only `audit_event` trail of every audited API call, its
  * group-commit writer and app hook, and the `audit export` CLI command. Other modules import it only
  * through this file; a route handler tells the trail what it touched with
  * `request.audit = { targetType, targetIds }`.
@@ -11,3 +11,9 @@ export { createAuditTrail } from './audit-trail.ts';
 export type { AuditExportRange, AuditExportRecord } from './audit-export.ts';
 export { exportAuditEvents, parseIsoDateTime, readAuditEvents } from './audit-export.ts';
 export { auditCommands } from './audit.cli.ts';
+export type { AuditEventRow } from './audit.queries.ts';
+export type { AuditKey, AuditSearchFilter, AuditSearchOptions, AuditSearchPage } from './audit-search.ts';
+export { csvLine, readAuditSelection, searchAuditEvents } from './audit-search.ts';
+export type { CliAuditAction, CliAuditNote } from './cli-audit.ts';
+export { runAuditedCliAction } from './cli-audit.ts';
+export { findLastActivity } from './audit.queries.ts';

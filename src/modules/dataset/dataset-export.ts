@@ -1,13 +1,17 @@
 /**
  * Dataset export: every table (or the named ones) in foreign-key order, every column, one row per line,
  * binaries as base64 and protected files with their content, so that importing the file into an empty
- * database gives the same rows. Rows are read in pages by primary key and written as they come, so
- * memory stays bounded; the file appears under its name only when complete.
+ * database gives the same rows. Rows are read in keyset pages and written as they come, so memory stays
+ * bounded: pages of tables with binary columns are cut at about 8 MB of values, and a large binary value
+ * is written as base64 in pieces, never as one string. The file appears under its name only when
+ * complete.
  */
 import { open, rename, rm } from 'node:fs/promises';
 import type { Kysely } from 'kysely';
+import { sql } from 'kysely';
 import type { ImportDeps } from './dataset-import.ts';
 import { DATASET_FORMAT } from './dataset-import.ts';
+import type { TableColumns } from './columns.ts';
 import { readTableColumns, toDatasetValue } from './columns.ts';
 import { readStoredFile } from './file-contents.ts';
 import { TABLES_IN_DEPENDENCY_ORDER, TABLE_SPECS, isTableName } from './table-specs.ts';
@@ -16,6 +20,8 @@ import type { DatasetTable } from './table-specs.ts';
 export interface ExportOptions {
   /** Only these tables; all when undefined. */
   readonly tables?: readonly string[];
+  /** Rows written so far of the rows the tables held when the export started. */
+  readonly onProgress?: (rowsDone: number, rowsTotal: number) => void;
 }
 
 export interface ExportSummary {
@@ -26,6 +32,11 @@ export interface ExportSummary {
 
 type LooseDb = Record<string, Record<string, unknown>>;
 const PAGE_ROWS = 1000;
+const PAGE_BYTES = 8 * 1024 * 1024;
+/** Text is handed to the writer once this much has gathered. */
+const WRITE_CHARS = 1024 * 1024;
+/** Binary values longer than this are written as base64 in pieces of this size (a multiple of 3). */
+const BASE64_PIECE_BYTES = 3 * 256 * 1024;
 
 /** Writes the dataset to `file` (atomically: a temporary file renamed into place). */
 export async function exportDatasetToFile(
@@ -54,6 +65,9 @@ export async function exportDatasetToFile(
   }
 }
 
+/** Unknown table names given to the export. */
+export class UnknownTableError extends Error {}
+
 /** Streams the dataset as text chunks to `write`. Unknown table names are refused before anything. */
 export async function exportDataset(
   deps: ImportDeps,
@@ -63,51 +77,156 @@ export async function exportDataset(
   const wanted = options.tables;
   if (wanted !== undefined) {
     const unknown = wanted.filter((t) => !isTableName(t));
-    if (unknown.length > 0) throw new Error(`Unknown table(s): ${unknown.join(', ')}`);
+    if (unknown.length > 0) throw new UnknownTableError(`Unknown table(s): ${unknown.join(', ')}`);
   }
   const tables = TABLES_IN_DEPENDENCY_ORDER.filter((t) => wanted === undefined || wanted.includes(t));
   const db = deps.database.db as unknown as Kysely<LooseDb>;
+  let rowsTotal = 0;
+  for (const table of tables) {
+    const row = await db
+      .selectFrom(table)
+      .select((eb) => eb.fn.countAll<number>().as('count'))
+      .executeTakeFirstOrThrow();
+    rowsTotal += Number(row.count);
+  }
+  let rowsDone = 0;
   const summary: { rows: Partial<Record<DatasetTable, number>>; missingFiles: number } = {
     rows: {},
     missingFiles: 0,
   };
-  await write(`{\n  "format": ${JSON.stringify(DATASET_FORMAT)},\n  "tables": {`);
+  const out = createBufferedWriter(write);
+  await out.text(`{\n  "format": ${JSON.stringify(DATASET_FORMAT)},\n  "tables": {`);
   let isFirstTable = true;
   for (const table of tables) {
-    const columns = [...(await readTableColumns(deps.database, table)).keys()];
-    const key = TABLE_SPECS[table].primaryKey;
-    await write(`${isFirstTable ? '' : ','}\n    ${JSON.stringify(table)}: [`);
+    const columns = await readTableColumns(deps.database, table);
+    await out.text(`${isFirstTable ? '' : ','}\n    ${JSON.stringify(table)}: [`);
     isFirstTable = false;
     let count = 0;
-    let after: unknown;
-    for (;;) {
-      let query = db.selectFrom(table).selectAll();
-      for (const c of key) query = query.orderBy(c);
-      // Keyset pages for single-column keys; composite-key tables (RBAC links) are small.
-      if (key.length === 1) {
-        if (after !== undefined) query = query.where(key[0]!, '>', after);
-        query = query.limit(PAGE_ROWS);
+    for await (const row of readRows(db, table, columns)) {
+      const values: [string, unknown][] = [...columns.keys()].map((c) => [c, row[c]]);
+      if (table === 'protected_file') {
+        const content = await readStoredFile(deps.files, String(row.uid));
+        if (content === undefined) summary.missingFiles += 1;
+        else values.push(['content', content]);
       }
-      const rows = await query.execute();
-      let text = '';
-      for (const row of rows) {
-        const out: Record<string, unknown> = {};
-        for (const c of columns) out[c] = toDatasetValue(row[c]);
-        if (table === 'protected_file') {
-          const content = await readStoredFile(deps.files, String(row.uid));
-          if (content === undefined) summary.missingFiles += 1;
-          else out.content = content.toString('base64');
-        }
-        text += `${count === 0 ? '' : ','}\n      ${JSON.stringify(out)}`;
-        count += 1;
-      }
-      if (text !== '') await write(text);
-      if (key.length !== 1 || rows.length < PAGE_ROWS) break;
-      after = rows[rows.length - 1]![key[0]!];
+      await out.text(`${count === 0 ? '' : ','}\n      `);
+      await writeRow(out, values);
+      count += 1;
+      rowsDone += 1;
+      options.onProgress?.(rowsDone, Math.max(rowsTotal, rowsDone));
     }
-    await write(count === 0 ? ']' : '\n    ]');
+    await out.text(count === 0 ? ']' : '\n    ]');
     summary.rows[table] = count;
   }
-  await write('\n  }\n}\n');
+  await out.text('\n  }\n}\n');
+  await out.flush();
+  options.onProgress?.(rowsDone, Math.max(rowsTotal, rowsDone));
   return summary;
+}
+
+interface BufferedWriter {
+  text(text: string): Promise<void>;
+  flush(): Promise<void>;
+}
+
+function createBufferedWriter(write: (text: string) => Promise<void>): BufferedWriter {
+  let pending: string[] = [];
+  let pendingChars = 0;
+  const flush = async (): Promise<void> => {
+    if (pending.length === 0) return;
+    const text = pending.join('');
+    pending = [];
+    pendingChars = 0;
+    await write(text);
+  };
+  return {
+    async text(text) {
+      pending.push(text);
+      pendingChars += text.length;
+      if (pendingChars >= WRITE_CHARS) await flush();
+    },
+    flush,
+  };
+}
+
+/** One row as a JSON object; binaries as base64, large ones in pieces. */
+async function writeRow(out: BufferedWriter, values: readonly [string, unknown][]): Promise<void> {
+  let text = '{';
+  let isFirst = true;
+  for (const [column, value] of values) {
+    text += `${isFirst ? '' : ','}${JSON.stringify(column)}:`;
+    isFirst = false;
+    if (value instanceof Uint8Array && value.length > BASE64_PIECE_BYTES) {
+      await out.text(`${text}"`);
+      text = '';
+      const bytes = Buffer.from(value.buffer, value.byteOffset, value.byteLength);
+      for (let at = 0; at < bytes.length; at += BASE64_PIECE_BYTES) {
+        await out.text(bytes.subarray(at, at + BASE64_PIECE_BYTES).toString('base64'));
+      }
+      text = '"';
+    } else {
+      text += JSON.stringify(toDatasetValue(value));
+    }
+  }
+  await out.text(`${text}}`);
+}
+
+/**
+ * The rows of `table` in primary-key order, page by page (keyset pages for one-column keys; the
+ * composite-key tables are the small RBAC links). Pages of a table with binary columns hold at most
+ * about {@link PAGE_BYTES} of them: the sizes are read first, then the rows that fit.
+ */
+async function* readRows(
+  db: Kysely<LooseDb>,
+  table: DatasetTable,
+  columns: TableColumns,
+): AsyncGenerator<Record<string, unknown>> {
+  const key = TABLE_SPECS[table].primaryKey;
+  if (key.length !== 1) {
+    let query = db.selectFrom(table).selectAll();
+    for (const c of key) query = query.orderBy(c);
+    yield* await query.execute();
+    return;
+  }
+  const keyColumn = key[0]!;
+  const blobs = [...columns.values()].filter((c) => c.kind === 'blob').map((c) => c.name);
+  let after: unknown;
+  for (;;) {
+    let keys: unknown[] | undefined;
+    if (blobs.length > 0) {
+      // length() is the size in bytes of a BLOB on SQLite and of a bytea on PostgreSQL.
+      let sizes = db
+        .selectFrom(table)
+        .select([
+          sql.ref(keyColumn).as('key'),
+          sql<number>`${sql.join(
+            blobs.map((b) => sql`coalesce(length(${sql.ref(b)}), 0)`),
+            sql` + `,
+          )}`.as('size'),
+        ])
+        .orderBy(keyColumn)
+        .limit(PAGE_ROWS);
+      if (after !== undefined) sizes = sizes.where(keyColumn, '>', after);
+      const found = await sizes.execute();
+      if (found.length === 0) return;
+      keys = [];
+      let bytes = 0;
+      for (const r of found) {
+        if (keys.length > 0 && bytes + Number(r.size) > PAGE_BYTES) break;
+        keys.push(r.key);
+        bytes += Number(r.size);
+      }
+    }
+    let query = db.selectFrom(table).selectAll().orderBy(keyColumn);
+    // The keys that fit, as a range: one statement shape whatever their number.
+    if (keys !== undefined) query = query.where(keyColumn, '>=', keys[0]).where(keyColumn, '<=', keys.at(-1));
+    else {
+      if (after !== undefined) query = query.where(keyColumn, '>', after);
+      query = query.limit(PAGE_ROWS);
+    }
+    const rows = await query.execute();
+    yield* rows;
+    if (rows.length === 0 || (keys === undefined && rows.length < PAGE_ROWS)) return;
+    after = keys === undefined ? rows.at(-1)![keyColumn] : keys.at(-1);
+  }
 }

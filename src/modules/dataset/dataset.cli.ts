@@ -1,21 +1,72 @@
-/** CLI commands of the dataset module: `import`, `export`, `demo-data`. */
-import { readFile } from 'node:fs/promises';
-import type { CliCommand } from '../../main/cli-types.ts';
-import { UsageError } from '../../main/cli-types.ts';
-import { exportDatasetToFile } from './dataset-export.ts';
-import { importDatasetText } from './dataset-import.ts';
+/**
+ * CLI commands of the dataset module: `import`, `export`, `demo-data`. Each shows its progress on stderr
+ * (`ctx.progress`) and ends with one summary line: counts and time.
+ */
+import { createWriteStream } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import type { CliCommand, CliContext } from '../../cli/cli-types.ts';
+import { UsageError } from '../../cli/cli-types.ts';
+import type { ProgressReporter } from '../../cli/progress.ts';
+import { formatSeconds } from '../../cli/progress.ts';
+import { UnknownTableError, exportDatasetToFile } from './dataset-export.ts';
+import type { ImportPhase } from './dataset-import.ts';
+import { importDatasetFile } from './dataset-import.ts';
 import { DEMO_MAX_PATIENTS, generateDemoPopulation } from './demo-population.ts';
+
+const PHASES: Readonly<Record<ImportPhase, { label: string; unit: string }>> = {
+  reading: { label: 'Reading', unit: 'bytes' },
+  checking: { label: 'Checking', unit: 'bytes' },
+  writing: { label: 'Importing', unit: 'rows' },
+};
+
+/**
+ * Stdin is read twice or more by the import (it is streamed, not held), so it is first copied to a file
+ * only this user can read, removed afterwards whatever happens.
+ */
+async function withStdinFile<T>(ctx: CliContext, work: (file: string) => Promise<T>): Promise<T> {
+  const dir = await mkdtemp(path.join(tmpdir(), 'cra-import-'));
+  try {
+    const file = path.join(dir, 'dataset.json');
+    await pipeline(ctx.stdinStream('the dataset'), createWriteStream(file, { mode: 0o600 }));
+    return await work(file);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
 
 const importCommand: CliCommand = {
   words: ['import'],
   arguments: [{ name: 'file' }],
   options: { upsert: { type: 'boolean', description: 'replace rows whose primary key exists' } },
-  summary: 'import a dataset file (- for stdin) in one transaction',
+  summary: 'import a dataset file (- for stdin) in one transaction, streamed',
   async run(ctx) {
     const file = ctx.args[0]!;
     const started = performance.now();
-    const text = file === '-' ? await ctx.readStdin('the dataset') : await readFile(file, 'utf8');
-    const summary = await importDatasetText(ctx, text, { upsert: ctx.options.upsert === true });
+    let phase: ImportPhase | undefined;
+    let progress: ProgressReporter | undefined;
+    const run = (source: string) =>
+      importDatasetFile(ctx, source, {
+        upsert: ctx.options.upsert === true,
+        passwordPolicy: ctx.config.passwordPolicy,
+        onWarning: (message) => ctx.err(`Warning: ${message}`),
+        onProgress(next, done, total) {
+          if (next !== phase) {
+            progress?.stop();
+            phase = next;
+            progress = ctx.progress({ ...PHASES[next], total });
+          }
+          progress!.update(done, total);
+        },
+      });
+    let summary;
+    try {
+      summary = file === '-' ? await withStdinFile(ctx, run) : await run(file);
+    } finally {
+      progress?.stop();
+    }
     let inserted = 0;
     let updated = 0;
     let unchanged = 0;
@@ -29,7 +80,7 @@ const importCommand: CliCommand = {
     }
     ctx.out(
       `Imported ${inserted} rows, updated ${updated}, ${unchanged} already present; ` +
-        `${summary.filesWritten} files written (${Math.round(performance.now() - started)} ms)`,
+        `${summary.filesWritten} files written in ${formatSeconds((performance.now() - started) / 1000)}`,
     );
   },
 };
@@ -40,7 +91,7 @@ const exportCommand: CliCommand = {
   options: {
     tables: { type: 'string', valueName: 'a,b', description: 'only these tables (comma-separated)' },
   },
-  summary: 'export every table (or --tables) to a dataset file',
+  summary: 'export every table (or --tables) to a dataset file, streamed',
   async run(ctx) {
     const tablesOption = ctx.options.tables;
     const tables =
@@ -51,19 +102,27 @@ const exportCommand: CliCommand = {
             .filter((t) => t !== '')
         : undefined;
     const started = performance.now();
+    let progress: ProgressReporter | undefined;
     let summary;
     try {
-      summary = await exportDatasetToFile(ctx, ctx.args[0]!, tables === undefined ? {} : { tables });
+      summary = await exportDatasetToFile(ctx, ctx.args[0]!, {
+        ...(tables === undefined ? {} : { tables }),
+        onProgress(done, total) {
+          progress ??= ctx.progress({ label: 'Exporting', unit: 'rows', total });
+          progress.update(done, total);
+        },
+      });
     } catch (error) {
-      if (error instanceof Error && error.message.startsWith('Unknown table'))
-        throw new UsageError(error.message);
+      if (error instanceof UnknownTableError) throw new UsageError(error.message);
       throw error;
+    } finally {
+      progress?.stop();
     }
     const counts = Object.values(summary.rows);
     const total = counts.reduce((a, b) => a + b, 0);
     ctx.out(
       `Exported ${total} rows from ${counts.length} tables to ${ctx.args[0]!} ` +
-        `(${Math.round(performance.now() - started)} ms)`,
+        `in ${formatSeconds((performance.now() - started) / 1000)}`,
     );
     if (summary.missingFiles > 0) {
       ctx.err(
@@ -91,17 +150,17 @@ const demoDataCommand: CliCommand = {
     if (!Number.isSafeInteger(patients) || patients < 1 || patients > DEMO_MAX_PATIENTS) {
       throw new UsageError(`--patients must be a whole number from 1 to ${DEMO_MAX_PATIENTS}, got "${raw}"`);
     }
-    let nextReport = 0.1;
-    const result = await generateDemoPopulation(ctx.database, {
-      patients,
-      institutionCode: ctx.config.institutionCode,
-      onProgress(done, total) {
-        if (total >= 100_000 && done / total >= nextReport) {
-          ctx.err(`  ${done} / ${total} patients`);
-          nextReport += 0.1;
-        }
-      },
-    });
+    const progress = ctx.progress({ label: 'Adding demo patients', unit: 'patients', total: patients });
+    let result;
+    try {
+      result = await generateDemoPopulation(ctx.database, {
+        patients,
+        institutionCode: ctx.config.institutionCode,
+        onProgress: (done, total) => progress.update(done, total),
+      });
+    } finally {
+      progress.stop();
+    }
     const seconds = result.elapsedMs / 1000;
     ctx.out(
       `Added ${result.added} demo patients (demo index ${result.firstIndex} to ${result.firstIndex + result.added - 1}, ` +

@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
 import { readdir, readFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import bcrypt from 'bcrypt';
@@ -13,6 +12,8 @@ import { verifyPassword } from '../user/index.ts';
 import { readTableColumns } from './columns.ts';
 import type { DatasetError } from './index.ts';
 import { DATASET_FORMAT, exportDatasetToFile, importDataset } from './index.ts';
+import { importDatasetFrom } from './dataset-import.ts';
+import { bufferSource } from './dataset-source.ts';
 import { TABLES_IN_DEPENDENCY_ORDER, TABLE_NAMES, TABLE_SPECS } from './table-specs.ts';
 
 const ALL_BYTES = Buffer.from(Array.from({ length: 256 }, (_, i) => i));
@@ -133,8 +134,8 @@ forEachDialect((dialect) => {
       assert.equal(summary.filesWritten, 1);
       assert.equal(summary.tables.patient?.inserted, 1);
 
-      const first = path.join(tmpdir(), `cra-export-${process.pid}-${dialect}-1.json`);
-      const second = path.join(tmpdir(), `cra-export-${process.pid}-${dialect}-2.json`);
+      const first = path.join(path.dirname(source.filesDir), 'export-1.json');
+      const second = path.join(path.dirname(source.filesDir), 'export-2.json');
       await exportDatasetToFile(source, first);
       const exported = JSON.parse(await readFile(first, 'utf8')) as { tables: Record<string, unknown[]> };
       assert.deepEqual(Object.keys(exported.tables), TABLES_IN_DEPENDENCY_ORDER);
@@ -357,6 +358,66 @@ forEachDialect((dialect) => {
 
     it('refuses a document without the format marker', async () => {
       await expectRefused(source, { tables: {} }, /"format" must be/);
+    });
+
+    it('refuses text that is not a whole JSON document, a table given twice, and tables that are not arrays', async () => {
+      const refuseText = async (text: string, where: RegExp) => {
+        const before = await countRows(source.db, 'contact');
+        await assert.rejects(importDatasetFrom(source, bufferSource(Buffer.from(text))), (error: Error) => {
+          assert.equal(error.name, 'DatasetError');
+          assert.match(error.message, where);
+          return true;
+        });
+        assert.equal(await countRows(source.db, 'contact'), before);
+      };
+      const head = `{"format":"${DATASET_FORMAT}","tables":{"contact":[{"id":700,"first_name":"Cut"}`;
+      await refuseText(head, /not valid JSON/);
+      await refuseText(`${head}]}} trailing`, /not valid JSON/);
+      await refuseText('', /expected a JSON object/);
+      await refuseText('[1, 2]', /expected a JSON object/);
+      await refuseText(`${head}],"contact":[]}}`, /tables\.contact: table given twice/);
+      await refuseText(
+        `{"format":"${DATASET_FORMAT}","tables":{"contact":{"id":701}}}`,
+        /tables\.contact: expected an array of rows/,
+      );
+      await refuseText(
+        `{"format":"${DATASET_FORMAT}","tables":[],"extra":1}`,
+        /unknown member "extra"[\s\S]*"tables" must be an object/,
+      );
+    });
+
+    it('imports rows whose self reference points to a row later in the table, and refuses one that points nowhere', async () => {
+      const episode = await source.db.selectFrom('episode').select('id').executeTakeFirstOrThrow();
+      const event = (id: number, parent: number | null) => ({
+        id,
+        episode_id: episode.id,
+        event_type_id: 60,
+        parent_id: parent,
+      });
+      await importDataset(
+        source,
+        withTables({ event: [event(803, 802), event(802, 801), event(801, null)] }),
+      );
+      const rows = await source.db
+        .selectFrom('event')
+        .select(['id', 'parent_id'])
+        .where('id', 'in', [801, 802, 803])
+        .orderBy('id')
+        .execute();
+      assert.deepEqual(rows, [
+        { id: 801, parent_id: null },
+        { id: 802, parent_id: 801 },
+        { id: 803, parent_id: 802 },
+      ]);
+      await expectRefused(
+        source,
+        withTables({ event: [event(804, null), event(805, 9999)] }),
+        /tables\.event\[1\]\.parent_id: broken reference: no event\.id = 9999/,
+      );
+      assert.equal(
+        await source.db.selectFrom('event').select('id').where('id', '=', 804).executeTakeFirst(),
+        undefined,
+      );
     });
 
     it('has table specs listing every foreign key of the migrated schema', async () => {

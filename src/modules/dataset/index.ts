@@ -16,8 +16,8 @@ export {
 } from './demo-population.ts';
 export type { DatasetProblem } from './dataset-errors.ts';
 export { DatasetError, formatProblem } from './dataset-errors.ts';
-export type { ImportDeps, ImportOptions, ImportSummary } from './dataset-import.ts';
-export { DATASET_FORMAT, importDataset, importDatasetText } from './dataset-import.ts';
+export type { ImportDeps, ImportOptions, ImportPhase, ImportSummary } from './dataset-import.ts';
+export { DATASET_FORMAT, importDataset, importDatasetFile } from './dataset-import.ts';
 export type { ExportOptions, ExportSummary } from './dataset-export.ts';
-export { exportDataset, exportDatasetToFile } from './dataset-export.ts';
+export { UnknownTableError, exportDataset, exportDatasetToFile } from './dataset-export.ts';
 export { datasetCommands } from './dataset.cli.ts';

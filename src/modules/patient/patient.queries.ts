@@ -1,19 +1,16 @@
 /**
- * The SQL of patient search, written once for both dialects. Two spots differ and are chosen here by
- * dialect rather than in a file pair, because they are single expressions:
- * - name keys are `lower(column)` on SQLite (BINARY collation, byte order) and `lower(column) COLLATE "C"`
- *   on PostgreSQL, so that a prefix is an index range in code-point order whatever the database's default
- *   collation is (migration 0003 builds the matching PostgreSQL indexes);
- * - the numeric value of an identifier (the original's `value*1`): SQLite's CAST reads the leading
- *   digits, PostgreSQL needs a regular expression;
- * - on PostgreSQL the statement runs as a named prepared statement (see `run`).
- * Every value from the request is a bound parameter; ORDER BY comes from a closed list.
+ * The SQL of patient search, written once for every dialect. What differs between engines comes from
+ * the database's dialect adapter (`database.dialect`): the name keys, on which a prefix is an index range
+ * in code-point order whatever the database's default collation is, and the prefix match on them; the
+ * case-folded identifier key; the numeric value of an identifier (the original's `value*1`). The
+ * statement runs prepared where the engine has named statements (see `run`). Every value from the
+ * request is a bound parameter; ORDER BY comes from a closed list.
  *
  * A search is one statement: the page of patients (ordered, limited, using the indexes) as a derived
  * table, joined with the live identifiers of those patients only. The page's sort keys are selected as
  * columns `s0`, `s1` so that the outer query keeps the page's order.
  */
-import type { CompiledQuery, Expression, RawBuilder, SqlBool } from 'kysely';
+import type { Compilable, CompiledQuery, Expression, RawBuilder, SqlBool } from 'kysely';
 import { sql } from 'kysely';
 import { runCompiled } from '../../db/compiled-queries.ts';
 import type { Database } from '../../db/database.ts';
@@ -221,15 +218,13 @@ export function createPatientQueries(database: Database) {
       'identifier',
     );
 
+  /** Compiles the shape `key` with the bound values of `named` (see {@link boundValues}). */
+  const compileShape = <V, R>(key: string, named: V, build: (slotted: V) => Compilable<R>) =>
+    database.shapes.compile(key, boundValues(named), (slots) => build(withSlots(named, slots)));
   const pageKey = (page: PageQuery) =>
     `${page.sortColumn}|${page.isDescending}|${page.restrictTypeId !== undefined}`;
-  const pageWith = (page: PageQuery, s: readonly unknown[], at: number): PageQuery => ({
-    ...page,
-    restrictTypeId: page.restrictTypeId === undefined ? undefined : (s[at] as number),
-    limit: s[at + 1] as number,
-    offset: s[at + 2] as number,
-  });
-  const pageValues = (page: PageQuery) => [page.restrictTypeId, page.limit, page.offset];
+  /** The bound values of a page; its sort column and direction are part of the SQL text instead. */
+  const paging = ({ restrictTypeId, limit, offset }: PageQuery) => ({ restrictTypeId, limit, offset });
 
   return {
     /**
@@ -239,20 +234,8 @@ export function createPatientQueries(database: Database) {
     patientsByName(criteria: NameCriteria, page: PageQuery): CompiledQuery<PatientWithIdentifierRow> {
       const { lastName: last, firstName: first } = criteria;
       const key = `patient:name|${last === undefined ? 0 : last.high === undefined ? 1 : 2}|${first === undefined ? 0 : first.high === undefined ? 1 : 2}|${criteria.dob !== undefined}|${pageKey(page)}`;
-      const values = [last?.low, last?.high, first?.low, first?.high, criteria.dob, ...pageValues(page)];
-      const prefix = (range: PrefixRange | undefined, s: readonly unknown[], at: number) =>
-        range === undefined
-          ? undefined
-          : { low: s[at] as string, high: range.high === undefined ? undefined : (s[at + 1] as string) };
-      return database.shapes.compile(key, values, (s) =>
-        byName(
-          {
-            lastName: prefix(last, s, 0),
-            firstName: prefix(first, s, 2),
-            dob: criteria.dob === undefined ? undefined : (s[4] as string),
-          },
-          pageWith(page, s, 5),
-        ),
+      return compileShape(key, { criteria, paging: paging(page) }, (bound) =>
+        byName(bound.criteria, { ...page, ...bound.paging }),
       );
     },
 
@@ -266,12 +249,8 @@ export function createPatientQueries(database: Database) {
       page: PageQuery,
     ): CompiledQuery<PatientWithIdentifierRow> {
       const key = `patient:identifier|${pairs.length}|${pageKey(page)}`;
-      const values = [...pageValues(page), ...pairs.flatMap((p) => [p.typeId, p.value])];
-      return database.shapes.compile(key, values, (s) =>
-        byIdentifier(
-          pairs.map((_, i) => ({ typeId: s[3 + 2 * i] as number, value: s[4 + 2 * i] as string })),
-          pageWith(page, s, 0),
-        ),
+      return compileShape(key, { pairs, paging: paging(page) }, (bound) =>
+        byIdentifier(bound.pairs, { ...page, ...bound.paging }),
       );
     },
 
@@ -286,3 +265,29 @@ export function createPatientQueries(database: Database) {
 }
 
 export type PatientQueries = ReturnType<typeof createPatientQueries>;
+
+const isPlainObject = (value: unknown): value is Readonly<Record<string, unknown>> =>
+  typeof value === 'object' && value !== null && Object.getPrototypeOf(value) === Object.prototype;
+
+/**
+ * The bound values of a query shape, named: plain objects and arrays are walked in key order, every
+ * other value except `undefined` is one bound parameter. `undefined` binds nothing: it leaves its part
+ * out of the SQL, which the shape key says.
+ */
+function boundValues(named: unknown, out: unknown[] = []): unknown[] {
+  if (Array.isArray(named)) for (const value of named) boundValues(value, out);
+  else if (isPlainObject(named)) for (const key of Object.keys(named)) boundValues(named[key], out);
+  else if (named !== undefined) out.push(named);
+  return out;
+}
+
+/** `named` with each bound value replaced by its placeholder, in the order of {@link boundValues}. */
+function withSlots<V>(named: V, slots: readonly unknown[], next = { index: 0 }): V {
+  if (Array.isArray(named)) return named.map((value: unknown) => withSlots(value, slots, next)) as V;
+  if (isPlainObject(named)) {
+    const slotted: Record<string, unknown> = {};
+    for (const key of Object.keys(named)) slotted[key] = withSlots(named[key], slots, next);
+    return slotted as V;
+  }
+  return named === undefined ? named : (slots[next.index++] as V);
+}

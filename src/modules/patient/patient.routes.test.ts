@@ -353,6 +353,28 @@ forEachDialect((dialect) => {
         }
       });
 
+      it('reads the cookie header leniently, first of duplicates, without percent-decoding', async () => {
+        const inst = await makeInstitution();
+        const p = await makePatient();
+        await addIdentifier(app.db, p.patientId, inst.localTypeId, 'CD5678');
+        const id = String(inst.institutionId);
+        const percentEncoded = `%${id.charCodeAt(0).toString(16)}${id.slice(1)}`;
+        for (const [cookie, isSelected] of [
+          [`institution_id="${id}"`, true],
+          [` institution_id = ${id} ; site_id=`, true],
+          [`junk; =${id}; institution_id=${id}`, true],
+          [`institution_id=${id}; institution_id=999999`, true],
+          [`institution_id=999999; institution_id=${id}`, false],
+          [`institution_id=${percentEncoded}`, false],
+          [`institution_id="${id}`, false],
+          [`institution_id${id}`, false],
+          [`Institution_Id=${id}`, false],
+        ] as const) {
+          const found = ids((await search({ term: 'CD5678' }, { cookie })).body);
+          assert.deepEqual(found, isSelected ? [p.patientId] : [], cookie);
+        }
+      });
+
       it('follows display-order rules: only searchable types, and protocols when given', async () => {
         const inst = await makeInstitution();
         const hiddenType = await createIdentifierType(app.db, {

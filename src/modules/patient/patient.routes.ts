@@ -4,6 +4,8 @@
  * as the original's `getParam` did. Parameters are read by hand rather than by a schema because every
  * malformed value must answer 200 `[]` or a clamped page (reference 3.3), never a 400.
  */
+import type { CookieSerializeOptions, ParseOptions } from '@fastify/cookie';
+import cookie from '@fastify/cookie';
 import formbody from '@fastify/formbody';
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import { rejectOtherMethods } from '../../http/error-handler.ts';
@@ -19,6 +21,11 @@ const FORM_BODY_LIMIT_BYTES = 16 * 1024;
 export const patientRoutes: FastifyPluginAsync<ModuleOptions> = async (app, { deps, basicAuth }) => {
   const service = createPatientSearchService(deps);
   await app.register(formbody, { bodyLimit: FORM_BODY_LIMIT_BYTES });
+  // Parsed on demand by the search only (`hook: false`). Values are taken as sent, without
+  // percent-decoding, after trimming and dropping one pair of surrounding double quotes. The plugin
+  // hands `parseOptions` to the parser, whose `decode` option its types leave out.
+  const parseOptions: ParseOptions = { decode: readCookieValue };
+  await app.register(cookie, { hook: false, parseOptions: parseOptions as CookieSerializeOptions });
 
   app.route({
     method: ['GET', 'POST', 'PUT'],
@@ -49,7 +56,8 @@ export function readSearchInput(request: FastifyRequest): PatientSearchInput {
     const value = param(name);
     return typeof value === 'string' ? value : undefined;
   };
-  const cookies = parseCookies(request.headers.cookie);
+  const header = request.headers.cookie;
+  const cookies = header === undefined ? {} : request.server.parseCookie(header);
 
   const identifierType = text('patient_identifier_type')?.trim();
   const sortBy = text('sort_by')?.trim();
@@ -65,8 +73,8 @@ export function readSearchInput(request: FastifyRequest): PatientSearchInput {
     page: positiveInt(text('Patient_page')) ?? 1,
     sortColumn: sortBy !== undefined && /^[0-5]$/.test(sortBy) ? (Number(sortBy) as SortColumn) : 'default',
     isDescending: sortBy !== undefined && sortDir !== undefined && sortDir !== 'asc' && sortDir !== '0',
-    institutionCookie: cookies.get('institution_id'),
-    siteCookie: cookies.get('site_id'),
+    institutionCookie: cookies.institution_id,
+    siteCookie: cookies.site_id,
   };
 }
 
@@ -81,21 +89,6 @@ function positiveInt(raw: string | undefined): number | undefined {
   return value >= 1 ? value : undefined;
 }
 
-function parseCookies(header: string | undefined): Map<string, string> {
-  const cookies = new Map<string, string>();
-  if (header === undefined) return cookies;
-  for (const part of header.split(';')) {
-    const eq = part.indexOf('=');
-    if (eq <= 0) continue;
-    const name = part.slice(0, eq).trim();
-    if (!cookies.has(name))
-      cookies.set(
-        name,
-        part
-          .slice(eq + 1)
-          .trim()
-          .replace(/^"(.*)"$/, '$1'),
-      );
-  }
-  return cookies;
+function readCookieValue(raw: string): string {
+  return raw.trim().replace(/^"(.*)"$/, '$1');
 }

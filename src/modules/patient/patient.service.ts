@@ -1,7 +1,7 @@
 /**
  * Patient search (reference 4.9): resolve the current institution and site, parse the term, choose the
- * identifier types, run one query for the page of patients and one for their identifiers, and build the
- * result objects of spec 2.1 with the types of reference 3.3.
+ * identifier types, run one statement that returns the page of patients joined with their live
+ * identifiers, and build the result objects of spec 2.1 with the types of reference 3.3.
  */
 import type { CompiledQuery } from 'kysely';
 import type { AppDeps } from '../../deps.ts';
@@ -17,7 +17,8 @@ import type {
 import { createPatientQueries } from './patient.queries.ts';
 import type { IdentifierType, Institution, ReferenceData } from './reference-data.ts';
 import { createReferenceDataCache } from './reference-data.ts';
-import { computeAge, formatDisplayValue, matchIdentifier, parseSearchTerm, todayIn } from './search-term.ts';
+import { computeAge, formatDisplayValue, todayIn } from './patient-display.ts';
+import { matchIdentifier, parseSearchTerm } from './search-term.ts';
 
 export const DEFAULT_PAGE_SIZE = 20;
 export const MAX_PAGE_SIZE = 100;

@@ -4,6 +4,7 @@
  * original cached its rules for 5 s (reference 4.5). A search therefore runs no reference queries.
  */
 import type { Kysely } from 'kysely';
+import { LRUCache } from 'lru-cache';
 import type { DB } from '../../db/schema.ts';
 import { translatePcre } from './search-term.ts';
 
@@ -185,25 +186,19 @@ export interface ReferenceDataCache {
   get(): Promise<ReferenceData>;
 }
 
-/** Reference data reloaded at most every `ttlMs` (0: on every call); concurrent callers share one load. */
+/**
+ * Reference data reloaded at most every `ttlMs` (0: on every call); concurrent callers share one load
+ * (lru-cache's `fetch`), and a failed load is not kept.
+ */
 export function createReferenceDataCache(db: Kysely<DB>, ttlMs: number): ReferenceDataCache {
-  let current: { data: ReferenceData; loadedAt: number } | undefined;
-  let loading: Promise<ReferenceData> | undefined;
+  const cache = new LRUCache<'reference', ReferenceData>({
+    max: 1,
+    // lru-cache reads a ttl of 0 as "never stale": with 0 every call refreshes instead (see below).
+    ttl: ttlMs,
+    fetchMethod: () => loadReferenceData(db),
+  });
+  const isAlwaysFresh = ttlMs === 0;
   return {
-    async get() {
-      if (current !== undefined && Date.now() - current.loadedAt < ttlMs) return current.data;
-      if (loading === undefined) {
-        const startedAt = Date.now();
-        loading = loadReferenceData(db)
-          .then((data) => {
-            current = { data, loadedAt: startedAt };
-            return data;
-          })
-          .finally(() => {
-            loading = undefined;
-          });
-      }
-      return loading;
-    },
+    get: () => cache.forceFetch('reference', { forceRefresh: isAlwaysFresh }),
   };
 }

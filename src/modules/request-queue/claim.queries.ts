@@ -247,25 +247,30 @@ export async function keepUnfinishedCount(db: Kysely<DB>, routineId: number, cou
 /**
  * Adds routine `name` to request `requestId` at `sequence` (or the request's highest sequence + 10, fixing
  * D66), or resets it when the request already has a routine of that name (reference 9.6). Throws when the
- * name is not in `routine_library`.
+ * name is not in `routine_library`; names found there are remembered in `knownNames` (rows of
+ * `routine_library` are never removed), so that a chain step costs one read and one write.
  */
 export async function addRequestRoutine(
   db: Kysely<DB>,
   target: { requestId: number; queue: string; name: string; sequence: 'append' | 'priority' },
+  knownNames: Set<string>,
 ): Promise<void> {
-  const known = await db
-    .selectFrom('routine_library')
-    .select('routine_name')
-    .where('routine_name', '=', target.name)
-    .executeTakeFirst();
-  if (known === undefined) throw new Error(`Routine ${target.name} is not in routine_library`);
-  const existing = await db
+  if (!knownNames.has(target.name)) {
+    const known = await db
+      .selectFrom('routine_library')
+      .select('routine_name')
+      .where('routine_name', '=', target.name)
+      .executeTakeFirst();
+    if (known === undefined) throw new Error(`Routine ${target.name} is not in routine_library`);
+    knownNames.add(target.name);
+  }
+  const siblings = await db
     .selectFrom('request_routine')
-    .select('id')
+    .select(['id', 'routine_name', 'execute_sequence'])
     .where('request_id', '=', target.requestId)
-    .where('routine_name', '=', target.name)
     .orderBy('id')
-    .executeTakeFirst();
+    .execute();
+  const existing = siblings.find((s) => s.routine_name === target.name);
   if (existing !== undefined) {
     await db
       .updateTable('request_routine')
@@ -280,15 +285,8 @@ export async function addRequestRoutine(
       .execute();
     return;
   }
-  let sequence = 1;
-  if (target.sequence === 'append') {
-    const top = await db
-      .selectFrom('request_routine')
-      .select((eb) => eb.fn.max('execute_sequence').as('top'))
-      .where('request_id', '=', target.requestId)
-      .executeTakeFirst();
-    sequence = Number(top?.top ?? 0) + 10;
-  }
+  const sequence =
+    target.sequence === 'append' ? Math.max(0, ...siblings.map((s) => s.execute_sequence)) + 10 : 1;
   await db
     .insertInto('request_routine')
     .values({

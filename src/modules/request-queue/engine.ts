@@ -54,7 +54,8 @@ import type {
 } from './routines/catalog.ts';
 import { PermanentRoutineError } from './routines/catalog.ts';
 import { defaultRoutineCatalog } from './routines/index.ts';
-import { mergeRequestData, readRequestText, writeRequestText } from './routines/request-data.ts';
+import { readRequestText, writeRequestText } from '../attachment-data/index.ts';
+import { mergeRequestData } from './routines/request-data.ts';
 
 /**
  * Reference 9.5: `tryCount` is the count after the failed attempt. Returns the delay before the next try,
@@ -169,6 +170,8 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
   const counters = new Map<string, QueueCounters>();
   // Without row locks: the requests this process is running, left out of its claims.
   const busyRequestIds = new Set<number>();
+  // Routine names seen in `routine_library` (its rows are never removed).
+  const knownRoutineNames = new Set<string>();
   let activeCount = 0;
 
   const countersOf = (queue: string): QueueCounters => {
@@ -571,20 +574,23 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
     const routine = base.routine;
     const chain = async (name: string, sequence: 'append' | 'priority') => {
       attempt.effects.hasChained = true;
-      await addRequestRoutine(trx, {
-        requestId: routine.request_id,
-        queue: routine.execute_request_queue,
-        name,
-        sequence,
-      });
+      await addRequestRoutine(
+        trx,
+        { requestId: routine.request_id, queue: routine.execute_request_queue, name, sequence },
+        knownRoutineNames,
+      );
     };
     return {
       ...base,
       db: trx,
       trx,
+      dialect,
+      stamp: () => stampOf(base.now()),
       readText: (mnemonic) => readRequestText(trx, routine.request_id, mnemonic),
-      putText: (mnemonic, value) => writeRequestText(trx, routine.request_id, mnemonic, value, base.now()),
-      mergeRequestData: (patch) => mergeRequestData(trx, routine.request_id, patch, base.now()),
+      putText: (mnemonic, value) =>
+        writeRequestText(trx, dialect, routine.request_id, mnemonic, value, stampOf(base.now())),
+      mergeRequestData: (patch) =>
+        mergeRequestData(trx, dialect, routine.request_id, patch, stampOf(base.now())),
       addRoutine: (name) => chain(name, 'append'),
       addPriorityRoutine: (name) => chain(name, 'priority'),
       voidAllNewRoutines: (current) =>
@@ -671,6 +677,11 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
       return activeCount;
     },
   };
+}
+
+/** The audit stamp of the worker's writes: the system user 1, at `now`. */
+function stampOf(now: Date) {
+  return { userId: 1, now: formatDateTime(now) };
 }
 
 /**

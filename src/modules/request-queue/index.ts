@@ -11,7 +11,38 @@ export const requestQueueRoutes: FastifyPluginAsync<ModuleOptions> = async (app,
 };
 
 export { enqueueRequest } from './intake.ts';
+export { UPLOAD_REQUEST_TYPE, insertUploadRequest } from './intake.queries.ts';
 export type { AttachmentRowInput, EnqueueRequestInput, QueuedRequest } from './intake.ts';
 export { REQUEST_QUEUE_CHANNEL, onRequestQueued } from './queue-events.ts';
 export type { RequestQueuedEvent, RequestQueuedListener } from './queue-events.ts';
 export { createQueueWorker, queueCommands } from './worker.ts';
+export type {
+  AdminOutcome,
+  ExecutionDetail,
+  OverallFilter,
+  OverallState,
+  QueueChoices,
+  QueueHealth,
+  RequestDetail,
+  RequestListFilter,
+  RequestListPage,
+  RequestListRow,
+  RetryInput,
+  RoutineDetail,
+  WorkerHealth,
+} from './queue-admin.ts';
+export {
+  COUNT_CAP,
+  RETRYABLE,
+  ROUTINE_STATUSES,
+  VOIDABLE,
+  listRequests,
+  readQueueChoices,
+  readRequestDetail,
+  readWorkerHealth,
+  requeueRequest,
+  retryRoutine,
+  voidRoutine,
+} from './queue-admin.ts';
+export { readQueueGauges, registerQueueGauges } from './queue-gauges.ts';
+export type { QueueGauges } from './queue-gauges.ts';

@@ -3,6 +3,7 @@
  * of one queued request (request, its attachment_data rows, its first request_routine).
  */
 import type { Expression, InsertObject, Kysely } from 'kysely';
+import { attachmentDataRow } from '../attachment-data/index.ts';
 import type { DB, NewRow } from '../../db/schema.ts';
 
 /** Where a request type's work starts: its default routine and queue. */
@@ -79,27 +80,26 @@ export function requestRowOf(rows: QueuedRequestRows): NewRow<'request'> {
   };
 }
 
-/**
- * The `attachment_data` rows of a submission, every row with the same keys (a multi-row INSERT on SQLite
- * fills missing keys with NULL rather than the column default).
- */
+/** The `attachment_data` rows of a submission, as their owner builds them. */
 export function attachmentRowsOf(
   requestId: number | Expression<number>,
   rows: QueuedRequestRows,
 ): InsertObject<DB, 'attachment_data'>[] {
-  return rows.attachments.map((a) => ({
-    request_id: requestId,
-    attachment_mnemonic: a.mnemonic,
-    body_site_snomed_type: null,
-    system_only_managed: 0,
-    attachment_type: 'NONE',
-    mime_type: a.mimeType,
-    blob_data: a.blobData,
-    text_data: a.textData,
-    upload_file_name: a.uploadFileName,
-    hash_code: a.hashCode,
-    ...auditOf(rows),
-  }));
+  const stamp = { userId: rows.userId, now: rows.now };
+  return rows.attachments.map((a) =>
+    attachmentDataRow(
+      {
+        requestId,
+        mnemonic: a.mnemonic,
+        mimeType: a.mimeType,
+        blobData: a.blobData,
+        textData: a.textData,
+        uploadFileName: a.uploadFileName,
+        hashCode: a.hashCode,
+      },
+      stamp,
+    ),
+  );
 }
 
 /** The first routine of a submission: NEW, try count 0, sequence 10, no next try (reference 8.5). */
@@ -118,6 +118,30 @@ export function firstRoutineRowOf(
     hash_code: null,
   };
 }
+
+/**
+ * Inserts the request (of type `attachment_upload`, with no routine: no worker ever picks it up) that an
+ * upload through attachment create hangs its `attachment_data` row on (`request_id` is NOT NULL).
+ */
+export async function insertUploadRequest(trx: Kysely<DB>, userId: number, now: string): Promise<number> {
+  const request = await trx
+    .insertInto('request')
+    .values({
+      request_type: UPLOAD_REQUEST_TYPE,
+      system_message: 'attachment upload',
+      request_override_default_queue: null,
+      created_user_id: userId,
+      last_modified_user_id: userId,
+      created_date: now,
+      last_modified_date: now,
+    })
+    .returning('id')
+    .executeTakeFirstOrThrow();
+  return request.id;
+}
+
+/** The request type of uploads (migration 0005). */
+export const UPLOAD_REQUEST_TYPE = 'attachment_upload';
 
 /** Inserts the request, its attachment rows (one multi-row INSERT) and its first routine in `trx`. */
 export async function insertQueuedRequest(trx: Kysely<DB>, rows: QueuedRequestRows): Promise<number> {

@@ -17,6 +17,7 @@ import { PNG_BYTES } from '../../../test/factories-attachment.ts';
 import { addFailingTrigger } from '../../../test/failing-trigger.ts';
 import type { TestApp } from '../../../test/harness.ts';
 import { forEachDialect, startTestApp } from '../../../test/harness.ts';
+import { until } from '../../../test/until.ts';
 import type { RequestQueuedEvent } from './queue-events.ts';
 import { onRequestQueued } from './queue-events.ts';
 
@@ -247,8 +248,10 @@ forEachDialect((dialect) => {
               ),
             );
             // The NOTIFY follows the commit without delaying the answer: wait for it (bounded).
-            const deadline = Date.now() + 5000;
-            while (received.length === 0 && Date.now() < deadline) await listener.query('select 1');
+            await until(async () => {
+              await listener.query('select 1');
+              return received.length > 0;
+            });
             assert.deepEqual(received, [`request_queue:${type.queue}`]);
           } finally {
             await listener.end();

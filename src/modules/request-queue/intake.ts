@@ -4,9 +4,10 @@
  * transaction. The 422 message holds one string per field, the first error of each field winning
  * (reference D53). No HTTP types here: the route hands over plain values.
  */
-import { createHash } from 'node:crypto';
+import { LRUCache } from 'lru-cache';
 import type { Kysely } from 'kysely';
 import type { Config } from '../../config.ts';
+import { NON_PAYLOAD_MNEMONICS, contentHash } from '../attachment-data/index.ts';
 import type { Database } from '../../db/database.ts';
 import { nowDateTime } from '../../db/database.ts';
 import type { DB } from '../../db/schema.ts';
@@ -29,13 +30,7 @@ import { emitRequestQueued, notifyQueueAfterCommit } from './queue-events.ts';
 export type { AttachmentRowInput, RequestTypeRoute } from './intake.queries.ts';
 
 /** The rows every request carries besides its payload; no client part may take these names. */
-export const RESERVED_MNEMONICS: ReadonlySet<string> = new Set([
-  'REQUEST_DATA',
-  'REQUEST_BLOB',
-  'FORM_DATA',
-  'HEADER_DATA',
-  'DICOM_HEADER',
-]);
+export const RESERVED_MNEMONICS: ReadonlySet<string> = new Set([...NON_PAYLOAD_MNEMONICS, 'REQUEST_BLOB']);
 
 /** Headers never stored in HEADER_DATA (reference D46): credentials and cookies. */
 const SECRET_HEADERS: ReadonlySet<string> = new Set([
@@ -188,30 +183,32 @@ export function createIntakeService(deps: {
  * database, so new types work at once; a deleted one is caught by the foreign keys (see `submit`).
  */
 function createReferenceCache(db: Kysely<DB>, ttlMs: number) {
-  const routes = new Map<string, { route: RequestTypeRoute; expiresAt: number }>();
-  const mimes = new Map<string, number>();
+  // Only names found in the database are kept, so the bound is never reached in practice; lru-cache
+  // reads a ttl of 0 as "never stale", hence nothing is stored then.
+  const isCaching = ttlMs > 0;
+  const routes = new LRUCache<string, RequestTypeRoute>({ max: 1000, ttl: ttlMs });
+  const mimes = new LRUCache<string, true>({ max: 1000, ttl: ttlMs });
   return {
     async route(requestType: string, isFresh: boolean): Promise<RequestTypeRoute | undefined> {
-      const cached = routes.get(requestType);
-      if (!isFresh && cached !== undefined && cached.expiresAt > Date.now()) return cached.route;
+      const cached = isFresh ? undefined : routes.get(requestType);
+      if (cached !== undefined) return cached;
       const route = await findRequestTypeRoute(db, requestType);
       if (route === undefined) routes.delete(requestType);
-      else routes.set(requestType, { route, expiresAt: Date.now() + ttlMs });
+      else if (isCaching) routes.set(requestType, route);
       return route;
     },
     async knownMimes(mimeTypes: readonly string[], isFresh: boolean): Promise<Set<string>> {
-      const now = Date.now();
       const known = new Set<string>();
       const unknown: string[] = [];
       for (const mime of mimeTypes) {
-        if (!isFresh && (mimes.get(mime) ?? 0) > now) known.add(mime);
+        if (!isFresh && mimes.has(mime)) known.add(mime);
         else unknown.push(mime);
       }
       if (unknown.length > 0) {
         const found = await findKnownMimeTypes(db, unknown);
         for (const mime of found) {
           known.add(mime);
-          mimes.set(mime, now + ttlMs);
+          if (isCaching) mimes.set(mime, true);
         }
       }
       return known;
@@ -537,7 +534,7 @@ function payloadRow(
   text: string | undefined,
   uploadFileName: string | null,
 ): AttachmentRowInput {
-  const hashCode = createHash('sha256').update(bytes).digest().readUIntBE(0, 6);
+  const hashCode = contentHash(bytes);
   return text === undefined
     ? { mnemonic, mimeType, textData: null, blobData: bytes, uploadFileName, hashCode }
     : { mnemonic, mimeType, textData: text, blobData: null, uploadFileName, hashCode };

@@ -3,12 +3,14 @@
  * every routine with its last execution log, redacted as for the endpoint), `queue retry <request_id>` (FAILED/RETRY routines
  * back to NEW with try count 0 and no next try, the admin re-queue of reference 9.7) and
  * `queue void <request_id>` (NEW/RETRY routines to VOID). On PostgreSQL a routine being run is row-locked
- * by its worker, so these updates wait for that attempt to finish and then apply to its outcome.
+ * by its worker, so these updates wait for that attempt to finish and then apply to its outcome. Retry
+ * and void are written to the audit trail, refusals included.
  */
 import type { RoutineStatus } from '../../db/schema.ts';
-import type { CliCommand, CliContext } from '../../main/cli-types.ts';
-import { EXIT_FAILURE, UsageError } from '../../main/cli-types.ts';
+import type { CliCommand, CliContext } from '../../cli/cli-types.ts';
+import { EXIT_FAILURE, UsageError } from '../../cli/cli-types.ts';
 import { AppError } from '../../errors.ts';
+import { runAuditedCliAction } from '../audit/index.ts';
 import { listRoutines, retryRequestRoutines, voidRequestRoutines } from './claim.queries.ts';
 import { createStatusService } from './status.ts';
 
@@ -20,14 +22,14 @@ function requestIdOf(ctx: CliContext): number {
   return Number(raw);
 }
 
-async function requestExists(ctx: CliContext, requestId: number): Promise<boolean> {
+/** Refuses (404, exit 1) a request id that does not exist. */
+async function requireRequest(ctx: CliContext, requestId: number): Promise<void> {
   const row = await ctx.database.db
     .selectFrom('request')
     .select('id')
     .where('id', '=', requestId)
     .executeTakeFirst();
-  if (row === undefined) ctx.err(`No request ${requestId}`);
-  return row !== undefined;
+  if (row === undefined) throw new AppError('not_found', `No request ${requestId}`);
 }
 
 export const queueCommands: readonly CliCommand[] = [
@@ -111,8 +113,13 @@ export const queueCommands: readonly CliCommand[] = [
     summary: 'put the FAILED/RETRY routines of a request back to NEW (try count 0, no next try)',
     async run(ctx) {
       const requestId = requestIdOf(ctx);
-      if (!(await requestExists(ctx, requestId))) return EXIT_FAILURE;
-      const count = await retryRequestRoutines(ctx.database.db, requestId);
+      const count = await runAuditedCliAction(ctx, 'queue.retry', async (note) => {
+        note({ targetType: 'request', targetIds: [requestId] });
+        await requireRequest(ctx, requestId);
+        const retried = await retryRequestRoutines(ctx.database.db, requestId);
+        note({ detail: `${retried} routine(s) back to NEW` });
+        return retried;
+      });
       ctx.out(`Request ${requestId}: ${count} routine(s) back to NEW`);
     },
   },
@@ -122,8 +129,13 @@ export const queueCommands: readonly CliCommand[] = [
     summary: 'void the NEW/RETRY routines of a request (they will not run)',
     async run(ctx) {
       const requestId = requestIdOf(ctx);
-      if (!(await requestExists(ctx, requestId))) return EXIT_FAILURE;
-      const count = await voidRequestRoutines(ctx.database.db, requestId);
+      const count = await runAuditedCliAction(ctx, 'queue.void', async (note) => {
+        note({ targetType: 'request', targetIds: [requestId] });
+        await requireRequest(ctx, requestId);
+        const voided = await voidRequestRoutines(ctx.database.db, requestId);
+        note({ detail: `${voided} routine(s) voided` });
+        return voided;
+      });
       ctx.out(`Request ${requestId}: ${count} routine(s) voided`);
     },
   },

@@ -17,6 +17,9 @@ import { AppError } from '../../errors.ts';
 import { sniffContentType } from '../../files/content-sniffer.ts';
 import { rejectOtherMethods } from '../../http/error-handler.ts';
 import type { ModuleOptions } from '../../http/module.ts';
+import type { SpoolOptions, SpooledBytes } from '../../files/spool.ts';
+import { SPOOL_THRESHOLD_BYTES, spoolDirOf, spoolStream } from '../../files/spool.ts';
+import { holdSpool, loadSpooled } from '../../http/upload-spool.ts';
 import { MALFORMED_MULTIPART_MESSAGE } from '../../http/multipart.ts';
 import type { HandlerKind } from './content-type.ts';
 import {
@@ -89,6 +92,11 @@ export async function registerRequestQueueRoutes(
 ): Promise<void> {
   const { config, database } = options.deps;
   const { jsonBodyBytes, rawBodyBytes } = config.limits;
+  const spoolOptions: SpoolOptions = {
+    dir: spoolDirOf(config.filesDir),
+    memoryThresholdBytes: SPOOL_THRESHOLD_BYTES,
+    limitBytes: rawBodyBytes,
+  };
   const intake = createIntakeService({ database, config });
   const status = createStatusService({ db: database.db });
 
@@ -102,7 +110,13 @@ export async function registerRequestQueueRoutes(
     { parseAs: 'buffer', bodyLimit: jsonBodyBytes },
     keepBytes,
   );
-  app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: rawBodyBytes }, keepBytes);
+  // Raw uploads arrive into memory or, past a threshold, into a temporary file (upload-spool.ts).
+  app.addContentTypeParser('*', { bodyLimit: rawBodyBytes }, (request, payload, done) => {
+    spoolStream(payload, spoolOptions).then(
+      (spooled) => done(null, holdSpool(request, spooled)),
+      (error: Error) => done(error),
+    );
+  });
   await app.register(multipart, {
     throwFileSizeLimit: true,
     limits: { ...MULTIPART_LIMITS, fileSize: rawBodyBytes, fieldSize: jsonBodyBytes },
@@ -145,17 +159,39 @@ export async function registerRequestQueueRoutes(
 
   const addHandler = async (request: FastifyRequest) => {
     const context = request.queueIntake!;
-    const body =
-      context.kind === 'multipart' ? await readMultipartParts(request, rawBodyBytes) : request.body;
-    const requestId = await intake.submit({
-      effectiveType: context.effectiveType,
-      kind: context.kind,
-      body: Buffer.isBuffer(body) || Array.isArray(body) ? (body as Buffer | MultipartPart[]) : undefined,
-      query: request.query as Record<string, unknown>,
-      headers: context.headers,
-      clientAddress: request.ip,
-      userId: request.principal!.userId,
-    });
+    const received =
+      context.kind === 'multipart'
+        ? await readMultipartParts(request, rawBodyBytes, spoolOptions)
+        : (request.body as SpooledBytes | Buffer | undefined);
+    // Spooled bytes are loaded into memory under the upload budget, released once the request is queued.
+    const spooled = Array.isArray(received)
+      ? received.flatMap((part) => (part.kind === 'file' ? [part.bytes] : []))
+      : received !== undefined && !Buffer.isBuffer(received)
+        ? [received]
+        : [];
+    const loaded = await loadSpooled(options.uploadMemory, spooled);
+    let requestId: number;
+    try {
+      const buffers = [...loaded.buffers];
+      const body = Array.isArray(received)
+        ? received.map((part): MultipartPart =>
+            part.kind === 'file' ? { ...part, bytes: buffers.shift()! } : part,
+          )
+        : Buffer.isBuffer(received)
+          ? received
+          : buffers[0];
+      requestId = await intake.submit({
+        effectiveType: context.effectiveType,
+        kind: context.kind,
+        body,
+        query: request.query as Record<string, unknown>,
+        headers: context.headers,
+        clientAddress: request.ip,
+        userId: request.principal!.userId,
+      });
+    } finally {
+      loaded.release();
+    }
     request.audit = { targetType: 'request', targetIds: [requestId] };
     return { request_id: requestId };
   };
@@ -186,6 +222,11 @@ export async function registerRequestQueueRoutes(
   rejectOtherMethods(app, STATUS_URL, ['GET', 'HEAD'], 'envelope');
 }
 
+/** A multipart part as received: a file part's bytes still spooled (in memory or a temporary file). */
+type ReceivedPart =
+  | Exclude<MultipartPart, { kind: 'file' }>
+  | (Omit<Extract<MultipartPart, { kind: 'file' }>, 'bytes'> & { readonly bytes: SpooledBytes });
+
 interface MultipartError {
   readonly code?: string;
   readonly statusCode?: number;
@@ -196,8 +237,12 @@ interface MultipartError {
  * limit in total. Transport failures become contract answers: limits 413; a truncated body 422
  * `AttachmentData: <field>` (PHP's partial-upload text, reference 8.3) or `data` = malformed.
  */
-async function readMultipartParts(request: FastifyRequest, limitBytes: number): Promise<MultipartPart[]> {
-  const parts: MultipartPart[] = [];
+async function readMultipartParts(
+  request: FastifyRequest,
+  limitBytes: number,
+  spoolOptions: SpoolOptions,
+): Promise<ReceivedPart[]> {
+  const parts: ReceivedPart[] = [];
   let totalBytes = 0;
   let currentFile: string | undefined;
   try {
@@ -205,15 +250,19 @@ async function readMultipartParts(request: FastifyRequest, limitBytes: number): 
       const name = part.fieldname === '' ? undefined : (part.fieldname as string | undefined);
       if (part.type === 'file') {
         currentFile = name;
-        const bytes = await part.toBuffer();
+        const bytes = holdSpool(
+          request,
+          await spoolStream(part.file, { ...spoolOptions, limitBytes: limitBytes - totalBytes }),
+        );
+        if (part.file.truncated) throw new AppError('payload_too_large', 'Payload too large.');
         currentFile = undefined;
-        totalBytes += bytes.length;
+        totalBytes += bytes.sizeBytes;
         if (hasNulCharacter(part.filename))
           throw unprocessable({ upload_file_name: nulCharacterMessage('Upload File Name') });
         if (hasNulCharacter(part.mimetype))
           throw unprocessable({ mime_type: nulCharacterMessage('Mime Type') });
         const mimeType = part.mimetype.split(';')[0]!.trim().toLowerCase();
-        const sniffedType = await sniffContentType(bytes);
+        const sniffedType = await sniffContentType(bytes.head);
         parts.push({
           kind: 'file',
           name,

@@ -118,6 +118,7 @@ export function redactExecutionLog(logText: string): string {
   return [...lines.slice(0, head).map(maskSecrets), errorLine].join('\n');
 }
 
-function maskSecrets(line: string): string {
+/** `line` with credentials in URLs and `password=`-style values masked. */
+export function maskSecrets(line: string): string {
   return line.replace(URL_CREDENTIALS, '$1***@').replace(SECRET_ASSIGNMENT, '$1$2***');
 }

@@ -22,3 +22,22 @@
  * - Bodies above 64 KiB are parsed and their images checked on a worker thread (`body-decoder.ts`).
  */
 export { signatureRoutes } from './signature.routes.ts';
+export type {
+  ImportLogChange,
+  ImportLogDetail,
+  ImportLogFilter,
+  ImportLogPage,
+  ImportLogRow,
+  ImportLogStatusId,
+  ImportLogType,
+} from './import-log.ts';
+export {
+  IMPORT_LOG_STATUS,
+  findImportLogDetail,
+  importLogStatusName,
+  listImportLogs,
+  markImportLog,
+  readImportLogOriginal,
+} from './import-log.ts';
+export type { ManualCropInput, ManualCropOutcome, ManualCropper } from './manual-crop.ts';
+export { createManualCropper, findSignatureTarget } from './manual-crop.ts';

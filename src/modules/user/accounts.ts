@@ -1,11 +1,16 @@
 /**
  * Account administration used by the CLI and the test factories: users with a local
- * `user_authentication` row, and RBAC assignments.
+ * `user_authentication` row, and RBAC assignments. A change that takes rights away (disabling a user,
+ * changing a password, revoking a role) records a credential change in the same transaction, so that
+ * every server process forgets the credentials it has cached within seconds (authenticator.ts).
  */
 import type { Kysely } from 'kysely';
 import { nowDateTime } from '../../db/database.ts';
 import type { DB } from '../../db/schema.ts';
 import { AppError } from '../../errors.ts';
+import type { PasswordPolicy } from './password-policy.ts';
+import { findPasswordProblems } from './password-policy.ts';
+import { recordCredentialChange } from '../counters/index.ts';
 import { hashPassword } from './passwords.ts';
 
 export interface NewAccount {
@@ -15,6 +20,15 @@ export interface NewAccount {
   readonly lastName?: string;
   /** RBAC items to assign, for example `API access` or `OprnApi`. */
   readonly roles?: readonly string[];
+  /** Refuse a password this policy does not accept (passwords an operator sets); none: any non-empty one. */
+  readonly passwordPolicy?: PasswordPolicy;
+}
+
+/** Refuses (400) a password that `policy` does not accept, saying why without repeating it. */
+async function checkPolicy(password: string, username: string, policy: PasswordPolicy | undefined) {
+  if (policy === undefined) return;
+  const problems = await findPasswordProblems(password, username, policy);
+  if (problems.length > 0) throw new AppError('bad_request', `Password refused: ${problems.join('; ')}`);
 }
 
 const USERNAME = /^[\w.@-]{1,40}$/;
@@ -25,6 +39,7 @@ export async function createAccount(db: Kysely<DB>, account: NewAccount): Promis
     throw new AppError('bad_request', 'Username must be 1 to 40 letters, digits, dots, @, _ or -');
   }
   if (account.password.length === 0) throw new AppError('bad_request', 'Password must not be empty');
+  await checkPolicy(account.password, account.username, account.passwordPolicy);
   const hash = await hashPassword(account.password);
   return db.transaction().execute(async (trx) => {
     const existing = await trx
@@ -70,20 +85,30 @@ async function findUserId(db: Kysely<DB>, username: string): Promise<number> {
   return row.user_id;
 }
 
-export async function setPassword(db: Kysely<DB>, username: string, password: string): Promise<void> {
+export async function setPassword(
+  db: Kysely<DB>,
+  username: string,
+  password: string,
+  options: { readonly passwordPolicy?: PasswordPolicy } = {},
+): Promise<void> {
   if (password.length === 0) throw new AppError('bad_request', 'Password must not be empty');
   const userId = await findUserId(db, username);
+  await checkPolicy(password, username, options.passwordPolicy);
+  const hash = await hashPassword(password);
   const now = nowDateTime();
-  await db
-    .updateTable('user_authentication')
-    .set({
-      password_hash: await hashPassword(password),
-      password_salt: null,
-      password_last_changed_date: now,
-      last_modified_date: now,
-    })
-    .where('user_id', '=', userId)
-    .execute();
+  await db.transaction().execute(async (trx) => {
+    await trx
+      .updateTable('user_authentication')
+      .set({
+        password_hash: hash,
+        password_salt: null,
+        password_last_changed_date: now,
+        last_modified_date: now,
+      })
+      .where('user_id', '=', userId)
+      .execute();
+    await recordCredentialChange(trx);
+  });
 }
 
 export async function setAccountActive(db: Kysely<DB>, username: string, isActive: boolean): Promise<void> {
@@ -100,6 +125,7 @@ export async function setAccountActive(db: Kysely<DB>, username: string, isActiv
       .set({ active: isActive ? 1 : 0, last_modified_date: now })
       .where('id', '=', userId)
       .execute();
+    if (!isActive) await recordCredentialChange(trx);
   });
 }
 
@@ -136,9 +162,12 @@ export async function grantRole(db: Kysely<DB>, username: string, item: string):
 
 export async function revokeRole(db: Kysely<DB>, username: string, item: string): Promise<void> {
   const userId = await findUserId(db, username);
-  await db
-    .deleteFrom('authassignment')
-    .where('itemname', '=', item)
-    .where('userid', '=', String(userId))
-    .execute();
+  await db.transaction().execute(async (trx) => {
+    await trx
+      .deleteFrom('authassignment')
+      .where('itemname', '=', item)
+      .where('userid', '=', String(userId))
+      .execute();
+    await recordCredentialChange(trx);
+  });
 }

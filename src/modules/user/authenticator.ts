@@ -1,13 +1,24 @@
 /**
  * HTTP Basic credential verification (reference 2.4). Successful verifications are remembered for a short
- * time, keyed by a SHA-256 of the whole header, so a caller with known-good credentials costs no bcrypt
- * and no database round trip. Failures are never cached: a wrong password always pays a full bcrypt.
+ * time (an LRU cache with a TTL, `lru-cache`), keyed by a SHA-256 of the whole header, so a caller with
+ * known-good credentials costs no bcrypt and no database round trip. Failures are never cached: a wrong
+ * password always pays a full bcrypt.
+ *
+ * Revocation: a change that revokes credentials (a user disabled, a password changed, a role revoked, by
+ * the CLI in another process or by any server) bumps the credential-change count in the database
+ * (`recordCredentialChange`, in the change's transaction). While credentials are cached, the
+ * authenticator polls that count every `REVOCATION_POLL_MS` and forgets every cached credential when it
+ * moves. A cached credential is used without waiting only while the last successful poll started less
+ * than `REVOCATION_STALE_MS` ago; past that (a slow or unreachable database) a request waits for a fresh
+ * poll, so a revocation takes effect in every process within that bound whatever the cache TTL.
  */
 import { hash } from 'node:crypto';
 import type { Kysely } from 'kysely';
+import { LRUCache } from 'lru-cache';
 import type { DB } from '../../db/schema.ts';
+import { readCredentialChanges } from '../counters/index.ts';
 import { findLogin, findUserAuthItems } from './user.queries.ts';
-import { verifyNothing, verifyPassword } from './passwords.ts';
+import { prepareDummyHash, verifyNothing, verifyPassword } from './passwords.ts';
 
 export interface Principal {
   readonly userId: number;
@@ -27,21 +38,31 @@ export type Verification =
 export interface Authenticator {
   /**
    * Verifies an `Authorization` header value. `beforePasswordCheck` runs when the header is not in the
-   * cache, just before bcrypt; it may throw to refuse the attempt (failure throttling).
+   * cache, before the login is looked up and bcrypt runs; it may reject to refuse the attempt (the
+   * failed-login brake).
    */
-  verify(header: string | undefined, beforePasswordCheck?: (username: string) => void): Promise<Verification>;
+  verify(
+    header: string | undefined,
+    beforePasswordCheck?: (username: string) => void | Promise<void>,
+  ): Promise<Verification>;
   /** The principal of a header verified recently, without waiting: the request hot path. */
   cached(header: string | undefined): Principal | undefined;
   /** Forgets every cached verification (after a password change or a disabled account). */
   clear(): void;
+  /** Password checks (bcrypt compares, real or dummy) run so far: what guessing costs, for metrics. */
+  readonly passwordChecks: number;
 }
 
-interface CacheEntry {
-  readonly principal: Principal;
-  readonly expiresAt: number;
+export interface AuthenticatorOptions {
+  /** How long a successful verification is remembered, in ms; 0 = never. */
+  readonly cacheTtlMs: number;
 }
 
 const MAX_CACHE_ENTRIES = 10_000;
+/** How often the credential-change count is read while credentials are cached. */
+const REVOCATION_POLL_MS = 500;
+/** The longest a cached credential is trusted after the last successful poll started. */
+const REVOCATION_STALE_MS = 1500;
 
 /** Splits `Basic <base64(user:password)>`; undefined when the header is not well-formed Basic. */
 export function parseBasicHeader(
@@ -64,36 +85,75 @@ export function parseBasicHeader(
   return { username: text.slice(0, colon), password: text.slice(colon + 1) };
 }
 
-export function createAuthenticator(db: Kysely<DB>, options: { cacheTtlMs: number }): Authenticator {
-  const cache = new Map<string, CacheEntry>();
+export function createAuthenticator(db: Kysely<DB>, options: AuthenticatorOptions): Authenticator {
+  const isCaching = options.cacheTtlMs > 0;
+  const cache = new LRUCache<string, Principal>({
+    max: MAX_CACHE_ENTRIES,
+    ttl: Math.max(1, options.cacheTtlMs),
+  });
   // Verifications under way, by header hash: when a cache entry expires under load, every connection
   // presenting that header waits for one bcrypt instead of running its own (no thundering herd).
   const inFlight = new Map<string, Promise<Verification>>();
+  let passwordChecks = 0;
+  if (isCaching) prepareDummyHash();
 
-  const remember = (key: string, principal: Principal) => {
-    if (options.cacheTtlMs <= 0) return;
-    if (cache.size >= MAX_CACHE_ENTRIES) cache.delete(cache.keys().next().value!);
-    cache.set(key, { principal, expiresAt: Date.now() + options.cacheTtlMs });
-  };
+  // The credential-change count as last read, when the read started, and how many changes were seen.
+  let changes: number | undefined;
+  let confirmedAt = -Infinity;
+  let changesSeen = 0;
+  let polling: Promise<void> | undefined;
+  let pollTimer: NodeJS.Timeout | undefined;
 
-  const lookup = (key: string): Principal | undefined => {
-    const entry = cache.get(key);
-    if (entry === undefined) return undefined;
-    if (entry.expiresAt > Date.now()) return entry.principal;
-    cache.delete(key);
-    return undefined;
+  const isFresh = () => Date.now() - confirmedAt <= REVOCATION_STALE_MS;
+  const schedulePoll = () => {
+    if (pollTimer !== undefined || cache.size === 0) return;
+    pollTimer = setTimeout(() => {
+      pollTimer = undefined;
+      void poll();
+    }, REVOCATION_POLL_MS);
+    pollTimer.unref();
   };
+  /** Reads the count once (concurrent callers share the read); never rejects. */
+  const poll = (): Promise<void> => {
+    polling ??= (async () => {
+      const startedAt = Date.now();
+      try {
+        const count = await readCredentialChanges(db);
+        if (changes !== undefined && count !== changes) {
+          cache.clear();
+          changesSeen += 1;
+        }
+        changes = count;
+        confirmedAt = Math.max(confirmedAt, startedAt);
+      } catch {
+        // Unknown: cached credentials go stale and requests verify (or fail) on their own.
+      }
+    })().finally(() => {
+      polling = undefined;
+      cache.purgeStale();
+      schedulePoll();
+    });
+    return polling;
+  };
+  /** The cached principal of `key`, only while the credential-change count is fresh. */
+  const lookup = (key: string): Principal | undefined => (isFresh() ? cache.get(key) : undefined);
 
   return {
     clear: () => cache.clear(),
+    get passwordChecks() {
+      return passwordChecks;
+    },
     cached(header) {
-      return header === undefined ? undefined : lookup(cacheKey(header));
+      return header === undefined || !isCaching ? undefined : lookup(cacheKey(header));
     },
     async verify(header, beforePasswordCheck) {
       if (header === undefined) return { ok: false, reason: 'malformed', username: undefined };
       const key = cacheKey(header);
-      const cached = lookup(key);
-      if (cached !== undefined) return { ok: true, principal: cached };
+      if (isCaching && cache.has(key)) {
+        if (!isFresh()) await poll();
+        const cached = lookup(key);
+        if (cached !== undefined) return { ok: true, principal: cached };
+      }
       const pending = inFlight.get(key);
       if (pending !== undefined) return pending;
       const verification = verifyUncached(header, key, beforePasswordCheck);
@@ -109,13 +169,17 @@ export function createAuthenticator(db: Kysely<DB>, options: { cacheTtlMs: numbe
   async function verifyUncached(
     header: string,
     key: string,
-    beforePasswordCheck: ((username: string) => void) | undefined,
+    beforePasswordCheck: ((username: string) => void | Promise<void>) | undefined,
   ): Promise<Verification> {
     const credentials = parseBasicHeader(header);
     if (credentials === undefined) return { ok: false, reason: 'malformed', username: undefined };
     const { username, password } = credentials;
-    beforePasswordCheck?.(username);
+    await beforePasswordCheck?.(username);
+    // The count read before the login: a change seen before this verification is cached voids it.
+    if (isCaching && !isFresh()) await poll();
+    const changesSeenAtStart = changesSeen;
     const login = await findLogin(db, username);
+    passwordChecks += 1;
     if (login === undefined) {
       await verifyNothing(password);
       return { ok: false, reason: 'unknown_user', username };
@@ -129,7 +193,10 @@ export function createAuthenticator(db: Kysely<DB>, options: { cacheTtlMs: numbe
       username: login.username,
       authItems: await findUserAuthItems(db, login.userId),
     };
-    remember(key, principal);
+    if (isCaching && changes !== undefined && changesSeen === changesSeenAtStart && isFresh()) {
+      cache.set(key, principal);
+      schedulePoll();
+    }
     return { ok: true, principal };
   }
 }

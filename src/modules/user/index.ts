@@ -1,4 +1,4 @@
-export type { Authenticator, Principal, Verification } from './authenticator.ts';
+export type { Authenticator, AuthenticatorOptions, Principal, Verification } from './authenticator.ts';
 export { createAuthenticator, parseBasicHeader } from './authenticator.ts';
 export type { NewAccount } from './accounts.ts';
 export {
@@ -9,4 +9,14 @@ export {
   setAccountActive,
   setPassword,
 } from './accounts.ts';
-export { hashPassword, isBcryptHash, verifyPassword } from './passwords.ts';
+export {
+  MAX_PASSWORD_BYTES,
+  checkPasswordLength,
+  hashPassword,
+  isBcryptHash,
+  verifyPassword,
+} from './passwords.ts';
+export { findActivePrincipal, findUserIdsByUsername, findUsernames } from './user-directory.ts';
+export type { PasswordPolicy } from './password-policy.ts';
+export { DEFAULT_PASSWORD_POLICY, MIN_MAX_PASSWORD_LENGTH, findPasswordProblems } from './password-policy.ts';
+export { userCommands } from './user.cli.ts';

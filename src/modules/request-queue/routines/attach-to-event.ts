@@ -7,40 +7,20 @@
  * attached to one of the patient's events (same `hash_code`, then the same bytes) is skipped; when every
  * payload is skipped no event is created.
  */
-import type { Kysely } from 'kysely';
 import { formatDateTime } from '../../../db/database.ts';
-import type { DB } from '../../../db/schema.ts';
 import type { RoutineContext } from './catalog.ts';
 import { PermanentRoutineError, defineRoutine } from './catalog.ts';
-import { contentHash, findPayloads, readPayloadBytes } from './payloads.ts';
+import {
+  contentHash,
+  findPayloads,
+  isAttachedToPatient,
+  linkAttachmentsToEvent,
+  readPayloadBytes,
+  updateAttachmentData,
+} from '../../attachment-data/index.ts';
 
 export const ATTACH_EVENT_CLASS = 'OphGeneric';
 export const ATTACH_ELEMENT_CLASS = 'Element_OphGeneric_Attachment';
-
-async function isAlreadyAttached(
-  db: Kysely<DB>,
-  patientId: number,
-  attachmentId: number,
-  hash: number,
-  bytes: Buffer,
-): Promise<boolean> {
-  const candidates = await db
-    .selectFrom('event_attachment_item as item')
-    .innerJoin('event_attachment_group as g', 'g.id', 'item.event_attachment_group_id')
-    .innerJoin('event as e', 'e.id', 'g.event_id')
-    .innerJoin('episode as ep', 'ep.id', 'e.episode_id')
-    .innerJoin('attachment_data as ad', 'ad.id', 'item.attachment_data_id')
-    .select(['ad.id'])
-    .where('ep.patient_id', '=', patientId)
-    .where('e.deleted', '=', 0)
-    .where((eb) => eb.or([eb('ad.id', '=', attachmentId), eb('ad.hash_code', '=', hash)]))
-    .execute();
-  for (const candidate of candidates) {
-    if (candidate.id === attachmentId) return true;
-    if ((await readPayloadBytes(db, candidate.id)).equals(bytes)) return true;
-  }
-  return false;
-}
 
 async function findOrCreateEpisode(ctx: RoutineContext, patientId: number, stamp: string): Promise<number> {
   const episode = await ctx.trx
@@ -86,13 +66,9 @@ export const attachToEventRoutine = defineRoutine({
       let hash = payload.hash_code;
       if (hash === null) {
         hash = contentHash(bytes);
-        await ctx.trx
-          .updateTable('attachment_data')
-          .set({ hash_code: hash })
-          .where('id', '=', payload.id)
-          .execute();
+        await updateAttachmentData(ctx.trx, ctx.dialect, { id: payload.id }, { hashCode: hash }, ctx.stamp());
       }
-      if (await isAlreadyAttached(ctx.trx, patientId, payload.id, hash, bytes)) {
+      if (await isAttachedToPatient(ctx.trx, patientId, payload.id, hash, bytes)) {
         ctx.log(`attachment_data ${payload.id}: already attached to this patient, skipped`);
       } else {
         toLink.push(payload.id);
@@ -118,29 +94,11 @@ export const attachToEventRoutine = defineRoutine({
       })
       .returning('id')
       .executeTakeFirstOrThrow();
-    const group = await ctx.trx
-      .insertInto('event_attachment_group')
-      .values({
-        event_id: event.id,
-        element_type_id: types.elementTypeId,
-        created_date: stamp,
-        last_modified_date: stamp,
-      })
-      .returning('id')
-      .executeTakeFirstOrThrow();
-    await ctx.trx
-      .insertInto('event_attachment_item')
-      .values(
-        toLink.map((attachmentId) => ({
-          event_attachment_group_id: group.id,
-          attachment_data_id: attachmentId,
-          system_only_managed: 0,
-          event_document_view_set: null,
-          created_date: stamp,
-          last_modified_date: stamp,
-        })),
-      )
-      .execute();
+    await linkAttachmentsToEvent(
+      ctx.trx,
+      { eventId: event.id, elementTypeId: types.elementTypeId, attachmentIds: toLink, systemOnlyManaged: 0 },
+      ctx.stamp(),
+    );
     await ctx.mergeRequestData({ event_id: event.id });
     ctx.log(`event ${event.id}: ${toLink.length} attachment(s) linked`);
   },

@@ -12,7 +12,9 @@
  */
 import type { Kysely, Transaction } from 'kysely';
 import type { Config } from '../../../config.ts';
+import type { DialectAdapter } from '../../../db/dialect.ts';
 import type { DB, Row } from '../../../db/schema.ts';
+import type { AuditStamp } from '../../attachment-data/index.ts';
 
 /** Thrown by a routine when retrying cannot help (bad input): the routine goes to FAILED at once. */
 export class PermanentRoutineError extends Error {
@@ -42,6 +44,10 @@ export interface PrepareContext {
 /** What `run` may use: the routine's transaction and the chaining and locking primitives of reference 9.6. */
 export interface RoutineContext extends PrepareContext {
   readonly trx: Transaction<DB>;
+  /** The engine's differences, for the writers that need them (`attachment-data`'s updates). */
+  readonly dialect: DialectAdapter;
+  /** The audit stamp of this routine's writes: the system user 1, now. */
+  stamp(): AuditStamp;
   /** Writes `value` as JSON into the request's row `mnemonic` (created when missing). */
   putText(mnemonic: string, value: Record<string, unknown>): Promise<void>;
   /** Shallow-merges `patch` into `REQUEST_DATA` and shreds its scalar keys into `request_details`. */

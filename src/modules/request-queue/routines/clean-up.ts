@@ -4,6 +4,7 @@
  * once the request's payloads are attached (reference 9.6 `deleteRequestBlobData`), for sites that keep the
  * original file elsewhere (a PACS). The row itself, its hash, thumbnails and event link stay.
  */
+import { updateAttachmentData } from '../../attachment-data/index.ts';
 import { PermanentRoutineError, defineRoutine } from './catalog.ts';
 
 export const cleanUpRoutine = defineRoutine({
@@ -19,12 +20,13 @@ export const cleanUpRoutine = defineRoutine({
     if (typeof data.event_id !== 'number') {
       throw new PermanentRoutineError('Refusing to drop the payload of a request that is not attached');
     }
-    const result = await ctx.trx
-      .updateTable('attachment_data')
-      .set({ blob_data: null })
-      .where('request_id', '=', ctx.routine.request_id)
-      .where('attachment_mnemonic', '=', 'REQUEST_BLOB')
-      .executeTakeFirst();
-    ctx.log(`clean-up policy: dropped ${Number(result.numUpdatedRows)} REQUEST_BLOB blob(s)`);
+    const dropped = await updateAttachmentData(
+      ctx.trx,
+      ctx.dialect,
+      { requestId: ctx.routine.request_id, mnemonic: 'REQUEST_BLOB' },
+      { blobData: null },
+      ctx.stamp(),
+    );
+    ctx.log(`clean-up policy: dropped ${dropped} REQUEST_BLOB blob(s)`);
   },
 });

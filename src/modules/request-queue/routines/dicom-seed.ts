@@ -1,61 +1,35 @@
 /**
- * `DICOM_SEED` (reference 9.6, step 1 of the DICOM chain): parses the DICOM Part 10 header of the
- * request's DICOM payload with `dicom-parser`, stops before the pixel data (so the parse is a short,
- * header-sized piece of synchronous work), stores the main tags as the `DICOM_HEADER` row and in
- * `REQUEST_DATA` (keys prefixed `dicom_`), then chains `PATIENT_MATCH`.
+ * `DICOM_SEED` (reference 9.6, step 1 of the DICOM chain): checks the request's DICOM payload as a
+ * Part 10 file within the configured limits and reads its main tags, on the DICOM module's worker
+ * threads (never on the event loop). Stores the tags as the `DICOM_HEADER` row and in `REQUEST_DATA`
+ * (keys prefixed `dicom_`), with the transfer syntax, SOP class and frame count, then chains
+ * `EXTRACT_IMAGE`. A file that is not a readable Part 10 file, or is over a limit, fails permanently with
+ * the cause the reader names (no `DICM` prefix, element past the end of the file, too many elements, ...).
  */
-import dicomParser from 'dicom-parser';
-import type { PrepareContext } from './catalog.ts';
+import type { DicomSummary } from '../../dicom/index.ts';
+import { DicomError, readDicomFile } from '../../dicom/index.ts';
 import { PermanentRoutineError, defineRoutine } from './catalog.ts';
-import { findPayloads, readPayloadBytes } from './payloads.ts';
+import { findDicomPayload, readPayloadBytes } from '../../attachment-data/index.ts';
 
-/** The tags read, by DICOM keyword: (group,element) as dicom-parser names them. */
-export const DICOM_TAGS = {
-  PatientID: 'x00100020',
-  PatientName: 'x00100010',
-  PatientBirthDate: 'x00100030',
-  PatientSex: 'x00100040',
-  Modality: 'x00080060',
-  Manufacturer: 'x00080070',
-  StudyInstanceUID: 'x0020000d',
-  StudyDate: 'x00080020',
-} as const;
-
-export type DicomHeader = Record<keyof typeof DICOM_TAGS, string | null>;
-
-/** Reads the tags of {@link DICOM_TAGS} from a Part 10 file; throws on anything that is not one. */
-export function parseDicomHeader(bytes: Uint8Array): DicomHeader {
-  const dataSet = dicomParser.parseDicom(bytes, { untilTag: 'x7fe00010' });
-  const header = {} as DicomHeader;
-  for (const [keyword, tag] of Object.entries(DICOM_TAGS) as [keyof typeof DICOM_TAGS, string][]) {
-    const value = dataSet.string(tag);
-    header[keyword] = value === undefined || value.trim() === '' ? null : value.trim();
-  }
-  return header;
-}
-
-async function findDicomPayload(ctx: PrepareContext): Promise<Buffer> {
-  const payloads = await findPayloads(ctx.db, ctx.routine.request_id);
-  const payload =
-    payloads.find((p) => p.mime_type === 'application/dicom') ??
-    payloads.find((p) => p.attachment_mnemonic === 'REQUEST_BLOB');
-  if (payload === undefined) throw new PermanentRoutineError('No DICOM payload in the request');
-  return readPayloadBytes(ctx.db, payload.id);
-}
-
-export const dicomSeedRoutine = defineRoutine<DicomHeader>({
+export const dicomSeedRoutine = defineRoutine<DicomSummary>({
   name: 'DICOM_SEED',
-  timeoutMs: 30_000,
+  timeoutMs: 120_000,
   retry: 'backoff',
   prepare: async (ctx) => {
-    const bytes = await findDicomPayload(ctx);
+    const payload = await findDicomPayload(ctx.db, ctx.routine.request_id);
+    if (payload === undefined) throw new PermanentRoutineError('No DICOM payload in the request');
+    const bytes = await readPayloadBytes(ctx.db, payload.id);
     try {
-      return parseDicomHeader(bytes);
-    } catch {
-      throw new PermanentRoutineError('The payload is not a readable DICOM Part 10 file');
+      return await readDicomFile(bytes, ctx.config);
+    } catch (error) {
+      if (error instanceof DicomError) {
+        throw new PermanentRoutineError(`Not a readable DICOM file (${error.code}): ${error.message}`);
+      }
+      throw error;
     }
   },
-  run: async (ctx, header) => {
+  run: async (ctx, summary) => {
+    const { header } = summary;
     await ctx.putText('DICOM_HEADER', header);
     await ctx.mergeRequestData({
       dicom_patient_id: header.PatientID,
@@ -66,8 +40,13 @@ export const dicomSeedRoutine = defineRoutine<DicomHeader>({
       dicom_manufacturer: header.Manufacturer,
       dicom_study_instance_uid: header.StudyInstanceUID,
       dicom_study_date: header.StudyDate,
+      dicom_transfer_syntax_uid: summary.transferSyntaxUid,
+      dicom_sop_class_uid: summary.sopClassUid,
+      dicom_number_of_frames: summary.numberOfFrames,
     });
-    ctx.log(`DICOM header read (modality ${header.Modality ?? 'none'})`);
-    await ctx.addRoutine('PATIENT_MATCH');
+    ctx.log(
+      `DICOM header read (modality ${header.Modality ?? 'none'}, transfer syntax ${summary.transferSyntaxUid}, ${summary.elementCount} elements)`,
+    );
+    await ctx.addRoutine('EXTRACT_IMAGE');
   },
 });

@@ -4,12 +4,14 @@ import type { RoutineCatalog } from './catalog.ts';
 import { createRoutineCatalog } from './catalog.ts';
 import { cleanUpRoutine } from './clean-up.ts';
 import { dicomSeedRoutine } from './dicom-seed.ts';
+import { extractImageRoutine } from './extract-image.ts';
 import { makeThumbnailsRoutine } from './make-thumbnails.ts';
 import { noopRoutine } from './noop.ts';
 import { patientMatchRoutine } from './patient-match.ts';
 
 export const DEFAULT_ROUTINES = [
   dicomSeedRoutine,
+  extractImageRoutine,
   patientMatchRoutine,
   makeThumbnailsRoutine,
   attachToEventRoutine,

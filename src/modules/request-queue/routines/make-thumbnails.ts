@@ -4,11 +4,19 @@
  * pipeline into its own buffer (the original reused one output buffer, so larger thumbnails carried the
  * smaller ones in front: D63). `sharp` works on its own thread pool; the images are made in `prepare`, so
  * on SQLite the write transaction only stores them. An image `sharp` cannot read is skipped with a log
- * line (retrying cannot help).
+ * line (retrying cannot help); an image that already has thumbnails (one extracted from DICOM by
+ * `EXTRACT_IMAGE`) is left as it is.
  */
 import sharp from 'sharp';
+import type { RawImage } from '../../dicom/index.ts';
 import { defineRoutine } from './catalog.ts';
-import { findPayloads, isImageMime, readPayloadBytes } from './payloads.ts';
+import {
+  findPayloads,
+  findPayloadsWithThumbnails,
+  isImageMime,
+  readPayloadBytes,
+  updateAttachmentData,
+} from '../../attachment-data/index.ts';
 
 /** Longest side of each thumbnail, in pixels (never enlarged). */
 export const THUMBNAIL_SIZES_PX = { small: 128, medium: 320, large: 640 } as const;
@@ -19,10 +27,13 @@ export interface Thumbnails {
   readonly large: Buffer;
 }
 
-/** The three JPEG thumbnails of `image`, each from a fresh pipeline and buffer. */
-export async function makeThumbnails(image: Buffer): Promise<Thumbnails> {
+/** The three JPEG thumbnails of `image` (an encoded image, or raw pixels), each from a fresh pipeline and buffer. */
+export async function makeThumbnails(image: Buffer | RawImage): Promise<Thumbnails> {
   const make = (sizePx: number) =>
-    sharp(image, { failOn: 'error', limitInputPixels: 100_000_000 })
+    (Buffer.isBuffer(image)
+      ? sharp(image, { failOn: 'error', limitInputPixels: 100_000_000 })
+      : sharp(image.pixels, { raw: { width: image.width, height: image.height, channels: image.channels } })
+    )
       .rotate()
       .resize(sizePx, sizePx, { fit: 'inside', withoutEnlargement: true })
       .flatten({ background: '#ffffff' })
@@ -41,8 +52,9 @@ export const makeThumbnailsRoutine = defineRoutine<{ id: number; thumbnails: Thu
   timeoutMs: 120_000,
   retry: 'backoff',
   prepare: async (ctx) => {
-    const images = (await findPayloads(ctx.db, ctx.routine.request_id)).filter((p) =>
-      isImageMime(p.mime_type),
+    const withThumbnails = await findPayloadsWithThumbnails(ctx.db, ctx.routine.request_id);
+    const images = (await findPayloads(ctx.db, ctx.routine.request_id)).filter(
+      (p) => isImageMime(p.mime_type) && !withThumbnails.has(p.id),
     );
     const made: { id: number; thumbnails: Thumbnails }[] = [];
     for (const image of images) {
@@ -59,15 +71,7 @@ export const makeThumbnailsRoutine = defineRoutine<{ id: number; thumbnails: Thu
   },
   run: async (ctx, made) => {
     for (const { id, thumbnails } of made) {
-      await ctx.trx
-        .updateTable('attachment_data')
-        .set({
-          thumbnail_small_blob: thumbnails.small,
-          thumbnail_medium_blob: thumbnails.medium,
-          thumbnail_large_blob: thumbnails.large,
-        })
-        .where('id', '=', id)
-        .execute();
+      await updateAttachmentData(ctx.trx, ctx.dialect, { id }, { thumbnails }, ctx.stamp());
       ctx.log(`attachment_data ${id}: thumbnails made`);
     }
   },

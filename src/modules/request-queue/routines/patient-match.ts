@@ -15,7 +15,7 @@ import type { Kysely } from 'kysely';
 import type { DB } from '../../../db/schema.ts';
 import type { RoutineContext } from './catalog.ts';
 import { PermanentRoutineError, defineRoutine } from './catalog.ts';
-import { findPayloads, isImageMime } from './payloads.ts';
+import { findPayloads, findPayloadsWithThumbnails, isImageMime } from '../../attachment-data/index.ts';
 
 export interface PatientCriteria {
   readonly identifier: string;
@@ -143,7 +143,10 @@ export const patientMatchRoutine = defineRoutine({
     await ctx.mergeRequestData({ matched_patient_id: ids[0] });
     ctx.log(`matched patient ${ids[0]}`);
     const payloads = await findPayloads(ctx.trx, ctx.routine.request_id);
-    if (payloads.some((p) => isImageMime(p.mime_type))) await ctx.addRoutine('MAKE_THUMBNAILS');
+    const withThumbnails = await findPayloadsWithThumbnails(ctx.trx, ctx.routine.request_id);
+    if (payloads.some((p) => isImageMime(p.mime_type) && !withThumbnails.has(p.id))) {
+      await ctx.addRoutine('MAKE_THUMBNAILS');
+    }
     await ctx.addRoutine('ATTACH_TO_EVENT');
     await ctx.addRoutine('CLEAN_UP');
   },

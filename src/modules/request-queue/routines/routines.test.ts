@@ -11,7 +11,7 @@ import { createTestDatabase, forEachDialect } from '../../../../test/harness.ts'
 import type { QueueEngine } from '../engine.ts';
 import { createQueueEngine } from '../engine.ts';
 import { enqueueRequest } from '../intake.ts';
-import { parseDicomHeader } from './dicom-seed.ts';
+import { DicomError, readDicomFile } from '../../dicom/index.ts';
 import { applyPad, normaliseDob, toRegExp } from './patient-match.ts';
 
 const TAGS = {
@@ -26,11 +26,17 @@ const TAGS = {
 };
 
 describe('routine helpers', () => {
-  it('reads the main tags of a Part 10 file', () => {
-    assert.deepEqual(parseDicomHeader(buildDicomFile(TAGS)), TAGS);
+  it('reads the main tags of a Part 10 file', async () => {
+    const summary = await readDicomFile(buildDicomFile(TAGS), loadConfig({}));
+    assert.deepEqual(summary.header, TAGS);
+    assert.equal(summary.transferSyntaxUid, '1.2.840.10008.1.2.1');
+    assert.equal(summary.hasPixelData, false);
   });
-  it('refuses bytes that are not DICOM', () => {
-    assert.throws(() => parseDicomHeader(Buffer.from('not a dicom file at all')));
+  it('refuses bytes that are not DICOM, naming the cause', async () => {
+    await assert.rejects(
+      readDicomFile(Buffer.from('not a dicom file at all'), loadConfig({})),
+      (error) => error instanceof DicomError && error.code === 'no-dicm-prefix',
+    );
   });
   it('normalises identifiers and dates like the search', () => {
     assert.equal(applyPad('1234', '%07s'), '0001234');
@@ -103,6 +109,7 @@ forEachDialect((dialect) => {
       });
       assert.deepEqual(await drain(), [
         'DICOM_SEED:COMPLETE',
+        'EXTRACT_IMAGE:COMPLETE',
         'PATIENT_MATCH:COMPLETE',
         'MAKE_THUMBNAILS:COMPLETE',
         'ATTACH_TO_EVENT:COMPLETE',
@@ -112,10 +119,11 @@ forEachDialect((dialect) => {
         (await routinesOf(testDb.db, requestId)).map((r) => [r.routine_name, r.execute_sequence]),
         [
           ['DICOM_SEED', 10],
-          ['PATIENT_MATCH', 20],
-          ['MAKE_THUMBNAILS', 30],
-          ['ATTACH_TO_EVENT', 40],
-          ['CLEAN_UP', 50],
+          ['EXTRACT_IMAGE', 20],
+          ['PATIENT_MATCH', 30],
+          ['MAKE_THUMBNAILS', 40],
+          ['ATTACH_TO_EVENT', 50],
+          ['CLEAN_UP', 60],
         ],
       );
 

@@ -1,12 +1,15 @@
 /**
  * The shape of a CLI command. A module offers commands by exporting `CliCommand` values (for example
- * `datasetCommands` from `src/modules/dataset/index.ts`); `src/main/cli.ts` lists them in its command
- * table, one line per module. The CLI parses arguments from the definition, bootstraps the database
- * (migrated), runs the command and closes everything.
+ * `datasetCommands` from `src/modules/dataset/index.ts`); `src/main/cli-commands.ts` lists them in the
+ * command table, one line per module. The runner (`src/main/cli-runner.ts`) parses arguments from the
+ * definition, bootstraps the database (migrated), runs the command and closes everything. This folder sits
+ * below the modules: it imports nothing from them or from `src/main/`.
  */
+import type { Writable } from 'node:stream';
 import type { Config } from '../config.ts';
 import type { Database } from '../db/database.ts';
 import type { FileStore } from '../files/file-store.ts';
+import type { ProgressOptions, ProgressReporter } from './progress.ts';
 
 export interface CliOption {
   readonly type: 'string' | 'boolean';
@@ -26,6 +29,13 @@ export interface CliArgument {
 
 export type CliOptionValue = string | boolean | readonly string[] | undefined;
 
+/** Who runs the CLI, for the audit trail: the operating-system account (the one behind sudo if any). */
+export interface CliActor {
+  readonly username: string;
+  /** One id per command line, shared by the audit rows it writes. */
+  readonly invocationId: string;
+}
+
 export interface CliContext {
   /** Positional arguments after the command words, as declared in `arguments`. */
   readonly args: readonly string[];
@@ -33,12 +43,22 @@ export interface CliContext {
   readonly config: Config;
   readonly database: Database;
   readonly files: FileStore;
+  readonly actor: CliActor;
+  /** Standard output as a stream, for commands that write data (JSON lines) rather than lines of text. */
+  readonly stdout: Writable;
   /** Writes a line to stdout. */
   out(line: string): void;
   /** Writes a line to stderr (progress, warnings). */
   err(line: string): void;
   /** All of stdin as text; refuses (UsageError) when stdin is a terminal. */
   readStdin(what: string): Promise<string>;
+  /** Stdin as a byte stream; refuses (UsageError) when stdin is a terminal. */
+  stdinStream(what: string): AsyncIterable<Buffer>;
+  /**
+   * Progress of long work on stderr: a bar with rate and ETA on a terminal, a short line every few
+   * seconds otherwise. The command prints its own summary line when done.
+   */
+  progress(options: ProgressOptions): ProgressReporter;
 }
 
 export interface CliCommand {

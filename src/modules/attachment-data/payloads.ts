@@ -1,10 +1,9 @@
 /**
- * Which of a request's `attachment_data` rows are payloads (the files and bodies the caller sent), and the
- * content hash used to skip a payload already attached.
+ * Which of a request's `attachment_data` rows are payloads (the files and bodies the caller sent), and
+ * their bytes.
  */
-import { createHash } from 'node:crypto';
 import type { Kysely } from 'kysely';
-import type { DB } from '../../../db/schema.ts';
+import type { DB } from '../../db/schema.ts';
 
 /** Rows written by intake or by routines that describe the request rather than carry its content. */
 export const NON_PAYLOAD_MNEMONICS = ['REQUEST_DATA', 'FORM_DATA', 'HEADER_DATA', 'DICOM_HEADER'] as const;
@@ -29,6 +28,26 @@ export async function findPayloads(db: Kysely<DB>, requestId: number): Promise<P
     .execute();
 }
 
+/** The ids of the request's payload rows that already have thumbnails. */
+export async function findPayloadsWithThumbnails(db: Kysely<DB>, requestId: number): Promise<Set<number>> {
+  const rows = await db
+    .selectFrom('attachment_data')
+    .select('id')
+    .where('request_id', '=', requestId)
+    .where('thumbnail_small_blob', 'is not', null)
+    .execute();
+  return new Set(rows.map((r) => r.id));
+}
+
+/** The request's DICOM payload: the first `application/dicom` payload, else its `REQUEST_BLOB`. */
+export async function findDicomPayload(db: Kysely<DB>, requestId: number): Promise<PayloadRow | undefined> {
+  const payloads = await findPayloads(db, requestId);
+  return (
+    payloads.find((p) => p.mime_type === 'application/dicom') ??
+    payloads.find((p) => p.attachment_mnemonic === 'REQUEST_BLOB')
+  );
+}
+
 /** The bytes of a payload row: its blob, or its text as UTF-8. */
 export async function readPayloadBytes(db: Kysely<DB>, id: number): Promise<Buffer> {
   const row = await db
@@ -37,11 +56,6 @@ export async function readPayloadBytes(db: Kysely<DB>, id: number): Promise<Buff
     .where('id', '=', id)
     .executeTakeFirstOrThrow();
   return row.blob_data ?? Buffer.from(row.text_data ?? '', 'utf8');
-}
-
-/** A 48-bit content hash (first 6 bytes of SHA-256): fits `bigint` and a JavaScript number exactly. */
-export function contentHash(bytes: Uint8Array): number {
-  return Number.parseInt(createHash('sha256').update(bytes).digest('hex').slice(0, 12), 16);
 }
 
 export function isImageMime(mime: string): boolean {

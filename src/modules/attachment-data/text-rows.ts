@@ -1,0 +1,75 @@
+/**
+ * The request's JSON rows (reference 9.6 `bindTextObject` / `putText`): a text row is read as a JSON
+ * object (or `{}`) and written back as JSON.
+ */
+import type { Kysely } from 'kysely';
+import type { DialectAdapter } from '../../db/dialect.ts';
+import type { DB } from '../../db/schema.ts';
+import type { AuditStamp } from './attachment-data.ts';
+import { insertAttachmentData, updateAttachmentData } from './attachment-data.ts';
+
+function asObject(text: string | null | undefined): Record<string, unknown> {
+  if (text === null || text === undefined || text === '') return {};
+  try {
+    const parsed: unknown = JSON.parse(text);
+    return parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed)
+      ? (parsed as Record<string, unknown>)
+      : {};
+  } catch {
+    return {};
+  }
+}
+
+/** The JSON object stored in the request's `mnemonic` row (body site null), or `{}`. */
+export async function readRequestText(
+  db: Kysely<DB>,
+  requestId: number,
+  mnemonic: string,
+): Promise<Record<string, unknown>> {
+  const row = await db
+    .selectFrom('attachment_data')
+    .select('text_data')
+    .where('request_id', '=', requestId)
+    .where('attachment_mnemonic', '=', mnemonic)
+    .where('body_site_snomed_type', 'is', null)
+    .executeTakeFirst();
+  return asObject(row?.text_data);
+}
+
+/**
+ * Writes `value` as JSON into the request's `mnemonic` row, creating it when missing (mime
+ * `application/json`, system-managed, attachment type `dicom_header` for `DICOM_HEADER`, no hash).
+ */
+export async function writeRequestText(
+  trx: Kysely<DB>,
+  dialect: DialectAdapter,
+  requestId: number,
+  mnemonic: string,
+  value: Record<string, unknown>,
+  stamp: AuditStamp,
+): Promise<void> {
+  const text = JSON.stringify(value);
+  const updated = await updateAttachmentData(
+    trx,
+    dialect,
+    { requestId, mnemonic },
+    { textData: text },
+    stamp,
+  );
+  if (updated > 0) return;
+  await insertAttachmentData(
+    trx,
+    [
+      {
+        requestId,
+        mnemonic,
+        mimeType: 'application/json',
+        textData: text,
+        hashCode: null,
+        systemOnlyManaged: 1,
+        attachmentType: mnemonic === 'DICOM_HEADER' ? 'dicom_header' : 'NONE',
+      },
+    ],
+    stamp,
+  );
+}

@@ -1,0 +1,199 @@
+/**
+ * What every console page shares: the signed-in user (re-checked on each request), the operations the
+ * screens need, CSRF tokens, page rendering with Eta (auto-escaped), HTML error pages, and small readers
+ * of form and query values.
+ */
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import Tokens from '@fastify/csrf';
+import { Eta } from 'eta';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { AppDeps } from '../../deps.ts';
+import type { Principal } from '../user/index.ts';
+import type { ConsoleAssets } from './console-assets.ts';
+import type { SessionStore } from './session-store.ts';
+import type { SiteTime } from './site-time.ts';
+
+/** The operations of the console's screens. */
+export const OPERATIONS = {
+  /** Request admin (reference 9.7: role `Edit Payload Processor`). */
+  queue: 'OprnEditRequestData',
+  /** Signature import log and attachments (the original's rule for its log viewer). */
+  clinical: 'OprnViewClinical',
+  /** The audit screen. */
+  audit: 'OprnViewAuditLog',
+} as const;
+
+export interface ConsoleUser extends Principal {
+  readonly sessionId: string;
+  readonly csrfSecret: string;
+}
+
+/** What an audited console answer touched. */
+export interface ConsoleAuditTarget {
+  readonly targetType: string;
+  readonly targetIds: readonly number[];
+  /** The user, when the answer is not to a signed-in one (a successful sign-in). */
+  readonly userId?: number;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The signed-in console user, set by the console's session guard. */
+    consoleUser?: ConsoleUser;
+    /** Set by a console handler: the records its answer touched, for the audit row. */
+    consoleAudit?: ConsoleAuditTarget;
+  }
+  interface FastifyContextConfig {
+    /** The audit action of a console route (its answers to signed-in users are audited). */
+    consoleAction?: string;
+  }
+}
+
+/** An answer given as an HTML page with a status (404, 403, 409, 422, ...). */
+export class ConsolePageError extends Error {
+  readonly statusCode: number;
+  readonly heading: string;
+  readonly headers: Readonly<Record<string, string>>;
+  constructor(
+    statusCode: number,
+    heading: string,
+    text: string,
+    headers: Readonly<Record<string, string>> = {},
+  ) {
+    super(text);
+    this.name = 'ConsolePageError';
+    this.statusCode = statusCode;
+    this.heading = heading;
+    this.headers = headers;
+  }
+}
+
+export function notFoundPage(what: string): ConsolePageError {
+  return new ConsolePageError(404, 'Not found', `${what} does not exist.`);
+}
+
+export function badRequestPage(text: string): ConsolePageError {
+  return new ConsolePageError(400, 'Bad request', text);
+}
+
+export interface Flash {
+  readonly kind: 'ok' | 'warn' | 'error';
+  readonly text: string;
+}
+
+export interface ConsoleContext {
+  readonly deps: AppDeps;
+  readonly sessions: SessionStore;
+  readonly siteTime: SiteTime;
+  readonly assets: ConsoleAssets;
+  /** A CSRF token for the forms of a page of `user`'s session. */
+  csrfToken(user: ConsoleUser): string;
+  /** Whether `token` was made for `user`'s session. */
+  isValidCsrf(user: ConsoleUser, token: string | undefined): boolean;
+  /** A login-form token and its check, bound to the pre-login cookie's secret. */
+  loginCsrfToken(secret: string): string;
+  isValidLoginCsrf(secret: string, token: string | undefined): boolean;
+  newCsrfSecret(): string;
+  /** Renders `view` inside the layout and sends it with `status`. */
+  render(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    view: string,
+    data: Record<string, unknown> & { title: string; nav?: string; flash?: Flash },
+    status?: number,
+  ): FastifyReply;
+}
+
+const VIEWS_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), 'views');
+
+export function can(user: Principal | undefined, operation: string): boolean {
+  return user !== undefined && user.authItems.has(operation);
+}
+
+export function createConsoleContext(options: {
+  deps: AppDeps;
+  sessions: SessionStore;
+  siteTime: SiteTime;
+  assets: ConsoleAssets;
+}): ConsoleContext {
+  const { siteTime } = options;
+  // Tokens carry their own salt; a session's secret never leaves the server.
+  const tokens = Tokens();
+  const eta = new Eta({ views: VIEWS_DIR, cache: true, autoEscape: true, autoTrim: [false, 'nl'] });
+  const helpers = {
+    time: (stored: string | null | undefined) => siteTime.format(stored),
+    count: (n: number) => (n >= 100_000 ? 'at least 100,000' : n.toLocaleString('en-GB')),
+    bytes: (n: number) =>
+      n < 1024
+        ? `${n} B`
+        : n < 1024 * 1024
+          ? `${(n / 1024).toFixed(1)} KiB`
+          : `${(n / 1048576).toFixed(1)} MiB`,
+    cut: (text: string) =>
+      text.length > 20_000 ? `${text.slice(0, 20_000)}\n… (${text.length - 20_000} more characters)` : text,
+    overallLabel: (state: { status: string; routineName: string | null; tryCount: number | null }) =>
+      state.routineName === null
+        ? state.status
+        : `${state.status} (${state.routineName}) (${state.tryCount})`,
+  };
+
+  const context: ConsoleContext = {
+    ...options,
+    csrfToken: (user) => tokens.create(user.csrfSecret),
+    isValidCsrf: (user, token) => typeof token === 'string' && tokens.verify(user.csrfSecret, token),
+    loginCsrfToken: (secret) => tokens.create(secret),
+    isValidLoginCsrf: (secret, token) => typeof token === 'string' && tokens.verify(secret, token),
+    newCsrfSecret: () => tokens.secretSync(),
+    render(request, reply, view, data, status = 200) {
+      const user = request.consoleUser;
+      const page = eta.render(`./${view}`, {
+        ...helpers,
+        nav: '',
+        timeZone: siteTime.timeZone,
+        assets: options.assets.urls,
+        user:
+          user === undefined
+            ? undefined
+            : {
+                username: user.username,
+                can: {
+                  queue: can(user, OPERATIONS.queue),
+                  clinical: can(user, OPERATIONS.clinical),
+                  audit: can(user, OPERATIONS.audit),
+                },
+              },
+        csrf: user === undefined ? '' : context.csrfToken(user),
+        ...data,
+      });
+      return reply.code(status).header('content-type', 'text/html; charset=utf-8').send(page);
+    },
+  };
+  return context;
+}
+
+/** A single-valued text field of a parsed form or query; a repeated field is bad input. */
+export function textField(source: unknown, name: string): string | undefined {
+  if (typeof source !== 'object' || source === null) return undefined;
+  const value = (source as Record<string, unknown>)[name];
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string') throw badRequestPage(`The field "${name}" was sent more than once.`);
+  return value;
+}
+
+/** A positive integer path or query value that fits the id columns, else undefined. */
+export function parseId(text: string | undefined): number | undefined {
+  if (text === undefined || !/^[1-9][0-9]{0,9}$/.test(text)) return undefined;
+  const id = Number(text);
+  return id <= 2_147_483_647 ? id : undefined;
+}
+
+/** Builds a console URL with the non-empty query values. */
+export function consoleUrl(pathname: string, query: Record<string, string | number | undefined>): string {
+  const params = new URLSearchParams();
+  for (const [key, value] of Object.entries(query)) {
+    if (value !== undefined && value !== '') params.set(key, String(value));
+  }
+  const text = params.toString();
+  return text === '' ? pathname : `${pathname}?${text}`;
+}

@@ -1,0 +1,428 @@
+/**
+ * The operations console at `/console/` (config `CONSOLE`): server-rendered pages for the support desk.
+ * Everything is in one encapsulated scope with its own cookie and form parsers, HTML error pages, a
+ * strict CSP and its own audit hook; the screens call the other modules through their `index.ts`.
+ *
+ * Sign-in: a login form (CSRF-protected through a signed pre-login cookie), the Basic authenticator's
+ * password check and the same failure brake (per address and per username, `AUTH_FAILURE_LIMIT_PER_MINUTE`),
+ * then a database session (`session-store.ts`) in a signed `HttpOnly; SameSite=Strict` cookie, `Secure`
+ * over TLS. Every request re-reads the session and the user's operations; every form carries a CSRF token
+ * of the session. Unknown ids answer 404 pages, refused forms 403 pages.
+ */
+import fastifyCookie from '@fastify/cookie';
+import formbody from '@fastify/formbody';
+import type {
+  FastifyInstance,
+  FastifyPluginAsync,
+  FastifyReply,
+  FastifyRequest,
+  preHandlerAsyncHookHandler,
+} from 'fastify';
+import { AppError } from '../../errors.ts';
+import { toAppError } from '../../http/error-handler.ts';
+import type { ModuleOptions } from '../../http/module.ts';
+import type { LoginAttempt } from '../../http/login-brake.ts';
+import { beginLoginAttempt } from '../../http/login-brake.ts';
+import { isHttpsRequest } from '../../http/transport-security.ts';
+import type { AuditTrail } from '../audit/index.ts';
+import { createAuditTrail } from '../audit/index.ts';
+import { readWorkerHealth } from '../request-queue/index.ts';
+import type { Verification } from '../user/index.ts';
+import { findActivePrincipal } from '../user/index.ts';
+import { registerAttachmentPages } from './attachments.pages.ts';
+import { registerAuditPages } from './audit.pages.ts';
+import { loadConsoleAssets } from './console-assets.ts';
+import type { ConsoleContext, ConsoleUser } from './console-context.ts';
+import { ConsolePageError, OPERATIONS, can, createConsoleContext, textField } from './console-context.ts';
+import { registerQueuePages } from './queue.pages.ts';
+import { loadCookieSecret, createSessionStore } from './session-store.ts';
+import { registerSignaturePages } from './signatures.pages.ts';
+import { createSiteTime } from './site-time.ts';
+
+export const CONSOLE_PREFIX = '/console';
+const SESSION_COOKIE = 'cra_console';
+const LOGIN_COOKIE = 'cra_console_login';
+
+/**
+ * The console's CSP: scripts, styles and images from this origin only, no inline code, no framing, forms
+ * posting only here, no plugins, no base URL changes.
+ */
+export const CONSOLE_CSP =
+  "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
+  "form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/** A guard that requires a signed-in user, and `operation` when given; POSTs also need a valid CSRF token. */
+export type ConsoleGuard = (operation?: string) => preHandlerAsyncHookHandler;
+
+export const consoleRoutes: FastifyPluginAsync<ModuleOptions> = async (app, { deps }) => {
+  const secret = deps.config.consoleSessionSecret ?? (await loadCookieSecret(deps.database));
+  const sessions = createSessionStore(deps.database, {
+    idleMinutes: deps.config.consoleIdleMinutes,
+    sessionHours: deps.config.consoleSessionHours,
+  });
+  const ctx = createConsoleContext({
+    deps,
+    sessions,
+    siteTime: createSiteTime(deps.config.timeZone),
+    assets: loadConsoleAssets(),
+  });
+  const trail = createAuditTrail(deps.database);
+  app.addHook('onClose', async () => trail.flush());
+
+  await app.register(
+    async (scope) => {
+      // The console is not part of the API: it stays out of the OpenAPI document.
+      scope.addHook('onRoute', (route) => {
+        route.config = { ...route.config, openapi: false };
+      });
+      await scope.register(fastifyCookie, { secret, hook: 'onRequest' });
+      await scope.register(formbody, { bodyLimit: deps.config.limits.jsonBodyBytes });
+      scope.addHook('onRequest', async (_request, reply) => {
+        void reply.header('content-security-policy', CONSOLE_CSP);
+      });
+      installErrorPages(scope, ctx);
+      installConsoleAudit(scope, trail);
+      const guard = createGuard(ctx);
+      ctx.assets.register(scope);
+      registerSessionRoutes(scope, ctx, guard);
+      registerQueuePages(scope, ctx, guard);
+      registerSignaturePages(scope, ctx, guard);
+      registerAttachmentPages(scope, ctx, guard);
+      registerAuditPages(scope, ctx, guard);
+    },
+    { prefix: CONSOLE_PREFIX },
+  );
+};
+
+function sessionCookieOptions(request: FastifyRequest) {
+  return {
+    path: CONSOLE_PREFIX,
+    httpOnly: true,
+    sameSite: 'strict' as const,
+    secure: isHttpsRequest(request),
+    signed: true,
+  };
+}
+
+/** The session token of the request's cookie when its signature is valid. */
+function sessionToken(request: FastifyRequest): string | undefined {
+  const raw = request.cookies[SESSION_COOKIE];
+  if (raw === undefined) return undefined;
+  const unsigned = request.unsignCookie(raw);
+  return unsigned.valid && unsigned.value !== null ? unsigned.value : undefined;
+}
+
+/** A path inside the console to return to after sign-in; anything else goes to the overview. */
+function safeNext(next: string | undefined): string {
+  if (next === undefined || !/^\/console(\/[\w\-./?=&%+]*)?$/.test(next) || next.includes('//'))
+    return '/console/';
+  return next;
+}
+
+type CurrentUser = { kind: 'user'; user: ConsoleUser } | { kind: 'none' | 'expired' };
+
+async function currentUser(ctx: ConsoleContext, request: FastifyRequest): Promise<CurrentUser> {
+  const token = sessionToken(request);
+  if (token === undefined) return { kind: 'none' };
+  const lookup = await ctx.sessions.lookup(token);
+  if (lookup.kind !== 'active') return { kind: lookup.kind };
+  const principal = await findActivePrincipal(ctx.deps.database.db, lookup.session.userId);
+  const isAllowed =
+    principal !== undefined && (!ctx.deps.config.requireOprnLogin || principal.authItems.has('OprnLogin'));
+  if (!isAllowed) {
+    // A disabled account (or one that lost OprnLogin) ends its sessions at its next request.
+    await ctx.sessions.destroy(lookup.session.id);
+    return { kind: 'expired' };
+  }
+  return {
+    kind: 'user',
+    user: { ...principal, sessionId: lookup.session.id, csrfSecret: lookup.session.csrfSecret },
+  };
+}
+
+function createGuard(ctx: ConsoleContext): ConsoleGuard {
+  return (operation) =>
+    async function consoleGuard(request: FastifyRequest, reply: FastifyReply) {
+      const current = await currentUser(ctx, request);
+      if (current.kind !== 'user') {
+        if (request.method === 'GET' || request.method === 'HEAD') {
+          const query = new URLSearchParams({ next: request.url });
+          if (current.kind === 'expired') query.set('expired', '1');
+          return reply.redirect(`${CONSOLE_PREFIX}/login?${query.toString()}`, 303);
+        }
+        // A form of an ended session: stale, refused.
+        throw new ConsolePageError(
+          403,
+          'Session ended',
+          'Your session has ended. Sign in again, then repeat the change.',
+        );
+      }
+      request.consoleUser = current.user;
+      if (operation !== undefined && !can(current.user, operation)) {
+        throw new ConsolePageError(
+          403,
+          'Forbidden',
+          `Your account does not have the operation ${operation} that this screen needs.`,
+        );
+      }
+      if (request.method === 'POST' && !ctx.isValidCsrf(current.user, textField(request.body, '_csrf'))) {
+        throw new ConsolePageError(
+          403,
+          'Form refused',
+          'This form was not issued by your current session (it is stale or forged). Reload the page and try again.',
+        );
+      }
+    };
+}
+
+function registerSessionRoutes(app: FastifyInstance, ctx: ConsoleContext, guard: ConsoleGuard): void {
+  const { config } = ctx.deps;
+
+  /** The pre-login CSRF secret from its signed cookie, or a new one (set on the reply). */
+  const loginSecret = (
+    request: FastifyRequest,
+    reply: FastifyReply,
+    isCreating: boolean,
+  ): string | undefined => {
+    const raw = request.cookies[LOGIN_COOKIE];
+    const unsigned = raw === undefined ? undefined : request.unsignCookie(raw);
+    if (unsigned?.valid === true && unsigned.value !== null) return unsigned.value;
+    if (!isCreating) return undefined;
+    const secret = ctx.newCsrfSecret();
+    void reply.setCookie(LOGIN_COOKIE, secret, { ...sessionCookieOptions(request), maxAge: 3600 });
+    return secret;
+  };
+
+  const renderLogin = (
+    request: FastifyRequest,
+    reply: FastifyReply,
+    secret: string,
+    values: { next: string; username: string; flash?: { kind: 'ok' | 'warn' | 'error'; text: string } },
+    status = 200,
+  ) =>
+    ctx.render(
+      request,
+      reply,
+      'login',
+      {
+        title: 'Sign in',
+        nav: 'login',
+        loginCsrf: ctx.loginCsrfToken(secret),
+        next: values.next,
+        username: values.username,
+        ...(values.flash === undefined ? {} : { flash: values.flash }),
+      },
+      status,
+    );
+
+  app.get<{ Querystring: Record<string, string | string[] | undefined> }>(
+    '/login',
+    async (request, reply) => {
+      const next = safeNext(textField(request.query, 'next'));
+      const current = await currentUser(ctx, request);
+      if (current.kind === 'user') return reply.redirect(next, 303);
+      const secret = loginSecret(request, reply, true)!;
+      const flash =
+        textField(request.query, 'expired') === '1' || current.kind === 'expired'
+          ? ({ kind: 'warn', text: 'Your session has ended. Sign in again.' } as const)
+          : textField(request.query, 'signed_out') === '1'
+            ? ({ kind: 'ok', text: 'You have signed out.' } as const)
+            : undefined;
+      return renderLogin(request, reply, secret, {
+        next,
+        username: '',
+        ...(flash === undefined ? {} : { flash }),
+      });
+    },
+  );
+
+  app.post('/login', { config: { consoleAction: 'console.login' } }, async (request, reply) => {
+    const secret = loginSecret(request, reply, false);
+    if (secret === undefined || !ctx.isValidLoginCsrf(secret, textField(request.body, '_csrf'))) {
+      throw new ConsolePageError(
+        403,
+        'Form refused',
+        'This sign-in form has expired or was not issued by this console. Reload the page and sign in again.',
+      );
+    }
+    const username = (textField(request.body, 'username') ?? '').trim();
+    const password = textField(request.body, 'password') ?? '';
+    const next = safeNext(textField(request.body, 'next'));
+    // The Basic guard's brake (http/login-brake.ts): the same counts, limits and back-off, an attempt
+    // counted from its start and refused (429) before any password check. The authenticator checks the
+    // password (bcrypt, the same timing for unknown users); a colon cannot be part of a username there,
+    // so such a name can only fail.
+    let attempt: LoginAttempt | undefined;
+    let verification: Verification | undefined;
+    try {
+      verification =
+        username === '' || password === '' || username.includes(':')
+          ? undefined
+          : await ctx.deps.authenticator.verify(
+              `Basic ${Buffer.from(`${username}:${password}`, 'utf8').toString('base64')}`,
+              async (name) => {
+                attempt = await beginLoginAttempt(ctx.deps, name, request.ip);
+              },
+            );
+    } catch (error) {
+      attempt?.abandon();
+      if (error instanceof AppError && error.code === 'too_many_requests')
+        throw tooManyFailures(Number(error.headers['retry-after'] ?? 1));
+      throw error;
+    }
+    const principal = verification?.ok === true ? verification.principal : undefined;
+    if (principal === undefined || (config.requireOprnLogin && !principal.authItems.has('OprnLogin'))) {
+      if (verification?.ok === true) attempt?.succeed();
+      else attempt?.fail();
+      request.log.info(
+        { reason: verification?.ok === false ? verification.reason : 'refused' },
+        'console sign-in failed',
+      );
+      return renderLogin(
+        request,
+        reply,
+        secret,
+        { next, username, flash: { kind: 'error', text: 'Unknown username or wrong password.' } },
+        401,
+      );
+    }
+    attempt?.succeed();
+    const token = await ctx.sessions.create(principal.userId, ctx.newCsrfSecret());
+    request.consoleAudit = { targetType: 'user', targetIds: [principal.userId], userId: principal.userId };
+    void reply.setCookie(SESSION_COOKIE, token, sessionCookieOptions(request));
+    void reply.clearCookie(LOGIN_COOKIE, { path: CONSOLE_PREFIX });
+    return reply.redirect(next, 303);
+  });
+
+  app.post(
+    '/logout',
+    { config: { consoleAction: 'console.logout' }, preHandler: guard() },
+    async (request, reply) => {
+      await ctx.sessions.destroy(request.consoleUser!.sessionId);
+      void reply.clearCookie(SESSION_COOKIE, { path: CONSOLE_PREFIX });
+      return reply.redirect(`${CONSOLE_PREFIX}/login?signed_out=1`, 303);
+    },
+  );
+
+  app.get('/', { preHandler: guard() }, async (request, reply) => {
+    const user = request.consoleUser!;
+    const health = can(user, OPERATIONS.queue) ? await readWorkerHealth(ctx.deps.database.db) : undefined;
+    return ctx.render(request, reply, 'home', { title: 'Overview', nav: 'home', health });
+  });
+}
+
+function tooManyFailures(waitSeconds: number): ConsolePageError {
+  return new ConsolePageError(
+    429,
+    'Too many failed sign-ins',
+    `Too many failed sign-ins from here or for this username. Wait ${waitSeconds} seconds, then try again.`,
+    { 'retry-after': String(waitSeconds) },
+  );
+}
+
+const ERROR_HEADINGS: Record<number, string> = {
+  400: 'Bad request',
+  403: 'Forbidden',
+  404: 'Not found',
+  405: 'Method not allowed',
+  413: 'Too large',
+  415: 'Unsupported form',
+  422: 'Invalid input',
+  429: 'Too many requests',
+  500: 'Something went wrong',
+  503: 'Service unavailable',
+};
+
+function installErrorPages(app: FastifyInstance, ctx: ConsoleContext): void {
+  app.setErrorHandler(async (thrown, request, reply) => {
+    if (thrown instanceof ConsolePageError) {
+      for (const [name, value] of Object.entries(thrown.headers)) void reply.header(name, value);
+      return ctx.render(
+        request,
+        reply,
+        'error',
+        { title: thrown.heading, heading: thrown.heading, text: thrown.message },
+        thrown.statusCode,
+      );
+    }
+    const error = toAppError(thrown);
+    if (error.code === 'internal') request.log.error({ err: thrown }, 'unhandled console error');
+    else if (error.statusCode >= 500) request.log.warn({ code: error.code }, error.message);
+    for (const [name, value] of Object.entries(error.headers)) {
+      if (name !== 'www-authenticate') void reply.header(name, value);
+    }
+    const status = error.statusCode;
+    const heading = ERROR_HEADINGS[status] ?? 'Error';
+    const text =
+      error.code === 'internal'
+        ? 'The console could not complete this request. Nothing more is known here; give the reference below to support.'
+        : error.code === 'unavailable'
+          ? 'The database is not reachable right now. Try again in a few seconds.'
+          : error.message;
+    return ctx.render(
+      request,
+      reply,
+      'error',
+      { title: heading, heading, text, ...(error.code === 'internal' ? { reference: request.id } : {}) },
+      status,
+    );
+  });
+  app.setNotFoundHandler(async (request, reply) =>
+    ctx.render(
+      request,
+      reply,
+      'error',
+      { title: 'Not found', heading: 'Not found', text: 'There is no such page in the console.' },
+      404,
+    ),
+  );
+}
+
+/** Headers that describe a binary representation; dropped when an answer is replaced by a 503 page. */
+const REPRESENTATION_HEADERS = ['content-length', 'etag', 'last-modified', 'content-transfer-encoding'];
+
+/**
+ * One audit row per answer of an audited console route to a signed-in user (and per sign-in attempt),
+ * committed before the answer leaves, like the API's; an answer whose row cannot be written becomes a
+ * 503 page. Throttled sign-ins (429) are not recorded, as in the API.
+ */
+function installConsoleAudit(app: FastifyInstance, trail: AuditTrail): void {
+  app.addHook('onSend', async (request, reply, payload) => {
+    const action = request.routeOptions.config?.consoleAction;
+    if (action === undefined) return payload;
+    const userId = request.consoleAudit?.userId ?? request.consoleUser?.userId ?? null;
+    const outcome = reply.statusCode;
+    if (outcome === 429 || (userId === null && action !== 'console.login')) return payload;
+    try {
+      await trail.record({
+        action,
+        userId,
+        targetType: request.consoleAudit?.targetType ?? null,
+        targetIds: request.consoleAudit?.targetIds ?? [],
+        outcome,
+        clientAddress: request.ip ?? null,
+        requestId: request.id,
+      });
+      return payload;
+    } catch (error) {
+      request.log.error({ err: error, action, outcome }, 'console audit row not written: answer refused');
+      if (
+        typeof payload === 'object' &&
+        payload !== null &&
+        'destroy' in payload &&
+        !Buffer.isBuffer(payload)
+      )
+        (payload as { destroy(): void }).destroy();
+      for (const name of REPRESENTATION_HEADERS) reply.removeHeader(name);
+      void reply
+        .code(503)
+        .header('retry-after', '5')
+        .header('cache-control', 'no-store')
+        .header('content-type', 'text/html; charset=utf-8');
+      return (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Service unavailable</title></head>' +
+        '<body><main><h1>Service unavailable</h1><p>The audit log cannot be written right now, so nothing is shown. Try again in a few seconds.</p></main></body></html>'
+      );
+    }
+  });
+}

@@ -1,0 +1,157 @@
+/**
+ * Console sessions, kept in the database so that every server process (and a restart) sees them, and so
+ * that logout ends a session for good. The cookie holds a random 256-bit token (signed by the cookie
+ * plugin); the row is keyed by the token's SHA-256. A session ends after `idleMinutes` without a request
+ * or `sessionHours` after login, whichever comes first; `last_seen_at` is written at most once a minute.
+ * Each session has its own CSRF secret, so a form from another or an earlier session is refused.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import type { Kysely } from 'kysely';
+import type { Database } from '../../db/database.ts';
+import { formatDateTime } from '../../db/database.ts';
+import type { DB } from '../../db/schema.ts';
+
+/** Tables of migration 0013, owned by this module. */
+export interface ConsoleSessionTable {
+  id: string;
+  user_id: number;
+  csrf_secret: string;
+  created_at: string;
+  last_seen_at: string;
+}
+export interface ConsoleSecretTable {
+  name: string;
+  value: string;
+}
+type ConsoleTables = { console_session: ConsoleSessionTable; console_secret: ConsoleSecretTable };
+
+function consoleDb(db: Kysely<DB>): Kysely<DB & ConsoleTables> {
+  return db.withTables<ConsoleTables>();
+}
+
+export interface ConsoleSession {
+  /** Row key (the token's digest); never sent to the browser. */
+  readonly id: string;
+  readonly userId: number;
+  readonly csrfSecret: string;
+}
+
+export type SessionLookup =
+  | { readonly kind: 'active'; readonly session: ConsoleSession }
+  /** The session existed but ran past its idle or absolute limit (now deleted). */
+  | { readonly kind: 'expired' }
+  | { readonly kind: 'none' };
+
+export interface SessionStore {
+  /** Starts a session for `userId`; returns the cookie token. */
+  create(userId: number, csrfSecret: string): Promise<string>;
+  lookup(token: string): Promise<SessionLookup>;
+  /** Ends the session of `token` (logout, or a user no longer allowed in). */
+  destroy(sessionId: string): Promise<void>;
+}
+
+export interface SessionStoreOptions {
+  readonly idleMinutes: number;
+  readonly sessionHours: number;
+  readonly now?: () => Date;
+}
+
+const TOUCH_INTERVAL_MS = 60_000;
+
+function digest(token: string): string {
+  return createHash('sha256').update(token).digest('hex');
+}
+
+export function createSessionStore(database: Database, options: SessionStoreOptions): SessionStore {
+  const db = consoleDb(database.db);
+  const now = options.now ?? (() => new Date());
+  const idleMs = options.idleMinutes * 60_000;
+  const absoluteMs = options.sessionHours * 3_600_000;
+
+  return {
+    async create(userId, csrfSecret) {
+      const token = randomBytes(32).toString('base64url');
+      const at = now();
+      const atText = formatDateTime(at);
+      await database.writeTransaction(async (trx) => {
+        const tdb = consoleDb(trx);
+        // Sessions past either limit are removed as new ones start: the table stays small.
+        await tdb
+          .deleteFrom('console_session')
+          .where((eb) =>
+            eb.or([
+              eb('last_seen_at', '<', formatDateTime(new Date(at.getTime() - idleMs))),
+              eb('created_at', '<', formatDateTime(new Date(at.getTime() - absoluteMs))),
+            ]),
+          )
+          .execute();
+        await tdb
+          .insertInto('console_session')
+          .values({
+            id: digest(token),
+            user_id: userId,
+            csrf_secret: csrfSecret,
+            created_at: atText,
+            last_seen_at: atText,
+          })
+          .execute();
+      });
+      return token;
+    },
+
+    async lookup(token) {
+      const id = digest(token);
+      const row = await db.selectFrom('console_session').selectAll().where('id', '=', id).executeTakeFirst();
+      if (row === undefined) return { kind: 'none' };
+      const at = now().getTime();
+      const lastSeen = Date.parse(`${row.last_seen_at.replace(' ', 'T')}Z`);
+      const created = Date.parse(`${row.created_at.replace(' ', 'T')}Z`);
+      if (!(at - lastSeen <= idleMs) || !(at - created <= absoluteMs)) {
+        await database.writeTransaction((trx) =>
+          consoleDb(trx).deleteFrom('console_session').where('id', '=', id).execute(),
+        );
+        return { kind: 'expired' };
+      }
+      if (at - lastSeen >= TOUCH_INTERVAL_MS) {
+        await database.writeTransaction((trx) =>
+          consoleDb(trx)
+            .updateTable('console_session')
+            .set({ last_seen_at: formatDateTime(new Date(at)) })
+            .where('id', '=', id)
+            .execute(),
+        );
+      }
+      return { kind: 'active', session: { id, userId: row.user_id, csrfSecret: row.csrf_secret } };
+    },
+
+    async destroy(sessionId) {
+      await database.writeTransaction((trx) =>
+        consoleDb(trx).deleteFrom('console_session').where('id', '=', sessionId).execute(),
+      );
+    },
+  };
+}
+
+/**
+ * The key that signs console cookies when `CONSOLE_SESSION_SECRET` is unset: created once (random, 48
+ * bytes) and kept in `console_secret`, so that every server process and every restart signs alike.
+ */
+export async function loadCookieSecret(database: Database): Promise<string> {
+  const db = consoleDb(database.db);
+  const read = () =>
+    db.selectFrom('console_secret').select('value').where('name', '=', 'cookie').executeTakeFirst();
+  const existing = await read();
+  if (existing !== undefined) return existing.value;
+  await database.writeTransaction((trx) =>
+    database.dialect
+      .insertOrIgnore(
+        consoleDb(trx)
+          .insertInto('console_secret')
+          .values({ name: 'cookie', value: randomBytes(48).toString('base64url') }),
+        ['name'],
+      )
+      .execute(),
+  );
+  // Another process may have won the insert: its key is the one.
+  return (await read())!.value;
+}

@@ -1,0 +1,211 @@
+/**
+ * A small pool of worker threads (`dicom.worker.ts`) that read and decode DICOM files off the event loop.
+ * Threads start on first use and stay (each loads the WebAssembly decoders once, then says it is ready),
+ * one job per thread at a time, the others wait in order. Each job has a time limit, counted from when a
+ * ready thread takes it, and each thread a heap cap
+ * (`resourceLimits`): a thread past either is terminated and replaced, and its job fails with
+ * {@link DicomError} `timeout` or `out-of-memory`. Idle threads do not keep the process alive.
+ */
+import { Worker } from 'node:worker_threads';
+import type { DicomErrorData } from './dicom-error.ts';
+import { DicomError } from './dicom-error.ts';
+import type { DicomLimits, DicomSummary, Extraction } from './extract.ts';
+
+export type DicomJob =
+  | { readonly id: number; readonly kind: 'read'; readonly bytes: Uint8Array; readonly limits: DicomLimits }
+  | {
+      readonly id: number;
+      readonly kind: 'extract';
+      readonly bytes: Uint8Array;
+      readonly limits: DicomLimits;
+      readonly pageSizePx: number;
+    };
+
+export interface DicomJobResult {
+  readonly id: number;
+  readonly read?: DicomSummary;
+  readonly extraction?: Extraction;
+  readonly error?: DicomErrorData;
+}
+
+export interface DicomPoolOptions {
+  readonly threads: number;
+  readonly timeoutMs: number;
+  /** Heap cap of each thread (V8 old generation), in MiB. */
+  readonly memoryMb: number;
+  readonly limits: DicomLimits;
+  /** Longest side of a rendered PDF page, in pixels. */
+  readonly pageSizePx: number;
+}
+
+export interface DicomPool {
+  read(bytes: Uint8Array): Promise<DicomSummary>;
+  extract(bytes: Uint8Array): Promise<Extraction>;
+  /** Terminates the threads; jobs still waiting fail. */
+  close(): Promise<void>;
+}
+
+type JobInput = { readonly kind: 'read' } | { readonly kind: 'extract' };
+
+interface PendingJob {
+  readonly input: JobInput;
+  readonly bytes: Uint8Array;
+  readonly resolve: (result: DicomJobResult) => void;
+  readonly reject: (error: Error) => void;
+}
+
+interface PoolThread {
+  readonly worker: Worker;
+  isReady: boolean;
+  job?: { readonly id: number; readonly pending: PendingJob; readonly timer: NodeJS.Timeout };
+  isRetired: boolean;
+}
+
+const WORKER_URL = new URL('./dicom.worker.ts', import.meta.url);
+/** A thread that has not loaded its decoders by then is given up, with the jobs waiting for it. */
+const STARTUP_TIMEOUT_MS = 60_000;
+
+export function createDicomPool(options: DicomPoolOptions): DicomPool {
+  const threads: PoolThread[] = [];
+  const waiting: PendingJob[] = [];
+  let nextId = 1;
+  let isClosed = false;
+
+  const spawn = (): PoolThread => {
+    const worker = new Worker(WORKER_URL, {
+      resourceLimits: {
+        maxOldGenerationSizeMb: options.memoryMb,
+        maxYoungGenerationSizeMb: Math.max(8, Math.min(64, Math.floor(options.memoryMb / 8))),
+        stackSizeMb: 4,
+      },
+    });
+    worker.unref();
+    const thread: PoolThread = { worker, isReady: false, isRetired: false };
+    const startTimer = setTimeout(() => {
+      retire(thread, new DicomError('worker-failed', 'The decoding thread did not start'));
+      for (const pending of waiting.splice(0)) {
+        pending.reject(new DicomError('worker-failed', 'The decoding thread did not start'));
+      }
+    }, STARTUP_TIMEOUT_MS);
+    worker.on('message', (result: DicomJobResult | { ready: true }) => {
+      if ('ready' in result) {
+        clearTimeout(startTimer);
+        thread.isReady = true;
+        dispatch();
+        return;
+      }
+      const job = thread.job;
+      if (job === undefined || job.id !== result.id) return;
+      finish(thread);
+      job.pending.resolve(result);
+      dispatch();
+    });
+    worker.on('error', (error: Error & { code?: string }) => {
+      if (error.code === 'ERR_WORKER_OUT_OF_MEMORY') {
+        retire(
+          thread,
+          new DicomError(
+            'out-of-memory',
+            `Decoding needed more than ${options.memoryMb} MiB (DICOM_DECODE_MEMORY_MB)`,
+          ),
+        );
+      } else {
+        retire(thread, new DicomError('worker-failed', `The decoding thread failed: ${error.message}`));
+      }
+    });
+    worker.on('exit', (code) => {
+      clearTimeout(startTimer);
+      retire(thread, new DicomError('worker-failed', `The decoding thread stopped (exit code ${code})`));
+    });
+    threads.push(thread);
+    return thread;
+  };
+
+  /** Clears the thread's job; an idle thread no longer keeps the process alive. */
+  const finish = (thread: PoolThread) => {
+    if (thread.job !== undefined) clearTimeout(thread.job.timer);
+    thread.job = undefined;
+    thread.worker.unref();
+  };
+
+  /** Removes a thread (terminating it) and fails its job with `reason`. */
+  function retire(thread: PoolThread, reason: DicomError): void {
+    const job = thread.job;
+    finish(thread);
+    if (!thread.isRetired) {
+      thread.isRetired = true;
+      const index = threads.indexOf(thread);
+      if (index >= 0) threads.splice(index, 1);
+      thread.worker.terminate().catch(() => {});
+    }
+    job?.pending.reject(reason);
+    dispatch();
+  }
+
+  function dispatch(): void {
+    while (waiting.length > 0 && !isClosed) {
+      const thread = threads.find((t) => t.isReady && t.job === undefined);
+      if (thread === undefined) {
+        // Threads still starting take the waiting jobs when they are ready.
+        const starting = threads.filter((t) => !t.isReady).length;
+        if (starting >= waiting.length || threads.length >= options.threads) return;
+        spawn();
+        continue;
+      }
+      const pending = waiting.shift()!;
+      const id = nextId++;
+      const timer = setTimeout(() => {
+        retire(
+          thread,
+          new DicomError(
+            'timeout',
+            `Decoding took longer than ${options.timeoutMs} ms (DICOM_DECODE_TIMEOUT_MS)`,
+          ),
+        );
+      }, options.timeoutMs);
+      thread.job = { id, pending, timer };
+      thread.worker.ref();
+      // A copy the thread owns, moved rather than cloned.
+      const bytes = new Uint8Array(pending.bytes);
+      const job: DicomJob =
+        pending.input.kind === 'read'
+          ? { id, kind: 'read', bytes, limits: options.limits }
+          : { id, kind: 'extract', bytes, limits: options.limits, pageSizePx: options.pageSizePx };
+      thread.worker.postMessage(job, [bytes.buffer]);
+    }
+  }
+
+  const submit = (input: JobInput, bytes: Uint8Array): Promise<DicomJobResult> => {
+    if (isClosed) return Promise.reject(new Error('The DICOM pool is closed'));
+    return new Promise<DicomJobResult>((resolve, reject) => {
+      waiting.push({ input, bytes, resolve, reject });
+      dispatch();
+    }).then((result) => {
+      if (result.error !== undefined) throw new DicomError(result.error.code, result.error.message);
+      return result;
+    });
+  };
+
+  return {
+    async read(bytes) {
+      return (await submit({ kind: 'read' }, bytes)).read!;
+    },
+    async extract(bytes) {
+      return (await submit({ kind: 'extract' }, bytes)).extraction!;
+    },
+    async close() {
+      isClosed = true;
+      for (const pending of waiting.splice(0)) pending.reject(new Error('The DICOM pool is closed'));
+      const closing = new Error('The DICOM pool is closed');
+      await Promise.all(
+        threads.splice(0).map((thread) => {
+          const job = thread.job;
+          thread.isRetired = true;
+          finish(thread);
+          job?.pending.reject(closing);
+          return thread.worker.terminate();
+        }),
+      );
+    },
+  };
+}

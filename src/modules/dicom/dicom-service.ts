@@ -1,0 +1,149 @@
+/**
+ * The DICOM module's calls, on the main thread: each hands the file to the decoding threads
+ * (`dicom-pool.ts`, one pool per process and settings, created on first use) and, for extraction,
+ * encodes the rendered frames with `sharp` (on libuv's thread pool): PNG for a lossless source, JPEG for
+ * a lossy one (a lossy transfer syntax, or Lossy Image Compression "01"); colour baseline JPEG frames
+ * that need no rendering are kept as the file holds them.
+ */
+import { availableParallelism } from 'node:os';
+import sharp from 'sharp';
+import type { Config } from '../../config.ts';
+import type { DicomPool } from './dicom-pool.ts';
+import { createDicomPool } from './dicom-pool.ts';
+import type { DicomLimits, DicomSummary, RenderedFrame } from './extract.ts';
+
+/** Raw 8-bit pixels, rows top to bottom: what thumbnails are made from without decoding again. */
+export interface RawImage {
+  readonly pixels: Uint8Array;
+  readonly width: number;
+  readonly height: number;
+  readonly channels: 1 | 3;
+}
+
+export interface ExtractedImage {
+  /** 1-based frame number in the file. */
+  readonly frameNumber: number;
+  readonly mimeType: 'image/png' | 'image/jpeg';
+  readonly bytes: Buffer;
+  /** The decoded pixels; absent for a baseline JPEG frame stored as the file holds it (make thumbnails from `bytes`). */
+  readonly raw?: RawImage;
+}
+
+export type DicomExtraction =
+  | {
+      readonly kind: 'images';
+      readonly transferSyntaxUid: string;
+      /** Frames in the file; `images` holds at most `DICOM_MAX_FRAMES` of them. */
+      readonly numberOfFrames: number;
+      readonly images: readonly ExtractedImage[];
+    }
+  | {
+      readonly kind: 'pdf';
+      readonly transferSyntaxUid: string;
+      readonly pdf: Buffer;
+      /** Page 1 rendered, for thumbnails; absent when the renderer failed (`pageError` says why). */
+      readonly page?: RawImage;
+      readonly pageError?: string;
+    }
+  | {
+      readonly kind: 'none';
+      readonly transferSyntaxUid: string;
+      readonly code: 'no-pixel-data' | 'unsupported-transfer-syntax' | 'unsupported-photometric';
+      readonly message: string;
+    };
+
+/** Longest side a PDF page is rendered at: the largest thumbnail. */
+const PDF_PAGE_SIZE_PX = 640;
+const JPEG_QUALITY = 90;
+
+const pools = new Map<string, DicomPool>();
+
+/** The limits of a file, from the configuration. */
+export function dicomLimitsOf(config: Config): DicomLimits {
+  return {
+    maxElements: config.dicom.maxElements,
+    maxDepth: config.dicom.maxDepth,
+    maxBytes: config.dicom.decodeMemoryMb * 1024 * 1024,
+    maxFrames: config.dicom.maxFrames,
+    maxPixels: config.dicom.maxPixels,
+  };
+}
+
+function poolFor(config: Config): DicomPool {
+  const options = {
+    threads: config.dicom.workerThreads === 0 ? availableParallelism() : config.dicom.workerThreads,
+    timeoutMs: config.dicom.decodeTimeoutMs,
+    memoryMb: config.dicom.decodeMemoryMb,
+    limits: dicomLimitsOf(config),
+    pageSizePx: PDF_PAGE_SIZE_PX,
+  };
+  const key = JSON.stringify(options);
+  let pool = pools.get(key);
+  if (pool === undefined) {
+    pool = createDicomPool(options);
+    pools.set(key, pool);
+  }
+  return pool;
+}
+
+/**
+ * Checks `bytes` as a DICOM Part 10 file within the configured limits and reads its identifying header;
+ * throws a `DicomError` naming the cause.
+ */
+export function readDicomFile(bytes: Uint8Array, config: Config): Promise<DicomSummary> {
+  return poolFor(config).read(bytes);
+}
+
+/** The images (or the encapsulated PDF) of `bytes`; throws a `DicomError` for a file that cannot be used. */
+export async function extractDicomImages(bytes: Uint8Array, config: Config): Promise<DicomExtraction> {
+  const extraction = await poolFor(config).extract(bytes);
+  if (extraction.kind === 'none') return extraction;
+  if (extraction.kind === 'pdf') {
+    return {
+      kind: 'pdf',
+      transferSyntaxUid: extraction.transferSyntaxUid,
+      pdf: Buffer.from(extraction.pdf.buffer, extraction.pdf.byteOffset, extraction.pdf.byteLength),
+      ...(extraction.page === undefined ? {} : { page: rawOf(extraction.page) }),
+      ...(extraction.pageError === undefined ? {} : { pageError: extraction.pageError }),
+    };
+  }
+  const images: ExtractedImage[] = [];
+  for (const frame of extraction.frames) {
+    if ('jpeg' in frame) {
+      const jpeg = Buffer.from(frame.jpeg.buffer, frame.jpeg.byteOffset, frame.jpeg.byteLength);
+      images.push({ frameNumber: frame.frameNumber, mimeType: 'image/jpeg', bytes: jpeg });
+      continue;
+    }
+    const raw = rawOf(frame);
+    const input = sharp(raw.pixels, {
+      raw: { width: raw.width, height: raw.height, channels: raw.channels },
+    });
+    // One grey channel stays one channel (sharp would write sRGB).
+    const pipeline = raw.channels === 1 ? input.toColourspace('b-w') : input;
+    images.push({
+      frameNumber: frame.frameNumber,
+      mimeType: extraction.isLossy ? 'image/jpeg' : 'image/png',
+      bytes: await (
+        extraction.isLossy ? pipeline.jpeg({ quality: JPEG_QUALITY }) : pipeline.png()
+      ).toBuffer(),
+      raw,
+    });
+  }
+  return {
+    kind: 'images',
+    transferSyntaxUid: extraction.transferSyntaxUid,
+    numberOfFrames: extraction.numberOfFrames,
+    images,
+  };
+}
+
+function rawOf(frame: RenderedFrame): RawImage {
+  return { pixels: frame.pixels, width: frame.width, height: frame.height, channels: frame.channels };
+}
+
+/** Stops every decoding thread of this process (shutdown, tests). */
+export async function closeDicomPools(): Promise<void> {
+  const closing = [...pools.values()];
+  pools.clear();
+  await Promise.all(closing.map((pool) => pool.close()));
+}

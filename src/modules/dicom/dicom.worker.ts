@@ -1,0 +1,53 @@
+/**
+ * A DICOM worker thread (`dicom-pool.ts`): reads headers and extracts images off the event loop. One job
+ * at a time; the pool enforces the time limit and the heap cap (`resourceLimits`) by terminating the
+ * thread. The libraries' console output is dropped (`silence-console.ts`).
+ */
+import './silence-console.ts';
+import { parentPort } from 'node:worker_threads';
+import { DicomError, messageOf } from './dicom-error.ts';
+import type { DicomJob, DicomJobResult } from './dicom-pool.ts';
+import { extractDicom, initialiseDecoders, readDicom } from './extract.ts';
+
+async function run(job: DicomJob): Promise<DicomJobResult> {
+  if (job.kind === 'read') return { id: job.id, read: readDicom(job.bytes, job.limits) };
+  return { id: job.id, extraction: await extractDicom(job.bytes, job.limits, job.pageSizePx) };
+}
+
+function transferListOf(result: DicomJobResult): ArrayBuffer[] {
+  const extraction = result.extraction;
+  if (extraction?.kind === 'images') {
+    return extraction.frames.map((f) => ('jpeg' in f ? f.jpeg.buffer : f.pixels.buffer) as ArrayBuffer);
+  }
+  if (extraction?.kind === 'pdf') {
+    return [
+      extraction.pdf.buffer as ArrayBuffer,
+      ...(extraction.page ? [extraction.page.pixels.buffer as ArrayBuffer] : []),
+    ];
+  }
+  return [];
+}
+
+parentPort!.on('message', (job: DicomJob) => {
+  run(job).then(
+    (result) => parentPort!.postMessage(result, transferListOf(result)),
+    (error: unknown) => {
+      const failure =
+        error instanceof DicomError
+          ? { code: error.code, message: error.message }
+          : {
+              code: 'decode-failed' as const,
+              message: `The file could not be read: ${messageOf(error).replace(/\s+/g, ' ').slice(0, 300)}`,
+            };
+      parentPort!.postMessage({ id: job.id, error: failure } satisfies DicomJobResult);
+    },
+  );
+});
+
+// Ready once the decoders are loaded: a job's time limit starts when a ready thread takes it.
+initialiseDecoders().then(
+  () => parentPort!.postMessage({ ready: true }),
+  (error: unknown) => {
+    throw error;
+  },
+);

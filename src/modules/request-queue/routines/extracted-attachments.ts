@@ -1,0 +1,61 @@
+/**
+ * How `EXTRACT_IMAGE` stores what it extracts from a DICOM payload (the images and PDFs), through the
+ * `attachment_data` owner module. A row is payload content (`system_only_managed` 0), so
+ * `ATTACH_TO_EVENT` links it with the request's other payloads; running the routine again replaces the
+ * content of the row of the same mnemonic.
+ */
+import type { AttachmentDataChange } from '../../attachment-data/index.ts';
+import { contentHash, insertOneAttachmentData, updateAttachmentData } from '../../attachment-data/index.ts';
+import type { RoutineContext } from './catalog.ts';
+import type { Thumbnails } from './make-thumbnails.ts';
+
+export interface ExtractedAttachment {
+  readonly mnemonic: string;
+  readonly mimeType: string;
+  readonly bytes: Buffer;
+  readonly uploadFileName: string;
+  readonly thumbnails?: Thumbnails;
+}
+
+/** Writes `attachment` as the request's row `mnemonic` (body site null); returns its id. */
+export async function writeExtractedAttachment(
+  ctx: RoutineContext,
+  attachment: ExtractedAttachment,
+): Promise<number> {
+  const requestId = ctx.routine.request_id;
+  const existing = await ctx.trx
+    .selectFrom('attachment_data')
+    .select('id')
+    .where('request_id', '=', requestId)
+    .where('attachment_mnemonic', '=', attachment.mnemonic)
+    .where('body_site_snomed_type', 'is', null)
+    .executeTakeFirst();
+  const id =
+    existing?.id ??
+    (
+      await insertOneAttachmentData(
+        ctx.trx,
+        {
+          requestId,
+          mnemonic: attachment.mnemonic,
+          mimeType: attachment.mimeType,
+          blobData: attachment.bytes,
+          uploadFileName: attachment.uploadFileName,
+          systemOnlyManaged: 0,
+        },
+        ctx.stamp(),
+      )
+    ).id;
+  const change: AttachmentDataChange = {
+    ...(existing === undefined
+      ? {}
+      : { blobData: attachment.bytes, hashCode: contentHash(attachment.bytes) }),
+    thumbnails: {
+      small: attachment.thumbnails?.small ?? null,
+      medium: attachment.thumbnails?.medium ?? null,
+      large: attachment.thumbnails?.large ?? null,
+    },
+  };
+  await updateAttachmentData(ctx.trx, ctx.dialect, { id }, change, ctx.stamp());
+  return id;
+}

@@ -1,0 +1,173 @@
+/**
+ * `/readyz` says whether the service can work, writes included: when the database answers reads but
+ * cannot write, every audited call answers 503 (its audit row cannot be written), so the instance must
+ * leave the load balancer's rotation; it is ready again once writes succeed.
+ *
+ * SQLite: the database lives on a real 4 MiB tmpfs, filled up to the last byte once its WAL file is
+ * empty (SQLITE_FULL on every write, reads still served). Needs `mount` (root, as in CI); skipped where mounting is not permitted.
+ * PostgreSQL: the test's database is made read-only (`default_transaction_read_only`, the app's sessions
+ * ended so that new ones take it): what a failover to a standby or a full disk's emergency read-only
+ * looks like to the service.
+ */
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtemp, rm, statfs, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import type { FastifyInstance } from 'fastify';
+import { sql } from 'kysely';
+import { buildApp } from '../../src/app.ts';
+import { loadConfig } from '../../src/config.ts';
+import type { Database } from '../../src/db/database.ts';
+import { openDatabase } from '../../src/db/database.ts';
+import { migrateToLatest } from '../../src/db/migrate.ts';
+import { createLocalFileStore } from '../../src/files/file-store.ts';
+import { createAuthenticator } from '../../src/modules/user/index.ts';
+import { createUser } from '../factories.ts';
+import type { TestUser } from '../factories.ts';
+import type { TestApp } from '../harness.ts';
+import { forEachDialect, startTestApp } from '../harness.ts';
+import { until } from '../until.ts';
+
+/** The answer of `/readyz`. */
+async function readiness(
+  request: (path: string) => Promise<Response>,
+): Promise<{ status: number; body: unknown }> {
+  const response = await request('/readyz');
+  return { status: response.status, body: await response.json() };
+}
+
+/** Resolves once `/readyz` answers `status` with `{ status: text }`; fails after 10 s. */
+function untilReadiness(
+  request: (path: string) => Promise<Response>,
+  status: number,
+  text: string,
+): Promise<void> {
+  return until(
+    async () => {
+      const answer = await readiness(request);
+      return answer.status === status && JSON.stringify(answer.body) === JSON.stringify({ status: text });
+    },
+    { what: `/readyz ${status} ${text}`, timeoutMs: 10_000, intervalMs: 100 },
+  );
+}
+
+/** The scenario both dialects share: `block` stops writes, `unblock` lets them through again. */
+function itFollowsWritability(
+  getApp: () => { request: (path: string, init?: RequestInit) => Promise<Response>; user: TestUser },
+  blocking: { block(): Promise<void>; unblock(): Promise<void>; isPossible(): boolean },
+): void {
+  it('answers 503 "database not writable" while writes fail, and 200 again once they succeed', async (t) => {
+    if (!blocking.isPossible()) {
+      t.skip('mount -t tmpfs is not permitted here');
+      return;
+    }
+    const { request, user } = getApp();
+    const search = () =>
+      request('/api/v1/patient/search?term=smith', { headers: { authorization: user.authorization } });
+    assert.equal((await request('/readyz')).status, 200);
+    assert.equal((await search()).status, 200);
+
+    await blocking.block();
+    try {
+      await untilReadiness(request, 503, 'database not writable');
+      assert.equal((await search()).status, 503, 'an audited read cannot be answered either');
+    } finally {
+      await blocking.unblock();
+    }
+    await untilReadiness(request, 200, 'ready');
+    assert.equal((await search()).status, 200);
+  });
+}
+
+forEachDialect((dialect) => {
+  describe(`/readyz and a database that cannot write [${dialect}]`, () => {
+    if (dialect === 'sqlite') {
+      let dir: string;
+      let isMounted = false;
+      let database: Database;
+      let app: FastifyInstance;
+      let baseUrl: string;
+      let user: TestUser;
+      before(async () => {
+        dir = await mkdtemp(path.join(tmpdir(), 'cra-ready-'));
+        try {
+          execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=4m', 'tmpfs', dir], { stdio: 'ignore' });
+          isMounted = true;
+        } catch {
+          return;
+        }
+        const config = loadConfig({
+          DATABASE_URL: `sqlite:${path.join(dir, 'records.db')}`,
+          FILES_DIR: path.join(dir, 'files'),
+          AUTH_FAILURE_LIMIT_PER_MINUTE: '0',
+        });
+        database = await openDatabase(config.database);
+        await migrateToLatest(database);
+        const authenticator = createAuthenticator(database.db, { cacheTtlMs: config.authCacheTtlMs });
+        app = await buildApp({
+          config,
+          database,
+          files: createLocalFileStore(config.filesDir),
+          authenticator,
+        });
+        await app.listen({ host: '127.0.0.1', port: 0 });
+        baseUrl = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
+        user = await createUser(database.db);
+      });
+      after(async () => {
+        if (isMounted) {
+          await app.close();
+          await database.close();
+          // Lazily: the WAL file's flusher closes its descriptor a moment after the database closes.
+          execFileSync('umount', ['-l', dir]);
+        }
+        await rm(dir, { recursive: true, force: true });
+      });
+      const filler = () => path.join(dir, 'filler');
+      itFollowsWritability(() => ({ request: (p, init) => fetch(`${baseUrl}${p}`, init), user }), {
+        isPossible: () => isMounted,
+        async block() {
+          // A WAL file keeps its size and is overwritten from its start after a checkpoint: with room in
+          // it, small writes still succeed on a full disk. Empty it first, as after a quiet period.
+          await sql`pragma wal_checkpoint(truncate)`.execute(database.db);
+          const free = await statfs(dir);
+          await writeFile(filler(), Buffer.alloc(free.bavail * free.bsize));
+        },
+        unblock: () => rm(filler(), { force: true }),
+      });
+    } else {
+      let app: TestApp;
+      let user: TestUser;
+      before(async () => {
+        app = await startTestApp(dialect);
+        user = await createUser(app.db);
+      });
+      after(() => app.close());
+      const admin = async (statement: (name: string) => string) => {
+        const name = new URL(app.url).pathname.slice(1);
+        const adminDb = await openDatabase(
+          loadConfig({ DATABASE_URL: process.env.TEST_DATABASE_URL }).database,
+          {
+            poolSize: 1,
+          },
+        );
+        try {
+          await sql.raw(statement(name)).execute(adminDb.db);
+          // End the app's sessions: the pool's new ones take the setting.
+          await sql`select pg_terminate_backend(pid) from pg_stat_activity where datname = ${name} and pid <> pg_backend_pid()`.execute(
+            adminDb.db,
+          );
+        } finally {
+          await adminDb.close();
+        }
+      };
+      itFollowsWritability(() => ({ request: (p, init) => app.request(p, init), user }), {
+        isPossible: () => true,
+        block: () => admin((name) => `alter database ${name} set default_transaction_read_only = on`),
+        unblock: () => admin((name) => `alter database ${name} reset default_transaction_read_only`),
+      });
+    }
+  });
+});
