@@ -159,8 +159,18 @@ class MysqlExecuteDriver implements Driver {
     await connection.executeQuery(CompiledQueryClass.raw('commit'));
   }
 
+  /**
+   * A connection that died in the transaction (the server closes it after a packet too large, a kill or
+   * a timeout) has been rolled back by the server; the ROLLBACK that cannot be sent is not an error, so
+   * that the caller sees the error that ended the transaction rather than this one.
+   */
   async rollbackTransaction(connection: DatabaseConnection): Promise<void> {
-    await connection.executeQuery(CompiledQueryClass.raw('rollback'));
+    try {
+      await connection.executeQuery(CompiledQueryClass.raw('rollback'));
+    } catch (error) {
+      if (classifyConnectionLoss(error)) return;
+      throw error;
+    }
   }
 
   async savepoint(connection: DatabaseConnection, name: string): Promise<void> {
@@ -184,6 +194,19 @@ class MysqlExecuteDriver implements Driver {
       this.#pool.end((error) => (error ? reject(error) : resolve())),
     );
   }
+}
+
+/** True for errors of a connection that is gone (mysql2's codes and messages, socket errors). */
+function classifyConnectionLoss(error: unknown): boolean {
+  const { code, message, fatal } = error as { code?: unknown; message?: unknown; fatal?: unknown };
+  return (
+    fatal === true ||
+    code === 'PROTOCOL_CONNECTION_LOST' ||
+    code === 'ECONNRESET' ||
+    code === 'EPIPE' ||
+    (typeof message === 'string' &&
+      message.startsWith("Can't add new command when connection is in closed state"))
+  );
 }
 
 const quoteId = (name: string): string => `\`${name.replace(/`/g, '``')}\``;
