@@ -11,7 +11,19 @@ export type DatabaseTarget =
   | { readonly kind: 'sqlite'; readonly file: string }
   | { readonly kind: 'postgres'; readonly url: string }
   /** MariaDB 10.6+ or MySQL 8.0+ (`mysql://` or `mariadb://`). */
-  | { readonly kind: 'mysql'; readonly url: string };
+  | {
+      readonly kind: 'mysql';
+      readonly url: string;
+      /**
+       * `own`: the service's own schema, created by its migrations. `openeyes`: an existing OpenEyes
+       * database, whose tables are checked and never changed (`DATABASE_SCHEMA`).
+       */
+      readonly schema: DatabaseSchema;
+      /** IANA zone of the stored date-times: UTC in the own schema, `TIME_ZONE` on OpenEyes's. */
+      readonly storedTimeZone: string;
+    };
+
+export type DatabaseSchema = 'own' | 'openeyes';
 
 /** One step of the retry back-off table (reference 9.5). */
 export interface BackoffStep {
@@ -197,7 +209,6 @@ export function loadConfig(env: Env = process.env): Config {
   };
   const MiB = 1024 * 1024;
 
-  const database = parseDatabaseUrl(read('DATABASE_URL') ?? 'sqlite:./data/records.db', problems);
   const institutionCode = read('INSTITUTION_CODE') ?? 'NEW';
   if (institutionCode.length > 10) problems.push('INSTITUTION_CODE must be at most 10 characters');
   const timeZone = read('TIME_ZONE') ?? Intl.DateTimeFormat().resolvedOptions().timeZone;
@@ -206,6 +217,13 @@ export function loadConfig(env: Env = process.env): Config {
   } catch {
     problems.push(`TIME_ZONE must be an IANA time zone, got "${timeZone}"`);
   }
+  const databaseSchema = oneOf<DatabaseSchema>('DATABASE_SCHEMA', 'own', ['own', 'openeyes']);
+  const database = parseDatabaseUrl(
+    read('DATABASE_URL') ?? 'sqlite:./data/records.db',
+    { schema: databaseSchema, timeZone },
+    problems,
+  );
+  const isOpenEyes = database.kind === 'mysql' && database.schema === 'openeyes';
 
   const config: Config = {
     port: int('PORT', 8080, 0, 65535),
@@ -252,7 +270,8 @@ export function loadConfig(env: Env = process.env): Config {
     requestTimeoutMs: int('REQUEST_TIMEOUT_MS', 600_000, 0, 86_400_000),
     bodyTimeoutMs: int('BODY_TIMEOUT_MS', 10_000, 100, 600_000),
     bodyMinBytesPerSecond: int('BODY_MIN_BYTES_PER_SECOND', 16_384, 1, 1024 * MiB),
-    orphanSweepIntervalMs: int('ORPHAN_SWEEP_INTERVAL_MS', 600_000, 0, 86_400_000),
+    // Off by default on an OpenEyes database: its files directory is OpenEyes's too.
+    orphanSweepIntervalMs: int('ORPHAN_SWEEP_INTERVAL_MS', isOpenEyes ? 0 : 600_000, 0, 86_400_000),
     orphanSweepGraceMs: int('ORPHAN_SWEEP_GRACE_MS', 900_000, 0, 86_400_000),
     trustedProxies: (read('TRUSTED_PROXIES') ?? '')
       .split(',')
@@ -383,7 +402,15 @@ export function parseBackoff(raw: string, problems: string[]): BackoffStep[] {
   return steps;
 }
 
-function parseDatabaseUrl(url: string, problems: string[]): DatabaseTarget {
+function parseDatabaseUrl(
+  url: string,
+  mode: { schema: DatabaseSchema; timeZone: string },
+  problems: string[],
+): DatabaseTarget {
+  if (mode.schema === 'openeyes' && !url.startsWith('mysql://') && !url.startsWith('mariadb://'))
+    problems.push(
+      'DATABASE_SCHEMA=openeyes needs a mysql:// or mariadb:// DATABASE_URL (OpenEyes runs on MariaDB/MySQL)',
+    );
   if (url.startsWith('sqlite:')) {
     const file = url.slice('sqlite:'.length).replace(/^\/\/(?=\/)/, '');
     if (file === '') {
@@ -402,7 +429,12 @@ function parseDatabaseUrl(url: string, problems: string[]): DatabaseTarget {
     } catch {
       problems.push('DATABASE_URL is not a valid mysql:// URL');
     }
-    return { kind: 'mysql', url };
+    return {
+      kind: 'mysql',
+      url,
+      schema: mode.schema,
+      storedTimeZone: mode.schema === 'openeyes' ? mode.timeZone : 'UTC',
+    };
   }
   if (url.startsWith('postgres://') || url.startsWith('postgresql://')) {
     try {

@@ -91,3 +91,15 @@ export function databaseErrorKind(error: unknown): DatabaseErrorKind | undefined
 }
 
 const DIALECT_CLASSIFIERS = [classifySqliteError, classifyPostgresError, classifyMysqlError];
+
+/**
+ * A set-up problem that stops a start (server, worker, CLI) with its message and exit status 2, never a
+ * stack trace: a database that refuses the connection or the credentials, an OpenEyes schema the service
+ * cannot serve, a queue another engine serves.
+ */
+export class StartupError extends Error {
+  constructor(message: string, options: { cause?: unknown } = {}) {
+    super(message, options);
+    this.name = 'StartupError';
+  }
+}

@@ -147,7 +147,10 @@ export async function startTestApp(dialect: Dialect, options: StartTestAppOption
     config,
     database: testDb.database,
     files: testDb.files,
-    authenticator: createAuthenticator(testDb.db, { cacheTtlMs: config.authCacheTtlMs }),
+    authenticator: createAuthenticator(testDb.db, {
+      cacheTtlMs: config.authCacheTtlMs,
+      hasUserActiveColumn: testDb.database.schema.hasUserActiveColumn,
+    }),
   };
   const app = await buildApp(deps, options);
   await app.listen({ host: '127.0.0.1', port: 0 });

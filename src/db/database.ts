@@ -13,7 +13,12 @@ import type { DialectAdapter, DialectName } from './dialect.ts';
 import { openMysql } from './dialects/mysql.ts';
 import { openPostgres } from './dialects/postgres.ts';
 import { openSqlite } from './dialects/sqlite.ts';
+import { createOpenEyesProfile } from './openeyes/profile.ts';
+import { OwnTablePrefixPlugin } from './openeyes/own-tables.ts';
 import type { DB } from './schema.ts';
+import type { SchemaProfile } from './schema-profile.ts';
+import { OWN_SCHEMA } from './schema-profile.ts';
+import { setStoredTimeZone } from './stored-time.ts';
 import type { WriteTransaction } from './write-transaction.ts';
 import { createBatchedWriteTransaction, createPlainWriteTransaction } from './write-transaction.ts';
 
@@ -31,6 +36,11 @@ export interface Database {
    * database.
    */
   readonly writeTransaction: WriteTransaction;
+  /**
+   * What the schema has or needs (the own schema, or an existing OpenEyes database); modules ask it,
+   * never which schema this is.
+   */
+  readonly schema: SchemaProfile;
   /** The compiled hot queries of this database, by shape (compiled-queries.ts). */
   readonly shapes: ShapeCache;
   /** True when the database answers a trivial query. */
@@ -45,11 +55,6 @@ export interface Database {
 export interface OpenDatabaseOptions {
   /** Connections of a server database's pool. */
   readonly poolSize?: number;
-  /**
-   * MySQL: the session `time_zone` (`+00:00`, the default, where the service stores UTC); undefined
-   * keeps the server's.
-   */
-  readonly sessionTimeZone?: string;
 }
 
 /** Opens the database named by `target`. Does not migrate: call `migrateToLatest` next. */
@@ -67,10 +72,18 @@ export async function openDatabase(
     });
   }
   if (target.kind === 'mysql') {
-    const connection = openMysql(target.url, options.poolSize ?? 10, {
-      timeZone: options.sessionTimeZone ?? '+00:00',
-    });
+    const isOpenEyes = target.schema === 'openeyes';
+    // Date-times: UTC in the own schema (the session too, for the triggers' utc_timestamp), the
+    // server's local time on OpenEyes's, where the service never asks the server for the time.
+    setStoredTimeZone(target.storedTimeZone);
+    const connection = openMysql(
+      target.url,
+      options.poolSize ?? 10,
+      { timeZone: isOpenEyes ? undefined : '+00:00' },
+      isOpenEyes ? [new OwnTablePrefixPlugin()] : [],
+    );
     return assemble(connection.db, connection.adapter, {
+      schema: isOpenEyes ? createOpenEyesProfile(target.url) : OWN_SCHEMA,
       writeTransaction: createPlainWriteTransaction(connection.db),
       close: () => connection.close(),
     });
@@ -86,12 +99,13 @@ function assemble(
   db: Kysely<DB>,
   dialect: DialectAdapter,
   parts: Pick<Database, 'writeTransaction' | 'close'> &
-    Partial<Pick<Database, 'walFlushes' | 'checkpointRounds'>>,
+    Partial<Pick<Database, 'schema' | 'walFlushes' | 'checkpointRounds'>>,
 ): Database {
   return {
     db,
     dialect,
     writeTransaction: parts.writeTransaction,
+    schema: parts.schema ?? OWN_SCHEMA,
     shapes: createShapeCache(),
     walFlushes: parts.walFlushes ?? (() => 0),
     checkpointRounds: parts.checkpointRounds ?? (() => 0),
@@ -107,12 +121,4 @@ function assemble(
   };
 }
 
-/** Formats a Date as the `YYYY-MM-DD HH:MM:SS` UTC text stored in every date-time column. */
-export function formatDateTime(date: Date): string {
-  return date.toISOString().slice(0, 19).replace('T', ' ');
-}
-
-/** The current time as stored in date-time columns. */
-export function nowDateTime(): string {
-  return formatDateTime(new Date());
-}
+export { formatDateTime, nowDateTime, parseDateTime } from './stored-time.ts';

@@ -12,7 +12,7 @@
  * - `octet_length` and `substring` of a blob read the whole value inside the server, so large values are
  *   read in few, large slices.
  */
-import type { Expression, RawBuilder, SelectQueryBuilder } from 'kysely';
+import type { Expression, KyselyPlugin, RawBuilder, SelectQueryBuilder } from 'kysely';
 import { Kysely as KyselyClass, sql } from 'kysely';
 import mysql from 'mysql2';
 import type { DatabaseErrorKind, DialectAdapter } from '../dialect.ts';
@@ -47,7 +47,12 @@ export function mysqlConnectionOptions(url: string): mysql.PoolOptions {
   };
 }
 
-export function openMysql(url: string, poolSize: number, session: SessionSettings): MysqlConnection {
+export function openMysql(
+  url: string,
+  poolSize: number,
+  session: SessionSettings,
+  plugins: readonly KyselyPlugin[] = [],
+): MysqlConnection {
   const pool = mysql.createPool({
     ...mysqlConnectionOptions(url),
     // utf8mb4 on the connection whatever the server's default (often latin1): text is sent and read
@@ -70,7 +75,7 @@ export function openMysql(url: string, poolSize: number, session: SessionSetting
   // A connection that dies while idle must not crash the process (mysql2 listens only once).
   pool.on('connection', (connection) => connection.on('error', () => {}));
   const dialect = new MysqlExecuteDialect(pool, session);
-  const db = new KyselyClass<DB>({ dialect });
+  const db = new KyselyClass<DB>({ dialect, plugins: [...plugins] });
   return {
     db,
     adapter: createMysqlAdapter(db, pool, poolSize),

@@ -385,6 +385,8 @@ export async function elementTypeExists(
 }
 
 export interface NewUpload {
+  /** The request type of the upload's `request` row (`SchemaProfile.uploadRequestType`). */
+  readonly requestType: string;
   readonly userId: number;
   readonly mimeType: string;
   readonly bytes: Buffer;
@@ -401,7 +403,7 @@ export const UPLOAD_MNEMONIC = 'UPLOAD_BLOB';
  */
 export async function insertUpload(trx: Transaction<DB>, upload: NewUpload): Promise<number> {
   const stamp = { userId: upload.userId, now: upload.modifiedDate };
-  const requestId = await insertUploadRequest(trx, upload.userId, upload.modifiedDate);
+  const requestId = await insertUploadRequest(trx, upload.requestType, upload.userId, upload.modifiedDate);
   const attachment = await insertOneAttachmentData(
     trx,
     {

@@ -11,7 +11,7 @@ export const requestQueueRoutes: FastifyPluginAsync<ModuleOptions> = async (app,
 };
 
 export { enqueueRequest } from './intake.ts';
-export { UPLOAD_REQUEST_TYPE, insertUploadRequest } from './intake.queries.ts';
+export { insertUploadRequest } from './intake.queries.ts';
 export type { AttachmentRowInput, EnqueueRequestInput, QueuedRequest } from './intake.ts';
 export { REQUEST_QUEUE_CHANNEL, onRequestQueued } from './queue-events.ts';
 export type { RequestQueuedEvent, RequestQueuedListener } from './queue-events.ts';
@@ -45,4 +45,5 @@ export {
   voidRoutine,
 } from './queue-admin.ts';
 export { readQueueGauges, registerQueueGauges } from './queue-gauges.ts';
+export { javaStringHash, registerRoutineNames } from './routine-library.ts';
 export type { QueueGauges } from './queue-gauges.ts';

@@ -56,6 +56,8 @@ export interface Authenticator {
 export interface AuthenticatorOptions {
   /** How long a successful verification is remembered, in ms; 0 = never. */
   readonly cacheTtlMs: number;
+  /** `user.active` exists (`SchemaProfile.hasUserActiveColumn`); true when not given. */
+  readonly hasUserActiveColumn?: boolean;
 }
 
 const MAX_CACHE_ENTRIES = 10_000;
@@ -178,7 +180,9 @@ export function createAuthenticator(db: Kysely<DB>, options: AuthenticatorOption
     // The count read before the login: a change seen before this verification is cached voids it.
     if (isCaching && !isFresh()) await poll();
     const changesSeenAtStart = changesSeen;
-    const login = await findLogin(db, username);
+    const login = await findLogin(db, username, {
+      hasUserActiveColumn: options.hasUserActiveColumn ?? true,
+    });
     passwordChecks += 1;
     if (login === undefined) {
       await verifyNothing(password);
