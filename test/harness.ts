@@ -149,7 +149,7 @@ export async function startTestApp(dialect: Dialect, options: StartTestAppOption
     files: testDb.files,
     authenticator: createAuthenticator(testDb.db, {
       cacheTtlMs: config.authCacheTtlMs,
-      hasUserActiveColumn: testDb.database.schema.hasUserActiveColumn,
+      database: testDb.database,
     }),
   };
   const app = await buildApp(deps, options);

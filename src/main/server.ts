@@ -85,7 +85,7 @@ async function serve(
     files,
     authenticator: createAuthenticator(database.db, {
       cacheTtlMs: config.authCacheTtlMs,
-      hasUserActiveColumn: database.schema.hasUserActiveColumn,
+      database,
     }),
   };
   const app = await buildApp(deps, { logger });

@@ -131,7 +131,7 @@ describe('DATABASE_SCHEMA=openeyes on an OpenEyes v6.8-shaped database', { skip 
       files: booted.files,
       authenticator: createAuthenticator(database.db, {
         cacheTtlMs: config.authCacheTtlMs,
-        hasUserActiveColumn: database.schema.hasUserActiveColumn,
+        database,
       }),
     });
     await app.listen({ host: '127.0.0.1', port: 0 });

@@ -7,7 +7,8 @@
  * (src/db/schema.ts) as reference 10.5 requires:
  * - logins read `user_authentication.active` only (`user.active` moved there, m200517);
  * - e-sign and attachment element types are found by class name (OpenEyes has no `table_name`);
- * - `event` rows are inserted with `institution_id` and `created_user_id`, which have no default;
+ * - `event` rows are inserted with `institution_id` and `created_user_id`, which have no default, and
+ *   with a row of the attachment element's table (`et_ophgeneric_attachment`);
  * - `authassignment.userid` is an integer there (compared with the user id, never written);
  * - nothing is written to users, roles, patients, identifiers or request types.
  * A query that reads or writes an OpenEyes column not listed here is a bug of this list.
@@ -310,6 +311,10 @@ export const OPENEYES_TABLE_NEEDS: Readonly<Record<string, TableNeed>> = {
       ...WRITTEN_AUDIT,
     },
   },
+  // OpenEyes's attachment element: an event the worker files attachments under gets its row.
+  et_ophgeneric_attachment: {
+    columns: { id: read('int'), event_id: inserted('int'), ...INSERTED_AUDIT },
+  },
   event_attachment_group: {
     columns: {
       id: read('int'),
@@ -352,6 +357,8 @@ export const OPENEYES_TABLE_NEEDS: Readonly<Record<string, TableNeed>> = {
     },
   },
   request_routine_lock: { columns: { routine_lock: inserted('text', { minChars: 64 }) } },
+  // Held in share mode by the worker against the Java processor; a missing queue's row is added.
+  request_queue_lock: { columns: { request_queue: inserted('text') } },
   request_details: {
     isVersionedWrite: true,
     columns: {

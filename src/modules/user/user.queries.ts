@@ -1,4 +1,5 @@
-import type { Kysely } from 'kysely';
+import type { Kysely, RawBuilder } from 'kysely';
+import { sql } from 'kysely';
 import type { DB } from '../../db/schema.ts';
 
 export interface LoginRow {
@@ -15,7 +16,14 @@ export interface LoginLookupOptions {
    * flag in `user_authentication` only.
    */
   readonly hasUserActiveColumn: boolean;
+  /**
+   * The username column in its case-insensitive form (`DialectAdapter.foldedKey`: `lower(username)`, or
+   * on MySQL the column itself, so that its index serves); `lower()` when not given.
+   */
+  readonly foldedKey?: (column: string) => RawBuilder<string>;
 }
+
+const lowerKey = (column: string): RawBuilder<string> => sql<string>`lower(${sql.ref(column)})`;
 
 /**
  * The login of `username`, matched case-insensitively like the original's MySQL collation. A local
@@ -31,7 +39,7 @@ export async function findLogin(
     .innerJoin('user as u', 'u.id', 'ua.user_id')
     .select(['ua.user_id', 'ua.username', 'ua.password_hash', 'ua.password_salt', 'ua.active'])
     .select((eb) => (options.hasUserActiveColumn ? eb.ref('u.active') : eb.lit(1)).as('user_active'))
-    .where((eb) => eb(eb.fn('lower', ['ua.username']), '=', username.toLowerCase()))
+    .where((eb) => eb((options.foldedKey ?? lowerKey)('ua.username'), '=', username.toLowerCase()))
     .orderBy((eb) => eb.case().when('ua.institution_authentication_id', 'is', null).then(0).else(1).end())
     .orderBy('ua.id')
     .limit(1)
