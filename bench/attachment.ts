@@ -5,8 +5,8 @@
  * `npm run bench -- attachment --connections 1,16`.
  *
  * Targets (issue 5): 2 KB >= 40% of the floor's requests/s; 1 MB >= 60% of the floor's bytes/s;
- * 304 >= 50% of the floor's requests/s; RSS < 600 MB during 16 parallel 20 MB downloads and back near
- * idle afterwards.
+ * 304 >= 50% of the floor's requests/s; RSS < 600 MB during 16 parallel 20 MB downloads and, after them,
+ * back within 50 MB of its idle RSS (read just before them) within a minute (sampled every second).
  */
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
@@ -33,6 +33,9 @@ const SIZES = [
 ] as const;
 const RSS_LIMIT_BYTES = 600 * 1024 * 1024;
 const RSS_CONNECTIONS = 16;
+/** After the downloads, RSS must come back within this much of idle, within this many seconds. */
+const RETURN_MARGIN_BYTES = 50 * 1024 * 1024;
+const RETURN_SECONDS = 60;
 const MB = 1024 * 1024;
 
 export async function run(options: BenchRunOptions): Promise<BenchReport> {
@@ -214,8 +217,11 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
     }
 
     // Memory: 16 parallel 20 MB downloads from a plain node:http client (autocannon parses every body,
-    // which would make the client, not the server, the bottleneck), then the RSS as the server idles.
+    // which would make the client, not the server, the bottleneck), then the RSS as the server idles,
+    // every second for a minute, against its idle RSS just before (after the runs above).
     const bigPath = `${PATH}?id=${ids.get('20 MB')!}`;
+    await new Promise((resolve) => setTimeout(resolve, 2000));
+    const idleBeforeDownloads = await readRssBytes(server.pid);
     const downloads = await downloadInParallel(
       `${server.url}${bigPath}`,
       headers,
@@ -225,20 +231,28 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
     );
     rows.push({ name: 'GET view 20 MB (RSS run)', dialect, connections: RSS_CONNECTIONS, ...downloads });
     const peakRss = downloads.rssPeakBytes ?? 0;
-    const afterRss: string[] = [];
-    let waitedSeconds = 0;
-    for (const seconds of [1, 5, 10]) {
-      await new Promise((resolve) => setTimeout(resolve, (seconds - waitedSeconds) * 1000));
-      waitedSeconds = seconds;
-      afterRss.push(`${mb(await readRssBytes(server.pid))} MB after ${seconds} s`);
+    const afterRss = new Map<number, number>();
+    for (let seconds = 1; seconds <= RETURN_SECONDS; seconds++) {
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      afterRss.set(seconds, await readRssBytes(server.pid));
     }
+    const returnedAfter = [...afterRss].find(
+      ([, rss]) => rss <= idleBeforeDownloads + RETURN_MARGIN_BYTES,
+    )?.[0];
     notes.push(
       target(
         `RSS with ${RSS_CONNECTIONS} parallel 20 MB downloads (${downloads.totalRequests} completed): peak ${mb(peakRss)} MB, idle before the runs ${mb(idleRss)} MB`,
         peakRss < RSS_LIMIT_BYTES,
         '< 600 MB',
       ),
-      `RSS after the downloads: ${afterRss.join(', ')}`,
+      `RSS after the downloads: ${[1, 5, 10, 30, RETURN_SECONDS].map((s) => `${mb(afterRss.get(s)!)} MB after ${s} s`).join(', ')}`,
+      target(
+        `RSS back within ${mb(RETURN_MARGIN_BYTES)} MB of its idle ${mb(idleBeforeDownloads)} MB (just before the downloads): ` +
+          (returnedAfter === undefined ? `not within ${RETURN_SECONDS} s` : `after ${returnedAfter} s`) +
+          ` (${RETURN_SECONDS} s after: ${mb(afterRss.get(RETURN_SECONDS)! - idleRss)} MB over the idle RSS before the runs)`,
+        returnedAfter !== undefined,
+        `within ${RETURN_SECONDS} s`,
+      ),
     );
     const unexpected = rows.filter(
       (r) => r.errors > 0 || Object.keys(r.statusCounts).some((s) => s !== '200' && s !== '304'),

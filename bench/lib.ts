@@ -247,6 +247,70 @@ export async function ensureBenchAccount(database: Database): Promise<void> {
   if (existing === undefined) await createAccount(database.db, { ...BENCH_ACCOUNT, roles: ['API access'] });
 }
 
+/** A patient that `PATIENT_MATCH` finds: a hospital number, date of birth and sex. */
+export interface MatchablePatient {
+  readonly patientId: number;
+  /** The hospital number, 7 digits. */
+  readonly hosNum: string;
+  /** `YYYY-MM-DD` */
+  readonly dob: string;
+  readonly sex: 'F';
+}
+
+/**
+ * Inserts `count` patients (Bench PatientN, born 1980-01-02, F) with hospital numbers 0000001,
+ * 0000002, ... under a LOCAL identifier type (validate_regex digits, pad `%07s`) of a new institution, as
+ * a site's PAS would have them, so that queue requests naming them match (use in `setup` or `fill`).
+ */
+export async function insertMatchablePatients(
+  database: Database,
+  count: number,
+): Promise<MatchablePatient[]> {
+  const institution = await database.db
+    .insertInto('institution')
+    .values({ name: 'Bench', remote_id: 'BENCH', short_name: 'Bench' })
+    .returning('id')
+    .executeTakeFirstOrThrow();
+  const type = await database.db
+    .insertInto('patient_identifier_type')
+    .values({
+      usage_type: 'LOCAL',
+      short_title: 'Hos Num',
+      long_title: 'Hospital Number',
+      institution_id: institution.id,
+      validate_regex: '/^([0-9]{1,9})$/',
+      pad: '%07s',
+      unique_row_string: 'bench-local',
+    })
+    .returning('id')
+    .executeTakeFirstOrThrow();
+  const patients: MatchablePatient[] = [];
+  for (let i = 1; i <= count; i += 1) {
+    const contact = await database.db
+      .insertInto('contact')
+      .values({ first_name: 'Bench', last_name: `Patient${i}`, title: null })
+      .returning('id')
+      .executeTakeFirstOrThrow();
+    const patient = await database.db
+      .insertInto('patient')
+      .values({ contact_id: contact.id, dob: '1980-01-02', gender: 'F' })
+      .returning('id')
+      .executeTakeFirstOrThrow();
+    const hosNum = String(i).padStart(7, '0');
+    await database.db
+      .insertInto('patient_identifier')
+      .values({
+        patient_id: patient.id,
+        patient_identifier_type_id: type.id,
+        value: hosNum,
+        unique_row_string: `bench-${i}`,
+      })
+      .execute();
+    patients.push({ patientId: patient.id, hosNum, dob: '1980-01-02', sex: 'F' });
+  }
+  return patients;
+}
+
 function urlToTarget(url: string) {
   return url.startsWith('sqlite:')
     ? { kind: 'sqlite' as const, file: url.slice('sqlite:'.length) }
@@ -661,6 +725,58 @@ class LatencyRecorder {
     const sorted = this.values.subarray(0, this.count).sort();
     return sorted[Math.min(this.count - 1, Math.ceil((p / 100) * this.count) - 1)]!;
   }
+}
+
+/** The `p`th percentile (0-100) of `sorted` (ascending), 0 when empty. */
+export function percentile(sorted: ArrayLike<number>, p: number): number {
+  if (sorted.length === 0) return 0;
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!;
+}
+
+/** One answer of {@link sendRequest}. */
+export interface HttpAnswer {
+  readonly status: number;
+  readonly body: Buffer;
+  /** From the request's start to the answer's last byte. */
+  readonly ms: number;
+}
+
+/**
+ * One HTTP request from this process (a plain `node:http` client, for bodies autocannon cannot send: a
+ * different body per request, or a streamed one). The answer's body is kept (small JSON answers).
+ * Transport errors reject.
+ */
+export function sendRequest(
+  url: string,
+  init: {
+    method?: string;
+    headers?: Record<string, string | number>;
+    body?: Buffer | NodeJS.ReadableStream;
+    agent?: http.Agent;
+  },
+): Promise<HttpAnswer> {
+  const started = performance.now();
+  return new Promise((resolve, reject) => {
+    const request = http.request(
+      url,
+      { method: init.method ?? 'GET', headers: init.headers, agent: init.agent },
+      (response) => {
+        const chunks: Buffer[] = [];
+        response.on('data', (chunk: Buffer) => chunks.push(chunk));
+        response.on('end', () =>
+          resolve({
+            status: response.statusCode ?? 0,
+            body: Buffer.concat(chunks),
+            ms: performance.now() - started,
+          }),
+        );
+        response.on('error', reject);
+      },
+    );
+    request.on('error', reject);
+    if (init.body === undefined || Buffer.isBuffer(init.body)) request.end(init.body);
+    else init.body.pipe(request);
+  });
 }
 
 /** Reads a process's RSS every `intervalMs`; `stop()` returns the peak seen. */

@@ -22,7 +22,7 @@ import { openDatabase } from '../src/db/database.ts';
 import { sql } from 'kysely';
 import { createQueueWorker, enqueueRequest } from '../src/modules/request-queue/index.ts';
 import type { BenchReport, BenchRow, BenchRunOptions, Dialect } from './lib.ts';
-import { ROOT_DIR, START_NODE_FLAGS, ownChild, prepareDatabase } from './lib.ts';
+import { ROOT_DIR, START_NODE_FLAGS, insertMatchablePatients, ownChild, prepareDatabase } from './lib.ts';
 
 const QUEUE = 'default_queue';
 const NOOP_TARGET = 1000;
@@ -246,46 +246,8 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
   const rows: BenchRow[] = [];
   const notes: string[] = [];
   try {
-    // Patients for the attach chain: LOCAL numbers B0000001..B0000050 under one identifier type.
-    const institution = await database.db
-      .insertInto('institution')
-      .values({ name: 'Bench', remote_id: 'BENCH', short_name: 'Bench' })
-      .returning('id')
-      .executeTakeFirstOrThrow();
-    const type = await database.db
-      .insertInto('patient_identifier_type')
-      .values({
-        usage_type: 'LOCAL',
-        short_title: 'Hos Num',
-        long_title: 'Hospital Number',
-        institution_id: institution.id,
-        validate_regex: '/^([0-9]{1,9})$/',
-        pad: '%07s',
-        unique_row_string: 'bench-local',
-      })
-      .returning('id')
-      .executeTakeFirstOrThrow();
-    for (let i = 1; i <= 50; i += 1) {
-      const contact = await database.db
-        .insertInto('contact')
-        .values({ first_name: 'Bench', last_name: `Patient${i}`, title: null })
-        .returning('id')
-        .executeTakeFirstOrThrow();
-      const patient = await database.db
-        .insertInto('patient')
-        .values({ contact_id: contact.id, dob: '1980-01-02', gender: 'F' })
-        .returning('id')
-        .executeTakeFirstOrThrow();
-      await database.db
-        .insertInto('patient_identifier')
-        .values({
-          patient_id: patient.id,
-          patient_identifier_type_id: type.id,
-          value: String(i).padStart(7, '0'),
-          unique_row_string: `bench-${i}`,
-        })
-        .execute();
-    }
+    // Patients for the attach chain: hospital numbers 0000001..0000050.
+    await insertMatchablePatients(database, 50);
 
     const workerCounts = dialect === 'postgres' ? [1, 4] : [1];
     for (const count of workerCounts) {

@@ -20,8 +20,9 @@ import type { ModuleOptions } from './http/module.ts';
 import { createUploadMemory, installSpoolCleanup } from './http/upload-spool.ts';
 import type { Logger } from './logger.ts';
 import { attachmentRoutes } from './modules/attachment/index.ts';
-import { installAuditTrail } from './modules/audit/index.ts';
+import { auditSinkGauges, installAuditTrail } from './modules/audit/index.ts';
 import { consoleRoutes } from './modules/console/index.ts';
+import { dicomWebRoutes, registerDicomReceiveMetrics } from './modules/dicom-receive/index.ts';
 import { patientRoutes } from './modules/patient/index.ts';
 import { registerQueueGauges, requestQueueRoutes } from './modules/request-queue/index.ts';
 import { signatureRoutes } from './modules/signature/index.ts';
@@ -73,7 +74,8 @@ export async function buildApp(deps: AppDeps, options: BuildAppOptions = {}): Pr
       minBytesPerSecond: deps.config.bodyMinBytesPerSecond,
     },
   });
-  // One audit row per answer of an audited route, committed before the answer leaves (modules/audit).
+  // One audit row per answer of an audited route: a write's committed before the answer leaves, a
+  // read's within AUDIT_FLUSH_MS after it unless AUDIT_READS=durable (modules/audit).
   installAuditTrail(app, deps);
 
   // Before any route: the OpenAPI collector and the request metrics hook see every route registered after.
@@ -84,12 +86,19 @@ export async function buildApp(deps: AppDeps, options: BuildAppOptions = {}): Pr
   };
   installSpoolCleanup(app);
   installOpenApi(app);
-  await installMetrics(app, deps, moduleOptions.basicAuth, [registerQueueGauges]);
+  await installMetrics(app, deps, moduleOptions.basicAuth, [
+    registerQueueGauges,
+    auditSinkGauges(app.auditSink),
+    registerDicomReceiveMetrics,
+  ]);
 
   app.get('/healthz', async () => ({ status: 'ok' }));
   const readiness = createReadinessCheck(deps.database);
   app.get('/readyz', async (_request, reply) => {
-    const status = await readiness();
+    const database = await readiness();
+    // Reads answer 503 while the read audit sink is behind (modules/audit/audit-sink.ts).
+    const isAuditBehind = database === 'ready' && app.auditSink?.refusal() !== undefined;
+    const status = isAuditBehind ? 'audit trail behind' : database;
     return reply.code(status === 'ready' ? 200 : 503).send({ status });
   });
 
@@ -97,6 +106,7 @@ export async function buildApp(deps: AppDeps, options: BuildAppOptions = {}): Pr
   await app.register(signatureRoutes, moduleOptions);
   await app.register(attachmentRoutes, moduleOptions);
   await app.register(requestQueueRoutes, moduleOptions);
+  await app.register(dicomWebRoutes, moduleOptions);
   if (deps.config.console) await app.register(consoleRoutes, moduleOptions);
   if (options.extraRoutes !== undefined) {
     const extra = options.extraRoutes;

@@ -47,6 +47,60 @@ describe('loadConfig', () => {
     assert.throws(() => loadConfig({ REQUIRE_OPRNLOGIN: 'perhaps' }), /REQUIRE_OPRNLOGIN/);
     assert.throws(() => loadConfig({ TIME_ZONE: 'Mars/Olympus' }), /TIME_ZONE/);
   });
+
+  it('audits reads asynchronously by default, with bounds an operator can change, and checks them', () => {
+    const config = loadConfig({});
+    assert.deepEqual(
+      [config.auditReads, config.auditFlushMs, config.auditMaxBacklog, config.auditMaxLagMs],
+      ['async', 50, 10_000, 5_000],
+    );
+    const durable = loadConfig({ AUDIT_READS: 'Durable', AUDIT_FLUSH_MS: '10', AUDIT_MAX_LAG_MS: '1000' });
+    assert.deepEqual(
+      [durable.auditReads, durable.auditFlushMs, durable.auditMaxLagMs],
+      ['durable', 10, 1000],
+    );
+    assert.throws(() => loadConfig({ AUDIT_READS: 'later' }), /AUDIT_READS/);
+    assert.throws(() => loadConfig({ AUDIT_MAX_BACKLOG: '0' }), /AUDIT_MAX_BACKLOG/);
+    assert.throws(
+      () => loadConfig({ AUDIT_FLUSH_MS: '2000', AUDIT_MAX_LAG_MS: '1000' }),
+      /AUDIT_MAX_LAG_MS must be larger than AUDIT_FLUSH_MS/,
+    );
+  });
+
+  it('reads the DICOM receiving settings: SCP off by default, callers as TITLE or TITLE@address', () => {
+    const off = loadConfig({}).dicomNetwork;
+    assert.deepEqual(off, {
+      port: undefined,
+      aeTitle: 'CRA',
+      allowedCallers: [],
+      duplicates: 'new-request',
+      maxAssociations: 16,
+    });
+    const on = loadConfig({
+      DICOM_PORT: '11112',
+      DICOM_AE_TITLE: ' EYE_CLINIC ',
+      DICOM_ALLOWED_CALLERS: 'TOPCON1@10.1.2.3, PACS ROUTER ,ZEISS@::1',
+      DICOM_DUPLICATES: 'refuse',
+    }).dicomNetwork;
+    assert.equal(on.port, 11112);
+    assert.equal(on.aeTitle, 'EYE_CLINIC');
+    assert.equal(on.duplicates, 'refuse');
+    assert.deepEqual(on.allowedCallers, [
+      { aeTitle: 'TOPCON1', address: '10.1.2.3' },
+      { aeTitle: 'PACS ROUTER', address: undefined },
+      { aeTitle: 'ZEISS', address: '::1' },
+    ]);
+    assert.throws(() => loadConfig({ DICOM_PORT: '11112' }), /DICOM_ALLOWED_CALLERS must name at least one/);
+    assert.throws(
+      () => loadConfig({ DICOM_ALLOWED_CALLERS: 'A@not-an-address,WAY_TOO_LONG_AE_TITLE_X,BACK\\SLASH' }),
+      (error: unknown) => {
+        assert.ok(error instanceof ConfigError);
+        assert.equal(error.problems.length, 3);
+        return true;
+      },
+    );
+    assert.throws(() => loadConfig({ DICOM_DUPLICATES: 'ignore' }), /DICOM_DUPLICATES/);
+  });
 });
 
 describe('limits on slow clients and failed logins', () => {

@@ -4,6 +4,7 @@
  */
 import { X509Certificate, createPrivateKey } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
 import { availableParallelism } from 'node:os';
 import path from 'node:path';
 
@@ -145,6 +146,14 @@ export interface Config {
   readonly metrics: 'off' | 'on' | 'basic';
   /** Bearer token accepted by `/metrics` (`METRICS_TOKEN`); required by `METRICS=on` when set. */
   readonly metricsToken?: string;
+  /** Audit rows of reads: `async` (committed within `auditFlushMs` after the answer) or `durable` (before). */
+  readonly auditReads: 'async' | 'durable';
+  /** Async read audit: a row is committed at most this long after its answer, in ms. */
+  readonly auditFlushMs: number;
+  /** Async read audit: rows not yet committed at which reads answer 503. */
+  readonly auditMaxBacklog: number;
+  /** Async read audit: age of the oldest row not yet committed beyond which reads answer 503, in ms. */
+  readonly auditMaxLagMs: number;
   /** The operations console at `/console/` (`CONSOLE=on|off`). */
   readonly console: boolean;
   /** Console sessions end after this long without a request (`CONSOLE_IDLE_MINUTES`). */
@@ -159,6 +168,28 @@ export interface Config {
     readonly maxLength: number;
     readonly refusesCommon: boolean;
   };
+  /** DICOM receiving: STOW-RS (always) and the C-STORE SCP (when `port` is set). */
+  readonly dicomNetwork: DicomNetworkConfig;
+}
+
+/** A calling AE title allowed to open associations, optionally only from one address. */
+export interface DicomCaller {
+  readonly aeTitle: string;
+  /** An IP address; undefined = any. */
+  readonly address: string | undefined;
+}
+
+export interface DicomNetworkConfig {
+  /** `DICOM_PORT`: the C-STORE SCP's TCP port; undefined = the SCP is off. */
+  readonly port: number | undefined;
+  /** `DICOM_AE_TITLE`: the service's AE title (the called AE title associations must name). */
+  readonly aeTitle: string;
+  /** `DICOM_ALLOWED_CALLERS`: `TITLE` or `TITLE@address`, comma-separated. */
+  readonly allowedCallers: readonly DicomCaller[];
+  /** `DICOM_DUPLICATES`: an instance whose SOP Instance UID was received before: a new request, or refused. */
+  readonly duplicates: 'new-request' | 'refuse';
+  /** `DICOM_MAX_ASSOCIATIONS`: associations served at once; more are refused (local limit exceeded). */
+  readonly maxAssociations: number;
 }
 
 export class ConfigError extends Error {
@@ -301,6 +332,17 @@ export function loadConfig(env: Env = process.env): Config {
         : int('SERVER_PROCESSES', 1, 1, 256),
     metrics: oneOf('METRICS', 'off', ['off', 'on', 'basic']),
     ...metricsToken(read('METRICS_TOKEN'), problems),
+    auditReads: oneOf('AUDIT_READS', 'async', ['async', 'durable']),
+    auditFlushMs: int('AUDIT_FLUSH_MS', 50, 1, 10_000),
+    auditMaxBacklog: int('AUDIT_MAX_BACKLOG', 10_000, 1, 1_000_000),
+    auditMaxLagMs: int('AUDIT_MAX_LAG_MS', 5_000, 100, 3_600_000),
+    dicomNetwork: {
+      port: read('DICOM_PORT') === undefined ? undefined : int('DICOM_PORT', 0, 0, 65535),
+      aeTitle: aeTitle('DICOM_AE_TITLE', read('DICOM_AE_TITLE') ?? 'CRA', problems),
+      allowedCallers: dicomCallers(read('DICOM_ALLOWED_CALLERS'), read('DICOM_PORT') !== undefined, problems),
+      duplicates: oneOf('DICOM_DUPLICATES', 'new-request', ['new-request', 'refuse']),
+      maxAssociations: int('DICOM_MAX_ASSOCIATIONS', 16, 1, 1000),
+    },
     console: flag('CONSOLE', true),
     consoleIdleMinutes: int('CONSOLE_IDLE_MINUTES', 30, 1, 1440),
     consoleSessionHours: int('CONSOLE_SESSION_HOURS', 12, 1, 168),
@@ -312,6 +354,8 @@ export function loadConfig(env: Env = process.env): Config {
       refusesCommon: flag('PASSWORD_REFUSE_COMMON', true),
     },
   };
+  if (config.auditMaxLagMs <= config.auditFlushMs)
+    problems.push('AUDIT_MAX_LAG_MS must be larger than AUDIT_FLUSH_MS');
   if (config.requestTimeoutMs > 0 && config.requestTimeoutMs < config.headersTimeoutMs)
     problems.push('REQUEST_TIMEOUT_MS must be 0 or at least HEADERS_TIMEOUT_MS');
   if (problems.length > 0) throw new ConfigError(problems);
@@ -324,6 +368,33 @@ function metricsToken(token: string | undefined, problems: string[]): { metricsT
   if (token.length < 16 || /\s/.test(token))
     problems.push('METRICS_TOKEN must be at least 16 characters, no spaces');
   return { metricsToken: token };
+}
+
+/**
+ * A DICOM AE title (PS3.5, VR AE): 1 to 16 characters of the default repertoire without backslash or
+ * control characters; leading and trailing spaces are not significant.
+ */
+function aeTitle(name: string, raw: string, problems: string[]): string {
+  const title = raw.trim();
+  if (!/^[\x20-\x5b\x5d-\x7e]{1,16}$/.test(title))
+    problems.push(`${name} must be 1 to 16 printable ASCII characters without a backslash, got "${raw}"`);
+  return title;
+}
+
+/** `DICOM_ALLOWED_CALLERS`: `TITLE` or `TITLE@address` items; at least one when the SCP is on. */
+function dicomCallers(raw: string | undefined, isScpOn: boolean, problems: string[]): DicomCaller[] {
+  const callers: DicomCaller[] = [];
+  for (const item of list(raw)) {
+    const at = item.lastIndexOf('@');
+    const title = aeTitle('DICOM_ALLOWED_CALLERS', at === -1 ? item : item.slice(0, at), problems);
+    const address = at === -1 ? undefined : item.slice(at + 1).trim();
+    if (address !== undefined && isIP(address) === 0)
+      problems.push(`DICOM_ALLOWED_CALLERS: "${item}" must name an IP address after @`);
+    callers.push({ aeTitle: title, address });
+  }
+  if (isScpOn && callers.length === 0)
+    problems.push('DICOM_ALLOWED_CALLERS must name at least one calling AE title when DICOM_PORT is set');
+  return callers;
 }
 
 /** `CONSOLE_SESSION_SECRET`: long enough to be a signing key. */

@@ -88,6 +88,32 @@ describe('SQLite commits are flushed to disk before they resolve', () => {
   });
 });
 
+describe('SQLite statements that bound a large value', () => {
+  let testDb: TestDatabase;
+  before(async () => {
+    testDb = await createTestDatabase('sqlite');
+    await sql`create table blob_probe (id integer primary key, bytes blob)`.execute(testDb.db);
+  });
+  after(() => testDb.drop());
+
+  it('are let go of the value without running again: each insert writes one row, with its bytes', async () => {
+    const big = Buffer.alloc(512 * 1024, 7);
+    const insert = (bytes: Buffer) =>
+      sql`insert into blob_probe (bytes) values (${bytes})`.execute(testDb.db);
+    await insert(big);
+    await insert(Buffer.from('small'));
+    await insert(big);
+    const rows = await sql<{ bytes: Buffer | null }>`select bytes from blob_probe order by id`.execute(
+      testDb.db,
+    );
+    assert.deepEqual(
+      rows.rows.map((r) => r.bytes?.length ?? null),
+      [big.length, 5, big.length],
+    );
+    assert.ok(rows.rows[2]!.bytes!.equals(big));
+  });
+});
+
 describe('PostgreSQL pool connections', { skip: !DIALECTS.includes('postgres') }, () => {
   let testDb: TestDatabase;
   before(async () => {

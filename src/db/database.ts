@@ -7,12 +7,15 @@
 import type { Kysely } from 'kysely';
 import { sql } from 'kysely';
 import type { DatabaseTarget } from '../config.ts';
+import type { BackgroundWriter } from './background-writer.ts';
+import { createBackgroundWriter, openConnectionWriter } from './background-writer.ts';
 import type { ShapeCache } from './compiled-queries.ts';
 import { createShapeCache } from './compiled-queries.ts';
 import type { DialectAdapter, DialectName } from './dialect.ts';
 import { openMysql } from './dialects/mysql.ts';
 import { openPostgres } from './dialects/postgres.ts';
 import { openSqlite } from './dialects/sqlite.ts';
+import { openSqliteBackgroundWriter } from './dialects/sqlite-background.ts';
 import { createOpenEyesProfile } from './openeyes/profile.ts';
 import { OwnTablePrefixPlugin } from './openeyes/own-tables.ts';
 import type { DB } from './schema.ts';
@@ -43,6 +46,11 @@ export interface Database {
   readonly schema: SchemaProfile;
   /** The compiled hot queries of this database, by shape (compiled-queries.ts). */
   readonly shapes: ShapeCache;
+  /**
+   * Opens a writer of rows on a connection of its own, off the request path (background-writer.ts): a
+   * SQLite connection in a worker thread, or one more server connection. The caller closes it.
+   */
+  openBackgroundWriter(): BackgroundWriter;
   /** True when the database answers a trivial query. */
   isReachable(): Promise<boolean>;
   /** SQLite: completed fdatasync calls of the WAL that made commits durable (0 elsewhere). */
@@ -64,8 +72,19 @@ export async function openDatabase(
 ): Promise<Database> {
   if (target.kind === 'sqlite') {
     const connection = openSqlite(target.file);
+    const writeTransaction = createBatchedWriteTransaction(connection.db, connection.durability);
     return assemble(connection.db, connection.adapter, {
-      writeTransaction: createBatchedWriteTransaction(connection.db, connection.durability),
+      writeTransaction,
+      // An in-memory database exists only on its one connection: its writer shares it.
+      openBackgroundWriter: () =>
+        target.file === ':memory:'
+          ? createBackgroundWriter({
+              transaction: writeTransaction,
+              bulkInsert: (trx, table, columns, rows) =>
+                connection.adapter.bulkInsert(trx, table, columns, rows),
+              close: async () => {},
+            })
+          : openSqliteBackgroundWriter(target.file),
       walFlushes: () => connection.walFlushes(),
       checkpointRounds: () => connection.checkpointRounds(),
       close: () => connection.close(),
@@ -76,21 +95,27 @@ export async function openDatabase(
     // Date-times: UTC in the own schema (the session too, for the triggers' utc_timestamp), the
     // server's local time on OpenEyes's, where the service never asks the server for the time.
     setStoredTimeZone(target.storedTimeZone);
-    const connection = openMysql(
-      target.url,
-      options.poolSize ?? 10,
-      { timeZone: isOpenEyes ? undefined : '+00:00' },
-      isOpenEyes ? [new OwnTablePrefixPlugin()] : [],
-    );
+    const open = (poolSize: number) =>
+      openMysql(
+        target.url,
+        poolSize,
+        { timeZone: isOpenEyes ? undefined : '+00:00' },
+        isOpenEyes ? [new OwnTablePrefixPlugin()] : [],
+      );
+    const connection = open(options.poolSize ?? 10);
     return assemble(connection.db, connection.adapter, {
       schema: isOpenEyes ? createOpenEyesProfile(target.url) : OWN_SCHEMA,
       writeTransaction: createPlainWriteTransaction(connection.db),
+      // A multi-row insert may take several statements: a batch keeps its transaction.
+      openBackgroundWriter: () => openConnectionWriter(open(1)),
       close: () => connection.close(),
     });
   }
   const connection = openPostgres(target.url, options.poolSize ?? 10);
   return assemble(connection.db, connection.adapter, {
     writeTransaction: createPlainWriteTransaction(connection.db),
+    openBackgroundWriter: () =>
+      openConnectionWriter(openPostgres(target.url, 1), { isBulkInsertOneStatement: true }),
     close: () => connection.close(),
   });
 }
@@ -98,7 +123,7 @@ export async function openDatabase(
 function assemble(
   db: Kysely<DB>,
   dialect: DialectAdapter,
-  parts: Pick<Database, 'writeTransaction' | 'close'> &
+  parts: Pick<Database, 'writeTransaction' | 'openBackgroundWriter' | 'close'> &
     Partial<Pick<Database, 'schema' | 'walFlushes' | 'checkpointRounds'>>,
 ): Database {
   return {
@@ -107,6 +132,7 @@ function assemble(
     writeTransaction: parts.writeTransaction,
     schema: parts.schema ?? OWN_SCHEMA,
     shapes: createShapeCache(),
+    openBackgroundWriter: parts.openBackgroundWriter,
     walFlushes: parts.walFlushes ?? (() => 0),
     checkpointRounds: parts.checkpointRounds ?? (() => 0),
     isReachable: async () => {

@@ -157,7 +157,8 @@ export function buildOpenApiDocument(routes: readonly CollectedRoute[]): OpenApi
   for (const route of routes) {
     const method = route.method.toLowerCase();
     if (!(METHODS as readonly string[]).includes(method)) continue;
-    const item = (paths[route.url] ??= {});
+    // Fastify's `:name` parameters are OpenAPI's `{name}` templates.
+    const item = (paths[route.url.replace(/:(\w+)/g, '{$1}')] ??= {});
     const endpoint = ENDPOINT_DOCS.get(route.url.toLowerCase());
     item[method] = buildOperation(route, endpoint, usedIds);
   }
@@ -177,6 +178,10 @@ export function buildOpenApiDocument(routes: readonly CollectedRoute[]): OpenApi
       { name: 'signature', description: 'Signature import from signature pads (open, rate-limited).' },
       { name: 'attachment', description: 'Attachment view and upload (Basic).' },
       { name: 'request-queue', description: 'Request queue intake and status (Basic + OprnApi).' },
+      {
+        name: 'dicomweb',
+        description: 'DICOMweb STOW-RS: DICOM instances become queued requests (Basic + OprnApi).',
+      },
       { name: 'operations', description: 'Health, readiness, metrics and this documentation.' },
     ],
     paths,

@@ -1,7 +1,8 @@
 /**
  * `/readyz`: whether this instance can do its work, writes included. Every audited call writes its audit
- * row before it is answered, so a database that answers reads but cannot write (disk full, read-only
- * after a failover) makes the service useless: the instance must leave the load balancer's rotation.
+ * row (a write's before it is answered, a read's just after), so a database that answers reads but cannot
+ * write (disk full, read-only after a failover) makes the service useless: the instance must leave the
+ * load balancer's rotation. (`app.ts` adds the read audit sink's own state.)
  *
  * A check reads (`select 1`) and then makes one durable write (the readiness row of the counters module).
  * Checks are cheap but not free (one commit; on SQLite an fsync), and the route is open: concurrent

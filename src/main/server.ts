@@ -1,6 +1,7 @@
 /**
  * The API server process: loadConfig -> openDatabase (migrated) -> buildApp -> listen. Stops gracefully on
- * SIGTERM/SIGINT: stops accepting, finishes in-flight requests, then closes the pool.
+ * SIGTERM/SIGINT: stops accepting, finishes in-flight requests, then closes the pool. With `DICOM_PORT` set it
+ * also runs the DICOM C-STORE SCP (modules/dicom-receive), stopped the same way.
  *
  * With `SERVER_PROCESSES` > 1 (or `auto`, one per core) this process becomes a node:cluster primary
  * (`cluster.ts`): it runs the migrations and the demo data once, closes its database, then forks that many
@@ -16,6 +17,8 @@ import { createLocalFileStore } from '../files/file-store.ts';
 import type { Logger } from '../logger.ts';
 import { createLogger } from '../logger.ts';
 import { loadDemoData } from '../modules/dataset/index.ts';
+import type { DicomServer } from '../modules/dicom-receive/index.ts';
+import { startDicomServer } from '../modules/dicom-receive/index.ts';
 import { createQueueWorker } from '../modules/request-queue/index.ts';
 import { createAuthenticator, hasActiveLogin } from '../modules/user/index.ts';
 import type { Bootstrapped } from './bootstrap.ts';
@@ -97,16 +100,28 @@ async function serve(
   const sweeper = startOrphanSweep({ database, files, logger, intervalMs, graceMs });
 
   let isStopping = false;
+  // The DIMSE C-STORE SCP (DICOM_PORT), started once the HTTP server listens.
+  let dicomServer: DicomServer | undefined;
   async function stop(signal: string): Promise<void> {
     if (isStopping) return;
     isStopping = true;
     logger.info({ signal }, 'stopping');
     const timer = setTimeout(() => {
-      logger.error('graceful stop timed out');
+      // Read audit rows still in memory are lost with the process: say how many.
+      logger.error(
+        { auditRowsUnwritten: app.auditSink?.stats().backlogRows ?? 0 },
+        'graceful stop timed out',
+      );
       process.exit(1);
     }, 30_000);
     timer.unref();
-    await app.close();
+    // A keep-alive connection whose last answer leaves during the drain stays open, idle, until its
+    // keep-alive timeout (longer than the stop may take); close each one as it goes idle, so that the
+    // stop, and the audit rows written after it, do not wait for them.
+    const reaper = setInterval(() => app.server.closeIdleConnections(), 100);
+    reaper.unref();
+    await Promise.all([app.close(), dicomServer?.stop()]);
+    clearInterval(reaper);
     await worker?.stop();
     await sweeper.stop();
     await database.close();
@@ -119,6 +134,8 @@ async function serve(
   process.once('SIGINT', () => void stop('SIGINT'));
 
   await app.listen({ port: config.port, host: config.host });
+  if (config.dicomNetwork.port !== undefined)
+    dicomServer = await startDicomServer({ database, config, logger });
   await runOrExit(async () => worker?.start());
   logger.info({ database: config.database.kind, filesDir: config.filesDir }, readyMessage);
 }

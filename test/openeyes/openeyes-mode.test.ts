@@ -147,7 +147,7 @@ describe('DATABASE_SCHEMA=openeyes on an OpenEyes v6.8-shaped database', { skip 
   });
 
   it('starts by creating only its cra_ tables and registering its routine names, as the Java processor does', async () => {
-    assert.deepEqual(booted.migrations.applied, ['0001-service-tables']);
+    assert.deepEqual(booted.migrations.applied, ['0001-service-tables', '0002-dicom-received-instances']);
     const { rows: tables } = await sql<{ name: string }>`
       select table_name as name from information_schema.tables
       where table_schema = database() and table_name like 'cra\\_%' order by table_name`.execute(admin);
@@ -158,6 +158,7 @@ describe('DATABASE_SCHEMA=openeyes on an OpenEyes v6.8-shaped database', { skip 
         'cra_audit_event',
         'cra_console_secret',
         'cra_console_session',
+        'cra_dicom_received_instance',
         'cra_migration',
         'cra_migration_lock',
         'cra_rate_limit_counter',

@@ -18,6 +18,12 @@ import { onConflict } from './on-conflict.ts';
 import { prefixRangeMatch, prefixUpperBound } from './prefix-range.ts';
 import { createPrivateSqliteFile } from '../sqlite-files.ts';
 import { startSqliteCheckpointer } from './sqlite-checkpointer.ts';
+import {
+  beginImmediately,
+  leavesCommittedChange,
+  releaseLargeBindings,
+  toSqliteValue,
+} from './sqlite-statements.ts';
 import type { SqliteDurability } from '../write-transaction.ts';
 
 const MiB = 1024 * 1024;
@@ -62,16 +68,17 @@ export function openSqlite(file: string): SqliteConnection {
   const executor: IGenericSqlite<DatabaseSync> = {
     db: native,
     query: (isSelect, sqlText, parameters) => {
-      // Kysely opens transactions with a deferred `begin`; a transaction that reads and then writes can
-      // then fail at once with "database is locked" when another process wrote in between (SQLite does
-      // not wait on an upgrade). Every transaction here writes, so take the write lock up front.
-      const query = /^begin$/i.test(sqlText) ? 'begin immediate' : sqlText;
+      const query = beginImmediately(sqlText);
       const { statement, returnsRows, columnNames } = prepare(query);
       const args = (parameters ?? []).map(toSqliteValue);
       if (returnsRows) {
-        const rows = (statement.all(...args) as unknown as unknown[][]).map((values) =>
-          rowFromValues(columnNames, values),
-        );
+        let values: unknown[][];
+        try {
+          values = statement.all(...args) as unknown as unknown[][];
+        } finally {
+          releaseLargeBindings(statement, args);
+        }
+        const rows = values.map((values) => rowFromValues(columnNames, values));
         // `insert ... returning` in autocommit mode is a committed write too.
         return wal !== undefined && !isSelect && leavesCommittedChange(query, native.isTransaction)
           ? wal.flush().then(() => ({ rows }))
@@ -80,7 +87,12 @@ export function openSqlite(file: string): SqliteConnection {
       // Taken before the statement runs, so that a failing commit cannot leave it set for another.
       const isFlushDeferred = flushDeferredOnce;
       flushDeferredOnce = false;
-      const result = statement.run(...args);
+      let result;
+      try {
+        result = statement.run(...args);
+      } finally {
+        releaseLargeBindings(statement, args);
+      }
       const answer = {
         rows: [],
         insertId: parseBigInt(result.lastInsertRowid),
@@ -271,17 +283,6 @@ function createStatementCache(native: DatabaseSync): (query: string) => Prepared
   };
 }
 
-/** Statements that never change the database (Kysely flags its own selects separately). */
-const READ_ONLY_STATEMENT = /^\s*(?:select|pragma|explain|begin|rollback|savepoint)\b/i;
-
-/**
- * True when `query` has just left a change committed: it ran outside a transaction (autocommit) or ended
- * one (`commit`, or `release` of an outermost savepoint), and it is not a read.
- */
-function leavesCommittedChange(query: string, isInTransaction: boolean): boolean {
-  return !isInTransaction && !READ_ONLY_STATEMENT.test(query);
-}
-
 interface WalFlusher {
   /** Resolves once everything written to the WAL so far is on stable storage. */
   flush(): Promise<void>;
@@ -343,17 +344,6 @@ function createWalFlusher(walFile: string): WalFlusher {
       await h?.then((fh) => fh.close()).catch(() => {});
     },
   };
-}
-
-type SqliteValue = null | number | bigint | string | Uint8Array;
-
-function toSqliteValue(value: unknown): SqliteValue {
-  if (value === undefined || value === null) return null;
-  if (typeof value === 'boolean') return value ? 1 : 0;
-  if (typeof value === 'number' || typeof value === 'bigint' || typeof value === 'string') return value;
-  if (value instanceof Uint8Array) return value;
-  if (value instanceof Date) return value.toISOString().slice(0, 19).replace('T', ' ');
-  return JSON.stringify(value);
 }
 
 /**

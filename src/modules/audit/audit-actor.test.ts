@@ -3,6 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import { createUser } from '../../../test/factories.ts';
 import type { TestApp } from '../../../test/harness.ts';
 import { forEachDialect, startTestApp } from '../../../test/harness.ts';
+import { until } from '../../../test/until.ts';
 import type { AuditEventRow } from './audit.queries.ts';
 import { withAuditTable } from './audit.queries.ts';
 
@@ -35,6 +36,8 @@ forEachDialect((dialect) => {
       const anonymous = await app.request('/api/v1/patient/search?term=Nobody');
       assert.equal(anonymous.status, 401);
       await anonymous.arrayBuffer();
+      // Searches are reads: the read audit sink commits their rows just after the answers.
+      await until(() => app.app.auditSink!.stats().backlogRows === 0, { what: 'read audit rows committed' });
       const rows = await rowsOfAction('patient.search');
       assert.deepEqual(
         rows.map((r) => [r.outcome, r.user_id, r.username]),

@@ -1,9 +1,14 @@
 /**
  * Records one audit row per answer of an audited route, from one app-level `onSend` hook: after the
  * handler (or the guard, or the error handler) has decided the answer and before its first byte leaves.
- * The hook awaits the row's commit (group commit, `audit-trail.ts`), so an answer is never sent for a call
- * whose audit row could be lost; if the row cannot be written the answer becomes 503 (`Retry-After`) in
- * the route's error shape instead, and a streamed body is dropped unsent.
+ * Each route is a read or a write (the table below):
+ * - a write's answer awaits its row's commit (group commit, `audit-trail.ts`), so a write is never
+ *   answered when its audit row could be lost;
+ * - a read's row goes to the read audit sink (`audit-sink.ts`, `AUDIT_READS=async`, the default) and the
+ *   read is answered at once; the sink commits it within `AUDIT_FLUSH_MS`. With `AUDIT_READS=durable`
+ *   reads take the write path too.
+ * If the row cannot be written (or the sink refuses it: backlog or lag over its bound) the answer becomes
+ * 503 (`Retry-After`) in the route's error shape instead, and a streamed body is dropped unsent.
  *
  * Which calls are audited: the routes below (every Basic-guarded API route, and the open `sign/add`),
  * whatever the outcome: 2xx, refusals (401, 403), bad input (4xx), failures (5xx). Throttled answers
@@ -29,11 +34,18 @@ import { LRUCache } from 'lru-cache';
 import type { AppDeps } from '../../deps.ts';
 import { AppError, DATABASE_RETRY_AFTER_SECONDS, DEFAULT_MESSAGES } from '../../errors.ts';
 import { errorBody } from '../../http/error-handler.ts';
+import { createAuditSink } from './audit-sink.ts';
 import type { AuditEntry, AuditTrail } from './audit-trail.ts';
 import { createAuditTrail } from './audit-trail.ts';
 
 export type AuditAction =
-  'patient.search' | 'signature.add' | 'attachment.view' | 'attachment.create' | 'queue.add' | 'queue.status';
+  | 'patient.search'
+  | 'signature.add'
+  | 'attachment.view'
+  | 'attachment.create'
+  | 'queue.add'
+  | 'queue.status'
+  | 'dicomweb.store';
 
 export type AuditTargetType = 'patient' | 'signature_import_log' | 'attachment_data' | 'request';
 
@@ -53,6 +65,11 @@ declare module 'fastify' {
 
 interface AuditedRoute {
   readonly action: AuditAction;
+  /**
+   * A read discloses records and changes none: its row may be committed after the answer (the read
+   * audit sink). A write's row is committed before its answer, in every mode.
+   */
+  readonly kind: 'read' | 'write';
   /** Targets known from the request itself (kept when the call is refused before its handler). */
   readonly targetOf?: (request: FastifyRequest) => AuditAnnotation | undefined;
 }
@@ -68,12 +85,21 @@ function idParameter(name: string, targetType: AuditTargetType) {
   };
 }
 
-const search: AuditedRoute = { action: 'patient.search' };
-const signAdd: AuditedRoute = { action: 'signature.add' };
-const view: AuditedRoute = { action: 'attachment.view', targetOf: idParameter('id', 'attachment_data') };
-const create: AuditedRoute = { action: 'attachment.create' };
-const queueAdd: AuditedRoute = { action: 'queue.add' };
-const queueStatus: AuditedRoute = { action: 'queue.status', targetOf: idParameter('request_id', 'request') };
+const search: AuditedRoute = { action: 'patient.search', kind: 'read' };
+const signAdd: AuditedRoute = { action: 'signature.add', kind: 'write' };
+const view: AuditedRoute = {
+  action: 'attachment.view',
+  kind: 'read',
+  targetOf: idParameter('id', 'attachment_data'),
+};
+const create: AuditedRoute = { action: 'attachment.create', kind: 'write' };
+const queueAdd: AuditedRoute = { action: 'queue.add', kind: 'write' };
+const queueStatus: AuditedRoute = {
+  action: 'queue.status',
+  kind: 'read',
+  targetOf: idParameter('request_id', 'request'),
+};
+const dicomStore: AuditedRoute = { action: 'dicomweb.store', kind: 'write' };
 
 /** Audited routes: lower-case route URL -> method -> action. HEAD reveals as much as GET (sizes, dates). */
 const AUDITED_ROUTES = new Map<string, Readonly<Record<string, AuditedRoute>>>([
@@ -84,6 +110,8 @@ const AUDITED_ROUTES = new Map<string, Readonly<Record<string, AuditedRoute>>>([
   ['/api/v1/attachmentdisplay/create', { POST: create }],
   ['/api/v1/request/queue/add', { POST: queueAdd, PUT: queueAdd }],
   ['/api/v1/request/queue/status', { GET: queueStatus, HEAD: queueStatus }],
+  ['/api/v1/dicomweb/studies', { POST: dicomStore }],
+  ['/api/v1/dicomweb/studies/:studyinstanceuid', { POST: dicomStore }],
 ]);
 
 function auditedRouteOf(request: FastifyRequest): AuditedRoute | undefined {
@@ -105,11 +133,22 @@ const REPRESENTATION_HEADERS = [
 
 /**
  * Installs the audit hook on `app` (call before the modules' routes are registered, at the root).
- * Returns the trail, which is flushed when the app closes.
+ * Returns the trail, which is flushed when the app closes (and the read audit sink with it).
  */
 export function installAuditTrail(app: FastifyInstance, deps: AppDeps): AuditTrail {
   const trail = createAuditTrail(deps.database);
   const throttled = createThrottleLog();
+  const { config } = deps;
+  const sink =
+    config.auditReads === 'async'
+      ? createAuditSink(deps.database, {
+          flushMs: config.auditFlushMs,
+          maxBacklogRows: config.auditMaxBacklog,
+          maxLagMs: config.auditMaxLagMs,
+          log: app.log,
+        })
+      : undefined;
+  if (sink !== undefined) app.decorate('auditSink', sink);
 
   app.addHook('onSend', async (request, reply, payload) => {
     const route = auditedRouteOf(request);
@@ -131,6 +170,10 @@ export function installAuditTrail(app: FastifyInstance, deps: AppDeps): AuditTra
       requestId: request.id,
       clientRequestId: request.clientRequestId ?? null,
     };
+    if (route.kind === 'read' && sink !== undefined) {
+      // Refused (backlog or lag over its bound): logged and counted by the sink, not once per read.
+      return sink.offer(entry) ? payload : refuseUnaudited(request, reply, payload);
+    }
     try {
       await trail.record(entry);
     } catch (error) {
@@ -142,7 +185,10 @@ export function installAuditTrail(app: FastifyInstance, deps: AppDeps): AuditTra
     }
     return payload;
   });
-  app.addHook('onClose', async () => trail.flush());
+  app.addHook('onClose', async () => {
+    await trail.flush();
+    await sink?.close();
+  });
 
   /**
    * The authenticated caller. A 403 comes after a successful verification that the guard does not keep

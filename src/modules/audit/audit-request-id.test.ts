@@ -4,6 +4,7 @@ import { createUser } from '../../../test/factories.ts';
 import type { TestUser } from '../../../test/factories.ts';
 import type { TestApp } from '../../../test/harness.ts';
 import { forEachDialect, startTestApp } from '../../../test/harness.ts';
+import { until } from '../../../test/until.ts';
 import { withAuditTable } from './audit.queries.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -22,12 +23,15 @@ forEachDialect((dialect) => {
       app.request('/api/v1/patient/search?term=smith', {
         headers: { authorization: user.authorization, ...headers },
       });
-    const rowsWith = (column: 'request_id' | 'client_request_id', value: string) =>
-      withAuditTable(app.db)
+    // Searches are reads: their rows are committed by the read audit sink just after the answer.
+    const rowsWith = async (column: 'request_id' | 'client_request_id', value: string) => {
+      await until(() => app.app.auditSink!.stats().backlogRows === 0, { what: 'read audit rows committed' });
+      return withAuditTable(app.db)
         .selectFrom('audit_event')
         .select(['request_id', 'client_request_id'])
         .where(column, '=', value)
         .execute();
+    };
 
     it('records the server-generated request id, and the client X-Request-Id separately', async () => {
       const clientId = `client-${Date.now()}`;

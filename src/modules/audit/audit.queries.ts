@@ -3,8 +3,10 @@
  * is no update or delete here on purpose (the table is append-only, enforced by triggers).
  */
 import type { Generated, Insertable, Kysely, Selectable } from 'kysely';
+import type { BackgroundWriter } from '../../db/background-writer.ts';
 import { createShapeCache, runCompiled } from '../../db/compiled-queries.ts';
 import type { Database } from '../../db/database.ts';
+import type { BulkColumn } from '../../db/dialect.ts';
 import type { DB } from '../../db/schema.ts';
 
 /** `audit_event` (migrations 0009, 0012, 0013). Not in `DB`: it is not part of the dataset format. */
@@ -53,6 +55,37 @@ const AUDIT_COLUMNS = [
   'username',
   'detail',
 ] as const satisfies readonly (keyof NewAuditEventRow)[];
+
+/** Portable types of the audit columns, for a bulk insert (PostgreSQL binds each column as a typed array). */
+const AUDIT_COLUMN_TYPES = {
+  event_time: 'timestamp',
+  user_id: 'int4',
+  action: 'text',
+  target_type: 'text',
+  target_ids: 'text',
+  outcome: 'int4',
+  client_address: 'text',
+  request_id: 'text',
+  client_request_id: 'text',
+  username: 'text',
+  detail: 'text',
+} as const satisfies Record<(typeof AUDIT_COLUMNS)[number], BulkColumn['type']>;
+
+/**
+ * A writer of audit rows through a background writer (the read audit sink, on a connection of its own):
+ * each call inserts `rows` in one transaction, durable when it resolves. Every row gets every column.
+ */
+export function createBackgroundAuditInserter(
+  writer: BackgroundWriter,
+): (rows: readonly NewAuditEventRow[]) => Promise<void> {
+  const columns = AUDIT_COLUMNS.map((name) => ({ name, type: AUDIT_COLUMN_TYPES[name] }));
+  return (rows) =>
+    writer.insertRows(
+      'audit_event',
+      columns,
+      rows.map((row) => AUDIT_COLUMNS.map((column) => row[column] ?? null)),
+    );
+}
 
 /**
  * A writer of audit rows: each call inserts `rows` in one statement, in autocommit, durable when it

@@ -6,6 +6,8 @@
  */
 export type { AuditAction, AuditAnnotation, AuditTargetType } from './audit-hook.ts';
 export { installAuditTrail } from './audit-hook.ts';
+export type { AuditSink, AuditSinkStats } from './audit-sink.ts';
+export { auditSinkGauges } from './audit-sink-gauges.ts';
 export type { AuditEntry, AuditTrail } from './audit-trail.ts';
 export { createAuditTrail } from './audit-trail.ts';
 export type { AuditExportRange, AuditExportRecord } from './audit-export.ts';

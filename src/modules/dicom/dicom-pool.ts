@@ -1,7 +1,8 @@
 /**
  * A small pool of worker threads (`dicom.worker.ts`) that read and decode DICOM files off the event loop.
- * Threads start on first use and stay (each loads the WebAssembly decoders once, then says it is ready),
- * one job per thread at a time, the others wait in order. Each job has a time limit, counted from when a
+ * Threads start on first use (each loads the WebAssembly decoders once, then says it is ready) and are
+ * ended after a minute without work, so that their memory goes back when no DICOM arrives; one job per
+ * thread at a time, the others wait in order. Each job has a time limit, counted from when a
  * ready thread takes it, and each thread a heap cap
  * (`resourceLimits`): a thread past either is terminated and replaced, and its job fails with
  * {@link DicomError} `timeout` or `out-of-memory`. Idle threads do not keep the process alive.
@@ -59,11 +60,15 @@ interface PoolThread {
   isReady: boolean;
   job?: { readonly id: number; readonly pending: PendingJob; readonly timer: NodeJS.Timeout };
   isRetired: boolean;
+  /** Ends the thread once it has been idle for IDLE_MS. */
+  idleTimer?: NodeJS.Timeout;
 }
 
 const WORKER_URL = new URL('./dicom.worker.ts', import.meta.url);
 /** A thread that has not loaded its decoders by then is given up, with the jobs waiting for it. */
 const STARTUP_TIMEOUT_MS = 60_000;
+/** An idle thread is ended after this long (a decoding thread holds tens of MiB of WebAssembly memory). */
+const IDLE_MS = 60_000;
 
 export function createDicomPool(options: DicomPoolOptions): DicomPool {
   const threads: PoolThread[] = [];
@@ -92,6 +97,7 @@ export function createDicomPool(options: DicomPoolOptions): DicomPool {
         clearTimeout(startTimer);
         thread.isReady = true;
         dispatch();
+        if (thread.job === undefined) armIdleEnd(thread);
         return;
       }
       const job = thread.job;
@@ -121,17 +127,34 @@ export function createDicomPool(options: DicomPoolOptions): DicomPool {
     return thread;
   };
 
-  /** Clears the thread's job; an idle thread no longer keeps the process alive. */
+  /** Clears the thread's job; an idle thread no longer keeps the process alive, and ends after IDLE_MS. */
   const finish = (thread: PoolThread) => {
     if (thread.job !== undefined) clearTimeout(thread.job.timer);
     thread.job = undefined;
     thread.worker.unref();
+    armIdleEnd(thread);
+  };
+
+  /** Ends `thread` once it has been idle for IDLE_MS (a new job disarms it). */
+  const armIdleEnd = (thread: PoolThread) => {
+    if (thread.isRetired) return;
+    clearTimeout(thread.idleTimer);
+    thread.idleTimer = setTimeout(() => {
+      if (thread.job !== undefined || thread.isRetired) return;
+      thread.isRetired = true;
+      const index = threads.indexOf(thread);
+      if (index >= 0) threads.splice(index, 1);
+      thread.worker.terminate().catch(() => {});
+    }, IDLE_MS);
+    thread.idleTimer.unref();
   };
 
   /** Removes a thread (terminating it) and fails its job with `reason`. */
   function retire(thread: PoolThread, reason: DicomError): void {
     const job = thread.job;
-    finish(thread);
+    clearTimeout(thread.idleTimer);
+    if (thread.job !== undefined) clearTimeout(thread.job.timer);
+    thread.job = undefined;
     if (!thread.isRetired) {
       thread.isRetired = true;
       const index = threads.indexOf(thread);
@@ -163,6 +186,7 @@ export function createDicomPool(options: DicomPoolOptions): DicomPool {
           ),
         );
       }, options.timeoutMs);
+      clearTimeout(thread.idleTimer);
       thread.job = { id, pending, timer };
       thread.worker.ref();
       // A copy the thread owns, moved rather than cloned.

@@ -12,7 +12,15 @@ export const requestQueueRoutes: FastifyPluginAsync<ModuleOptions> = async (app,
 
 export { enqueueRequest } from './intake.ts';
 export { insertUploadRequest } from './intake.queries.ts';
-export type { AttachmentRowInput, EnqueueRequestInput, QueuedRequest } from './intake.ts';
+export { createIntakeService } from './intake.ts';
+export type {
+  AlongsideWrite,
+  AttachmentRowInput,
+  DicomInstanceSubmission,
+  EnqueueRequestInput,
+  IntakeService,
+  QueuedRequest,
+} from './intake.ts';
 export { REQUEST_QUEUE_CHANNEL, onRequestQueued } from './queue-events.ts';
 export type { RequestQueuedEvent, RequestQueuedListener } from './queue-events.ts';
 export { createQueueWorker, queueCommands } from './worker.ts';

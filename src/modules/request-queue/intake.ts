@@ -2,7 +2,9 @@
  * Queue intake (reference 8.8): turns one submission (effective content type, body, query, headers)
  * into a validated request, then writes the request, its attachment rows and its first routine in ONE
  * transaction. The 422 message holds one string per field, the first error of each field winning
- * (reference D53). No HTTP types here: the route hands over plain values.
+ * (reference D53). No HTTP types here: the route hands over plain values. DICOM instances received by
+ * STOW-RS or C-STORE come in through {@link IntakeService.submitDicomInstance}, as a raw
+ * `application/dicom` body, so that they make the same rows as queue add.
  */
 import { LRUCache } from 'lru-cache';
 import type { Kysely } from 'kysely';
@@ -19,6 +21,7 @@ import {
   TEXT_PAYLOAD_TYPES,
   buildFormObject,
   decodeUtf8,
+  handlerKindOf,
   hasNulCharacter,
   nulCharacterMessage,
   parseUrlEncoded,
@@ -75,7 +78,27 @@ export interface IntakeSubmission {
   /** The socket peer, or the client named by a trusted proxy. */
   readonly clientAddress: string;
   readonly userId: number;
+  /** Writes that belong to the request's transaction (see {@link EnqueueRequestInput.alongside}). */
+  readonly alongside?: AlongsideWrite;
 }
+
+/**
+ * One DICOM Part 10 instance from a source other than queue add's body (a STOW-RS part, a C-STORE): it is
+ * submitted exactly as queue add takes a raw `application/dicom` body, `requestData` standing for the
+ * query string (REQUEST_DATA; its `request_type` and `system_message` are read from it the same way).
+ */
+export interface DicomInstanceSubmission {
+  readonly bytes: Buffer;
+  readonly requestData: Readonly<Record<string, unknown>>;
+  /** What the transport received besides the bytes (HTTP headers, association details). */
+  readonly headers: Readonly<Record<string, string | readonly string[] | undefined>>;
+  readonly clientAddress: string;
+  readonly userId: number;
+  readonly alongside?: AlongsideWrite;
+}
+
+/** Extra writes run in the transaction that inserts a request, after its rows; a throw rolls it all back. */
+export type AlongsideWrite = (trx: Kysely<DB>, requestId: number) => Promise<void>;
 
 /** Field -> first message. */
 class FieldErrors {
@@ -105,14 +128,30 @@ interface Payload {
 export interface IntakeService {
   /** Validates and queues one submission; resolves to the new request id, or throws a 422 AppError. */
   submit(submission: IntakeSubmission): Promise<number>;
+  /** {@link submit} of one DICOM instance, as a raw `application/dicom` body. */
+  submitDicomInstance(instance: DicomInstanceSubmission): Promise<number>;
 }
+
+/** The effective type of a DICOM instance, as the Mirth channel of reference 8.2 posts it. */
+const DICOM_TYPE = 'application/dicom';
 
 export function createIntakeService(deps: {
   readonly database: Database;
   readonly config: Config;
 }): IntakeService {
   const reference = createReferenceCache(deps.database.db, deps.config.referenceCacheTtlMs);
-  return {
+  const service: IntakeService = {
+    submitDicomInstance: (instance) =>
+      service.submit({
+        effectiveType: DICOM_TYPE,
+        kind: handlerKindOf(DICOM_TYPE),
+        body: instance.bytes,
+        query: instance.requestData,
+        headers: instance.headers,
+        clientAddress: instance.clientAddress,
+        userId: instance.userId,
+        ...(instance.alongside === undefined ? {} : { alongside: instance.alongside }),
+      }),
     async submit(submission) {
       const errors = new FieldErrors();
       const payload = readPayload(submission, errors);
@@ -171,6 +210,7 @@ export function createIntakeService(deps: {
             systemMessage,
             attachments: rows,
             userId: submission.userId,
+            ...(submission.alongside === undefined ? {} : { alongside: submission.alongside }),
           });
           return queued.requestId;
         } catch (error) {
@@ -180,6 +220,7 @@ export function createIntakeService(deps: {
       }
     },
   };
+  return service;
 }
 
 /**
@@ -237,6 +278,11 @@ export interface EnqueueRequestInput {
   readonly attachments?: readonly AttachmentRowInput[];
   /** Audit user; the system user 1 when omitted. */
   readonly userId?: number;
+  /**
+   * Writes of the caller's own tables that must commit or roll back with the request (a record of where
+   * it came from); run in the same transaction after the request's rows.
+   */
+  readonly alongside?: AlongsideWrite;
 }
 
 export interface QueuedRequest {
@@ -266,10 +312,15 @@ export async function enqueueRequest(database: Database, input: EnqueueRequestIn
     userId: input.userId ?? 1,
     now: nowDateTime(),
   };
+  const { alongside } = input;
   const requestId =
-    database.dialect.hasWritableCte && rows.attachments.length > 0
+    alongside === undefined && database.dialect.hasWritableCte && rows.attachments.length > 0
       ? await insertQueuedRequestInOneStatement(database, rows)
-      : await database.writeTransaction((trx) => insertQueuedRequest(trx, rows));
+      : await database.writeTransaction(async (trx) => {
+          const id = await insertQueuedRequest(trx, rows);
+          await alongside?.(trx, id);
+          return id;
+        });
   emitRequestQueued({ requestId, queue: route.queue });
   notifyQueueAfterCommit(database, route.queue);
   return { requestId, routineName: route.routineName, queue: route.queue };

@@ -1,0 +1,509 @@
+/**
+ * DICOM chain: images/s through the whole chain of the real server, and its memory while images drain.
+ * Three batches, each queued through the real intake (`POST /api/v1/request/queue/add`, request type
+ * `dicom_request`, the file as multipart part `scan`) of a server with its worker off, then drained by
+ * the in-process worker of a fresh server (`WORKER=in-process`, the default deployment) on the same
+ * database:
+ * - N CT slices (512 x 512, 16-bit, uncompressed), N = max(20, 20 x --duration);
+ * - N colour fundus photographs (2000 x 2000, 8-bit, JPEG Baseline);
+ * - 200 of them mixed (CT and fundus alternately; `BENCH_DICOM_MIXED`), with the server's RSS sampled
+ *   every 100 ms while they drain.
+ * Every file names one of 50 registered patients, so that every request runs DICOM_SEED ->
+ * EXTRACT_IMAGE -> PATIENT_MATCH -> ATTACH_TO_EVENT -> CLEAN_UP to COMPLETE (EXTRACT_IMAGE makes the
+ * thumbnails, so PATIENT_MATCH queues no MAKE_THUMBNAILS). The bench fails unless every request ends
+ * COMPLETE with its image stored, thumbnailed and linked to an event, and unless a sample of each kind
+ * holds what a viewer must show (the CT through the file's window, the fundus JPEG as sent).
+ * Images/s: the batch over the time from its first routine COMPLETE (the server started, the worker
+ * claiming) to its last request COMPLETE, polled every 50 ms. The worker claims routines in id order, so
+ * a backlog runs stage by stage (every DICOM_SEED, then every EXTRACT_IMAGE, ...): the notes give when
+ * each stage was done, which shows where the time goes.
+ * Targets: >= 50 images/s for each kind; peak RSS < 400 MB while the 200 mixed images drain.
+ * `npm run bench -- dicom-chain --connections 8`.
+ */
+import http from 'node:http';
+import { sql } from 'kysely';
+import sharp from 'sharp';
+import { loadConfig } from '../src/config.ts';
+import type { Database } from '../src/db/database.ts';
+import type { RoutineStatus } from '../src/db/schema.ts';
+import { openDatabase } from '../src/db/database.ts';
+import type { ImagePatient } from './dicom-images.ts';
+import {
+  CT_SIZE,
+  FUNDUS_SIZE,
+  ctDisplayValue,
+  ctFile,
+  ctStoredValues,
+  fundusFile,
+  fundusJpeg,
+  withJpegComment,
+} from './dicom-images.ts';
+import type { BenchReport, BenchRow, BenchRunOptions, Dialect, PreparedDatabase } from './lib.ts';
+import {
+  BENCH_AUTHORIZATION,
+  ensureBenchAccount,
+  insertMatchablePatients,
+  percentile,
+  prepareDatabase,
+  sendRequest,
+  startRssSampler,
+  startServer,
+} from './lib.ts';
+
+const ADD_PATH = '/api/v1/request/queue/add?request_type=dicom_request';
+const BOUNDARY = 'benchDicomBoundary5Wq8ZkT3';
+const PATIENTS = 50;
+const RATE_TARGET = 50;
+const RSS_TARGET_BYTES = 400 * 1024 * 1024;
+const POLL_MS = 50;
+const MB = 1024 * 1024;
+const CHAIN = ['DICOM_SEED', 'EXTRACT_IMAGE', 'PATIENT_MATCH', 'ATTACH_TO_EVENT', 'CLEAN_UP'];
+/** The server's limit of requests in flight per client address, above any --connections. */
+const SERVER_ENV = { MAX_REQUESTS_PER_CLIENT: '1000' };
+
+type Kind = 'ct' | 'fundus';
+
+const KIND_LABEL: Record<Kind, string> = {
+  ct: `CT ${CT_SIZE}x${CT_SIZE} 16-bit`,
+  fundus: `fundus ${FUNDUS_SIZE}x${FUNDUS_SIZE} JPEG`,
+};
+
+/** One file queued, and what it must give. */
+interface Source {
+  readonly kind: Kind;
+  readonly bytes: Buffer;
+  /** CT: the seed of its pixels. */
+  readonly seed?: number;
+  /** Fundus: the frame's JPEG, which must be stored as it is. */
+  readonly jpeg?: Buffer;
+}
+
+let baseFundus: Promise<Buffer> | undefined;
+
+/** Builds the files of one batch: `kinds[i]` is the kind of file i; patients in turn. */
+async function buildSources(kinds: readonly Kind[], firstSeed: number): Promise<Source[]> {
+  baseFundus ??= fundusJpeg();
+  const fundus = await baseFundus;
+  return kinds.map((kind, i) => {
+    const seed = firstSeed + i;
+    const patient: ImagePatient = {
+      patientId: String((seed % PATIENTS) + 1).padStart(7, '0'),
+      birthDate: '19800102',
+      sex: 'F',
+    };
+    if (kind === 'ct') return { kind, seed, bytes: ctFile(seed, patient) };
+    const jpeg = withJpegComment(fundus, `bench image ${seed}`);
+    return { kind, jpeg, bytes: fundusFile(jpeg, patient) };
+  });
+}
+
+function multipartBody(file: Buffer): Buffer {
+  return Buffer.concat([
+    Buffer.from(
+      `--${BOUNDARY}\r\nContent-Disposition: form-data; name="scan"; filename="scan.dcm"\r\n` +
+        'Content-Type: application/dicom\r\n\r\n',
+    ),
+    file,
+    Buffer.from(`\r\n--${BOUNDARY}--\r\n`),
+  ]);
+}
+
+interface Intake {
+  /** The request id of each source, in order. */
+  readonly requestIds: number[];
+  readonly row: BenchRow;
+}
+
+/** Queues every source through queue add, `connections` at a time; every answer must be 200. */
+async function queueSources(
+  url: string,
+  pid: number,
+  sources: readonly Source[],
+  connections: number,
+  name: string,
+  dialect: Dialect,
+): Promise<Intake> {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: connections });
+  const requestIds: number[] = new Array<number>(sources.length);
+  const latencies: number[] = [];
+  let bytes = 0;
+  let next = 0;
+  const sampler = startRssSampler(pid, POLL_MS);
+  const started = performance.now();
+  try {
+    await Promise.all(
+      Array.from({ length: Math.min(connections, sources.length) }, async () => {
+        while (next < sources.length) {
+          const index = next++;
+          const body = multipartBody(sources[index]!.bytes);
+          bytes += body.length;
+          const answer = await sendRequest(`${url}${ADD_PATH}`, {
+            method: 'POST',
+            agent,
+            headers: {
+              authorization: BENCH_AUTHORIZATION,
+              'content-type': `multipart/form-data; boundary=${BOUNDARY}`,
+              'content-length': body.length,
+            },
+            body,
+          });
+          const id = /^\{"request_id":(\d+)\}$/.exec(answer.body.toString())?.[1];
+          if (answer.status !== 200 || id === undefined)
+            throw new Error(`queue add answered ${answer.status}: ${answer.body.toString().slice(0, 300)}`);
+          requestIds[index] = Number(id);
+          latencies.push(answer.ms);
+        }
+      }),
+    );
+  } finally {
+    agent.destroy();
+  }
+  const seconds = (performance.now() - started) / 1000;
+  const rssPeakBytes = await sampler.stop();
+  latencies.sort((a, b) => a - b);
+  return {
+    requestIds,
+    row: {
+      name,
+      dialect,
+      connections,
+      requestsPerSec: sources.length / seconds,
+      bytesPerSec: bytes / seconds,
+      p50Ms: percentile(latencies, 50),
+      p99Ms: percentile(latencies, 99),
+      totalRequests: sources.length,
+      durationSeconds: seconds,
+      errors: 0,
+      timeouts: 0,
+      non2xx: 0,
+      statusCounts: { '200': sources.length },
+      rssPeakBytes,
+    },
+  };
+}
+
+interface Drain {
+  /** Images/s from the first routine COMPLETE to the last request COMPLETE. */
+  readonly perSec: number;
+  /** Images/s from the server's readiness to the last request COMPLETE. */
+  readonly fromReadyPerSec: number;
+  /** Seconds from the first routine COMPLETE to the last request COMPLETE. */
+  readonly seconds: number;
+  /** Seconds from the first routine COMPLETE until every routine of each stage was COMPLETE. */
+  readonly stageSeconds: ReadonlyMap<string, number>;
+  readonly idleRssBytes: number;
+  readonly rssPeakBytes: number;
+  readonly rssAfterBytes: number;
+}
+
+/** Counts the batch's routines in `statuses`. */
+async function countRoutines(
+  database: Database,
+  requestIds: readonly number[],
+  statuses: readonly RoutineStatus[],
+): Promise<number> {
+  const row = await inBatch(database, requestIds)
+    .select((eb) => eb.fn.countAll<number>().as('n'))
+    .where('status', 'in', statuses)
+    .executeTakeFirstOrThrow();
+  return Number(row.n);
+}
+
+function inBatch(database: Database, requestIds: readonly number[]) {
+  return database.db
+    .selectFrom('request_routine')
+    .where('request_id', '>=', Math.min(...requestIds))
+    .where('request_id', '<=', Math.max(...requestIds));
+}
+
+/** The first routine of the batch that stopped short of COMPLETE, with its last log line. */
+async function describeStuck(database: Database, requestIds: readonly number[]): Promise<string> {
+  const routine = await inBatch(database, requestIds)
+    .select(['id', 'request_id', 'routine_name', 'status', 'try_count'])
+    .where('status', 'in', STOPPED)
+    .orderBy('id')
+    .executeTakeFirst();
+  if (routine === undefined) return 'none';
+  const execution = await database.db
+    .selectFrom('request_routine_execution')
+    .select('log_text')
+    .where('request_routine_id', '=', routine.id)
+    .orderBy('id', 'desc')
+    .executeTakeFirst();
+  return `request ${routine.request_id}: ${routine.routine_name} ${routine.status} after ${routine.try_count} try(s): ${execution?.log_text ?? '(no execution log)'}`;
+}
+
+/** Routine states that end a request short of COMPLETE, or park it for minutes (a retry's back-off). */
+const STOPPED: readonly RoutineStatus[] = ['FAILED', 'RETRY', 'VOID', 'PAUSE'];
+
+/**
+ * Starts a server with its in-process worker on the database holding the queued batch and polls the
+ * batch's routines every {@link POLL_MS} until every request's CLEAN_UP is COMPLETE; fails at once when a
+ * routine fails or waits for a retry.
+ */
+async function drainBatch(
+  prepared: PreparedDatabase,
+  database: Database,
+  requestIds: readonly number[],
+): Promise<Drain> {
+  const total = requestIds.length;
+  const server = await startServer({ env: { ...prepared.env, ...SERVER_ENV, WORKER: 'in-process' } });
+  const ready = performance.now();
+  try {
+    const idleRssBytes = await server.rssBytes();
+    const sampler = startRssSampler(server.pid, POLL_MS);
+    const deadline = Date.now() + Math.max(300_000, total * 2000);
+    let firstAt: number | undefined;
+    const stageDoneAt = new Map<string, number>();
+    for (;;) {
+      const counts = await inBatch(database, requestIds)
+        .select(['routine_name', 'status', (eb) => eb.fn.countAll<number>().as('n')])
+        .groupBy(['routine_name', 'status'])
+        .execute();
+      const now = performance.now();
+      const complete = counts.filter((c) => c.status === 'COMPLETE');
+      if (firstAt === undefined && complete.length > 0) firstAt = now;
+      for (const c of complete)
+        if (Number(c.n) === total && !stageDoneAt.has(c.routine_name)) stageDoneAt.set(c.routine_name, now);
+      if (stageDoneAt.has('CLEAN_UP')) break;
+      if (counts.some((c) => STOPPED.includes(c.status)))
+        throw new Error(`the chain stopped: ${await describeStuck(database, requestIds)}`);
+      if (Date.now() > deadline) {
+        const done = complete.find((c) => c.routine_name === 'CLEAN_UP')?.n ?? 0;
+        throw new Error(`${total - Number(done)} of ${total} requests not COMPLETE in time`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+    }
+    const end = stageDoneAt.get('CLEAN_UP')!;
+    const rssPeakBytes = await sampler.stop();
+    const seconds = (end - firstAt!) / 1000;
+    return {
+      perSec: total / Math.max(seconds, POLL_MS / 1000),
+      fromReadyPerSec: total / ((end - ready) / 1000),
+      seconds,
+      stageSeconds: new Map([...stageDoneAt].map(([name, at]) => [name, (at - firstAt!) / 1000])),
+      idleRssBytes,
+      rssPeakBytes,
+      rssAfterBytes: await server.rssBytes(),
+    };
+  } finally {
+    await server.stop();
+  }
+}
+
+/**
+ * Checks what the batch stored: every request COMPLETE through the chain, each image row of the right
+ * type with its three thumbnails and linked to an event; for the first source of each kind, the image
+ * itself. Throws on the first difference; returns the chain one request ran.
+ */
+async function verifyBatch(
+  database: Database,
+  sources: readonly Source[],
+  requestIds: readonly number[],
+): Promise<string> {
+  const total = sources.length;
+  const notComplete = await countRoutines(database, requestIds, ['NEW', ...STOPPED]);
+  if (notComplete > 0) throw new Error(`${notComplete} routine(s) of the batch are not COMPLETE`);
+  const chain = (
+    await database.db
+      .selectFrom('request_routine')
+      .select('routine_name')
+      .where('request_id', '=', requestIds[0]!)
+      .orderBy('id')
+      .execute()
+  ).map((r) => r.routine_name);
+  if (chain.join() !== CHAIN.join()) throw new Error(`unexpected chain: ${chain.join(' -> ')}`);
+
+  const images = await database.db
+    .selectFrom('attachment_data as a')
+    .select([
+      'a.request_id',
+      'a.mime_type',
+      sql<number>`case when a.thumbnail_small_blob is not null and a.thumbnail_medium_blob is not null and a.thumbnail_large_blob is not null then 1 else 0 end`.as(
+        'has_thumbnails',
+      ),
+      sql<number>`(select count(*) from event_attachment_item e where e.attachment_data_id = a.id)`.as(
+        'links',
+      ),
+    ])
+    .where('a.request_id', '>=', Math.min(...requestIds))
+    .where('a.request_id', '<=', Math.max(...requestIds))
+    .where('a.attachment_mnemonic', '=', 'DICOM_IMAGE_1')
+    .execute();
+  const byRequest = new Map(images.map((image) => [image.request_id, image]));
+  for (const [i, source] of sources.entries()) {
+    const image = byRequest.get(requestIds[i]!);
+    const expectedMime = source.kind === 'ct' ? 'image/png' : 'image/jpeg';
+    if (image === undefined) throw new Error(`request ${requestIds[i]}: no DICOM_IMAGE_1 stored`);
+    if (image.mime_type !== expectedMime || Number(image.has_thumbnails) !== 1 || Number(image.links) < 1)
+      throw new Error(
+        `request ${requestIds[i]}: image ${image.mime_type}, thumbnails ${image.has_thumbnails}, event links ${image.links}`,
+      );
+  }
+  if (images.length !== total) throw new Error(`${images.length} images stored for ${total} requests`);
+
+  for (const kind of ['ct', 'fundus'] as const) {
+    const index = sources.findIndex((s) => s.kind === kind);
+    if (index >= 0) await checkImage(database, sources[index]!, requestIds[index]!);
+  }
+  return chain.join(' -> ');
+}
+
+/** The stored image of one request against what its file holds. */
+async function checkImage(database: Database, source: Source, requestId: number): Promise<void> {
+  const row = await database.db
+    .selectFrom('attachment_data')
+    .select(['blob_data', 'thumbnail_small_blob', 'thumbnail_medium_blob', 'thumbnail_large_blob'])
+    .where('request_id', '=', requestId)
+    .where('attachment_mnemonic', '=', 'DICOM_IMAGE_1')
+    .executeTakeFirstOrThrow();
+  const stored = Buffer.from(row.blob_data!);
+  const size = source.kind === 'ct' ? CT_SIZE : FUNDUS_SIZE;
+  const meta = await sharp(stored).metadata();
+  if (meta.width !== size || meta.height !== size)
+    throw new Error(`request ${requestId}: image ${meta.width}x${meta.height}, expected ${size}x${size}`);
+  if (source.kind === 'ct') {
+    if (meta.format !== 'png' || meta.channels !== 1)
+      throw new Error(`request ${requestId}: CT stored as ${meta.format}, ${meta.channels} channel(s)`);
+    const grey = await sharp(stored).extractChannel(0).raw().toBuffer();
+    const values = ctStoredValues(source.seed!);
+    let worst = 0;
+    for (let i = 0; i < values.length; i++)
+      worst = Math.max(worst, Math.abs(grey[i]! - ctDisplayValue(values[i]!)));
+    if (worst > 1)
+      throw new Error(
+        `request ${requestId}: CT pixels differ from the window 40/400 by up to ${worst.toFixed(1)}`,
+      );
+  } else if (!stored.equals(source.jpeg!)) {
+    throw new Error(`request ${requestId}: the fundus JPEG is not stored as it was sent`);
+  }
+  const sides = [row.thumbnail_small_blob, row.thumbnail_medium_blob, row.thumbnail_large_blob];
+  for (const [i, side] of [128, 320, 640].entries()) {
+    // Thumbnails are never enlarged.
+    const longest = Math.min(side, size);
+    const thumbnail = await sharp(Buffer.from(sides[i]!)).metadata();
+    if (thumbnail.format !== 'jpeg' || Math.max(thumbnail.width, thumbnail.height) !== longest)
+      throw new Error(
+        `request ${requestId}: thumbnail ${thumbnail.format} ${thumbnail.width}x${thumbnail.height}, expected longest side ${longest}`,
+      );
+  }
+}
+
+function drainRow(name: string, dialect: Dialect, slots: number, total: number, drain: Drain): BenchRow {
+  return {
+    name,
+    dialect,
+    connections: slots,
+    requestsPerSec: drain.perSec,
+    bytesPerSec: 0,
+    p50Ms: 0,
+    p99Ms: 0,
+    totalRequests: total,
+    durationSeconds: drain.seconds,
+    errors: 0,
+    timeouts: 0,
+    non2xx: 0,
+    statusCounts: { COMPLETE: total },
+    rssPeakBytes: drain.rssPeakBytes,
+    rssAfterBytes: drain.rssAfterBytes,
+  };
+}
+
+function mb(bytes: number): string {
+  return (bytes / MB).toFixed(0);
+}
+
+export async function run(options: BenchRunOptions): Promise<BenchReport> {
+  const { dialect } = options;
+  const perKind = Math.max(20, Math.round(20 * options.durationSeconds));
+  const mixedCount = Number(process.env.BENCH_DICOM_MIXED ?? 200);
+  if (!Number.isInteger(mixedCount) || mixedCount < 2)
+    throw new Error('BENCH_DICOM_MIXED must be a whole number of images, at least 2');
+  const connections = Math.max(...options.connections);
+  const rows: BenchRow[] = [];
+  const notes: string[] = [];
+  const prepared = await prepareDatabase(dialect, {
+    setup: async (database) => {
+      await ensureBenchAccount(database);
+      await insertMatchablePatients(database, PATIENTS);
+    },
+  });
+  const config = loadConfig({ ...prepared.env, LOG_LEVEL: 'warn' });
+  const database = await openDatabase(config.database, { poolSize: 2 });
+  try {
+    const queue = await database.db
+      .selectFrom('request_type as t')
+      .innerJoin('request_queue as q', 'q.request_queue', 't.default_request_queue')
+      .select('q.maximum_active_threads')
+      .where('t.request_type', '=', 'dicom_request')
+      .executeTakeFirstOrThrow();
+    const slots = config.workerConcurrency || queue.maximum_active_threads;
+    const batches: { label: string; kinds: Kind[] }[] = [
+      { label: KIND_LABEL.ct, kinds: Array<Kind>(perKind).fill('ct') },
+      { label: KIND_LABEL.fundus, kinds: Array<Kind>(perKind).fill('fundus') },
+      {
+        label: `mixed ${mixedCount}`,
+        kinds: Array.from({ length: mixedCount }, (_, i): Kind => (i % 2 === 0 ? 'ct' : 'fundus')),
+      },
+    ];
+    let seed = 1;
+    for (const batch of batches) {
+      const sources = await buildSources(batch.kinds, seed);
+      seed += sources.length;
+      const intakeServer = await startServer({ env: { ...prepared.env, ...SERVER_ENV, WORKER: 'off' } });
+      let intake: Intake;
+      try {
+        intake = await queueSources(
+          intakeServer.url,
+          intakeServer.pid,
+          sources,
+          connections,
+          `queue add ${batch.label} (multipart, worker off)`,
+          dialect,
+        );
+      } finally {
+        await intakeServer.stop();
+      }
+      const drain = await drainBatch(prepared, database, intake.requestIds);
+      const chain = await verifyBatch(database, sources, intake.requestIds);
+      rows.push(
+        intake.row,
+        drainRow(`drain ${batch.label}: images/s`, dialect, slots, sources.length, drain),
+      );
+      const rates =
+        `${drain.perSec.toFixed(1)} images/s (${drain.seconds.toFixed(1)} s from the first routine COMPLETE to the last request COMPLETE; ` +
+        `${drain.fromReadyPerSec.toFixed(1)}/s from the server's readiness); every routine of a stage COMPLETE after ` +
+        CHAIN.map((name) => `${name} ${drain.stageSeconds.get(name)?.toFixed(1) ?? '-'} s`).join(', ');
+      if (batch.kinds.every((k) => k === batch.kinds[0])) {
+        notes.push(
+          `${batch.label}: ${sources.length} images, ${rates}; target >= ${RATE_TARGET} images/s: ${drain.perSec >= RATE_TARGET ? 'met' : 'MISSED'}`,
+        );
+      } else {
+        notes.push(
+          `${batch.label}: peak RSS ${mb(drain.rssPeakBytes)} MB while draining (${mb(drain.idleRssBytes)} MB at readiness, ` +
+            `${mb(drain.rssAfterBytes)} MB after); target < ${mb(RSS_TARGET_BYTES)} MB: ${drain.rssPeakBytes < RSS_TARGET_BYTES ? 'met' : 'MISSED'}; ${rates}`,
+        );
+      }
+      if (batch === batches[0])
+        notes.push(
+          `every request: ${chain}, all COMPLETE; images stored with 3 thumbnails and linked to an event (checked for every request)`,
+        );
+      const example = (kind: Kind) => sources.find((s) => s.kind === kind);
+      if (batch === batches[batches.length - 1]) {
+        const ct = example('ct');
+        const fundus = example('fundus');
+        notes.push(
+          `files: CT ${ct === undefined ? '-' : (ct.bytes.length / 1024).toFixed(0)} KB (explicit VR little endian, window 40/400), ` +
+            `fundus ${fundus === undefined ? '-' : (fundus.bytes.length / 1024).toFixed(0)} KB (JPEG Baseline, sharp quality 90); ` +
+            `checked: the CT PNG equals the file's window within 1 grey level, the fundus JPEG is stored as sent, thumbnails 128/320/640 px (512 for the CT)`,
+          `worker: in-process, ${slots} slots (the queue's maximum_active_threads unless WORKER_CONCURRENCY), ` +
+            `decoding threads ${config.dicom.workerThreads || 'one per core'}; intake ${connections} connections`,
+        );
+      }
+    }
+  } finally {
+    await database.close();
+    await prepared.cleanup();
+  }
+  return { rows, notes };
+}

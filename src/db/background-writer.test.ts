@@ -1,0 +1,72 @@
+/**
+ * `Database.openBackgroundWriter` on each dialect: a batch is committed on the writer's own connection
+ * (on SQLite a worker thread's) and seen by the database's connection once it resolves; a batch is all or
+ * nothing; the writer takes batches again after a failed one; on SQLite it waits for the write lock that
+ * another connection holds, up to its busy timeout, and fails with SQLITE_BUSY past it.
+ */
+import assert from 'node:assert/strict';
+import { DatabaseSync } from 'node:sqlite';
+import { after, before, describe, it } from 'node:test';
+import type { TestDatabase } from '../../test/harness.ts';
+import { createTestDatabase, forEachDialect } from '../../test/harness.ts';
+import type { BackgroundWriter } from './background-writer.ts';
+import type { BulkColumn } from './dialect.ts';
+
+const COLUMNS: readonly BulkColumn[] = [
+  { name: 'first_name', type: 'text' },
+  { name: 'last_name', type: 'text' },
+];
+
+forEachDialect((dialect) => {
+  describe(`background writer [${dialect}]`, () => {
+    let testDb: TestDatabase;
+    let writer: BackgroundWriter;
+    before(async () => {
+      testDb = await createTestDatabase(dialect);
+      writer = testDb.database.openBackgroundWriter();
+    });
+    after(async () => {
+      await writer.close();
+      await testDb.drop();
+    });
+
+    const countOf = async (lastName: string) =>
+      (await testDb.db.selectFrom('contact').select('id').where('last_name', '=', lastName).execute()).length;
+
+    it('commits a batch on its own connection, seen by the database once it resolves', async () => {
+      const rows = Array.from({ length: 1200 }, (_, i) => [`F${i}`, 'Background']);
+      await writer.insertRows('contact', COLUMNS, rows);
+      assert.equal(await countOf('Background'), 1200);
+    });
+
+    it('writes all of a batch or none of it, and takes batches again after a failed one', async () => {
+      await assert.rejects(
+        writer.insertRows('contact', COLUMNS, [
+          ['A', 'AllOrNone'],
+          ['B', 'AllOrNone'],
+          ['C', null],
+        ]),
+      );
+      assert.equal(await countOf('AllOrNone'), 0);
+      await writer.insertRows('contact', COLUMNS, [['D', 'AllOrNone']]);
+      assert.equal(await countOf('AllOrNone'), 1);
+    });
+
+    if (dialect === 'sqlite')
+      it('waits for the write lock of another connection, fails with SQLITE_BUSY past its busy timeout, then writes once it is free', async () => {
+        const other = new DatabaseSync(testDb.url.slice('sqlite:'.length));
+        other.exec('BEGIN IMMEDIATE');
+        try {
+          await assert.rejects(
+            writer.insertRows('contact', COLUMNS, [['E', 'Locked']]),
+            /database is locked/,
+          );
+        } finally {
+          other.exec('ROLLBACK');
+          other.close();
+        }
+        await writer.insertRows('contact', COLUMNS, [['F', 'Locked']]);
+        assert.equal(await countOf('Locked'), 1);
+      });
+  });
+});

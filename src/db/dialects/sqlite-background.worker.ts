@@ -1,0 +1,120 @@
+/**
+ * The thread of a SQLite background writer (sqlite-background.ts): a connection of its own to the
+ * database file. Each `insertRows` request (kysely-generic-sqlite's worker protocol, as a custom request)
+ * is one transaction run here from `begin immediate` to the fdatasync of the WAL that makes its commit
+ * durable, before the answer goes back. The whole transaction is one request on purpose: the write lock is
+ * never held while waiting for the server's thread, which may itself be waiting (synchronously, in its
+ * busy timeout) for that lock.
+ *
+ * The server's connection turns off automatic checkpoints and leaves them to the checkpointer thread;
+ * this one does too, so that a commit here never runs a checkpoint.
+ */
+import { closeSync, fdatasyncSync, openSync } from 'node:fs';
+import type { StatementSync } from 'node:sqlite';
+import { DatabaseSync } from 'node:sqlite';
+import { createNodeOnMessageCallback } from 'kysely-generic-sqlite/worker-helper-node';
+import { toSqliteValue } from './sqlite-statements.ts';
+
+export interface SqliteBackgroundData extends Record<string, unknown> {
+  readonly file: string;
+  readonly busyTimeoutMs: number;
+}
+
+/** The payload of an `insertRows` request. */
+export interface InsertRowsRequest {
+  readonly table: string;
+  readonly columns: readonly string[];
+  readonly rows: readonly (readonly unknown[])[];
+}
+
+/** The one request this thread takes (sqlite-background.ts sends it by name). */
+const INSERT_ROWS = 'insertRows';
+
+/** Under SQLite's bound-parameter limit (32,766), as the server connection's bulk insert. */
+const MAX_PARAMETERS = 30_000;
+
+const quote = (name: string): string => `"${name.replaceAll('"', '""')}"`;
+
+interface BackgroundConnection {
+  /** One transaction: every row or none; durable when it returns. */
+  insertRows(request: InsertRowsRequest): void;
+  close(): void;
+}
+
+createNodeOnMessageCallback<SqliteBackgroundData, BackgroundConnection>(
+  ({ file, busyTimeoutMs }) => {
+    const connection = openConnection(file, busyTimeoutMs);
+    return {
+      db: connection,
+      query: () => Promise.reject(new Error('this thread takes insertRows requests only')),
+      close: () => connection.close(),
+    };
+  },
+  (executor, request) => {
+    if (request.type !== INSERT_ROWS) throw new Error(`unknown request: ${request.type}`);
+    executor.db.insertRows(request.payload as InsertRowsRequest);
+    return null;
+  },
+);
+
+function openConnection(file: string, busyTimeoutMs: number): BackgroundConnection {
+  const native = new DatabaseSync(file);
+  native.exec(`PRAGMA busy_timeout = ${Math.max(0, Math.floor(busyTimeoutMs))}`);
+  native.exec('PRAGMA wal_autocheckpoint = 0');
+  native.exec('PRAGMA foreign_keys = ON');
+  const journal = native.prepare('PRAGMA journal_mode').get() as { journal_mode?: string } | undefined;
+  // In WAL mode the sync after each commit makes up the commit sync that NORMAL leaves out (as on the
+  // server's connection); without WAL, SQLite's own FULL.
+  const walFile = journal?.journal_mode === 'wal' ? `${file}-wal` : undefined;
+  native.exec(`PRAGMA synchronous = ${walFile === undefined ? 'FULL' : 'NORMAL'}`);
+  const statements = new Map<string, StatementSync>();
+  let walFd: number | undefined;
+
+  const prepare = (text: string): StatementSync => {
+    let statement = statements.get(text);
+    if (statement === undefined) {
+      statement = native.prepare(text);
+      if (statements.size >= 100) statements.delete(statements.keys().next().value!);
+      statements.set(text, statement);
+    }
+    return statement;
+  };
+
+  const syncWal = (path: string): void => {
+    walFd ??= openSync(path, 'r');
+    try {
+      fdatasyncSync(walFd);
+    } catch (error) {
+      // A failed sync proves nothing durable; reopen next time (the error reaches the writer).
+      closeSync(walFd);
+      walFd = undefined;
+      throw error;
+    }
+  };
+
+  return {
+    insertRows({ table, columns, rows }) {
+      if (rows.length === 0) return;
+      const perStatement = Math.max(1, Math.floor(MAX_PARAMETERS / columns.length));
+      const head = `insert into ${quote(table)} (${columns.map(quote).join(', ')}) values `;
+      const tuple = `(${columns.map(() => '?').join(', ')})`;
+      native.exec('begin immediate');
+      try {
+        for (let start = 0; start < rows.length; start += perStatement) {
+          const chunk = rows.slice(start, start + perStatement);
+          const statement = prepare(head + Array.from({ length: chunk.length }, () => tuple).join(', '));
+          statement.run(...chunk.flatMap((row) => row.map(toSqliteValue)));
+        }
+        native.exec('commit');
+      } catch (error) {
+        if (native.isTransaction) native.exec('rollback');
+        throw error;
+      }
+      if (walFile !== undefined) syncWal(walFile);
+    },
+    close() {
+      native.close();
+      if (walFd !== undefined) closeSync(walFd);
+    },
+  };
+}

@@ -1,0 +1,79 @@
+/**
+ * SQL of `dicom_received_instance` (migration 0014): the record of each SOP Instance UID received, written
+ * in the transaction of the request the instance became.
+ */
+import type { Kysely } from 'kysely';
+import { sql } from 'kysely';
+import type { DialectAdapter } from '../../db/dialect.ts';
+import type { DB } from '../../db/schema.ts';
+
+/** `dicom_received_instance`. Not in `DB`: it is not part of the dataset format. */
+export interface DicomReceivedInstanceTable {
+  sop_instance_uid: string;
+  sop_class_uid: string;
+  first_request_id: number;
+  last_request_id: number;
+  received_count: number;
+  /** `YYYY-MM-DD HH:MM:SS` UTC. */
+  last_received_date: string;
+}
+
+type ReceivedDb = Kysely<DB & { dicom_received_instance: DicomReceivedInstanceTable }>;
+
+function receivedDb(db: Kysely<DB>): ReceivedDb {
+  return db.withTables<{ dicom_received_instance: DicomReceivedInstanceTable }>();
+}
+
+export interface ReceivedInstance {
+  readonly sopInstanceUid: string;
+  readonly sopClassUid: string;
+  readonly requestId: number;
+  readonly now: string;
+}
+
+/**
+ * Records a first receipt of the instance. A repeated SOP Instance UID violates the primary key: the
+ * caller's transaction fails with a unique-violation error, so two concurrent copies cannot both pass.
+ */
+export async function insertFirstReceipt(db: Kysely<DB>, instance: ReceivedInstance): Promise<void> {
+  await receivedDb(db).insertInto('dicom_received_instance').values(rowOf(instance)).execute();
+}
+
+/** Records a receipt, first or repeated: a repeat moves `last_request_id` and counts one more. */
+export async function upsertReceipt(
+  db: Kysely<DB>,
+  dialect: DialectAdapter,
+  instance: ReceivedInstance,
+): Promise<void> {
+  const insert = receivedDb(db).insertInto('dicom_received_instance').values(rowOf(instance));
+  await dialect
+    .upsert(insert, ['sop_instance_uid'], {
+      last_request_id: dialect.insertedValue('last_request_id'),
+      last_received_date: dialect.insertedValue('last_received_date'),
+      received_count: sql<number>`${dialect.existingValue<number>('dicom_received_instance', 'received_count')} + 1`,
+    })
+    .execute();
+}
+
+function rowOf(instance: ReceivedInstance): DicomReceivedInstanceTable {
+  return {
+    sop_instance_uid: instance.sopInstanceUid,
+    sop_class_uid: instance.sopClassUid,
+    first_request_id: instance.requestId,
+    last_request_id: instance.requestId,
+    received_count: 1,
+    last_received_date: instance.now,
+  };
+}
+
+/** The receipt of `sopInstanceUid`, if any. */
+export async function findReceipt(
+  db: Kysely<DB>,
+  sopInstanceUid: string,
+): Promise<DicomReceivedInstanceTable | undefined> {
+  return receivedDb(db)
+    .selectFrom('dicom_received_instance')
+    .selectAll()
+    .where('sop_instance_uid', '=', sopInstanceUid)
+    .executeTakeFirst();
+}
