@@ -20,6 +20,9 @@ import { buildApp } from '../../src/app.ts';
 import type { Config } from '../../src/config.ts';
 import { loadConfig } from '../../src/config.ts';
 import type { Database } from '../../src/db/database.ts';
+import { openDatabase } from '../../src/db/database.ts';
+import type { MigrationOutcome } from '../../src/db/migrate.ts';
+import { migrateToLatest } from '../../src/db/migrate.ts';
 import { QueueHeldElsewhereError } from '../../src/db/openeyes/queue-guard.ts';
 import type { Bootstrapped } from '../../src/main/bootstrap.ts';
 import { bootstrap } from '../../src/main/bootstrap.ts';
@@ -28,6 +31,7 @@ import { createQueueWorker } from '../../src/modules/request-queue/index.ts';
 import { createAuthenticator } from '../../src/modules/user/index.ts';
 import { basicHeader } from '../factories.ts';
 import { b64, makePng } from '../factories-signature.ts';
+import type { CliResult } from '../run-cli.ts';
 import { runCli } from '../run-cli.ts';
 import type { OpenEyesTestDatabase } from './openeyes-database.ts';
 import { connectForScripts, createOpenEyesDatabase, openKysely, testMysqlUrl } from './openeyes-database.ts';
@@ -99,6 +103,9 @@ describe('DATABASE_SCHEMA=openeyes on an OpenEyes v6.8-shaped database', { skip 
   let baseUrl: string;
   let filesDir: string;
   let env: Record<string, string>;
+  let adminMigrations: MigrationOutcome;
+  let account: string | undefined;
+  let printedGrants: CliResult;
 
   const request = (pathAndQuery: string, init?: RequestInit) => fetch(`${baseUrl}${pathAndQuery}`, init);
   const search = (term: string, authorization = API) =>
@@ -109,8 +116,7 @@ describe('DATABASE_SCHEMA=openeyes on an OpenEyes v6.8-shaped database', { skip 
     admin = openKysely(oe.url);
     schemaBefore = await openEyesSchemaOf(admin);
     filesDir = await mkdtemp(path.join(tmpdir(), 'cra-oe-files-'));
-    env = {
-      DATABASE_URL: oe.url,
+    const settings = {
       DATABASE_SCHEMA: 'openeyes',
       TIME_ZONE,
       FILES_DIR: filesDir,
@@ -122,6 +128,29 @@ describe('DATABASE_SCHEMA=openeyes on an OpenEyes v6.8-shaped database', { skip 
       DEMO_DATA: 'off',
       LOG_LEVEL: 'silent',
     };
+    // The site's administrator creates the cra_ tables with an account that may, then gives the
+    // service's account what `openeyes grants` prints, and nothing more: every test below runs on it.
+    const adminEnv = { ...settings, DATABASE_URL: oe.url };
+    const migrating = await openDatabase(loadConfig(adminEnv).database, { poolSize: 1 });
+    try {
+      adminMigrations = await migrateToLatest(migrating);
+    } finally {
+      await migrating.close();
+    }
+    account = `cra_oe_${Math.random().toString(36).slice(2, 10)}`;
+    printedGrants = await runCli(adminEnv, ['openeyes', 'grants', `'${account}'@'127.0.0.1'`]);
+    assert.equal(printedGrants.status, 0, printedGrants.stderr);
+    const connection = await connectForScripts(oe.url);
+    try {
+      await connection.query(`create user '${account}'@'127.0.0.1' identified by 'service-password'`);
+      await connection.query(printedGrants.stdout);
+    } finally {
+      await connection.end();
+    }
+    const serviceUrl = new URL(oe.url);
+    serviceUrl.username = account;
+    serviceUrl.password = 'service-password';
+    env = { ...settings, DATABASE_URL: serviceUrl.toString() };
     config = loadConfig(env);
     booted = await bootstrap(config);
     database = booted.database;
@@ -142,12 +171,17 @@ describe('DATABASE_SCHEMA=openeyes on an OpenEyes v6.8-shaped database', { skip 
     await app?.close();
     await database?.close();
     await admin?.destroy();
+    if (account !== undefined) {
+      const connection = await connectForScripts(oe.url);
+      await connection.query(`drop user if exists '${account}'@'127.0.0.1'`).finally(() => connection.end());
+    }
     await oe?.drop();
     if (filesDir !== undefined) await rm(filesDir, { recursive: true, force: true });
   });
 
   it('starts by creating only its cra_ tables and registering its routine names, as the Java processor does', async () => {
-    assert.deepEqual(booted.migrations.applied, ['0001-service-tables', '0002-dicom-received-instances']);
+    assert.deepEqual(adminMigrations.applied, ['0001-service-tables', '0002-dicom-received-instances']);
+    assert.deepEqual(booted.migrations.applied, []);
     const { rows: tables } = await sql<{ name: string }>`
       select table_name as name from information_schema.tables
       where table_schema = database() and table_name like 'cra\\_%' order by table_name`.execute(admin);
@@ -482,12 +516,43 @@ describe('DATABASE_SCHEMA=openeyes on an OpenEyes v6.8-shaped database', { skip 
     }
   });
 
+  it("prints grants that read OpenEyes's tables and write only those it writes, and never change a schema", () => {
+    const lines = printedGrants.stdout.trim().split('\n');
+    const on = (table: string) => `ON \`${oe.name}\`.\`${table}\` TO '${account}'@'127.0.0.1';`;
+    assert.ok(lines.every((line) => line.startsWith('GRANT ')));
+    assert.ok(lines.includes(`GRANT SELECT ${on('patient')}`));
+    assert.ok(lines.includes(`GRANT SELECT ${on('user_authentication')}`));
+    assert.ok(lines.includes(`GRANT SELECT, INSERT, UPDATE ${on('event')}`));
+    assert.ok(lines.includes(`GRANT INSERT ${on('event_version')}`));
+    assert.ok(lines.includes(`GRANT SELECT, INSERT, DELETE ${on('request_details')}`));
+    assert.ok(lines.includes(`GRANT SELECT, INSERT, UPDATE, DELETE ${on('cra_audit_event')}`));
+    assert.ok(
+      lines.every((line) => !/\b(CREATE|ALTER|DROP|INDEX|ALL|TRIGGER|GRANT OPTION)\b/.test(line.slice(6))),
+    );
+  });
+
   it('has the CLI refuse the account and dataset commands, and check the database', async () => {
-    const users = await runCli(env, ['user', 'list']);
-    assert.equal(users.status, 2);
-    assert.match(users.stderr, /OpenEyes manages its users and roles/);
-    const grant = await runCli(env, ['role', 'grant', 'api', 'OprnApi']);
-    assert.equal(grant.status, 2);
+    const accountRows = async () =>
+      JSON.stringify(
+        await sql`select a.username, a.active, a.password_hash, s.itemname from user_authentication a
+          left join authassignment s on s.userid = a.user_id order by a.id, s.itemname`.execute(admin),
+      );
+    const accountsBefore = await accountRows();
+    for (const command of [
+      ['user', 'create', 'newcomer', '--password', 'a-long-enough-password'],
+      ['user', 'disable', 'api'],
+      ['user', 'enable', 'disabled'],
+      ['user', 'password', 'api', '--password', 'another-long-password'],
+      ['user', 'list'],
+      ['role', 'grant', 'clinician', 'OprnApi'],
+      ['role', 'revoke', 'api', 'API access'],
+      ['role', 'list'],
+    ]) {
+      const result = await runCli(env, command);
+      assert.equal(result.status, 2, command.join(' '));
+      assert.match(result.stderr, /OpenEyes manages its users and roles/, command.join(' '));
+    }
+    assert.equal(await accountRows(), accountsBefore);
     const exported = await runCli(env, ['export', path.join(filesDir, 'x.json')]);
     assert.equal(exported.status, 2);
     const check = await runCli(env, ['openeyes', 'check']);
@@ -497,6 +562,32 @@ describe('DATABASE_SCHEMA=openeyes on an OpenEyes v6.8-shaped database', { skip 
 
   it('leaves the schema of every OpenEyes table exactly as it was (information_schema)', async () => {
     assert.equal(await openEyesSchemaOf(admin), schemaBefore);
+  });
+
+  it('prints the DDL of the indexes its queries use that the database lacks, which an administrator can run', async () => {
+    const suggested = await runCli(env, ['openeyes', 'suggest-indexes']);
+    assert.equal(suggested.status, 0, suggested.stderr);
+    const ddl = suggested.stdout.split('\n').filter((line) => line.startsWith('ALTER TABLE'));
+    // The v6.8 schema serves identifier search and the foreign keys; these six it lacks.
+    assert.deepEqual(ddl.map((line) => /ADD INDEX `(\w+)`/.exec(line)?.[1]).sort(), [
+      'cra_contact_first_name',
+      'cra_contact_last_first_name',
+      'cra_request_routine_queue_status',
+      'cra_request_routine_request_sequence',
+      'cra_unique_codes_code',
+      'cra_user_authentication_username',
+    ]);
+    // The service's account may not run them (no ALTER or INDEX privilege); the administrator can.
+    const connection = await connectForScripts(oe.url);
+    try {
+      await connection.query(suggested.stdout);
+    } finally {
+      await connection.end();
+    }
+    const again = await runCli(env, ['openeyes', 'suggest-indexes']);
+    assert.equal(again.status, 0, again.stderr);
+    assert.match(again.stdout, /has every index the service's queries use/);
+    assert.equal((await search('smith')).status, 200);
   });
 });
 

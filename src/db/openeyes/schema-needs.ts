@@ -51,6 +51,8 @@ export interface ColumnNeed {
 
 export interface TableNeed {
   readonly columns: Readonly<Record<string, ColumnNeed>>;
+  /** The service deletes rows of this table. */
+  readonly isDeleted?: boolean;
   /**
    * The service updates or deletes rows of this versioned OpenEyes table, so it copies each row into
    * `<table>_version` first, as OpenEyes's versioning does.
@@ -245,14 +247,15 @@ export const OPENEYES_TABLE_NEEDS: Readonly<Record<string, TableNeed>> = {
       id: read('int'),
       filename: inserted('text', { minChars: 255 }),
       import_datetime: inserted('datetime'),
-      status_id: inserted('flag'),
+      // Operators move a failed row to Manual or Manual Ignore (the console, manual crop).
+      status_id: inserted('flag', { isUpdated: true }),
       return_message: inserted('text', { minChars: 255 }),
       event_id: inserted('int', { isNullWritten: true }),
       cropped_file_id: inserted('int', { isNullWritten: true }),
       created_user_id: inserted('int'),
       created_date: inserted('date-or-datetime'),
-      last_modified_user_id: inserted('int'),
-      last_modified_date: inserted('date-or-datetime'),
+      last_modified_user_id: inserted('int', { isUpdated: true }),
+      last_modified_date: inserted('date-or-datetime', { isUpdated: true }),
     },
   },
 
@@ -356,11 +359,14 @@ export const OPENEYES_TABLE_NEEDS: Readonly<Record<string, TableNeed>> = {
       try_number: inserted('int'),
     },
   },
-  request_routine_lock: { columns: { routine_lock: inserted('text', { minChars: 64 }) } },
+  // A routine's named lock is an upsert whose update assigns the key to itself (the UPDATE privilege).
+  request_routine_lock: { columns: { routine_lock: inserted('text', { minChars: 64, isUpdated: true }) } },
   // Held in share mode by the worker against the Java processor; a missing queue's row is added.
   request_queue_lock: { columns: { request_queue: inserted('text') } },
   request_details: {
+    // Routines replace a request's detail rows (REQUEST_DATA shredded again).
     isVersionedWrite: true,
+    isDeleted: true,
     columns: {
       id: read('int'),
       request_id: inserted('int'),

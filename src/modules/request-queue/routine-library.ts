@@ -31,14 +31,15 @@ export async function registerRoutineNames(
   );
   const missing = names.filter((name) => !existing.has(name));
   for (const name of missing) {
-    await database.dialect
-      .insertOrIgnore(
-        database.db
-          .insertInto('routine_library')
-          .values({ routine_name: name, hash_code: javaStringHash(routineVersionText(name)) }),
-        ['routine_name'],
-      )
-      .execute();
+    // A plain INSERT (another process may have added the name meanwhile: that duplicate is fine), never
+    // an upsert, which would need the UPDATE privilege on routine_library.
+    await database.db
+      .insertInto('routine_library')
+      .values({ routine_name: name, hash_code: javaStringHash(routineVersionText(name)) })
+      .execute()
+      .catch((error: unknown) => {
+        if (database.dialect.classifyError(error) !== 'unique') throw error;
+      });
   }
   return missing;
 }
