@@ -628,6 +628,14 @@ describe(
         /\n {2}- request type dicom_request \(DEFAULT_REQUEST_TYPE\) is not in request_type/,
       );
       assert.doesNotMatch(result.stderr, /\n\s+at /, 'no stack trace');
+      // `openeyes check` prints the same report, changing nothing either.
+      const check = await runCli(
+        { DATABASE_URL: oe.url, DATABASE_SCHEMA: 'openeyes', RAW_BODY_LIMIT_BYTES: String(8 * 1024 * 1024) },
+        ['openeyes', 'check'],
+      );
+      assert.equal(check.status, 2);
+      assert.match(check.stdout, /cannot be served: 2 problems\n/);
+      assert.match(check.stdout, /\n {2}- column patient\.dob is missing\n/);
       const db = openKysely(oe.url);
       try {
         const { rows } = await sql<{ n: number }>`
