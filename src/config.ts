@@ -111,7 +111,7 @@ export interface Config {
   readonly timeZone: string;
   /** How long patient search keeps its reference data (identifier types, rules, settings). 0 = no cache. */
   readonly referenceCacheTtlMs: number;
-  /** Queue worker (issue 6): requests run in parallel per queue; 0 = the queue's `maximum_active_threads`. */
+  /** Queue worker: requests run in parallel per queue; 0 = the queue's `maximum_active_threads`. */
   readonly workerConcurrency: number;
   /** Queues the worker serves; empty = every queue in `request_queue`. */
   readonly workerQueues: readonly string[];

@@ -1,5 +1,5 @@
 /**
- * Attachment view support (issue 5, reference 7.3 and D40):
+ * Attachment view support (reference 7.3 and D40):
  *
  * - `attachment_data.last_modified_date` moves on every write, enforced by a trigger on every dialect
  *   (so the queue intake, the worker and the dataset import cannot forget it): every UPDATE sets it to

@@ -1,5 +1,5 @@
 /**
- * Queue processing seed (issue 6): the routine library of the TypeScript routine catalog, the spec's
+ * Queue processing seed: the routine library of the TypeScript routine catalog, the spec's
  * example request types (`diagnostic_data`, `imaging`, `form_data`) with their default routine and queue,
  * a `noop` request type (pipeline health check and benchmark), and the event type + element type the
  * attach routine files payloads under. No new columns: crash recovery relies on the transaction that holds

@@ -1,5 +1,5 @@
 /**
- * The audit trail (issue 7 item 2): `audit_event`, one row per audited API call (who, what, which ids,
+ * The audit trail: `audit_event`, one row per audited API call (who, what, which ids,
  * outcome, from where, which request). It never holds patient data: no names, dates of birth, identifiers
  * or search terms, only internal ids.
  *

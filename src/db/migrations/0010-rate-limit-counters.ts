@@ -1,5 +1,5 @@
 /**
- * Shared rate-limit counters (issue 7 item 1): `rate_limit_counter`, one row per limiter, hashed key and
+ * Shared rate-limit counters: `rate_limit_counter`, one row per limiter, hashed key and
  * fixed window, holding the hits every server process has flushed for that window. Each process counts
  * in memory and merges its increments here in the background (src/http/shared-counters.ts), so that
  * several processes or machines enforce one combined limit.
