@@ -1,6 +1,7 @@
 /**
  * `npm test`: every `*.test.ts` under src/ and test/ with Node's test runner. SQLite always; PostgreSQL
- * too when TEST_DATABASE_URL is set (each suite runs once per dialect, see test/harness.ts).
+ * too when TEST_DATABASE_URL is set, MariaDB/MySQL when TEST_MYSQL_URL is (each suite runs once per
+ * dialect, see test/harness.ts).
  * Extra arguments are passed on, e.g. `npm test -- src/modules/patient`.
  */
 import { spawnSync } from 'node:child_process';
@@ -28,8 +29,17 @@ if (files.length === 0) {
   process.stderr.write('No test files matched\n');
   process.exit(1);
 }
+const engines = [
+  'SQLite',
+  ...(process.env.TEST_DATABASE_URL ? ['PostgreSQL'] : []),
+  ...(process.env.TEST_MYSQL_URL ? ['MariaDB/MySQL'] : []),
+];
+const missing = [
+  ...(process.env.TEST_DATABASE_URL ? [] : ['TEST_DATABASE_URL for PostgreSQL']),
+  ...(process.env.TEST_MYSQL_URL ? [] : ['TEST_MYSQL_URL for MariaDB/MySQL']),
+];
 process.stdout.write(
-  `Running ${files.length} test files on ${process.env.TEST_DATABASE_URL ? 'SQLite and PostgreSQL' : 'SQLite only (set TEST_DATABASE_URL for PostgreSQL)'}\n`,
+  `Running ${files.length} test files on ${engines.join(', ')}${missing.length > 0 ? ` (set ${missing.join(', ')})` : ''}\n`,
 );
 const result = spawnSync(
   process.execPath,

@@ -2,6 +2,8 @@
 # Starts a private MariaDB server for the test suite: a new data directory under $1 (default: a new
 # temporary directory), listening on 127.0.0.1:${MARIADB_PORT:-3307} only, never the system service.
 # Prints the TEST_MYSQL_URL to use. Stop it with: kill "$(cat <dir>/mariadb.pid)".
+# max_allowed_packet holds the largest upload the tests send in one statement (an attachment of 100 MiB,
+# as prepared-statement binary).
 set -euo pipefail
 dir="${1:-$(mktemp -d -t cra-mariadb-XXXXXX)}"
 port="${MARIADB_PORT:-3307}"
@@ -13,6 +15,7 @@ fi
 mariadbd --no-defaults --datadir="$dir/data" --socket="$dir/mariadb.sock" --port="$port" \
   --bind-address=127.0.0.1 --user="$(id -un)" --pid-file="$dir/mariadb.pid" --log-error="$dir/error.log" \
   --innodb-buffer-pool-size=256M --innodb-flush-log-at-trx-commit=1 --max-connections=500 \
+  --max-allowed-packet=256M \
   --character-set-server=utf8mb4 --collation-server=utf8mb4_unicode_ci \
   --sql-mode=STRICT_TRANS_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION >/dev/null 2>&1 &
 for _ in $(seq 1 60); do

@@ -9,7 +9,22 @@ import { availableParallelism } from 'node:os';
 import path from 'node:path';
 
 export type DatabaseTarget =
-  { readonly kind: 'sqlite'; readonly file: string } | { readonly kind: 'postgres'; readonly url: string };
+  | { readonly kind: 'sqlite'; readonly file: string }
+  | { readonly kind: 'postgres'; readonly url: string }
+  /** MariaDB 10.6+ or MySQL 8.0+ (`mysql://` or `mariadb://`). */
+  | {
+      readonly kind: 'mysql';
+      readonly url: string;
+      /**
+       * `own`: the service's own schema, created by its migrations. `openeyes`: an existing OpenEyes
+       * database, whose tables are checked and never changed (`DATABASE_SCHEMA`).
+       */
+      readonly schema: DatabaseSchema;
+      /** IANA zone of the stored date-times: UTC in the own schema, `TIME_ZONE` on OpenEyes's. */
+      readonly storedTimeZone: string;
+    };
+
+export type DatabaseSchema = 'own' | 'openeyes';
 
 /** One step of the retry back-off table (reference 9.5). */
 export interface BackoffStep {
@@ -66,7 +81,7 @@ export interface Config {
   readonly authConcurrentVerifications: number;
   /** Password checks running at once per client address and per username; more: 429. 0 = no cap. */
   readonly authConcurrentVerificationsPerClient: number;
-  /** Rate-limit counters shared through the database: `auto` = when SERVER_PROCESSES > 1 or on PostgreSQL. */
+  /** Rate-limit counters shared through the database: `auto` = when SERVER_PROCESSES > 1 or on a server database. */
   readonly rateLimitSharing: 'auto' | 'on' | 'off';
   /** How often shared rate-limit counters are flushed and read back, in ms. */
   readonly rateLimitSyncIntervalMs: number;
@@ -225,7 +240,6 @@ export function loadConfig(env: Env = process.env): Config {
   };
   const MiB = 1024 * 1024;
 
-  const database = parseDatabaseUrl(read('DATABASE_URL') ?? 'sqlite:./data/records.db', problems);
   const institutionCode = read('INSTITUTION_CODE') ?? 'NEW';
   if (institutionCode.length > 10) problems.push('INSTITUTION_CODE must be at most 10 characters');
   const timeZone = read('TIME_ZONE') ?? Intl.DateTimeFormat().resolvedOptions().timeZone;
@@ -234,6 +248,13 @@ export function loadConfig(env: Env = process.env): Config {
   } catch {
     problems.push(`TIME_ZONE must be an IANA time zone, got "${timeZone}"`);
   }
+  const databaseSchema = oneOf<DatabaseSchema>('DATABASE_SCHEMA', 'own', ['own', 'openeyes']);
+  const database = parseDatabaseUrl(
+    read('DATABASE_URL') ?? 'sqlite:./data/records.db',
+    { schema: databaseSchema, timeZone },
+    problems,
+  );
+  const isOpenEyes = database.kind === 'mysql' && database.schema === 'openeyes';
 
   const config: Config = {
     port: int('PORT', 8080, 0, 65535),
@@ -280,7 +301,8 @@ export function loadConfig(env: Env = process.env): Config {
     requestTimeoutMs: int('REQUEST_TIMEOUT_MS', 600_000, 0, 86_400_000),
     bodyTimeoutMs: int('BODY_TIMEOUT_MS', 10_000, 100, 600_000),
     bodyMinBytesPerSecond: int('BODY_MIN_BYTES_PER_SECOND', 16_384, 1, 1024 * MiB),
-    orphanSweepIntervalMs: int('ORPHAN_SWEEP_INTERVAL_MS', 600_000, 0, 86_400_000),
+    // Off by default on an OpenEyes database: its files directory is OpenEyes's too.
+    orphanSweepIntervalMs: int('ORPHAN_SWEEP_INTERVAL_MS', isOpenEyes ? 0 : 600_000, 0, 86_400_000),
     orphanSweepGraceMs: int('ORPHAN_SWEEP_GRACE_MS', 900_000, 0, 86_400_000),
     trustedProxies: (read('TRUSTED_PROXIES') ?? '')
       .split(',')
@@ -451,7 +473,15 @@ export function parseBackoff(raw: string, problems: string[]): BackoffStep[] {
   return steps;
 }
 
-function parseDatabaseUrl(url: string, problems: string[]): DatabaseTarget {
+function parseDatabaseUrl(
+  url: string,
+  mode: { schema: DatabaseSchema; timeZone: string },
+  problems: string[],
+): DatabaseTarget {
+  if (mode.schema === 'openeyes' && !url.startsWith('mysql://') && !url.startsWith('mariadb://'))
+    problems.push(
+      'DATABASE_SCHEMA=openeyes needs a mysql:// or mariadb:// DATABASE_URL (OpenEyes runs on MariaDB/MySQL)',
+    );
   if (url.startsWith('sqlite:')) {
     const file = url.slice('sqlite:'.length).replace(/^\/\/(?=\/)/, '');
     if (file === '') {
@@ -459,6 +489,23 @@ function parseDatabaseUrl(url: string, problems: string[]): DatabaseTarget {
       return { kind: 'sqlite', file: ':memory:' };
     }
     return { kind: 'sqlite', file: file === ':memory:' ? file : path.resolve(file) };
+  }
+  if (url.startsWith('mysql://') || url.startsWith('mariadb://')) {
+    try {
+      const parsed = new URL(url);
+      if (parsed.hostname === '' || parsed.pathname.replace(/^\//, '') === '')
+        problems.push(
+          'DATABASE_URL mysql:// needs a host and a database, for example mysql://user:pass@host:3306/db',
+        );
+    } catch {
+      problems.push('DATABASE_URL is not a valid mysql:// URL');
+    }
+    return {
+      kind: 'mysql',
+      url,
+      schema: mode.schema,
+      storedTimeZone: mode.schema === 'openeyes' ? mode.timeZone : 'UTC',
+    };
   }
   if (url.startsWith('postgres://') || url.startsWith('postgresql://')) {
     try {
@@ -468,6 +515,6 @@ function parseDatabaseUrl(url: string, problems: string[]): DatabaseTarget {
     }
     return { kind: 'postgres', url };
   }
-  problems.push('DATABASE_URL must start with sqlite: or postgres://');
+  problems.push('DATABASE_URL must start with sqlite:, postgres:// or mysql:// (mariadb://)');
   return { kind: 'sqlite', file: ':memory:' };
 }

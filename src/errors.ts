@@ -2,6 +2,8 @@
  * One error vocabulary for the whole service: `AppError(code, message)` with a closed set of codes and
  * one code -> HTTP status table. Only the HTTP error handler turns these into bodies.
  */
+import type { DatabaseErrorKind } from './db/dialect.ts';
+import { classifyMysqlError } from './db/dialects/mysql.ts';
 import { classifyPostgresError } from './db/dialects/postgres.ts';
 import { classifySqliteError } from './db/dialects/sqlite.ts';
 
@@ -76,7 +78,28 @@ export const DATABASE_RETRY_AFTER_SECONDS = 5;
  * dialects' error codes do not overlap, so the error handler needs no database to ask.
  */
 export function isDatabaseUnavailable(error: unknown): boolean {
-  return DIALECT_CLASSIFIERS.some((classify) => classify(error) === 'unavailable');
+  return databaseErrorKind(error) === 'unavailable';
 }
 
-const DIALECT_CLASSIFIERS = [classifySqliteError, classifyPostgresError];
+/** What `error` means in the words of whichever dialect raised it (see {@link isDatabaseUnavailable}). */
+export function databaseErrorKind(error: unknown): DatabaseErrorKind | undefined {
+  for (const classify of DIALECT_CLASSIFIERS) {
+    const kind = classify(error);
+    if (kind !== undefined) return kind;
+  }
+  return undefined;
+}
+
+const DIALECT_CLASSIFIERS = [classifySqliteError, classifyPostgresError, classifyMysqlError];
+
+/**
+ * A set-up problem that stops a start (server, worker, CLI) with its message and exit status 2, never a
+ * stack trace: a database that refuses the connection or the credentials, an OpenEyes schema the service
+ * cannot serve, a queue another engine serves.
+ */
+export class StartupError extends Error {
+  constructor(message: string, options: { cause?: unknown } = {}) {
+    super(message, options);
+    this.name = 'StartupError';
+  }
+}

@@ -112,7 +112,13 @@ forEachDialect((dialect) => {
       const env = { ...testDb.env };
       if (dialect === 'sqlite')
         env.DATABASE_URL = `sqlite:${path.join(path.dirname(testDb.filesDir), 'empty.db')}`;
-      else await sql`drop schema public cascade; create schema public`.execute(testDb.db);
+      else if (dialect === 'mysql') {
+        const name = new URL(testDb.url).pathname.slice(1);
+        await sql`drop database ${sql.id(name)}`.execute(testDb.db);
+        await sql`create database ${sql.id(name)} character set utf8mb4 collate utf8mb4_unicode_ci`.execute(
+          testDb.db,
+        );
+      } else await sql`drop schema public cascade; create schema public`.execute(testDb.db);
       cluster = await startCluster({ ...env, SERVER_PROCESSES: '2', WORKER: 'in-process' });
     });
     after(async () => {

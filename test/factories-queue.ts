@@ -27,16 +27,9 @@ export async function createRequestType(
   const requestType = options.requestType ?? unique('rt_');
   const routineName = options.routineName ?? unique('ROUTINE_');
   const queue = options.queue ?? unique('queue_');
-  await db
-    .insertInto('request_queue')
-    .values({ request_queue: queue })
-    .onConflict((oc) => oc.column('request_queue').doNothing())
-    .execute();
-  await db
-    .insertInto('routine_library')
-    .values({ routine_name: routineName, hash_code: null })
-    .onConflict((oc) => oc.column('routine_name').doNothing())
-    .execute();
+  if (!(await hasRow(db, 'request_queue', 'request_queue', queue)))
+    await db.insertInto('request_queue').values({ request_queue: queue }).execute();
+  await createRoutineName(db, routineName);
   await db
     .insertInto('request_type')
     .values({
@@ -100,12 +93,24 @@ export const QUEUE_TABLES = ['request', 'attachment_data', 'request_routine'] as
 
 /** A routine name in `routine_library` (the FK every `request_routine` needs), created when missing. */
 export async function createRoutineName(db: Kysely<DB>, name = unique('T_')): Promise<string> {
-  await db
-    .insertInto('routine_library')
-    .values({ routine_name: name, hash_code: null })
-    .onConflict((oc) => oc.column('routine_name').doNothing())
-    .execute();
+  if (!(await hasRow(db, 'routine_library', 'routine_name', name)))
+    await db.insertInto('routine_library').values({ routine_name: name, hash_code: null }).execute();
   return name;
+}
+
+/** True when `table` has a row whose key `column` is `value` (the factories' "create when missing"). */
+async function hasRow(
+  db: Kysely<DB>,
+  table: 'request_queue' | 'routine_library',
+  column: 'request_queue' | 'routine_name',
+  value: string,
+): Promise<boolean> {
+  const row = await db
+    .selectFrom(table)
+    .select(column as never)
+    .where(column as never, '=', value as never)
+    .executeTakeFirst();
+  return row !== undefined;
 }
 
 /** A JSON text row of a new request (`REQUEST_DATA`, `FORM_DATA`, a JSON `REQUEST_BLOB`). */

@@ -1,6 +1,7 @@
 /**
  * Test harness: the real app on 127.0.0.1 port 0, against a fresh database of the dialect under test
- * (a new SQLite file, or a new PostgreSQL database created from TEST_DATABASE_URL and dropped after),
+ * (a new SQLite file, or a new PostgreSQL or MariaDB/MySQL database created from TEST_DATABASE_URL or
+ * TEST_MYSQL_URL and dropped after),
  * and a temporary files directory. Every suite runs once per dialect.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -8,6 +9,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Kysely } from 'kysely';
+import mysql from 'mysql2/promise';
 import pg from 'pg';
 import type { BuildAppOptions } from '../src/app.ts';
 import { buildApp } from '../src/app.ts';
@@ -15,6 +17,7 @@ import type { Config } from '../src/config.ts';
 import { loadConfig } from '../src/config.ts';
 import type { Database, Dialect } from '../src/db/database.ts';
 import { openDatabase } from '../src/db/database.ts';
+import { mysqlConnectionOptions } from '../src/db/dialects/mysql.ts';
 import { migrateToLatest } from '../src/db/migrate.ts';
 import type { DB } from '../src/db/schema.ts';
 import type { AppDeps } from '../src/deps.ts';
@@ -22,10 +25,12 @@ import type { FileStore } from '../src/files/file-store.ts';
 import { createLocalFileStore } from '../src/files/file-store.ts';
 import { createAuthenticator } from '../src/modules/user/index.ts';
 
-/** SQLite always; PostgreSQL too when TEST_DATABASE_URL is set. */
-export const DIALECTS: readonly Dialect[] = process.env.TEST_DATABASE_URL
-  ? ['sqlite', 'postgres']
-  : ['sqlite'];
+/** SQLite always; PostgreSQL too when TEST_DATABASE_URL is set, MariaDB/MySQL when TEST_MYSQL_URL is. */
+export const DIALECTS: readonly Dialect[] = [
+  'sqlite',
+  ...(process.env.TEST_DATABASE_URL ? (['postgres'] as const) : []),
+  ...(process.env.TEST_MYSQL_URL ? (['mysql'] as const) : []),
+];
 
 /** Runs `suite` once per dialect (call it at the top level of a test file, around `describe`). */
 export function forEachDialect(suite: (dialect: Dialect) => void): void {
@@ -53,6 +58,23 @@ export async function createTestDatabase(dialect: Dialect): Promise<TestDatabase
   let dropDatabase = async () => {};
   if (dialect === 'sqlite') {
     url = `sqlite:${path.join(dir, 'test.db')}`;
+  } else if (dialect === 'mysql') {
+    const adminUrl = process.env.TEST_MYSQL_URL;
+    if (adminUrl === undefined) throw new Error('TEST_MYSQL_URL is not set');
+    const name = `cra_test_${process.pid}_${Math.random().toString(36).slice(2, 10)}`;
+    const runAdmin = async (statement: string) => {
+      const admin = await mysql.createConnection({ ...mysqlConnectionOptions(adminUrl), charset: 'utf8mb4' });
+      try {
+        await admin.query(statement);
+      } finally {
+        await admin.end();
+      }
+    };
+    await runAdmin(`create database \`${name}\` character set utf8mb4 collate utf8mb4_unicode_ci`);
+    const target = new URL(adminUrl);
+    target.pathname = `/${name}`;
+    url = target.toString();
+    dropDatabase = () => runAdmin(`drop database if exists \`${name}\``);
   } else {
     const adminUrl = process.env.TEST_DATABASE_URL;
     if (adminUrl === undefined) throw new Error('TEST_DATABASE_URL is not set');
@@ -125,7 +147,10 @@ export async function startTestApp(dialect: Dialect, options: StartTestAppOption
     config,
     database: testDb.database,
     files: testDb.files,
-    authenticator: createAuthenticator(testDb.db, { cacheTtlMs: config.authCacheTtlMs }),
+    authenticator: createAuthenticator(testDb.db, {
+      cacheTtlMs: config.authCacheTtlMs,
+      database: testDb.database,
+    }),
   };
   const app = await buildApp(deps, options);
   await app.listen({ host: '127.0.0.1', port: 0 });

@@ -13,6 +13,7 @@ import { until } from './until.ts';
 const ROOT = path.resolve(import.meta.dirname, '..');
 const SERVER = path.join(ROOT, 'src/main/server.ts');
 const WORKER = path.join(ROOT, 'src/main/worker.ts');
+const mysqlSkip = process.env.TEST_MYSQL_URL ? false : 'TEST_MYSQL_URL is not set (no MariaDB/MySQL server)';
 
 interface Started {
   readonly child: ChildProcess;
@@ -111,6 +112,37 @@ describe('server process configuration', () => {
     assert.match(result.stderr, /PORT/);
     assert.match(result.stderr, /DATABASE_URL/);
     assert.match(result.stderr, /WORKER/);
+  });
+
+  it('stops with one line naming the cause and exit status 2 when the database refuses connections', () => {
+    // Port 9 (discard) has no listener on the test machines: the connection is refused.
+    for (const url of ['postgres://nobody@127.0.0.1:9/none', 'mysql://nobody@127.0.0.1:9/none']) {
+      const result = spawnSync(process.execPath, [SERVER], {
+        env: { ...process.env, DATABASE_URL: url, LOG_LEVEL: 'silent' },
+        encoding: 'utf8',
+      });
+      assert.equal(result.status, 2, result.stderr);
+      assert.equal(result.stderr, 'Cannot use the database: connect ECONNREFUSED 127.0.0.1:9\n');
+    }
+  });
+
+  it('names a wrong password or an unknown database in that one line', { skip: mysqlSkip }, () => {
+    const url = new URL(process.env.TEST_MYSQL_URL!);
+    const wrongPassword = new URL(url);
+    wrongPassword.password = 'not-the-password';
+    const unknownDatabase = new URL(url);
+    unknownDatabase.pathname = '/cra_no_such_database';
+    for (const [target, cause] of [
+      [wrongPassword, /^Cannot use the database: Access denied for user .*\n$/],
+      [unknownDatabase, /^Cannot use the database: Unknown database 'cra_no_such_database'\n$/],
+    ] as const) {
+      const result = spawnSync(process.execPath, [SERVER], {
+        env: { ...process.env, DATABASE_URL: target.toString(), LOG_LEVEL: 'silent' },
+        encoding: 'utf8',
+      });
+      assert.equal(result.status, 2, result.stderr);
+      assert.match(result.stderr, cause);
+    }
   });
 });
 

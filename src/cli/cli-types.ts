@@ -68,6 +68,16 @@ export interface CliCommand {
   readonly options?: Readonly<Record<string, CliOption>>;
   /** One line for `help`. */
   readonly summary: string;
+  /**
+   * The command works on the service's own schema only: on an OpenEyes database it refuses, printing
+   * this reason (for example: OpenEyes manages its users), with exit status 2.
+   */
+  readonly ownSchemaOnly?: string;
+  /**
+   * The command reports on the database itself: the database is opened as it is (not migrated, not
+   * checked), and an OpenEyes database's problems do not stop the command.
+   */
+  readonly isDatabaseReport?: boolean;
   /** Returns the exit status (0 when nothing is returned). Throw `UsageError` for bad arguments. */
   run(context: CliContext): Promise<number | void>;
 }

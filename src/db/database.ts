@@ -12,10 +12,16 @@ import { createBackgroundWriter, openConnectionWriter } from './background-write
 import type { ShapeCache } from './compiled-queries.ts';
 import { createShapeCache } from './compiled-queries.ts';
 import type { DialectAdapter, DialectName } from './dialect.ts';
+import { openMysql } from './dialects/mysql.ts';
 import { openPostgres } from './dialects/postgres.ts';
 import { openSqlite } from './dialects/sqlite.ts';
 import { openSqliteBackgroundWriter } from './dialects/sqlite-background.ts';
+import { createOpenEyesProfile } from './openeyes/profile.ts';
+import { OwnTablePrefixPlugin } from './openeyes/own-tables.ts';
 import type { DB } from './schema.ts';
+import type { SchemaProfile } from './schema-profile.ts';
+import { OWN_SCHEMA } from './schema-profile.ts';
+import { setStoredTimeZone } from './stored-time.ts';
 import type { WriteTransaction } from './write-transaction.ts';
 import { createBatchedWriteTransaction, createPlainWriteTransaction } from './write-transaction.ts';
 
@@ -33,6 +39,11 @@ export interface Database {
    * database.
    */
   readonly writeTransaction: WriteTransaction;
+  /**
+   * What the schema has or needs (the own schema, or an existing OpenEyes database); modules ask it,
+   * never which schema this is.
+   */
+  readonly schema: SchemaProfile;
   /** The compiled hot queries of this database, by shape (compiled-queries.ts). */
   readonly shapes: ShapeCache;
   /**
@@ -79,6 +90,27 @@ export async function openDatabase(
       close: () => connection.close(),
     });
   }
+  if (target.kind === 'mysql') {
+    const isOpenEyes = target.schema === 'openeyes';
+    // Date-times: UTC in the own schema (the session too, for the triggers' utc_timestamp), the
+    // server's local time on OpenEyes's, where the service never asks the server for the time.
+    setStoredTimeZone(target.storedTimeZone);
+    const open = (poolSize: number) =>
+      openMysql(
+        target.url,
+        poolSize,
+        { timeZone: isOpenEyes ? undefined : '+00:00' },
+        isOpenEyes ? [new OwnTablePrefixPlugin()] : [],
+      );
+    const connection = open(options.poolSize ?? 10);
+    return assemble(connection.db, connection.adapter, {
+      schema: isOpenEyes ? createOpenEyesProfile(target.url) : OWN_SCHEMA,
+      writeTransaction: createPlainWriteTransaction(connection.db),
+      // A multi-row insert may take several statements: a batch keeps its transaction.
+      openBackgroundWriter: () => openConnectionWriter(open(1)),
+      close: () => connection.close(),
+    });
+  }
   const connection = openPostgres(target.url, options.poolSize ?? 10);
   return assemble(connection.db, connection.adapter, {
     writeTransaction: createPlainWriteTransaction(connection.db),
@@ -92,12 +124,13 @@ function assemble(
   db: Kysely<DB>,
   dialect: DialectAdapter,
   parts: Pick<Database, 'writeTransaction' | 'openBackgroundWriter' | 'close'> &
-    Partial<Pick<Database, 'walFlushes' | 'checkpointRounds'>>,
+    Partial<Pick<Database, 'schema' | 'walFlushes' | 'checkpointRounds'>>,
 ): Database {
   return {
     db,
     dialect,
     writeTransaction: parts.writeTransaction,
+    schema: parts.schema ?? OWN_SCHEMA,
     shapes: createShapeCache(),
     openBackgroundWriter: parts.openBackgroundWriter,
     walFlushes: parts.walFlushes ?? (() => 0),
@@ -114,12 +147,4 @@ function assemble(
   };
 }
 
-/** Formats a Date as the `YYYY-MM-DD HH:MM:SS` UTC text stored in every date-time column. */
-export function formatDateTime(date: Date): string {
-  return date.toISOString().slice(0, 19).replace('T', ' ');
-}
-
-/** The current time as stored in date-time columns. */
-export function nowDateTime(): string {
-  return formatDateTime(new Date());
-}
+export { formatDateTime, nowDateTime, parseDateTime } from './stored-time.ts';

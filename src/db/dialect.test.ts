@@ -1,16 +1,20 @@
 /**
  * The dialect adapters' pure parts and the SQL each dialect generates for the hand-tuned statements (the
- * patient search shapes and the queue claim), compiled without a server: a PostgreSQL pool opens no
- * connection until a query runs, so every dialect is checked on every machine.
+ * patient search shapes, the queue claim, MySQL's upserts and RETURNING), compiled without a server: a
+ * PostgreSQL or MySQL pool opens no connection until a query runs, so every dialect is checked on every
+ * machine.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import type { InsertQueryNode } from 'kysely';
+import { MysqlQueryCompiler } from 'kysely';
 import { loadConfig } from '../config.ts';
 import { createPatientQueries } from '../modules/patient/patient.queries.ts';
 import type { PageQuery } from '../modules/patient/patient.queries.ts';
 import { claimQuery, compileClaim } from '../modules/request-queue/claim.queries.ts';
 import type { Database } from './database.ts';
 import { openDatabase } from './database.ts';
+import { planInsertReturning } from './dialects/mysql-driver.ts';
 import { prefixUpperBound } from './dialects/prefix-range.ts';
 
 const PAGE: PageQuery = {
@@ -24,6 +28,7 @@ const PAGE: PageQuery = {
 describe('dialect adapters', () => {
   let sqlite: Database;
   let postgres: Database;
+  let mysql: Database;
   before(async () => {
     sqlite = await openDatabase(loadConfig({ DATABASE_URL: 'sqlite::memory:' }).database);
     // Never connected: only compiled against.
@@ -31,10 +36,14 @@ describe('dialect adapters', () => {
       loadConfig({ DATABASE_URL: 'postgres://nobody@127.0.0.1:9/none' }).database,
       { poolSize: 1 },
     );
+    mysql = await openDatabase(loadConfig({ DATABASE_URL: 'mysql://nobody@127.0.0.1:9/none' }).database, {
+      poolSize: 1,
+    });
   });
   after(async () => {
     await sqlite.close();
     await postgres.close();
+    await mysql.close();
   });
 
   describe('name prefixes', () => {
@@ -50,6 +59,11 @@ describe('dialect adapters', () => {
       assert.equal(postgres.dialect.foldCase('SMITH Élodie'), 'smith élodie');
       assert.deepEqual(postgres.dialect.namePrefixBounds('SMI'), { low: 'smi', high: 'smj' });
       assert.deepEqual(sqlite.dialect.namePrefixBounds('Ém'), { low: 'Ém', high: 'Én' });
+    });
+
+    it('MySQL: a LIKE pattern with its wildcards escaped, compared through the collation', () => {
+      assert.deepEqual(mysql.dialect.namePrefixBounds('SMI'), { low: 'smi%', high: undefined });
+      assert.deepEqual(mysql.dialect.namePrefixBounds('o_b%r\\'), { low: 'o\\_b\\%r\\\\%', high: undefined });
     });
   });
 
@@ -85,12 +99,31 @@ describe('dialect adapters', () => {
       );
     });
 
+    it('MySQL: the name columns as they are (their collation folds case), LIKE, NULLs sorting low by default', () => {
+      const query = byName(mysql);
+      assert.match(query.sql, /`c`\.`last_name` like \?/);
+      assert.doesNotMatch(query.sql, /lower\(|nulls (first|last)/);
+      assert.match(query.sql, /order by s0 asc, s1 asc, `p`\.`id` asc limit \? offset \?/);
+      assert.ok(query.parameters.includes('smi%'));
+      const byDob = createPatientQueries(mysql).patientsByName(
+        { lastName: mysql.dialect.namePrefixBounds('smi'), firstName: undefined, dob: undefined },
+        { ...PAGE, sortColumn: 4, isDescending: true },
+      );
+      assert.match(byDob.sql, /order by s0 desc, `p`\.`id` asc/);
+    });
+
     it('identifiers: (type, lower(value)) pairs and the smallest leading number as the default order', () => {
       const pg = createPatientQueries(postgres).patientsByIdentifier([{ typeId: 3, value: 'h123' }], PAGE);
       assert.match(pg.sql, /"pi"\."patient_identifier_type_id" = \$\d+ and lower\("pi"\."value"\) = \$\d+/);
       assert.match(pg.sql, /min\(coalesce\(substring\("k"\."value" from '\^\[0-9\]\+'\)::numeric, 0\)\)/);
       const lite = createPatientQueries(sqlite).patientsByIdentifier([{ typeId: 3, value: 'h123' }], PAGE);
       assert.match(lite.sql, /min\(cast\("k"\."value" as integer\)\)/);
+      const my = createPatientQueries(mysql).patientsByIdentifier([{ typeId: 3, value: 'h123' }], PAGE);
+      assert.match(my.sql, /`pi`\.`patient_identifier_type_id` = \? and `pi`\.`value` = \?/);
+      assert.match(
+        my.sql,
+        /min\(coalesce\(cast\(nullif\(regexp_substr\(`k`\.`value`, '\^\[0-9\]\+'\), ''\) as decimal\(65, 0\)\), 0\)\)/,
+      );
     });
   });
 
@@ -142,6 +175,11 @@ describe('dialect adapters', () => {
       assert.deepEqual(pg.parameters, ['2026-01-01 00:00:00']);
     });
 
+    it('MySQL locks with a plain FOR UPDATE (MariaDB has no OF), which locks both joined rows', () => {
+      const { sql } = claimQuery(mysql.db, mysql.dialect, options).compile();
+      assert.match(sql, /order by `rr`\.`id` limit \d+ for update skip locked$/);
+    });
+
     it('SQLite takes no row lock and leaves out the requests this process runs', () => {
       const { sql } = claimQuery(sqlite.db, sqlite.dialect, {
         ...options,
@@ -149,6 +187,54 @@ describe('dialect adapters', () => {
       }).compile();
       assert.doesNotMatch(sql, /for update/);
       assert.match(sql, /"rr"\."request_id" not in \(\?, \?\)/);
+    });
+  });
+
+  describe('MySQL writes', () => {
+    it('upserts with ON DUPLICATE KEY UPDATE and values(); ignores a duplicate with a no-op assignment', () => {
+      const { dialect, db } = mysql;
+      const insert = db.insertInto('routine_library').values({ routine_name: 'X', hash_code: 1 });
+      const upsert = dialect
+        .upsert(insert, ['routine_name'], { hash_code: dialect.insertedValue('hash_code') })
+        .compile();
+      assert.match(upsert.sql, /on duplicate key update `hash_code` = values\(`hash_code`\)$/);
+      const ignore = dialect.insertOrIgnore(insert, ['routine_name']).compile();
+      assert.match(ignore.sql, /on duplicate key update `routine_name` = `routine_name`$/);
+      assert.doesNotMatch(ignore.sql, /insert ignore/i);
+    });
+
+    it('emulates INSERT ... RETURNING for MySQL as one insert per row, then one read by the new ids', () => {
+      const query = mysql.db
+        .insertInto('protected_file')
+        .values([
+          { uid: 'a', name: 'x', mimetype: 'image/png', size: '1' },
+          { uid: 'b', name: 'y', mimetype: 'image/png', size: '2' },
+        ])
+        .returning(['uid'])
+        .compile();
+      const plan = planInsertReturning(new MysqlQueryCompiler(), query.query as InsertQueryNode);
+      assert.equal(plan.inserts.length, 2);
+      for (const insert of plan.inserts) {
+        assert.match(
+          insert.sql,
+          /^insert into `protected_file` \(`uid`, `name`, `mimetype`, `size`\) values \(\?, \?, \?, \?\)$/,
+        );
+      }
+      assert.deepEqual(plan.inserts[1]!.parameters, ['b', 'y', 'image/png', '2']);
+      assert.equal(plan.isIdReturned, false);
+      const select = plan.selectByIds([7, 9]);
+      assert.equal(select.sql, 'select `uid`, `id` from `protected_file` where `id` in (?, ?)');
+      assert.deepEqual(select.parameters, [7, 9]);
+      const upsert = mysql.dialect
+        .upsert(mysql.db.insertInto('routine_library').values({ routine_name: 'X' }), ['routine_name'], {
+          hash_code: mysql.dialect.insertedValue('hash_code'),
+        })
+        .returning('routine_name')
+        .compile();
+      assert.throws(
+        () => planInsertReturning(new MysqlQueryCompiler(), upsert.query as InsertQueryNode),
+        /needs MariaDB/,
+      );
     });
   });
 
@@ -160,6 +246,27 @@ describe('dialect adapters', () => {
       assert.equal(classify({ code: '23502' }), 'not_null');
       assert.equal(classify(new Error('wrapped', { cause: { code: 'ECONNREFUSED' } })), 'unavailable');
       assert.equal(classify({ code: '42601' }), undefined);
+    });
+
+    it('reads MySQL error numbers, never SQLSTATE class 08 (packet too large is not an outage)', () => {
+      const classify = (error: unknown) => mysql.dialect.classifyError(error);
+      const server = (errno: number, sqlState = 'HY000') => ({ errno, sqlState, code: 'ER_X' });
+      assert.equal(classify(server(1062, '23000')), 'unique');
+      assert.equal(classify(server(1452, '23000')), 'foreign_key');
+      assert.equal(classify(server(1451, '23000')), 'foreign_key');
+      assert.equal(classify(server(1048, '23000')), 'not_null');
+      assert.equal(classify(server(1364)), 'not_null');
+      assert.equal(classify(server(1040, '08004')), 'unavailable');
+      assert.equal(classify(server(1927, '70100')), 'unavailable');
+      assert.equal(classify(server(1153, '08S01')), undefined);
+      assert.equal(
+        classify(new Error('wrapped', { cause: { code: 'PROTOCOL_CONNECTION_LOST' } })),
+        'unavailable',
+      );
+      assert.equal(classify({ code: 'ECONNREFUSED', errno: -111 }), 'unavailable');
+      assert.equal(classify(server(1064, '42000')), undefined);
+      // The other dialects' classifiers leave MySQL errors alone.
+      assert.equal(postgres.dialect.classifyError(server(1153, '08S01')), undefined);
     });
 
     it('reads SQLite extended result codes', async () => {

@@ -28,8 +28,12 @@ import type {
 /** The engines. Used for logs, metrics and test names; never to branch in module code. */
 export type DialectName = 'sqlite' | 'postgres' | 'mysql';
 
-/** What a database error means for the caller (undefined: anything else). */
-export type DatabaseErrorKind = 'unavailable' | 'foreign_key' | 'unique' | 'not_null';
+/**
+ * What a database error means for the caller (undefined: anything else). `setup`: the service is set
+ * up wrongly for this database (wrong password, unknown database, a missing privilege), which waiting
+ * does not cure.
+ */
+export type DatabaseErrorKind = 'unavailable' | 'setup' | 'foreign_key' | 'unique' | 'not_null';
 
 /** Connections of a pool, for metrics; undefined for an embedded database. */
 export interface PoolStats {
@@ -92,13 +96,18 @@ export interface CatalogColumn {
   readonly isSerial: boolean;
 }
 
+/** A column type as Kysely's `addColumn` takes it: a name it knows, or raw SQL (`longblob`). */
+export type ColumnType = ColumnDataType | Expression<unknown>;
+
 /** Column types of the migrations' portable mapping (reference section 10). */
 export interface ColumnTypes {
   /** Auto-increment integer primary key: `serial`, or `integer` with `autoIncrement()`. */
   readonly id: 'serial' | 'integer';
-  readonly dateTime: ColumnDataType;
-  readonly date: ColumnDataType;
-  readonly blob: ColumnDataType;
+  readonly dateTime: ColumnType;
+  readonly date: ColumnType;
+  readonly blob: ColumnType;
+  /** Text without a length limit worth naming (MySQL's `text` holds only 64 KiB). */
+  readonly text: ColumnType;
 }
 
 /** A Kysely instance or transaction of any schema (the adapter's operations name their tables). */
@@ -149,6 +158,11 @@ export interface DialectAdapter {
   namePrefixMatch(key: Expression<string>, low: unknown, high: unknown): RawBuilder<SqlBool>;
   /** A text column folded for case-insensitive equality with a value folded by {@link foldCase}. */
   foldedKey(column: string): RawBuilder<string>;
+  /**
+   * The ORDER BY direction that sorts NULL below every value (first ascending, last descending), as
+   * MySQL does by default.
+   */
+  orderNullsLowest(isDescending: boolean): RawBuilder<unknown>;
   /** The leading decimal digits of a text column as a number (0 when it has none). */
   leadingNumber(column: string): RawBuilder<number>;
   /** A text column as its UTF-8 bytes. */
@@ -244,6 +258,8 @@ export interface DialectAdapter {
   ): Promise<void>;
   /** The columns of `table` as the catalog declares them, in table order (empty when no such table). */
   readColumns(table: string): Promise<CatalogColumn[]>;
+  /** Refreshes the planner's statistics of `tables` after a bulk load. */
+  analyzeTables(tables: readonly string[]): Promise<void>;
   /** Lets the current transaction commit without waiting for the disk (bulk synthetic data only). */
   relaxCommitDurability(trx: AnyKysely): Promise<void>;
 

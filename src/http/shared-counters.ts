@@ -138,11 +138,11 @@ export function createSharedCounters(
   };
 }
 
-/** `RATE_LIMIT_SHARING`: `auto` shares when there are several server processes or on PostgreSQL. */
+/** `RATE_LIMIT_SHARING`: `auto` shares when there are several server processes or on a server database. */
 export function isRateLimitSharingOn(config: Config): boolean {
   if (config.rateLimitSharing === 'on') return true;
   if (config.rateLimitSharing === 'off') return false;
-  return config.serverProcesses > 1 || config.database.kind === 'postgres';
+  return config.serverProcesses > 1 || config.database.kind !== 'sqlite';
 }
 
 const hubs = new WeakMap<Database, SharedCounters>();

@@ -8,6 +8,7 @@ import { datasetCommands } from '../modules/dataset/index.ts';
 import { queueCommands } from '../modules/request-queue/index.ts';
 import { userCommands } from '../modules/user/index.ts';
 import { migrateCommand } from './cli-runner.ts';
+import { openEyesCommands } from './openeyes-commands.ts';
 
 export const CLI_COMMANDS: readonly CliCommand[] = [
   migrateCommand,
@@ -15,4 +16,5 @@ export const CLI_COMMANDS: readonly CliCommand[] = [
   ...datasetCommands,
   ...queueCommands,
   ...auditCommands,
+  ...openEyesCommands,
 ];

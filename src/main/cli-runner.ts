@@ -15,7 +15,7 @@ import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UsageError } from '../cli/cli-types.
 import { DEFAULT_PLAIN_INTERVAL_MS, createProgressFactory } from '../cli/progress.ts';
 import type { Config } from '../config.ts';
 import { ConfigError, loadConfig } from '../config.ts';
-import { AppError } from '../errors.ts';
+import { AppError, StartupError } from '../errors.ts';
 import { DatasetError } from '../modules/dataset/index.ts';
 import { bootstrap } from './bootstrap.ts';
 
@@ -172,10 +172,19 @@ export async function runCommandLine(
   }
   let booted;
   try {
-    booted = await bootstrap(config);
+    booted = await bootstrap(config, { isReportOnly: command.isDatabaseReport === true });
   } catch (error) {
+    if (error instanceof StartupError) {
+      err(error.message);
+      return EXIT_USAGE;
+    }
     err(`Cannot open the database: ${(error as Error).message}`);
     return EXIT_FAILURE;
+  }
+  if (command.ownSchemaOnly !== undefined && booted.database.schema.name !== 'own') {
+    err(command.ownSchemaOnly);
+    await booted.database.close();
+    return EXIT_USAGE;
   }
   try {
     if (booted.migrations.applied.length > 0)

@@ -22,7 +22,7 @@ import { startDicomServer } from '../modules/dicom-receive/index.ts';
 import { createQueueWorker } from '../modules/request-queue/index.ts';
 import { createAuthenticator, hasActiveLogin } from '../modules/user/index.ts';
 import type { Bootstrapped } from './bootstrap.ts';
-import { bootstrap, isNewDatabase, loadConfigOrExit, lockQueueWorkerOrExit } from './bootstrap.ts';
+import { bootstrap, isNewDatabase, loadConfigOrExit, lockQueueWorkerOrExit, runOrExit } from './bootstrap.ts';
 import { runPrimary } from './cluster.ts';
 
 const READY = 'clinical-records-api ready';
@@ -51,7 +51,7 @@ if (cluster.isPrimary && config.serverProcesses > 1) {
 
 /** Migrations (every entry point runs them, under a lock) and, when asked, the demo data. */
 async function prepare(config: Config, logger: Logger): Promise<Bootstrapped> {
-  const prepared = await bootstrap(config);
+  const prepared = await runOrExit(() => bootstrap(config));
   const { database, files, migrations } = prepared;
   if (migrations.applied.length > 0) logger.info({ migrations: migrations.applied }, 'database migrated');
   const wantsDemo =
@@ -86,13 +86,16 @@ async function serve(
     config,
     database,
     files,
-    authenticator: createAuthenticator(database.db, { cacheTtlMs: config.authCacheTtlMs }),
+    authenticator: createAuthenticator(database.db, {
+      cacheTtlMs: config.authCacheTtlMs,
+      database,
+    }),
   };
   const app = await buildApp(deps, { logger });
   // The in-process queue worker (WORKER=in-process); run `npm run worker` processes instead with WORKER=off.
   // On SQLite it holds the lock of the database's one queue worker (taken above) until the process ends.
   const worker = workerLock === undefined ? undefined : createQueueWorker({ database, config, logger });
-  await worker?.start();
+  await runOrExit(async () => worker?.start());
   const { orphanSweepIntervalMs: intervalMs, orphanSweepGraceMs: graceMs } = config;
   const sweeper = startOrphanSweep({ database, files, logger, intervalMs, graceMs });
 
@@ -133,6 +136,6 @@ async function serve(
   await app.listen({ port: config.port, host: config.host });
   if (config.dicomNetwork.port !== undefined)
     dicomServer = await startDicomServer({ database, config, logger });
-  await worker?.start();
+  await runOrExit(async () => worker?.start());
   logger.info({ database: config.database.kind, filesDir: config.filesDir }, readyMessage);
 }

@@ -7,12 +7,12 @@
  */
 import { createLogger } from '../logger.ts';
 import { createQueueWorker } from '../modules/request-queue/index.ts';
-import { bootstrap, loadConfigOrExit, lockQueueWorkerOrExit } from './bootstrap.ts';
+import { bootstrap, loadConfigOrExit, lockQueueWorkerOrExit, runOrExit } from './bootstrap.ts';
 
 const config = loadConfigOrExit();
 const logger = createLogger(config.logLevel);
 const workerLock = lockQueueWorkerOrExit(config, logger);
-const { database, migrations } = await bootstrap(config);
+const { database, migrations } = await runOrExit(() => bootstrap(config));
 if (migrations.applied.length > 0) logger.info({ migrations: migrations.applied }, 'database migrated');
 
 // This process serves only the queue: each queue gets its `maximum_active_threads` (or
@@ -42,5 +42,5 @@ async function stop(signal: string): Promise<void> {
 process.once('SIGTERM', () => void stop('SIGTERM'));
 process.once('SIGINT', () => void stop('SIGINT'));
 
-await worker.start();
+await runOrExit(() => worker.start());
 logger.info({ database: config.database.kind }, 'queue worker ready');

@@ -4,9 +4,9 @@
  * afterwards the server and the queue worker recover by themselves, and every request answered 200 before
  * or after the outage is in the database.
  *
- * PostgreSQL: the app reaches PostgreSQL through a TCP proxy in this test; the outage closes the proxy's
- * listener and destroys every connection (the server going away: resets, then refused connections).
- * `/readyz` answers 503 during it.
+ * PostgreSQL and MariaDB/MySQL: the app reaches the server through a TCP proxy in this test; the outage
+ * closes the proxy's listener and destroys every connection (the server going away: resets, then refused
+ * connections). `/readyz` answers 503 during it.
  *
  * SQLite: an embedded file cannot become unreachable while the process holds it open; the realistic outage
  * is another process (a CLI import, a backup or maintenance session) holding the write lock longer than
@@ -109,6 +109,8 @@ function sqliteWriteLock(file: string): Outage {
 
 forEachDialect((dialect) => {
   describe(`database outage [${dialect}]`, () => {
+    // A server database can go away; embedded SQLite is made unavailable by another writer.
+    const isServer = dialect !== 'sqlite';
     let testDb: TestDatabase;
     let appDatabase: Database;
     let outage: Outage;
@@ -122,9 +124,10 @@ forEachDialect((dialect) => {
 
     before(async () => {
       testDb = await createTestDatabase(dialect);
-      if (dialect === 'postgres') {
+      if (isServer) {
         const real = new URL(testDb.url);
-        const proxy = await startProxy({ host: real.hostname, port: Number(real.port || 5432) });
+        const defaultPort = dialect === 'mysql' ? 3306 : 5432;
+        const proxy = await startProxy({ host: real.hostname, port: Number(real.port || defaultPort) });
         const proxied = new URL(testDb.url);
         proxied.hostname = '127.0.0.1';
         proxied.port = String(proxy.port);
@@ -247,11 +250,11 @@ forEachDialect((dialect) => {
       const readsDuringOutage: string[] = [];
       await outage.cut();
       isCut = true;
-      // Not ready on either: PostgreSQL does not answer; SQLite answers reads but cannot write.
+      // Not ready on any: a server database does not answer; SQLite answers reads but cannot write.
       const readiness = await request('/readyz');
       assert.equal(readiness.status, 503);
       assert.deepEqual(await readiness.json(), {
-        status: dialect === 'postgres' ? 'database unreachable' : 'database not writable',
+        status: isServer ? 'database unreachable' : 'database not writable',
       });
       assert.equal((await request('/healthz')).status, 200);
 
@@ -273,7 +276,7 @@ forEachDialect((dialect) => {
         headers: { authorization: newcomer.authorization, 'content-type': 'application/json' },
         body: '{"data":{}}',
       });
-      if (dialect === 'postgres') {
+      if (isServer) {
         assert.equal(uncached.status, 503);
         assert.deepEqual(await uncached.json(), { success: 0, message: { system: 'Service Unavailable' } });
         const search = await request('/api/v1/patient/search?term=Smith', {
@@ -346,7 +349,7 @@ forEachDialect((dialect) => {
       assert.deepEqual(await checkConsistency(testDb.db, testDb.filesDir), { problems: [], orphanFiles: [] });
     });
 
-    if (dialect === 'postgres') {
+    if (isServer) {
       it('keeps the worker process running through the outage; it completes requests queued meanwhile once the database returns', async () => {
         const noop = await createRequestType(testDb.db, { routineName: 'NOOP' });
         await testDb.db

@@ -8,7 +8,7 @@
  * empty (SQLITE_FULL on every write, reads still served). Needs `mount` (root, as in CI); skipped where mounting is not permitted.
  * PostgreSQL: the test's database is made read-only (`default_transaction_read_only`, the app's sessions
  * ended so that new ones take it): what a failover to a standby or a full disk's emergency read-only
- * looks like to the service.
+ * looks like to the service. MariaDB/MySQL: the app's own account loses its write privileges.
  */
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -27,8 +27,8 @@ import { createLocalFileStore } from '../../src/files/file-store.ts';
 import { createAuthenticator } from '../../src/modules/user/index.ts';
 import { createUser } from '../factories.ts';
 import type { TestUser } from '../factories.ts';
-import type { TestApp } from '../harness.ts';
-import { forEachDialect, startTestApp } from '../harness.ts';
+import type { TestApp, TestDatabase } from '../harness.ts';
+import { createTestDatabase, forEachDialect, startTestApp } from '../harness.ts';
 import { until } from '../until.ts';
 
 /** The answer of `/readyz`. */
@@ -143,6 +143,60 @@ forEachDialect((dialect) => {
           await writeFile(filler(), Buffer.alloc(free.bavail * free.bsize));
         },
         unblock: () => rm(filler(), { force: true }),
+      });
+    } else if (dialect === 'mysql') {
+      // MariaDB/MySQL have no read-only database: the app connects as an account of its own, whose
+      // write privileges are revoked (what a read-only replica or a locked-down account looks like).
+      const account = `cra_ro_${process.pid}`;
+      let testDb: TestDatabase;
+      let database: Database;
+      let app: FastifyInstance;
+      let baseUrl: string;
+      let user: TestUser;
+      let name: string;
+      const admin = (statement: string) => sql.raw(statement).execute(testDb.db);
+      const endSessions = async () => {
+        const { rows } = await sql<{ id: number }>`
+          select id from information_schema.processlist where user = ${account}`.execute(testDb.db);
+        for (const { id } of rows) await admin(`kill ${Number(id)}`).catch(() => {});
+      };
+      before(async () => {
+        testDb = await createTestDatabase(dialect);
+        name = new URL(testDb.url).pathname.slice(1);
+        await admin(`create user '${account}'@'127.0.0.1' identified by 'ro-password'`);
+        await admin(`grant all on \`${name}\`.* to '${account}'@'127.0.0.1'`);
+        const url = new URL(testDb.url);
+        url.username = account;
+        url.password = 'ro-password';
+        const config = loadConfig({
+          ...testDb.env,
+          DATABASE_URL: url.toString(),
+          AUTH_FAILURE_LIMIT_PER_MINUTE: '0',
+        });
+        database = await openDatabase(config.database, { poolSize: 3 });
+        const authenticator = createAuthenticator(database.db, { cacheTtlMs: config.authCacheTtlMs });
+        app = await buildApp({ config, database, files: testDb.files, authenticator });
+        await app.listen({ host: '127.0.0.1', port: 0 });
+        baseUrl = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
+        user = await createUser(testDb.db);
+      });
+      after(async () => {
+        await app.close();
+        await database.close();
+        await admin(`drop user if exists '${account}'@'127.0.0.1'`);
+        await testDb.drop();
+      });
+      itFollowsWritability(() => ({ request: (p, init) => fetch(`${baseUrl}${p}`, init), user }), {
+        isPossible: () => true,
+        async block() {
+          await admin(`revoke insert, update, delete on \`${name}\`.* from '${account}'@'127.0.0.1'`);
+          // Database privileges apply to new sessions: end the app's.
+          await endSessions();
+        },
+        async unblock() {
+          await admin(`grant insert, update, delete on \`${name}\`.* to '${account}'@'127.0.0.1'`);
+          await endSessions();
+        },
       });
     } else {
       let app: TestApp;

@@ -154,6 +154,8 @@ const UNREACHABLE_CODES = new Set([
 // SQLSTATEs of a server going away or refusing sessions: admin/crash shutdown, starting up, too many
 // connections. (Class 08, connection exception, is matched by prefix.)
 const UNAVAILABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03', '53300']);
+// Wrong password or role (28P01, 28000), unknown database (3D000), a missing privilege (42501).
+const SETUP_SQLSTATES = new Set(['28P01', '28000', '3D000', '42501']);
 // pg and pg-pool raise these as plain Errors without a code.
 const UNREACHABLE_MESSAGE =
   /^(Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Client was closed and is not queryable)/;
@@ -166,6 +168,7 @@ export function classifyPostgresError(error: unknown): DatabaseErrorKind | undef
     if (typeof code === 'string') {
       if (UNREACHABLE_CODES.has(code) || UNAVAILABLE_SQLSTATES.has(code) || /^08[0-9A-Z]{3}$/.test(code))
         kind = 'unavailable';
+      else if (SETUP_SQLSTATES.has(code)) kind = 'setup';
       else if (code === '23503') kind = 'foreign_key';
       else if (code === '23505') kind = 'unique';
       else if (code === '23502') kind = 'not_null';
@@ -210,6 +213,7 @@ function createPostgresAdapter(
     },
     namePrefixMatch: prefixRangeMatch,
     foldedKey: (column) => sql<string>`lower(${sql.ref(column)})`,
+    orderNullsLowest: (isDescending) => (isDescending ? sql`desc nulls last` : sql`asc nulls first`),
     leadingNumber: (column) =>
       sql<number>`coalesce(substring(${sql.ref(column)} from '^[0-9]+')::numeric, 0)`,
     textAsBytes: (column) => sql<Buffer | null>`convert_to(${sql.ref(column)}, 'UTF8')`,
@@ -300,6 +304,9 @@ function createPostgresAdapter(
         isSerial: r.column_default?.startsWith('nextval(') ?? false,
       }));
     },
+    analyzeTables: async () => {
+      await sql`analyze`.execute(db);
+    },
     relaxCommitDurability: async (trx) => {
       await sql`set local synchronous_commit = off`.execute(trx);
     },
@@ -310,7 +317,7 @@ function createPostgresAdapter(
     classifyError: classifyPostgresError,
     poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
     maxConnections: pool.options.max,
-    columnTypes: { id: 'serial', dateTime: 'timestamp', date: 'date', blob: 'bytea' },
+    columnTypes: { id: 'serial', dateTime: 'timestamp', date: 'date', blob: 'bytea', text: 'text' },
   };
 }
 

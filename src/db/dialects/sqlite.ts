@@ -180,6 +180,7 @@ function createSqliteAdapter(db: Kysely<DB>): DialectAdapter {
     },
     namePrefixMatch: prefixRangeMatch,
     foldedKey: (column) => sql<string>`lower(${sql.ref(column)})`,
+    orderNullsLowest: (isDescending) => (isDescending ? sql`desc nulls last` : sql`asc nulls first`),
     leadingNumber: (column) => sql<number>`cast(${sql.ref(column)} as integer)`,
     textAsBytes: (column) => sql<Buffer | null>`cast(${sql.ref(column)} as blob)`,
     nextModifiedDate: (column, now) =>
@@ -240,13 +241,16 @@ function createSqliteAdapter(db: Kysely<DB>): DialectAdapter {
         };
       });
     },
+    analyzeTables: async () => {
+      await sql`analyze`.execute(db);
+    },
     relaxCommitDurability: async () => {},
     notify: async () => {},
     subscribe: () => undefined,
     classifyError: classifySqliteError,
     poolStats: () => undefined,
     maxConnections: 1,
-    columnTypes: { id: 'integer', dateTime: 'text', date: 'text', blob: 'blob' },
+    columnTypes: { id: 'integer', dateTime: 'text', date: 'text', blob: 'blob', text: 'text' },
   };
 }
 

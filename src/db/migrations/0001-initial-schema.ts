@@ -99,16 +99,16 @@ export async function up(db: AnyDb, dialect: DialectAdapter): Promise<void> {
     .addColumn('active', 'integer', (c) => flag(c, 1))
     .$call((b) => auditColumns(b, t))
     .execute();
-  await lowerIndex(db, 'user_authentication_username', 'user_authentication', ['username']);
+  await lowerIndex(db, dialect, 'user_authentication_username', 'user_authentication', ['username']);
   await s.createIndex('user_authentication_user_id').on('user_authentication').column('user_id').execute();
 
   await s
     .createTable('authitem')
     .addColumn('name', 'varchar(64)', (c) => c.primaryKey())
     .addColumn('type', 'integer', (c) => c.notNull())
-    .addColumn('description', 'text')
-    .addColumn('bizrule', 'text')
-    .addColumn('data', 'text')
+    .addColumn('description', t.text)
+    .addColumn('bizrule', t.text)
+    .addColumn('data', t.text)
     .execute();
   await s
     .createTable('authitemchild')
@@ -120,8 +120,8 @@ export async function up(db: AnyDb, dialect: DialectAdapter): Promise<void> {
     .createTable('authassignment')
     .addColumn('itemname', 'varchar(64)', (c) => c.notNull().references('authitem.name').onDelete('cascade'))
     .addColumn('userid', 'varchar(64)', (c) => c.notNull())
-    .addColumn('bizrule', 'text')
-    .addColumn('data', 'text')
+    .addColumn('bizrule', t.text)
+    .addColumn('data', t.text)
     .addPrimaryKeyConstraint('authassignment_pk', ['itemname', 'userid'])
     .execute();
   await s.createIndex('authassignment_userid').on('authassignment').column('userid').execute();
@@ -132,7 +132,7 @@ export async function up(db: AnyDb, dialect: DialectAdapter): Promise<void> {
     .addColumn('field_type_id', 'integer')
     .addColumn('key', 'varchar(64)', (c) => c.notNull().unique())
     .addColumn('name', 'varchar(64)', (c) => c.notNull().defaultTo(''))
-    .addColumn('data', 'text')
+    .addColumn('data', t.text)
     .addColumn('default_value', 'varchar(64)')
     .addColumn('lowest_setting_level', 'varchar(20)', (c) => c.notNull().defaultTo('INSTALLATION'))
     .$call((b) => auditColumns(b, t))
@@ -140,14 +140,14 @@ export async function up(db: AnyDb, dialect: DialectAdapter): Promise<void> {
   await idColumn(s.createTable('setting_installation'), t)
     .addColumn('element_type_id', 'integer')
     .addColumn('key', 'varchar(64)', (c) => c.notNull().unique())
-    .addColumn('value', 'text')
+    .addColumn('value', t.text)
     .$call((b) => auditColumns(b, t))
     .execute();
   await idColumn(s.createTable('setting_institution'), t)
     .addColumn('institution_id', 'integer', (c) => c.notNull().references('institution.id'))
     .addColumn('element_type_id', 'integer')
     .addColumn('key', 'varchar(64)', (c) => c.notNull())
-    .addColumn('value', 'text')
+    .addColumn('value', t.text)
     .addUniqueConstraint('setting_institution_key', ['institution_id', 'key'])
     .$call((b) => auditColumns(b, t))
     .execute();
@@ -155,7 +155,7 @@ export async function up(db: AnyDb, dialect: DialectAdapter): Promise<void> {
     .addColumn('site_id', 'integer', (c) => c.notNull().references('site.id'))
     .addColumn('element_type_id', 'integer')
     .addColumn('key', 'varchar(64)', (c) => c.notNull())
-    .addColumn('value', 'text')
+    .addColumn('value', t.text)
     .addUniqueConstraint('setting_site_key', ['site_id', 'key'])
     .$call((b) => auditColumns(b, t))
     .execute();
@@ -190,8 +190,8 @@ export async function up(db: AnyDb, dialect: DialectAdapter): Promise<void> {
   await s.createIndex('patient_contact_id').on('patient').column('contact_id').execute();
   await s.createIndex('patient_dob').on('patient').column('dob').execute();
   // Name prefix search (reference 4.6) reads `lower(last_name)` and `lower(first_name)` ranges.
-  await lowerIndex(db, 'contact_last_first_name', 'contact', ['last_name', 'first_name']);
-  await lowerIndex(db, 'contact_first_name', 'contact', ['first_name']);
+  await lowerIndex(db, dialect, 'contact_last_first_name', 'contact', ['last_name', 'first_name']);
+  await lowerIndex(db, dialect, 'contact_first_name', 'contact', ['first_name']);
 
   await idColumn(s.createTable('patient_identifier_type'), t)
     .addColumn('usage_type', 'varchar(255)', (c) => c.notNull())
@@ -205,7 +205,7 @@ export async function up(db: AnyDb, dialect: DialectAdapter): Promise<void> {
     .addColumn('value_display_suffix', 'varchar(255)')
     .addColumn('spacing_rule', 'varchar(255)')
     .addColumn('validation_example', 'varchar(255)')
-    .addColumn('pas_api', 'text')
+    .addColumn('pas_api', t.text)
     .addColumn('unique_row_string', 'varchar(255)', (c) => c.unique())
     .$call((b) => auditColumns(b, t))
     .execute();
@@ -233,9 +233,9 @@ export async function up(db: AnyDb, dialect: DialectAdapter): Promise<void> {
     .$call((b) => auditColumns(b, t))
     .execute();
   // Identifier search is `type = ? and lower(value) = ?` (case-insensitive like the MySQL collation).
-  await sql`create index patient_identifier_type_lower_value on patient_identifier (patient_identifier_type_id, lower(value))`.execute(
-    db,
-  );
+  await lowerIndex(db, dialect, 'patient_identifier_type_lower_value', 'patient_identifier', ['value'], {
+    leadingColumns: ['patient_identifier_type_id'],
+  });
 
   await idColumn(s.createTable('patient_identifier_type_display_order'), t)
     .addColumn('institution_id', 'integer', (c) => c.notNull().references('institution.id'))
@@ -312,7 +312,7 @@ export async function up(db: AnyDb, dialect: DialectAdapter): Promise<void> {
     .addColumn('delete_reason', 'varchar(4096)')
     .addColumn('delete_pending', 'integer', (c) => flag(c, 0))
     .addColumn('is_automated', 'integer')
-    .addColumn('automated_source', 'text')
+    .addColumn('automated_source', t.text)
     .addColumn('event_date', t.dateTime, (c) => c.notNull().defaultTo('1901-01-01 00:00:00'))
     .addColumn('firm_id', 'integer')
     .addColumn('parent_id', 'integer', (c) => c.references('event.id'))
@@ -332,7 +332,7 @@ export async function up(db: AnyDb, dialect: DialectAdapter): Promise<void> {
     .$call((b) => auditColumns(b, t))
     .execute();
   // Codes are matched case-insensitively, like the MySQL collation of the original.
-  await lowerIndex(db, 'unique_codes_code', 'unique_codes', ['code']);
+  await lowerIndex(db, dialect, 'unique_codes_code', 'unique_codes', ['code']);
 
   await idColumn(s.createTable('unique_codes_mapping'), t)
     .addColumn('unique_code_id', 'integer', (c) => c.notNull().unique().references('unique_codes.id'))
@@ -380,7 +380,7 @@ export async function up(db: AnyDb, dialect: DialectAdapter): Promise<void> {
     .addColumn('filename', 'varchar(255)', (c) => c.notNull().defaultTo(''))
     .addColumn('import_datetime', t.dateTime)
     .addColumn('status_id', 'integer', (c) => c.notNull())
-    .addColumn('return_message', 'text')
+    .addColumn('return_message', t.text)
     .addColumn('event_id', 'integer', (c) => c.references('event.id'))
     .addColumn('cropped_file_id', 'integer', (c) => c.references('protected_file.id'))
     // Reference D67: the original declares these two as DATE; kept for compatibility.
@@ -464,7 +464,7 @@ export async function up(db: AnyDb, dialect: DialectAdapter): Promise<void> {
     )
     .addColumn('mime_type', 'varchar(100)', (c) => c.notNull().references('mime_type.mime_type'))
     .addColumn('blob_data', t.blob)
-    .addColumn('text_data', 'text')
+    .addColumn('text_data', t.text)
     .addColumn('upload_file_name', 'varchar(200)')
     .addColumn('thumbnail_small_blob', t.blob)
     .addColumn('thumbnail_medium_blob', t.blob)
@@ -473,10 +473,19 @@ export async function up(db: AnyDb, dialect: DialectAdapter): Promise<void> {
     .$call((b) => auditColumns(b, t))
     .execute();
   // Reference D60: the original unique key is ineffective with NULL body sites; uniqueness of
-  // (request, mnemonic) is enforced here with an index on the mnemonic and the body site text.
-  await sql`create unique index attachment_data_request_mnemonic_site on attachment_data (request_id, attachment_mnemonic, coalesce(body_site_snomed_type, ''))`.execute(
-    db,
-  );
+  // (request, mnemonic) is enforced here with an index on the mnemonic and the body site text. MariaDB
+  // cannot index an expression: it indexes an invisible generated column holding it.
+  if (dialect.name === 'mysql') {
+    await sql`alter table attachment_data add column body_site_key varchar(45)
+      as (coalesce(body_site_snomed_type, '')) virtual invisible`.execute(db);
+    await sql`create unique index attachment_data_request_mnemonic_site on attachment_data (request_id, attachment_mnemonic, body_site_key)`.execute(
+      db,
+    );
+  } else {
+    await sql`create unique index attachment_data_request_mnemonic_site on attachment_data (request_id, attachment_mnemonic, coalesce(body_site_snomed_type, ''))`.execute(
+      db,
+    );
+  }
   await s.createIndex('attachment_data_hash_code').on('attachment_data').column('hash_code').execute();
 
   await idColumn(s.createTable('event_attachment_group'), t)
@@ -534,10 +543,10 @@ export async function up(db: AnyDb, dialect: DialectAdapter): Promise<void> {
     .execute();
 
   await idColumn(s.createTable('request_routine_execution'), t)
-    .addColumn('log_text', 'text')
+    .addColumn('log_text', t.text)
     .addColumn('request_routine_id', 'integer', (c) => c.notNull().references('request_routine.id'))
     .addColumn('execution_date_time', t.dateTime, (c) => c.notNull())
-    .addColumn('status', 'text', (c) => c.notNull())
+    .addColumn('status', t.text, (c) => c.notNull())
     .addColumn('try_number', 'integer', (c) => c.notNull())
     .execute();
   await s
@@ -552,7 +561,7 @@ export async function up(db: AnyDb, dialect: DialectAdapter): Promise<void> {
   await idColumn(s.createTable('request_details'), t)
     .addColumn('request_id', 'integer', (c) => c.notNull().references('request.id'))
     .addColumn('name', 'varchar(100)', (c) => c.notNull())
-    .addColumn('value', 'text')
+    .addColumn('value', t.text)
     .$call((b) => auditColumns(b, t))
     .execute();
   await s.createIndex('request_details_request_id').on('request_details').column('request_id').execute();

@@ -1,7 +1,7 @@
 /**
  * Attachment view support (reference 7.3 and D40):
  *
- * - `attachment_data.last_modified_date` moves on every write, enforced by a trigger on both dialects
+ * - `attachment_data.last_modified_date` moves on every write, enforced by a trigger on every dialect
  *   (so the queue intake, the worker and the dataset import cannot forget it): every UPDATE sets it to
  *   max(now, previous + 1 second), so it strictly increases and an `If-Modified-Since` copy is never
  *   judged current after a change, even two writes within one second. An INSERT that leaves the column
@@ -59,6 +59,18 @@ export async function up(db: AnyDb, dialect: DialectAdapter): Promise<void> {
     await sql`
       create trigger attachment_data_touch before insert or update on attachment_data
       for each row execute function attachment_data_touch()`.execute(db);
+  } else if (dialect.name === 'mysql') {
+    // BEFORE triggers assign NEW in place, as on PostgreSQL; the session time zone is UTC.
+    await sql`
+      create trigger attachment_data_touch_insert before insert on attachment_data for each row
+        if new.last_modified_date = '1901-01-01 00:00:00' then
+          set new.last_modified_date = utc_timestamp();
+        end if`.execute(db);
+    await sql`
+      create trigger attachment_data_touch_update before update on attachment_data for each row
+        set new.last_modified_date = greatest(utc_timestamp(), old.last_modified_date + interval 1 second)`.execute(
+      db,
+    );
   } else {
     // SQLite has no BEFORE-trigger assignment to NEW: an AFTER trigger updates the row again. That
     // inner UPDATE does not re-fire this trigger (recursive_triggers is off, the SQLite default).

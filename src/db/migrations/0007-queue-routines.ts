@@ -7,7 +7,7 @@
  * uncommitted WAL transaction), so no lease column is needed.
  */
 import { sql } from 'kysely';
-import type { AnyDb } from './helpers.ts';
+import type { AnyDb, DialectAdapter } from './helpers.ts';
 
 export const QUEUE_ROUTINE_NAMES = [
   'PATIENT_MATCH',
@@ -17,12 +17,15 @@ export const QUEUE_ROUTINE_NAMES = [
   'NOOP',
 ] as const;
 
-export async function up(db: AnyDb): Promise<void> {
+export async function up(db: AnyDb, dialect: DialectAdapter): Promise<void> {
   // Claiming walks the pending routines of a queue in id order and stops at the first eligible, unlocked
   // one; this partial index gives that order directly instead of sorting every pending routine per claim.
-  await sql`create index request_routine_pending on request_routine (execute_request_queue, id) where status in ('NEW', 'RETRY')`.execute(
-    db,
-  );
+  // MySQL has no partial index: it reads `request_routine_queue_status` (queue, status, id) instead.
+  if (dialect.name !== 'mysql') {
+    await sql`create index request_routine_pending on request_routine (execute_request_queue, id) where status in ('NEW', 'RETRY')`.execute(
+      db,
+    );
+  }
   const existing = new Set(
     (await db.selectFrom('routine_library').select('routine_name').execute()).map(
       (r: { routine_name: string }) => r.routine_name,

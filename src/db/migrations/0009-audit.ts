@@ -21,7 +21,7 @@ export async function up(db: AnyDb, dialect: DialectAdapter): Promise<void> {
   await db.schema
     .createTable('audit_event')
     // bigserial on PostgreSQL: a log of every call outgrows 2^31 rows long before any other table.
-    .addColumn('id', isPg ? 'bigserial' : 'integer', (c) =>
+    .addColumn('id', isPg ? 'bigserial' : dialect.name === 'mysql' ? 'bigint' : 'integer', (c) =>
       isPg ? c.primaryKey() : c.primaryKey().autoIncrement(),
     )
     .addColumn('event_time', t.dateTime, (c) => c.notNull())
@@ -29,7 +29,7 @@ export async function up(db: AnyDb, dialect: DialectAdapter): Promise<void> {
     .addColumn('action', 'varchar(64)', (c) => c.notNull())
     .addColumn('target_type', 'varchar(32)')
     // Comma-separated ids (a patient search returns up to 100 patients).
-    .addColumn('target_ids', 'text')
+    .addColumn('target_ids', t.text)
     .addColumn('outcome', 'integer', (c) => c.notNull())
     .addColumn('client_address', 'varchar(64)')
     .addColumn('request_id', 'varchar(64)', (c) => c.notNull())
@@ -54,6 +54,15 @@ export async function up(db: AnyDb, dialect: DialectAdapter): Promise<void> {
     await sql`
       create trigger audit_event_no_truncate before truncate on audit_event
       for each statement execute function audit_event_append_only()`.execute(db);
+  } else if (dialect.name === 'mysql') {
+    // MySQL has no TRUNCATE trigger (TRUNCATE needs the DROP privilege, which the service's account
+    // should not hold).
+    for (const operation of ['update', 'delete'] as const) {
+      const message = `audit_event is append-only: ${operation.toUpperCase()} refused`;
+      await sql`
+        create trigger ${sql.id(`audit_event_no_${operation}`)} before ${sql.raw(operation)} on audit_event
+        for each row signal sqlstate '45000' set message_text = ${sql.lit(message)}`.execute(db);
+    }
   } else {
     await sql`
       create trigger audit_event_no_update before update on audit_event

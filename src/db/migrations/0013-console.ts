@@ -82,10 +82,14 @@ export async function up(db: AnyDb, dialect: DialectAdapter): Promise<void> {
   await index('request_routine_status_request', 'request_routine', ['status', 'request_id']);
   await index('request_routine_name_request', 'request_routine', ['routine_name', 'request_id']);
   // Partial: only routines tried more than once, a small part of the table. The predicate is written as
-  // a literal so that queries with the same literal can use the index (a bound parameter cannot).
-  await sql`create index request_routine_retried on request_routine (request_id) where try_count > 1`.execute(
-    db,
-  );
+  // a literal so that queries with the same literal can use the index (a bound parameter cannot). MySQL
+  // has no partial index: `try_count > 1` is a range of a (try_count, request_id) index there.
+  if (dialect.name === 'mysql')
+    await index('request_routine_retried', 'request_routine', ['try_count', 'request_id']);
+  else
+    await sql`create index request_routine_retried on request_routine (request_id) where try_count > 1`.execute(
+      db,
+    );
   await index('request_request_type_id', 'request', ['request_type', 'id']);
   await index('request_details_name_request', 'request_details', ['name', 'request_id']);
   await index('signature_import_log_status', 'signature_import_log', ['status_id', 'id']);

@@ -1,7 +1,8 @@
 /**
  * Column helpers shared by the migrations. The OpenEyes MySQL types are mapped to portable ones
  * (reference section 10, the dialect's `columnTypes`): flags are small integers, date-times are
- * `timestamp` on PostgreSQL and ISO text on SQLite, binaries are `bytea` / BLOB.
+ * `timestamp` on PostgreSQL, `datetime` on MySQL and ISO text on SQLite, binaries are `bytea` / BLOB /
+ * `longblob`, long text is `text` (`longtext` on MySQL).
  */
 import type { ColumnDefinitionBuilder, CreateTableBuilder, Kysely } from 'kysely';
 import { sql } from 'kysely';
@@ -44,13 +45,22 @@ export function flag(c: ColumnDefinitionBuilder, value: 0 | 1): ColumnDefinition
   return c.notNull().defaultTo(value);
 }
 
-/** A case-insensitive expression index on `lower(column)`; both dialects support it. */
+/**
+ * An index for case-insensitive lookups of `columns` (after `leadingColumns`, compared as they are): on
+ * `lower(column)`, or on MySQL on the column itself, whose case-insensitive collation compares it (the
+ * queries compare `DialectAdapter.foldedKey`).
+ */
 export async function lowerIndex(
   db: AnyDb,
+  dialect: DialectAdapter,
   name: string,
   table: string,
   columns: readonly string[],
+  options: { leadingColumns?: readonly string[] } = {},
 ): Promise<void> {
-  const parts = columns.map((c) => sql`lower(${sql.ref(c)})`);
+  const parts = [
+    ...(options.leadingColumns ?? []).map((c) => sql.ref(c)),
+    ...columns.map((c) => (dialect.name === 'mysql' ? sql.ref(c) : sql`lower(${sql.ref(c)})`)),
+  ];
   await sql`create index ${sql.id(name)} on ${sql.table(table)} (${sql.join(parts)})`.execute(db);
 }

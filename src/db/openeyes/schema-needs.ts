@@ -7,7 +7,8 @@
  * (src/db/schema.ts) as reference 10.5 requires:
  * - logins read `user_authentication.active` only (`user.active` moved there, m200517);
  * - e-sign and attachment element types are found by class name (OpenEyes has no `table_name`);
- * - `event` rows are inserted with `institution_id` and `created_user_id`, which have no default;
+ * - `event` rows are inserted with `institution_id` and `created_user_id`, which have no default, and
+ *   with a row of the attachment element's table (`et_ophgeneric_attachment`);
  * - `authassignment.userid` is an integer there (compared with the user id, never written);
  * - nothing is written to users, roles, patients, identifiers or request types.
  * A query that reads or writes an OpenEyes column not listed here is a bug of this list.
@@ -50,6 +51,8 @@ export interface ColumnNeed {
 
 export interface TableNeed {
   readonly columns: Readonly<Record<string, ColumnNeed>>;
+  /** The service deletes rows of this table. */
+  readonly isDeleted?: boolean;
   /**
    * The service updates or deletes rows of this versioned OpenEyes table, so it copies each row into
    * `<table>_version` first, as OpenEyes's versioning does.
@@ -244,14 +247,15 @@ export const OPENEYES_TABLE_NEEDS: Readonly<Record<string, TableNeed>> = {
       id: read('int'),
       filename: inserted('text', { minChars: 255 }),
       import_datetime: inserted('datetime'),
-      status_id: inserted('flag'),
+      // Operators move a failed row to Manual or Manual Ignore (the console, manual crop).
+      status_id: inserted('flag', { isUpdated: true }),
       return_message: inserted('text', { minChars: 255 }),
       event_id: inserted('int', { isNullWritten: true }),
       cropped_file_id: inserted('int', { isNullWritten: true }),
       created_user_id: inserted('int'),
       created_date: inserted('date-or-datetime'),
-      last_modified_user_id: inserted('int'),
-      last_modified_date: inserted('date-or-datetime'),
+      last_modified_user_id: inserted('int', { isUpdated: true }),
+      last_modified_date: inserted('date-or-datetime', { isUpdated: true }),
     },
   },
 
@@ -310,6 +314,10 @@ export const OPENEYES_TABLE_NEEDS: Readonly<Record<string, TableNeed>> = {
       ...WRITTEN_AUDIT,
     },
   },
+  // OpenEyes's attachment element: an event the worker files attachments under gets its row.
+  et_ophgeneric_attachment: {
+    columns: { id: read('int'), event_id: inserted('int'), ...INSERTED_AUDIT },
+  },
   event_attachment_group: {
     columns: {
       id: read('int'),
@@ -351,9 +359,14 @@ export const OPENEYES_TABLE_NEEDS: Readonly<Record<string, TableNeed>> = {
       try_number: inserted('int'),
     },
   },
-  request_routine_lock: { columns: { routine_lock: inserted('text', { minChars: 64 }) } },
+  // A routine's named lock is an upsert whose update assigns the key to itself (the UPDATE privilege).
+  request_routine_lock: { columns: { routine_lock: inserted('text', { minChars: 64, isUpdated: true }) } },
+  // Held in share mode by the worker against the Java processor; a missing queue's row is added.
+  request_queue_lock: { columns: { request_queue: inserted('text') } },
   request_details: {
+    // Routines replace a request's detail rows (REQUEST_DATA shredded again).
     isVersionedWrite: true,
+    isDeleted: true,
     columns: {
       id: read('int'),
       request_id: inserted('int'),

@@ -66,7 +66,7 @@ export async function digestInChunks(
   const digest = { sha256: hash.digest('hex'), sniffedType };
   try {
     await database.writeTransaction((trx) =>
-      upsertDigest(trx, id, modifiedDate, field, digest.sha256, digest.sniffedType),
+      upsertDigest(trx, database.dialect, id, modifiedDate, field, digest.sha256, digest.sniffedType),
     );
   } catch {
     // A cache write (see storeDigest): the next view computes the digest again.

@@ -7,6 +7,7 @@
 import { createHash } from 'node:crypto';
 import type { Kysely, Transaction } from 'kysely';
 import type { Database } from '../../db/database.ts';
+import type { DialectAdapter } from '../../db/dialect.ts';
 import type { DB } from '../../db/schema.ts';
 import type { DataField } from './attachment.queries.ts';
 import { DATA_FIELDS, isThumbnail, readAttachmentContent, upsertDigest } from './attachment.queries.ts';
@@ -30,13 +31,14 @@ export async function digestField(field: DataField, bytes: Buffer): Promise<Fiel
 /** Stores the digest of `field` computed from `bytes`, read while the row's date was `modifiedDate`. */
 export async function saveFieldDigest(
   db: Kysely<DB> | Transaction<DB>,
+  dialect: DialectAdapter,
   attachmentDataId: number,
   modifiedDate: string,
   field: DataField,
   bytes: Buffer,
 ): Promise<FieldDigest> {
   const digest = await digestField(field, bytes);
-  await upsertDigest(db, attachmentDataId, modifiedDate, field, digest.sha256, digest.sniffedType);
+  await upsertDigest(db, dialect, attachmentDataId, modifiedDate, field, digest.sha256, digest.sniffedType);
   return digest;
 }
 
@@ -53,7 +55,15 @@ export async function storeDigest(
 ): Promise<void> {
   try {
     await database.writeTransaction((trx) =>
-      upsertDigest(trx, attachmentDataId, modifiedDate, field, digest.sha256, digest.sniffedType),
+      upsertDigest(
+        trx,
+        database.dialect,
+        attachmentDataId,
+        modifiedDate,
+        field,
+        digest.sha256,
+        digest.sniffedType,
+      ),
     );
   } catch {
     // A cache write: nothing to undo, and the answer does not depend on it.

@@ -9,6 +9,7 @@ import { runCompiled } from '../../db/compiled-queries.ts';
 import { insertOneAttachmentData, linkAttachmentsToEvent } from '../attachment-data/index.ts';
 import { insertUploadRequest } from '../request-queue/index.ts';
 import type { Database } from '../../db/database.ts';
+import type { DialectAdapter } from '../../db/dialect.ts';
 import type { DB } from '../../db/schema.ts';
 
 export const DATA_FIELDS = [
@@ -297,6 +298,7 @@ function contentOf(
  */
 export async function upsertDigest(
   db: Kysely<DB> | Transaction<DB>,
+  dialect: DialectAdapter,
   id: number,
   sourceModifiedDate: string,
   field: DataField,
@@ -319,28 +321,31 @@ export async function upsertDigest(
   };
   if (sniffedType !== null && field !== 'blob_data' && field !== 'text_data')
     values[`${field}_type`] = sniffedType;
+  const existing = (column: keyof AttachmentDataDigestTable) =>
+    dialect.existingValue<string | null>('attachment_data_digest', column);
+  const inserted = (column: keyof AttachmentDataDigestTable) => dialect.insertedValue<string | null>(column);
   const keep = (
     column: Exclude<keyof AttachmentDataDigestTable, 'attachment_data_id' | 'source_modified_date'>,
   ) =>
-    sql<string | null>`case when attachment_data_digest.source_modified_date = excluded.source_modified_date
-      then coalesce(excluded.${sql.ref(column)}, attachment_data_digest.${sql.ref(column)})
-      else excluded.${sql.ref(column)} end`;
-  await attachmentDb(db as Kysely<DB>)
+    sql<string | null>`case when ${existing('source_modified_date')} = ${inserted('source_modified_date')}
+      then coalesce(${inserted(column)}, ${existing(column)})
+      else ${inserted(column)} end`;
+  const insert = attachmentDb(db as Kysely<DB>)
     .insertInto('attachment_data_digest')
-    .values(values)
-    .onConflict((oc) =>
-      oc.column('attachment_data_id').doUpdateSet({
-        source_modified_date: sql<string>`excluded.source_modified_date`,
-        blob_data_sha256: keep('blob_data_sha256'),
-        text_data_sha256: keep('text_data_sha256'),
-        thumbnail_small_blob_sha256: keep('thumbnail_small_blob_sha256'),
-        thumbnail_medium_blob_sha256: keep('thumbnail_medium_blob_sha256'),
-        thumbnail_large_blob_sha256: keep('thumbnail_large_blob_sha256'),
-        thumbnail_small_blob_type: keep('thumbnail_small_blob_type'),
-        thumbnail_medium_blob_type: keep('thumbnail_medium_blob_type'),
-        thumbnail_large_blob_type: keep('thumbnail_large_blob_type'),
-      }),
-    )
+    .values(values);
+  // `source_modified_date` last: on MySQL the assignments apply in order, and `keep` compares the old date.
+  await dialect
+    .upsert(insert, ['attachment_data_id'], {
+      blob_data_sha256: keep('blob_data_sha256'),
+      text_data_sha256: keep('text_data_sha256'),
+      thumbnail_small_blob_sha256: keep('thumbnail_small_blob_sha256'),
+      thumbnail_medium_blob_sha256: keep('thumbnail_medium_blob_sha256'),
+      thumbnail_large_blob_sha256: keep('thumbnail_large_blob_sha256'),
+      thumbnail_small_blob_type: keep('thumbnail_small_blob_type'),
+      thumbnail_medium_blob_type: keep('thumbnail_medium_blob_type'),
+      thumbnail_large_blob_type: keep('thumbnail_large_blob_type'),
+      source_modified_date: inserted('source_modified_date') as RawBuilder<string>,
+    })
     .execute();
 }
 
@@ -380,6 +385,8 @@ export async function elementTypeExists(
 }
 
 export interface NewUpload {
+  /** The request type of the upload's `request` row (`SchemaProfile.uploadRequestType`). */
+  readonly requestType: string;
   readonly userId: number;
   readonly mimeType: string;
   readonly bytes: Buffer;
@@ -396,7 +403,7 @@ export const UPLOAD_MNEMONIC = 'UPLOAD_BLOB';
  */
 export async function insertUpload(trx: Transaction<DB>, upload: NewUpload): Promise<number> {
   const stamp = { userId: upload.userId, now: upload.modifiedDate };
-  const requestId = await insertUploadRequest(trx, upload.userId, upload.modifiedDate);
+  const requestId = await insertUploadRequest(trx, upload.requestType, upload.userId, upload.modifiedDate);
   const attachment = await insertOneAttachmentData(
     trx,
     {

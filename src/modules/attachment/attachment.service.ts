@@ -6,7 +6,8 @@
 import { hash } from 'node:crypto';
 import type { BinaryRepresentation } from '../../http/binary-reply.ts';
 import type { AppDeps } from '../../deps.ts';
-import { nowDateTime } from '../../db/database.ts';
+import { nowDateTime, parseDateTime } from '../../db/database.ts';
+import { findUnstorableCharacter, unstorableCharacterMessage } from '../../db/schema-profile.ts';
 import { AppError } from '../../errors.ts';
 import type { BinaryField } from './attachment-chunks.ts';
 import { digestInChunks, readInChunks } from './attachment-chunks.ts';
@@ -76,14 +77,6 @@ function badRequest(): AppError {
   return new AppError('bad_request', 'Bad request');
 }
 
-function parseStoredDate(value: string): Date | undefined {
-  const match = /^(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})/.exec(value);
-  if (match === null) return undefined;
-  const [year, month, day, hours, minutes, seconds] = match.slice(1).map(Number);
-  const time = Date.UTC(year ?? 0, (month ?? 1) - 1, day, hours, minutes, seconds);
-  return Number.isNaN(time) ? undefined : new Date(time);
-}
-
 export function createAttachmentService(deps: AppDeps) {
   const { config, database } = deps;
   const isCompat = config.attachmentBase64Compat;
@@ -111,7 +104,7 @@ export function createAttachmentService(deps: AppDeps) {
       `${digest.sha256}\n${contentType}${isCompat ? '\nbase64-compat' : ''}`,
       'base64url',
     );
-    const stored = parseStoredDate(row.lastModifiedDate);
+    const stored = parseDateTime(row.lastModifiedDate);
     const now = Date.now();
     // RFC 9110 8.8.2.1: never a Last-Modified later than the response itself.
     const lastModified =
@@ -228,6 +221,11 @@ export function createAttachmentService(deps: AppDeps) {
       // PostgreSQL text cannot hold NUL (SQLite can): refused alike on every dialect.
       else if (input.fileName?.includes('\u0000'))
         problems.file_name = 'The file name must not contain a NUL character.';
+      else if (
+        input.fileName !== null &&
+        findUnstorableCharacter(input.fileName, database.schema.maxTextCodePoint) !== undefined
+      )
+        problems.file_name = unstorableCharacterMessage('The file name');
       const link = await checkLink(input, problems);
       if (Object.keys(problems).length > 0 || mimeType === undefined || bytes === undefined)
         throw new AppError('validation_failed', 'Invalid attachment', { fields: problems });
@@ -244,6 +242,7 @@ export function createAttachmentService(deps: AppDeps) {
             });
         }
         const id = await insertUpload(trx, {
+          requestType: database.schema.uploadRequestType ?? config.defaultRequestType,
           userId: input.userId,
           mimeType,
           bytes,
@@ -252,7 +251,15 @@ export function createAttachmentService(deps: AppDeps) {
           link,
         });
         const storedDate = (await readModifiedDate(trx, id)) ?? modifiedDate;
-        await upsertDigest(trx, id, storedDate, 'blob_data', digest.sha256, digest.sniffedType);
+        await upsertDigest(
+          trx,
+          database.dialect,
+          id,
+          storedDate,
+          'blob_data',
+          digest.sha256,
+          digest.sniffedType,
+        );
         return id;
       });
     },

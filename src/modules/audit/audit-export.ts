@@ -4,7 +4,7 @@
  * are numbers.
  */
 import type { Kysely } from 'kysely';
-import { formatDateTime } from '../../db/database.ts';
+import { formatDateTime, parseDateTime } from '../../db/database.ts';
 import type { DB } from '../../db/schema.ts';
 import type { AuditEventRow } from './audit.queries.ts';
 import { countAuditEvents, selectAuditEvents } from './audit.queries.ts';
@@ -65,7 +65,7 @@ function storedText(date: Date): string {
 function toRecord(row: AuditEventRow): AuditExportRecord {
   return {
     id: row.id,
-    event_time: `${row.event_time.replace(' ', 'T')}Z`,
+    event_time: parseDateTime(row.event_time)?.toISOString().slice(0, 19).concat('Z') ?? row.event_time,
     user_id: row.user_id,
     action: row.action,
     target_type: row.target_type,

@@ -1,8 +1,9 @@
 /**
  * The read audit sink (AUDIT_READS=async) against a real database: reads are answered before their audit
  * row is committed, and the row follows within the flush window; when the audit table cannot be written
- * (another session holds a lock on it: PostgreSQL `LOCK TABLE audit_event IN EXCLUSIVE MODE`, which lets
- * reads of the table through; SQLite another connection holding the write lock; or the table renamed
+ * (another session holds a lock on it: PostgreSQL `LOCK TABLE audit_event IN EXCLUSIVE MODE` or MySQL
+ * `LOCK TABLES audit_event READ`, which let reads of the table through; SQLite another connection
+ * holding the write lock; or the table renamed
  * away, so that inserts fail), reads answer 503 in their contract shapes and `/readyz` says not ready once
  * the lag or the backlog passes its bound, and every row of a read answered 200 is written once the table
  * is writable again. Rows are found by the client's `X-Request-Id` (`client_request_id`).
@@ -11,6 +12,7 @@ import assert from 'node:assert/strict';
 import { DatabaseSync } from 'node:sqlite';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
+import mysql from 'mysql2/promise';
 import pg from 'pg';
 import { createAttachment, createRequest } from '../../../test/factories-attachment.ts';
 import type { TestUser } from '../../../test/factories.ts';
@@ -18,6 +20,7 @@ import { createUser } from '../../../test/factories.ts';
 import type { TestApp } from '../../../test/harness.ts';
 import { forEachDialect, startTestApp } from '../../../test/harness.ts';
 import { until } from '../../../test/until.ts';
+import { mysqlConnectionOptions } from '../../db/dialects/mysql.ts';
 import { withAuditTable } from './audit.queries.ts';
 
 /** Another session that keeps every insert into `audit_event` from committing until `release`. */
@@ -33,6 +36,17 @@ async function lockAuditTable(app: TestApp): Promise<TableLock> {
       release: async () => {
         other.exec('ROLLBACK');
         other.close();
+      },
+    };
+  }
+  if (app.dialect === 'mysql') {
+    // A READ table lock lets other sessions read the table but not write it, as PostgreSQL's EXCLUSIVE.
+    const other = await mysql.createConnection(mysqlConnectionOptions(app.url));
+    await other.query('lock tables audit_event read');
+    return {
+      release: async () => {
+        await other.query('unlock tables');
+        await other.end();
       },
     };
   }

@@ -5,7 +5,7 @@
  */
 import { Readable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
-import { formatDateTime } from '../../db/database.ts';
+import { formatDateTime, parseDateTime } from '../../db/database.ts';
 import type { AuditKey, AuditSearchFilter } from '../audit/index.ts';
 import { csvLine, readAuditSelection, searchAuditEvents } from '../audit/index.ts';
 import { findPatientIdsByIdentifier } from '../patient/index.ts';
@@ -183,7 +183,7 @@ export function registerAuditPages(app: FastifyInstance, ctx: ConsoleContext, gu
             chunk += csvLine([
               row.id,
               siteTime.format(row.event_time),
-              `${row.event_time.replace(' ', 'T')}Z`,
+              parseDateTime(row.event_time)?.toISOString().slice(0, 19).concat('Z') ?? row.event_time,
               row.user_id,
               row.user_id === null ? null : (usernames.get(row.user_id) ?? null),
               row.action,

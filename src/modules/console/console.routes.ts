@@ -126,7 +126,9 @@ async function currentUser(ctx: ConsoleContext, request: FastifyRequest): Promis
   if (token === undefined) return { kind: 'none' };
   const lookup = await ctx.sessions.lookup(token);
   if (lookup.kind !== 'active') return { kind: lookup.kind };
-  const principal = await findActivePrincipal(ctx.deps.database.db, lookup.session.userId);
+  const principal = await findActivePrincipal(ctx.deps.database.db, lookup.session.userId, {
+    hasUserActiveColumn: ctx.deps.database.schema.hasUserActiveColumn,
+  });
   const isAllowed =
     principal !== undefined && (!ctx.deps.config.requireOprnLogin || principal.authItems.has('OprnLogin'));
   if (!isAllowed) {

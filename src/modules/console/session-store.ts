@@ -8,7 +8,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import type { Database } from '../../db/database.ts';
-import { formatDateTime } from '../../db/database.ts';
+import { formatDateTime, parseDateTime } from '../../db/database.ts';
 import type { DB } from '../../db/schema.ts';
 
 /** Tables of migration 0013, owned by this module. */
@@ -104,8 +104,8 @@ export function createSessionStore(database: Database, options: SessionStoreOpti
       const row = await db.selectFrom('console_session').selectAll().where('id', '=', id).executeTakeFirst();
       if (row === undefined) return { kind: 'none' };
       const at = now().getTime();
-      const lastSeen = Date.parse(`${row.last_seen_at.replace(' ', 'T')}Z`);
-      const created = Date.parse(`${row.created_at.replace(' ', 'T')}Z`);
+      const lastSeen = parseDateTime(row.last_seen_at)?.getTime() ?? Number.NaN;
+      const created = parseDateTime(row.created_at)?.getTime() ?? Number.NaN;
       if (!(at - lastSeen <= idleMs) || !(at - created <= absoluteMs)) {
         await database.writeTransaction((trx) =>
           consoleDb(trx).deleteFrom('console_session').where('id', '=', id).execute(),
@@ -143,10 +143,13 @@ export async function loadCookieSecret(database: Database): Promise<string> {
   const existing = await read();
   if (existing !== undefined) return existing.value;
   await database.writeTransaction((trx) =>
-    consoleDb(trx)
-      .insertInto('console_secret')
-      .values({ name: 'cookie', value: randomBytes(48).toString('base64url') })
-      .onConflict((oc) => oc.column('name').doNothing())
+    database.dialect
+      .insertOrIgnore(
+        consoleDb(trx)
+          .insertInto('console_secret')
+          .values({ name: 'cookie', value: randomBytes(48).toString('base64url') }),
+        ['name'],
+      )
       .execute(),
   );
   // Another process may have won the insert: its key is the one.

@@ -19,14 +19,13 @@ export interface SiteTime {
   parseLocal(text: string): string | undefined;
 }
 
-const STORED = /^(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})/;
+import { formatDateTime, parseDateTime } from '../../db/database.ts';
+
 const LOCAL = /^(\d{4})-(\d{2})-(\d{2})(?:T(\d{2}):(\d{2})(?::(\d{2}))?)?$/;
 
+/** The instant of a stored date-time (in the stored zone: UTC, or the OpenEyes server's local time). */
 function parseStored(stored: string): number | undefined {
-  const m = STORED.exec(stored);
-  if (m === null) return undefined;
-  const time = Date.UTC(+m[1]!, +m[2]! - 1, +m[3]!, +m[4]!, +m[5]!, +m[6]!);
-  return Number.isNaN(time) ? undefined : time;
+  return parseDateTime(stored)?.getTime();
 }
 
 const pad = (n: number, width = 2) => String(n).padStart(width, '0');
@@ -95,7 +94,7 @@ export function createSiteTime(timeZone: string): SiteTime {
         return undefined;
       const guess = asUtc - offsetAt(asUtc);
       const time = asUtc - offsetAt(guess);
-      return new Date(time).toISOString().slice(0, 19).replace('T', ' ');
+      return formatDateTime(new Date(time));
     },
   };
 }

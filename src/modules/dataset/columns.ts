@@ -44,14 +44,15 @@ export async function readTableColumns(database: Database, table: DatasetTable):
   return columns;
 }
 
-/** The kind the catalog itself declares (PostgreSQL knows dates; SQLite stores them as text). */
+/** The kind the catalog itself declares (PostgreSQL and MySQL know dates; SQLite stores them as text). */
 export function kindOf(type: string): ColumnKind {
   const t = type.toLowerCase();
   if (t === 'bigint' || t === 'int8') return 'int64';
   if (t.includes('int')) return 'int32';
-  if (t === 'blob' || t === 'bytea') return 'blob';
+  // MySQL: tinyblob .. longblob.
+  if (t.endsWith('blob') || t === 'bytea') return 'blob';
   if (t === 'date') return 'date';
-  if (t.startsWith('timestamp')) return 'datetime';
+  if (t.startsWith('timestamp') || t === 'datetime') return 'datetime';
   return 'text';
 }
 

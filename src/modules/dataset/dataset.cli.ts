@@ -16,6 +16,10 @@ import type { ImportPhase } from './dataset-import.ts';
 import { importDatasetFile } from './dataset-import.ts';
 import { DEMO_MAX_PATIENTS, generateDemoPopulation } from './demo-population.ts';
 
+/** Why the dataset commands refuse on an OpenEyes database. */
+const OPENEYES_DATA =
+  "The dataset commands work on the service's own schema only: on an OpenEyes database (DATABASE_SCHEMA=openeyes) OpenEyes owns the patients, users and events.";
+
 const PHASES: Readonly<Record<ImportPhase, { label: string; unit: string }>> = {
   reading: { label: 'Reading', unit: 'bytes' },
   checking: { label: 'Checking', unit: 'bytes' },
@@ -39,6 +43,7 @@ async function withStdinFile<T>(ctx: CliContext, work: (file: string) => Promise
 
 const importCommand: CliCommand = {
   words: ['import'],
+  ownSchemaOnly: OPENEYES_DATA,
   arguments: [{ name: 'file' }],
   options: { upsert: { type: 'boolean', description: 'replace rows whose primary key exists' } },
   summary: 'import a dataset file (- for stdin) in one transaction, streamed',
@@ -87,6 +92,7 @@ const importCommand: CliCommand = {
 
 const exportCommand: CliCommand = {
   words: ['export'],
+  ownSchemaOnly: OPENEYES_DATA,
   arguments: [{ name: 'file' }],
   options: {
     tables: { type: 'string', valueName: 'a,b', description: 'only these tables (comma-separated)' },
@@ -134,6 +140,7 @@ const exportCommand: CliCommand = {
 
 const demoDataCommand: CliCommand = {
   words: ['demo-data'],
+  ownSchemaOnly: OPENEYES_DATA,
   options: {
     patients: {
       type: 'string',

@@ -436,6 +436,16 @@ forEachDialect((dialect) => {
                 where tc.constraint_type = 'FOREIGN KEY' and tc.table_schema = current_schema()`.execute(t.db)
             ).rows
           : [];
+      const mysqlKeys =
+        dialect === 'mysql'
+          ? (
+              await sql<{ source: string; from: string; table: string; to: string }>`
+                select table_name as source, column_name as \`from\`, referenced_table_name as \`table\`,
+                  referenced_column_name as \`to\`
+                from information_schema.key_column_usage
+                where table_schema = database() and referenced_table_name is not null`.execute(t.db)
+            ).rows
+          : [];
       for (const table of TABLE_NAMES) {
         const live =
           dialect === 'sqlite'
@@ -443,7 +453,7 @@ forEachDialect((dialect) => {
                 await sql<{ from: string; table: string; to: string }>`
                   select "from", "table", "to" from pragma_foreign_key_list(${table})`.execute(t.db)
               ).rows
-            : postgresKeys.filter((k) => k.source === table);
+            : [...postgresKeys, ...mysqlKeys].filter((k) => k.source === table);
         const liveRefs = Object.fromEntries(live.map((r) => [r.from, `${r.table}.${r.to}`]));
         const specRefs = Object.fromEntries(
           Object.entries(TABLE_SPECS[table].references).map(([c, r]) => [c, `${r.table}.${r.column}`]),
@@ -460,12 +470,15 @@ forEachDialect((dialect) => {
         for (const c of [...spec.dates, ...spec.dateTimes, ...spec.primaryKey]) {
           assert.ok(columns.has(c), `${table}.${c} exists`);
         }
-        if (dialect === 'postgres') {
+        if (dialect !== 'sqlite') {
           const { rows } = await sql<{ column_name: string; data_type: string }>`
-            select column_name, data_type from information_schema.columns
-            where table_schema = current_schema() and table_name = ${table}`.execute(t.db);
+            select column_name as column_name, data_type as data_type from information_schema.columns
+            where table_schema = ${dialect === 'mysql' ? sql`database()` : sql`current_schema()`}
+              and table_name = ${table}`.execute(t.db);
           const dates = rows.filter((r) => r.data_type === 'date').map((r) => r.column_name);
-          const dateTimes = rows.filter((r) => r.data_type.startsWith('timestamp')).map((r) => r.column_name);
+          const dateTimes = rows
+            .filter((r) => r.data_type.startsWith('timestamp') || r.data_type === 'datetime')
+            .map((r) => r.column_name);
           assert.deepEqual([...dates].sort(), [...spec.dates].sort(), `dates of ${table}`);
           assert.deepEqual([...dateTimes].sort(), [...spec.dateTimes].sort(), `date-times of ${table}`);
         }

@@ -9,7 +9,6 @@
  * and sequences moved after.
  */
 import type { Kysely } from 'kysely';
-import { sql } from 'kysely';
 import type { Database } from '../../db/database.ts';
 import { nowDateTime } from '../../db/database.ts';
 import type { DB } from '../../db/schema.ts';
@@ -465,7 +464,7 @@ export async function generateDemoPopulation(
     await database.dialect.resetIdGenerator(db, table, 'id');
   }
   // Fresh statistics, so that the planner uses the search indexes on the new volume.
-  await sql`analyze`.execute(db);
+  await database.dialect.analyzeTables(['contact', 'patient', 'patient_identifier']);
   return {
     firstIndex,
     added: options.patients,

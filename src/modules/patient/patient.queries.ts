@@ -97,9 +97,9 @@ export function createPatientQueries(database: Database) {
   /** The page's sort keys (then `p.id`): 2 for the default name order, 1 otherwise. */
   const sortKeys = (page: PageQuery, kind: 'name' | 'identifier'): SortKey[] => {
     const asc = !page.isDescending;
-    // NULLs (no identifier, no dob) sort first in ascending order on both dialects, as on MySQL. Names
+    // NULLs (no identifier, no dob) sort first in ascending order on every dialect, as on MySQL. Names
     // are NOT NULL: their keys keep the plain direction, which PostgreSQL can read from the index.
-    const dir = asc ? sql`asc nulls first` : sql`desc nulls last`;
+    const dir = dialect.orderNullsLowest(page.isDescending);
     const nameDir = asc ? sql`asc` : sql`desc`;
     const ascending = sql`asc`;
     switch (page.sortColumn) {
@@ -109,7 +109,7 @@ export function createPatientQueries(database: Database) {
               { expression: nameKey('c.last_name'), direction: ascending },
               { expression: nameKey('c.first_name'), direction: ascending },
             ]
-          : [{ expression: smallestIdentifier, direction: sql`asc nulls first` }];
+          : [{ expression: smallestIdentifier, direction: dialect.orderNullsLowest(false) }];
       case 0:
         return [{ expression: smallestIdentifier, direction: dir }];
       case 1:

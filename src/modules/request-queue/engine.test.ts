@@ -584,7 +584,7 @@ forEachDialect((dialect) => {
           )
           .execute();
       });
-      await sql`analyze`.execute(testDb.db);
+      await (dialect === 'mysql' ? sql`analyze table request_routine` : sql`analyze`).execute(testDb.db);
       const claim = claimQuery(testDb.db, testDb.database.dialect, {
         queue: type.queue,
         nowText: formatDateTime(clock),
@@ -604,6 +604,19 @@ forEachDialect((dialect) => {
         });
         assert.match(plan, /Index Scan using request_routine_pending on request_routine rr/);
         assert.doesNotMatch(plan, /Sort/, 'no sort of every pending routine');
+      } else if (dialect === 'mysql') {
+        // No partial index: the (queue, status, id) index, whose statuses the claim names.
+        const explained = await testDb.db.executeQuery<{
+          table: string;
+          key: string | null;
+          Extra: string | null;
+        }>({
+          ...claim,
+          sql: `explain ${claim.sql}`,
+        });
+        const rr = explained.rows.find((r) => r.table === 'rr');
+        plan = JSON.stringify(explained.rows);
+        assert.equal(rr?.key, 'request_routine_queue_status', plan);
       } else {
         const explained = await testDb.db.executeQuery<{ detail: string }>({
           ...claim,

@@ -66,6 +66,10 @@ import { PermanentRoutineError } from './routines/catalog.ts';
 import { defaultRoutineCatalog } from './routines/index.ts';
 import { readRequestContent, readRequestText, writeRequestText } from '../attachment-data/index.ts';
 import { mirrorRequestDetails } from './routines/request-data.ts';
+import { replaceUnstorableCharacters } from '../../db/schema-profile.ts';
+
+/** The longest execution log stored, in bytes (OpenEyes's `request_routine_execution.log_text`). */
+const MAX_LOG_BYTES = 65_535;
 
 /**
  * Reference 9.5: `tryCount` is the count after the failed attempt. Returns the delay before the next try,
@@ -633,6 +637,7 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
       db: trx,
       trx,
       dialect,
+      schema: database.schema,
       stamp: () => stampOf(base.now()),
       readText: async (mnemonic) => (await readTexts([mnemonic]))[mnemonic]!,
       readTexts,
@@ -642,7 +647,7 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
       mergeRequestData: async (patch) => {
         const current = (await readTexts(['REQUEST_DATA'])).REQUEST_DATA!;
         await putText('REQUEST_DATA', { ...current, ...patch });
-        await mirrorRequestDetails(trx, dialect, routine.request_id, patch, stampOf(base.now()));
+        await mirrorRequestDetails(trx, database, routine.request_id, patch, stampOf(base.now()));
       },
       addRoutine: (name) => chain([name], 'append'),
       addRoutines: (names) => chain(names, 'append'),
@@ -667,6 +672,20 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
     };
   }
 
+  /**
+   * An execution log as the database can store it: at most {@link MAX_LOG_BYTES} (OpenEyes's
+   * `log_text` is a 64 KiB `text`), the end kept, since an error comes last; characters the database
+   * cannot store replaced.
+   */
+  function storableLog(text: string): string {
+    const storable = replaceUnstorableCharacters(text, database.schema.maxTextCodePoint);
+    if (Buffer.byteLength(storable) <= MAX_LOG_BYTES) return storable;
+    const marker = '(log cut: its start is left out)\n';
+    const tail = Buffer.from(storable).subarray(-(MAX_LOG_BYTES - Buffer.byteLength(marker)));
+    // A cut inside a character leaves replacement characters at the start; drop them.
+    return marker + tail.toString('utf8').replace(/^\uFFFD+/, '');
+  }
+
   function outcomeOf(
     claimed: ClaimedRoutine,
     definition: RoutineDefinition | undefined,
@@ -681,7 +700,7 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
         status: 'COMPLETE',
         tryCount,
         nextTry: null,
-        logText: logLines.join('\n'),
+        logText: storableLog(logLines.join('\n')),
         executedAt,
       };
     }
@@ -692,7 +711,7 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
       status: delayMs === undefined ? 'FAILED' : 'RETRY',
       tryCount,
       nextTry: delayMs === undefined ? null : formatDateTime(new Date(now().getTime() + delayMs)),
-      logText: [...logLines, errorText(failure)].join('\n'),
+      logText: storableLog([...logLines, errorText(failure)].join('\n')),
       executedAt,
     };
   }

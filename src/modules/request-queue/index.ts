@@ -11,7 +11,7 @@ export const requestQueueRoutes: FastifyPluginAsync<ModuleOptions> = async (app,
 };
 
 export { enqueueRequest } from './intake.ts';
-export { UPLOAD_REQUEST_TYPE, insertUploadRequest } from './intake.queries.ts';
+export { insertUploadRequest } from './intake.queries.ts';
 export { createIntakeService } from './intake.ts';
 export type {
   AlongsideWrite,
@@ -53,4 +53,5 @@ export {
   voidRoutine,
 } from './queue-admin.ts';
 export { readQueueGauges, registerQueueGauges } from './queue-gauges.ts';
+export { javaStringHash, registerRoutineNames } from './routine-library.ts';
 export type { QueueGauges } from './queue-gauges.ts';

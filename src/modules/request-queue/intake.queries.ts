@@ -120,14 +120,20 @@ export function firstRoutineRowOf(
 }
 
 /**
- * Inserts the request (of type `attachment_upload`, with no routine: no worker ever picks it up) that an
- * upload through attachment create hangs its `attachment_data` row on (`request_id` is NOT NULL).
+ * Inserts the request (of type `requestType`, `attachment_upload` in the own schema, with no routine: no
+ * worker ever picks it up) that an upload through attachment create hangs its `attachment_data` row on
+ * (`request_id` is NOT NULL).
  */
-export async function insertUploadRequest(trx: Kysely<DB>, userId: number, now: string): Promise<number> {
+export async function insertUploadRequest(
+  trx: Kysely<DB>,
+  requestType: string,
+  userId: number,
+  now: string,
+): Promise<number> {
   const request = await trx
     .insertInto('request')
     .values({
-      request_type: UPLOAD_REQUEST_TYPE,
+      request_type: requestType,
       system_message: 'attachment upload',
       request_override_default_queue: null,
       created_user_id: userId,
@@ -139,9 +145,6 @@ export async function insertUploadRequest(trx: Kysely<DB>, userId: number, now: 
     .executeTakeFirstOrThrow();
   return request.id;
 }
-
-/** The request type of uploads (migration 0005). */
-export const UPLOAD_REQUEST_TYPE = 'attachment_upload';
 
 /** Inserts the request, its attachment rows (one multi-row INSERT) and its first routine in `trx`. */
 export async function insertQueuedRequest(trx: Kysely<DB>, rows: QueuedRequestRows): Promise<number> {

@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { sql } from 'kysely';
 import pg from 'pg';
 import { itEnforcesBasicAuth } from '../../../test/auth-cases.ts';
 import type { TestUser } from '../../../test/factories.ts';
@@ -15,6 +14,7 @@ import {
   submitToQueue,
 } from '../../../test/factories-queue.ts';
 import { PNG_BYTES } from '../../../test/factories-attachment.ts';
+import { addFailingTrigger } from '../../../test/failing-trigger.ts';
 import type { TestApp } from '../../../test/harness.ts';
 import { forEachDialect, startTestApp } from '../../../test/harness.ts';
 import { until } from '../../../test/until.ts';
@@ -213,18 +213,11 @@ forEachDialect((dialect) => {
 
       it('writes all or nothing: a failure at the last insert answers 500 with a reference and leaves no row', async () => {
         // A trigger makes the routine insert, the last write of the request, fail.
-        if (dialect === 'sqlite') {
-          await sql`create trigger fail_routine before insert on request_routine begin select raise(abort, 'test failure'); end`.execute(
-            app.db,
-          );
-        } else {
-          await sql`create function fail_routine() returns trigger language plpgsql as $$ begin raise exception 'test failure'; end $$`.execute(
-            app.db,
-          );
-          await sql`create trigger fail_routine before insert on request_routine for each row execute function fail_routine()`.execute(
-            app.db,
-          );
-        }
+        const dropTrigger = await addFailingTrigger(app.db, dialect, {
+          name: 'fail_routine',
+          table: 'request_routine',
+          message: 'test failure',
+        });
         try {
           const before = await counts();
           const response = await submitToQueue(app, user.authorization, json({ data: { a: 1 } }));
@@ -235,10 +228,7 @@ forEachDialect((dialect) => {
           assert.ok(!JSON.stringify(body).includes('test failure'), 'the driver message leaked');
           assert.deepEqual(await counts(), before);
         } finally {
-          await sql`drop trigger fail_routine${sql.raw(dialect === 'postgres' ? ' on request_routine' : '')}`.execute(
-            app.db,
-          );
-          if (dialect === 'postgres') await sql`drop function fail_routine()`.execute(app.db);
+          await dropTrigger();
         }
       });
 

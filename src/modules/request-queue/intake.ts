@@ -11,6 +11,7 @@ import type { Kysely } from 'kysely';
 import type { Config } from '../../config.ts';
 import { NON_PAYLOAD_MNEMONICS, contentHash } from '../attachment-data/index.ts';
 import type { Database } from '../../db/database.ts';
+import { findUnstorableCharacter, unstorableCharacterMessage } from '../../db/schema-profile.ts';
 import { nowDateTime } from '../../db/database.ts';
 import type { DB } from '../../db/schema.ts';
 import { AppError } from '../../errors.ts';
@@ -172,6 +173,11 @@ export function createIntakeService(deps: {
           : [textRow('FORM_DATA', payload.form.mimeType, JSON.stringify(payload.form.fields))]),
         jsonRow('HEADER_DATA', JSON.stringify(headerData(submission.headers, submission.clientAddress))),
       ];
+      refuseUnstorableText(
+        deps.database.schema.maxTextCodePoint,
+        { requestType, systemMessage, rows },
+        errors,
+      );
 
       // First with the cached reference data; if a cached type or mime was deleted meanwhile, the
       // foreign keys refuse the insert and the submission is validated and written again, uncached.
@@ -361,6 +367,30 @@ function readRequestType(
     return undefined;
   }
   return value;
+}
+
+/**
+ * Text the database's character set cannot hold (an emoji in a utf8mb3 column of an OpenEyes database)
+ * is refused with a 422 naming the field, before anything is written.
+ */
+function refuseUnstorableText(
+  maxCodePoint: number,
+  texts: {
+    requestType: string | undefined;
+    systemMessage: string | undefined;
+    rows: readonly AttachmentRowInput[];
+  },
+  errors: FieldErrors,
+): void {
+  const isUnstorable = (text: string | null | undefined) =>
+    text !== null && text !== undefined && findUnstorableCharacter(text, maxCodePoint) !== undefined;
+  if (isUnstorable(texts.requestType)) errors.add('request_type', unstorableCharacterMessage('Request Type'));
+  if (isUnstorable(texts.systemMessage))
+    errors.add('system_message', unstorableCharacterMessage('System Message'));
+  if (texts.rows.some((row) => isUnstorable(row.textData)))
+    errors.add('data', unstorableCharacterMessage('Data'));
+  if (texts.rows.some((row) => isUnstorable(row.uploadFileName)))
+    errors.add('upload_file_name', unstorableCharacterMessage('Upload File Name'));
 }
 
 function readSystemMessage(

@@ -52,6 +52,7 @@ export function createQueueWorker(options: WorkerOptions): QueueWorker {
   const waiters = new Map<string, Set<() => void>>();
   const generations = new Map<string, number>();
   let subscription: Subscription | undefined;
+  let queueHold: { release(): Promise<void> } | undefined;
   let flushTimer: NodeJS.Timeout | undefined;
   let unsubscribe: (() => void) | undefined;
 
@@ -113,6 +114,14 @@ export function createQueueWorker(options: WorkerOptions): QueueWorker {
       const queues = await findQueues(database.db, config.workerQueues);
       const missing = config.workerQueues.filter((name) => !queues.some((q) => q.request_queue === name));
       if (missing.length > 0) throw new Error(`Request queue(s) not in the database: ${missing.join(', ')}`);
+      // No other engine (OpenEyes's Java processor) may serve these queues meanwhile.
+      queueHold = await database.schema.holdQueues?.(
+        queues.map((q) => q.request_queue),
+        (error) => {
+          logger?.error({ err: error }, 'the queue lock was lost to another engine; the worker stops');
+          void this.stop();
+        },
+      );
       isRunning = true;
       subscription = await database.dialect.subscribe(REQUEST_QUEUE_CHANNEL, {
         onMessage: (queue) => wake(queue === '' ? undefined : queue),
@@ -155,6 +164,8 @@ export function createQueueWorker(options: WorkerOptions): QueueWorker {
         .catch((error: unknown) => logger?.warn({ err: error }, 'queue counters not saved'));
       await subscription?.close().catch(() => {});
       subscription = undefined;
+      await queueHold?.release();
+      queueHold = undefined;
     },
   };
 }

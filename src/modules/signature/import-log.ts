@@ -7,6 +7,7 @@ import path from 'node:path';
 import type { Kysely } from 'kysely';
 import type { Database } from '../../db/database.ts';
 import type { DB } from '../../db/schema.ts';
+import { formatDateTime } from '../../db/stored-time.ts';
 import { scanPage } from '../../db/window-scan.ts';
 import type { FileStore } from '../../files/file-store.ts';
 
@@ -217,7 +218,8 @@ export async function markImportLog(
   },
 ): Promise<ImportLogChange> {
   const { id, statusId } = change;
-  const today = (change.now ?? new Date()).toISOString().slice(0, 10);
+  // The date as the insert writes it (the stored time zone: local time on OpenEyes).
+  const today = formatDateTime(change.now ?? new Date()).slice(0, 10);
   const updated = await database.writeTransaction(async (trx) => {
     const result = await trx
       .updateTable('signature_import_log')

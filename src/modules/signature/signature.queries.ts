@@ -1,8 +1,9 @@
 /**
  * SQL of sign/add, written once for both dialects.
  */
-import type { Kysely, Transaction } from 'kysely';
+import type { Kysely, RawBuilder, Transaction } from 'kysely';
 import { sql } from 'kysely';
+import type { Database } from '../../db/database.ts';
 import type { DB } from '../../db/schema.ts';
 import { MAX_ID } from './signature-body.ts';
 
@@ -38,15 +39,23 @@ export interface CodeEvent {
 const PLAUSIBLE_CODE = /^[A-Za-z0-9]{1,16}$/;
 
 /**
- * The non-deleted event that `code` maps to, matched case-insensitively (the index is on
- * `lower(code)`). When the code text exists more than once, an active one wins. With `element`, also
+ * The non-deleted event that `code` maps to, matched case-insensitively (the index is on the folded
+ * code). When the code text exists more than once, an active one wins. With `element`, also
  * whether element `elementId` is an e-sign element of that event, of type `elementTypeId`, and that type
  * belongs to the event's type and is an e-signature type (reference D24).
  */
+export interface CodeLookupOptions {
+  /** `element_type.table_name` exists (`SchemaProfile.hasElementTableName`). */
+  readonly hasElementTableName: boolean;
+  /** The code column in its case-insensitive form (`DialectAdapter.foldedKey`). */
+  readonly foldedKey: (column: string) => RawBuilder<string>;
+}
+
 export async function findEventByCode(
   db: Db,
   code: string,
-  element?: { elementTypeId: number; elementId: number },
+  element: { elementTypeId: number; elementId: number } | undefined,
+  options: CodeLookupOptions,
 ): Promise<CodeEvent | undefined> {
   if (!PLAUSIBLE_CODE.test(code)) return undefined;
   const elementIds =
@@ -61,7 +70,7 @@ export async function findEventByCode(
     .leftJoin('episode as ep', 'ep.id', 'e.episode_id')
     .leftJoin('patient as p', 'p.id', 'ep.patient_id')
     .leftJoin('contact as c', 'c.id', 'p.contact_id')
-    .where((eb) => eb(eb.fn('lower', ['uc.code']), '=', code.toLowerCase()))
+    .where((eb) => eb(options.foldedKey('uc.code'), '=', code.toLowerCase()))
     .where('e.deleted', '=', 0)
     .select([
       'e.id as eventId',
@@ -86,13 +95,15 @@ export async function findEventByCode(
                 .where('t.id', '=', elementIds.elementTypeId)
                 .whereRef('t.event_type_id', '=', 'e.event_type_id')
                 .where((inner) =>
-                  inner.or([
-                    inner('t.table_name', '=', SIGNATURE_ELEMENT_TABLE),
-                    inner.and([
-                      inner('t.table_name', 'is', null),
-                      inner('t.class_name', 'in', SIGNATURE_ELEMENT_CLASSES),
-                    ]),
-                  ]),
+                  options.hasElementTableName
+                    ? inner.or([
+                        inner('t.table_name', '=', SIGNATURE_ELEMENT_TABLE),
+                        inner.and([
+                          inner('t.table_name', 'is', null),
+                          inner('t.class_name', 'in', SIGNATURE_ELEMENT_CLASSES),
+                        ]),
+                      ])
+                    : inner('t.class_name', 'in', SIGNATURE_ELEMENT_CLASSES),
                 )
                 .select('el.id'),
             )
@@ -226,18 +237,28 @@ export async function insertImportLog(db: Db, log: NewImportLog): Promise<number
   return row.id;
 }
 
-/** Sets `event.info` when it still holds `previous` (a compare-and-set: concurrent writers never clobber). */
+/**
+ * Sets `event.info` when it still holds `previous` (a compare-and-set: concurrent writers never clobber),
+ * as the system user 1 (sign/add is anonymous). The row is locked and compared first, so that its
+ * previous version is kept (a versioned table on OpenEyes) only when it changes.
+ */
 export async function updateEventInfo(
   db: Db,
-  eventId: number,
-  previous: string,
-  next: string,
-  now: string,
+  database: Pick<Database, 'dialect' | 'schema'>,
+  change: { eventId: number; previous: string; next: string; now: string },
 ): Promise<void> {
+  const current = await database.dialect
+    .lockRows(db.selectFrom('event').select('info').where('id', '=', change.eventId))
+    .executeTakeFirst();
+  if (current?.info !== change.previous) return;
+  await database.schema.keepRowVersions(db, 'event', [change.eventId]);
   await db
     .updateTable('event')
-    .set({ info: next, last_modified_date: now })
-    .where('id', '=', eventId)
-    .where('info', '=', previous)
+    .set({ info: change.next, last_modified_date: change.now, last_modified_user_id: SYSTEM_USER_ID })
+    .where('id', '=', change.eventId)
+    .where('info', '=', change.previous)
     .execute();
 }
+
+/** The user of anonymous writes (reference section 15). */
+const SYSTEM_USER_ID = 1;

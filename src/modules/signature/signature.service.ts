@@ -7,6 +7,7 @@
 import path from 'node:path';
 import type { Database } from '../../db/database.ts';
 import { formatDateTime } from '../../db/database.ts';
+import { replaceUnstorableCharacters } from '../../db/schema-profile.ts';
 import type { FileStore, StoredFile } from '../../files/file-store.ts';
 import { cviInfoAfterPatientSignature } from './cvi-info.ts';
 import type { SignatureInput } from './signature-body.ts';
@@ -91,6 +92,10 @@ export function createSignatureService(deps: SignatureServiceDeps): SignatureSer
         db,
         input.uniqueIdentifier,
         hasIds ? { elementId: input.elementId, elementTypeId: input.elementTypeId } : undefined,
+        {
+          hasElementTableName: deps.database.schema.hasElementTableName,
+          foldedKey: (column) => deps.database.dialect.foldedKey(column),
+        },
       );
       if (event === undefined) {
         messages.push(MESSAGES.eventNotFound);
@@ -196,9 +201,11 @@ export function createSignatureService(deps: SignatureServiceDeps): SignatureSer
       const originalFile = original === undefined ? undefined : written[0]!;
       const signatureFile = written.at(-1)!;
       const filename = originalFile?.relativePath ?? reused!.filename;
-      const returnMessage = capText(
-        `${input.extraInfoText} ${input.uniqueIdentifier ?? ''}`,
-        MAX_RETURN_MESSAGE_CHARS,
+      // The device's text is kept in the log; a character the database cannot store (an emoji on
+      // OpenEyes's utf8 tables) is replaced rather than failing the signature.
+      const returnMessage = replaceUnstorableCharacters(
+        capText(`${input.extraInfoText} ${input.uniqueIdentifier ?? ''}`, MAX_RETURN_MESSAGE_CHARS),
+        deps.database.schema.maxTextCodePoint,
       );
       const logId = await writeTransaction(async (trx) => {
         // Reference 5.5 step 6: the original is stored first, then the signature, in that row order.
@@ -226,7 +233,13 @@ export function createSignatureService(deps: SignatureServiceDeps): SignatureSer
         // at validation: a concurrent change wins over this recomputation instead of being overwritten.
         if (event.eventTypeClass === 'OphCoCvi' && event.info !== null) {
           const next = cviInfoAfterPatientSignature(event.info);
-          if (next !== undefined) await updateEventInfo(trx, event.eventId, event.info, next, at);
+          if (next !== undefined)
+            await updateEventInfo(trx, deps.database, {
+              eventId: event.eventId,
+              previous: event.info,
+              next,
+              now: at,
+            });
         }
         return insertImportLog(trx, {
           filename,

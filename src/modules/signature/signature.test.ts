@@ -3,7 +3,6 @@ import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import fc from 'fast-check';
-import { sql } from 'kysely';
 import type { FileStore } from '../../files/file-store.ts';
 import { countRows, createUser } from '../../../test/factories.ts';
 import type { SignableEvent } from '../../../test/factories-signature.ts';
@@ -14,6 +13,7 @@ import {
   makeJpeg,
   makePng,
 } from '../../../test/factories-signature.ts';
+import { addFailingTrigger } from '../../../test/failing-trigger.ts';
 import type { TestApp } from '../../../test/harness.ts';
 import { forEachDialect, startTestApp } from '../../../test/harness.ts';
 import { readSignatureFields } from './signature-body.ts';
@@ -675,17 +675,12 @@ forEachDialect((dialect) => {
       it('a commit that fails leaves no rows and no files, logs status 3 and answers 200 "Failed signature save!"', async () => {
         const event = await createSignableEvent(app.db);
         // The injected crash: the last statement of the transaction (the status 4 log) fails.
-        if (dialect === 'sqlite') {
-          await sql`create trigger fail_success_log before insert on signature_import_log
-            when new.status_id = 4 begin select raise(abort, 'injected failure'); end`.execute(app.db);
-        } else {
-          await sql`create function fail_success_log() returns trigger language plpgsql as $$
-            begin if new.status_id = 4 then raise exception 'injected failure'; end if; return new; end $$`.execute(
-            app.db,
-          );
-          await sql`create trigger fail_success_log before insert on signature_import_log
-            for each row execute function fail_success_log()`.execute(app.db);
-        }
+        const dropTrigger = await addFailingTrigger(app.db, dialect, {
+          name: 'fail_success_log',
+          table: 'signature_import_log',
+          when: 'new.status_id = 4',
+          message: 'injected failure',
+        });
         try {
           const infoBefore = await app.db
             .selectFrom('event')
@@ -707,9 +702,7 @@ forEachDialect((dialect) => {
             .executeTakeFirstOrThrow();
           assert.equal(infoAfter.info, infoBefore.info, 'the CVI info update was rolled back');
         } finally {
-          await sql`drop trigger fail_success_log ${dialect === 'postgres' ? sql`on signature_import_log` : sql``}`.execute(
-            app.db,
-          );
+          await dropTrigger();
         }
       });
 

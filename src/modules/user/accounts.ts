@@ -143,10 +143,16 @@ export async function hasActiveLogin(db: Kysely<DB>): Promise<boolean> {
 async function assignItem(db: Kysely<DB>, userId: number, item: string): Promise<void> {
   const known = await db.selectFrom('authitem').select('name').where('name', '=', item).executeTakeFirst();
   if (known === undefined) throw new AppError('bad_request', `Unknown role or operation: ${item}`);
+  const held = await db
+    .selectFrom('authassignment')
+    .select('itemname')
+    .where('itemname', '=', item)
+    .where('userid', '=', String(userId))
+    .executeTakeFirst();
+  if (held !== undefined) return;
   await db
     .insertInto('authassignment')
     .values({ itemname: item, userid: String(userId), bizrule: null, data: null })
-    .onConflict((oc) => oc.columns(['itemname', 'userid']).doNothing())
     .execute();
 }
 

@@ -17,6 +17,7 @@ import type { Kysely } from 'kysely';
 import { LRUCache } from 'lru-cache';
 import type { DB } from '../../db/schema.ts';
 import { readCredentialChanges } from '../counters/index.ts';
+import type { Database } from '../../db/database.ts';
 import { findLogin, findUserAuthItems } from './user.queries.ts';
 import { prepareDummyHash, verifyNothing, verifyPassword } from './passwords.ts';
 
@@ -56,6 +57,11 @@ export interface Authenticator {
 export interface AuthenticatorOptions {
   /** How long a successful verification is remembered, in ms; 0 = never. */
   readonly cacheTtlMs: number;
+  /**
+   * The database's capabilities the login lookup uses (`user.active`, the case-insensitive username
+   * key); the own schema's with `lower()` when not given.
+   */
+  readonly database?: Pick<Database, 'dialect' | 'schema'>;
 }
 
 const MAX_CACHE_ENTRIES = 10_000;
@@ -178,7 +184,11 @@ export function createAuthenticator(db: Kysely<DB>, options: AuthenticatorOption
     // The count read before the login: a change seen before this verification is cached voids it.
     if (isCaching && !isFresh()) await poll();
     const changesSeenAtStart = changesSeen;
-    const login = await findLogin(db, username);
+    const database = options.database;
+    const login = await findLogin(db, username, {
+      hasUserActiveColumn: database?.schema.hasUserActiveColumn ?? true,
+      ...(database === undefined ? {} : { foldedKey: (column) => database.dialect.foldedKey(column) }),
+    });
     passwordChecks += 1;
     if (login === undefined) {
       await verifyNothing(password);

@@ -6,20 +6,26 @@
 import type { Kysely } from 'kysely';
 import type { DB } from '../../db/schema.ts';
 import type { Principal } from './authenticator.ts';
+import type { LoginLookupOptions } from './user.queries.ts';
 import { findUserAuthItems } from './user.queries.ts';
 
 /**
  * The principal of user `userId` when the user and one of its logins are active (a local login first,
  * as `findLogin` prefers), with every RBAC item it holds; undefined otherwise.
  */
-export async function findActivePrincipal(db: Kysely<DB>, userId: number): Promise<Principal | undefined> {
-  const login = await db
+export async function findActivePrincipal(
+  db: Kysely<DB>,
+  userId: number,
+  options: LoginLookupOptions = { hasUserActiveColumn: true },
+): Promise<Principal | undefined> {
+  let query = db
     .selectFrom('user_authentication as ua')
     .innerJoin('user as u', 'u.id', 'ua.user_id')
     .select(['ua.username'])
     .where('ua.user_id', '=', userId)
-    .where('ua.active', '=', 1)
-    .where('u.active', '=', 1)
+    .where('ua.active', '=', 1);
+  if (options.hasUserActiveColumn) query = query.where('u.active', '=', 1);
+  const login = await query
     .orderBy((eb) => eb.case().when('ua.institution_authentication_id', 'is', null).then(0).else(1).end())
     .orderBy('ua.id')
     .limit(1)

@@ -11,6 +11,10 @@ import { findLastActivity, runAuditedCliAction } from '../audit/index.ts';
 import { listAccounts, listItemHolders } from './account-list.ts';
 import { createAccount, grantRole, revokeRole, setAccountActive, setPassword } from './accounts.ts';
 
+/** Why the account commands refuse on an OpenEyes database. */
+const OPENEYES_MANAGES_ACCOUNTS =
+  'OpenEyes manages its users and roles (DATABASE_SCHEMA=openeyes): create, change and grant them in OpenEyes.';
+
 const generatePasswordOption: CliOption = {
   type: 'boolean',
   description: 'generate a random password and print it (the only password the CLI ever prints)',
@@ -80,6 +84,7 @@ function latest(a: string | null | undefined, b: string | null | undefined): str
 export const userCommands: readonly CliCommand[] = [
   {
     words: ['user', 'create'],
+    ownSchemaOnly: OPENEYES_MANAGES_ACCOUNTS,
     arguments: [{ name: 'username' }],
     options: {
       password: passwordOption,
@@ -114,6 +119,7 @@ export const userCommands: readonly CliCommand[] = [
   },
   {
     words: ['user', 'disable'],
+    ownSchemaOnly: OPENEYES_MANAGES_ACCOUNTS,
     arguments: [{ name: 'username' }],
     summary: 'disable a user (logins refused)',
     async run(ctx) {
@@ -127,6 +133,7 @@ export const userCommands: readonly CliCommand[] = [
   },
   {
     words: ['user', 'enable'],
+    ownSchemaOnly: OPENEYES_MANAGES_ACCOUNTS,
     arguments: [{ name: 'username' }],
     summary: 'enable a disabled user',
     async run(ctx) {
@@ -140,6 +147,7 @@ export const userCommands: readonly CliCommand[] = [
   },
   {
     words: ['user', 'password'],
+    ownSchemaOnly: OPENEYES_MANAGES_ACCOUNTS,
     arguments: [{ name: 'username' }],
     options: { password: passwordOption, 'generate-password': generatePasswordOption },
     summary: "set a user's password from --password, stdin or --generate-password",
@@ -157,6 +165,7 @@ export const userCommands: readonly CliCommand[] = [
   },
   {
     words: ['user', 'list'],
+    ownSchemaOnly: OPENEYES_MANAGES_ACCOUNTS,
     summary:
       'list every login: username, user id, active, RBAC items, last activity (audit trail or imported last login), password changed',
     async run(ctx) {
@@ -181,6 +190,7 @@ export const userCommands: readonly CliCommand[] = [
   },
   {
     words: ['role', 'grant'],
+    ownSchemaOnly: OPENEYES_MANAGES_ACCOUNTS,
     arguments: [{ name: 'username' }, { name: 'item' }],
     summary: 'assign an RBAC item (role, task or operation) to a user',
     async run(ctx) {
@@ -194,6 +204,7 @@ export const userCommands: readonly CliCommand[] = [
   },
   {
     words: ['role', 'revoke'],
+    ownSchemaOnly: OPENEYES_MANAGES_ACCOUNTS,
     arguments: [{ name: 'username' }, { name: 'item' }],
     summary: 'remove an RBAC item from a user',
     async run(ctx) {
@@ -207,6 +218,7 @@ export const userCommands: readonly CliCommand[] = [
   },
   {
     words: ['role', 'list'],
+    ownSchemaOnly: OPENEYES_MANAGES_ACCOUNTS,
     arguments: [{ name: 'item', isOptional: true }],
     summary:
       'list every RBAC item (or one) with the users who hold it, directly or through a role: item, kind, username, user id, active, through',

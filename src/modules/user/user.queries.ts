@@ -1,4 +1,5 @@
-import type { Kysely } from 'kysely';
+import type { Kysely, RawBuilder } from 'kysely';
+import { sql } from 'kysely';
 import type { DB } from '../../db/schema.ts';
 
 export interface LoginRow {
@@ -9,23 +10,36 @@ export interface LoginRow {
   readonly isActive: boolean;
 }
 
+export interface LoginLookupOptions {
+  /**
+   * `user.active` exists and must be 1 too (`SchemaProfile.hasUserActiveColumn`); OpenEyes keeps the
+   * flag in `user_authentication` only.
+   */
+  readonly hasUserActiveColumn: boolean;
+  /**
+   * The username column in its case-insensitive form (`DialectAdapter.foldedKey`: `lower(username)`, or
+   * on MySQL the column itself, so that its index serves); `lower()` when not given.
+   */
+  readonly foldedKey?: (column: string) => RawBuilder<string>;
+}
+
+const lowerKey = (column: string): RawBuilder<string> => sql<string>`lower(${sql.ref(column)})`;
+
 /**
  * The login of `username`, matched case-insensitively like the original's MySQL collation. A local
  * account (no institution authentication) wins over institution-bound ones.
  */
-export async function findLogin(db: Kysely<DB>, username: string): Promise<LoginRow | undefined> {
+export async function findLogin(
+  db: Kysely<DB>,
+  username: string,
+  options: LoginLookupOptions = { hasUserActiveColumn: true },
+): Promise<LoginRow | undefined> {
   const row = await db
     .selectFrom('user_authentication as ua')
     .innerJoin('user as u', 'u.id', 'ua.user_id')
-    .select([
-      'ua.user_id',
-      'ua.username',
-      'ua.password_hash',
-      'ua.password_salt',
-      'ua.active',
-      'u.active as user_active',
-    ])
-    .where((eb) => eb(eb.fn('lower', ['ua.username']), '=', username.toLowerCase()))
+    .select(['ua.user_id', 'ua.username', 'ua.password_hash', 'ua.password_salt', 'ua.active'])
+    .select((eb) => (options.hasUserActiveColumn ? eb.ref('u.active') : eb.lit(1)).as('user_active'))
+    .where((eb) => eb((options.foldedKey ?? lowerKey)('ua.username'), '=', username.toLowerCase()))
     .orderBy((eb) => eb.case().when('ua.institution_authentication_id', 'is', null).then(0).else(1).end())
     .orderBy('ua.id')
     .limit(1)
@@ -35,7 +49,8 @@ export async function findLogin(db: Kysely<DB>, username: string): Promise<Login
     userId: row.user_id,
     username: row.username,
     passwordHash: row.password_hash,
-    passwordSalt: row.password_salt,
+    // OpenEyes writes an empty salt for accounts without one (its special users, m200517).
+    passwordSalt: row.password_salt === '' ? null : row.password_salt,
     isActive: row.active === 1 && row.user_active === 1,
   };
 }

@@ -2,8 +2,9 @@
  * `ATTACH_TO_EVENT` (reference 9.6 `linkAttachmentDataWithEvent`): files the request's payloads under a new
  * event of the matched patient. Holds the routine lock `patient:<id>` so that two requests of one patient
  * never race on its episode. The event goes into the patient's open episode, created when the patient has
- * none; its type is the `OphGeneric` event type and the group's element type
- * `Element_OphGeneric_Attachment` (both seeded by migration 0007). A payload whose content is already
+ * none; its type is the `OphGeneric` event type and the group's element type the attachment element
+ * (`Element_OphGeneric_Attachment`, seeded by migration 0007; OpenEyes's `OEModule\OphGeneric\models\Attachment`,
+ * whose element table gets the event's row). A payload whose content is already
  * attached to one of the patient's events (same `hash_code`, then the same bytes) is skipped; when every
  * payload is skipped no event is created. The lock is held until the worker's batch commits, so that the
  * check and the filing are never interleaved with another request's of the same patient.
@@ -22,7 +23,11 @@ import {
 } from '../../attachment-data/index.ts';
 
 export const ATTACH_EVENT_CLASS = 'OphGeneric';
-export const ATTACH_ELEMENT_CLASS = 'Element_OphGeneric_Attachment';
+/** The attachment element's class: the own schema's (migration 0007) and OpenEyes's. */
+export const ATTACH_ELEMENT_CLASSES: readonly string[] = [
+  'Element_OphGeneric_Attachment',
+  'OEModule\\OphGeneric\\models\\Attachment',
+];
 
 /** The event type and element type attachments are filed under (reference data). */
 async function readAttachmentEventTypes(db: Kysely<DB>) {
@@ -30,7 +35,7 @@ async function readAttachmentEventTypes(db: Kysely<DB>) {
     .selectFrom('element_type as et')
     .innerJoin('event_type as ev', 'ev.id', 'et.event_type_id')
     .select(['et.id as elementTypeId', 'ev.id as eventTypeId'])
-    .where('et.class_name', '=', ATTACH_ELEMENT_CLASS)
+    .where('et.class_name', 'in', ATTACH_ELEMENT_CLASSES)
     .where('ev.class_name', '=', ATTACH_EVENT_CLASS)
     .executeTakeFirst();
 }
@@ -89,7 +94,16 @@ export const attachToEventRoutine = defineRoutine({
       return;
     }
     const stamp = formatDateTime(ctx.now());
+    const { userId } = ctx.stamp();
     const episodeId = await findOrCreateEpisode(ctx, patientId, stamp);
+    // The institution of INSTITUTION_CODE, as OpenEyes records the one an event was created in (NOT
+    // NULL there; the own schema allows none).
+    const institution = await ctx.trx
+      .selectFrom('institution')
+      .select('id')
+      .where('remote_id', '=', ctx.config.institutionCode)
+      .orderBy('id')
+      .executeTakeFirst();
     const event = await ctx.trx
       .insertInto('event')
       .values({
@@ -99,11 +113,41 @@ export const attachToEventRoutine = defineRoutine({
         is_automated: 1,
         automated_source: JSON.stringify({ request_id: ctx.routine.request_id }),
         info: null,
+        institution_id: institution?.id ?? null,
+        site_id: null,
+        created_user_id: userId,
+        last_modified_user_id: userId,
         created_date: stamp,
         last_modified_date: stamp,
       })
       .returning('id')
       .executeTakeFirstOrThrow();
+    // OpenEyes shows an event's attachments through its attachment element: the event gets that row.
+    const elementTable = ctx.schema.attachmentElementTable;
+    if (elementTable !== undefined) {
+      await ctx.trx
+        .withTables<
+          Record<
+            string,
+            {
+              event_id: number;
+              created_user_id: number;
+              last_modified_user_id: number;
+              created_date: string;
+              last_modified_date: string;
+            }
+          >
+        >()
+        .insertInto(elementTable)
+        .values({
+          event_id: event.id,
+          created_user_id: userId,
+          last_modified_user_id: userId,
+          created_date: stamp,
+          last_modified_date: stamp,
+        })
+        .execute();
+    }
     await linkAttachmentsToEvent(
       ctx.trx,
       {

@@ -14,6 +14,7 @@ import type { Kysely, Transaction } from 'kysely';
 import type { Config } from '../../../config.ts';
 import type { DialectAdapter } from '../../../db/dialect.ts';
 import type { DB, Row } from '../../../db/schema.ts';
+import type { SchemaProfile } from '../../../db/schema-profile.ts';
 import type { AuditStamp, RequestContent } from '../../attachment-data/index.ts';
 
 /** Thrown by a routine when retrying cannot help (bad input): the routine goes to FAILED at once. */
@@ -46,6 +47,8 @@ export interface RoutineContext extends PrepareContext {
   readonly trx: Transaction<DB>;
   /** The engine's differences, for the writers that need them (`attachment-data`'s updates). */
   readonly dialect: DialectAdapter;
+  /** What the schema has or needs (the own schema, or an OpenEyes database). */
+  readonly schema: SchemaProfile;
   /** The audit stamp of this routine's writes: the system user 1, now. */
   stamp(): AuditStamp;
   /**

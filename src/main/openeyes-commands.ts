@@ -1,0 +1,68 @@
+/**
+ * `npm run cli -- openeyes check`, `openeyes grants` and `openeyes suggest-indexes`
+ * (DATABASE_SCHEMA=openeyes): the report of what the service needs of an OpenEyes database, the GRANT
+ * statements of its account, and the DDL of the indexes its queries use that the database lacks, for the
+ * site's database administrator (the service never creates one itself).
+ */
+import type { CliCommand, CliContext } from '../cli/cli-types.ts';
+import { EXIT_OK, EXIT_USAGE, UsageError } from '../cli/cli-types.ts';
+import { openEyesGrants } from '../db/openeyes/grants.ts';
+import { findMissingIndexes, formatIndexSuggestions } from '../db/openeyes/index-advice.ts';
+import { formatSchemaReport } from '../db/openeyes/schema-check.ts';
+import { findServingProblems } from '../db/openeyes/serving-check.ts';
+
+function refuseOwnSchema(ctx: CliContext): boolean {
+  if (ctx.database.schema.name === 'openeyes') return false;
+  ctx.err(
+    'The openeyes commands need DATABASE_SCHEMA=openeyes and the mysql:// URL of an OpenEyes database.',
+  );
+  return true;
+}
+
+/** The name of the connection's database. */
+async function currentDatabase(ctx: CliContext): Promise<string> {
+  const current = await ctx.database.db
+    .selectNoFrom((eb) => eb.fn<string>('database', []).as('name'))
+    .executeTakeFirst();
+  return current?.name ?? '';
+}
+
+export const openEyesCommands: readonly CliCommand[] = [
+  {
+    words: ['openeyes', 'check'],
+    summary:
+      'check that the OpenEyes database has every table and column the service uses (exit 2 with every problem)',
+    isDatabaseReport: true,
+    async run(ctx) {
+      if (refuseOwnSchema(ctx)) return EXIT_USAGE;
+      const report = await findServingProblems(ctx.database, ctx.config);
+      ctx.out(formatSchemaReport(report));
+      return report.problems.length === 0 ? EXIT_OK : EXIT_USAGE;
+    },
+  },
+  {
+    words: ['openeyes', 'grants'],
+    arguments: [{ name: 'account' }],
+    summary:
+      "print the GRANT statements of the privileges the service's account needs (account as 'name'@'host')",
+    isDatabaseReport: true,
+    async run(ctx) {
+      if (refuseOwnSchema(ctx)) return EXIT_USAGE;
+      const account = ctx.args[0]!;
+      if (!/^'[^']+'@'[^']+'$/.test(account))
+        throw new UsageError("give the account as MySQL names it, for example 'cra'@'10.0.0.%'");
+      ctx.out(openEyesGrants(account, await currentDatabase(ctx)).join('\n'));
+      return EXIT_OK;
+    },
+  },
+  {
+    words: ['openeyes', 'suggest-indexes'],
+    summary: "print the DDL of the indexes the service's queries use that the OpenEyes database lacks",
+    isDatabaseReport: true,
+    async run(ctx) {
+      if (refuseOwnSchema(ctx)) return EXIT_USAGE;
+      ctx.out(formatIndexSuggestions(await currentDatabase(ctx), await findMissingIndexes(ctx.database.db)));
+      return EXIT_OK;
+    },
+  },
+];

@@ -1,0 +1,650 @@
+/**
+ * DATABASE_SCHEMA=openeyes against an OpenEyes v6.8-shaped database (schema.sql and seed.sql beside this
+ * file) on the test MariaDB/MySQL server: the real start-up (migrations of the `cra_` tables, the schema
+ * check, routine registration), then the endpoints as OpenEyes's own users and screens would see them,
+ * the queue worker to COMPLETE, and finally the proof that no OpenEyes table's schema changed.
+ *
+ * The stored time zone is Asia/Kolkata (UTC+05:30 all year), so that a date-time written in UTC instead
+ * of local time cannot pass.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import type { FastifyInstance } from 'fastify';
+import type { Kysely } from 'kysely';
+import { sql } from 'kysely';
+import { buildApp } from '../../src/app.ts';
+import type { Config } from '../../src/config.ts';
+import { loadConfig } from '../../src/config.ts';
+import type { Database } from '../../src/db/database.ts';
+import { openDatabase } from '../../src/db/database.ts';
+import type { MigrationOutcome } from '../../src/db/migrate.ts';
+import { migrateToLatest } from '../../src/db/migrate.ts';
+import { QueueHeldElsewhereError } from '../../src/db/openeyes/queue-guard.ts';
+import type { Bootstrapped } from '../../src/main/bootstrap.ts';
+import { bootstrap } from '../../src/main/bootstrap.ts';
+import { createQueueEngine } from '../../src/modules/request-queue/engine.ts';
+import { createQueueWorker } from '../../src/modules/request-queue/index.ts';
+import { createAuthenticator } from '../../src/modules/user/index.ts';
+import { basicHeader } from '../factories.ts';
+import { b64, makePng } from '../factories-signature.ts';
+import type { CliResult } from '../run-cli.ts';
+import { runCli } from '../run-cli.ts';
+import type { OpenEyesTestDatabase } from './openeyes-database.ts';
+import { connectForScripts, createOpenEyesDatabase, openKysely, testMysqlUrl } from './openeyes-database.ts';
+
+const adminUrl = testMysqlUrl();
+const skip = adminUrl === undefined ? 'TEST_MYSQL_URL is not set (no MariaDB/MySQL server)' : false;
+const TIME_ZONE = 'Asia/Kolkata';
+const SERVER = path.resolve(import.meta.dirname, '../../src/main/server.ts');
+
+const API = basicHeader('api', 'api-password');
+
+/** `YYYY-MM-DD HH:MM:SS` of `date` in Asia/Kolkata (UTC+05:30, no daylight saving). */
+function kolkata(date: Date): string {
+  return new Date(date.getTime() + 330 * 60_000).toISOString().slice(0, 19).replace('T', ' ');
+}
+
+/** True when the stored local time `text` is within two minutes of now. */
+function isNow(text: string): boolean {
+  const now = Date.now();
+  const earliest = kolkata(new Date(now - 120_000));
+  const latest = kolkata(new Date(now + 120_000));
+  return text >= earliest && text <= latest;
+}
+
+/**
+ * Everything `information_schema` says about the schema of OpenEyes's tables (every table but the
+ * service's `cra_` ones): tables, columns, indexes, constraints, foreign keys and triggers, as text.
+ */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+async function openEyesSchemaOf(db: Kysely<any>): Promise<string> {
+  const own = sql`not like 'cra\\_%'`;
+  const queries = [
+    sql`select table_name, table_type, engine, row_format, table_collation, create_options, table_comment
+      from information_schema.tables where table_schema = database() and table_name ${own} order by table_name`,
+    sql`select table_name, column_name, ordinal_position, column_default, is_nullable, column_type,
+        character_set_name, collation_name, column_key, extra, generation_expression, column_comment
+      from information_schema.columns where table_schema = database() and table_name ${own}
+      order by table_name, ordinal_position`,
+    sql`select table_name, index_name, non_unique, seq_in_index, column_name, sub_part, index_type
+      from information_schema.statistics where table_schema = database() and table_name ${own}
+      order by table_name, index_name, seq_in_index`,
+    sql`select table_name, constraint_name, constraint_type from information_schema.table_constraints
+      where table_schema = database() and table_name ${own} order by table_name, constraint_name`,
+    sql`select table_name, constraint_name, column_name, ordinal_position, referenced_table_name,
+        referenced_column_name
+      from information_schema.key_column_usage where table_schema = database() and table_name ${own}
+      order by table_name, constraint_name, ordinal_position`,
+    sql`select table_name, constraint_name, update_rule, delete_rule, referenced_table_name
+      from information_schema.referential_constraints where constraint_schema = database()
+        and table_name ${own} order by table_name, constraint_name`,
+    sql`select trigger_name, event_object_table, action_timing, event_manipulation, action_statement
+      from information_schema.triggers where trigger_schema = database() and event_object_table ${own}
+      order by trigger_name`,
+  ];
+  const parts: string[] = [];
+  for (const query of queries) parts.push(JSON.stringify((await query.execute(db)).rows));
+  return parts.join('\n');
+}
+
+describe('DATABASE_SCHEMA=openeyes on an OpenEyes v6.8-shaped database', { skip }, () => {
+  let oe: OpenEyesTestDatabase;
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  let admin: Kysely<any>;
+  let schemaBefore: string;
+  let booted: Bootstrapped;
+  let database: Database;
+  let config: Config;
+  let app: FastifyInstance;
+  let baseUrl: string;
+  let filesDir: string;
+  let env: Record<string, string>;
+  let adminMigrations: MigrationOutcome;
+  let account: string | undefined;
+  let printedGrants: CliResult;
+
+  const request = (pathAndQuery: string, init?: RequestInit) => fetch(`${baseUrl}${pathAndQuery}`, init);
+  const search = (term: string, authorization = API) =>
+    request(`/api/v1/patient/search?term=${encodeURIComponent(term)}`, { headers: { authorization } });
+
+  before(async () => {
+    oe = await createOpenEyesDatabase(adminUrl!);
+    admin = openKysely(oe.url);
+    schemaBefore = await openEyesSchemaOf(admin);
+    filesDir = await mkdtemp(path.join(tmpdir(), 'cra-oe-files-'));
+    const settings = {
+      DATABASE_SCHEMA: 'openeyes',
+      TIME_ZONE,
+      FILES_DIR: filesDir,
+      // Below the test server's max_allowed_packet (16 MiB by default), which the start-up checks.
+      RAW_BODY_LIMIT_BYTES: String(8 * 1024 * 1024),
+      SIGN_RATE_LIMIT_PER_MINUTE: '0',
+      AUTH_FAILURE_LIMIT_PER_MINUTE: '0',
+      WORKER: 'off',
+      DEMO_DATA: 'off',
+      LOG_LEVEL: 'silent',
+    };
+    // The site's administrator creates the cra_ tables with an account that may, then gives the
+    // service's account what `openeyes grants` prints, and nothing more: every test below runs on it.
+    const adminEnv = { ...settings, DATABASE_URL: oe.url };
+    const migrating = await openDatabase(loadConfig(adminEnv).database, { poolSize: 1 });
+    try {
+      adminMigrations = await migrateToLatest(migrating);
+    } finally {
+      await migrating.close();
+    }
+    account = `cra_oe_${Math.random().toString(36).slice(2, 10)}`;
+    printedGrants = await runCli(adminEnv, ['openeyes', 'grants', `'${account}'@'127.0.0.1'`]);
+    assert.equal(printedGrants.status, 0, printedGrants.stderr);
+    const connection = await connectForScripts(oe.url);
+    try {
+      await connection.query(`create user '${account}'@'127.0.0.1' identified by 'service-password'`);
+      await connection.query(printedGrants.stdout);
+    } finally {
+      await connection.end();
+    }
+    const serviceUrl = new URL(oe.url);
+    serviceUrl.username = account;
+    serviceUrl.password = 'service-password';
+    env = { ...settings, DATABASE_URL: serviceUrl.toString() };
+    config = loadConfig(env);
+    booted = await bootstrap(config);
+    database = booted.database;
+    app = await buildApp({
+      config,
+      database,
+      files: booted.files,
+      authenticator: createAuthenticator(database.db, {
+        cacheTtlMs: config.authCacheTtlMs,
+        database,
+      }),
+    });
+    await app.listen({ host: '127.0.0.1', port: 0 });
+    baseUrl = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
+  });
+
+  after(async () => {
+    await app?.close();
+    await database?.close();
+    await admin?.destroy();
+    if (account !== undefined) {
+      const connection = await connectForScripts(oe.url);
+      await connection.query(`drop user if exists '${account}'@'127.0.0.1'`).finally(() => connection.end());
+    }
+    await oe?.drop();
+    if (filesDir !== undefined) await rm(filesDir, { recursive: true, force: true });
+  });
+
+  it('starts by creating only its cra_ tables and registering its routine names, as the Java processor does', async () => {
+    assert.deepEqual(adminMigrations.applied, ['0001-service-tables', '0002-dicom-received-instances']);
+    assert.deepEqual(booted.migrations.applied, []);
+    const { rows: tables } = await sql<{ name: string }>`
+      select table_name as name from information_schema.tables
+      where table_schema = database() and table_name like 'cra\\_%' order by table_name`.execute(admin);
+    assert.deepEqual(
+      tables.map((t) => t.name),
+      [
+        'cra_attachment_data_digest',
+        'cra_audit_event',
+        'cra_console_secret',
+        'cra_console_session',
+        'cra_dicom_received_instance',
+        'cra_migration',
+        'cra_migration_lock',
+        'cra_rate_limit_counter',
+        'cra_request_routine_attempt',
+      ],
+    );
+    const { rows } = await sql<{ routine_name: string; hash_code: number | null }>`
+      select routine_name, hash_code from routine_library order by routine_name`.execute(admin);
+    const byName = new Map(rows.map((r) => [r.routine_name, r.hash_code]));
+    // The seed's rows are left as they were; the service's are added with a 32-bit hash.
+    assert.equal(byName.get('DICOM_SEED'), null);
+    for (const name of ['PATIENT_MATCH', 'MAKE_THUMBNAILS', 'ATTACH_TO_EVENT', 'CLEAN_UP', 'NOOP']) {
+      const hash = byName.get(name);
+      assert.ok(typeof hash === 'number' && Number.isInteger(hash) && Math.abs(hash) < 2 ** 31, name);
+    }
+  });
+
+  it('logs in OpenEyes accounts: a $2y$ hash with an empty salt and OprnApi through API access', async () => {
+    assert.equal((await search('smith')).status, 200);
+    // A login without OprnApi (role User only) is forbidden, a deactivated one and a wrong password are not let in.
+    const clinician = await search('smith', basicHeader('clinician', 'clinician-password'));
+    assert.equal(clinician.status, 403);
+    assert.equal(await clinician.json(), '403 Forbidden');
+    assert.equal((await search('smith', basicHeader('disabled', 'disabled-password'))).status, 401);
+    assert.equal((await search('smith', basicHeader('api', 'wrong'))).status, 401);
+  });
+
+  it('searches OpenEyes patients by name under its collations and by padded identifier', async () => {
+    const ids = async (term: string) => {
+      const response = await search(term);
+      assert.equal(response.status, 200);
+      return ((await response.json()) as { id: number; first_name: string }[]).map((p) => p.id);
+    };
+    // Patient 4 (Removed Smith) is deleted; patient 3 (John Smith) is deceased and still found.
+    assert.deepEqual((await ids('smith')).sort(), [1, 3]);
+    // utf8_general_ci: Zoë equals Zoe; Ø is not O.
+    assert.deepEqual(await ids("o'brien, zoe"), [2]);
+    assert.deepEqual(await ids('olsen, oyvind'), []);
+    assert.deepEqual(await ids('olsen, øyv'), [5]);
+    // The hospital number without its padding, the NHS number with spaces.
+    assert.deepEqual(await ids('12345'), [1]);
+    assert.deepEqual(await ids('450 557 7104'), [1]);
+  });
+
+  it('signs a CVI event as OpenEyes reads it: signature, protected file on disk, versioned event info, local time', async () => {
+    const png = makePng(6, 4);
+    const response = await request('/api/v1/sign/add', {
+      method: 'POST',
+      body: JSON.stringify({
+        unique_identifier: 'abc234',
+        extra_info: JSON.stringify({ e_id: 1, e_t_id: 1 }),
+        image: b64(png),
+      }),
+    });
+    assert.equal(response.status, 200);
+    assert.equal(await response.json(), 'Correct signature saved!');
+
+    const signature = await admin
+      .selectFrom('ophcocvi_signature as s')
+      .innerJoin('protected_file as f', 'f.id', 's.signature_file_id')
+      .select([
+        's.element_id',
+        's.type',
+        's.status',
+        's.signatory_role',
+        's.signatory_name',
+        's.timestamp',
+        's.signed_user_id',
+        's.created_user_id',
+        's.created_date',
+        'f.uid',
+        'f.mimetype',
+        'f.size',
+        'f.name',
+      ])
+      .where('s.element_id', '=', 1)
+      .executeTakeFirstOrThrow();
+    assert.equal(signature.type, 3);
+    assert.equal(signature.status, 1);
+    assert.equal(signature.signatory_role, 'Patient');
+    assert.equal(signature.signatory_name, 'Jane Smith');
+    assert.equal(signature.signed_user_id, null);
+    assert.equal(signature.created_user_id, 1);
+    assert.ok(Number.isInteger(signature.timestamp) && signature.timestamp % 60 === 0);
+    assert.ok(isNow(signature.created_date), `created_date ${signature.created_date} is local time`);
+    assert.equal(signature.mimetype, 'image/png');
+    assert.equal(signature.size, String(png.length));
+    assert.match(signature.name, /^sign_1_\d+_[0-9a-f]{40}\.png$/);
+    // OpenEyes's protected file layout: <root>/<uid[0]>/<uid[1]>/<uid[2]>/<uid>.
+    const uid = signature.uid as string;
+    assert.deepEqual(await readFile(path.join(filesDir, uid[0]!, uid[1]!, uid[2]!, uid)), png);
+
+    const event = await admin
+      .selectFrom('event')
+      .select(['info', 'last_modified_user_id', 'last_modified_date'])
+      .where('id', '=', 1)
+      .executeTakeFirstOrThrow();
+    assert.equal(event.info, 'Incomplete/Missing: Clinical');
+    assert.equal(event.last_modified_user_id, 1);
+    assert.ok(isNow(event.last_modified_date));
+    // The previous version of the event, as OpenEyes's history reads it.
+    const versions = await admin
+      .selectFrom('event_version')
+      .select(['id', 'info', 'last_modified_user_id', 'version_date'])
+      .where('id', '=', 1)
+      .execute();
+    assert.equal(versions.length, 1);
+    assert.equal(versions[0]!.info, 'Incomplete/Missing: Clinical, Consent signature');
+    assert.equal(versions[0]!.last_modified_user_id, 3);
+    assert.ok(isNow(versions[0]!.version_date));
+
+    const log = await admin
+      .selectFrom('signature_import_log')
+      .selectAll()
+      .orderBy('id', 'desc')
+      .executeTakeFirstOrThrow();
+    assert.equal(log.status_id, 4);
+    assert.equal(log.event_id, 1);
+    assert.ok(isNow(log.import_datetime), `import_datetime ${log.import_datetime} is local time`);
+  });
+
+  it('creates an attachment on an event and serves it back, with Last-Modified from the local time', async () => {
+    const png = makePng(5, 5);
+    const created = await request('/api/v1/attachmentdisplay/create?event_id=1&element_type_id=2', {
+      method: 'POST',
+      headers: { authorization: API, 'content-type': 'image/png' },
+      body: png,
+    });
+    assert.equal(created.status, 200, await created.clone().text());
+    const { id } = (await created.json()) as { id: number };
+    const row = await admin
+      .selectFrom('attachment_data as ad')
+      .innerJoin('request as r', 'r.id', 'ad.request_id')
+      .select([
+        'r.request_type',
+        'r.created_user_id as request_user',
+        'ad.system_only_managed',
+        'ad.created_user_id',
+        'ad.last_modified_date',
+      ])
+      .where('ad.id', '=', id)
+      .executeTakeFirstOrThrow();
+    // The site's request type (DEFAULT_REQUEST_TYPE): the service adds none to OpenEyes.
+    assert.equal(row.request_type, 'dicom_request');
+    assert.equal(row.request_user, 2);
+    assert.equal(row.created_user_id, 2);
+    assert.equal(row.system_only_managed, 0);
+    assert.ok(isNow(row.last_modified_date));
+    const linked = await admin
+      .selectFrom('event_attachment_item as i')
+      .innerJoin('event_attachment_group as g', 'g.id', 'i.event_attachment_group_id')
+      .select(['g.event_id', 'g.element_type_id', 'g.created_user_id'])
+      .where('i.attachment_data_id', '=', id)
+      .executeTakeFirstOrThrow();
+    assert.deepEqual(linked, { event_id: 1, element_type_id: 2, created_user_id: 2 });
+
+    const view = await request(`/api/v1/attachmentdisplay/view?id=${id}`, {
+      headers: { authorization: API },
+    });
+    assert.equal(view.status, 200);
+    assert.deepEqual(Buffer.from(await view.arrayBuffer()), png);
+    const stored = row.last_modified_date as string;
+    const utc = new Date(Date.parse(`${stored.replace(' ', 'T')}+05:30`));
+    assert.equal(view.headers.get('last-modified'), utc.toUTCString());
+    // The digest lives in the service's own table.
+    const digest = await sql<{ n: number }>`
+      select count(*) as n from cra_attachment_data_digest where attachment_data_id = ${id}`.execute(admin);
+    assert.equal(Number(digest.rows[0]!.n), 1);
+  });
+
+  it('refuses text that utf8 (utf8mb3) cannot hold with a 422 before writing anything', async () => {
+    const count = async () =>
+      Number((await sql<{ n: number }>`select count(*) as n from request`.execute(admin)).rows[0]!.n);
+    const before = await count();
+    const queued = await request('/api/v1/request/queue/add?request_type=dicom_request', {
+      method: 'POST',
+      headers: { authorization: API, 'content-type': 'application/json' },
+      body: JSON.stringify({ data: { note: 'eye \u{1F441} check' } }),
+    });
+    assert.equal(queued.status, 422);
+    const body = (await queued.json()) as { success: number; message: Record<string, string> };
+    assert.equal(body.success, 0);
+    assert.match(body.message.data ?? '', /character the database cannot store/);
+    const upload = new FormData();
+    upload.append('file', new Blob([new Uint8Array(makePng())], { type: 'image/png' }), 'scan \u{1F600}.png');
+    const created = await request('/api/v1/attachmentdisplay/create', {
+      method: 'POST',
+      headers: { authorization: API },
+      body: upload,
+    });
+    assert.equal(created.status, 422);
+    assert.equal(await count(), before);
+  });
+
+  it('queues a submission and runs its routines to COMPLETE, filing it on a new OpenEyes event', async () => {
+    // The site's administrator configures the request type (the service adds none).
+    await sql`insert into request_type (request_type, title_full, title_short, default_routine_name, default_request_queue)
+      values ('form_data', 'Form data', 'Form data', 'PATIENT_MATCH', 'dicom_queue')`.execute(admin);
+    const form = new FormData();
+    form.append('identifier', '0012345');
+    form.append('dob', '1970-01-01');
+    form.append('sex', 'F');
+    form.append(
+      'scan',
+      new Blob([new Uint8Array(makePng(40, 30, { isNoisy: true }))], { type: 'image/png' }),
+      'scan.png',
+    );
+    const queued = await request('/api/v1/request/queue/add?request_type=form_data', {
+      method: 'POST',
+      headers: { authorization: API },
+      body: form,
+    });
+    assert.equal(queued.status, 200, await queued.clone().text());
+    const { request_id: requestId } = (await queued.json()) as { request_id: number };
+
+    const engine = createQueueEngine({ database, config });
+    const ran: string[] = [];
+    for (let i = 0; i < 20; i++) {
+      const outcome = await engine.step();
+      if (outcome.kind !== 'ran') break;
+      ran.push(`${outcome.routineName}:${outcome.status}`);
+    }
+    await engine.flushCounters();
+    assert.ok(ran.length > 0 && ran.every((r) => r.endsWith(':COMPLETE')), ran.join(', '));
+    const routines = await admin
+      .selectFrom('request_routine')
+      .select(['routine_name', 'status'])
+      .where('request_id', '=', requestId)
+      .orderBy('execute_sequence')
+      .execute();
+    assert.ok(
+      routines.every((r) => r.status === 'COMPLETE'),
+      JSON.stringify(routines),
+    );
+    assert.ok(routines.some((r) => r.routine_name === 'ATTACH_TO_EVENT'));
+    const executions = await admin
+      .selectFrom('request_routine_execution as x')
+      .innerJoin('request_routine as rr', 'rr.id', 'x.request_routine_id')
+      .select(['x.execution_date_time'])
+      .where('rr.request_id', '=', requestId)
+      .execute();
+    assert.ok(executions.every((x) => isNow(x.execution_date_time)));
+
+    // The new event as OpenEyes needs it: its NOT NULL columns and audit columns, its attachment
+    // element row, and the attachment group of that element.
+    const details = await admin
+      .selectFrom('request_details')
+      .select(['name', 'value'])
+      .where('request_id', '=', requestId)
+      .execute();
+    const eventId = Number(details.find((d) => d.name === 'event_id')?.value);
+    assert.equal(Number(details.find((d) => d.name === 'matched_patient_id')?.value), 1);
+    const event = await admin
+      .selectFrom('event as e')
+      .innerJoin('episode as ep', 'ep.id', 'e.episode_id')
+      .select([
+        'ep.patient_id',
+        'e.event_type_id',
+        'e.institution_id',
+        'e.created_user_id',
+        'e.is_automated',
+        'e.event_date',
+      ])
+      .where('e.id', '=', eventId)
+      .executeTakeFirstOrThrow();
+    assert.deepEqual(
+      { ...event, event_date: undefined },
+      {
+        patient_id: 1,
+        event_type_id: 2,
+        institution_id: 1,
+        created_user_id: 1,
+        is_automated: 1,
+        event_date: undefined,
+      },
+    );
+    assert.ok(isNow(event.event_date));
+    const element = await admin
+      .selectFrom('et_ophgeneric_attachment')
+      .select('event_id')
+      .where('event_id', '=', eventId)
+      .execute();
+    assert.equal(element.length, 1);
+    const groups = await admin
+      .selectFrom('event_attachment_group')
+      .select('element_type_id')
+      .where('event_id', '=', eventId)
+      .execute();
+    assert.deepEqual(groups, [{ element_type_id: 2 }]);
+  });
+
+  it("refuses to serve a queue that another engine holds, and holds it against OpenEyes's Java processor", async () => {
+    const java = await connectForScripts(oe.url);
+    try {
+      // The Java processor holds its queue's lock row for its life.
+      await java.query("insert ignore into request_queue_lock (request_queue) values ('dicom_queue')");
+      await java.query('start transaction');
+      await java.query(
+        "select * from request_queue_lock where request_queue = 'dicom_queue' for update nowait",
+      );
+      const worker = createQueueWorker({ database, config: { ...config, workerQueues: ['dicom_queue'] } });
+      await assert.rejects(worker.start(), QueueHeldElsewhereError);
+      await java.query('rollback');
+
+      // Started first, the service's worker keeps the Java processor out.
+      await worker.start();
+      try {
+        await java.query('start transaction');
+        await assert.rejects(
+          java.query(
+            "select * from request_queue_lock where request_queue = 'dicom_queue' for update nowait",
+          ),
+          (error: { errno?: number }) => error.errno === 1205 || error.errno === 3572,
+        );
+        await java.query('rollback');
+      } finally {
+        await worker.stop();
+      }
+    } finally {
+      await java.end();
+    }
+  });
+
+  it("prints grants that read OpenEyes's tables and write only those it writes, and never change a schema", () => {
+    const lines = printedGrants.stdout.trim().split('\n');
+    const on = (table: string) => `ON \`${oe.name}\`.\`${table}\` TO '${account}'@'127.0.0.1';`;
+    assert.ok(lines.every((line) => line.startsWith('GRANT ')));
+    assert.ok(lines.includes(`GRANT SELECT ${on('patient')}`));
+    assert.ok(lines.includes(`GRANT SELECT ${on('user_authentication')}`));
+    assert.ok(lines.includes(`GRANT SELECT, INSERT, UPDATE ${on('event')}`));
+    assert.ok(lines.includes(`GRANT INSERT ${on('event_version')}`));
+    assert.ok(lines.includes(`GRANT SELECT, INSERT, DELETE ${on('request_details')}`));
+    assert.ok(lines.includes(`GRANT SELECT, INSERT, UPDATE, DELETE ${on('cra_audit_event')}`));
+    assert.ok(
+      lines.every((line) => !/\b(CREATE|ALTER|DROP|INDEX|ALL|TRIGGER|GRANT OPTION)\b/.test(line.slice(6))),
+    );
+  });
+
+  it('has the CLI refuse the account and dataset commands, and check the database', async () => {
+    const accountRows = async () =>
+      JSON.stringify(
+        await sql`select a.username, a.active, a.password_hash, s.itemname from user_authentication a
+          left join authassignment s on s.userid = a.user_id order by a.id, s.itemname`.execute(admin),
+      );
+    const accountsBefore = await accountRows();
+    for (const command of [
+      ['user', 'create', 'newcomer', '--password', 'a-long-enough-password'],
+      ['user', 'disable', 'api'],
+      ['user', 'enable', 'disabled'],
+      ['user', 'password', 'api', '--password', 'another-long-password'],
+      ['user', 'list'],
+      ['role', 'grant', 'clinician', 'OprnApi'],
+      ['role', 'revoke', 'api', 'API access'],
+      ['role', 'list'],
+    ]) {
+      const result = await runCli(env, command);
+      assert.equal(result.status, 2, command.join(' '));
+      assert.match(result.stderr, /OpenEyes manages its users and roles/, command.join(' '));
+    }
+    assert.equal(await accountRows(), accountsBefore);
+    const exported = await runCli(env, ['export', path.join(filesDir, 'x.json')]);
+    assert.equal(exported.status, 2);
+    const check = await runCli(env, ['openeyes', 'check']);
+    assert.equal(check.status, 0, check.stderr);
+    assert.match(check.stdout, /every table and column the service uses is present and compatible/);
+  });
+
+  it('leaves the schema of every OpenEyes table exactly as it was (information_schema)', async () => {
+    assert.equal(await openEyesSchemaOf(admin), schemaBefore);
+  });
+
+  it('prints the DDL of the indexes its queries use that the database lacks, which an administrator can run', async () => {
+    const suggested = await runCli(env, ['openeyes', 'suggest-indexes']);
+    assert.equal(suggested.status, 0, suggested.stderr);
+    const ddl = suggested.stdout.split('\n').filter((line) => line.startsWith('ALTER TABLE'));
+    // The v6.8 schema serves identifier search and the foreign keys; these six it lacks.
+    assert.deepEqual(ddl.map((line) => /ADD INDEX `(\w+)`/.exec(line)?.[1]).sort(), [
+      'cra_contact_first_name',
+      'cra_contact_last_first_name',
+      'cra_request_routine_queue_status',
+      'cra_request_routine_request_sequence',
+      'cra_unique_codes_code',
+      'cra_user_authentication_username',
+    ]);
+    // The service's account may not run them (no ALTER or INDEX privilege); the administrator can.
+    const connection = await connectForScripts(oe.url);
+    try {
+      await connection.query(suggested.stdout);
+    } finally {
+      await connection.end();
+    }
+    const again = await runCli(env, ['openeyes', 'suggest-indexes']);
+    assert.equal(again.status, 0, again.stderr);
+    assert.match(again.stdout, /has every index the service's queries use/);
+    assert.equal((await search('smith')).status, 200);
+  });
+});
+
+describe(
+  'DATABASE_SCHEMA=openeyes start-up on a database that lacks what the service needs',
+  { skip },
+  () => {
+    let oe: OpenEyesTestDatabase;
+    before(async () => {
+      oe = await createOpenEyesDatabase(adminUrl!);
+      const connection = await connectForScripts(oe.url);
+      try {
+        await connection.query('alter table patient drop column dob');
+        await connection.query("delete from request_type where request_type = 'dicom_request'");
+      } finally {
+        await connection.end();
+      }
+    });
+    after(() => oe?.drop());
+
+    it('refuses to start with one message listing every problem, exit status 2, and changes nothing', async () => {
+      const result = spawnSync(process.execPath, ['--disable-warning=ExperimentalWarning', SERVER], {
+        env: {
+          ...process.env,
+          DATABASE_URL: oe.url,
+          DATABASE_SCHEMA: 'openeyes',
+          RAW_BODY_LIMIT_BYTES: String(8 * 1024 * 1024),
+          LOG_LEVEL: 'silent',
+          PORT: '0',
+        },
+        encoding: 'utf8',
+      });
+      assert.equal(result.status, 2, result.stderr);
+      assert.match(result.stderr, /^OpenEyes database cra_oe_\w+ cannot be served: 2 problems\n/);
+      assert.match(result.stderr, /\n {2}- column patient\.dob is missing\n/);
+      assert.match(
+        result.stderr,
+        /\n {2}- request type dicom_request \(DEFAULT_REQUEST_TYPE\) is not in request_type/,
+      );
+      assert.doesNotMatch(result.stderr, /\n\s+at /, 'no stack trace');
+      // `openeyes check` prints the same report, changing nothing either.
+      const check = await runCli(
+        { DATABASE_URL: oe.url, DATABASE_SCHEMA: 'openeyes', RAW_BODY_LIMIT_BYTES: String(8 * 1024 * 1024) },
+        ['openeyes', 'check'],
+      );
+      assert.equal(check.status, 2);
+      assert.match(check.stdout, /cannot be served: 2 problems\n/);
+      assert.match(check.stdout, /\n {2}- column patient\.dob is missing\n/);
+      const db = openKysely(oe.url);
+      try {
+        const { rows } = await sql<{ n: number }>`
+        select count(*) as n from information_schema.tables
+        where table_schema = database() and table_name like 'cra\\_%'`.execute(db);
+        assert.equal(Number(rows[0]!.n), 0, 'no table of the service was created');
+      } finally {
+        await db.destroy();
+      }
+    });
+  },
+);
