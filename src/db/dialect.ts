@@ -260,6 +260,12 @@ export interface DialectAdapter {
   readColumns(table: string): Promise<CatalogColumn[]>;
   /** Refreshes the planner's statistics of `tables` after a bulk load. */
   analyzeTables(tables: readonly string[]): Promise<void>;
+  /**
+   * The largest statement the server takes, where it is a server setting smaller than a value may be
+   * (MySQL's `max_allowed_packet`): its bytes and the setting's name; undefined where values are bounded
+   * only by the engine's own limits (about 1 GB).
+   */
+  statementLimit(): Promise<{ bytes: number; setting: string } | undefined>;
   /** Lets the current transaction commit without waiting for the disk (bulk synthetic data only). */
   relaxCommitDurability(trx: AnyKysely): Promise<void>;
 
@@ -291,3 +297,19 @@ export function someError(error: unknown, test: (error: object) => boolean, dept
 
 /** A bound expression that Kysely keeps as it is. */
 export type SqlExpression<T> = Expression<T>;
+
+/** Room for the rest of the statement that carries the largest value (the other columns, the SQL). */
+const STATEMENT_OVERHEAD_BYTES = 64 * 1024;
+
+/**
+ * Why the server cannot store the largest upload in one statement (the dialect's `statementLimit`), or
+ * undefined when it can. The upload would otherwise fail at run time, a 500 for a valid request.
+ */
+export function statementLimitProblem(
+  limit: { bytes: number; setting: string },
+  largestWriteBytes: number,
+): string | undefined {
+  const needed = largestWriteBytes + STATEMENT_OVERHEAD_BYTES;
+  if (limit.bytes >= needed) return undefined;
+  return `server ${limit.setting} is ${limit.bytes} bytes, too small for the ${largestWriteBytes}-byte uploads the service accepts (RAW_BODY_LIMIT_BYTES): raise it to at least ${needed}, or lower the limit`;
+}

@@ -7,6 +7,7 @@ import type { Config } from '../config.ts';
 import { ConfigError, loadConfig } from '../config.ts';
 import type { Database } from '../db/database.ts';
 import { openDatabase } from '../db/database.ts';
+import { statementLimitProblem } from '../db/dialect.ts';
 import type { MigrationOutcome } from '../db/migrate.ts';
 import { migrateToLatest } from '../db/migrate.ts';
 import type { QueueWorkerLock } from '../db/sqlite-files.ts';
@@ -63,6 +64,10 @@ export async function bootstrap(
     if (database.schema.name === 'openeyes') {
       const problems = await checkServedOpenEyesDatabase(database, config);
       if (problems !== undefined) throw new StartupError(problems);
+    } else {
+      const limit = await database.dialect.statementLimit();
+      const problem = limit && statementLimitProblem(limit, config.limits.rawBodyBytes);
+      if (problem) throw new StartupError(`Cannot serve this database: ${problem}`);
     }
     const migrations = await migrateToLatest(database);
     await registerRoutineNames(database);

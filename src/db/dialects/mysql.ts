@@ -278,6 +278,12 @@ function createMysqlAdapter(db: KyselyClass<DB>, pool: mysql.Pool, poolSize: num
           }))
       );
     },
+    statementLimit: async () => {
+      const { rows } = await sql<{ bytes: number | string }>`select @@max_allowed_packet as bytes`.execute(
+        db,
+      );
+      return { bytes: Number(rows[0]!.bytes), setting: 'max_allowed_packet' };
+    },
     analyzeTables: async (tables) => {
       await sql`analyze table ${sql.join(tables.map((t) => sql.table(t)))}`.execute(db);
     },

@@ -304,6 +304,7 @@ function createPostgresAdapter(
         isSerial: r.column_default?.startsWith('nextval(') ?? false,
       }));
     },
+    statementLimit: async () => undefined,
     analyzeTables: async () => {
       await sql`analyze`.execute(db);
     },

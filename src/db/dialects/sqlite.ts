@@ -241,6 +241,7 @@ function createSqliteAdapter(db: Kysely<DB>): DialectAdapter {
         };
       });
     },
+    statementLimit: async () => undefined,
     analyzeTables: async () => {
       await sql`analyze`.execute(db);
     },

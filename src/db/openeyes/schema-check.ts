@@ -8,6 +8,7 @@
  */
 import type { Kysely } from 'kysely';
 import { sql } from 'kysely';
+import { statementLimitProblem } from '../dialect.ts';
 import type { ColumnKind, ColumnNeed, TableNeed } from './schema-needs.ts';
 import { OPENEYES_TABLE_NEEDS } from './schema-needs.ts';
 
@@ -44,9 +45,6 @@ export interface SchemaCheckOptions {
    */
   readonly largestWriteBytes?: number;
 }
-
-/** Room for the rest of the statement that carries the largest value (the other columns, the SQL). */
-const STATEMENT_OVERHEAD_BYTES = 64 * 1024;
 
 /**
  * Why the server `version()` cannot run the service: `FOR UPDATE SKIP LOCKED` (claims) needs MariaDB 10.6
@@ -250,14 +248,10 @@ export async function checkOpenEyesSchema(
   const problems: string[] = [];
   const versionProblem = serverVersionProblem(server.version);
   if (versionProblem !== undefined) problems.push(versionProblem);
-  const maxPacketBytes = Number(server.max_packet);
-  if (
-    options.largestWriteBytes !== undefined &&
-    maxPacketBytes < options.largestWriteBytes + STATEMENT_OVERHEAD_BYTES
-  ) {
-    problems.push(
-      `server max_allowed_packet is ${maxPacketBytes} bytes, too small for the ${options.largestWriteBytes}-byte uploads the service accepts (RAW_BODY_LIMIT_BYTES): raise it to at least ${options.largestWriteBytes + STATEMENT_OVERHEAD_BYTES}, or lower the limit`,
-    );
+  if (options.largestWriteBytes !== undefined) {
+    const limit = { bytes: Number(server.max_packet), setting: 'max_allowed_packet' };
+    const packetProblem = statementLimitProblem(limit, options.largestWriteBytes);
+    if (packetProblem !== undefined) problems.push(packetProblem);
   }
   for (const table of tables) {
     const tableColumns = columns.get(table);
