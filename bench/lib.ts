@@ -16,10 +16,13 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
+import mysql from 'mysql2/promise';
 import pg from 'pg';
 import type { Dialect } from '../src/db/database.ts';
 import type { Database } from '../src/db/database.ts';
 import { openDatabase } from '../src/db/database.ts';
+import { mysqlConnectionOptions } from '../src/db/dialects/mysql.ts';
+import { loadConfig } from '../src/config.ts';
 import { migrateToLatest } from '../src/db/migrate.ts';
 import type { FileStore } from '../src/files/file-store.ts';
 import { createLocalFileStore } from '../src/files/file-store.ts';
@@ -46,6 +49,26 @@ const DEFAULT_BENCH_DATABASE_URL = 'postgres://postgres:postgres@127.0.0.1:5432/
 /** The PostgreSQL server used by benches: `BENCH_DATABASE_URL`, any database on it (used as admin). */
 export function benchDatabaseUrl(): string {
   return process.env.BENCH_DATABASE_URL ?? DEFAULT_BENCH_DATABASE_URL;
+}
+
+const DEFAULT_BENCH_MYSQL_URL = 'mysql://cra:cra@127.0.0.1:3307/cra_ci';
+
+/** The MariaDB/MySQL server used by benches: `BENCH_MYSQL_URL`, an account that may create databases. */
+export function benchMysqlUrl(): string {
+  return process.env.BENCH_MYSQL_URL ?? DEFAULT_BENCH_MYSQL_URL;
+}
+
+/** Runs one statement as the MariaDB/MySQL bench account. */
+async function runMysqlAdmin(statement: string): Promise<void> {
+  const connection = await mysql.createConnection({
+    ...mysqlConnectionOptions(benchMysqlUrl()),
+    charset: 'utf8mb4',
+  });
+  try {
+    await connection.query(statement);
+  } finally {
+    await connection.end();
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -157,6 +180,20 @@ export async function prepareDatabase(
       }
       url = `sqlite:${file}`;
       markReady = () => writeFile(marker, `${new Date().toISOString()}\n`);
+    } else if (dialect === 'mysql') {
+      // MariaDB keeps no comment on a database: a marker file beside the SQLite ones says it is complete.
+      const dbName = `cra_bench_${name.toLowerCase()}`;
+      const marker = path.join(dataDir, `${name}-mysql.ready`);
+      await mkdir(dataDir, { recursive: true });
+      url = withDatabaseName(benchMysqlUrl(), dbName);
+      isNew = isRebuild || !existsSync(marker);
+      if (isNew) {
+        await rm(marker, { force: true });
+        await runMysqlAdmin(`drop database if exists \`${dbName}\``);
+        await runMysqlAdmin(`create database \`${dbName}\` character set utf8mb4 collate utf8mb4_unicode_ci`);
+        await rm(filesDir, { recursive: true, force: true });
+      }
+      markReady = () => writeFile(marker, `${new Date().toISOString()}\n`);
     } else {
       const dbName = `cra_bench_${name.toLowerCase()}`;
       url = withDatabaseName(benchDatabaseUrl(), dbName);
@@ -190,6 +227,14 @@ export async function prepareDatabase(
     if (dialect === 'sqlite') {
       url = `sqlite:${path.join(dir, 'bench.db')}`;
       cleanup = () => rm(dir, { recursive: true, force: true });
+    } else if (dialect === 'mysql') {
+      const dbName = `cra_bench_tmp_${process.pid}_${Math.random().toString(36).slice(2, 8)}`;
+      await runMysqlAdmin(`create database \`${dbName}\` character set utf8mb4 collate utf8mb4_unicode_ci`);
+      url = withDatabaseName(benchMysqlUrl(), dbName);
+      cleanup = async () => {
+        await runMysqlAdmin(`drop database if exists \`${dbName}\``);
+        await rm(dir, { recursive: true, force: true });
+      };
     } else {
       const dbName = `cra_bench_tmp_${process.pid}_${Math.random().toString(36).slice(2, 8)}`;
       await withAdmin(async (admin) => {
@@ -312,9 +357,7 @@ export async function insertMatchablePatients(
 }
 
 function urlToTarget(url: string) {
-  return url.startsWith('sqlite:')
-    ? { kind: 'sqlite' as const, file: url.slice('sqlite:'.length) }
-    : { kind: 'postgres' as const, url };
+  return loadConfig({ DATABASE_URL: url }).database;
 }
 
 function withDatabaseName(serverUrl: string, dbName: string): string {

@@ -101,7 +101,7 @@ async function preparePopulation(
       process.stderr.write(`Building ${patients} demo patients on ${dialect}...\n`);
       const result = await generateDemoPopulation(database, { patients, institutionCode: INSTITUTION_CODE });
       process.stderr.write(`  done in ${(result.elapsedMs / 1000).toFixed(0)} s\n`);
-      if (dialect === 'postgres') await sql`analyze`.execute(database.db);
+      await database.dialect.analyzeTables(['patient', 'contact', 'patient_identifier']);
     },
     setup: async (database, context) => {
       await ensureBenchAccount(database);
@@ -167,7 +167,14 @@ async function writeExplains(database: Database, url: string, cases: readonly Se
               sql: `explain query plan ${compiled.sql}`,
             })
           ).rows.map((row) => `${String(row.id)} ${String(row.parent)} ${String(row.detail)}`)
-        : await explainPreparedPlan(url, compiled.sql, compiled.parameters);
+        : database.dialect.name === 'mysql'
+          ? (
+              await database.db.executeQuery<Record<string, unknown>>({
+                ...compiled,
+                sql: `explain ${compiled.sql}`,
+              })
+            ).rows.map((row) => JSON.stringify(row))
+          : await explainPreparedPlan(url, compiled.sql, compiled.parameters);
     const text = [
       `# ${searchCase.label} (${database.dialect.name}); the one statement GET /api/v1/patient/search runs`,
       '',

@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- <name>|all [--dialect sqlite|postgres|both] [--duration S] [--connections 1,32]
+ * `npm run bench -- <name>|all [--dialect sqlite|postgres|mysql|both|all] [--duration S] [--connections 1,32]
  * [--warmup S]`: runs `bench/<name>.ts` (which exports `run(options)`) once per dialect, prints its table
  * and saves `bench/results/<name>-<dialect>-<timestamp>.json`. `all` runs every bench in `bench/`.
  */
@@ -15,7 +15,7 @@ type BenchModule = { run?: (options: BenchRunOptions) => Promise<BenchReport | r
 const NOT_BENCHES = /^(lib|run|floor)\.ts$|-server\.ts$|\.child\.ts$|\.d\.ts$|^_/;
 
 const USAGE =
-  'usage: npm run bench -- <name>|all [--dialect sqlite|postgres|both] [--duration S] [--connections 1,32] [--warmup S]';
+  'usage: npm run bench -- <name>|all [--dialect sqlite|postgres|mysql|both|all] [--duration S] [--connections 1,32] [--warmup S]';
 
 async function main(): Promise<number> {
   const { values, positionals } = parseArgs({
@@ -36,14 +36,18 @@ async function main(): Promise<number> {
   const dialects: Dialect[] =
     values.dialect === 'both'
       ? ['sqlite', 'postgres']
-      : values.dialect === 'sqlite' || values.dialect === 'postgres'
-        ? [values.dialect]
-        : [];
+      : values.dialect === 'all'
+        ? ['sqlite', 'postgres', 'mysql']
+        : values.dialect === 'sqlite' || values.dialect === 'postgres' || values.dialect === 'mysql'
+          ? [values.dialect]
+          : [];
   const durationSeconds = Number(values.duration);
   const connections = values.connections.split(',').map((c) => Number(c.trim()));
   const warmupSeconds = values.warmup === undefined ? Math.min(2, durationSeconds) : Number(values.warmup);
   const problems = [
-    dialects.length === 0 ? '--dialect must be sqlite, postgres or both' : '',
+    dialects.length === 0
+      ? '--dialect must be sqlite, postgres, mysql, both (sqlite and postgres) or all'
+      : '',
     !Number.isFinite(durationSeconds) || durationSeconds < 1
       ? '--duration must be a number of seconds >= 1'
       : '',
