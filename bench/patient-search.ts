@@ -18,7 +18,6 @@
  */
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { sql } from 'kysely';
 import pg from 'pg';
 import { loadConfig } from '../src/config.ts';
 import type { Database } from '../src/db/database.ts';
