@@ -135,6 +135,13 @@ export interface DialectAdapter {
   readonly hasNotifications: boolean;
   /** `UPDATE ... FROM (VALUES ...)` (one statement updates many rows with different values). */
   readonly hasUpdateFromValues: boolean;
+  /**
+   * Inserting a row holds a shared lock on the rows its foreign keys name until the transaction ends, and
+   * that lock blocks an update of those parent rows (InnoDB; PostgreSQL's key-share lock does not block
+   * updates of non-key columns). An update of a parent row that many inserts name (a queue's counters)
+   * then waits for every open insert, and the inserts that come meanwhile wait behind it.
+   */
+  readonly hasBlockingParentLocks: boolean;
   /** Binary fields up to this size are read with their metadata; larger ones in slices. */
   readonly maxInlineBlobBytes: number;
   /** Size of one slice of a large binary field. */

@@ -173,6 +173,7 @@ function createMysqlAdapter(db: KyselyClass<DB>, pool: mysql.Pool, poolSize: num
     hasWritableCte: false,
     hasNotifications: false,
     hasUpdateFromValues: false,
+    hasBlockingParentLocks: true,
     // The server reads a whole blob to answer `substring` or `octet_length` (about 1 ms per MiB), so
     // slices are large; and it returns NULL for a string longer than `max_allowed_packet` (16 MiB by
     // default on MariaDB), so they stay well below that.

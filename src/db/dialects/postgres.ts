@@ -200,6 +200,7 @@ function createPostgresAdapter(
     hasWritableCte: true,
     hasNotifications: true,
     hasUpdateFromValues: true,
+    hasBlockingParentLocks: false,
     // A plain query brings bytes as hex text, which costs more than a second round trip (the slice's
     // COPY) from a few tens of kilobytes up.
     maxInlineBlobBytes: 32 * 1024,

@@ -168,6 +168,7 @@ function createSqliteAdapter(db: Kysely<DB>): DialectAdapter {
     hasWritableCte: false,
     hasNotifications: false,
     hasUpdateFromValues: false,
+    hasBlockingParentLocks: false,
     // `substr` reads the whole value inside SQLite anyway (freed at once, one statement at a time), so
     // slices are large, to read a big value fewer times.
     maxInlineBlobBytes: 4 * MiB,

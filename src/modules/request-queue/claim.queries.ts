@@ -402,12 +402,37 @@ export interface QueueCounters {
   lastSpawnAt: string | null;
 }
 
-/** Adds a worker's counts to its queue row (reference 9.4, "on exit"), in one short statement. */
+/**
+ * Adds a worker's counts to its queue row (reference 9.4, "on exit"), in one short statement. Where
+ * inserts of routines hold shared locks on their queue's row that block this update
+ * (`hasBlockingParentLocks`), and `mayWait` is false, the row is first locked with SKIP LOCKED: while
+ * another transaction holds it the counts are not written (false) and the caller keeps them for later,
+ * instead of queueing an exclusive lock that every intake and worker transaction would then wait behind.
+ */
 export async function addQueueCounters(
   db: Kysely<DB>,
+  dialect: DialectAdapter,
   queue: string,
   counters: QueueCounters,
-): Promise<void> {
+  mayWait: boolean,
+): Promise<boolean> {
+  if (dialect.hasBlockingParentLocks && !mayWait) {
+    return db.transaction().execute(async (trx) => {
+      const held = await dialect
+        .lockRowsSkipLocked(
+          trx.selectFrom('request_queue').select('request_queue').where('request_queue', '=', queue),
+        )
+        .executeTakeFirst();
+      if (held === undefined) return false;
+      await updateQueueCounters(trx, queue, counters);
+      return true;
+    });
+  }
+  await updateQueueCounters(db, queue, counters);
+  return true;
+}
+
+async function updateQueueCounters(db: Kysely<DB>, queue: string, counters: QueueCounters): Promise<void> {
   await db
     .updateTable('request_queue')
     .set((eb) => ({

@@ -5,6 +5,7 @@ import { loadConfig } from '../../config.ts';
 import { sql } from 'kysely';
 import { formatDateTime } from '../../db/database.ts';
 import { countRows } from '../../../test/factories.ts';
+import { addFailingTrigger } from '../../../test/failing-trigger.ts';
 import {
   addRoutineRow,
   createRequestType,
@@ -559,6 +560,58 @@ forEachDialect((dialect) => {
         await engine.flushCounters();
       });
     }
+
+    const queueCounters = (queue: string) =>
+      testDb.db
+        .selectFrom('request_queue')
+        .select(['total_success_count', 'total_execute_count'])
+        .where('request_queue', '=', queue)
+        .executeTakeFirstOrThrow();
+
+    if (dialect !== 'sqlite') {
+      it('keeps the counters for a later flush while an open insert names the queue row, where that blocks its update', async () => {
+        const { requestId, queue } = await newRequest(names.ok!);
+        assert.equal((await engine.runBatch(queue, 1)).length, 1);
+        // An intake under way: its routine row names the queue (a foreign key) until it commits.
+        const holder = await testDb.db.startTransaction().execute();
+        try {
+          await addRoutineRow(holder, { requestId, name: names.ok!, queue, sequence: 20 });
+          await engine.flushCounters();
+          const during = await queueCounters(queue);
+          // InnoDB: the insert's shared lock on the queue row would block the update, which would then
+          // block every later insert; PostgreSQL's key-share lock lets the update through.
+          assert.equal(during.total_success_count, testDb.database.dialect.hasBlockingParentLocks ? 0 : 1);
+        } finally {
+          await holder.rollback().execute();
+        }
+        await engine.flushCounters();
+        assert.deepEqual(await queueCounters(queue), { total_success_count: 1, total_execute_count: 1 });
+      });
+    }
+
+    it('leaves no start mark after a batch whose transaction failed as a whole: the next attempt is its first try', async () => {
+      const { requestId, queue, routineId } = await newRequest(names.ok!);
+      const remove = await addFailingTrigger(testDb.db, dialect, {
+        name: `fail_exec_${requestId}`,
+        table: 'request_routine_execution',
+        when: `new.request_routine_id = ${routineId}`,
+        message: 'injected commit failure',
+      });
+      try {
+        await assert.rejects(engine.runBatch(queue, 1), /injected commit failure/);
+      } finally {
+        await remove();
+      }
+      const [routine] = await routinesOf(testDb.db, requestId);
+      assert.deepEqual([routine!.status, routine!.try_count], ['NEW', 0]);
+      const [outcome] = await engine.runBatch(queue, 1);
+      assert.equal(outcome!.kind === 'ran' && outcome!.status, 'COMPLETE');
+      const executions = await executionsOf(testDb.db, routineId);
+      assert.equal(executions.length, 1);
+      assert.equal(executions[0]!.try_number, 1);
+      assert.doesNotMatch(executions[0]!.log_text ?? '', /never finished/);
+      await engine.flushCounters();
+    });
 
     it('claims through the index of pending routines, however many finished ones come before them', async () => {
       const type = await createRequestType(testDb.db, { routineName: names.ok! });

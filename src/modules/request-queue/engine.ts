@@ -127,8 +127,11 @@ export interface QueueEngine {
    * queue) that has one, then flushes the counters. For tests and the CLI.
    */
   step(queue?: string): Promise<StepOutcome>;
-  /** Adds the in-memory counters to the `request_queue` rows. */
-  flushCounters(): Promise<void>;
+  /**
+   * Adds the in-memory counters to the `request_queue` rows. Unless `isFinal` (the worker stops), a row
+   * that other transactions hold (see `addQueueCounters`) keeps its counts for the next flush.
+   */
+  flushCounters(options?: { isFinal?: boolean }): Promise<void>;
   /** Routines running right now in this process. */
   readonly activeCount: number;
 }
@@ -219,6 +222,26 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
     return dialect.hasRowLocks ? runLockedBatch(queue, limit) : runSingleWriterBatch(queue, limit);
   }
 
+  /**
+   * After a batch's transaction failed as a whole (a deadlock, a lost connection: not one of its routines,
+   * whose failures its savepoints keep), its routines are as they were before the claim; their start
+   * marks go too, so that the next claim does not count those attempts as never finished (a worker that
+   * died); a routine whose earlier attempts never finished keeps their count.
+   */
+  async function forgetAttempts(runnable: readonly Runnable[]): Promise<void> {
+    try {
+      await clearAttemptMarkers(
+        db,
+        runnable.filter((r) => r.unfinishedBefore === 0).map((r) => r.routine.id),
+      );
+      // Earlier attempts that did die still count.
+      for (const r of runnable.filter((entry) => entry.unfinishedBefore > 0))
+        await keepUnfinishedCount(db, r.routine.id, r.unfinishedBefore);
+    } catch {
+      // The database is unreachable: the marks stay and count, as after a crash.
+    }
+  }
+
   /** Row locks: claim, prepare and run inside one transaction that holds the claims until its commit. */
   async function runLockedBatch(queue: string, limit: number): Promise<StepOutcome[]> {
     const trx = await db.startTransaction().execute();
@@ -256,6 +279,7 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
       }
       // The other routines of the batch were rolled back too: they stay as they were and run again.
       if (error instanceof RoutineTimeoutError) return [await recordTimeout(error, marked)];
+      await forgetAttempts(marked);
       throw error;
     }
   }
@@ -310,6 +334,7 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
             .catch(() => {});
         }
         if (error instanceof RoutineTimeoutError) return [await recordTimeout(error, runnable)];
+        await forgetAttempts(runnable);
         throw error;
       }
     } finally {
@@ -716,7 +741,7 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
     };
   }
 
-  async function flushCounters(): Promise<void> {
+  async function flushCounters(options: { isFinal?: boolean } = {}): Promise<void> {
     for (const [queue, c] of counters) {
       if (c.success === 0 && c.fail === 0 && c.lastRequestId === null) continue;
       const snapshot = { ...c, active: activeCount };
@@ -725,14 +750,23 @@ export function createQueueEngine(options: EngineOptions): QueueEngine {
       c.lastRequestId = null;
       c.lastSpawnAt = null;
       c.active = 0;
-      try {
-        await addQueueCounters(db, queue, snapshot);
-      } catch (error) {
-        // Counters are statistics; put them back and try again at the next flush.
+      // Counters are statistics: when not written now, they are put back for the next flush.
+      const putBack = () => {
         c.success += snapshot.success;
         c.fail += snapshot.fail;
+        if (c.lastRequestId === null) {
+          c.lastRequestId = snapshot.lastRequestId;
+          c.lastSpawnAt = snapshot.lastSpawnAt;
+        }
+      };
+      let isWritten: boolean;
+      try {
+        isWritten = await addQueueCounters(db, dialect, queue, snapshot, options.isFinal === true);
+      } catch (error) {
+        putBack();
         throw error;
       }
+      if (!isWritten) putBack();
     }
   }
 

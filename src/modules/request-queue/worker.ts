@@ -160,7 +160,7 @@ export function createQueueWorker(options: WorkerOptions): QueueWorker {
       for (const set of waiters.values()) for (const resolve of set) resolve();
       await Promise.all(loops.splice(0));
       await engine
-        .flushCounters()
+        .flushCounters({ isFinal: true })
         .catch((error: unknown) => logger?.warn({ err: error }, 'queue counters not saved'));
       await subscription?.close().catch(() => {});
       subscription = undefined;
