@@ -2,7 +2,8 @@
  * `Database.openBackgroundWriter` on each dialect: a batch is committed on the writer's own connection
  * (on SQLite a worker thread's) and seen by the database's connection once it resolves; a batch is all or
  * nothing; the writer takes batches again after a failed one; on SQLite it waits for the write lock that
- * another connection holds, up to its busy timeout, and fails with SQLITE_BUSY past it.
+ * another connection holds, up to its busy timeout, and fails with SQLITE_BUSY past it, and takes its turn
+ * among the server connection's own writes.
  */
 import assert from 'node:assert/strict';
 import { DatabaseSync } from 'node:sqlite';
@@ -67,6 +68,49 @@ forEachDialect((dialect) => {
         }
         await writer.insertRows('contact', COLUMNS, [['F', 'Locked']]);
         assert.equal(await countOf('Locked'), 1);
+      });
+
+    if (dialect === 'sqlite')
+      it("takes its turn among the server connection's writes, however long they keep the lock busy", async () => {
+        // Server writes, each holding the write lock for 150 ms: a batch of ten holds it for 1.5 s, longer
+        // than the writer's busy timeout (1 s), so that without a turn the writer would fail with SQLITE_BUSY.
+        const hold = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+        const serverWrites = (wave: string) =>
+          Array.from({ length: 10 }, (_, i) =>
+            testDb.database.writeTransaction(async (trx) => {
+              await trx
+                .insertInto('contact')
+                .values({ first_name: `S${i}`, last_name: wave })
+                .execute();
+              await hold(150);
+            }),
+          );
+        await writer.insertRows('contact', COLUMNS, [['W', 'WarmUp']]); // its thread started
+        const first = serverWrites('FirstWave');
+        await hold(50);
+        const inserted = writer.insertRows('contact', COLUMNS, [['G', 'InTurn']]);
+        await hold(20); // the writer has asked for its turn
+        const second = serverWrites('SecondWave');
+        await inserted;
+        // Committed rows, read on a connection of its own (the server connection's open transaction of
+        // the second wave would show its own rows).
+        const reader = new DatabaseSync(testDb.url.slice('sqlite:'.length));
+        const committed = (lastName: string) =>
+          (
+            reader.prepare('select count(*) as n from contact where last_name = ?').get(lastName) as {
+              n: number;
+            }
+          ).n;
+        try {
+          assert.equal(committed('InTurn'), 1);
+          // Its turn came after the batch under way and before the writes queued after it.
+          assert.equal(committed('FirstWave'), 10);
+          assert.equal(committed('SecondWave'), 0);
+        } finally {
+          reader.close();
+        }
+        await Promise.all([...first, ...second]);
+        assert.equal(await countOf('SecondWave'), 10);
       });
   });
 });

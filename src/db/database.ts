@@ -84,7 +84,7 @@ export async function openDatabase(
                 connection.adapter.bulkInsert(trx, table, columns, rows),
               close: async () => {},
             })
-          : openSqliteBackgroundWriter(target.file),
+          : openSqliteBackgroundWriter(target.file, { takeTurn: writeTransaction.betweenBatches }),
       walFlushes: () => connection.walFlushes(),
       checkpointRounds: () => connection.checkpointRounds(),
       close: () => connection.close(),

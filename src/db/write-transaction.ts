@@ -25,6 +25,23 @@ interface PendingWrite {
   readonly reject: (error: unknown) => void;
 }
 
+/** Work run between two batches, with no transaction open on the connection (see `betweenBatches`). */
+interface PendingTurn {
+  readonly turn: () => Promise<unknown>;
+  readonly resolve: (value: unknown) => void;
+  readonly reject: (error: unknown) => void;
+}
+
+/**
+ * The batched writes of a SQLite connection, and turns for another connection to the same file: `fn`
+ * runs once the batches queued before it have committed and before those queued after it start, so that
+ * a writer on another connection (the read audit sink's thread) gets the write lock in its turn instead of
+ * retrying against a connection that takes it again and again (SQLite's busy wait is not fair).
+ */
+export interface BatchedWriteTransaction extends WriteTransaction {
+  betweenBatches<T>(this: void, fn: () => Promise<T>): Promise<T>;
+}
+
 const MAX_BATCH = 64;
 
 /** A plain transaction per write (PostgreSQL). */
@@ -47,8 +64,8 @@ export interface SqliteDurability {
 export function createBatchedWriteTransaction(
   db: Kysely<DB>,
   durability?: SqliteDurability,
-): WriteTransaction {
-  let pending: PendingWrite[] = [];
+): BatchedWriteTransaction {
+  let pending: (PendingWrite | PendingTurn)[] = [];
   let isDraining = false;
 
   async function runBatch(batch: readonly PendingWrite[]): Promise<void> {
@@ -109,18 +126,28 @@ export function createBatchedWriteTransaction(
     isDraining = true;
     try {
       while (pending.length > 0) {
-        const batch = pending.slice(0, MAX_BATCH);
+        const head = pending[0]!;
+        if ('turn' in head) {
+          pending = pending.slice(1);
+          await head.turn().then(head.resolve, head.reject);
+          continue;
+        }
+        const turnAt = pending.findIndex((entry) => 'turn' in entry);
+        const batch = pending.slice(0, Math.min(MAX_BATCH, turnAt === -1 ? pending.length : turnAt));
         pending = pending.slice(batch.length);
-        await runBatch(batch);
+        await runBatch(batch as PendingWrite[]);
       }
     } finally {
       isDraining = false;
     }
   }
 
-  return <T>(fn: WriteFn<T>) =>
+  const enqueue = <T>(work: { fn: WriteFn<T> } | { turn: () => Promise<T> }) =>
     new Promise<T>((resolve, reject) => {
-      pending.push({ fn: fn, resolve: resolve as (value: unknown) => void, reject });
+      pending.push({ ...work, resolve: resolve as (value: unknown) => void, reject });
       if (!isDraining) void drain();
     });
+  return Object.assign(<T>(fn: WriteFn<T>) => enqueue<T>({ fn }), {
+    betweenBatches: <T>(turn: () => Promise<T>) => enqueue<T>({ turn }),
+  });
 }

@@ -6,8 +6,11 @@
  * fsyncs, and answers once the rows are durable.
  *
  * SQLite has one writer at a time: the server's connection and this one take turns on the write lock.
- * Each waits for the other up to its busy timeout (this thread's wait blocks only this thread); a batch
- * that still finds the lock taken fails with SQLITE_BUSY, and its caller retries it.
+ * With `takeTurn` (the server's batched writes) a batch is posted only between two of the server
+ * connection's transactions, which wait for it, so that it finds the lock free: SQLite's busy wait is
+ * not fair: a server connection busy with large uploads would take the lock again and again while this
+ * thread sleeps between its tries. Another process's connection is waited for up to the busy timeout;
+ * a batch that still finds the lock taken fails with SQLITE_BUSY, and its caller retries it.
  *
  * A thread that has exited (a crash) is replaced by a new one at the next batch.
  */
@@ -25,6 +28,11 @@ const INSERT_ROWS = 'insertRows';
 export interface SqliteBackgroundOptions {
   /** How long the thread waits for the write lock before a batch fails with SQLITE_BUSY. */
   readonly busyTimeoutMs?: number;
+  /**
+   * Runs a batch in its turn among the server connection's writes (`BatchedWriteTransaction.betweenBatches`),
+   * so that the thread finds the write lock free rather than losing it to a busy server connection.
+   */
+  readonly takeTurn?: <T>(batch: () => Promise<T>) => Promise<T>;
 }
 
 interface Thread {
@@ -82,7 +90,9 @@ export function openSqliteBackgroundWriter(
       // Rows on their way to disk keep the process alive (a stopping server waits for them).
       thread.state.worker?.ref();
       try {
-        await (await thread.connection).request(INSERT_ROWS, request);
+        const connection = await thread.connection;
+        const insert = () => connection.request(INSERT_ROWS, request);
+        await (options.takeTurn === undefined ? insert() : options.takeTurn(insert));
       } finally {
         thread.state.worker?.unref();
       }
