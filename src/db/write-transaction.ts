@@ -34,7 +34,7 @@ interface PendingTurn {
 
 /**
  * The batched writes of a SQLite connection, and turns for another connection to the same file: `fn`
- * runs once the batches queued before it have committed and before those queued after it start, so that
+ * runs as soon as the batch under way has committed, before the writes still waiting, so that
  * a writer on another connection (the read audit sink's thread) gets the write lock in its turn instead of
  * retrying against a connection that takes it again and again (SQLite's busy wait is not fair).
  */
@@ -43,6 +43,12 @@ export interface BatchedWriteTransaction extends WriteTransaction {
 }
 
 const MAX_BATCH = 64;
+/**
+ * A batch takes no further write once it has run this long: the writes left wait for the next batch, so
+ * that a turn of another connection (`betweenBatches`) never waits behind many large writes (uploads of
+ * tens of megabytes take a fraction of a second each).
+ */
+const BATCH_BUDGET_MS = 100;
 
 /** A plain transaction per write (PostgreSQL). */
 export function createPlainWriteTransaction(db: Kysely<DB>): WriteTransaction {
@@ -68,17 +74,22 @@ export function createBatchedWriteTransaction(
   let pending: (PendingWrite | PendingTurn)[] = [];
   let isDraining = false;
 
-  async function runBatch(batch: readonly PendingWrite[]): Promise<void> {
+  /** Runs writes of `writes` in one transaction; answers those left out by the time budget. */
+  async function runBatch(writes: readonly PendingWrite[]): Promise<PendingWrite[]> {
     const outcomes: ({ ok: true; value: unknown } | { ok: false; error: unknown })[] = [];
+    const batch: PendingWrite[] = [];
     let trx;
     try {
       trx = await db.startTransaction().execute();
     } catch (error) {
-      for (const write of batch) write.reject(error);
-      return;
+      for (const write of writes) write.reject(error);
+      return [];
     }
+    const startedAt = performance.now();
     try {
-      for (const write of batch) {
+      for (const write of writes) {
+        if (batch.length > 0 && performance.now() - startedAt > BATCH_BUDGET_MS) break;
+        batch.push(write);
         const inSavepoint = await trx.savepoint('write').execute();
         try {
           const value = await write.fn(inSavepoint);
@@ -103,7 +114,7 @@ export function createBatchedWriteTransaction(
         .execute()
         .catch(() => {});
       for (const write of batch) write.reject(error);
-      return;
+      return writes.slice(batch.length);
     }
     const settle = () =>
       batch.forEach((write, index) => {
@@ -113,29 +124,33 @@ export function createBatchedWriteTransaction(
       });
     if (durability === undefined) {
       settle();
-      return;
+      return writes.slice(batch.length);
     }
     // Not awaited: the next batch may commit while this one's flush runs (the one after covers both).
     // A failed flush proves nothing durable: every write of the batch is refused.
     durability.flush().then(settle, (error: unknown) => {
       for (const write of batch) write.reject(error);
     });
+    return writes.slice(batch.length);
   }
 
   async function drain(): Promise<void> {
     isDraining = true;
     try {
       while (pending.length > 0) {
-        const head = pending[0]!;
-        if ('turn' in head) {
-          pending = pending.slice(1);
-          await head.turn().then(head.resolve, head.reject);
+        // A turn goes before the writes still waiting, even those queued before it: it is one short
+        // transaction, and a batch's writes may be large.
+        const turnAt = pending.findIndex((entry) => 'turn' in entry);
+        if (turnAt !== -1) {
+          const entry = pending[turnAt] as PendingTurn;
+          pending = [...pending.slice(0, turnAt), ...pending.slice(turnAt + 1)];
+          await entry.turn().then(entry.resolve, entry.reject);
           continue;
         }
-        const turnAt = pending.findIndex((entry) => 'turn' in entry);
-        const batch = pending.slice(0, Math.min(MAX_BATCH, turnAt === -1 ? pending.length : turnAt));
+        const batch = pending.slice(0, MAX_BATCH);
         pending = pending.slice(batch.length);
-        await runBatch(batch as PendingWrite[]);
+        const left = await runBatch(batch as PendingWrite[]);
+        pending = [...left, ...pending];
       }
     } finally {
       isDraining = false;
