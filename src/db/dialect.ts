@@ -293,6 +293,19 @@ export interface DialectAdapter {
   readonly columnTypes: ColumnTypes;
 }
 
+/** Node socket error codes of a database server that is down or unreachable (every server dialect). */
+export const SOCKET_UNREACHABLE_CODES: ReadonlySet<string> = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ECONNABORTED',
+  'EPIPE',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+]);
+
 /** Walks `error`, its `cause` and the errors of an AggregateError, depth-first, at most 5 levels deep. */
 export function someError(error: unknown, test: (error: object) => boolean, depth = 0): boolean {
   if (typeof error !== 'object' || error === null || depth > 4) return false;

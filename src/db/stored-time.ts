@@ -14,19 +14,21 @@ let localFormat: Intl.DateTimeFormat | undefined;
 /** Sets the zone of stored date-times (an IANA name; `UTC` for the service's own schema). */
 export function setStoredTimeZone(timeZone: string): void {
   zone = timeZone;
-  localFormat =
-    timeZone === 'UTC'
-      ? undefined
-      : new Intl.DateTimeFormat('en-GB', {
-          timeZone,
-          hourCycle: 'h23',
-          year: 'numeric',
-          month: '2-digit',
-          day: '2-digit',
-          hour: '2-digit',
-          minute: '2-digit',
-          second: '2-digit',
-        });
+  localFormat = timeZone === 'UTC' ? undefined : wallClockFormat(timeZone);
+}
+
+/** A formatter of the wall-clock fields (year to second, 24-hour) of an instant in `timeZone`. */
+export function wallClockFormat(timeZone: string): Intl.DateTimeFormat {
+  return new Intl.DateTimeFormat('en-GB', {
+    timeZone,
+    hourCycle: 'h23',
+    year: 'numeric',
+    month: '2-digit',
+    day: '2-digit',
+    hour: '2-digit',
+    minute: '2-digit',
+    second: '2-digit',
+  });
 }
 
 /** The zone of stored date-times. */

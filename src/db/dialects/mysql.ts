@@ -16,7 +16,7 @@ import type { Expression, KyselyPlugin, RawBuilder, SelectQueryBuilder } from 'k
 import { Kysely as KyselyClass, sql } from 'kysely';
 import mysql from 'mysql2';
 import type { AnyKysely, DatabaseErrorKind, DialectAdapter } from '../dialect.ts';
-import { someError } from '../dialect.ts';
+import { SOCKET_UNREACHABLE_CODES, someError } from '../dialect.ts';
 import type { DB } from '../schema.ts';
 import type { ServerInfo, SessionSettings } from './mysql-driver.ts';
 import { MysqlExecuteDialect } from './mysql-driver.ts';
@@ -86,15 +86,7 @@ export function openMysql(
 
 // Transport failures of mysql2 and of Node sockets: the server is down or unreachable.
 const UNREACHABLE_CODES = new Set([
-  'ECONNREFUSED',
-  'ECONNRESET',
-  'ECONNABORTED',
-  'EPIPE',
-  'ETIMEDOUT',
-  'EHOSTUNREACH',
-  'ENETUNREACH',
-  'ENOTFOUND',
-  'EAI_AGAIN',
+  ...SOCKET_UNREACHABLE_CODES,
   'PROTOCOL_CONNECTION_LOST',
   'PROTOCOL_SEQUENCE_TIMEOUT',
 ]);

@@ -9,7 +9,7 @@ import { Kysely as KyselyClass, PostgresDialect, sql } from 'kysely';
 import type { QueryResultRow } from 'pg';
 import pg from 'pg';
 import type { DatabaseErrorKind, DialectAdapter, Subscription, SubscribeOptions } from '../dialect.ts';
-import { someError } from '../dialect.ts';
+import { SOCKET_UNREACHABLE_CODES, someError } from '../dialect.ts';
 import type { DB } from '../schema.ts';
 import { copyOutRows } from './postgres-copy.ts';
 import { onConflict } from './on-conflict.ts';
@@ -139,18 +139,6 @@ export function sessionOptions(url: string): string {
   return `${fromUrl} -c plan_cache_mode=force_generic_plan -c idle_in_transaction_session_timeout=600000`.trim();
 }
 
-// Transport failures of the pg driver and of Node sockets: the database is down or unreachable.
-const UNREACHABLE_CODES = new Set([
-  'ECONNREFUSED',
-  'ECONNRESET',
-  'ECONNABORTED',
-  'EPIPE',
-  'ETIMEDOUT',
-  'EHOSTUNREACH',
-  'ENETUNREACH',
-  'ENOTFOUND',
-  'EAI_AGAIN',
-]);
 // SQLSTATEs of a server going away or refusing sessions: admin/crash shutdown, starting up, too many
 // connections. (Class 08, connection exception, is matched by prefix.)
 const UNAVAILABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03', '53300']);
@@ -166,7 +154,11 @@ export function classifyPostgresError(error: unknown): DatabaseErrorKind | undef
   someError(error, (e) => {
     const { code, message } = e as { code?: unknown; message?: unknown };
     if (typeof code === 'string') {
-      if (UNREACHABLE_CODES.has(code) || UNAVAILABLE_SQLSTATES.has(code) || /^08[0-9A-Z]{3}$/.test(code))
+      if (
+        SOCKET_UNREACHABLE_CODES.has(code) ||
+        UNAVAILABLE_SQLSTATES.has(code) ||
+        /^08[0-9A-Z]{3}$/.test(code)
+      )
         kind = 'unavailable';
       else if (SETUP_SQLSTATES.has(code)) kind = 'setup';
       else if (code === '23503') kind = 'foreign_key';

@@ -20,6 +20,7 @@ export interface SiteTime {
 }
 
 import { formatDateTime, parseDateTime } from '../../db/database.ts';
+import { wallClockFormat } from '../../db/stored-time.ts';
 
 const LOCAL = /^(\d{4})-(\d{2})-(\d{2})(?:T(\d{2}):(\d{2})(?::(\d{2}))?)?$/;
 
@@ -31,16 +32,7 @@ function parseStored(stored: string): number | undefined {
 const pad = (n: number, width = 2) => String(n).padStart(width, '0');
 
 export function createSiteTime(timeZone: string): SiteTime {
-  const parts = new Intl.DateTimeFormat('en-GB', {
-    timeZone,
-    hourCycle: 'h23',
-    year: 'numeric',
-    month: '2-digit',
-    day: '2-digit',
-    hour: '2-digit',
-    minute: '2-digit',
-    second: '2-digit',
-  });
+  const parts = wallClockFormat(timeZone);
   const zoneName = new Intl.DateTimeFormat('en-GB', { timeZone, timeZoneName: 'short' });
 
   /** Wall-clock fields of instant `time` in the zone. */

@@ -16,7 +16,7 @@
  *   difference answers "changed meanwhile" and nothing is written (never a lost update).
  */
 import { createHash } from 'node:crypto';
-import type { ExpressionBuilder, Kysely, SelectQueryBuilder, Transaction } from 'kysely';
+import type { ExpressionBuilder, Kysely, SelectQueryBuilder, Transaction, Updateable } from 'kysely';
 import { sql } from 'kysely';
 import type { Database } from '../../db/database.ts';
 import type { DialectAdapter } from '../../db/dialect.ts';
@@ -547,31 +547,32 @@ export interface RetryInput {
 }
 
 /** Reference 9.7 admin edit: a FAILED (or VOID, PAUSE) routine back to NEW or RETRY. */
-export async function retryRoutine(database: Database, input: RetryInput): Promise<AdminOutcome> {
-  const seen = await findRoutine(database.db, input.routineId);
-  if (seen === undefined) return { kind: 'not_found' };
-  const requestId = seen.request_id;
-  const outcome = await withRequestLocks(database, requestId, async (trx): Promise<AdminOutcome> => {
-    const routine = await findRoutine(trx, input.routineId);
-    if (routine === undefined) return { kind: 'not_found' };
-    const current = routineVersion(routine);
-    if (current !== input.expectedVersion) return { kind: 'changed', requestId, current };
-    if (!RETRYABLE.includes(routine.status))
-      return { kind: 'refused', requestId, reason: `A ${routine.status} routine cannot be retried.` };
-    await trx
-      .updateTable('request_routine')
-      .set({ status: input.status, try_count: input.tryCount, next_try_date_time: input.nextTry })
-      .where('id', '=', routine.id)
-      .execute();
-    return { kind: 'done', requestId, routineIds: [routine.id] };
+export function retryRoutine(database: Database, input: RetryInput): Promise<AdminOutcome> {
+  return changeRoutine(database, input, RETRYABLE, 'retried', {
+    status: input.status,
+    try_count: input.tryCount,
+    next_try_date_time: input.nextTry,
   });
-  return outcome === 'busy' ? { kind: 'busy', requestId } : outcome;
 }
 
 /** Voids one routine (it will not run; VOID counts as done for the ordering rule). */
-export async function voidRoutine(
+export function voidRoutine(
   database: Database,
   input: { readonly routineId: number; readonly expectedVersion: string },
+): Promise<AdminOutcome> {
+  return changeRoutine(database, input, VOIDABLE, 'voided', { status: 'VOID' });
+}
+
+/**
+ * Sets `change` on one routine under its request's locks, once it is still the version the operator saw
+ * and its status is one of `allowed`.
+ */
+async function changeRoutine(
+  database: Database,
+  input: { readonly routineId: number; readonly expectedVersion: string },
+  allowed: readonly RoutineStatus[],
+  verb: string,
+  change: Updateable<DB['request_routine']>,
 ): Promise<AdminOutcome> {
   const seen = await findRoutine(database.db, input.routineId);
   if (seen === undefined) return { kind: 'not_found' };
@@ -581,9 +582,9 @@ export async function voidRoutine(
     if (routine === undefined) return { kind: 'not_found' };
     const current = routineVersion(routine);
     if (current !== input.expectedVersion) return { kind: 'changed', requestId, current };
-    if (!VOIDABLE.includes(routine.status))
-      return { kind: 'refused', requestId, reason: `A ${routine.status} routine cannot be voided.` };
-    await trx.updateTable('request_routine').set({ status: 'VOID' }).where('id', '=', routine.id).execute();
+    if (!allowed.includes(routine.status))
+      return { kind: 'refused', requestId, reason: `A ${routine.status} routine cannot be ${verb}.` };
+    await trx.updateTable('request_routine').set(change).where('id', '=', routine.id).execute();
     return { kind: 'done', requestId, routineIds: [routine.id] };
   });
   return outcome === 'busy' ? { kind: 'busy', requestId } : outcome;
