@@ -1,3 +1,4 @@
+// test-needs: browser, dcmtk
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
