@@ -1,5 +1,13 @@
+import { readdirSync } from 'node:fs';
+import path from 'node:path';
 import js from '@eslint/js';
+import { createNodeResolver, importX } from 'eslint-plugin-import-x';
 import tseslint from 'typescript-eslint';
+
+/** The feature modules: each folder of src/modules, whose index.ts is what other modules may import. */
+const MODULES = readdirSync(path.join(import.meta.dirname, 'src/modules'), { withFileTypes: true })
+  .filter((entry) => entry.isDirectory())
+  .map((entry) => entry.name);
 
 export default tseslint.config(
   { ignores: ['node_modules/', 'data/', 'files/', 'bench/results/'] },
@@ -34,6 +42,44 @@ export default tseslint.config(
       '@typescript-eslint/no-unsafe-assignment': 'off',
       '@typescript-eslint/no-unsafe-member-access': 'off',
       '@typescript-eslint/no-unsafe-argument': 'off',
+    },
+  },
+  // Layers and cycles. Imports name their files with the `.ts` extension, which import-x's node resolver
+  // finds once it is told the extension; import-x/no-cycle follows runtime imports (not `import type`).
+  {
+    files: ['**/*.ts'],
+    plugins: { 'import-x': importX },
+    settings: {
+      'import-x/extensions': ['.ts', '.js'],
+      'import-x/parsers': { '@typescript-eslint/parser': ['.ts'] },
+      'import-x/resolver-next': [createNodeResolver({ extensions: ['.ts', '.js'] })],
+    },
+    rules: { 'import-x/no-cycle': ['error', { ignoreExternal: true }] },
+  },
+  // Tests may reach into any module to set up and observe.
+  {
+    files: ['src/**/*.ts'],
+    ignores: ['**/*.test.ts'],
+    rules: {
+      'import-x/no-restricted-paths': [
+        'error',
+        {
+          zones: [
+            {
+              target: ['./src/http', './src/db', './src/errors.ts'],
+              from: './src/modules',
+              message:
+                'src/http, src/db and src/errors.ts are below the modules: pass what they need in instead.',
+            },
+            ...MODULES.map((name) => ({
+              target: `./src/modules/!(${name})/**/*`,
+              from: `./src/modules/${name}`,
+              except: ['./index.ts'],
+              message: `Other modules import ${name} only through its index.ts.`,
+            })),
+          ],
+        },
+      ],
     },
   },
   { files: ['eslint.config.js'], ...tseslint.configs.disableTypeChecked },

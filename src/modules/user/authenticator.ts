@@ -16,7 +16,7 @@ import { hash } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { LRUCache } from 'lru-cache';
 import type { DB } from '../../db/schema.ts';
-import { readCredentialChanges } from '../counters/index.ts';
+import { readCredentialChanges } from '../../db/counters.queries.ts';
 import type { Database } from '../../db/database.ts';
 import { findLogin, findUserAuthItems } from './user.queries.ts';
 import { prepareDummyHash, verifyNothing, verifyPassword } from './passwords.ts';
