@@ -71,6 +71,12 @@ export default tseslint.config(
               message:
                 'src/http, src/db and src/errors.ts are below the modules: pass what they need in instead.',
             },
+            {
+              target: './src/errors.ts',
+              from: './src/db/dialects',
+              message:
+                'Using AppError must load no database driver: the adapters register their classifiers.',
+            },
             ...MODULES.map((name) => ({
               target: `./src/modules/!(${name})/**/*`,
               from: `./src/modules/${name}`,
