@@ -13,7 +13,8 @@
  * - `node scripts/run-tests.ts --list`: every file with its needs, without running anything.
  *
  * A file's needs are what it imports (playwright-core, test/orthanc.ts, test/dcmtk.ts,
- * test/dicom-corpus.ts) plus what it declares on a line of its own: `// test-needs: processes, long`.
+ * test/dicom-corpus.ts) or the tools it names (`'pdf2dcm'`, `'opj_decompress'`, `'chromium'`...), plus
+ * what it declares on a line of its own: `// test-needs: processes, long`.
  */
 import { spawnSync } from 'node:child_process';
 import { accessSync, constants, existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
@@ -45,12 +46,16 @@ const NEEDS = {
 } satisfies Record<string, () => string | undefined>;
 type Need = keyof typeof NEEDS;
 
-/** Needs that a file's imports imply. */
-const IMPORTED_NEEDS: readonly (readonly [RegExp, Need])[] = [
-  [/from 'playwright-core'/, 'browser'],
+/** Needs that a file's imports, or the tools it names, imply. */
+const INFERRED_NEEDS: readonly (readonly [RegExp, Need])[] = [
+  [/from 'playwright-core'|['"`]chromium['"`]/, 'browser'],
   [/from '[./]*\/(test\/)?orthanc\.ts'/, 'orthanc'],
-  [/from '[./]*\/(test\/)?dcmtk\.ts'/, 'dcmtk'],
-  [/from '[./]*\/(test\/)?dicom-corpus\.ts'/, 'corpus'],
+  [
+    /from '[./]*\/(test\/)?dcmtk\.ts'|['"`](storescu|echoscu|dcmdump|dump2dcm|img2dcm|pdf2dcm|dcmcjpeg|dcm2pnm|dcmj2pnm|dcml2pnm)['"`]/,
+    'dcmtk',
+  ],
+  [/['"`]opj_(decompress|dump|compress)['"`]/, 'openjpeg'],
+  [/from '[./]*\/(test\/)?dicom-corpus\.ts'|DICOM_CORPUS_DIR/, 'corpus'],
 ];
 const DECLARED = /^\/\/ test-needs: (.*)$/gm;
 
@@ -86,7 +91,7 @@ function findTests(dir: string): string[] {
 function needsOf(file: string): Set<Need> {
   const text = readFileSync(file, 'utf8');
   const needs = new Set<Need>();
-  for (const [pattern, need] of IMPORTED_NEEDS) if (pattern.test(text)) needs.add(need);
+  for (const [pattern, need] of INFERRED_NEEDS) if (pattern.test(text)) needs.add(need);
   for (const [, list] of text.matchAll(DECLARED)) {
     for (const word of list!.split(/[\s,]+/).filter((w) => w !== '')) {
       if (!Object.hasOwn(NEEDS, word)) {

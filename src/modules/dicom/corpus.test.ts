@@ -1,4 +1,3 @@
-// test-needs: dcmtk, openjpeg
 /**
  * The DICOM module against real files no one here wrote: every `.dcm` of pydicom's test corpus
  * (`DICOM_CORPUS_DIR`). A decodable file's frames are compared, pixel by pixel, with an independent

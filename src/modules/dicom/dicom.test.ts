@@ -1,4 +1,3 @@
-// test-needs: browser, dcmtk
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
