@@ -3,6 +3,7 @@ import path from 'node:path';
 import js from '@eslint/js';
 import { createNodeResolver, importX } from 'eslint-plugin-import-x';
 import tseslint from 'typescript-eslint';
+import { noTypeImportCycle } from './scripts/eslint-type-import-cycle.js';
 
 /** The feature modules: each folder of src/modules, whose index.ts is what other modules may import. */
 const MODULES = readdirSync(path.join(import.meta.dirname, 'src/modules'), { withFileTypes: true })
@@ -45,16 +46,20 @@ export default tseslint.config(
     },
   },
   // Layers and cycles. Imports name their files with the `.ts` extension, which import-x's node resolver
-  // finds once it is told the extension; import-x/no-cycle follows runtime imports (not `import type`).
+  // finds once it is told the extension. import-x/no-cycle follows runtime imports; a cycle that an
+  // `import type` closes is local/no-type-import-cycle's (scripts/eslint-type-import-cycle.js).
   {
     files: ['**/*.ts'],
-    plugins: { 'import-x': importX },
+    plugins: { 'import-x': importX, local: { rules: { 'no-type-import-cycle': noTypeImportCycle } } },
     settings: {
       'import-x/extensions': ['.ts', '.js'],
       'import-x/parsers': { '@typescript-eslint/parser': ['.ts'] },
       'import-x/resolver-next': [createNodeResolver({ extensions: ['.ts', '.js'] })],
     },
-    rules: { 'import-x/no-cycle': ['error', { ignoreExternal: true }] },
+    rules: {
+      'import-x/no-cycle': ['error', { ignoreExternal: true }],
+      'local/no-type-import-cycle': 'error',
+    },
   },
   // Tests may reach into any module to set up and observe.
   {
@@ -88,7 +93,7 @@ export default tseslint.config(
       ],
     },
   },
-  { files: ['eslint.config.js'], ...tseslint.configs.disableTypeChecked },
+  { files: ['eslint.config.js', 'scripts/*.js'], ...tseslint.configs.disableTypeChecked },
   // Browser scripts served by the console: plain JavaScript outside the TypeScript project.
   {
     files: ['src/modules/console/assets/**/*.js'],
