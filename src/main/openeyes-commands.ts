@@ -10,6 +10,7 @@ import { openEyesGrants } from '../db/openeyes/grants.ts';
 import { findMissingIndexes, formatIndexSuggestions } from '../db/openeyes/index-advice.ts';
 import { formatSchemaReport } from '../db/openeyes/schema-check.ts';
 import { findServingProblems } from '../db/openeyes/serving-check.ts';
+import { describeUploadLimit } from '../db/upload-limit.ts';
 
 function refuseOwnSchema(ctx: CliContext): boolean {
   if (ctx.database.schema.name === 'openeyes') return false;
@@ -37,6 +38,10 @@ export const openEyesCommands: readonly CliCommand[] = [
       if (refuseOwnSchema(ctx)) return EXIT_USAGE;
       const report = await findServingProblems(ctx.database, ctx.config);
       ctx.out(formatSchemaReport(report));
+      const { uploadLimit } = report;
+      if (uploadLimit.problem === undefined)
+        ctx.out(`Largest upload accepted: ${describeUploadLimit(uploadLimit.config)}`);
+      if (uploadLimit.warning !== undefined) ctx.out(`Note: ${uploadLimit.warning}`);
       return report.problems.length === 0 ? EXIT_OK : EXIT_USAGE;
     },
   },
