@@ -4,6 +4,7 @@
  * statements of its account, and the DDL of the indexes its queries use that the database lacks, for the
  * site's database administrator (the service never creates one itself).
  */
+import { writeFile } from 'node:fs/promises';
 import type { CliCommand, CliContext } from '../cli/cli-types.ts';
 import { EXIT_OK, EXIT_USAGE, UsageError } from '../cli/cli-types.ts';
 import { openEyesGrants } from '../db/openeyes/grants.ts';
@@ -48,6 +49,14 @@ export const openEyesCommands: readonly CliCommand[] = [
   {
     words: ['openeyes', 'grants'],
     arguments: [{ name: 'account' }],
+    options: {
+      output: {
+        type: 'string',
+        valueName: 'FILE',
+        description:
+          'write the statements to FILE, a script the mariadb/mysql client runs as it is (npm prints its own lines on stdout unless run with -s)',
+      },
+    },
     summary:
       "print the GRANT statements of the privileges the service's account needs (account as 'name'@'host')",
     isDatabaseReport: true,
@@ -56,7 +65,14 @@ export const openEyesCommands: readonly CliCommand[] = [
       const account = ctx.args[0]!;
       if (!/^'[^']+'@'[^']+'$/.test(account))
         throw new UsageError("give the account as MySQL names it, for example 'cra'@'10.0.0.%'");
-      ctx.out(openEyesGrants(account, await currentDatabase(ctx)).join('\n'));
+      const script = `${openEyesGrants(account, await currentDatabase(ctx)).join('\n')}\n`;
+      const output = ctx.options.output;
+      if (typeof output === 'string') {
+        await writeFile(output, script);
+        ctx.err(`Wrote the grants of ${account} to ${output}`);
+      } else {
+        ctx.stdout.write(script);
+      }
       return EXIT_OK;
     },
   },
