@@ -17,7 +17,7 @@ import { resolveUploadLimit } from '../db/upload-limit.ts';
 import { createLocalFileStore } from '../files/file-store.ts';
 import type { Logger } from '../logger.ts';
 import { createLogger } from '../logger.ts';
-import { loadDemoData } from '../modules/dataset/index.ts';
+import { demoStartupLines, loadDemoData } from '../modules/dataset/index.ts';
 import type { DicomServer } from '../modules/dicom-receive/index.ts';
 import { startDicomServer } from '../modules/dicom-receive/index.ts';
 import { createQueueWorker } from '../modules/request-queue/index.ts';
@@ -66,12 +66,10 @@ async function prepare(config: Config, logger: Logger): Promise<Bootstrapped> {
     (config.demoData === 'auto' && config.database.kind === 'sqlite' && isNewDatabase(migrations));
   if (wantsDemo) {
     const account = await loadDemoData({ database, files, config });
-    if (account !== undefined) {
-      logger.info(
-        `demo data loaded; demo account: username "${account.username}", password "${account.password}"`,
-      );
-      for (const { code, extraInfo } of account.signatureCodes ?? [])
-        logger.info(`demo unique code for sign/add: unique_identifier "${code}", extra_info ${extraInfo}`);
+    // On a terminal, plain lines that can be copied as the README shows them; otherwise log entries.
+    for (const line of account === undefined ? [] : demoStartupLines(account)) {
+      if (process.stdout.isTTY) process.stdout.write(`${line}\n`);
+      else logger.info(line);
     }
   }
   // Without a login every protected call answers 401, which gives no hint: say what to do.
