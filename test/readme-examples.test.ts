@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -19,6 +19,8 @@ import { until } from './until.ts';
 const ROOT = path.resolve(import.meta.dirname, '..');
 const SERVER = path.join(ROOT, 'src/main/server.ts');
 const SECTION = '### Try every endpoint';
+const dcmtkSkip =
+  spawnSync('sh', ['-c', 'command -v dump2dcm']).status === 0 ? false : 'dcmtk (dump2dcm) is not installed';
 const DEMO_CODE =
   /demo unique code for sign\/add: unique_identifier "([A-Z2-9]{6})", extra_info (\{[^}]*\})/g;
 
@@ -229,6 +231,46 @@ forEachDialect((dialect) => {
       ])
         assert.equal((await browser.get(url)).status, 200, url);
     });
+
+    it(
+      "files docs/DICOM.md's sample DICOM file on its demo patient, COMPLETE",
+      { skip: dcmtkSkip },
+      async () => {
+        const dicomMd = await readFile(path.join(ROOT, 'docs/DICOM.md'), 'utf8');
+        const section = dicomMd.slice(dicomMd.indexOf('## Matching the patient'));
+        const block = /```sh\n([\s\S]*?)```/.exec(section)?.[1];
+        assert.ok(block !== undefined, 'docs/DICOM.md shows the commands');
+        const script = ['set -euo pipefail', block]
+          .join('\n')
+          .replaceAll('http://localhost:8080', server.baseUrl)
+          .replaceAll('docs/sample-dicom.dump', path.join(ROOT, 'docs/sample-dicom.dump'))
+          .replace(/(^|\$\()curl /gm, '$1curl --fail-with-body -sS ');
+        const result = await runBash(script, workDir);
+        assert.equal(result.status, 0, result.output);
+        const requestId = /"request_id":(\d+)/.exec(result.output)?.[1];
+        assert.ok(requestId !== undefined, result.output);
+        let status: { status: string; routines: { routine_name: string; status: string }[] } | undefined;
+        await until(
+          async () => {
+            const answer = await fetch(
+              `${server.baseUrl}/api/v1/request/queue/status?request_id=${requestId}`,
+              {
+                headers: {
+                  authorization: `Basic ${Buffer.from('demo:demo-password-change-me').toString('base64')}`,
+                },
+              },
+            );
+            status = (await answer.json()) as typeof status;
+            return status!.status === 'COMPLETE' || status!.status === 'FAILED';
+          },
+          { timeoutMs: 60_000, intervalMs: 200, what: 'the sample request done' },
+        );
+        assert.equal(status!.status, 'COMPLETE', JSON.stringify(status));
+        assert.ok(
+          status!.routines.some((r) => r.routine_name === 'PATIENT_MATCH' && r.status === 'COMPLETE'),
+        );
+      },
+    );
 
     it('runs every example of the section as written, each answering 2xx', async () => {
       const [, code, extraInfo] = DEMO_CODE.exec(server.output().replaceAll('\\"', '"')) ?? [];
