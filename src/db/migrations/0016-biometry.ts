@@ -3,7 +3,7 @@
  * OpenEyes v6.8 database: the Biometry event type and its element types, the imported-event record, the
  * measurement, calculation, selection and IOL table elements, and their lookups with the rows OpenEyes's
  * migrations seed (eye status codes of the IOLMaster, formulas, lenses, lens positions). `eye` is shared
- * with other device data and created only where it is missing.
+ * with other device data and created only where it is missing. The `FILE_BIOMETRY` routine's name.
  */
 import { sql } from 'kysely';
 import type { AnyDb, AnyTable, DialectAdapter } from './helpers.ts';
@@ -277,6 +277,19 @@ export async function up(db: AnyDb, dialect: DialectAdapter): Promise<void> {
     'et_ophinbiometry_iol_ref_values',
   ]) {
     await s.createIndex(`${table}_event_id`).on(table).column('event_id').execute();
+  }
+
+  // The routine that files biometry, which `request_routine.routine_name` refers to.
+  const routine = await db
+    .selectFrom('routine_library')
+    .select('routine_name')
+    .where('routine_name', '=', 'FILE_BIOMETRY')
+    .executeTakeFirst();
+  if (routine === undefined) {
+    await db
+      .insertInto('routine_library')
+      .values({ routine_name: 'FILE_BIOMETRY', hash_code: null })
+      .execute();
   }
 
   // The Biometry event type and its elements; its attachment element is OphGeneric's, as in OpenEyes.

@@ -272,7 +272,13 @@ async function createEvent(
       surgeon_name: clip(filing.reading?.surgeonName, 255),
       series_id: clip(study.seriesInstanceUid, 255),
       device_serial_number: clip(study.serialNumber, 20),
-      acquisition_datetime: clip(study.acquisitionDateTime, 25),
+      // The column holds 25 characters, one fewer than the longest DT: a long value loses its offset.
+      acquisition_datetime: clip(
+        study.acquisitionDateTime !== undefined && study.acquisitionDateTime.length > 25
+          ? study.acquisitionDateTime.replace(/[+-]\d{4}$/, '')
+          : study.acquisitionDateTime,
+        25,
+      ),
       sop_uid: clip(study.sopInstanceUid, 255),
       ...audit,
     })
