@@ -74,13 +74,13 @@ function commonTags(patient: PatientTags, study: StudyTags, sopClass: string, mo
 }
 
 /** Writes `dump` (latin1, as its character set says) and converts it with dump2dcm. */
-async function dumpToDicom(dump: readonly string[]): Promise<Buffer> {
+async function dumpToDicom(dump: readonly string[], transferSyntax: '+te' | '+ti' = '+te'): Promise<Buffer> {
   const dir = await mkdtemp(path.join(tmpdir(), 'cra-biometry-'));
   try {
     const dumpFile = path.join(dir, 'object.dump');
     const dicomFile = path.join(dir, 'object.dcm');
     await writeFile(dumpFile, `${dump.join('\n')}\n`, 'latin1');
-    const result = await runDcmtk('dump2dcm', ['+te', dumpFile, dicomFile]);
+    const result = await runDcmtk('dump2dcm', [transferSyntax, dumpFile, dicomFile]);
     if (result.code !== 0) throw new Error(`dump2dcm failed: ${result.output}`);
     return await readFile(dicomFile);
   } finally {
@@ -99,7 +99,15 @@ async function dumpToDicom(dump: readonly string[]): Promise<Buffer> {
 export function iolMaster500(
   patient: PatientTags,
   study: StudyTags,
-  options: { eyes?: readonly ('R' | 'L')[] } = {},
+  options: {
+    eyes?: readonly ('R' | 'L')[];
+    /** Manufacturer's Model Name (default `IOLMaster 500`). */
+    model?: string;
+    /** Implicit VR little endian: the private elements' VRs are not in the file. */
+    isImplicitVr?: boolean;
+    /** Another creator's block at 0x10 holding an axial length sequence with other values. */
+    hasDecoyBlock?: boolean;
+  } = {},
 ): Promise<Buffer> {
   const eyes = options.eyes ?? ['R', 'L'];
   const has = (side: 'R' | 'L') => eyes.includes(side);
@@ -203,27 +211,41 @@ export function iolMaster500(
         ]
       : []),
   ];
-  return dumpToDicom([
-    ...commonTags(patient, study, '1.2.840.10008.5.1.4.1.1.7.4', 'IOLMaster 500'),
-    '(0028,0002) US 3',
-    '(0028,0004) CS [RGB]',
-    '(0028,0006) US 0',
-    '(0028,0008) IS [1]',
-    '(0028,0010) US 2',
-    '(0028,0011) US 2',
-    '(0028,0100) US 8',
-    '(0028,0101) US 8',
-    '(0028,0102) US 7',
-    '(0028,0103) US 0',
-    `(771b,00${BLOCK}) LO [99CZM]`,
-    ...sequence(z('30'), al),
-    ...sequence(z('32'), k),
-    ...sequence(z('34'), acd),
-    ...sequence(z('36'), [
-      [`${z('09')} LO [SRK\u00ae/T]`, `${z('2c')} PN [Smith John]`, ...sequence(z('01'), perEye)],
-    ]),
-    '(7fe0,0010) OB 10\\20\\30\\40\\50\\60\\70\\80\\90\\a0\\b0\\c0',
-  ]);
+  const decoy =
+    options.hasDecoyBlock === true
+      ? [
+          '(771b,0010) LO [OTHER]',
+          ...sequence('(771b,1030)', [
+            ['(771b,1008) CS [R]', '(771b,1043) FD 99.99'],
+            ['(771b,1008) CS [L]', '(771b,1043) FD 88.88'],
+          ]),
+        ]
+      : [];
+  return dumpToDicom(
+    [
+      ...commonTags(patient, study, '1.2.840.10008.5.1.4.1.1.7.4', options.model ?? 'IOLMaster 500'),
+      ...decoy,
+      '(0028,0002) US 3',
+      '(0028,0004) CS [RGB]',
+      '(0028,0006) US 0',
+      '(0028,0008) IS [1]',
+      '(0028,0010) US 2',
+      '(0028,0011) US 2',
+      '(0028,0100) US 8',
+      '(0028,0101) US 8',
+      '(0028,0102) US 7',
+      '(0028,0103) US 0',
+      `(771b,00${BLOCK}) LO [99CZM]`,
+      ...sequence(z('30'), al),
+      ...sequence(z('32'), k),
+      ...sequence(z('34'), acd),
+      ...sequence(z('36'), [
+        [`${z('09')} LO [SRK\u00ae/T]`, `${z('2c')} PN [Smith John]`, ...sequence(z('01'), perEye)],
+      ]),
+      '(7fe0,0010) OB 10\\20\\30\\40\\50\\60\\70\\80\\90\\a0\\b0\\c0',
+    ],
+    options.isImplicitVr === true ? '+ti' : '+te',
+  );
 }
 
 /**
@@ -291,6 +313,36 @@ export function axialMeasurements(patient: PatientTags, study: StudyTags): Promi
     ]),
     ...sequence('(0022,1008)', [
       ['(0022,1009) CS [OPTICAL]', ...sequence('(0022,1050)', [['(0022,1019) FL 24.3']])],
+    ]),
+  ]);
+}
+
+/**
+ * A standard Intraocular Lens Calculations object, right eye only: target refraction -0.25, formula
+ * "Haigis" (coded), AL 23.1, ACD 3.3, flat K 42.5 @ 175, steep K 43.75 @ 85, lens SN60WF with constant
+ * 119.0, emmetropia 21.25, IOL 21.0 / 0.18 and 21.5 / -0.15.
+ */
+export function iolCalculation(patient: PatientTags, study: StudyTags): Promise<Buffer> {
+  return dumpToDicom([
+    ...commonTags(patient, study, '1.2.840.10008.5.1.4.1.1.78.8', 'Calculator 2'),
+    ...sequence('(0022,1300)', [
+      [
+        '(0022,1037) FL -0.25',
+        ...sequence('(0022,1028)', [
+          ['(0008,0100) SH [HAIGIS]', '(0008,0102) SH [99TEST]', '(0008,0104) LO [Haigis]'],
+        ]),
+        ...sequence('(0022,1012)', [['(0022,1019) FL 23.1']]),
+        ...sequence('(0022,1128)', [['(0022,1131) FL 3.3']]),
+        ...sequence('(0046,0080)', [['(0046,0076) FD 42.5', '(0046,0077) FD 175']]),
+        ...sequence('(0046,0074)', [['(0046,0076) FD 43.75', '(0046,0077) FD 85']]),
+        '(0022,1095) LO [SN60WF]',
+        ...sequence('(0022,1092)', [['(0040,a30a) DS [119.0]']]),
+        '(0022,1121) FL 21.25',
+        ...sequence('(0022,1090)', [
+          ['(0022,1053) FL 21.0', '(0022,1054) FL 0.18'],
+          ['(0022,1053) FL 21.5', '(0022,1054) FL -0.15'],
+        ]),
+      ],
     ]),
   ]);
 }

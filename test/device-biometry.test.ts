@@ -12,7 +12,7 @@ import { closeDicomPools } from '../src/modules/dicom/index.ts';
 import type { QueueEngine } from '../src/modules/request-queue/engine.ts';
 import { createQueueEngine } from '../src/modules/request-queue/engine.ts';
 import type { PatientTags, StudyTags } from './biometry-objects.ts';
-import { axialMeasurements, iolMaster500, iolMaster700Report } from './biometry-objects.ts';
+import { axialMeasurements, iolCalculation, iolMaster500, iolMaster700Report } from './biometry-objects.ts';
 import { newUid } from './dicom-instances.ts';
 import type { TestUser } from './factories.ts';
 import { createInstitution, createPatient, createUser } from './factories.ts';
@@ -436,6 +436,45 @@ forEachDialect((dialect) => {
       near(measurement.snr_right, 180, 'right SNR');
       near(measurement.axial_length_left, 24.3, 'left AL');
       assert.equal(Number(measurement.eye_status_right), -1);
+    });
+
+    it('files a standard IOL calculation object: keratometry, target, formula and the IOL table', async () => {
+      const { patientId, tags } = await newPatient();
+      const { ran } = await file(await iolCalculation(tags, newStudy()));
+      assert.ok(ran.includes('FILE_BIOMETRY:COMPLETE'), ran.join(', '));
+      const [event] = await eventsOf(patientId);
+      assert.ok(event);
+      const measurement = await oneElement('et_ophinbiometry_measurement', event.event_id);
+      assert.equal(Number(measurement.eye_id), 2);
+      const expected: Record<string, number> = {
+        axial_length_right: 23.1,
+        acd_right: 3.3,
+        k1_right: 42.5,
+        k1_axis_right: 175,
+        k2_right: 43.75,
+        k2_axis_right: 85,
+        delta_k_right: -1.25,
+        delta_k_axis_right: 175,
+        axial_length_left: 0,
+      };
+      for (const [column, value] of Object.entries(expected)) near(measurement[column], value, column);
+      const haigis = await db
+        .selectFrom('ophinbiometry_calculation_formula')
+        .select('id')
+        .where('name', '=', 'Haigis')
+        .executeTakeFirstOrThrow();
+      const calculation = await oneElement('et_ophinbiometry_calculation', event.event_id);
+      near(calculation.target_refraction_right, -0.25, 'target');
+      assert.equal(Number(calculation.formula_id_right), haigis.id);
+      const values = await oneElement('et_ophinbiometry_iol_ref_values', event.event_id);
+      assert.equal(Number(values.formula_id), haigis.id);
+      assert.deepEqual(JSON.parse(String(values.iol_ref_values_right)), {
+        IOL: [21, 21.5],
+        REF: [0.18, -0.15],
+      });
+      near(values.emmetropia_right, 21.25, 'emmetropia');
+      near(values.constant, 119, 'constant');
+      assert.equal(values.iol_ref_values_left, null);
     });
 
     it('fails a biometry file without any date at once, and files nothing', async () => {

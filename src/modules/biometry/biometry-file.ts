@@ -6,7 +6,7 @@
  * data as an encapsulated PDF, and a secondary capture from another device may share its SOP class.
  */
 import { parseDataSet, readString, tagKey } from './data-set.ts';
-import { readIolMaster, zeissReader } from './iolmaster.ts';
+import { readIolMaster, zeissReader, zeissVrOf } from './iolmaster.ts';
 import type { BiometryReading } from './reading.ts';
 import { isStandardBiometry, readStandardBiometry } from './standard-objects.ts';
 
@@ -78,7 +78,7 @@ function optional<K extends string>(key: K, value: string | undefined): Partial<
 
 /** Reads `bytes` (a Part 10 file whose structure was already checked) as biometry. */
 export function readBiometryFile(bytes: Uint8Array): BiometryFile {
-  const dataSet = parseDataSet(bytes);
+  const dataSet = parseDataSet(bytes, zeissVrOf);
   const text = (group: number, element: number) => readString(dataSet, t(group, element));
   const model = text(0x0008, 0x1090);
   const sopClassUid = text(0x0008, 0x0016);

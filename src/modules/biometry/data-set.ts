@@ -14,11 +14,23 @@ export type NumberVr = 'FD' | 'FL' | 'DS' | 'IS' | 'SL' | 'SS' | 'UL' | 'US';
 
 /**
  * Parses a Part 10 file up to its pixel data. dicom-parser records each element's offset without
- * copying its value, so a large image or encapsulated document costs no more than its header.
+ * copying its value, so a large image or encapsulated document costs no more than its header. In an
+ * implicit VR file `vrOf` names the VR of elements the parser cannot know (private sequences of defined
+ * length, which it would otherwise keep as bytes).
  */
-export function parseDataSet(bytes: Uint8Array): DataSet {
-  return dicomParser.parseDicom(bytes, { untilTag: 'x7fe00010' });
+export function parseDataSet(bytes: Uint8Array, vrOf?: VrOf): DataSet {
+  const dataSet = dicomParser.parseDicom(bytes, {
+    untilTag: 'x7fe00010',
+    ...(vrOf === undefined ? {} : { vrCallback: vrOf }),
+  });
+  if (vrOf !== undefined) vrOfByBytes.set(dataSet.byteArray, vrOf);
+  return dataSet;
 }
+
+export type VrOf = (tag: string) => string | undefined;
+
+/** The `vrOf` a file was parsed with, by its bytes (nested items share their file's bytes). */
+const vrOfByBytes = new WeakMap<object, VrOf>();
 
 /** dicom-parser's key of (group, element). */
 export function tagKey(group: number, element: number): string {
@@ -75,8 +87,35 @@ export function readNumber(dataSet: DataSet, tag: string, expected: NumberVr, in
 
 /** The item data sets of a sequence element (none when absent or empty). */
 export function readItems(dataSet: DataSet, tag: string): DataSet[] {
-  const items = dataSet.elements[tag]?.items ?? [];
+  const element = dataSet.elements[tag];
+  if (element === undefined) return [];
+  if (element.items === undefined && element.length > 0) parsePrivateSequence(dataSet, element, tag);
+  const items = element.items ?? [];
   return items.flatMap((item) => (item.dataSet === undefined ? [] : [item.dataSet]));
+}
+
+/**
+ * Parses the items of a private sequence that dicom-parser left as bytes: one of defined length in an
+ * implicit VR file, or one sent as UN (whose value is implicit VR little endian, PS3.5 6.2.2). Only
+ * elements the file says are sequences, or that the caller's `vrOf` names so, are parsed.
+ */
+function parsePrivateSequence(dataSet: DataSet, element: dicomParser.Element, tag: string): void {
+  const vrOf = vrOfByBytes.get(dataSet.byteArray);
+  const isSequence =
+    element.vr === 'SQ' || ((element.vr === undefined || element.vr === 'UN') && vrOf?.(tag) === 'SQ');
+  if (!isSequence) return;
+  try {
+    const stream = new dicomParser.ByteStream(
+      dicomParser.littleEndianByteArrayParser,
+      dataSet.byteArray,
+      element.dataOffset,
+    );
+    // dicom-parser types its callback as always naming a VR; undefined lets it peek, as in parseDicom.
+    dicomParser.readSequenceItemsImplicit(stream, element, vrOf as ((tag: string) => string) | undefined);
+  } catch {
+    // Bytes that are no sequence after all: no items.
+    element.items = [];
+  }
 }
 
 /** The block (0x10-0xFF) that `creator` reserves in `group` of `dataSet`, or undefined. */

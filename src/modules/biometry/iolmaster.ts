@@ -29,6 +29,32 @@ const CALCULATION_SEQUENCE = 0x03;
 const IOL_PAIR_SEQUENCE = 0x05;
 const SIDE = 0x08;
 
+/** The low bytes of the sequences of the IOLMaster's private group. */
+const SEQUENCE_LOW_BYTES = new Set([
+  AL_SEQUENCE,
+  SINGLE_AL_SEQUENCE,
+  K_SEQUENCE,
+  0x33,
+  ACD_SEQUENCE,
+  0x35,
+  ...FORMULA_SEQUENCES,
+  0x3b,
+  MULTI_FORMULA_SEQUENCE,
+  CONTAINER,
+  CALCULATION_SEQUENCE,
+  IOL_PAIR_SEQUENCE,
+]);
+
+/**
+ * `SQ` for the sequences of group 771B in any private block, for an implicit VR file (where the file does
+ * not say which elements are sequences).
+ */
+export function zeissVrOf(tag: string): string | undefined {
+  if (!tag.startsWith('x771b')) return undefined;
+  const element = Number.parseInt(tag.slice(5), 16);
+  return element >= 0x1000 && SEQUENCE_LOW_BYTES.has(element & 0xff) ? 'SQ' : undefined;
+}
+
 /** The root reader of the 99CZM elements, or undefined when the data set has none of its sequences. */
 export function zeissReader(dataSet: DataSet): PrivateReader | undefined {
   const block = findPrivateBlock(dataSet, ZEISS_GROUP, ZEISS_CREATOR);
