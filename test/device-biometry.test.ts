@@ -13,7 +13,7 @@ import type { QueueEngine } from '../src/modules/request-queue/engine.ts';
 import { createQueueEngine } from '../src/modules/request-queue/engine.ts';
 import type { PatientTags, StudyTags } from './biometry-objects.ts';
 import { axialMeasurements, iolCalculation, iolMaster500, iolMaster700Report } from './biometry-objects.ts';
-import { newUid } from './dicom-instances.ts';
+import { buildInstance, newUid } from './dicom-instances.ts';
 import type { TestUser } from './factories.ts';
 import { createInstitution, createPatient, createUser } from './factories.ts';
 import { addIdentifier, createIdentifierType } from './factories-patient.ts';
@@ -475,6 +475,22 @@ forEachDialect((dialect) => {
       near(values.emmetropia_right, 21.25, 'emmetropia');
       near(values.constant, 119, 'constant');
       assert.equal(values.iol_ref_values_left, null);
+    });
+
+    it('files an object that is no biometry after all generically, with ATTACH_TO_EVENT', async () => {
+      const { patientId, tags } = await newPatient();
+      const bytes = buildInstance({
+        tags: { PatientID: tags.id, PatientBirthDate: tags.dob, PatientSex: tags.sex, StudyDate: '20240301' },
+      });
+      const { requestId, ran } = await file(bytes);
+      assert.ok(
+        ran.includes('FILE_BIOMETRY:COMPLETE') && ran.includes('ATTACH_TO_EVENT:COMPLETE'),
+        ran.join(', '),
+      );
+      assert.deepEqual(await eventsOf(patientId), []);
+      const routine = (await routinesOf(app.db, requestId)).find((r) => r.routine_name === 'FILE_BIOMETRY')!;
+      const log = (await executionsOf(app.db, routine.id)).at(-1)?.log_text ?? '';
+      assert.match(log, /not filed as biometry \(not an IOLMaster or standard biometry object\)/);
     });
 
     it('fails a biometry file without any date at once, and files nothing', async () => {
