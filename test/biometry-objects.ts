@@ -73,6 +73,34 @@ function commonTags(patient: PatientTags, study: StudyTags, sopClass: string, mo
   ];
 }
 
+const ENCAPSULATED_PDF = '1.2.840.10008.5.1.4.1.1.104.1';
+
+function imagePixelModule(): string[] {
+  return [
+    '(0028,0002) US 3',
+    '(0028,0004) CS [RGB]',
+    '(0028,0006) US 0',
+    '(0028,0008) IS [1]',
+    '(0028,0010) US 2',
+    '(0028,0011) US 2',
+    '(0028,0100) US 8',
+    '(0028,0101) US 8',
+    '(0028,0102) US 7',
+    '(0028,0103) US 0',
+  ];
+}
+
+/** The encapsulated document of a small PDF, padded to an even length. */
+function pdfDocument(): string[] {
+  const bytes = PDF_BYTES.length % 2 === 0 ? PDF_BYTES : Buffer.concat([PDF_BYTES, Buffer.from([0])]);
+  const hex = [...bytes].map((b) => b.toString(16).padStart(2, '0')).join('\\');
+  return [
+    '(0042,0010) ST [IOLMaster 500 report]',
+    `(0042,0011) OB ${hex}`,
+    '(0042,0012) LO [application/pdf]',
+  ];
+}
+
 /** Writes `dump` (latin1, as its character set says) and converts it with dump2dcm. */
 async function dumpToDicom(dump: readonly string[], transferSyntax: '+te' | '+ti' = '+te'): Promise<Buffer> {
   const dir = await mkdtemp(path.join(tmpdir(), 'cra-biometry-'));
@@ -107,6 +135,8 @@ export function iolMaster500(
     isImplicitVr?: boolean;
     /** Another creator's block at 0x10 holding an axial length sequence with other values. */
     hasDecoyBlock?: boolean;
+    /** The IOLMaster 500's encapsulated PDF carrying the same private data, instead of the image. */
+    isPdf?: boolean;
   } = {},
 ): Promise<Buffer> {
   const eyes = options.eyes ?? ['R', 'L'];
@@ -223,18 +253,14 @@ export function iolMaster500(
       : [];
   return dumpToDicom(
     [
-      ...commonTags(patient, study, '1.2.840.10008.5.1.4.1.1.7.4', options.model ?? 'IOLMaster 500'),
+      ...commonTags(
+        patient,
+        study,
+        options.isPdf === true ? ENCAPSULATED_PDF : '1.2.840.10008.5.1.4.1.1.7.4',
+        options.model ?? 'IOLMaster 500',
+      ),
       ...decoy,
-      '(0028,0002) US 3',
-      '(0028,0004) CS [RGB]',
-      '(0028,0006) US 0',
-      '(0028,0008) IS [1]',
-      '(0028,0010) US 2',
-      '(0028,0011) US 2',
-      '(0028,0100) US 8',
-      '(0028,0101) US 8',
-      '(0028,0102) US 7',
-      '(0028,0103) US 0',
+      ...(options.isPdf === true ? pdfDocument() : imagePixelModule()),
       `(771b,00${BLOCK}) LO [99CZM]`,
       ...sequence(z('30'), al),
       ...sequence(z('32'), k),
@@ -242,7 +268,7 @@ export function iolMaster500(
       ...sequence(z('36'), [
         [`${z('09')} LO [SRK\u00ae/T]`, `${z('2c')} PN [Smith John]`, ...sequence(z('01'), perEye)],
       ]),
-      '(7fe0,0010) OB 10\\20\\30\\40\\50\\60\\70\\80\\90\\a0\\b0\\c0',
+      ...(options.isPdf === true ? [] : ['(7fe0,0010) OB 10\\20\\30\\40\\50\\60\\70\\80\\90\\a0\\b0\\c0']),
     ],
     options.isImplicitVr === true ? '+ti' : '+te',
   );

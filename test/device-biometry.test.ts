@@ -423,6 +423,26 @@ forEachDialect((dialect) => {
       });
     }
 
+    it('files an IOLMaster 500 PDF by its private data, not its layout, and attaches the PDF', async () => {
+      const { patientId, tags } = await newPatient();
+      const { ran } = await file(await iolMaster500(tags, newStudy(), { isPdf: true }));
+      assert.ok(
+        ran.every((r) => r.endsWith(':COMPLETE')),
+        ran.join(', '),
+      );
+      const [event] = await eventsOf(patientId);
+      assert.ok(event);
+      const measurement = await oneElement('et_ophinbiometry_measurement', event.event_id);
+      assert.equal(Number(measurement.eye_id), 3);
+      near(measurement.axial_length_right, 23.45, 'right AL');
+      near(measurement.axial_length_left, 24.12, 'left AL');
+      const reports = await reportsOf(event.event_id);
+      assert.deepEqual(
+        reports.map((r) => [r.attachment_mnemonic, r.attachment_type]),
+        [['DICOM_PDF', 'Biometry Report']],
+      );
+    });
+
     it('files a standard ophthalmic axial measurements object in the same tables', async () => {
       const { patientId, tags } = await newPatient();
       const { ran } = await file(await axialMeasurements(tags, newStudy()));
