@@ -438,7 +438,7 @@ forEachDialect((dialect) => {
       near(measurement.axial_length_left, 24.12, 'left AL');
       const reports = await reportsOf(event.event_id);
       assert.deepEqual(
-        reports.map((r) => [r.attachment_mnemonic, r.attachment_type]),
+        reports.map((r): string[] => [String(r.attachment_mnemonic), String(r.attachment_type)]),
         [['DICOM_PDF', 'Biometry Report']],
       );
     });
