@@ -8,7 +8,7 @@
  * images) are filed under the event's attachment element, whichever file of the study comes first.
  * Rows are copied into their `_version` twins before an update where the schema keeps versions.
  */
-import type { Kysely } from 'kysely';
+import type { Generated, Kysely } from 'kysely';
 import type { DialectAdapter } from '../../db/dialect.ts';
 import type { DB } from '../../db/schema.ts';
 import type { SchemaProfile } from '../../db/schema-profile.ts';
@@ -80,6 +80,16 @@ export async function readBiometryTypes(db: Kysely<DB>): Promise<BiometryTypes |
 }
 
 type Db = Kysely<DB & BiometryTables>;
+
+/** A row of the schema's attachment element table (OpenEyes's `et_ophgeneric_attachment`). */
+type AttachmentElementRow = {
+  id: Generated<number>;
+  event_id: number;
+  created_user_id: number;
+  last_modified_user_id: number;
+  created_date: string;
+  last_modified_date: string;
+};
 type Values = Record<string, string | number | null>;
 
 const suffix = (side: Side) => (side === 'R' ? 'right' : 'left');
@@ -585,26 +595,15 @@ async function attachReports(
   if (toLink.length === 0) return 0;
   const elementTable = deps.schema.attachmentElementTable;
   if (elementTable !== undefined) {
-    const loose = db.withTables<Record<string, { id: number; event_id: number }>>();
-    const row = await loose
+    // OpenEyes shows an event's attachments through its attachment element: the event gets that row.
+    const elements = deps.trx.withTables<Record<string, AttachmentElementRow>>();
+    const row = await elements
       .selectFrom(elementTable)
       .select('id')
       .where('event_id', '=', eventId)
       .executeTakeFirst();
     if (row === undefined) {
-      await deps.trx
-        .withTables<
-          Record<
-            string,
-            {
-              event_id: number;
-              created_user_id: number;
-              last_modified_user_id: number;
-              created_date: string;
-              last_modified_date: string;
-            }
-          >
-        >()
+      await elements
         .insertInto(elementTable)
         .values({
           event_id: eventId,
