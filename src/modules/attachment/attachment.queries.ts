@@ -77,6 +77,13 @@ export interface AttachmentHead {
   readonly mimeType: string;
   readonly mnemonic: string;
   readonly lastModifiedDate: string;
+  /**
+   * A part of a queued request as stored (its request's row, not filed under any event): the raw
+   * payload, REQUEST_DATA, HEADER_DATA, FORM_DATA, derived rows not yet filed.
+   */
+  readonly isPayloadPart: boolean;
+  /** The user who stored the row (`created_user_id`): the caller who submitted the request. */
+  readonly createdUserId: number;
   /** Byte length of each field; null when the field is null. */
   readonly sizes: Readonly<Record<DataField, number | null>>;
   readonly digestSourceDate: string | null;
@@ -137,6 +144,7 @@ function baseQuery(database: Database, id: unknown) {
       'ad.mime_type',
       'ad.attachment_mnemonic',
       'ad.last_modified_date',
+      'ad.created_user_id',
       'd.source_modified_date',
       'd.blob_data_sha256',
       'd.text_data_sha256',
@@ -146,7 +154,25 @@ function baseQuery(database: Database, id: unknown) {
       'd.thumbnail_small_blob_type',
       'd.thumbnail_medium_blob_type',
       'd.thumbnail_large_blob_type',
-    ]);
+    ])
+    .select((eb) =>
+      eb
+        .case()
+        .when('ad.request_id', 'is', null)
+        .then(0)
+        .when(
+          eb.exists(
+            eb
+              .selectFrom('event_attachment_item as i')
+              .select('i.id')
+              .whereRef('i.attachment_data_id', '=', 'ad.id'),
+          ),
+        )
+        .then(0)
+        .else(1)
+        .end()
+        .as('is_payload_part'),
+    );
 }
 
 /** Everything about an attachment except its bytes; undefined for an unknown id. */
@@ -175,6 +201,8 @@ export async function readAttachmentHead(
     mimeType: row.mime_type,
     mnemonic: row.attachment_mnemonic,
     lastModifiedDate: row.last_modified_date,
+    isPayloadPart: Number(row.is_payload_part) === 1,
+    createdUserId: row.created_user_id,
     sizes: {
       blob_data: toSize(row.blob_data),
       text_data: toSize(row.text_data),
@@ -274,6 +302,8 @@ function contentOf(
     mime_type: string;
     attachment_mnemonic: string;
     last_modified_date: string;
+    created_user_id: number;
+    is_payload_part: number | string;
   },
   field: DataField,
   bytes: Buffer | null,
@@ -284,6 +314,8 @@ function contentOf(
     mimeType: row.mime_type,
     mnemonic: row.attachment_mnemonic,
     lastModifiedDate: row.last_modified_date,
+    isPayloadPart: Number(row.is_payload_part) === 1,
+    createdUserId: row.created_user_id,
     digestSourceDate: row.source_modified_date,
     digests: digestsOf(row),
     field,
