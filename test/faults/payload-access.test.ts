@@ -14,6 +14,7 @@ import {
   createFiledAttachment,
   createOperator,
 } from '../factories-console.ts';
+import { createAttachment } from '../factories-attachment.ts';
 import { attachmentsByMnemonic, submitToQueue } from '../factories-queue.ts';
 import type { TestApp } from '../harness.ts';
 import { forEachDialect, startTestApp } from '../harness.ts';
@@ -104,12 +105,14 @@ forEachDialect((dialect) => {
       assert.equal(headers['x-api-key'], undefined);
     });
 
-    it('serves an attachment filed under an event to any login, as before', async () => {
+    it('serves an attachment filed under an event, and one of a request no client sent, to any login, as before', async () => {
       const filed = await createFiledAttachment(app.db);
       const noRole = await createUser(app.db, { roles: [] });
       const response = await view(noRole, filed.attachmentId);
       assert.equal(response.status, 200);
       assert.equal(response.headers.get('content-type'), 'image/png');
+      // An upload's or an OpenEyes row's request has no HEADER_DATA: not a received payload.
+      assert.equal((await view(noRole, await createAttachment(app.db))).status, 200);
     });
 
     it('shows a HEADER_DATA row stored before the allow-list on the console with the allow-listed headers only', async () => {

@@ -78,8 +78,9 @@ export interface AttachmentHead {
   readonly mnemonic: string;
   readonly lastModifiedDate: string;
   /**
-   * A part of a queued request as stored (its request's row, not filed under any event): the raw
-   * payload, REQUEST_DATA, HEADER_DATA, FORM_DATA, derived rows not yet filed.
+   * A part of a request received from a client (queue add, STOW-RS, C-STORE: the request has a
+   * HEADER_DATA row) that is not filed under any event: REQUEST_DATA, HEADER_DATA, FORM_DATA, the raw
+   * payloads, and the rows routines derive from them until they are filed.
    */
   readonly isPayloadPart: boolean;
   /** The user who stored the row (`created_user_id`): the caller who submitted the request. */
@@ -134,6 +135,9 @@ function digestsOf(row: DigestColumns): Record<DataField, StoredDigest> {
   };
 }
 
+/** The row every request received from a client has (queue intake writes it), and no other request. */
+const RECEIVED_REQUEST_MNEMONIC = 'HEADER_DATA';
+
 function baseQuery(database: Database, id: unknown) {
   return attachmentDb(database.db)
     .selectFrom('attachment_data as ad')
@@ -158,8 +162,6 @@ function baseQuery(database: Database, id: unknown) {
     .select((eb) =>
       eb
         .case()
-        .when('ad.request_id', 'is', null)
-        .then(0)
         .when(
           eb.exists(
             eb
@@ -169,7 +171,17 @@ function baseQuery(database: Database, id: unknown) {
           ),
         )
         .then(0)
-        .else(1)
+        .when(
+          eb.exists(
+            eb
+              .selectFrom('attachment_data as h')
+              .select('h.id')
+              .whereRef('h.request_id', '=', 'ad.request_id')
+              .where('h.attachment_mnemonic', '=', RECEIVED_REQUEST_MNEMONIC),
+          ),
+        )
+        .then(1)
+        .else(0)
         .end()
         .as('is_payload_part'),
     );

@@ -41,10 +41,10 @@ export interface ViewQuery {
 export const PAYLOAD_READ_OPERATION = 'OprnEditRequestData';
 
 /**
- * The caller of a view. A request's payload parts (`AttachmentHead.isPayloadPart`: HEADER_DATA,
- * REQUEST_DATA, FORM_DATA, raw files and DICOM instances, until a routine files them under an event)
- * are read only with `PAYLOAD_READ_OPERATION`, as on the console, or by the user who stored them (a
- * queue client its own submission, an uploader its upload); anyone else gets 403.
+ * The caller of a view. The parts of a request received from a client (`AttachmentHead.isPayloadPart`:
+ * HEADER_DATA, REQUEST_DATA, FORM_DATA, raw files and DICOM instances, until a routine files them under
+ * an event) are read only with `PAYLOAD_READ_OPERATION`, as on the console, or by the user who stored
+ * them (a queue client its own submission); anyone else gets 403.
  */
 export interface AttachmentReader {
   readonly userId: number;

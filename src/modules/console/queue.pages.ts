@@ -93,7 +93,8 @@ export function registerQueuePages(app: FastifyInstance, ctx: ConsoleContext, gu
     };
   }
 
-  app.get<{ Querystring: Query }>('/requests', { preHandler: guardQueue }, async (request, reply) => {
+  const listed = { preHandler: guardQueue, config: { consoleAction: 'console.request.list' } };
+  app.get<{ Querystring: Query }>('/requests', listed, async (request, reply) => {
     const { filter, form } = readFilter(request.query);
     const beforeText = textField(request.query, 'before');
     const before = beforeText === undefined ? undefined : parseId(beforeText);
@@ -103,6 +104,7 @@ export function registerQueuePages(app: FastifyInstance, ctx: ConsoleContext, gu
       listRequests(db, filter, before === undefined ? {} : { before }),
       readQueueChoices(db),
     ]);
+    request.consoleAudit = { targetType: 'request', targetIds: page.rows.map((r) => r.id) };
     const echo = { ...request.query, before: undefined };
     const pick = (q: Query) =>
       Object.fromEntries(Object.entries(q).filter((e): e is [string, string] => typeof e[1] === 'string'));
