@@ -50,8 +50,8 @@ export function createBasicAuthGuard(deps: AppDeps): BasicAuthGuard {
   async function verify(request: FastifyRequest): Promise<Principal> {
     // The brake first: the authenticator may still answer from its cache (after a revocation poll) or
     // share the outcome of a check already under way for the same header.
-    const username = parseBasicHeader(request.headers.authorization)?.username;
-    const refusal = username === undefined ? undefined : checkLoginThrottle(deps, username, request.ip);
+    const presented = parseBasicHeader(request.headers.authorization)?.username;
+    const refusal = presented === undefined ? undefined : checkLoginThrottle(deps, presented, request.ip);
     if (refusal !== undefined) throw refusal;
     // Set only when this request runs the check (a request presenting the same header meanwhile shares
     // its outcome and counts nothing).

@@ -1,8 +1,7 @@
 /**
  * Reads of the user tables for callers that already know who someone is: a console session re-checks
  * its user on every request (a disabled account, a changed password or a changed role takes effect at
- * once), and the audit
- * screen shows usernames for user ids and finds user ids by username.
+ * once), and the audit screen shows usernames for user ids and finds user ids by username.
  */
 import type { Kysely } from 'kysely';
 import type { DB } from '../../db/schema.ts';
