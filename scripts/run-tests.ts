@@ -13,8 +13,9 @@
  * - `node scripts/run-tests.ts --list`: every file with its needs, without running anything.
  *
  * A file's needs are what it imports (playwright-core, test/orthanc.ts, test/dcmtk.ts,
- * test/dicom-corpus.ts) or the tools it names (`'pdf2dcm'`, `'opj_decompress'`, `'chromium'`...), plus
- * what it declares on a line of its own: `// test-needs: processes, long`.
+ * test/dicom-corpus.ts, test/private-mariadb.ts), the tools that it or the helpers under test/ it imports
+ * name (`'pdf2dcm'`, `'opj_decompress'`, `'chromium'`...), and what it declares on a line of its own:
+ * `// test-needs: processes, long`.
  */
 import { spawnSync } from 'node:child_process';
 import { accessSync, constants, existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
@@ -46,7 +47,7 @@ const NEEDS = {
 } satisfies Record<string, () => string | undefined>;
 type Need = keyof typeof NEEDS;
 
-/** Needs that a file's imports, or the tools it names, imply. */
+/** Needs that a file's imports, or the tools it or its helpers under test/ name, imply. */
 const INFERRED_NEEDS: readonly (readonly [RegExp, Need])[] = [
   [/from 'playwright-core'|['"`]chromium['"`]/, 'browser'],
   [/from '[./]*\/(test\/)?orthanc\.ts'/, 'orthanc'],
@@ -56,6 +57,7 @@ const INFERRED_NEEDS: readonly (readonly [RegExp, Need])[] = [
   ],
   [/['"`]opj_(decompress|dump|compress)['"`]/, 'openjpeg'],
   [/from '[./]*\/(test\/)?dicom-corpus\.ts'|DICOM_CORPUS_DIR/, 'corpus'],
+  [/from '[./]*\/(test\/)?private-mariadb\.ts'/, 'processes'],
 ];
 const DECLARED = /^\/\/ test-needs: (.*)$/gm;
 
@@ -88,10 +90,23 @@ function findTests(dir: string): string[] {
   return found;
 }
 
+/** The text of `file` and of the helpers under test/ that it imports, directly or through each other. */
+function textWithHelpers(file: string, seen = new Set<string>()): string {
+  seen.add(file);
+  const text = readFileSync(file, 'utf8');
+  const helpers = [...text.matchAll(/from '(\.[^']*\.ts)'/g)]
+    .map(([, relative]) => path.join(path.dirname(file), relative!))
+    .filter(
+      (helper) => helper.startsWith(`test${path.sep}`) && !helper.endsWith('.test.ts') && !seen.has(helper),
+    );
+  return [text, ...helpers.map((helper) => textWithHelpers(helper, seen))].join('\n');
+}
+
 function needsOf(file: string): Set<Need> {
   const text = readFileSync(file, 'utf8');
   const needs = new Set<Need>();
-  for (const [pattern, need] of INFERRED_NEEDS) if (pattern.test(text)) needs.add(need);
+  const inferable = textWithHelpers(file);
+  for (const [pattern, need] of INFERRED_NEEDS) if (pattern.test(inferable)) needs.add(need);
   for (const [, list] of text.matchAll(DECLARED)) {
     for (const word of list!.split(/[\s,]+/).filter((w) => w !== '')) {
       if (!Object.hasOwn(NEEDS, word)) {

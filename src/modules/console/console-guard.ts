@@ -1,6 +1,6 @@
 /**
  * The console's guard: the signed session cookie, the user it signs in (re-read on every request, so that
- * a disabled account or a lost OprnLogin ends its sessions), the operation a screen needs and the CSRF
+ * a disabled account, a changed password or role, or a lost OprnLogin ends its sessions), the operation a screen needs and the CSRF
  * token of every POST. The pages take it from `console.routes.ts`, which builds it once per app.
  */
 import type { FastifyReply, FastifyRequest, preHandlerAsyncHookHandler } from 'fastify';
@@ -34,9 +34,12 @@ export async function currentUser(ctx: ConsoleContext, request: FastifyRequest):
     hasUserActiveColumn: ctx.deps.database.schema.hasUserActiveColumn,
   });
   const isAllowed =
-    principal !== undefined && (!ctx.deps.config.requireOprnLogin || principal.authItems.has('OprnLogin'));
+    principal !== undefined &&
+    principal.credentialStamp === lookup.session.credentialStamp &&
+    (!ctx.deps.config.requireOprnLogin || principal.authItems.has('OprnLogin'));
   if (!isAllowed) {
-    // A disabled account (or one that lost OprnLogin) ends its sessions at its next request.
+    // A disabled account, a changed password or role (the user's credential stamp moved, whichever
+    // process made the change), or a lost OprnLogin ends the session at its next request.
     await ctx.sessions.destroy(lookup.session.id);
     return { kind: 'expired' };
   }
