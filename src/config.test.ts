@@ -79,7 +79,7 @@ describe('loadConfig', () => {
       maxAssociationsPerAddress: 8,
       maxConnections: 64,
       maxConnectionsPerAddress: 16,
-      maxUnassociatedConnections: 16,
+      maxUnassociatedConnections: 32,
       associationTimeoutMs: 5000,
     });
     const on = loadConfig({

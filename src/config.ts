@@ -198,7 +198,7 @@ export interface DicomNetworkConfig {
   readonly maxConnections: number;
   /** `DICOM_MAX_CONNECTIONS_PER_ADDRESS`: TCP connections from one peer address. */
   readonly maxConnectionsPerAddress: number;
-  /** `DICOM_MAX_UNASSOCIATED_CONNECTIONS`: connections whose association is not yet accepted. */
+  /** `DICOM_MAX_UNASSOCIATED_CONNECTIONS`: connections not yet associated; a new one closes the oldest. */
   readonly maxUnassociatedConnections: number;
   /** `DICOM_ASSOCIATION_TIMEOUT_MS`: time from connection to a whole A-ASSOCIATE-RQ; then it is closed. */
   readonly associationTimeoutMs: number;
@@ -358,7 +358,7 @@ export function loadConfig(env: Env = process.env): Config {
       maxAssociationsPerAddress: int('DICOM_MAX_ASSOCIATIONS_PER_ADDRESS', 8, 1, 1000),
       maxConnections: int('DICOM_MAX_CONNECTIONS', 64, 1, 10_000),
       maxConnectionsPerAddress: int('DICOM_MAX_CONNECTIONS_PER_ADDRESS', 16, 1, 10_000),
-      maxUnassociatedConnections: int('DICOM_MAX_UNASSOCIATED_CONNECTIONS', 16, 1, 10_000),
+      maxUnassociatedConnections: int('DICOM_MAX_UNASSOCIATED_CONNECTIONS', 32, 1, 10_000),
       associationTimeoutMs: int('DICOM_ASSOCIATION_TIMEOUT_MS', 5_000, 100, 60_000),
     },
     console: flag('CONSOLE', true),

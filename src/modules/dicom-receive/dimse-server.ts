@@ -63,6 +63,7 @@ type CEchoRequest = Dimse.requests.CEchoRequest;
 type CStoreRequest = Dimse.requests.CStoreRequest;
 type CEchoResponse = Dimse.responses.CEchoResponse;
 type CStoreResponse = Dimse.responses.CStoreResponse;
+/** Why a connection was closed at once: the total or per-address limit, or evicted as the oldest unassociated. */
 type ConnectionRefusal = 'total' | 'address' | 'unassociated';
 
 /** REQUEST_DATA `source` of instances received by C-STORE. */
@@ -110,7 +111,8 @@ interface ServerContext {
   /** Open associations per calling AE title and per peer address. */
   readonly associationsByAe: Map<string, number>;
   readonly associationsByAddress: Map<string, number>;
-  unassociatedConnections: number;
+  /** Connections whose association is not accepted yet, oldest first. */
+  readonly unassociated: Set<StoreScp>;
   openAssociations: number;
   isStopping: boolean;
 }
@@ -138,7 +140,7 @@ export async function startDicomServer(deps: DicomServerDeps): Promise<DicomServ
     connectionsByAddress: new Map(),
     associationsByAe: new Map(),
     associationsByAddress: new Map(),
-    unassociatedConnections: 0,
+    unassociated: new Set(),
     openAssociations: 0,
     isStopping: false,
   };
@@ -162,14 +164,22 @@ export async function startDicomServer(deps: DicomServerDeps): Promise<DicomServ
     }
     const address = normaliseAddress(socket.remoteAddress ?? '');
     const fromAddress = context.connectionsByAddress.get(address) ?? 0;
-    if (context.connections.size >= maxConnections) return refuseConnection(socket, 'total');
     if (fromAddress >= maxConnectionsPerAddress) return refuseConnection(socket, 'address');
-    if (context.unassociatedConnections >= maxUnassociatedConnections)
-      return refuseConnection(socket, 'unassociated');
+    // At the total or the not-yet-associated limit, the oldest connection still without an association
+    // makes room (it had the longest to send its request): idle connections cannot lock senders out.
+    if (
+      context.connections.size >= maxConnections ||
+      context.unassociated.size >= maxUnassociatedConnections
+    ) {
+      const oldest = context.unassociated.values().next();
+      if (oldest.done === true) return refuseConnection(socket, 'total');
+      oldest.value.evict();
+      countConnectionRefused('unassociated');
+    }
     context.connectionsByAddress.set(address, fromAddress + 1);
-    context.unassociatedConnections += 1;
     const scp = new StoreScp(socket, address, context);
     context.connections.add(scp);
+    context.unassociated.add(scp);
     socket.once('close', () => {
       context.connections.delete(scp);
       decrement(context.connectionsByAddress, address);
@@ -295,7 +305,6 @@ class StoreScp extends Scp {
   private readonly associationId = randomUUID();
   private association: Association | undefined;
   private isAssociated = false;
-  private isUnassociated = true;
   private callingAeTitle = '';
   private stores = 0;
   /** The data set being received, until it is handed to the store. */
@@ -374,8 +383,7 @@ class StoreScp extends Scp {
     }
     association.setMaxPduLength(MAX_PDU_BYTES);
     this.isAssociated = true;
-    this.isUnassociated = false;
-    this.context.unassociatedConnections -= 1;
+    this.context.unassociated.delete(this);
     this.context.openAssociations += 1;
     increment(this.context.associationsByAe, this.callingAeTitle);
     increment(this.context.associationsByAddress, this.address);
@@ -536,10 +544,7 @@ class StoreScp extends Scp {
   closed(): void {
     this.collector?.destroy();
     this.collector = undefined;
-    if (this.isUnassociated) {
-      this.isUnassociated = false;
-      this.context.unassociatedConnections -= 1;
-    }
+    this.context.unassociated.delete(this);
     if (this.isAssociated) {
       this.isAssociated = false;
       this.context.openAssociations -= 1;
@@ -547,6 +552,13 @@ class StoreScp extends Scp {
       decrement(this.context.associationsByAddress, this.address);
       trackOpenAssociations(-1);
     }
+  }
+
+  /** Closes a connection not yet associated to make room for a new one. */
+  evict(): void {
+    this.context.unassociated.delete(this);
+    this.context.connections.delete(this);
+    this.peer.destroy();
   }
 
   /** A-ABORT from the service provider, then close (server stop). */
