@@ -15,8 +15,16 @@ import { after, afterEach, before, describe, it } from 'node:test';
 import { spoolDirOf } from '../../src/files/spool.ts';
 import type { DicomServer } from '../../src/modules/dicom-receive/index.ts';
 import { runDcmtk } from '../dcmtk.ts';
-import { buildInstance, sopInstanceUidOf } from '../dicom-instances.ts';
+import {
+  buildInstance,
+  multipartRelated,
+  newUid,
+  sopInstanceUidOf,
+  stowContentType,
+} from '../dicom-instances.ts';
 import { receiptOf, startDicomTestApp } from '../dicom-receiving.ts';
+import type { TestUser } from '../factories.ts';
+import { createUser } from '../factories.ts';
 import type { TestApp } from '../harness.ts';
 import { forEachDialect } from '../harness.ts';
 import { until } from '../until.ts';
@@ -188,6 +196,7 @@ forEachDialect((dialect) => {
     let app: TestApp;
     let server: DicomServer;
     let dir: string;
+    let user: TestUser;
 
     before(async () => {
       ({ app, server } = await startDicomTestApp(dialect, 'MODALITY1@*,OTHER@127.0.0.0/8', {
@@ -195,7 +204,9 @@ forEachDialect((dialect) => {
         DICOM_MAX_ASSOCIATIONS_PER_AE: '3',
         DICOM_MAX_ASSOCIATIONS_PER_ADDRESS: '5',
         UPLOAD_MEMORY_BYTES: String(16 * 1024 * 1024),
+        DICOM_MAX_ELEMENTS: '100',
       }));
+      user = await createUser(app.db);
       dir = await mkdtemp(path.join(tmpdir(), 'cra-dicom-port-'));
     });
     afterEach(async () => {
@@ -357,6 +368,61 @@ forEachDialect((dialect) => {
       } finally {
         if (!isReleased) release();
       }
+    });
+
+    const stow = (body: Buffer) =>
+      app.request('/api/v1/dicomweb/studies', {
+        method: 'POST',
+        headers: { authorization: user.authorization, 'content-type': stowContentType() },
+        body,
+      });
+
+    it('spools a STOW-RS part past 1 MiB and loads it only within UPLOAD_MEMORY_BYTES', async () => {
+      const release = await app.app.uploadMemory.reserve(16 * 1024 * 1024);
+      const instance = buildInstance({ pixelBytes: 3 * 1024 * 1024 });
+      let isReleased = false;
+      try {
+        const answer = stow(multipartRelated([instance]));
+        const spoolDir = spoolDirOf(app.config.filesDir);
+        await until(
+          async () => (await readdir(spoolDir).catch(() => [])).some((n) => n.endsWith('.upload')),
+          {
+            what: 'the part spooled to a file',
+            timeoutMs: 10_000,
+          },
+        );
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        assert.equal(await receiptOf(app.db, sopInstanceUidOf(instance)), undefined, 'waits for memory');
+        release();
+        isReleased = true;
+        const response = await answer;
+        assert.equal(response.status, 200);
+        assert.ok((await receiptOf(app.db, sopInstanceUidOf(instance))) !== undefined);
+        assert.deepEqual(await readdir(spoolDir), [], 'the spool file removed');
+      } finally {
+        if (!isReleased) release();
+      }
+    });
+
+    it('answers an instance over a limit (A700, it would fail again) as a failure, not 503', async () => {
+      // More elements than DICOM_MAX_ELEMENTS: refused with A700 whenever it is sent.
+      const references = Array.from({ length: 60 }, () => ({
+        ReferencedSOPClassUID: SECONDARY_CAPTURE,
+        ReferencedSOPInstanceUID: newUid(),
+      }));
+      const instance = buildInstance({ tags: { ReferencedImageSequence: references as unknown as string } });
+      const response = await stow(multipartRelated([instance]));
+      assert.equal(response.status, 409);
+      assert.equal(response.headers.get('retry-after'), null);
+      const body = (await response.json()) as Record<
+        string,
+        { Value?: Record<string, { Value?: unknown[] }>[] }
+      >;
+      const failed = body['00081198']?.Value ?? [];
+      assert.equal(failed.length, 1);
+      assert.deepEqual(failed[0]!['00081197']?.Value, [0xa700]);
+      assert.deepEqual(failed[0]!['00081155']?.Value, [sopInstanceUidOf(instance)]);
+      assert.equal(await receiptOf(app.db, sopInstanceUidOf(instance)), undefined);
     });
   });
 });

@@ -32,6 +32,7 @@ import dcmjsDimse from 'dcmjs-dimse';
 import type * as Dimse from 'dcmjs-dimse';
 import type { Config, DicomCaller } from '../../config.ts';
 import type { Database } from '../../db/database.ts';
+import { AppError } from '../../errors.ts';
 import type { SpooledBytes } from '../../files/spool.ts';
 import { SPOOL_THRESHOLD_BYTES, spoolDirOf, spoolStream } from '../../files/spool.ts';
 import type { UploadMemory } from '../../http/upload-spool.ts';
@@ -262,7 +263,7 @@ class DataSetCollector extends Writable {
       (bytes): SpoolResult => ({ ok: true, bytes }),
       (error: unknown): SpoolResult => {
         this.failure =
-          error instanceof Error && error.message === 'Payload too large.'
+          error instanceof AppError && error.code === 'payload_too_large'
             ? 'data set larger than RAW_BODY_LIMIT_BYTES'
             : 'data set could not be spooled';
         return { ok: false, cause: this.failure };
