@@ -104,7 +104,10 @@ export class PduGate extends EventEmitter {
     this.timer.unref();
     socket.on('data', (chunk: Buffer) => this.receive(chunk));
     socket.on('error', (error) => this.emit('error', error));
-    socket.on('timeout', () => this.emit('timeout'));
+    // Idle while a request waits for the SCP (its memory turn, its transaction) is the SCP's doing.
+    socket.on('timeout', () => {
+      if (!this.isAwaitingAnswer) this.emit('timeout');
+    });
     socket.on('close', () => {
       clearTimeout(this.timer);
       this.phase = 'closed';
