@@ -174,7 +174,20 @@ export async function* spoolMultipartParts(
         }
       }
     }
-    if (state !== 'done') throw malformed('the body ends before its close delimiter');
+    if (state !== 'done') {
+      // A part cut off by the end of the body: over the size limit already, or merely incomplete.
+      if (open !== undefined) {
+        const cut = open;
+        open = undefined;
+        cut.input.end();
+        const bytes = await cut.result.catch((error: unknown) => {
+          if (isTooLarge(error)) throw tooLarge(error);
+          return undefined;
+        });
+        await bytes?.dispose();
+      }
+      throw malformed('the body ends before its close delimiter');
+    }
   } finally {
     // A part cut off (the stream failed, a limit, or the caller stopped): its spool is removed.
     if (open !== undefined) {
@@ -190,9 +203,12 @@ function malformed(message: string): MultipartFramingError {
 
 /** The spool's failure: past the part limit (its 413 AppError), or the file could not be written. */
 function tooLarge(error: unknown): Error {
-  if (error instanceof AppError && error.code === 'payload_too_large')
-    return new MultipartFramingError('too-large', 'a part is larger than the limit');
+  if (isTooLarge(error)) return new MultipartFramingError('too-large', 'a part is larger than the limit');
   return error instanceof Error ? error : new Error('spool failed');
+}
+
+function isTooLarge(error: unknown): boolean {
+  return error instanceof AppError && error.code === 'payload_too_large';
 }
 
 /** `Name: value` lines (RFC 5322 header fields, no folding), names in lower case. */

@@ -44,6 +44,8 @@ const NO_DATA_SET = 0x0101;
 const ABORT_SOURCE_PROVIDER = 2;
 const ABORT_UNEXPECTED_PDU = 2;
 const ABORT_INVALID_PARAMETER = 6;
+/** How long a refused or aborted connection may stay open for the peer to read the answer and close. */
+const LINGER_MS = 2000;
 
 /** What an accepted presentation context carries. */
 export type ContextKind = 'verification' | 'storage';
@@ -147,11 +149,17 @@ export class PduGate extends EventEmitter {
     if (!this.isDraining) this.drain();
   }
 
-  /** The association was refused: nothing more is read (the SCP closes the connection). */
+  /**
+   * The association was refused: what more arrives is discarded (reading goes on, so that the peer's
+   * close is seen) while the SCP closes the connection; a peer that keeps it open is not waited for.
+   */
   refuse(): void {
     if (this.phase === 'closed') return;
     this.phase = 'closed';
     this.chunks = [];
+    this.bufferedBytes = 0;
+    this.socket.resume();
+    setTimeout(() => this.socket.destroy(), LINGER_MS).unref();
   }
 
   private receive(chunk: Buffer): void {
@@ -284,7 +292,7 @@ export class PduGate extends EventEmitter {
     abort[9] = refusal === 'unexpected-pdu' ? ABORT_UNEXPECTED_PDU : ABORT_INVALID_PARAMETER;
     this.socket.end(abort);
     // A peer that does not close its side is not waited for.
-    setTimeout(() => this.socket.destroy(), 2000).unref();
+    setTimeout(() => this.socket.destroy(), LINGER_MS).unref();
   }
 
   /** The first `length` buffered bytes, without consuming them. */
