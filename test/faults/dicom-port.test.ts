@@ -370,6 +370,22 @@ forEachDialect((dialect) => {
       }
     });
 
+    it('removes the spool file of a C-STORE data set cut off by the connection', async () => {
+      const peer = new Peer(server.port);
+      await peer.connected();
+      assert.equal(await peer.associate('MODALITY1'), 0x02);
+      peer.socket.write(pData(3, true, true, commandSet(0x0001, SECONDARY_CAPTURE, true)));
+      const fragment = 16_384 - 6;
+      for (let sent = 0; sent < 1536 * 1024; sent += fragment)
+        peer.socket.write(pData(3, false, false, Buffer.alloc(fragment)));
+      const spoolDir = spoolDirOf(app.config.filesDir);
+      const spooled = async () =>
+        (await readdir(spoolDir).catch(() => [])).filter((n) => n.endsWith('.upload'));
+      await until(async () => (await spooled()).length === 1, { what: 'the data set spooled to a file' });
+      peer.close();
+      await until(async () => (await spooled()).length === 0, { what: 'the spool file removed' });
+    });
+
     const stow = (body: Buffer) =>
       app.request('/api/v1/dicomweb/studies', {
         method: 'POST',
