@@ -1,12 +1,14 @@
 /**
- * The DIMSE C-STORE SCP (PS3.4 B, PS3.7, PS3.8) with C-ECHO, on `dcmjs-dimse`: the library reads and
- * writes every PDU; this file decides what to accept and hands each received data set, as a Part 10
- * file, to the receiver (queue intake). Started by the server process when `DICOM_PORT` is set.
+ * The DIMSE C-STORE SCP (PS3.4 B, PS3.7, PS3.8) with C-ECHO, on `dcmjs-dimse`: the library decodes and
+ * writes the PDUs that `pdu-gate.ts` lets through; this file decides what to accept and hands each
+ * received data set, as a Part 10 file, to the receiver (queue intake). Started by the server process
+ * when `DICOM_PORT` is set.
  *
- * - Connections: at most `DICOM_MAX_CONNECTIONS` open, `DICOM_MAX_CONNECTIONS_PER_ADDRESS` from one
- *   address and `DICOM_MAX_UNASSOCIATED_CONNECTIONS` not yet associated; a connection beyond any of them
- *   is closed at once, so that a flood of idle connections cannot take the process's file descriptors
- *   (the HTTP side's). Every PDU goes through `pdu-gate.ts`, which closes a connection that sends no
+ * - Connections: at most `DICOM_MAX_CONNECTIONS_PER_ADDRESS` from one address (beyond, a new one is
+ *   closed at once); at `DICOM_MAX_CONNECTIONS` open or `DICOM_MAX_UNASSOCIATED_CONNECTIONS` not yet
+ *   associated, a new one closes the oldest not yet associated (or is closed itself when every one is
+ *   associated), so that a flood of idle connections can take neither the process's file descriptors
+ *   (the HTTP side's) nor every place of the senders. Every PDU goes through `pdu-gate.ts`, which closes a connection that sends no
  *   whole A-ASSOCIATE-RQ within `DICOM_ASSOCIATION_TIMEOUT_MS`, and aborts one that sends a PDU longer
  *   than announced, a command other than C-ECHO and C-STORE, or a data set with a C-ECHO.
  * - Associations: the called AE title must be `DICOM_AE_TITLE`; the calling AE title and the peer address
@@ -71,7 +73,7 @@ type ConnectionRefusal = 'total' | 'address' | 'unassociated';
 export const C_STORE_SOURCE = 'C-STORE';
 
 /** Largest PDU the service receives; senders split data sets into PDUs of at most this. */
-export const MAX_PDU_BYTES = 256 * 1024;
+const MAX_PDU_BYTES = 256 * 1024;
 /** Idle time after which an associated connection is closed, in ms. */
 const TIMEOUT_MS = 60_000;
 /** At most one log line per this interval about refused connections (a flood would fill the log). */
