@@ -136,7 +136,8 @@ export class PduGate extends EventEmitter {
     this.phase = 'associated';
     this.maxPduBytes = maxPduBytes;
     this.contexts = contexts;
-    this.drain();
+    // Called while a PDU is being passed on, the loop under way goes on reading.
+    if (!this.isDraining) this.drain();
   }
 
   /**
