@@ -24,6 +24,11 @@ function sessionToken(request: FastifyRequest): string | undefined {
 
 type CurrentUser = { kind: 'user'; user: ConsoleUser } | { kind: 'none' | 'expired' };
 
+/** Whether every item of `signedIn` is still among `current` (a session from before the column keeps none). */
+function keepsItems(signedIn: readonly string[] | null, current: readonly string[]): boolean {
+  return signedIn !== null && signedIn.every((item) => current.includes(item));
+}
+
 /** Who the request's session cookie signs in, if anyone. */
 export async function currentUser(ctx: ConsoleContext, request: FastifyRequest): Promise<CurrentUser> {
   const token = sessionToken(request);
@@ -36,10 +41,12 @@ export async function currentUser(ctx: ConsoleContext, request: FastifyRequest):
   const isAllowed =
     principal !== undefined &&
     principal.credentialStamp === lookup.session.credentialStamp &&
+    keepsItems(lookup.session.signedInItems, principal.assignedItems) &&
     (!ctx.deps.config.requireOprnLogin || principal.authItems.has('OprnLogin'));
   if (!isAllowed) {
-    // A disabled account, a changed password or role (the user's credential stamp moved, whichever
-    // process made the change), or a lost OprnLogin ends the session at its next request.
+    // A disabled account, a changed password (the user's credential stamp moved), a role revoked since
+    // sign-in (whichever process made the change), or a lost OprnLogin ends the session at its next
+    // request. A role granted meanwhile leaves it running: the guard reads the user's items anew anyway.
     await ctx.sessions.destroy(lookup.session.id);
     return { kind: 'expired' };
   }

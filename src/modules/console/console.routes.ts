@@ -220,6 +220,7 @@ function registerSessionRoutes(app: FastifyInstance, ctx: ConsoleContext, guard:
       userId: principal.userId,
       csrfSecret: ctx.newCsrfSecret(),
       credentialStamp: principal.credentialStamp,
+      assignedItems: principal.assignedItems,
     });
     request.consoleAudit = { targetType: 'user', targetIds: [principal.userId], userId: principal.userId };
     void reply.setCookie(SESSION_COOKIE, token, sessionCookieOptions(request));

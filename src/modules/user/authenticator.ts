@@ -32,6 +32,8 @@ export interface Principal {
   readonly authItems: ReadonlySet<string>;
   /** The user's credential stamp when the principal was read (`findUserAccess`). */
   readonly credentialStamp: string;
+  /** The RBAC items assigned to the user directly when the principal was read, sorted. */
+  readonly assignedItems: readonly string[];
 }
 
 /** A credential verified recently: its principal and the username as the header presents it. */
@@ -212,6 +214,7 @@ export function createAuthenticator(db: Kysely<DB>, options: AuthenticatorOption
       username: login.username,
       authItems: access.authItems,
       credentialStamp: access.credentialStamp,
+      assignedItems: access.assignedItems,
     };
     if (isCaching && changes !== undefined && changesSeen === changesSeenAtStart && isFresh()) {
       cache.set(key, { principal, username });
