@@ -26,7 +26,7 @@ import { migrateToLatest } from '../../src/db/migrate.ts';
 import { QueueHeldElsewhereError } from '../../src/db/openeyes/queue-guard.ts';
 import type { Bootstrapped } from '../../src/main/bootstrap.ts';
 import { bootstrap } from '../../src/main/bootstrap.ts';
-import { createQueueEngine } from '../../src/modules/request-queue/engine.ts';
+import { createQueueEngine } from '../../src/modules/request-queue/engine/engine.ts';
 import { createQueueWorker } from '../../src/modules/request-queue/index.ts';
 import { createAuthenticator } from '../../src/modules/user/index.ts';
 import { basicHeader } from '../factories.ts';

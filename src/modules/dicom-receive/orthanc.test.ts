@@ -11,7 +11,7 @@ import { forEachDialect } from '../../../test/harness.ts';
 import type { Orthanc } from '../../../test/orthanc.ts';
 import { orthancMissing, startOrthanc } from '../../../test/orthanc.ts';
 import { until } from '../../../test/until.ts';
-import { createQueueEngine } from '../request-queue/engine.ts';
+import { createQueueEngine } from '../request-queue/engine/engine.ts';
 import type { DicomServer } from './dimse-server.ts';
 
 const missing = orthancMissing();

@@ -10,9 +10,9 @@ export const requestQueueRoutes: FastifyPluginAsync<ModuleOptions> = async (app,
   await registerRequestQueueRoutes(app, options);
 };
 
-export { enqueueRequest } from './intake.ts';
-export { insertUploadRequest } from './intake.queries.ts';
-export { createIntakeService } from './intake.ts';
+export { enqueueRequest } from './intake/intake.service.ts';
+export { insertUploadRequest } from './intake/intake.queries.ts';
+export { createIntakeService } from './intake/intake.service.ts';
 export type {
   AlongsideWrite,
   AttachmentRowInput,
@@ -20,10 +20,10 @@ export type {
   EnqueueRequestInput,
   IntakeService,
   QueuedRequest,
-} from './intake.ts';
-export { REQUEST_QUEUE_CHANNEL, onRequestQueued } from './queue-events.ts';
-export type { RequestQueuedEvent, RequestQueuedListener } from './queue-events.ts';
-export { createQueueWorker, queueCommands } from './worker.ts';
+} from './intake/intake.service.ts';
+export { REQUEST_QUEUE_CHANNEL, onRequestQueued } from './engine/queue-events.ts';
+export type { RequestQueuedEvent, RequestQueuedListener } from './engine/queue-events.ts';
+export { createQueueWorker, queueCommands } from './engine/worker.ts';
 export type {
   AdminOutcome,
   ExecutionDetail,
@@ -38,7 +38,7 @@ export type {
   RetryInput,
   RoutineDetail,
   WorkerHealth,
-} from './queue-admin.ts';
+} from './admin/queue-admin.ts';
 export {
   COUNT_CAP,
   RETRYABLE,
@@ -51,7 +51,7 @@ export {
   requeueRequest,
   retryRoutine,
   voidRoutine,
-} from './queue-admin.ts';
-export { readQueueGauges, registerQueueGauges } from './queue-gauges.ts';
-export { javaStringHash, registerRoutineNames } from './routine-library.ts';
-export type { QueueGauges } from './queue-gauges.ts';
+} from './admin/queue-admin.ts';
+export { readQueueGauges, registerQueueGauges } from './admin/queue-gauges.ts';
+export { javaStringHash, registerRoutineNames } from './engine/routine-library.ts';
+export type { QueueGauges } from './admin/queue-gauges.ts';

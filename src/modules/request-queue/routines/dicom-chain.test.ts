@@ -19,8 +19,8 @@ import { CORPUS_SKIP_MESSAGE, corpusTestFiles } from '../../../../test/dicom-cor
 import type { TestApp } from '../../../../test/harness.ts';
 import { forEachDialect, startTestApp } from '../../../../test/harness.ts';
 import { closeDicomPools } from '../../dicom/index.ts';
-import type { QueueEngine } from '../engine.ts';
-import { createQueueEngine } from '../engine.ts';
+import type { QueueEngine } from '../engine/engine.ts';
+import { createQueueEngine } from '../engine/engine.ts';
 
 const corpus = corpusTestFiles();
 const JPEG_BASELINE = '1.2.840.10008.1.2.4.50';

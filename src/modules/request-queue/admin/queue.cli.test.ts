@@ -5,11 +5,11 @@ import {
   createRequestType,
   createRoutineName,
   routinesOf,
-} from '../../../test/factories-queue.ts';
-import type { TestDatabase } from '../../../test/harness.ts';
-import { createTestDatabase, forEachDialect } from '../../../test/harness.ts';
-import { enqueueRequest } from './intake.ts';
-import { runCli } from '../../../test/run-cli.ts';
+} from '../../../../test/factories-queue.ts';
+import type { TestDatabase } from '../../../../test/harness.ts';
+import { createTestDatabase, forEachDialect } from '../../../../test/harness.ts';
+import { enqueueRequest } from '../intake/intake.service.ts';
+import { runCli } from '../../../../test/run-cli.ts';
 
 forEachDialect((dialect) => {
   describe(`npm run cli -- queue (${dialect})`, () => {

@@ -8,13 +8,13 @@
  */
 import { LRUCache } from 'lru-cache';
 import type { Kysely } from 'kysely';
-import type { Config } from '../../config.ts';
-import { NON_PAYLOAD_MNEMONICS, contentHash } from '../attachment-data/index.ts';
-import type { Database } from '../../db/database.ts';
-import { findUnstorableCharacter, unstorableCharacterMessage } from '../../db/schema-profile.ts';
-import { nowDateTime } from '../../db/database.ts';
-import type { DB } from '../../db/schema.ts';
-import { AppError } from '../../errors.ts';
+import type { Config } from '../../../config.ts';
+import { NON_PAYLOAD_MNEMONICS, contentHash } from '../../attachment-data/index.ts';
+import type { Database } from '../../../db/database.ts';
+import { findUnstorableCharacter, unstorableCharacterMessage } from '../../../db/schema-profile.ts';
+import { nowDateTime } from '../../../db/database.ts';
+import type { DB } from '../../../db/schema.ts';
+import { AppError } from '../../../errors.ts';
 import type { FormObject, HandlerKind } from './content-type.ts';
 import {
   FormFieldError,
@@ -29,7 +29,7 @@ import {
 import type { AttachmentRowInput, QueuedRequestRows, RequestTypeRoute } from './intake.queries.ts';
 import { insertQueuedRequestInOneStatement } from './intake.queries.postgres.ts';
 import { findKnownMimeTypes, findRequestTypeRoute, insertQueuedRequest } from './intake.queries.ts';
-import { emitRequestQueued, notifyQueueAfterCommit } from './queue-events.ts';
+import { emitRequestQueued, notifyQueueAfterCommit } from '../engine/queue-events.ts';
 
 export type { AttachmentRowInput, RequestTypeRoute } from './intake.queries.ts';
 

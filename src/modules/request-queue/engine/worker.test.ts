@@ -3,23 +3,23 @@ import { sql } from 'kysely';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { after, before, describe, it } from 'node:test';
-import type { Config } from '../../config.ts';
-import { loadConfig } from '../../config.ts';
-import type { Database } from '../../db/database.ts';
-import { openDatabase } from '../../db/database.ts';
+import type { Config } from '../../../config.ts';
+import { loadConfig } from '../../../config.ts';
+import type { Database } from '../../../db/database.ts';
+import { openDatabase } from '../../../db/database.ts';
 import {
   createRequestType,
   createRoutineName,
   executionsOf,
   routinesOf,
-} from '../../../test/factories-queue.ts';
-import type { TestDatabase } from '../../../test/harness.ts';
-import { createTestDatabase, forEachDialect } from '../../../test/harness.ts';
-import { until } from '../../../test/until.ts';
+} from '../../../../test/factories-queue.ts';
+import type { TestDatabase } from '../../../../test/harness.ts';
+import { createTestDatabase, forEachDialect } from '../../../../test/harness.ts';
+import { until } from '../../../../test/until.ts';
 import { createQueueEngine } from './engine.ts';
-import { enqueueRequest } from './intake.ts';
-import type { RoutineContext } from './routines/index.ts';
-import { createRoutineCatalog, defineRoutine } from './routines/index.ts';
+import { enqueueRequest } from '../intake/intake.service.ts';
+import type { RoutineContext } from '../routines/index.ts';
+import { createRoutineCatalog, defineRoutine } from '../routines/index.ts';
 import { createQueueWorker } from './worker.ts';
 
 const CHILD = new URL('../../../test/queue-blocking-worker.ts', import.meta.url).pathname;

@@ -36,11 +36,11 @@
  */
 import { hostname } from 'node:os';
 import type { ControlledTransaction, Kysely } from 'kysely';
-import type { BackoffStep, Config } from '../../config.ts';
-import type { Database } from '../../db/database.ts';
-import { formatDateTime } from '../../db/database.ts';
-import type { DB, RoutineStatus } from '../../db/schema.ts';
-import type { Logger } from '../../logger.ts';
+import type { BackoffStep, Config } from '../../../config.ts';
+import type { Database } from '../../../db/database.ts';
+import { formatDateTime } from '../../../db/database.ts';
+import type { DB, RoutineStatus } from '../../../db/schema.ts';
+import type { Logger } from '../../../logger.ts';
 import type { AttemptRecord, ClaimedRoutine, QueueCounters, RoutineAttemptTable } from './claim.queries.ts';
 import {
   addQueueCounters,
@@ -56,17 +56,12 @@ import {
   voidNewRoutines,
 } from './claim.queries.ts';
 import { notifyQueueAfterCommit } from './queue-events.ts';
-import type {
-  PrepareContext,
-  RoutineCatalog,
-  RoutineContext,
-  RoutineDefinition,
-} from './routines/catalog.ts';
-import { PermanentRoutineError } from './routines/catalog.ts';
-import { defaultRoutineCatalog } from './routines/index.ts';
-import { readRequestContent, readRequestText, writeRequestText } from '../attachment-data/index.ts';
-import { mirrorRequestDetails } from './routines/request-data.ts';
-import { replaceUnstorableCharacters } from '../../db/schema-profile.ts';
+import type { PrepareContext, RoutineCatalog, RoutineContext, RoutineDefinition } from './routine-catalog.ts';
+import { PermanentRoutineError } from './routine-catalog.ts';
+import { defaultRoutineCatalog } from '../routines/index.ts';
+import { readRequestContent, readRequestText, writeRequestText } from '../../attachment-data/index.ts';
+import { mirrorRequestDetails } from './request-details.ts';
+import { replaceUnstorableCharacters } from '../../../db/schema-profile.ts';
 
 /** The longest execution log stored, in bytes (OpenEyes's `request_routine_execution.log_text`). */
 const MAX_LOG_BYTES = 65_535;

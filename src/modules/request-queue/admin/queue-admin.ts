@@ -18,12 +18,12 @@
 import { createHash } from 'node:crypto';
 import type { ExpressionBuilder, Kysely, SelectQueryBuilder, Transaction, Updateable } from 'kysely';
 import { sql } from 'kysely';
-import type { Database } from '../../db/database.ts';
-import type { DialectAdapter } from '../../db/dialect.ts';
-import type { DB, RoutineStatus } from '../../db/schema.ts';
-import { scanPage } from '../../db/window-scan.ts';
-import type { OverallStatus } from './status.ts';
-import { maskSecrets } from './status.ts';
+import type { Database } from '../../../db/database.ts';
+import type { DialectAdapter } from '../../../db/dialect.ts';
+import type { DB, RoutineStatus } from '../../../db/schema.ts';
+import { scanPage } from '../../../db/window-scan.ts';
+import type { OverallStatus } from '../status/status.ts';
+import { maskSecrets } from '../status/status.ts';
 
 export const ROUTINE_STATUSES: readonly RoutineStatus[] = [
   'NEW',

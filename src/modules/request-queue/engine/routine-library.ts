@@ -4,8 +4,8 @@
  * with `hash_code` = Java's `String.hashCode` of a text naming the routine and its implementation; rows
  * are never updated or deleted. `request_type` and `request_routine` rows refer to these names.
  */
-import type { Database } from '../../db/database.ts';
-import { DEFAULT_ROUTINES } from './routines/index.ts';
+import type { Database } from '../../../db/database.ts';
+import { DEFAULT_ROUTINES } from '../routines/index.ts';
 
 /** Java's `String.hashCode` (a 32-bit int over the UTF-16 code units). */
 export function javaStringHash(text: string): number {

@@ -13,8 +13,8 @@
  *
  * A single writer (SQLite): one slot per queue (one connection); run one worker process per database file.
  */
-import type { Subscription } from '../../db/dialect.ts';
-import type { Logger } from '../../logger.ts';
+import type { Subscription } from '../../../db/dialect.ts';
+import type { Logger } from '../../../logger.ts';
 import type { EngineOptions, QueueEngine } from './engine.ts';
 import { createQueueEngine } from './engine.ts';
 import { findQueues } from './claim.queries.ts';
@@ -171,4 +171,4 @@ export function createQueueWorker(options: WorkerOptions): QueueWorker {
 }
 
 // The worker's public face for the composition roots (`src/main/`): the worker, and the admin commands.
-export { queueCommands } from './queue.cli.ts';
+export { queueCommands } from '../admin/queue.cli.ts';

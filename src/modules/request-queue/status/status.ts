@@ -4,8 +4,8 @@
  * execution. Shown to holders of the queue's operation (the endpoint) and to `queue show` (the CLI).
  */
 import type { Kysely } from 'kysely';
-import type { DB, RoutineStatus } from '../../db/schema.ts';
-import { AppError } from '../../errors.ts';
+import type { DB, RoutineStatus } from '../../../db/schema.ts';
+import { AppError } from '../../../errors.ts';
 import { findRequestRoutines } from './status.queries.ts';
 
 export type OverallStatus = 'COMPLETE' | 'RUNNING' | 'FAILED';

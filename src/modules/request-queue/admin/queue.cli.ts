@@ -6,13 +6,13 @@
  * by its worker, so these updates wait for that attempt to finish and then apply to its outcome. Retry
  * and void are written to the audit trail, refusals included.
  */
-import type { RoutineStatus } from '../../db/schema.ts';
-import type { CliCommand, CliContext } from '../../cli/cli-types.ts';
-import { EXIT_FAILURE, UsageError } from '../../cli/cli-types.ts';
-import { AppError } from '../../errors.ts';
-import { runAuditedCliAction } from '../audit/index.ts';
-import { listRoutines, retryRequestRoutines, voidRequestRoutines } from './claim.queries.ts';
-import { createStatusService } from './status.ts';
+import type { RoutineStatus } from '../../../db/schema.ts';
+import type { CliCommand, CliContext } from '../../../cli/cli-types.ts';
+import { EXIT_FAILURE, UsageError } from '../../../cli/cli-types.ts';
+import { AppError } from '../../../errors.ts';
+import { runAuditedCliAction } from '../../audit/index.ts';
+import { listRoutines, retryRequestRoutines, voidRequestRoutines } from '../engine/claim.queries.ts';
+import { createStatusService } from '../status/status.ts';
 
 const STATUSES: readonly RoutineStatus[] = ['NEW', 'RETRY', 'COMPLETE', 'FAILED', 'VOID', 'PAUSE'];
 

@@ -14,9 +14,9 @@
  */
 import type { ExpressionBuilder, Kysely, RawBuilder } from 'kysely';
 import { sql } from 'kysely';
-import type { ShapeCache } from '../../db/compiled-queries.ts';
-import type { DialectAdapter } from '../../db/dialect.ts';
-import type { DB, Row, RoutineStatus } from '../../db/schema.ts';
+import type { ShapeCache } from '../../../db/compiled-queries.ts';
+import type { DialectAdapter } from '../../../db/dialect.ts';
+import type { DB, Row, RoutineStatus } from '../../../db/schema.ts';
 
 export type ClaimedRoutine = Row<'request_routine'> & { readonly request_type: string };
 
