@@ -17,7 +17,7 @@ import { StartupError, databaseErrorKind } from '../errors.ts';
 import type { FileStore } from '../files/file-store.ts';
 import { createLocalFileStore } from '../files/file-store.ts';
 import type { Logger } from '../logger.ts';
-import { registerRoutineNames } from '../modules/request-queue/index.ts';
+import { defaultRoutineCatalog, registerRoutineNames } from '../modules/request-queue/index.ts';
 
 export interface Bootstrapped {
   readonly config: Config;
@@ -70,7 +70,7 @@ export async function bootstrap(
       if (problem) throw new StartupError(`Cannot serve this database: ${problem}`);
     }
     const migrations = await migrateToLatest(database);
-    await registerRoutineNames(database);
+    await registerRoutineNames(database, defaultRoutineCatalog.names);
     return { config, database, files, migrations };
   } catch (error) {
     await database.close().catch(() => {});

@@ -23,7 +23,16 @@ export type {
 } from './intake/intake.service.ts';
 export { REQUEST_QUEUE_CHANNEL, onRequestQueued } from './engine/queue-events.ts';
 export type { RequestQueuedEvent, RequestQueuedListener } from './engine/queue-events.ts';
-export { createQueueWorker, queueCommands } from './engine/worker.ts';
+export { createQueueWorker } from './engine/worker.ts';
+export type { QueueWorker, WorkerOptions } from './engine/worker.ts';
+export { createQueueEngine } from './engine/engine.ts';
+export type { QueueEngine, StepOutcome } from './engine/engine.ts';
+// The routines of the service: the composition roots (`src/main`) hand them to the engine and register
+// their names; the engine itself knows no routine.
+export { DEFAULT_ROUTINES, defaultRoutineCatalog } from './routines/index.ts';
+export { PermanentRoutineError, createRoutineCatalog, defineRoutine } from './engine/routine-catalog.ts';
+export type { RoutineCatalog, RoutineDefinition } from './engine/routine-catalog.ts';
+export { queueCommands } from './admin/queue.cli.ts';
 export type {
   AdminOutcome,
   ExecutionDetail,

@@ -21,13 +21,9 @@ import { parseBackoff } from '../../../config.ts';
 import { claimQuery } from './claim.queries.ts';
 import { createQueueEngine, retryDelayMs } from './engine.ts';
 import { enqueueRequest } from '../intake/intake.service.ts';
-import type { RoutineContext } from '../routines/index.ts';
-import {
-  DEFAULT_ROUTINES,
-  PermanentRoutineError,
-  createRoutineCatalog,
-  defineRoutine,
-} from '../routines/index.ts';
+import { DEFAULT_ROUTINES } from '../index.ts';
+import type { RoutineContext } from './routine-catalog.ts';
+import { PermanentRoutineError, createRoutineCatalog, defineRoutine } from './routine-catalog.ts';
 
 const MINUTE = 60_000;
 

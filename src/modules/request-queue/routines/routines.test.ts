@@ -10,6 +10,7 @@ import type { TestDatabase } from '../../../../test/harness.ts';
 import { createTestDatabase, forEachDialect } from '../../../../test/harness.ts';
 import type { QueueEngine } from '../engine/engine.ts';
 import { createQueueEngine } from '../engine/engine.ts';
+import { defaultRoutineCatalog } from './index.ts';
 import { enqueueRequest } from '../intake/intake.service.ts';
 import { DicomError, readDicomFile } from '../../dicom/index.ts';
 import { applyPad, normaliseDob, toRegExp } from './patient-match.ts';
@@ -63,6 +64,7 @@ forEachDialect((dialect) => {
       engine = createQueueEngine({
         database: testDb.database,
         config,
+        catalog: defaultRoutineCatalog,
         now: () => clock,
       });
       const institutionId = await createInstitution(testDb.db);
