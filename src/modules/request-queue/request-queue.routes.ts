@@ -29,7 +29,7 @@ import {
   hasNulCharacter,
   nulCharacterMessage,
 } from './intake/content-type.ts';
-import type { MultipartPart } from './intake/intake.service.ts';
+import type { MultipartPart } from './intake/payload.ts';
 import { createIntakeService } from './intake/intake.service.ts';
 import { createStatusService } from './status/status.ts';
 

@@ -8,7 +8,7 @@ import {
 } from '../../../../test/factories-queue.ts';
 import type { TestDatabase } from '../../../../test/harness.ts';
 import { createTestDatabase, forEachDialect } from '../../../../test/harness.ts';
-import { enqueueRequest } from '../intake/intake.service.ts';
+import { enqueueRequest } from '../intake/enqueue.ts';
 import { runCli } from '../../../../test/run-cli.ts';
 
 forEachDialect((dialect) => {

@@ -20,7 +20,7 @@ import type { QueueEngine } from './engine.ts';
 import { parseBackoff } from '../../../config.ts';
 import { claimQuery } from './claim.queries.ts';
 import { createQueueEngine, retryDelayMs } from './engine.ts';
-import { enqueueRequest } from '../intake/intake.service.ts';
+import { enqueueRequest } from '../intake/enqueue.ts';
 import { DEFAULT_ROUTINES } from '../index.ts';
 import type { RoutineContext } from './routine-catalog.ts';
 import { PermanentRoutineError, createRoutineCatalog, defineRoutine } from './routine-catalog.ts';

@@ -17,7 +17,7 @@ import type { TestDatabase } from '../../../../test/harness.ts';
 import { createTestDatabase, forEachDialect } from '../../../../test/harness.ts';
 import { until } from '../../../../test/until.ts';
 import { createQueueEngine } from './engine.ts';
-import { enqueueRequest } from '../intake/intake.service.ts';
+import { enqueueRequest } from '../intake/enqueue.ts';
 import type { RoutineContext } from './routine-catalog.ts';
 import { createRoutineCatalog, defineRoutine } from './routine-catalog.ts';
 import { createQueueWorker } from './worker.ts';

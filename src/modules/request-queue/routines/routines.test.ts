@@ -11,7 +11,7 @@ import { createTestDatabase, forEachDialect } from '../../../../test/harness.ts'
 import type { QueueEngine } from '../engine/engine.ts';
 import { createQueueEngine } from '../engine/engine.ts';
 import { defaultRoutineCatalog } from './index.ts';
-import { enqueueRequest } from '../intake/intake.service.ts';
+import { enqueueRequest } from '../intake/enqueue.ts';
 import { DicomError, readDicomFile } from '../../dicom/index.ts';
 import { applyPad, normaliseDob, toRegExp } from './patient-match.ts';
 
