@@ -14,10 +14,10 @@
  * - under those locks the routine is read again and compared with the version the operator saw: any
  *   difference answers "changed meanwhile" and nothing is written (never a lost update).
  */
-import type { Kysely, Transaction, Updateable } from 'kysely';
+import type { Transaction, Updateable } from 'kysely';
 import type { Database } from '../../../db/database.ts';
 import type { DialectAdapter } from '../../../db/dialect.ts';
-import type { DB, RoutineStatus } from '../../../db/schema.ts';
+import type { DB, Row, RoutineStatus } from '../../../db/schema.ts';
 import { requestVersion, routineVersion } from './request-detail.ts';
 
 /** What an admin action did. */
@@ -84,8 +84,100 @@ async function withRequestLocks<T>(
   }
 }
 
-async function findRoutine(db: Kysely<DB>, routineId: number) {
-  return db.selectFrom('request_routine').selectAll().where('id', '=', routineId).executeTakeFirst();
+type RoutineRow = Row<'request_routine'>;
+
+/** A change of routines: the statuses it applies to, its verb in a refusal, and what it sets. */
+interface RoutineChange {
+  readonly allowed: readonly RoutineStatus[];
+  readonly verb: string;
+  readonly set: Updateable<DB['request_routine']>;
+}
+
+/** Statuses a re-queue resets: every one that is not pending. */
+const REQUEUEABLE: readonly RoutineStatus[] = ['COMPLETE', 'FAILED', 'VOID', 'PAUSE'];
+
+const VOID_CHANGE: RoutineChange = { allowed: VOIDABLE, verb: 'voided', set: { status: 'VOID' } };
+
+function retryChange(to: {
+  status: 'NEW' | 'RETRY';
+  tryCount: number;
+  nextTry: string | null;
+}): RoutineChange {
+  return {
+    allowed: RETRYABLE,
+    verb: 'retried',
+    set: { status: to.status, try_count: to.tryCount, next_try_date_time: to.nextTry },
+  };
+}
+
+/**
+ * The one checked change of routines, which every admin action (console and CLI) goes through: under the
+ * request's locks (see the top of this file) it reads the request's routines in id order, lets `choose`
+ * pick those to change (or answer instead: the routine is gone, or differs from the version the operator
+ * saw), refuses when a chosen routine's status is not one `change` applies to, and writes `change.set`.
+ */
+async function changeRoutines(
+  database: Database,
+  requestId: number,
+  choose: (routines: readonly RoutineRow[]) => readonly RoutineRow[] | AdminOutcome,
+  change: RoutineChange,
+): Promise<AdminOutcome> {
+  const exists = await database.db
+    .selectFrom('request')
+    .select('id')
+    .where('id', '=', requestId)
+    .executeTakeFirst();
+  if (exists === undefined) return { kind: 'not_found' };
+  const outcome = await withRequestLocks(database, requestId, async (trx): Promise<AdminOutcome> => {
+    const routines = await trx
+      .selectFrom('request_routine')
+      .selectAll()
+      .where('request_id', '=', requestId)
+      .orderBy('id')
+      .execute();
+    const chosen = choose(routines);
+    if (isOutcome(chosen)) return chosen;
+    const refused = chosen.find((r) => !change.allowed.includes(r.status));
+    if (refused !== undefined)
+      return { kind: 'refused', requestId, reason: `A ${refused.status} routine cannot be ${change.verb}.` };
+    const ids = chosen.map((r) => r.id);
+    if (ids.length > 0)
+      await trx.updateTable('request_routine').set(change.set).where('id', 'in', ids).execute();
+    return { kind: 'done', requestId, routineIds: ids };
+  });
+  return outcome === 'busy' ? { kind: 'busy', requestId } : outcome;
+}
+
+function isOutcome(chosen: readonly RoutineRow[] | AdminOutcome): chosen is AdminOutcome {
+  return !Array.isArray(chosen);
+}
+
+/** Picks routine `routineId` when it is still the version the operator saw. */
+function seenRoutine(
+  input: { readonly routineId: number; readonly expectedVersion: string },
+  requestId: number,
+) {
+  return (routines: readonly RoutineRow[]): readonly RoutineRow[] | AdminOutcome => {
+    const routine = routines.find((r) => r.id === input.routineId);
+    if (routine === undefined) return { kind: 'not_found' };
+    const current = routineVersion(routine);
+    return current === input.expectedVersion ? [routine] : { kind: 'changed', requestId, current };
+  };
+}
+
+/** A change of one routine the operator saw; its request is found first. */
+async function changeSeenRoutine(
+  database: Database,
+  input: { readonly routineId: number; readonly expectedVersion: string },
+  change: RoutineChange,
+): Promise<AdminOutcome> {
+  const seen = await database.db
+    .selectFrom('request_routine')
+    .select('request_id')
+    .where('id', '=', input.routineId)
+    .executeTakeFirst();
+  if (seen === undefined) return { kind: 'not_found' };
+  return changeRoutines(database, seen.request_id, seenRoutine(input, seen.request_id), change);
 }
 
 export interface RetryInput {
@@ -100,11 +192,7 @@ export interface RetryInput {
 
 /** Reference 9.7 admin edit: a FAILED (or VOID, PAUSE) routine back to NEW or RETRY. */
 export function retryRoutine(database: Database, input: RetryInput): Promise<AdminOutcome> {
-  return changeRoutine(database, input, RETRYABLE, 'retried', {
-    status: input.status,
-    try_count: input.tryCount,
-    next_try_date_time: input.nextTry,
-  });
+  return changeSeenRoutine(database, input, retryChange(input));
 }
 
 /** Voids one routine (it will not run; VOID counts as done for the ordering rule). */
@@ -112,34 +200,7 @@ export function voidRoutine(
   database: Database,
   input: { readonly routineId: number; readonly expectedVersion: string },
 ): Promise<AdminOutcome> {
-  return changeRoutine(database, input, VOIDABLE, 'voided', { status: 'VOID' });
-}
-
-/**
- * Sets `change` on one routine under its request's locks, once it is still the version the operator saw
- * and its status is one of `allowed`.
- */
-async function changeRoutine(
-  database: Database,
-  input: { readonly routineId: number; readonly expectedVersion: string },
-  allowed: readonly RoutineStatus[],
-  verb: string,
-  change: Updateable<DB['request_routine']>,
-): Promise<AdminOutcome> {
-  const seen = await findRoutine(database.db, input.routineId);
-  if (seen === undefined) return { kind: 'not_found' };
-  const requestId = seen.request_id;
-  const outcome = await withRequestLocks(database, requestId, async (trx): Promise<AdminOutcome> => {
-    const routine = await findRoutine(trx, input.routineId);
-    if (routine === undefined) return { kind: 'not_found' };
-    const current = routineVersion(routine);
-    if (current !== input.expectedVersion) return { kind: 'changed', requestId, current };
-    if (!allowed.includes(routine.status))
-      return { kind: 'refused', requestId, reason: `A ${routine.status} routine cannot be ${verb}.` };
-    await trx.updateTable('request_routine').set(change).where('id', '=', routine.id).execute();
-    return { kind: 'done', requestId, routineIds: [routine.id] };
-  });
-  return outcome === 'busy' ? { kind: 'busy', requestId } : outcome;
+  return changeSeenRoutine(database, input, VOID_CHANGE);
 }
 
 /**
@@ -147,35 +208,54 @@ async function changeRoutine(
  * back to NEW with try count 0 and no next try, so the request runs again from its first routine in
  * sequence order; NEW and RETRY routines are left as they are.
  */
-export async function requeueRequest(
+export function requeueRequest(
   database: Database,
   input: { readonly requestId: number; readonly expectedVersion: string },
 ): Promise<AdminOutcome> {
-  const requestId = input.requestId;
-  const exists = await database.db
-    .selectFrom('request')
-    .select('id')
-    .where('id', '=', requestId)
-    .executeTakeFirst();
-  if (exists === undefined) return { kind: 'not_found' };
-  const outcome = await withRequestLocks(database, requestId, async (trx): Promise<AdminOutcome> => {
-    const routines = await trx
-      .selectFrom('request_routine')
-      .selectAll()
-      .where('request_id', '=', requestId)
-      .orderBy('id')
-      .execute();
-    const current = requestVersion(routines);
-    if (current !== input.expectedVersion) return { kind: 'changed', requestId, current };
-    const reset = routines.filter((r) => r.status !== 'NEW' && r.status !== 'RETRY').map((r) => r.id);
-    if (reset.length === 0)
-      return { kind: 'refused', requestId, reason: 'Every routine is already pending.' };
-    await trx
-      .updateTable('request_routine')
-      .set({ status: 'NEW', try_count: 0, next_try_date_time: null })
-      .where('id', 'in', reset)
-      .execute();
-    return { kind: 'done', requestId, routineIds: reset };
-  });
-  return outcome === 'busy' ? { kind: 'busy', requestId } : outcome;
+  const { requestId } = input;
+  return changeRoutines(
+    database,
+    requestId,
+    (routines) => {
+      const current = requestVersion(routines);
+      if (current !== input.expectedVersion) return { kind: 'changed', requestId, current };
+      const reset = routines.filter((r) => REQUEUEABLE.includes(r.status));
+      if (reset.length === 0)
+        return { kind: 'refused', requestId, reason: 'Every routine is already pending.' };
+      return reset;
+    },
+    {
+      allowed: REQUEUEABLE,
+      verb: 're-queued',
+      set: { status: 'NEW', try_count: 0, next_try_date_time: null },
+    },
+  );
+}
+
+/**
+ * `queue retry <request>` of the CLI: the console's retry (NEW, try count 0, no next try) of each of the
+ * request's FAILED routines. The CLI shows no version to compare: the routines are chosen under the
+ * request's locks, from what they are then, so a routine a worker finished meanwhile is seen as it is
+ * now. A pending (NEW/RETRY) routine is not retried: a worker may be about to run it.
+ */
+export function retryFailedRoutines(database: Database, requestId: number): Promise<AdminOutcome> {
+  return changeRoutines(
+    database,
+    requestId,
+    (routines) => routines.filter((r) => r.status === 'FAILED'),
+    retryChange({ status: 'NEW', tryCount: 0, nextTry: null }),
+  );
+}
+
+/**
+ * `queue void <request>` of the CLI: the console's void of each of the request's pending (NEW/RETRY)
+ * routines, chosen under the request's locks (see {@link retryFailedRoutines}).
+ */
+export function voidPendingRoutines(database: Database, requestId: number): Promise<AdminOutcome> {
+  return changeRoutines(
+    database,
+    requestId,
+    (routines) => routines.filter((r) => r.status === 'NEW' || r.status === 'RETRY'),
+    VOID_CHANGE,
+  );
 }
