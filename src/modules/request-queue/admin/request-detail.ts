@@ -6,8 +6,8 @@ import { createHash } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import type { DB, RoutineStatus } from '../../../db/schema.ts';
 import { maskSecrets } from '../status/status.ts';
-import type { OverallState } from './request-list.ts';
-import { overallStateOf } from './request-list.ts';
+import type { OverallState } from '../status/overall-status.ts';
+import { overallStateOf } from '../status/overall-status.ts';
 
 export interface ExecutionDetail {
   readonly id: number;

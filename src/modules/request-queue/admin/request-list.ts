@@ -6,7 +6,8 @@ import type { ExpressionBuilder, Kysely, SelectQueryBuilder } from 'kysely';
 import { sql } from 'kysely';
 import type { DB, RoutineStatus } from '../../../db/schema.ts';
 import { scanPage } from '../../../db/window-scan.ts';
-import type { OverallStatus } from '../status/status.ts';
+import type { OverallState, OverallStatus } from '../status/overall-status.ts';
+import { overallStateOf, overallStatusCondition, routineStatusesOf } from '../status/overall-status.ts';
 
 export const ROUTINE_STATUSES: readonly RoutineStatus[] = [
   'NEW',
@@ -19,6 +20,13 @@ export const ROUTINE_STATUSES: readonly RoutineStatus[] = [
 
 /** Reference 9.7's list filters on the overall state of a request. */
 export type OverallFilter = 'complete' | 'incomplete' | 'failed';
+
+/** The overall status each list filter selects (the rule of `overall-status.ts`). */
+const STATUS_OF_FILTER: Readonly<Record<OverallFilter, OverallStatus>> = {
+  complete: 'COMPLETE',
+  incomplete: 'RUNNING',
+  failed: 'FAILED',
+};
 
 export interface RequestListFilter {
   readonly overall?: OverallFilter;
@@ -37,12 +45,7 @@ export interface RequestListFilter {
   readonly createdTo?: string;
 }
 
-/** Reference 9.7 `getRequestStatus`: the first FAILED routine, else the first NEW/RETRY one (id order). */
-export interface OverallState {
-  readonly status: OverallStatus;
-  readonly routineName: string | null;
-  readonly tryCount: number | null;
-}
+export type { OverallState } from '../status/overall-status.ts';
 
 export interface RequestListRow {
   readonly id: number;
@@ -83,9 +86,10 @@ function drivingStatuses(filter: RequestListFilter): RoutineStatus[] | undefined
     const isCommon = filter.routineStatus === 'COMPLETE' || filter.routineStatus === 'VOID';
     return isCommon && filter.routineName !== undefined ? undefined : [filter.routineStatus];
   }
-  if (filter.overall === 'failed') return ['FAILED'];
-  if (filter.overall === 'incomplete') return ['NEW', 'RETRY'];
-  return undefined;
+  // A FAILED or RUNNING request has a routine of the statuses that make it so; a COMPLETE one has none.
+  const statuses =
+    filter.overall === undefined ? undefined : routineStatusesOf(STATUS_OF_FILTER[filter.overall]);
+  return statuses === undefined ? undefined : [...statuses];
 }
 
 /**
@@ -177,52 +181,10 @@ function matchesFilter(eb: RequestScope, filter: RequestListFilter) {
   const routines = () =>
     eb.selectFrom('request_routine as x').select(sql.lit(1).as('one')).whereRef('x.request_id', '=', 'r.id');
   const conditions = [];
-  if (filter.overall === 'complete') {
-    conditions.push(eb.not(eb.exists(routines().where('x.status', 'in', ['NEW', 'RETRY', 'FAILED']))));
-  } else if (filter.overall === 'failed') {
-    // A FAILED routine with no pending routine before it (reference 9.7).
+  if (filter.overall !== undefined) {
     conditions.push(
-      eb.exists(
-        eb
-          .selectFrom('request_routine as f')
-          .select(sql.lit(1).as('one'))
-          .whereRef('f.request_id', '=', 'r.id')
-          .where('f.status', '=', 'FAILED')
-          .where((inner) =>
-            inner.not(
-              inner.exists(
-                inner
-                  .selectFrom('request_routine as p')
-                  .select(sql.lit(1).as('one'))
-                  .whereRef('p.request_id', '=', 'r.id')
-                  .where('p.status', 'in', ['NEW', 'RETRY'])
-                  .whereRef('p.execute_sequence', '<', 'f.execute_sequence'),
-              ),
-            ),
-          ),
-      ),
-    );
-  } else if (filter.overall === 'incomplete') {
-    // A pending routine with no FAILED routine before it: it can still run.
-    conditions.push(
-      eb.exists(
-        eb
-          .selectFrom('request_routine as p')
-          .select(sql.lit(1).as('one'))
-          .whereRef('p.request_id', '=', 'r.id')
-          .where('p.status', 'in', ['NEW', 'RETRY'])
-          .where((inner) =>
-            inner.not(
-              inner.exists(
-                inner
-                  .selectFrom('request_routine as f')
-                  .select(sql.lit(1).as('one'))
-                  .whereRef('f.request_id', '=', 'r.id')
-                  .where('f.status', '=', 'FAILED')
-                  .whereRef('f.execute_sequence', '<', 'p.execute_sequence'),
-              ),
-            ),
-          ),
+      overallStatusCondition(eb, STATUS_OF_FILTER[filter.overall], (statuses) =>
+        eb.exists(routines().where('x.status', 'in', [...statuses])),
       ),
     );
   }
@@ -248,19 +210,6 @@ function matchesFilter(eb: RequestScope, filter: RequestListFilter) {
   if (filter.createdFrom !== undefined) conditions.push(eb('r.created_date', '>=', filter.createdFrom));
   if (filter.createdTo !== undefined) conditions.push(eb('r.created_date', '<', filter.createdTo));
   return eb.and(conditions);
-}
-
-/** Reference 9.7 over routines in id order. */
-export function overallStateOf(
-  routines: readonly { status: RoutineStatus; routine_name: string; try_count: number }[],
-): OverallState {
-  const failed = routines.find((r) => r.status === 'FAILED');
-  if (failed !== undefined)
-    return { status: 'FAILED', routineName: failed.routine_name, tryCount: failed.try_count };
-  const pending = routines.find((r) => r.status === 'NEW' || r.status === 'RETRY');
-  if (pending !== undefined)
-    return { status: 'RUNNING', routineName: pending.routine_name, tryCount: pending.try_count };
-  return { status: 'COMPLETE', routineName: null, tryCount: null };
 }
 
 /** One page of requests matching `filter`, newest first (keyset paging by id). */
