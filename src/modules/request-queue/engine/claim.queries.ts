@@ -258,7 +258,7 @@ export async function findAttemptMarkers(
  * Marks the attempts of `routines` as started, keeping the count of unfinished attempts before them, in
  * a transaction of its own that commits without waiting for the disk (`commitWithoutFlush`): the mark
  * survives a crash of the attempt's process, and is lost only with the database server or the machine,
- * which loses the attempt's own transaction too (engine.ts).
+ * which loses the attempt's own transaction too (attempts.ts).
  */
 export async function markAttemptsStarted(
   database: { readonly db: Kysely<DB>; readonly dialect: DialectAdapter },

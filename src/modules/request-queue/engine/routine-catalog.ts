@@ -84,7 +84,7 @@ export interface RoutineContext extends PrepareContext {
   /**
    * Serialises work on `key` (a patient, a study) across workers until this routine's transaction (its
    * batch) ends. May put the routine back for a later batch instead, by throwing an error that must
-   * propagate (when the batch already holds another key, it does not wait: see engine.ts).
+   * propagate (when the batch already holds another key, it does not wait: see run-context.ts).
    */
   lock(key: string): Promise<void>;
 }
