@@ -9,8 +9,8 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Kysely } from 'kysely';
 import { closeDicomPools } from '../src/modules/dicom/index.ts';
-import type { QueueEngine } from '../src/modules/request-queue/engine.ts';
-import { createQueueEngine } from '../src/modules/request-queue/engine.ts';
+import type { QueueEngine } from '../src/modules/request-queue/index.ts';
+import { createQueueEngine, defaultRoutineCatalog } from '../src/modules/request-queue/index.ts';
 import type { PatientTags, StudyTags } from './biometry-objects.ts';
 import { axialMeasurements, iolCalculation, iolMaster500, iolMaster700Report } from './biometry-objects.ts';
 import { buildInstance, newUid } from './dicom-instances.ts';
@@ -40,7 +40,11 @@ forEachDialect((dialect) => {
       app = await startTestApp(dialect);
       db = app.db as AnyDb;
       user = await createUser(app.db);
-      engine = createQueueEngine({ database: app.database, config: app.config });
+      engine = createQueueEngine({
+        database: app.database,
+        config: app.config,
+        catalog: defaultRoutineCatalog,
+      });
       const institutionId = await createInstitution(app.db);
       typeId = await createIdentifierType(app.db, { institution_id: institutionId });
     });

@@ -26,8 +26,11 @@ import { migrateToLatest } from '../../src/db/migrate.ts';
 import { QueueHeldElsewhereError } from '../../src/db/openeyes/queue-guard.ts';
 import type { Bootstrapped } from '../../src/main/bootstrap.ts';
 import { bootstrap } from '../../src/main/bootstrap.ts';
-import { createQueueEngine } from '../../src/modules/request-queue/engine.ts';
-import { createQueueWorker } from '../../src/modules/request-queue/index.ts';
+import {
+  createQueueEngine,
+  createQueueWorker,
+  defaultRoutineCatalog,
+} from '../../src/modules/request-queue/index.ts';
 import { createAuthenticator } from '../../src/modules/user/index.ts';
 import { basicHeader } from '../factories.ts';
 import { b64, makePng } from '../factories-signature.ts';
@@ -412,7 +415,7 @@ describe('DATABASE_SCHEMA=openeyes on an OpenEyes v6.8-shaped database', { skip 
     assert.equal(queued.status, 200, await queued.clone().text());
     const { request_id: requestId } = (await queued.json()) as { request_id: number };
 
-    const engine = createQueueEngine({ database, config });
+    const engine = createQueueEngine({ database, config, catalog: defaultRoutineCatalog });
     const ran: string[] = [];
     for (let i = 0; i < 20; i++) {
       const outcome = await engine.step();
@@ -497,7 +500,11 @@ describe('DATABASE_SCHEMA=openeyes on an OpenEyes v6.8-shaped database', { skip 
       await java.query(
         "select * from request_queue_lock where request_queue = 'dicom_queue' for update nowait",
       );
-      const worker = createQueueWorker({ database, config: { ...config, workerQueues: ['dicom_queue'] } });
+      const worker = createQueueWorker({
+        database,
+        config: { ...config, workerQueues: ['dicom_queue'] },
+        catalog: defaultRoutineCatalog,
+      });
       await assert.rejects(worker.start(), QueueHeldElsewhereError);
       await java.query('rollback');
 

@@ -19,8 +19,9 @@ import { CORPUS_SKIP_MESSAGE, corpusTestFiles } from '../../../../test/dicom-cor
 import type { TestApp } from '../../../../test/harness.ts';
 import { forEachDialect, startTestApp } from '../../../../test/harness.ts';
 import { closeDicomPools } from '../../dicom/index.ts';
-import type { QueueEngine } from '../engine.ts';
-import { createQueueEngine } from '../engine.ts';
+import type { QueueEngine } from '../engine/engine.ts';
+import { createQueueEngine } from '../engine/engine.ts';
+import { defaultRoutineCatalog } from './index.ts';
 
 const corpus = corpusTestFiles();
 const JPEG_BASELINE = '1.2.840.10008.1.2.4.50';
@@ -81,7 +82,11 @@ forEachDialect((dialect) => {
     before(async () => {
       app = await startTestApp(dialect);
       user = await createUser(app.db);
-      engine = createQueueEngine({ database: app.database, config: app.config });
+      engine = createQueueEngine({
+        database: app.database,
+        config: app.config,
+        catalog: defaultRoutineCatalog,
+      });
     });
     after(async () => {
       await closeDicomPools();

@@ -8,9 +8,10 @@ import { addIdentifier, createIdentifierType } from '../../../../test/factories-
 import { blobRow, buildDicomFile, jsonRow, routinesOf } from '../../../../test/factories-queue.ts';
 import type { TestDatabase } from '../../../../test/harness.ts';
 import { createTestDatabase, forEachDialect } from '../../../../test/harness.ts';
-import type { QueueEngine } from '../engine.ts';
-import { createQueueEngine } from '../engine.ts';
-import { enqueueRequest } from '../intake.ts';
+import type { QueueEngine } from '../engine/engine.ts';
+import { createQueueEngine } from '../engine/engine.ts';
+import { defaultRoutineCatalog } from './index.ts';
+import { enqueueRequest } from '../intake/enqueue.ts';
 import { DicomError, readDicomFile } from '../../dicom/index.ts';
 import { applyPad, normaliseDob, toRegExp } from './patient-match.ts';
 
@@ -63,6 +64,7 @@ forEachDialect((dialect) => {
       engine = createQueueEngine({
         database: testDb.database,
         config,
+        catalog: defaultRoutineCatalog,
         now: () => clock,
       });
       const institutionId = await createInstitution(testDb.db);
