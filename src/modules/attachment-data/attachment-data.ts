@@ -111,6 +111,9 @@ export interface AttachmentDataChange {
     readonly medium: Buffer | null;
     readonly large: Buffer | null;
   };
+  /** The eye of the content (`body_site_type`), as device filing finds it. */
+  readonly bodySite?: string | null;
+  readonly attachmentType?: string;
 }
 
 /** Which rows an update changes: one by id, or a request's rows of one mnemonic (body site null). */
@@ -136,6 +139,8 @@ export async function updateAttachmentData(
           thumbnail_large_blob: change.thumbnails.large,
         }
       : {}),
+    ...(change.bodySite !== undefined ? { body_site_snomed_type: change.bodySite } : {}),
+    ...(change.attachmentType !== undefined ? { attachment_type: change.attachmentType } : {}),
     last_modified_user_id: stamp.userId,
     last_modified_date: dialect.nextModifiedDate('last_modified_date', stamp.now),
   });

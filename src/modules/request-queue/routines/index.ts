@@ -3,6 +3,7 @@ import { attachToEventRoutine } from './attach-to-event.ts';
 import type { RoutineCatalog } from './catalog.ts';
 import { createRoutineCatalog } from './catalog.ts';
 import { cleanUpRoutine } from './clean-up.ts';
+import { deviceProfileRoutine } from './device-profile.ts';
 import { dicomSeedRoutine } from './dicom-seed.ts';
 import { extractImageRoutine } from './extract-image.ts';
 import { makeThumbnailsRoutine } from './make-thumbnails.ts';
@@ -11,6 +12,7 @@ import { patientMatchRoutine } from './patient-match.ts';
 
 export const DEFAULT_ROUTINES = [
   dicomSeedRoutine,
+  deviceProfileRoutine,
   extractImageRoutine,
   patientMatchRoutine,
   makeThumbnailsRoutine,
