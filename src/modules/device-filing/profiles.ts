@@ -14,9 +14,11 @@
  * Matching: Manufacturer and model match when the file's value starts with the profile's
  * (case-insensitive; `Kowa` matches `Kowa Company, Ltd.`), Modality and SOP class exactly (Modality
  * case-insensitive), software version exactly, series description when it contains the word. Of the
- * profiles whose every criterion matches, the one with the most criteria wins; between equals, a site's
- * profile wins over a built-in one, then the earlier in its table. A site profile with the name of a
- * built-in one replaces it.
+ * profiles whose every criterion matches, the most specific wins: a model or SOP class weighs more than
+ * manufacturer and modality together (an IOLMaster 700 sending modality OPT is biometry, not OCT), which
+ * weigh more than a software version or series description. Between equals, a site's profile wins over
+ * a built-in one, then the earlier in its table. A site profile with the name of a built-in one
+ * replaces it.
  */
 
 export type DeviceExtraction = 'image' | 'pdf';
@@ -208,7 +210,21 @@ function matches(match: DeviceProfileMatch, facts: DeviceFacts): boolean {
   );
 }
 
-const specificity = (match: DeviceProfileMatch) => Object.values(match).filter((v) => v !== undefined).length;
+/** How much each criterion makes a profile specific (see the module comment). */
+const WEIGHTS: Record<keyof DeviceProfileMatch, number> = {
+  model: 8,
+  sopClassUid: 8,
+  manufacturer: 2,
+  modality: 2,
+  softwareVersion: 1,
+  seriesDescriptionContains: 1,
+};
+
+const specificity = (match: DeviceProfileMatch) =>
+  (Object.keys(WEIGHTS) as (keyof DeviceProfileMatch)[]).reduce(
+    (sum, key) => sum + (match[key] === undefined ? 0 : WEIGHTS[key]),
+    0,
+  );
 
 /** The built-in table with the site's profiles: a site profile replaces the built-in of its name. */
 export function mergeProfiles(siteProfiles: readonly DeviceProfile[]): {
