@@ -1000,6 +1000,142 @@ CREATE TABLE `et_ophgeneric_attachment` (
   CONSTRAINT `et_ophgeneric_attachment_cui_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
 
+-- --- device filing (reference 10.6): OphGeneric's device elements and subtypes ---------------------------
+
+-- The consolidation's eye lookup: user ids without a default, audit dates of type date.
+CREATE TABLE `eye` (
+  `id` int(10) unsigned NOT NULL AUTO_INCREMENT,
+  `name` varchar(10) NOT NULL,
+  `display_order` int(10) unsigned NOT NULL DEFAULT '0',
+  `last_modified_user_id` int(10) unsigned NOT NULL,
+  `last_modified_date` date NOT NULL DEFAULT '1900-01-01',
+  `created_user_id` int(10) unsigned NOT NULL,
+  `created_date` date NOT NULL DEFAULT '1900-01-01',
+  PRIMARY KEY (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+-- m190510_151314 (versioned), manual_entry from m221212_233141.
+CREATE TABLE `event_subtype` (
+  `event_subtype` varchar(100) NOT NULL,
+  `dicom_modality_code` varchar(45) NOT NULL,
+  `icon_name` varchar(45) NOT NULL,
+  `display_name` varchar(100) NOT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `manual_entry` tinyint(1) unsigned NOT NULL DEFAULT '0',
+  PRIMARY KEY (`event_subtype`),
+  CONSTRAINT `event_subtype_lmui_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `event_subtype_cui_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+-- display_order: m200223_184911 replaced an unsigned NOT NULL column without a default.
+CREATE TABLE `event_subtype_item` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `event_id` int(10) unsigned NOT NULL,
+  `event_subtype` varchar(100) NOT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `display_order` int(8) NOT NULL DEFAULT '0',
+  PRIMARY KEY (`id`),
+  UNIQUE KEY `event_subtype_item_event_subtype_unique` (`event_id`,`event_subtype`),
+  CONSTRAINT `event_subtype_item_event_fk` FOREIGN KEY (`event_id`) REFERENCES `event` (`id`),
+  CONSTRAINT `event_subtype_item_subtype_fk` FOREIGN KEY (`event_subtype`) REFERENCES `event_subtype` (`event_subtype`),
+  CONSTRAINT `event_subtype_item_lmui_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `event_subtype_item_cui_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+-- OphGeneric m185653_149632: 32 columns, none indexed but the keys.
+CREATE TABLE `et_ophgeneric_device_information` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `event_id` int(10) unsigned NOT NULL,
+  `last_request_id` int(11) DEFAULT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `manufacturer` text DEFAULT NULL,
+  `manufacturer_model_name` text DEFAULT NULL,
+  `modality` text DEFAULT NULL,
+  `series_description` text DEFAULT NULL,
+  `laterality` text DEFAULT NULL,
+  `image_laterality` text DEFAULT NULL,
+  `study_description` text DEFAULT NULL,
+  `document_title` text DEFAULT NULL,
+  `acquisition_date_time` text DEFAULT NULL,
+  `study_date` text DEFAULT NULL,
+  `study_time` text DEFAULT NULL,
+  `content_date` text DEFAULT NULL,
+  `content_time` text DEFAULT NULL,
+  `station_name` text DEFAULT NULL,
+  `operators_name` text DEFAULT NULL,
+  `software_version` text DEFAULT NULL,
+  `study_instance_uid` text DEFAULT NULL,
+  `series_instance_uid` text DEFAULT NULL,
+  `study_id` text DEFAULT NULL,
+  `series_number` text DEFAULT NULL,
+  `instance_number` text DEFAULT NULL,
+  `modifying_system` text DEFAULT NULL,
+  `operator_identification_sequence` text DEFAULT NULL,
+  `model_version` text DEFAULT NULL,
+  `sop_instance_uid` text DEFAULT NULL,
+  PRIMARY KEY (`id`),
+  CONSTRAINT `et_ophgeneric_device_information_ev_fk` FOREIGN KEY (`event_id`) REFERENCES `event` (`id`),
+  CONSTRAINT `et_ophgeneric_device_information_lmui_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `et_ophgeneric_device_information_cui_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+-- OphGeneric m185401_134847.
+CREATE TABLE `et_ophgeneric_comments` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `event_id` int(10) unsigned NOT NULL,
+  `comment` text DEFAULT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  PRIMARY KEY (`id`),
+  CONSTRAINT `et_ophgeneric_comments_ev_fk` FOREIGN KEY (`event_id`) REFERENCES `event` (`id`),
+  CONSTRAINT `et_ophgeneric_comments_lmui_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `et_ophgeneric_comments_cui_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+-- OphGeneric m201007_222257.
+CREATE TABLE `et_ophgeneric_hfa` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `event_id` int(10) unsigned NOT NULL DEFAULT '0',
+  `eye_id` int(10) unsigned DEFAULT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  PRIMARY KEY (`id`),
+  CONSTRAINT `et_ophgeneric_hfa_eye_fk` FOREIGN KEY (`eye_id`) REFERENCES `eye` (`id`),
+  CONSTRAINT `et_ophgeneric_hfa_event_fk` FOREIGN KEY (`event_id`) REFERENCES `event` (`id`),
+  CONSTRAINT `et_ophgeneric_hfa_lmui_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `et_ophgeneric_hfa_cui_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `ophgeneric_hfa_entry` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `element_id` int(11) NOT NULL,
+  `eye_id` int(10) unsigned DEFAULT NULL,
+  `mean_deviation` text DEFAULT NULL,
+  `visual_field_index` text DEFAULT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  PRIMARY KEY (`id`),
+  CONSTRAINT `ophgeneric_hfa_entry_eye_fk` FOREIGN KEY (`eye_id`) REFERENCES `eye` (`id`),
+  CONSTRAINT `ophgeneric_hfa_entry_element_fk` FOREIGN KEY (`element_id`) REFERENCES `et_ophgeneric_hfa` (`id`),
+  CONSTRAINT `ophgeneric_hfa_entry_lmui_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `ophgeneric_hfa_entry_cui_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
 -- --- _version twins -------------------------------------------------------------------------------------
 -- The twin of a table has its columns without keys to other tables, its id without AUTO_INCREMENT or
 -- uniqueness, and version_date + version_id (m140220 versionExistingTable, createOETable(..., true)).
@@ -1087,6 +1223,26 @@ ALTER TABLE `event_attachment_group_version` MODIFY `id` int(11) NOT NULL, DROP 
 CREATE TABLE `et_ophgeneric_attachment_version` LIKE `et_ophgeneric_attachment`;
 ALTER TABLE `et_ophgeneric_attachment_version` MODIFY `id` int(11) NOT NULL, DROP PRIMARY KEY,
   DROP INDEX `generic_attachment_element_unique_index`,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(11) NOT NULL AUTO_INCREMENT PRIMARY KEY;
+
+-- device filing's twins
+CREATE TABLE `event_subtype_version` LIKE `event_subtype`;
+ALTER TABLE `event_subtype_version` MODIFY `event_subtype` varchar(100) NOT NULL, DROP PRIMARY KEY,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(11) NOT NULL AUTO_INCREMENT PRIMARY KEY;
+CREATE TABLE `event_subtype_item_version` LIKE `event_subtype_item`;
+ALTER TABLE `event_subtype_item_version` MODIFY `id` int(11) NOT NULL, DROP PRIMARY KEY, DROP INDEX `event_subtype_item_event_subtype_unique`,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(11) NOT NULL AUTO_INCREMENT PRIMARY KEY;
+CREATE TABLE `et_ophgeneric_device_information_version` LIKE `et_ophgeneric_device_information`;
+ALTER TABLE `et_ophgeneric_device_information_version` MODIFY `id` int(11) NOT NULL, DROP PRIMARY KEY,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(11) NOT NULL AUTO_INCREMENT PRIMARY KEY;
+CREATE TABLE `et_ophgeneric_comments_version` LIKE `et_ophgeneric_comments`;
+ALTER TABLE `et_ophgeneric_comments_version` MODIFY `id` int(11) NOT NULL, DROP PRIMARY KEY,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(11) NOT NULL AUTO_INCREMENT PRIMARY KEY;
+CREATE TABLE `et_ophgeneric_hfa_version` LIKE `et_ophgeneric_hfa`;
+ALTER TABLE `et_ophgeneric_hfa_version` MODIFY `id` int(11) NOT NULL, DROP PRIMARY KEY,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(11) NOT NULL AUTO_INCREMENT PRIMARY KEY;
+CREATE TABLE `ophgeneric_hfa_entry_version` LIKE `ophgeneric_hfa_entry`;
+ALTER TABLE `ophgeneric_hfa_entry_version` MODIFY `id` int(11) NOT NULL, DROP PRIMARY KEY,
   ADD `version_date` datetime NOT NULL, ADD `version_id` int(11) NOT NULL AUTO_INCREMENT PRIMARY KEY;
 
 SET foreign_key_checks = 1;
