@@ -24,7 +24,8 @@ import { forEachDialect, startTestApp } from '../../../test/harness.ts';
 import { closeDicomPools } from '../dicom/index.ts';
 import type { QueueEngine } from '../request-queue/engine.ts';
 import { createQueueEngine } from '../request-queue/engine.ts';
-import { chooseProfile } from './profiles.ts';
+import { eventDateOf, lateralityOf } from './device-header.ts';
+import { chooseProfile, fallbackProfile } from './profiles.ts';
 import type { DeviceTables } from './tables.ts';
 
 const LEFT = '8966001';
@@ -86,6 +87,27 @@ describe('device profiles', () => {
     assert.equal(chooseProfile({ ...facts, content: 'image' }, []).subtype, 'Fundus Images');
     const none = chooseProfile({ ...facts, manufacturer: 'Nobody' }, []);
     assert.deepEqual([none.subtype, none.attachmentType, none.filer], [null, 'NONE', 'generic']);
+  });
+
+  it('reads the eye from Image Laterality, then Laterality, then the profile, and both when they disagree', () => {
+    const profile = fallbackProfile('image');
+    assert.deepEqual(lateralityOf({ ImageLaterality: 'R', Laterality: 'L' }, profile).eye, 'B');
+    assert.deepEqual(lateralityOf({ ImageLaterality: 'L', Laterality: 'L' }, profile).eye, 'L');
+    assert.deepEqual(lateralityOf({ Laterality: 'OD' }, profile).eye, 'R');
+    assert.deepEqual(lateralityOf({ ImageLaterality: 'U' }, profile).eye, null);
+    assert.deepEqual(lateralityOf({}, { ...profile, laterality: 'B' }).eye, 'B');
+  });
+
+  it('dates a device file by acquisition, content, series, then study, as its local wall clock', () => {
+    assert.equal(eventDateOf({ AcquisitionDateTime: '20240312101530.123456-0500' }), '2024-03-12 10:15:30');
+    assert.equal(eventDateOf({ AcquisitionDateTime: '202403' }), undefined);
+    assert.equal(
+      eventDateOf({ AcquisitionDate: '20240312', AcquisitionTime: '0915', StudyDate: '20240101' }),
+      '2024-03-12 09:15:00',
+    );
+    assert.equal(eventDateOf({ ContentDate: '20240230', SeriesDate: '20240301' }), '2024-03-01 00:00:00');
+    assert.equal(eventDateOf({ StudyDate: '20240101', StudyTime: '235959.9' }), '2024-01-01 23:59:59');
+    assert.equal(eventDateOf({ PatientBirthDate: '19600101' }), undefined);
   });
 
   it('refuses a bad profiles file at start with every problem listed', async () => {
@@ -469,6 +491,42 @@ forEachDialect((dialect) => {
       const attach = (await routinesOf(app.db, again)).find((r) => r.routine_name === 'ATTACH_TO_EVENT');
       const log = (await executionsOf(app.db, attach!.id)).at(-1)?.log_text ?? '';
       assert.match(log, /nothing new to attach/);
+    });
+
+    it("gives a study whose event was deleted a new event, and never joins another patient's study", async () => {
+      const first = await newPatient();
+      const second = await newPatient();
+      const study = newUid();
+      const photo = (patient: DevicePatient, eye: string) => ({
+        sopClassUid: OPHTHALMIC_PHOTOGRAPHY_8_BIT,
+        studyInstanceUid: study,
+        patient,
+        modality: 'OP',
+        manufacturer: 'Kowa',
+        imageLaterality: eye,
+        studyDate: '20240105',
+        content: 'image' as const,
+      });
+      await fileObject(photo(first.patient, 'L'));
+      // The same study UID on another patient's file (a device that reuses UIDs): its own event.
+      await fileObject(photo(second.patient, 'R'));
+      const [firstEvent] = await eventsOf(first.patientId);
+      const [secondEvent] = await eventsOf(second.patientId);
+      assert.ok(firstEvent && secondEvent && firstEvent.id !== secondEvent.id);
+      await app.db.updateTable('event').set({ deleted: 1 }).where('id', '=', firstEvent.id).execute();
+      await fileObject(photo(first.patient, 'R'));
+      const events = await eventsOf(first.patientId);
+      assert.deepEqual(
+        events.map((e) => e.deleted),
+        [1, 0],
+      );
+      const images = (await attachmentsOf(events[1]!.id)).filter((a) =>
+        a.attachment_mnemonic.startsWith('DICOM_IMAGE_'),
+      );
+      assert.deepEqual(
+        images.map((a) => a.body_site_snomed_type),
+        [RIGHT],
+      );
     });
 
     it('files a Humphrey PDF whose private block has another creator without indices, and says why', async () => {
