@@ -8,6 +8,7 @@ import { createInstitution, createPatient, createUser, unique } from '../../../t
 import type { TestUser } from '../../../test/factories.ts';
 import { addIdentifier, createIdentifierType } from '../../../test/factories-patient.ts';
 import { executionsOf, routinesOf, submitToQueue } from '../../../test/factories-queue.ts';
+import { ConsoleClient, createOperator } from '../../../test/factories-console.ts';
 import type { DeviceObjectOptions, DevicePatient } from '../../../test/device-objects.ts';
 import {
   ENCAPSULATED_PDF,
@@ -441,7 +442,7 @@ forEachDialect((dialect) => {
         acquisitionDateTime: '20240320093000',
         extraLines: humphreyPrivateLines({ meanDeviation: '-3.21', vfi: '96' }),
       });
-      await send(right);
+      const rightRequest = await send(right);
       assert.ok((await drain()).every((r) => r.endsWith(':COMPLETE')));
       await fileObject({
         ...common,
@@ -482,6 +483,24 @@ forEachDialect((dialect) => {
           [RIGHT, 'Visual Field Images'],
           [LEFT, 'Visual Field Images'],
         ],
+      );
+
+      // The console shows what was filed: the request's profile, eye, event and indices, and the
+      // event's attachments under its subtype.
+      const operator = await createOperator(app.db);
+      const client = new ConsoleClient(app);
+      await client.signIn(operator);
+      const page = await (await client.get(`/console/requests/${rightRequest}`)).text();
+      assert.match(page, /<h2>Device filing<\/h2>/);
+      assert.match(page, /<dt>Profile<\/dt><dd>zeiss-humphrey<\/dd>/);
+      assert.match(page, /<dt>Eye<\/dt><dd>Right<\/dd>/);
+      assert.match(page, new RegExp(`href="/console/attachments\\?event=${eventId}"`));
+      assert.match(page, /<td>Right<\/td><td class="num">-3\.21<\/td><td class="num">96<\/td>/);
+      assert.match(page, /<td>Left<\/td><td class="num">-12\.4<\/td><td class="num">71<\/td>/);
+      const listed = await (await client.get(`/console/attachments?event=${eventId}`)).text();
+      assert.match(
+        listed,
+        new RegExp(`<th scope="rowgroup" colspan="6">Event ${eventId} · [^·]+ · Visual Field Images · `),
       );
 
       const before = await snapshotOf(patientId);

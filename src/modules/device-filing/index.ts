@@ -31,3 +31,5 @@ export type { HfaReading, HfaValues } from './hfa.ts';
 export { readHfaValues } from './hfa.ts';
 export type { DeviceFiling, DeviceFilingOutcome, FilingContext } from './filing.ts';
 export { fileDeviceObject } from './filing.ts';
+export type { RequestDeviceFiling } from './filing-read.ts';
+export { readEventSubtypes, readRequestDeviceFiling } from './filing-read.ts';
