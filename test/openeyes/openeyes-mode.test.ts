@@ -636,6 +636,29 @@ describe('DATABASE_SCHEMA=openeyes on an OpenEyes v6.8-shaped database', { skip 
       { body_site_snomed_type: '18944008', attachment_type: 'Visual Field Images' },
       { body_site_snomed_type: '8966001', attachment_type: 'Visual Field Images' },
     ]);
+    // OpenEyes's statistics trigger took both entries: the patient's age at the event, each eye's values.
+    const points = await admin
+      .selectFrom('patient_statistic_datapoint')
+      .select(['stat_type_mnem', 'eye_id', 'x_value', 'y_value', 'event_id'])
+      .where('patient_id', '=', 5)
+      .orderBy('eye_id')
+      .orderBy('stat_type_mnem')
+      .execute();
+    assert.deepEqual(
+      points.map((p): unknown[] => [
+        p.stat_type_mnem,
+        p.eye_id,
+        p.x_value,
+        Number(Number(p.y_value).toFixed(2)),
+        p.event_id,
+      ]),
+      [
+        ['md', 1, 33, -12.4, event.id],
+        ['vfi', 1, 33, 71, event.id],
+        ['md', 2, 33, -3.21, event.id],
+        ['vfi', 2, 33, 96, event.id],
+      ],
+    );
     // The rows changed by the second eye kept their previous versions, as OpenEyes's versioning does.
     const versions = async (table: string, id: number) =>
       admin.selectFrom(`${table}_version`).selectAll().where('id', '=', id).execute();

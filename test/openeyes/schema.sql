@@ -1136,6 +1136,67 @@ CREATE TABLE `ophgeneric_hfa_entry` (
   CONSTRAINT `ophgeneric_hfa_entry_cui_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
 
+-- OphInVisualfields m200602_050757: the visual-field statistics that OphGeneric's trigger on
+-- ophgeneric_hfa_entry fills (m201027_005751). Only the insert trigger is here: the service never updates
+-- an entry. Under strict sql_mode the entry's insert fails when the event has no episode, the patient no
+-- date of birth, the entry no eye, or a value is not numeric text.
+CREATE TABLE `patient_statistic_type` (
+  `mnem` varchar(10) NOT NULL,
+  `title` varchar(50) NOT NULL,
+  PRIMARY KEY (`mnem`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `patient_statistic` (
+  `patient_id` int(11) unsigned NOT NULL,
+  `stat_type_mnem` varchar(10) NOT NULL,
+  `eye_id` int(11) unsigned NOT NULL,
+  `process_datapoints` tinyint(1) NOT NULL DEFAULT '0',
+  `min_adjusted` float DEFAULT NULL,
+  `max_adjusted` float DEFAULT NULL,
+  `gradient` float DEFAULT NULL,
+  `y_intercept` float DEFAULT NULL,
+  PRIMARY KEY (`patient_id`,`stat_type_mnem`,`eye_id`),
+  CONSTRAINT `patient_statistic_type_fk` FOREIGN KEY (`stat_type_mnem`) REFERENCES `patient_statistic_type` (`mnem`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `patient_statistic_datapoint` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `patient_id` int(11) unsigned NOT NULL,
+  `stat_type_mnem` varchar(10) NOT NULL,
+  `eye_id` int(11) unsigned NOT NULL,
+  `x_value` float NOT NULL,
+  `y_value` float NOT NULL,
+  `event_id` int(10) unsigned DEFAULT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  PRIMARY KEY (`id`),
+  CONSTRAINT `patient_statistic_datapoint_stat_fk` FOREIGN KEY (`patient_id`, `stat_type_mnem`, `eye_id`) REFERENCES `patient_statistic` (`patient_id`, `stat_type_mnem`, `eye_id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+-- After each entry: the patient (through element, event, episode) and the age in whole years at the event
+-- date (or at death); the md and vfi statistics of that patient and eye created when missing, one data point
+-- each (x = age, y = the entry's text as a number, the event), and the statistics marked for processing.
+CREATE TRIGGER `ins_stats` AFTER INSERT ON `ophgeneric_hfa_entry` FOR EACH ROW
+BEGIN
+  DECLARE v_patient_id, v_age, v_event_id INT;
+  SELECT p.id, TIMESTAMPDIFF(YEAR, p.dob, IFNULL(p.date_of_death, e.event_date)), e.id
+    INTO v_patient_id, v_age, v_event_id
+    FROM et_ophgeneric_hfa h
+    JOIN event e ON e.id = h.event_id
+    JOIN episode ep ON ep.id = e.episode_id
+    JOIN patient p ON p.id = ep.patient_id
+    WHERE h.id = NEW.element_id;
+  INSERT IGNORE INTO patient_statistic (patient_id, stat_type_mnem, eye_id) VALUES
+    (v_patient_id, 'md', NEW.eye_id), (v_patient_id, 'vfi', NEW.eye_id);
+  INSERT INTO patient_statistic_datapoint (patient_id, stat_type_mnem, eye_id, x_value, y_value, event_id) VALUES
+    (v_patient_id, 'md', NEW.eye_id, v_age, NEW.mean_deviation, v_event_id),
+    (v_patient_id, 'vfi', NEW.eye_id, v_age, NEW.visual_field_index, v_event_id);
+  UPDATE patient_statistic SET process_datapoints = 1
+    WHERE patient_id = v_patient_id AND stat_type_mnem IN ('md', 'vfi') AND eye_id = NEW.eye_id;
+END;
+
 -- --- _version twins -------------------------------------------------------------------------------------
 -- The twin of a table has its columns without keys to other tables, its id without AUTO_INCREMENT or
 -- uniqueness, and version_date + version_id (m140220 versionExistingTable, createOETable(..., true)).

@@ -171,5 +171,6 @@ INSERT INTO `attachment_type` (`attachment_type`, `title_full`, `title_short`, `
   ('Topography Images', 'Topography Images', 'Topography Images', 'Topography Images', 'TG'),
   ('B SCAN Images', 'B SCAN Images', 'B SCAN Images', 'B SCAN Images', 'B SCAN Images'),
   ('Clinical Photograph Colour', 'Clinical Photograph Colour', 'Clinical Photograph Colour', 'Clinical Photograph Colour', 'CP');
+INSERT INTO `patient_statistic_type` (`mnem`, `title`) VALUES ('md', 'Mean Deviation'), ('mdr', 'Mean Deviation Rate'), ('vfi', 'Visual Field Index');
 
 SET foreign_key_checks = 1;
