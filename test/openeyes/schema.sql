@@ -1000,7 +1000,7 @@ CREATE TABLE `et_ophgeneric_attachment` (
   CONSTRAINT `et_ophgeneric_attachment_cui_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
 
--- --- device filing (reference 10.6): OphGeneric's device elements and subtypes ---------------------------
+-- --- device filing: OphGeneric's device elements and subtypes ---------------------------
 
 -- The consolidation's eye lookup: user ids without a default, audit dates of type date.
 CREATE TABLE `eye` (

@@ -1,6 +1,6 @@
 /**
  * Device filing (the device-filing module): OpenEyes's tables of an OphGeneric device event, in their
- * v6.8 shape (reference 10.6) — the `eye` lookup, `event_subtype` and `event_subtype_item`, the Device
+ * v6.8 shape — the `eye` lookup, `event_subtype` and `event_subtype_item`, the Device
  * Information, Comments and HFA elements with the HFA entries — their reference rows (event subtypes, the
  * OphGeneric element types), and the service's own index of the events it filed per patient and study
  * (`device_event`; `cra_device_event` on an OpenEyes database), and the `DEVICE_PROFILE` routine's name.

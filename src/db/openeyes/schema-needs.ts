@@ -343,7 +343,7 @@ export const OPENEYES_TABLE_NEEDS: Readonly<Record<string, TableNeed>> = {
       ...INSERTED_AUDIT,
     },
   },
-  // --- device filing (reference 10.6): one OphGeneric event per patient and study ----------------------
+  // --- device filing: one OphGeneric event per patient and study ------------------------------------------
   event_subtype: { columns: { event_subtype: read('text') } },
   event_subtype_item: {
     columns: {

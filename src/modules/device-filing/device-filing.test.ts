@@ -510,6 +510,27 @@ forEachDialect((dialect) => {
       const attach = (await routinesOf(app.db, again)).find((r) => r.routine_name === 'ATTACH_TO_EVENT');
       const log = (await executionsOf(app.db, attach!.id)).at(-1)?.log_text ?? '';
       assert.match(log, /nothing new to attach/);
+
+      // Another right-eye field of the study with other indices: its PDF is filed, the entry stays.
+      const other = await fileObject({
+        ...common,
+        imageLaterality: 'R',
+        acquisitionDateTime: '20240320100000',
+        extraLines: humphreyPrivateLines({ meanDeviation: '-5', vfi: '90' }),
+      });
+      const kept = await devices()
+        .selectFrom('ophgeneric_hfa_entry')
+        .select(['eye_id', 'mean_deviation', 'visual_field_index'])
+        .where('element_id', '=', elements[0]!.id)
+        .orderBy('eye_id')
+        .execute();
+      assert.deepEqual(kept, entries);
+      assert.equal((await eventsOf(patientId)).length, 1);
+      const otherAttach = (await routinesOf(app.db, other)).find((r) => r.routine_name === 'ATTACH_TO_EVENT');
+      assert.match(
+        (await executionsOf(app.db, otherAttach!.id)).at(-1)?.log_text ?? '',
+        /visual field: eye R already has other indices: left as they are/,
+      );
     });
 
     it("gives a study whose event was deleted a new event, and never joins another patient's study", async () => {
