@@ -114,6 +114,7 @@ export const attachToEventRoutine = defineRoutine({
       await fileDevice(ctx, {
         patientId,
         requestData,
+        header: texts.DICOM_HEADER ?? {},
         institutionId: institution?.id ?? null,
         eventTypeId: types.eventTypeId,
         attachmentElementTypeId: types.elementTypeId,
@@ -193,6 +194,7 @@ async function fileDevice(
   input: {
     readonly patientId: number;
     readonly requestData: Record<string, unknown>;
+    readonly header: DeviceHeader;
     readonly institutionId: number | null;
     readonly eventTypeId: number;
     readonly attachmentElementTypeId: number;
@@ -205,7 +207,6 @@ async function fileDevice(
   if (eventDate === null)
     throw new PermanentRoutineError('No device event date: DEVICE_PROFILE must run first');
   const laterality = text('device_laterality');
-  const header: DeviceHeader = await ctx.readText('DICOM_HEADER');
   const outcome = await fileDeviceObject(
     {
       trx: ctx.trx,
@@ -217,7 +218,7 @@ async function fileDevice(
     {
       requestId: ctx.routine.request_id,
       patientId: input.patientId,
-      header,
+      header: input.header,
       profile: {
         name: text('device_profile') ?? 'generic',
         subtype: text('device_subtype'),
