@@ -332,16 +332,44 @@ forEachDialect((dialect) => {
       ['Orion Imaging', 'OP', 'Orion', OPHTHALMIC_PHOTOGRAPHY_8_BIT, 'Fundus Images', 'Fundus Images'],
       ['Quantel Medical', 'US', 'Aviso', SECONDARY_CAPTURE, 'B SCAN Images', 'B SCAN Images'],
       ['Unknown Optics', 'XC', 'Eye-1', SECONDARY_CAPTURE, 'Fundus Images', 'Fundus Images'],
+      [
+        'Carl Zeiss Meditec',
+        'AG',
+        'PLEX Elite 9000',
+        SECONDARY_CAPTURE,
+        'OCTAngiography Report',
+        'OCTAngiography Report',
+      ],
+      [
+        'TOPCON',
+        'SC',
+        'Triton',
+        SECONDARY_CAPTURE,
+        'Clinical Photograph Colour',
+        'Clinical Photograph Colour',
+        'COLOR FUNDUS',
+      ],
+      ['Triton', 'SC', 'DRI OCT Triton', SECONDARY_CAPTURE, 'Fundus Images', 'Fundus Images'],
     ] as const;
     const pdfProfiles = [
       ['Heidelberg Engineering', 'OPT', 'Spectralis', 'OCT Images', 'OCT Images'],
       ['Carl Zeiss Meditec', 'OPT', 'CIRRUS HD-OCT 5000', 'OCT', 'NONE'],
       ['OCULUS Optikgeraete GmbH', 'OT', 'Pentacam', 'Topography Images', 'Topography Images'],
       ['Nobody Medical', 'DOC', 'Reporter', 'OCT Images', 'OCT Images'],
+      ['Heidelberg Engineering', 'OP', 'Spectralis', 'OCT Images', 'OCT Images'],
+      ['Triton', 'OPT', 'DRI OCT Triton', 'OCT', 'NONE'],
     ] as const;
 
-    for (const [manufacturer, modality, model, sopClassUid, subtype, attachmentType] of imageProfiles) {
-      it(`files the left and right photographs of a ${manufacturer} ${modality} study on one ${subtype} event`, async () => {
+    for (const [
+      manufacturer,
+      modality,
+      model,
+      sopClassUid,
+      subtype,
+      attachmentType,
+      series,
+    ] of imageProfiles) {
+      it(`files the left and right photographs of a ${manufacturer} ${modality} ${model} study on one ${subtype} event`, async () => {
         const { patientId, patient } = await newPatient();
         const study = newUid();
         const common = {
@@ -352,6 +380,7 @@ forEachDialect((dialect) => {
           manufacturer,
           model,
           content: 'image' as const,
+          ...(series === undefined ? {} : { seriesDescription: series }),
         };
         await fileObject({ ...common, imageLaterality: 'L', acquisitionDateTime: '20240312101530.25+0100' });
         await fileObject({ ...common, imageLaterality: 'R', acquisitionDateTime: '20240312102000' });
