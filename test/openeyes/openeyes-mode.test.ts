@@ -185,7 +185,8 @@ describe('DATABASE_SCHEMA=openeyes on an OpenEyes v6.8-shaped database', { skip 
     assert.deepEqual(adminMigrations.applied, [
       '0001-service-tables',
       '0002-dicom-received-instances',
-      '0003-device-events',
+      '0003-console-session-credential',
+      '0004-device-events',
     ]);
     assert.deepEqual(booted.migrations.applied, []);
     const { rows: tables } = await sql<{ name: string }>`

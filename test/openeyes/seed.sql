@@ -148,10 +148,8 @@ INSERT INTO `routine_library` (`routine_name`, `hash_code`) VALUES
 INSERT INTO `request_type` (`request_type`, `title_full`, `title_short`, `default_routine_name`, `default_request_queue`) VALUES
   ('dicom_request', 'dicom request full', 'dicom request', 'DICOM_SEED', 'dicom_queue');
 
--- Device filing: the eye lookup, OphGeneric's element types and subtypes, and their
+-- Device filing: OphGeneric's element types and subtypes, and their
 -- attachment types (OphGeneric m185401, m185653, m190509, m201007, m191021 .. m220817).
-INSERT INTO `eye` (`id`, `name`, `display_order`, `last_modified_user_id`, `created_user_id`) VALUES
-  (1, 'Left', 3, 1, 1), (2, 'Right', 1, 1, 1), (3, 'Both', 2, 1, 1);
 INSERT INTO `element_type` (`id`, `name`, `class_name`, `event_type_id`, `display_order`, `default`, `required`) VALUES
   (4, 'Assessment', 'OEModule\\OphGeneric\\models\\Assessment', 2, 20, 1, 0),
   (5, 'HFA', 'OEModule\\OphGeneric\\models\\HFA', 2, 30, 1, 0),

@@ -86,21 +86,26 @@ export async function up(db: AnyDb, dialect: DialectAdapter): Promise<void> {
   const t = dialect.columnTypes;
   const s = db.schema;
 
+  // `eye` is shared with biometry (migration 0016), which creates it where it is missing.
   await s
     .createTable('eye')
+    .ifNotExists()
     .addColumn('id', 'integer', (c) => c.primaryKey())
     .addColumn('name', 'varchar(10)', (c) => c.notNull())
     .addColumn('display_order', 'integer', (c) => c.notNull().defaultTo(0))
     .$call((b) => auditColumns(b, t, 'date'))
     .execute();
-  await db
-    .insertInto('eye')
-    .values([
-      { id: 1, name: 'Left', display_order: 3 },
-      { id: 2, name: 'Right', display_order: 1 },
-      { id: 3, name: 'Both', display_order: 2 },
-    ])
-    .execute();
+  const eyes = await db.selectFrom('eye').select('id').execute();
+  if (eyes.length === 0) {
+    await db
+      .insertInto('eye')
+      .values([
+        { id: 1, name: 'Left', display_order: 2 },
+        { id: 2, name: 'Right', display_order: 1 },
+        { id: 3, name: 'Both', display_order: 3 },
+      ])
+      .execute();
+  }
 
   await s
     .createTable('event_subtype')

@@ -106,6 +106,8 @@ export interface AttachmentDataChange {
   readonly textData?: string | null;
   readonly blobData?: Buffer | null;
   readonly hashCode?: number | null;
+  /** The `attachment_type` the row is filed as (a device's report type). */
+  readonly attachmentType?: string;
   readonly thumbnails?: {
     readonly small: Buffer | null;
     readonly medium: Buffer | null;
@@ -113,7 +115,6 @@ export interface AttachmentDataChange {
   };
   /** The eye of the content (`body_site_type`), as device filing finds it. */
   readonly bodySite?: string | null;
-  readonly attachmentType?: string;
 }
 
 /** Which rows an update changes: one by id, or a request's rows of one mnemonic (body site null). */
@@ -132,6 +133,7 @@ export async function updateAttachmentData(
     ...(change.textData !== undefined ? { text_data: change.textData } : {}),
     ...(change.blobData !== undefined ? { blob_data: change.blobData } : {}),
     ...(change.hashCode !== undefined ? { hash_code: change.hashCode } : {}),
+    ...(change.attachmentType !== undefined ? { attachment_type: change.attachmentType } : {}),
     ...(change.thumbnails !== undefined
       ? {
           thumbnail_small_blob: change.thumbnails.small,
@@ -140,7 +142,6 @@ export async function updateAttachmentData(
         }
       : {}),
     ...(change.bodySite !== undefined ? { body_site_snomed_type: change.bodySite } : {}),
-    ...(change.attachmentType !== undefined ? { attachment_type: change.attachmentType } : {}),
     last_modified_user_id: stamp.userId,
     last_modified_date: dialect.nextModifiedDate('last_modified_date', stamp.now),
   });

@@ -759,8 +759,8 @@ forEachDialect((dialect) => {
       );
       await drain();
       const names = (await routinesOf(app.db, requestId)).map((r) => r.routine_name);
-      assert.ok(names.includes('FILE_BIOMETRY'), names.join());
-      assert.ok(!names.includes('ATTACH_TO_EVENT'), names.join());
+      // The biometry filer comes straight after the patient match.
+      assert.equal(names[names.indexOf('PATIENT_MATCH') + 1], 'FILE_BIOMETRY', names.join());
     });
   });
 });

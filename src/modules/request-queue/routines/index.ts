@@ -6,6 +6,7 @@ import { cleanUpRoutine } from './clean-up.ts';
 import { deviceProfileRoutine } from './device-profile.ts';
 import { dicomSeedRoutine } from './dicom-seed.ts';
 import { extractImageRoutine } from './extract-image.ts';
+import { fileBiometryRoutine } from './file-biometry.ts';
 import { makeThumbnailsRoutine } from './make-thumbnails.ts';
 import { noopRoutine } from './noop.ts';
 import { patientMatchRoutine } from './patient-match.ts';
@@ -17,6 +18,7 @@ export const DEFAULT_ROUTINES = [
   patientMatchRoutine,
   makeThumbnailsRoutine,
   attachToEventRoutine,
+  fileBiometryRoutine,
   cleanUpRoutine,
   noopRoutine,
 ] as const;
