@@ -533,6 +533,12 @@ describe('DATABASE_SCHEMA=openeyes on an OpenEyes v6.8-shaped database', { skip 
       }
       assert.ok(ran.length > 0 && ran.every((r) => r.endsWith(':COMPLETE')), ran.join(', '));
     };
+    // Episodes the event must not go into: a discharged one and a change-tracker one.
+    await sql`insert into episode (patient_id, firm_id, start_date, episode_status_id, change_tracker, created_user_id, last_modified_user_id)
+      values (5, 1, '2024-02-01 10:00:00', 6, 0, 1, 1), (5, 1, '2024-02-02 10:00:00', 1, 1, 1, 1)`.execute(
+      admin,
+    );
+    const closed = await admin.selectFrom('episode').select('id').where('patient_id', '=', 5).execute();
     const right = await field('R', '20240320093000', '-3.21', '96');
     await file(right);
     await file(await field('L', '20240320094500', '-12.4', '71'));
@@ -546,6 +552,15 @@ describe('DATABASE_SCHEMA=openeyes on an OpenEyes v6.8-shaped database', { skip 
       .execute();
     assert.equal(events.length, 1, 'one event for the study');
     const event = events[0]!;
+    const { episode_id: episodeId } = await admin
+      .selectFrom('event')
+      .select('episode_id')
+      .where('id', '=', event.id)
+      .executeTakeFirstOrThrow();
+    assert.ok(
+      !closed.some((e) => e.id === episodeId),
+      'a new episode, not a discharged or change-tracker one',
+    );
     assert.deepEqual(
       { ...event, id: undefined },
       {

@@ -328,6 +328,8 @@ export const OPENEYES_TABLE_NEEDS: Readonly<Record<string, TableNeed>> = {
       firm_id: read('int'),
       legacy: read('flag'),
       support_services: read('flag'),
+      change_tracker: read('flag'),
+      episode_status_id: read('int'),
       ...INSERTED_AUDIT,
     },
   },
@@ -478,6 +480,7 @@ export const OPENEYES_TABLE_NEEDS: Readonly<Record<string, TableNeed>> = {
   },
   // --- device filing: one OphGeneric event per patient and study ------------------------------------------
   event_subtype: { columns: { event_subtype: read('text') } },
+  episode_status: { columns: { id: read('int'), name: read('text') } },
   event_subtype_item: {
     columns: {
       id: read('int'),

@@ -77,26 +77,50 @@ function audit(stamp: AuditStamp) {
   };
 }
 
+/** OpenEyes's episode columns and statuses beside the service's own `DB` (where the schema has them). */
+type EpisodeWorkflowTables = {
+  episode: { change_tracker: number | null; episode_status_id: number | null };
+  episode_status: { id: number; name: string };
+};
+
 /**
- * The patient's most recent open episode (not deleted, not legacy, not support services, not ended), or
- * a new one starting at the event date.
+ * The patient's most recent open episode (not deleted, not legacy, not support services, not ended; on
+ * OpenEyes also not a change-tracker episode and not Discharged), or a new one starting at the event
+ * date.
  */
 async function chooseEpisode(
-  trx: Kysely<DB>,
+  ctx: FilingContext,
   patientId: number,
   startDate: string,
-  stamp: AuditStamp,
 ): Promise<{ id: number; firmId: number | null }> {
-  const open = await trx
+  const { trx, stamp } = ctx;
+  let query = trx
+    .withTables<EpisodeWorkflowTables>()
     .selectFrom('episode')
-    .select(['id', 'firm_id'])
-    .where('patient_id', '=', patientId)
-    .where('deleted', '=', 0)
-    .where((eb) => eb.or([eb('legacy', '=', 0), eb('legacy', 'is', null)]))
-    .where('support_services', '=', 0)
-    .where('end_date', 'is', null)
-    .orderBy('start_date', 'desc')
-    .orderBy('id', 'desc')
+    .select(['episode.id', 'episode.firm_id'])
+    .where('episode.patient_id', '=', patientId)
+    .where('episode.deleted', '=', 0)
+    .where((eb) => eb.or([eb('episode.legacy', '=', 0), eb('episode.legacy', 'is', null)]))
+    .where('episode.support_services', '=', 0)
+    .where('episode.end_date', 'is', null);
+  if (ctx.schema.hasEpisodeWorkflow) {
+    query = query
+      .where((eb) => eb.or([eb('episode.change_tracker', 'is', null), eb('episode.change_tracker', '=', 0)]))
+      .where((eb) =>
+        eb.not(
+          eb.exists(
+            eb
+              .selectFrom('episode_status as s')
+              .select('s.id')
+              .whereRef('s.id', '=', 'episode.episode_status_id')
+              .where('s.name', '=', 'Discharged'),
+          ),
+        ),
+      );
+  }
+  const open = await query
+    .orderBy('episode.start_date', 'desc')
+    .orderBy('episode.id', 'desc')
     .executeTakeFirst();
   if (open !== undefined) return { id: open.id, firmId: open.firm_id };
   const created = await trx
@@ -136,7 +160,7 @@ async function createStudyEvent(
 ): Promise<{ eventId: number; deviceInformationId: number }> {
   const { trx, stamp } = ctx;
   const db = trx.withTables<DeviceTables>();
-  const episode = await chooseEpisode(trx, filing.patientId, filing.eventDate, stamp);
+  const episode = await chooseEpisode(ctx, filing.patientId, filing.eventDate);
   const event = await trx
     .insertInto('event')
     .values({
