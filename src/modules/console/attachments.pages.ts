@@ -20,7 +20,7 @@ import { readEventSubtypes } from '../device-filing/index.ts';
 import { findPatientIdsByIdentifier } from '../patient/index.ts';
 import type { ConsoleContext } from './console-context.ts';
 import { OPERATIONS, badRequestPage, notFoundPage, parseId, textField } from './console-context.ts';
-import type { ConsoleGuard } from './console.routes.ts';
+import type { ConsoleGuard } from './console-guard.ts';
 
 type Query = Record<string, string | string[] | undefined>;
 

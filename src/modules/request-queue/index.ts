@@ -23,7 +23,7 @@ export type {
 } from './intake.ts';
 export { REQUEST_QUEUE_CHANNEL, onRequestQueued } from './queue-events.ts';
 export type { RequestQueuedEvent, RequestQueuedListener } from './queue-events.ts';
-export { createQueueWorker, queueCommands } from './worker.ts';
+export { createQueueWorker } from './worker.ts';
 export type {
   AdminOutcome,
   ExecutionDetail,

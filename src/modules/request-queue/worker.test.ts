@@ -1,3 +1,4 @@
+// test-needs: processes
 import assert from 'node:assert/strict';
 import { sql } from 'kysely';
 import { spawn } from 'node:child_process';

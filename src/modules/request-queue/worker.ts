@@ -169,6 +169,3 @@ export function createQueueWorker(options: WorkerOptions): QueueWorker {
     },
   };
 }
-
-// The worker's public face for the composition roots (`src/main/`): the worker, and the admin commands.
-export { queueCommands } from './queue.cli.ts';

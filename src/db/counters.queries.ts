@@ -8,12 +8,13 @@
  *   to forget the credentials it has cached;
  * - `readiness_probe`: one row rewritten by each readiness check (its `window_end` is the time of the
  *   last check, so the window cleanup removes it once checks stop).
- * Not in `DB` and not in the dataset format: transient state, typed here.
+ * Not in `DB` and not in the dataset format: transient state, typed here. This file owns the table: the
+ * modules and `src/http` reach it only through these functions.
  */
 import type { Kysely } from 'kysely';
 import { sql } from 'kysely';
-import type { Database } from '../../db/database.ts';
-import type { DB } from '../../db/schema.ts';
+import type { Database } from './database.ts';
+import type { DB } from './schema.ts';
 
 export interface RateLimitCounterTable {
   limiter: string;
