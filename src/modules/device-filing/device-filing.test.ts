@@ -25,7 +25,7 @@ import { forEachDialect, startTestApp } from '../../../test/harness.ts';
 import { closeDicomPools } from '../dicom/index.ts';
 import type { QueueEngine } from '../request-queue/engine.ts';
 import { createQueueEngine } from '../request-queue/engine.ts';
-import { eventDateOf, lateralityOf } from './device-header.ts';
+import { eventDateOf, lateralityOf, storedEventDate } from './device-header.ts';
 import { chooseProfile, fallbackProfile } from './profiles.ts';
 import type { DeviceTables } from './tables.ts';
 
@@ -109,6 +109,13 @@ describe('device profiles', () => {
     assert.equal(eventDateOf({ ContentDate: '20240230', SeriesDate: '20240301' }), '2024-03-01 00:00:00');
     assert.equal(eventDateOf({ StudyDate: '20240101', StudyTime: '235959.9' }), '2024-01-01 23:59:59');
     assert.equal(eventDateOf({ PatientBirthDate: '19600101' }), undefined);
+  });
+
+  it("stores the device's wall clock in the site's zone as UTC in the own schema", () => {
+    assert.equal(storedEventDate('2024-03-12 10:15:30', 'UTC'), '2024-03-12 10:15:30');
+    assert.equal(storedEventDate('2024-03-12 10:15:30', 'Europe/London'), '2024-03-12 10:15:30');
+    assert.equal(storedEventDate('2024-07-01 10:00:00', 'Europe/London'), '2024-07-01 09:00:00');
+    assert.equal(storedEventDate('2024-07-01 10:00:00', 'Asia/Kolkata'), '2024-07-01 04:30:00');
   });
 
   it('refuses a bad profiles file at start with every problem listed', async () => {
