@@ -57,6 +57,8 @@ function hugeFrameFile(): Buffer {
   const text = (s: string) => Buffer.from(s, 'latin1');
   const dataset = Buffer.concat([
     dicomElement(0x0008, 0x0016, 'UI', text('1.2.840.10008.5.1.4.1.1.7')),
+    // A device file without a date is refused before extraction: this one has one.
+    dicomElement(0x0008, 0x0020, 'DA', text('20240115')),
     dicomElement(0x0010, 0x0020, 'LO', text('HUGE1')),
     dicomElement(0x0028, 0x0002, 'US', us(3)),
     dicomElement(0x0028, 0x0004, 'CS', text('YBR_FULL_422')),
@@ -147,6 +149,7 @@ forEachDialect((dialect) => {
 
         assert.deepEqual(await drain(), [
           'DICOM_SEED:COMPLETE',
+          'DEVICE_PROFILE:COMPLETE',
           'EXTRACT_IMAGE:COMPLETE',
           'PATIENT_MATCH:COMPLETE',
           'ATTACH_TO_EVENT:COMPLETE',
@@ -194,6 +197,7 @@ forEachDialect((dialect) => {
         // The file names no date of birth: the chain stops at the patient match, the image is stored.
         assert.deepEqual(await drain(), [
           'DICOM_SEED:COMPLETE',
+          'DEVICE_PROFILE:COMPLETE',
           'EXTRACT_IMAGE:COMPLETE',
           'PATIENT_MATCH:FAILED',
         ]);
@@ -252,6 +256,7 @@ forEachDialect((dialect) => {
         (await routinesOf(app.db, bomb)).map((r) => [r.routine_name, r.status, r.try_count]),
         [
           ['DICOM_SEED', 'COMPLETE', 1],
+          ['DEVICE_PROFILE', 'COMPLETE', 1],
           ['EXTRACT_IMAGE', 'FAILED', 1],
         ],
       );
