@@ -518,7 +518,7 @@ describe('DATABASE_SCHEMA=openeyes on an OpenEyes v6.8-shaped database', { skip 
         content: 'pdf',
         extraLines: humphreyPrivateLines({ meanDeviation, vfi }),
       });
-    const engine = createQueueEngine({ database, config });
+    const engine = createQueueEngine({ database, config, catalog: defaultRoutineCatalog });
     const file = async (bytes: Buffer) => {
       const form = new FormData();
       form.append('scan', new Blob([new Uint8Array(bytes)], { type: 'application/dicom' }), 'field.dcm');

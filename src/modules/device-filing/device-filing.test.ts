@@ -23,8 +23,8 @@ import { newUid } from '../../../test/dicom-instances.ts';
 import type { TestApp } from '../../../test/harness.ts';
 import { forEachDialect, startTestApp } from '../../../test/harness.ts';
 import { closeDicomPools } from '../dicom/index.ts';
-import type { QueueEngine } from '../request-queue/engine.ts';
-import { createQueueEngine } from '../request-queue/engine.ts';
+import type { QueueEngine } from '../request-queue/index.ts';
+import { createQueueEngine, defaultRoutineCatalog } from '../request-queue/index.ts';
 import { eventDateOf, lateralityOf, storedEventDate } from './device-header.ts';
 import { chooseProfile, fallbackProfile } from './profiles.ts';
 import type { DeviceTables } from './tables.ts';
@@ -187,7 +187,11 @@ forEachDialect((dialect) => {
         env: { TIME_ZONE: 'UTC', DEVICE_PROFILES_FILE: profilesFile, INSTITUTION_CODE: 'DEVHOSP' },
       });
       user = await createUser(app.db);
-      engine = createQueueEngine({ database: app.database, config: app.config });
+      engine = createQueueEngine({
+        database: app.database,
+        config: app.config,
+        catalog: defaultRoutineCatalog,
+      });
       institutionId = await createInstitution(app.db, { remote_id: 'DEVHOSP' });
       typeId = await createIdentifierType(app.db, { institution_id: institutionId });
       // The biometry filer's routine (its module registers it); here only its name is needed.
