@@ -64,7 +64,13 @@ export async function buildApp(deps: AppDeps, options: BuildAppOptions = {}): Pr
     if (!reply.hasHeader('cache-control')) void reply.header('cache-control', 'no-store');
     return payload;
   });
-  installErrorHandling(app);
+  const { rawBodyBytes, rawBodyLimitReason } = deps.config.limits;
+  installErrorHandling(
+    app,
+    rawBodyLimitReason === undefined
+      ? {}
+      : { uploadLimitNote: `Uploads are limited to ${rawBodyBytes} bytes: ${rawBodyLimitReason}.` },
+  );
   installOverloadGuard(app, {
     maxConcurrent: deps.config.maxConcurrentHeavyRequests,
     queueTimeoutMs: deps.config.heavyQueueTimeoutMs,

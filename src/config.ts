@@ -64,6 +64,13 @@ export interface Config {
     readonly signatureBodyBytes: number;
     readonly jsonBodyBytes: number;
     readonly rawBodyBytes: number;
+    /**
+     * True when `RAW_BODY_LIMIT_BYTES` was set: a database whose statements cannot hold that much refuses
+     * the start. Left at its default, the start lowers `rawBodyBytes` to what the database takes instead.
+     */
+    readonly isRawBodyBytesSet?: boolean;
+    /** Why `rawBodyBytes` is below the configured limit (the database setting), named in 413 answers. */
+    readonly rawBodyLimitReason?: string;
     /** Spooled upload bytes loaded into memory at once, counted twice (the bytes and the driver's copy). */
     readonly uploadMemoryBytes: number;
   };
@@ -283,6 +290,7 @@ export function loadConfig(env: Env = process.env): Config {
       signatureBodyBytes: int('SIGN_BODY_LIMIT_BYTES', 10 * MiB, 1024, 1024 * MiB),
       jsonBodyBytes: int('JSON_BODY_LIMIT_BYTES', 1 * MiB, 1024, 1024 * MiB),
       rawBodyBytes: int('RAW_BODY_LIMIT_BYTES', 100 * MiB, 1024, 4096 * MiB),
+      isRawBodyBytesSet: read('RAW_BODY_LIMIT_BYTES') !== undefined,
       uploadMemoryBytes: int('UPLOAD_MEMORY_BYTES', 256 * MiB, 16 * MiB, 65536 * MiB),
     },
     signRateLimitPerMinute: int('SIGN_RATE_LIMIT_PER_MINUTE', 30, 0, 1_000_000),
