@@ -1,6 +1,6 @@
 /**
  * Attachment pages: find the attachments filed under an event or under a patient's events (by one of
- * the patient's identifiers), with thumbnails, and open one. Bytes are served by the attachment module's
+ * the patient's identifiers) or by id (uploads filed under no event too), with thumbnails, and open one. Bytes are served by the attachment module's
  * view service with the API's headers (type, length, ETag, nosniff, the API's CSP), so the console shows
  * exactly what `attachmentdisplay/view` would. Only filed attachments open here: a request's raw payload
  * parts are on the request page, for request admins.
@@ -13,8 +13,8 @@ import {
   MAX_FOUND_ATTACHMENTS,
   createAttachmentService,
   findEventAttachments,
+  findAttachment,
   findPatientAttachments,
-  findFiledAttachment,
 } from '../attachment/index.ts';
 import { findPatientIdsByIdentifier } from '../patient/index.ts';
 import type { ConsoleContext } from './console-context.ts';
@@ -36,11 +36,18 @@ export function registerAttachmentPages(
     '/attachments',
     { preHandler: guardClinical, config: { consoleAction: 'console.attachment.search' } },
     async (request, reply) => {
+      const idText = (textField(request.query, 'id') ?? '').trim();
       const eventText = (textField(request.query, 'event') ?? '').trim();
       const identifier = (textField(request.query, 'identifier') ?? '').trim();
       if (identifier.length > 64) throw badRequestPage('The identifier is too long.');
       let results: FoundAttachment[] | undefined;
-      if (eventText !== '') {
+      if (idText !== '') {
+        const id = parseId(idText);
+        if (id === undefined) throw badRequestPage('The attachment id must be a positive whole number.');
+        const found = await findAttachment(db, id);
+        results = found === undefined ? [] : [found];
+        request.consoleAudit = { targetType: 'attachment_data', targetIds: results.map((a) => a.id) };
+      } else if (eventText !== '') {
         const eventId = parseId(eventText);
         if (eventId === undefined) throw badRequestPage('The event id must be a positive whole number.');
         results = await findEventAttachments(db, eventId);
@@ -53,18 +60,18 @@ export function registerAttachmentPages(
       return ctx.render(request, reply, 'attachments', {
         title: 'Attachments',
         nav: 'attachments',
-        form: { event: eventText, identifier },
+        form: { id: idText, event: eventText, identifier },
         results,
         isCapped: results !== undefined && results.length >= MAX_FOUND_ATTACHMENTS,
       });
     },
   );
 
-  /** The filed attachment of the path's id (404 otherwise), named in the audit row either way. */
+  /** The attachment of the path's id (404 otherwise), named in the audit row either way. */
   const filedOf = async (request: FastifyRequest<{ Params: { id: string } }>) => {
     const id = parseId(request.params.id);
     if (id !== undefined) request.consoleAudit = { targetType: 'attachment_data', targetIds: [id] };
-    const attachment = id === undefined ? undefined : await findFiledAttachment(db, id);
+    const attachment = id === undefined ? undefined : await findAttachment(db, id);
     if (attachment === undefined) throw notFoundPage(`Attachment ${request.params.id}`);
     return attachment;
   };
