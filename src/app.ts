@@ -91,6 +91,8 @@ export async function buildApp(deps: AppDeps, options: BuildAppOptions = {}): Pr
     uploadMemory: createUploadMemory(deps.config.limits.uploadMemoryBytes),
   };
   installSpoolCleanup(app);
+  // The DIMSE SCP of the same process loads its data sets under this budget too.
+  app.decorate('uploadMemory', moduleOptions.uploadMemory);
   installOpenApi(app);
   await installMetrics(app, deps, moduleOptions.basicAuth, [
     registerQueueGauges,

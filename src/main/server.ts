@@ -143,7 +143,7 @@ async function serve(
 
   await app.listen({ port: config.port, host: config.host });
   if (config.dicomNetwork.port !== undefined)
-    dicomServer = await startDicomServer({ database, config, logger });
+    dicomServer = await startDicomServer({ database, config, logger, uploadMemory: app.uploadMemory });
   await runOrExit(async () => worker?.start());
   logger.info({ database: config.database.kind, filesDir: config.filesDir }, readyMessage);
 }

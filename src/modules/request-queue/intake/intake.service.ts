@@ -13,6 +13,7 @@ import type { Database } from '../../../db/database.ts';
 import { findUnstorableCharacter, unstorableCharacterMessage } from '../../../db/schema-profile.ts';
 import type { DB } from '../../../db/schema.ts';
 import { AppError } from '../../../errors.ts';
+import { storedRequestHeaders } from '../../../http/stored-headers.ts';
 import type { FormObject, HandlerKind } from './content-type.ts';
 import { handlerKindOf, hasNulCharacter, nulCharacterMessage } from './content-type.ts';
 import type { AlongsideWrite } from './enqueue.ts';
@@ -21,14 +22,6 @@ import type { AttachmentRowInput, RequestTypeRoute } from './intake.queries.ts';
 import { findKnownMimeTypes, findRequestTypeRoute } from './intake.queries.ts';
 import type { MultipartPart } from './payload.ts';
 import { FieldErrors, MAX_ECHO, jsonRow, readPayload, textRow } from './payload.ts';
-
-/** Headers never stored in HEADER_DATA (reference D46): credentials and cookies. */
-const SECRET_HEADERS: ReadonlySet<string> = new Set([
-  'authorization',
-  'proxy-authorization',
-  'cookie',
-  'set-cookie',
-]);
 
 const MAX_SYSTEM_MESSAGE = 255;
 const MAX_REQUEST_TYPE = 45;
@@ -111,7 +104,10 @@ export function createIntakeService(deps: {
         ...(payload.form === undefined
           ? []
           : [textRow('FORM_DATA', payload.form.mimeType, JSON.stringify(payload.form.fields))]),
-        jsonRow('HEADER_DATA', JSON.stringify(headerData(submission.headers, submission.clientAddress))),
+        jsonRow(
+          'HEADER_DATA',
+          JSON.stringify(storedRequestHeaders(submission.headers, submission.clientAddress)),
+        ),
       ];
       refuseUnstorableText(
         deps.database.schema.maxTextCodePoint,
@@ -295,22 +291,4 @@ function readSystemMessage(
     return undefined;
   }
   return value;
-}
-
-/**
- * HEADER_DATA (reference 8.8 step 8): headers as received with lower-case names, without credentials
- * or cookies (D46), plus `origin-ip-address` from the socket or a trusted proxy only (D47).
- */
-export function headerData(
-  headers: Readonly<Record<string, string | readonly string[] | undefined>>,
-  clientAddress: string,
-): Record<string, string | readonly string[]> {
-  const stored: Record<string, string | readonly string[]> = {};
-  for (const [name, value] of Object.entries(headers)) {
-    const lower = name.toLowerCase();
-    if (value === undefined || SECRET_HEADERS.has(lower)) continue;
-    stored[lower] = value;
-  }
-  stored['origin-ip-address'] = clientAddress;
-  return stored;
 }
