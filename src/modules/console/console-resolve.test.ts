@@ -380,6 +380,22 @@ forEachDialect((dialect) => {
       const headings = [...html.matchAll(/<h4>(Attempt \d+): FAILED/g)].map((m) => m[1]);
       assert.deepEqual(headings, ['Attempt 1', 'Attempt 2', 'Attempt 3']);
       assert.doesNotMatch(html, /<h4>Try /);
+      // Not a patient-match failure: no form to fix its data, and a forged edit is refused unwritten.
+      assert.doesNotMatch(html, /Fix the data and run on/);
+      const edit = await client.post(`${page}/edit`, {
+        _csrf: csrfOf(html, action),
+        version: 'any',
+        identifier: '1234567',
+        dob: '1970-03-15',
+        sex: 'F',
+      });
+      assert.equal(edit.status, 409);
+      const parts = await app.db
+        .selectFrom('attachment_data')
+        .select('id')
+        .where('request_id', '=', failed.requestId)
+        .execute();
+      assert.deepEqual(parts, []);
     });
 
     it("names the signature's patient, and offers only Manual ignore when the original file is missing", async () => {

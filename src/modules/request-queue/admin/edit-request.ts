@@ -1,7 +1,7 @@
 /**
  * Fixing the data behind a failed request (the original's "Edit Payload Processor"): an operator corrects
  * the details `PATIENT_MATCH` reads (patient identifier, date of birth, sex) or chooses the patient, and
- * the request runs on from its failed or waiting routines.
+ * the request runs on from its failed or waiting patient match.
  *
  * - The values are written into `REQUEST_DATA` under the key that supplies each criterion now (or, when
  *   none does, the first key `REQUEST_DATA` already holds, else the plain one), so that the routine reads
@@ -10,9 +10,10 @@
  *   routine still does the match, so a choice that is not unique or not the patient fails as any match.
  * - Each edit keeps its old and new values in `REQUEST_DATA.console_edits` (beside the request's other
  *   patient data; the audit trail itself holds only ids and key names).
- * - It runs under the request's locks, as retry does, and only when the request is still the version the
- *   operator saw (its routines and its JSON rows); FAILED and RETRY routines then go back to NEW with no
- *   tries, so the worker takes the request on at once.
+ * - It applies while the request's `PATIENT_MATCH` is FAILED or RETRY, under the request's locks as retry
+ *   does, and only when the request is still the version the operator saw (its routines and its JSON
+ *   rows); that routine then goes back to NEW with no tries, so the worker takes the request on at once
+ *   (the match chains the filing routines).
  */
 import { createHash } from 'node:crypto';
 import type { Kysely } from 'kysely';
@@ -36,8 +37,18 @@ import { requestVersion } from './request-detail.ts';
 
 const CRITERIA_MNEMONICS = ['REQUEST_DATA', 'FORM_DATA', 'REQUEST_BLOB'] as const;
 
-/** Statuses an edit takes back to NEW: the routines that failed or wait for a retry. */
+/** The routine an edit runs again, and the statuses it takes back to NEW (failed, or waiting for a retry). */
+const MATCH_ROUTINE = 'PATIENT_MATCH';
 const RUN_ON: readonly string[] = ['FAILED', 'RETRY'];
+
+/** The request's patient-match routines that failed or wait for a retry. */
+function routinesToRunOn(
+  routines: readonly { id: number; routine_name: string; status: string }[],
+): number[] {
+  return routines
+    .filter((r) => r.routine_name === MATCH_ROUTINE && RUN_ON.includes(r.status))
+    .map((r) => r.id);
+}
 
 /** The `REQUEST_DATA` key of the edit history. */
 export const CONSOLE_EDITS_KEY = 'console_edits';
@@ -68,7 +79,7 @@ export interface RequestMatchData {
   readonly identifier: MatchField;
   readonly dob: MatchField;
   readonly sex: MatchField;
-  /** Some routine is FAILED or RETRY: an edit can run the request on. */
+  /** Its PATIENT_MATCH routine is FAILED or RETRY: an edit can run the request on. */
   readonly canRunOn: boolean;
   readonly edits: readonly ConsoleEdit[];
 }
@@ -158,7 +169,7 @@ export async function readRequestMatchData(
     requestId,
     version,
     ...fieldsOf(rows),
-    canRunOn: routines.some((r) => RUN_ON.includes(r.status)),
+    canRunOn: routinesToRunOn(routines).length > 0,
     edits: editsOf(rows.REQUEST_DATA ?? {}),
   };
 }
