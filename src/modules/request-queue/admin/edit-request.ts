@@ -4,8 +4,10 @@
  * the request runs on from its failed or waiting patient match.
  *
  * - The values are written into `REQUEST_DATA` under the key that supplies each criterion now (or, when
- *   none does, the first key `REQUEST_DATA` already holds, else the plain one), so that the routine reads
- *   exactly what the operator entered: a key in `REQUEST_DATA` wins over the same key anywhere else.
+ *   none does, the plain `patient_identifier`, `dob`, `sex`), so that the routine reads exactly what the
+ *   operator entered: a key in `REQUEST_DATA` wins over the same key anywhere else. A DICOM tag that is
+ *   wrong is overwritten in place, so running the whole request again (which reads the tags again)
+ *   brings it back.
  * - Choosing a patient writes that patient's own identifier, date of birth and sex the same way: the
  *   routine still does the match, so a choice that is not unique or not the patient fails as any match.
  * - Each edit keeps its old and new values in `REQUEST_DATA.console_edits` (beside the request's other
@@ -108,24 +110,26 @@ export type EditOutcome =
       readonly changedKeys: readonly string[];
     };
 
-/** The key supplying a criterion now, else the first of `keys` that `REQUEST_DATA` holds, else `fallback`. */
+/**
+ * The key supplying a criterion now, else `fallback`: a key that holds only an empty value (a DICOM tag
+ * the file left empty) is not taken, so that a run of the whole request, which writes the tags again,
+ * keeps the operator's value.
+ */
 function keyOf(
   sources: readonly Record<string, unknown>[],
-  requestData: Record<string, unknown>,
   keys: readonly string[],
   fallback: string,
 ): string {
   for (const key of keys) {
     if (sources.some((source) => firstString([source], [key]) !== undefined)) return key;
   }
-  return keys.find((key) => Object.hasOwn(requestData, key)) ?? fallback;
+  return fallback;
 }
 
 function fieldsOf(rows: CriteriaRows) {
   const sources = criteriaSources(rows);
-  const requestData = rows.REQUEST_DATA ?? {};
   const field = (keys: readonly string[], fallback: string): MatchField => ({
-    key: keyOf(sources, requestData, keys, fallback),
+    key: keyOf(sources, keys, fallback),
     value: firstString(sources, keys),
   });
   return {
