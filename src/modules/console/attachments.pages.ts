@@ -18,7 +18,15 @@ import {
 } from '../attachment/index.ts';
 import { findPatientIdsByIdentifier } from '../patient/index.ts';
 import type { ConsoleContext } from './console-context.ts';
-import { OPERATIONS, badRequestPage, notFoundPage, parseId, textField } from './console-context.ts';
+import {
+  ConsolePageError,
+  OPERATIONS,
+  badRequestPage,
+  can,
+  notFoundPage,
+  parseId,
+  textField,
+} from './console-context.ts';
 import type { ConsoleGuard } from './console.routes.ts';
 
 type Query = Record<string, string | string[] | undefined>;
@@ -46,6 +54,7 @@ export function registerAttachmentPages(
         if (id === undefined) throw badRequestPage('The attachment id must be a positive whole number.');
         const found = await findAttachment(db, id);
         results = found === undefined ? [] : [found];
+        if (found !== undefined && !mayOpen(request, found)) throw unfiledRefused();
         request.consoleAudit = { targetType: 'attachment_data', targetIds: results.map((a) => a.id) };
       } else if (eventText !== '') {
         const eventId = parseId(eventText);
@@ -67,12 +76,26 @@ export function registerAttachmentPages(
     },
   );
 
+  /**
+   * An upload filed under no event is still a request's payload part: as on the API, only request admins
+   * open it (the API also lets its uploader, who has no console screen for it).
+   */
+  const mayOpen = (request: FastifyRequest, attachment: FoundAttachment) =>
+    attachment.eventId !== null || can(request.consoleUser, OPERATIONS.queue);
+  const unfiledRefused = () =>
+    new ConsolePageError(
+      403,
+      'Forbidden',
+      `This attachment is filed under no event; opening it needs the operation ${OPERATIONS.queue}, as on the API.`,
+    );
+
   /** The attachment of the path's id (404 otherwise), named in the audit row either way. */
   const filedOf = async (request: FastifyRequest<{ Params: { id: string } }>) => {
     const id = parseId(request.params.id);
     if (id !== undefined) request.consoleAudit = { targetType: 'attachment_data', targetIds: [id] };
     const attachment = id === undefined ? undefined : await findAttachment(db, id);
     if (attachment === undefined) throw notFoundPage(`Attachment ${request.params.id}`);
+    if (!mayOpen(request, attachment)) throw unfiledRefused();
     return attachment;
   };
 

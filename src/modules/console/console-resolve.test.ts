@@ -475,6 +475,18 @@ forEachDialect((dialect) => {
       const found = await (await client.get(`/console/attachments?id=${id}`)).text();
       assert.match(found, new RegExp(`href="/console/attachments/${id}"`));
       assert.match(found, /not filed under an event/);
+      // As on the API, an unfiled upload is a request's part: a clinical viewer without request admin is refused.
+      const clinician = await createUser(app.db, { roles: ['TaskViewClinical'] });
+      const viewer = new ConsoleClient(app);
+      await viewer.signIn(clinician);
+      for (const path of [
+        `/console/attachments/${id}`,
+        `/console/attachments/${id}/file`,
+        `/console/attachments?id=${id}`,
+      ])
+        assert.equal((await viewer.get(path)).status, 403, path);
+      const [refused] = await auditRows(app, 'console.attachment.open');
+      assert.deepEqual([refused?.user_id, refused?.outcome], [clinician.userId, 403]);
       assert.equal((await client.get('/console/attachments?id=abc')).status, 400);
       assert.match(await (await client.get('/console/attachments?id=999999')).text(), /No attachment found/);
     });
