@@ -218,6 +218,8 @@ export function registerQueuePages(app: FastifyInstance, ctx: ConsoleContext, gu
       const id = requestIdOf(request.params);
       const term = (textField(request.query, 'term') ?? '').trim();
       if (term.length > 100) throw badRequestPage('The search term is too long.');
+      // An unknown request answers 404 before any patient is searched (and named in the audit row).
+      if ((await readRequestMatchData(db, id)) === undefined) throw notFoundPage(`Request ${id}`);
       const found =
         term === ''
           ? []
