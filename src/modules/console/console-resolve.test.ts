@@ -182,6 +182,17 @@ forEachDialect((dialect) => {
       assert.deepEqual(await requestData(app, requestId), before);
       assert.deepEqual((await routineStates(app, requestId)).at(-1), 'PATIENT_MATCH:FAILED:1');
 
+      // A forged form: 403, nothing written.
+      const forged = await client.post(action, {
+        _csrf: 'forged-token',
+        version,
+        identifier: number,
+        dob: '1970-03-15',
+        sex: 'F',
+      });
+      assert.equal(forged.status, 403);
+      assert.deepEqual(await requestData(app, requestId), before);
+
       // A form older than the request: 409, nothing written.
       const stale = await client.post(action, {
         _csrf: csrfOf(html, action),
