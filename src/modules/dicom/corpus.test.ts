@@ -93,6 +93,8 @@ const DERIVED: readonly { from: string; tool: string; args: string[]; name: stri
   },
   { from: 'CT_small.dcm', tool: 'dcmcjpeg', args: ['+ee'], name: 'CT_small_jpeg_extended_12bit.dcm' },
   { from: 'ExplVR_BigEnd.dcm', tool: 'dcmcjpls', args: ['+en'], name: 'US_rgb_jpeg_ls_near_lossless.dcm' },
+  // dcmtk writes 8-bit Pixel Data in Explicit VR Big Endian as OW: bytes swapped in 16-bit words.
+  { from: 'SC_rgb_jpeg_dcmd.dcm', tool: 'dcmconv', args: ['+tb'], name: 'SC_rgb_expb.dcm' },
 ];
 
 const LOSSY = /^1\.2\.840\.10008\.1\.2\.4\.(50|51|81|91)$/;
@@ -138,6 +140,23 @@ describe(
         await checkFile(name, file, config, work);
       });
     }
+
+    it('decodes 8-bit RGB in Explicit VR Big Endian (OW) as its little endian twin', async () => {
+      const twin = path.join(work, 'SC_rgb_twin_expb.dcm');
+      execFileSync('dcmconv', ['+tb', path.join(corpus!, 'SC_rgb_jpeg_dcmd.dcm'), twin], { stdio: 'pipe' });
+      assert.match(execFileSync('dcmdump', [twin], { encoding: 'utf8' }), /\(7fe0,0010\) OW /);
+      const [little, big] = await Promise.all(
+        [path.join(corpus!, 'SC_rgb_jpeg_dcmd.dcm'), twin].map(async (file) => {
+          const extraction = await extractDicomImages(readFileSync(file), config);
+          assert.equal(extraction.kind, 'images');
+          return extraction.images[0]!.raw!;
+        }),
+      );
+      assert.deepEqual([big!.width, big!.height, big!.channels], [little!.width, little!.height, 3]);
+      let differing = 0;
+      for (let i = 0; i < little!.pixels.length; i++) if (little!.pixels[i] !== big!.pixels[i]) differing++;
+      assert.equal(differing, 0, 'samples that differ from the little endian file');
+    });
   },
 );
 

@@ -170,6 +170,7 @@ export async function extractDicom(
     };
   }
   await initialiseDecoders();
+  swapBigEndianBytePixels(scan, geometry);
   const image = await openImage(bytes, transferSyntaxUid, geometry.samplesPerPixel);
   if (photometric === 'RGB' && /^1\.2\.840\.10008\.1\.2\.4\.5[01]$/.test(transferSyntaxUid))
     markRgbJpegFrames(image);
@@ -237,6 +238,29 @@ function jpegPassThrough(
     jpegs.push(jpeg.slice());
   }
   return jpegs;
+}
+
+/**
+ * 8-bit native Pixel Data stored as OW in Explicit VR Big Endian holds its bytes in 16-bit words, each
+ * written most significant byte first (PS3.5 8.1.1 and 8.2): every pair of samples is swapped. The
+ * renderer swaps only samples wider than 8 bits, so the pairs are swapped back here and the VR written
+ * as OB, in `scan.bytes` (the file itself for big endian, which is never deflated), before it is read.
+ * Without this, RGB pixels come out with their samples moved between neighbours (red and blue mixed).
+ */
+function swapBigEndianBytePixels(scan: Part10Scan, geometry: Geometry): void {
+  const pixelData = scan.pixelData;
+  if (scan.isLittleEndian || pixelData?.isEncapsulated !== false || pixelData.vr !== 'OW') return;
+  if (geometry.bitsAllocated !== 8) return;
+  const { offset, length } = pixelData.value;
+  const bytes = scan.bytes;
+  for (let i = offset; i + 1 < offset + length; i += 2) {
+    const first = bytes[i]!;
+    bytes[i] = bytes[i + 1]!;
+    bytes[i + 1] = first;
+  }
+  // The VR sits 8 bytes before the value: VR (2), reserved (2), 32-bit length (4).
+  bytes[offset - 8] = 0x4f; // 'O'
+  bytes[offset - 7] = 0x42; // 'B'
 }
 
 const RLE_LOSSLESS = '1.2.840.10008.1.2.5';
