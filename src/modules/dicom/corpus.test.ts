@@ -35,7 +35,9 @@ const REFUSED: Readonly<Record<string, DicomErrorCode>> = {
   'meta_missing_tsyntax.dcm': 'missing-transfer-syntax',
   // Declares JPEG Baseline (explicit VR) but its data set is encoded in implicit VR.
   'SC_rgb_jpeg.dcm': 'bad-vr',
-  // Four codestream bytes replaced by a delimiter: the SIZ segment is corrupt.
+  // Four codestream bytes replaced by a delimiter (pydicom's README: "almost certainly not a valid JPEG
+  // anymore"): the SIZ segment declares a width of 3722445056 and a Profile of 0xFEFF. pydicom tests it only
+  // for reading the encapsulated fragments; OpenJPEG refuses its header (checked below).
   'JPEG2000-embedded-sequence-delimiter.dcm': 'codestream-mismatch',
   // Private sequences and a Pixel Data of two bytes, without Rows or Columns.
   'nested_priv_SQ.dcm': 'bad-image-attributes',
@@ -140,6 +142,28 @@ describe(
         await checkFile(name, file, config, work);
       });
     }
+
+    it('refuses JPEG2000-embedded-sequence-delimiter.dcm, whose header OpenJPEG refuses too', async () => {
+      const file = path.join(corpus!, 'JPEG2000-embedded-sequence-delimiter.dcm');
+      await assert.rejects(extractDicomImages(readFileSync(file), config), (error: unknown) => {
+        assert.ok(error instanceof DicomError);
+        assert.equal(error.code, 'codestream-mismatch');
+        assert.match(error.message, /3722445056 x 1024 pixels, but Columns x Rows is 256 x 1024/);
+        return true;
+      });
+      const dataSet = dicomParser.parseDicom(readFileSync(file));
+      const element = dataSet.elements.x7fe00010!;
+      const codestream = path.join(work, 'embedded-delimiter.j2k');
+      writeFileSync(
+        codestream,
+        dicomParser.readEncapsulatedPixelDataFromFragments(dataSet, element, 0, element.fragments!.length),
+      );
+      assert.throws(
+        () =>
+          execFileSync('opj_decompress', ['-i', codestream, '-o', `${codestream}.pgm`], { stdio: 'pipe' }),
+        /failed|Invalid/,
+      );
+    });
 
     it('decodes 8-bit RGB in Explicit VR Big Endian (OW) as its little endian twin', async () => {
       const twin = path.join(work, 'SC_rgb_twin_expb.dcm');
