@@ -1,13 +1,16 @@
 /**
  * A DICOM worker thread (`dicom-pool.ts`): reads headers and extracts images off the event loop. One job
  * at a time; the pool enforces the time limit and the heap cap (`resourceLimits`) by terminating the
- * thread. The libraries' console output is dropped (`silence-console.ts`).
+ * thread. The libraries' console output is dropped (`silence-console.ts`), except the decoders' messages,
+ * which extraction reads for corruption warnings.
  */
-import './silence-console.ts';
+import { setConsoleInfoListener } from './silence-console.ts';
 import { parentPort } from 'node:worker_threads';
 import { DicomError, messageOf } from './dicom-error.ts';
 import type { DicomJob, DicomJobResult } from './dicom-pool.ts';
-import { extractDicom, initialiseDecoders, readDicom } from './extract.ts';
+import { extractDicom, initialiseDecoders, noteDecoderMessage, readDicom } from './extract.ts';
+
+setConsoleInfoListener(noteDecoderMessage);
 
 async function run(job: DicomJob): Promise<DicomJobResult> {
   if (job.kind === 'read') return { id: job.id, read: readDicom(job.bytes, job.limits) };

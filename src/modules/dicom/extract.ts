@@ -17,7 +17,13 @@
 import { createRequire } from 'node:module';
 import type * as Imaging from 'dcmjs-imaging';
 import { fileURLToPath } from 'node:url';
-import { codestreamFamilyOf, jpegColourOf, readFrameSize, withAdobeRgbMarker } from './codestream.ts';
+import {
+  CORRUPT_JPEG_WARNING,
+  codestreamFamilyOf,
+  jpegColourOf,
+  readFrameSize,
+  withAdobeRgbMarker,
+} from './codestream.ts';
 import type { DicomHeader } from './dicom-header.ts';
 import { readDicomHeader } from './dicom-header.ts';
 import { DicomError } from './dicom-error.ts';
@@ -104,11 +110,30 @@ export function readDicom(bytes: Uint8Array, limits: ScanLimits): DicomSummary {
 
 let isDecoderReady: Promise<void> | undefined;
 
-/** Loads the WebAssembly decoders once per thread. */
+/** The corruption warnings of the decoders since the last {@link takeDecoderWarning}. */
+const decoderWarnings: string[] = [];
+
+/**
+ * Loads the WebAssembly decoders once per thread, with their messages on: they reach JavaScript only
+ * through the library's logger, whose lines the thread hands to {@link noteDecoderMessage}.
+ */
 export function initialiseDecoders(): Promise<void> {
-  imaging.log.setLevel('silent');
-  isDecoderReady ??= imaging.NativePixelDecoder.initializeAsync({ logNativeDecodersMessages: false });
+  imaging.log.setLevel('info');
+  isDecoderReady ??= imaging.NativePixelDecoder.initializeAsync({ logNativeDecodersMessages: true });
   return isDecoderReady;
+}
+
+/** Keeps a decoder message that says the data is corrupt; drops every other one. */
+export function noteDecoderMessage(text: string): void {
+  const warning = CORRUPT_JPEG_WARNING.exec(text)?.[0];
+  if (warning !== undefined && decoderWarnings.length < 8) decoderWarnings.push(warning);
+}
+
+/** The first corruption warning since the last call, if any; clears them. */
+function takeDecoderWarning(): string | undefined {
+  const warning = decoderWarnings[0];
+  decoderWarnings.length = 0;
+  return warning;
 }
 
 /** Extracts the frames (at most `limits.maxFrames`) or the encapsulated PDF of `bytes`. */
@@ -179,6 +204,7 @@ export async function extractDicom(
   const frames: RenderedFrame[] = [];
   for (const index of frameIndexes) {
     let rgba: Uint8Array;
+    takeDecoderWarning();
     try {
       rgba =
         voiLut === undefined
@@ -196,6 +222,11 @@ export async function extractDicom(
       }
       throw new DicomError('decode-failed', `Frame ${index + 1} could not be decoded: ${oneLine(message)}`);
     }
+    // A frame decoded around corrupt data would be filed as if it were the image.
+    const warning = takeDecoderWarning();
+    if (warning !== undefined) {
+      throw new DicomError('decode-failed', `Frame ${index + 1} is corrupt: ${oneLine(warning)}`);
+    }
     frames.push({
       frameNumber: index + 1,
       width: geometry.columns,
@@ -212,7 +243,7 @@ const JPEG_BASELINE = '1.2.840.10008.1.2.4.50';
  * The frames' own JPEG codestreams, when they can be stored as they are: an 8-bit colour baseline JPEG
  * whose every frame is one fragment, a whole JPEG (SOI to EOI) that declares YCbCr as any JPEG reader
  * assumes, with no overlay to burn in. Rendering would decode and re-encode them: slower, and a second
- * lossy step. The main thread's thumbnails decode each one, so a corrupt frame still fails.
+ * lossy step. The main thread decodes each one for its thumbnails, and refuses a corrupt one there.
  */
 function jpegPassThrough(
   scan: Part10Scan,
