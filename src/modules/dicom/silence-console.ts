@@ -1,19 +1,20 @@
 /**
  * Imported first by `dicom.worker.ts`, before any library: drops console output on the DICOM threads.
- * The libraries bind the console when they load, and their warnings can quote element values. What the
- * WebAssembly decoders report goes to `console.info`: it is handed to one listener (set by the worker),
- * never printed.
+ * The libraries bind the console when they load, and their warnings can quote element values. What they
+ * report through `console.info` (the WebAssembly decoders) and `console.warn` (PDF.js) is handed to one
+ * listener (set by the worker), never printed.
  */
 const silent = (): void => {};
-let infoListener: (text: string) => void = silent;
+let listener: (text: string) => void = silent;
+const handOn = (...args: unknown[]) => listener(args.map(String).join(' '));
 console.log = silent;
-console.info = (...args: unknown[]) => infoListener(args.map(String).join(' '));
-console.warn = silent;
+console.info = handOn;
+console.warn = handOn;
 console.error = silent;
 console.debug = silent;
 console.trace = silent;
 
-/** Hands every later `console.info` line of this thread to `listener`. */
-export function setConsoleInfoListener(listener: (text: string) => void): void {
-  infoListener = listener;
+/** Hands every later `console.info` and `console.warn` line of this thread to `next`. */
+export function setLibraryMessageListener(next: (text: string) => void): void {
+  listener = next;
 }
