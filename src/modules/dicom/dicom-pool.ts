@@ -46,7 +46,10 @@ export interface DicomJobResult {
 export interface DicomPoolOptions {
   readonly threads: number;
   readonly timeoutMs: number;
-  /** Heap cap of each thread (V8 old generation), in MiB. */
+  /**
+   * Heap cap of each thread (V8 old generation), and the growth of its array buffers allowed while it
+   * renders a PDF page, in MiB.
+   */
   readonly memoryMb: number;
   readonly limits: DicomLimits;
   /** Longest side of a rendered PDF page, in pixels. */
