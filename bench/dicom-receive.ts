@@ -65,7 +65,7 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
       WORKER: 'off',
       DICOM_PORT: String(dicomPort),
       DICOM_AE_TITLE: 'CRA',
-      DICOM_ALLOWED_CALLERS: SCU_AE,
+      DICOM_ALLOWED_CALLERS: `${SCU_AE}@127.0.0.1`,
     },
   });
   try {

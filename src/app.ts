@@ -64,7 +64,13 @@ export async function buildApp(deps: AppDeps, options: BuildAppOptions = {}): Pr
     if (!reply.hasHeader('cache-control')) void reply.header('cache-control', 'no-store');
     return payload;
   });
-  installErrorHandling(app);
+  const { rawBodyBytes, rawBodyLimitReason } = deps.config.limits;
+  installErrorHandling(
+    app,
+    rawBodyLimitReason === undefined
+      ? {}
+      : { uploadLimitNote: `Uploads are limited to ${rawBodyBytes} bytes: ${rawBodyLimitReason}.` },
+  );
   installOverloadGuard(app, {
     maxConcurrent: deps.config.maxConcurrentHeavyRequests,
     queueTimeoutMs: deps.config.heavyQueueTimeoutMs,
@@ -85,6 +91,8 @@ export async function buildApp(deps: AppDeps, options: BuildAppOptions = {}): Pr
     uploadMemory: createUploadMemory(deps.config.limits.uploadMemoryBytes),
   };
   installSpoolCleanup(app);
+  // The DIMSE SCP of the same process loads its data sets under this budget too.
+  app.decorate('uploadMemory', moduleOptions.uploadMemory);
   installOpenApi(app);
   await installMetrics(app, deps, moduleOptions.basicAuth, [
     registerQueueGauges,

@@ -67,7 +67,7 @@ describe('loadConfig', () => {
     );
   });
 
-  it('reads the DICOM receiving settings: SCP off by default, callers as TITLE or TITLE@address', () => {
+  it('reads the DICOM receiving settings: SCP off by default, callers as TITLE@address, @subnet or @*', () => {
     const off = loadConfig({}).dicomNetwork;
     assert.deepEqual(off, {
       port: undefined,
@@ -75,11 +75,17 @@ describe('loadConfig', () => {
       allowedCallers: [],
       duplicates: 'new-request',
       maxAssociations: 16,
+      maxAssociationsPerAe: 8,
+      maxAssociationsPerAddress: 8,
+      maxConnections: 64,
+      maxConnectionsPerAddress: 16,
+      maxUnassociatedConnections: 32,
+      associationTimeoutMs: 5000,
     });
     const on = loadConfig({
       DICOM_PORT: '11112',
       DICOM_AE_TITLE: ' EYE_CLINIC ',
-      DICOM_ALLOWED_CALLERS: 'TOPCON1@10.1.2.3, PACS ROUTER ,ZEISS@::1',
+      DICOM_ALLOWED_CALLERS: 'TOPCON1@10.1.2.3, PACS ROUTER@* ,ZEISS@::1, LAB@10.9.0.0/16',
       DICOM_DUPLICATES: 'refuse',
     }).dicomNetwork;
     assert.equal(on.port, 11112);
@@ -87,12 +93,23 @@ describe('loadConfig', () => {
     assert.equal(on.duplicates, 'refuse');
     assert.deepEqual(on.allowedCallers, [
       { aeTitle: 'TOPCON1', address: '10.1.2.3' },
-      { aeTitle: 'PACS ROUTER', address: undefined },
+      { aeTitle: 'PACS ROUTER', address: '*' },
       { aeTitle: 'ZEISS', address: '::1' },
+      { aeTitle: 'LAB', address: '10.9.0.0/16' },
     ]);
+    // A bare title would be allowed from anywhere without anyone having said so.
+    assert.throws(
+      () => loadConfig({ DICOM_PORT: '11112', DICOM_ALLOWED_CALLERS: 'PACSROUTER' }),
+      /"PACSROUTER" names no address: write PACSROUTER@<ip-address>/,
+    );
+    assert.throws(() => loadConfig({ DICOM_ALLOWED_CALLERS: 'A@10.0.0.0/33' }), /must name an IP address/);
+    assert.throws(
+      () => loadConfig({ DICOM_MAX_CONNECTIONS: '8', DICOM_MAX_ASSOCIATIONS: '16' }),
+      /DICOM_MAX_CONNECTIONS must be at least DICOM_MAX_ASSOCIATIONS/,
+    );
     assert.throws(() => loadConfig({ DICOM_PORT: '11112' }), /DICOM_ALLOWED_CALLERS must name at least one/);
     assert.throws(
-      () => loadConfig({ DICOM_ALLOWED_CALLERS: 'A@not-an-address,WAY_TOO_LONG_AE_TITLE_X,BACK\\SLASH' }),
+      () => loadConfig({ DICOM_ALLOWED_CALLERS: 'A@not-an-address,WAY_TOO_LONG_AE_TITLE_X@*,BACK\\SLASH@*' }),
       (error: unknown) => {
         assert.ok(error instanceof ConfigError);
         assert.equal(error.problems.length, 3);

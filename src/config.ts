@@ -64,6 +64,13 @@ export interface Config {
     readonly signatureBodyBytes: number;
     readonly jsonBodyBytes: number;
     readonly rawBodyBytes: number;
+    /**
+     * True when `RAW_BODY_LIMIT_BYTES` was set: a database whose statements cannot hold that much refuses
+     * the start. Left at its default, the start lowers `rawBodyBytes` to what the database takes instead.
+     */
+    readonly isRawBodyBytesSet?: boolean;
+    /** Why `rawBodyBytes` is below the configured limit (the database setting), named in 413 answers. */
+    readonly rawBodyLimitReason?: string;
     /** Spooled upload bytes loaded into memory at once, counted twice (the bytes and the driver's copy). */
     readonly uploadMemoryBytes: number;
   };
@@ -172,11 +179,11 @@ export interface Config {
   readonly dicomNetwork: DicomNetworkConfig;
 }
 
-/** A calling AE title allowed to open associations, optionally only from one address. */
+/** A calling AE title allowed to open associations from an address, a subnet, or anywhere. */
 export interface DicomCaller {
   readonly aeTitle: string;
-  /** An IP address; undefined = any. */
-  readonly address: string | undefined;
+  /** An IP address, a subnet in CIDR notation (`10.1.2.0/24`), or `*` for any address. */
+  readonly address: string;
 }
 
 export interface DicomNetworkConfig {
@@ -184,12 +191,24 @@ export interface DicomNetworkConfig {
   readonly port: number | undefined;
   /** `DICOM_AE_TITLE`: the service's AE title (the called AE title associations must name). */
   readonly aeTitle: string;
-  /** `DICOM_ALLOWED_CALLERS`: `TITLE` or `TITLE@address`, comma-separated. */
+  /** `DICOM_ALLOWED_CALLERS`: `TITLE@address`, `TITLE@subnet/bits` or `TITLE@*`, comma-separated. */
   readonly allowedCallers: readonly DicomCaller[];
   /** `DICOM_DUPLICATES`: an instance whose SOP Instance UID was received before: a new request, or refused. */
   readonly duplicates: 'new-request' | 'refuse';
   /** `DICOM_MAX_ASSOCIATIONS`: associations served at once; more are refused (local limit exceeded). */
   readonly maxAssociations: number;
+  /** `DICOM_MAX_ASSOCIATIONS_PER_AE`: associations of one calling AE title at once. */
+  readonly maxAssociationsPerAe: number;
+  /** `DICOM_MAX_ASSOCIATIONS_PER_ADDRESS`: associations from one peer address at once. */
+  readonly maxAssociationsPerAddress: number;
+  /** `DICOM_MAX_CONNECTIONS`: TCP connections open on the DICOM port; more are closed at once. */
+  readonly maxConnections: number;
+  /** `DICOM_MAX_CONNECTIONS_PER_ADDRESS`: TCP connections from one peer address. */
+  readonly maxConnectionsPerAddress: number;
+  /** `DICOM_MAX_UNASSOCIATED_CONNECTIONS`: connections not yet associated; a new one closes the oldest. */
+  readonly maxUnassociatedConnections: number;
+  /** `DICOM_ASSOCIATION_TIMEOUT_MS`: time from connection to a whole A-ASSOCIATE-RQ; then it is closed. */
+  readonly associationTimeoutMs: number;
 }
 
 export class ConfigError extends Error {
@@ -283,6 +302,7 @@ export function loadConfig(env: Env = process.env): Config {
       signatureBodyBytes: int('SIGN_BODY_LIMIT_BYTES', 10 * MiB, 1024, 1024 * MiB),
       jsonBodyBytes: int('JSON_BODY_LIMIT_BYTES', 1 * MiB, 1024, 1024 * MiB),
       rawBodyBytes: int('RAW_BODY_LIMIT_BYTES', 100 * MiB, 1024, 4096 * MiB),
+      isRawBodyBytesSet: read('RAW_BODY_LIMIT_BYTES') !== undefined,
       uploadMemoryBytes: int('UPLOAD_MEMORY_BYTES', 256 * MiB, 16 * MiB, 65536 * MiB),
     },
     signRateLimitPerMinute: int('SIGN_RATE_LIMIT_PER_MINUTE', 30, 0, 1_000_000),
@@ -342,6 +362,12 @@ export function loadConfig(env: Env = process.env): Config {
       allowedCallers: dicomCallers(read('DICOM_ALLOWED_CALLERS'), read('DICOM_PORT') !== undefined, problems),
       duplicates: oneOf('DICOM_DUPLICATES', 'new-request', ['new-request', 'refuse']),
       maxAssociations: int('DICOM_MAX_ASSOCIATIONS', 16, 1, 1000),
+      maxAssociationsPerAe: int('DICOM_MAX_ASSOCIATIONS_PER_AE', 8, 1, 1000),
+      maxAssociationsPerAddress: int('DICOM_MAX_ASSOCIATIONS_PER_ADDRESS', 8, 1, 1000),
+      maxConnections: int('DICOM_MAX_CONNECTIONS', 64, 1, 10_000),
+      maxConnectionsPerAddress: int('DICOM_MAX_CONNECTIONS_PER_ADDRESS', 16, 1, 10_000),
+      maxUnassociatedConnections: int('DICOM_MAX_UNASSOCIATED_CONNECTIONS', 32, 1, 10_000),
+      associationTimeoutMs: int('DICOM_ASSOCIATION_TIMEOUT_MS', 5_000, 100, 60_000),
     },
     console: flag('CONSOLE', true),
     consoleIdleMinutes: int('CONSOLE_IDLE_MINUTES', 30, 1, 1440),
@@ -358,6 +384,8 @@ export function loadConfig(env: Env = process.env): Config {
     problems.push('AUDIT_MAX_LAG_MS must be larger than AUDIT_FLUSH_MS');
   if (config.requestTimeoutMs > 0 && config.requestTimeoutMs < config.headersTimeoutMs)
     problems.push('REQUEST_TIMEOUT_MS must be 0 or at least HEADERS_TIMEOUT_MS');
+  if (config.dicomNetwork.maxConnections < config.dicomNetwork.maxAssociations)
+    problems.push('DICOM_MAX_CONNECTIONS must be at least DICOM_MAX_ASSOCIATIONS');
   if (problems.length > 0) throw new ConfigError(problems);
   return config;
 }
@@ -381,20 +409,41 @@ function aeTitle(name: string, raw: string, problems: string[]): string {
   return title;
 }
 
-/** `DICOM_ALLOWED_CALLERS`: `TITLE` or `TITLE@address` items; at least one when the SCP is on. */
+/**
+ * `DICOM_ALLOWED_CALLERS`: `TITLE@address`, `TITLE@subnet/bits` or `TITLE@*` items; at least one when the
+ * SCP is on. An AE title is no secret (any sender can claim one), so each item says where it may come
+ * from: a bare `TITLE` is refused rather than silently allowed from anywhere, and `*` is written out.
+ */
 function dicomCallers(raw: string | undefined, isScpOn: boolean, problems: string[]): DicomCaller[] {
   const callers: DicomCaller[] = [];
   for (const item of list(raw)) {
     const at = item.lastIndexOf('@');
-    const title = aeTitle('DICOM_ALLOWED_CALLERS', at === -1 ? item : item.slice(0, at), problems);
-    const address = at === -1 ? undefined : item.slice(at + 1).trim();
-    if (address !== undefined && isIP(address) === 0)
-      problems.push(`DICOM_ALLOWED_CALLERS: "${item}" must name an IP address after @`);
+    if (at === -1) {
+      problems.push(
+        `DICOM_ALLOWED_CALLERS: "${item}" names no address: write ${item}@<ip-address>, ${item}@<subnet>/<bits>, or ${item}@* for any address`,
+      );
+      continue;
+    }
+    const title = aeTitle('DICOM_ALLOWED_CALLERS', item.slice(0, at), problems);
+    const address = item.slice(at + 1).trim();
+    if (address !== '*' && !isAddressOrSubnet(address))
+      problems.push(
+        `DICOM_ALLOWED_CALLERS: "${item}" must name an IP address, a subnet (ip/bits) or * after @`,
+      );
     callers.push({ aeTitle: title, address });
   }
   if (isScpOn && callers.length === 0)
     problems.push('DICOM_ALLOWED_CALLERS must name at least one calling AE title when DICOM_PORT is set');
   return callers;
+}
+
+/** An IP address, or a subnet `ip/bits` with bits within the address family's length. */
+function isAddressOrSubnet(text: string): boolean {
+  const slash = text.indexOf('/');
+  if (slash === -1) return isIP(text) !== 0;
+  const family = isIP(text.slice(0, slash));
+  const bits = text.slice(slash + 1);
+  return family !== 0 && /^[0-9]{1,3}$/.test(bits) && Number(bits) <= (family === 4 ? 32 : 128);
 }
 
 /** `CONSOLE_SESSION_SECRET`: long enough to be a signing key. */

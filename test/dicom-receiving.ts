@@ -35,6 +35,7 @@ export async function startDicomTestApp(
     database: app.database,
     config: app.config,
     logger: createLogger('silent'),
+    uploadMemory: app.app.uploadMemory,
   });
   return { app, server };
 }

@@ -321,6 +321,11 @@ export type SqlExpression<T> = Expression<T>;
 /** Room for the rest of the statement that carries the largest value (the other columns, the SQL). */
 const STATEMENT_OVERHEAD_BYTES = 64 * 1024;
 
+/** The largest upload that fits in one statement of the server's `limit` (0 when none does). */
+export function largestWriteWithin(limit: { bytes: number }): number {
+  return Math.max(0, limit.bytes - STATEMENT_OVERHEAD_BYTES);
+}
+
 /**
  * Why the server cannot store the largest upload in one statement (the dialect's `statementLimit`), or
  * undefined when it can. The upload would otherwise fail at run time, a 500 for a valid request.

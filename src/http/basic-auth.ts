@@ -3,14 +3,17 @@
  * `WWW-Authenticate: Basic realm="OpenEyes"` for missing, malformed, wrong or disabled credentials, then
  * 403 `"403 Forbidden"` when the user lacks the operation. Stateless: no session, no cookie. A header
  * not in the credential cache goes through the failed-login brake (`login-brake.ts`: 429 before any
- * password is checked); credentials verified before the brake engaged stay valid from the cache.
+ * password is checked). A cached credential passes without a password check, but only after the brake's
+ * back-off and ceilings for its username and the client address (memory reads, nothing counted): a
+ * throttled login gets 429 whatever the credential, so a guess cannot be confirmed through the cache.
  */
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction, preHandlerHookHandler } from 'fastify';
 import type { AppDeps } from '../deps.ts';
 import { AppError } from '../errors.ts';
 import type { Principal, Verification } from '../modules/user/index.ts';
+import { parseBasicHeader } from '../modules/user/index.ts';
 import type { LoginAttempt } from './login-brake.ts';
-import { beginLoginAttempt } from './login-brake.ts';
+import { beginLoginAttempt, checkLoginThrottle } from './login-brake.ts';
 import { presentsCredentialsInsecurely } from './transport-security.ts';
 
 declare module 'fastify' {
@@ -45,6 +48,11 @@ export function createBasicAuthGuard(deps: AppDeps): BasicAuthGuard {
   };
 
   async function verify(request: FastifyRequest): Promise<Principal> {
+    // The brake first: the authenticator may still answer from its cache (after a revocation poll) or
+    // share the outcome of a check already under way for the same header.
+    const presented = parseBasicHeader(request.headers.authorization)?.username;
+    const refusal = presented === undefined ? undefined : checkLoginThrottle(deps, presented, request.ip);
+    if (refusal !== undefined) throw refusal;
     // Set only when this request runs the check (a request presenting the same header meanwhile shares
     // its outcome and counts nothing).
     let attempt: LoginAttempt | undefined;
@@ -86,7 +94,9 @@ export function createBasicAuthGuard(deps: AppDeps): BasicAuthGuard {
       };
       const cached = deps.authenticator.cached(request.headers.authorization);
       if (cached !== undefined) {
-        proceed(cached);
+        const refusal = checkLoginThrottle(deps, cached.username, request.ip);
+        if (refusal === undefined) proceed(cached.principal);
+        else done(refusal);
         return;
       }
       verify(request).then(proceed, (error: unknown) => done(error as Error));

@@ -82,13 +82,31 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, error: A
     .send(JSON.stringify(errorBody(error, shape, request.id)));
 }
 
-export function installErrorHandling(app: FastifyInstance): void {
+export interface ErrorHandlingOptions {
+  /**
+   * Said beside `"Payload too large."` in the envelope of a 413 (queue add, attachment create) when the
+   * upload limit in force is below the configured one: the limit and the database setting behind it.
+   */
+  readonly uploadLimitNote?: string;
+}
+
+export function installErrorHandling(app: FastifyInstance, options: ErrorHandlingOptions = {}): void {
+  const { uploadLimitNote } = options;
   app.setErrorHandler((thrown, request, reply) => {
     const error = toAppError(thrown);
     if (error.code === 'internal') {
       request.log.error({ err: thrown }, 'unhandled error');
     } else if (error.statusCode >= 500) {
       request.log.warn({ code: error.code }, error.message);
+    }
+    const shape = request.routeOptions.config?.errorShape ?? 'string';
+    if (error.code === 'payload_too_large' && uploadLimitNote !== undefined && shape === 'envelope') {
+      for (const [name, value] of Object.entries(error.headers)) void reply.header(name, value);
+      const message = { ...envelopeMessage(error, request.id), limit: uploadLimitNote };
+      return reply
+        .code(error.statusCode)
+        .header('content-type', 'application/json; charset=utf-8')
+        .send(JSON.stringify({ success: 0, message }));
     }
     return sendError(request, reply, error);
   });

@@ -1,6 +1,8 @@
 /**
  * The failed-login brake, shared by every way of logging in (Basic auth, and any login form): one per app,
- * reached with `beginLoginAttempt(deps, username, address)` before a password is checked.
+ * reached with `beginLoginAttempt(deps, username, address)` before a password is checked, and with
+ * `checkLoginThrottle` before a credential is answered from the authenticator's cache (a throttled login
+ * is refused even with the right password; a cached success costs a few map reads and counts nothing).
  *
  * An attempt counts from the moment it starts (it is in flight until it ends), so a burst of concurrent
  * guesses is judged on the attempts already running, not only on those that have failed. Every refusal is
@@ -38,6 +40,11 @@ export interface LoginAttempt {
 }
 
 export interface LoginBrake {
+  /**
+   * Seconds a login of `username` from `address` must wait under the per-pair back-off and the
+   * per-address and per-username ceilings, else 0; counts nothing.
+   */
+  wait(username: string, address: string): number;
   /** Reserves an attempt for `username` from `address`, or throws the 429 (an AppError). */
   begin(username: string, address: string): Promise<LoginAttempt>;
 }
@@ -54,12 +61,28 @@ const brakes = new WeakMap<AppDeps, LoginBrake>();
  * `address` is the client address (`request.ip`: the forwarded one behind trusted proxies).
  */
 export function beginLoginAttempt(deps: AppDeps, username: string, address: string): Promise<LoginAttempt> {
+  return brakeOf(deps).begin(username, address);
+}
+
+/**
+ * The 429 that a login of `username` from `address` gets now under the brake's back-off and ceilings,
+ * or undefined; counts nothing and reads memory only. Every login is asked this first, also one whose
+ * credential was verified before and is answered from the authenticator's cache: a throttled
+ * (username, address) or address is refused whatever the credential, so the cache cannot confirm a
+ * guess that the brake would have refused.
+ */
+export function checkLoginThrottle(deps: AppDeps, username: string, address: string): AppError | undefined {
+  const wait = brakeOf(deps).wait(username, address);
+  return wait > 0 ? tooManyAttempts(wait) : undefined;
+}
+
+function brakeOf(deps: AppDeps): LoginBrake {
   let brake = brakes.get(deps);
   if (brake === undefined) {
     brake = createLoginBrake(deps);
     brakes.set(deps, brake);
   }
-  return brake.begin(username, address);
+  return brake;
 }
 
 function createLoginBrake(deps: AppDeps): LoginBrake {
@@ -97,21 +120,26 @@ function createLoginBrake(deps: AppDeps): LoginBrake {
     }
   };
 
+  const keysOf = (username: string, address: string) => {
+    const user = username.toLowerCase();
+    const pair = `${user}\n${address}`;
+    return { user, pair, keys: [`a:${address}`, `u:${user}`, `p:${pair}`] as const };
+  };
+  /** The back-off and the ceilings, counting the attempts under way as if they were to fail. */
+  const waitFor = ({ user, pair, keys }: ReturnType<typeof keysOf>, address: string) => {
+    const wait = byPair.peek(pair, pending(keys[2]));
+    if (knownAddresses.has(pair)) return wait;
+    return Math.max(wait, byAddress.peek(address, pending(keys[0])), byUsername.peek(user, pending(keys[1])));
+  };
+
   return {
+    wait: (username, address) => waitFor(keysOf(username, address), address),
     async begin(username, address) {
-      const user = username.toLowerCase();
-      const pair = `${user}\n${address}`;
-      const keys = [`a:${address}`, `u:${user}`, `p:${pair}`] as const;
+      const login = keysOf(username, address);
+      const { user, pair, keys } = login;
       if (perClient > 0 && (pending(keys[0]) >= perClient || pending(keys[1]) >= perClient))
         throw tooManyAttempts(1);
-      let wait = byPair.peek(pair, pending(keys[2]));
-      if (!knownAddresses.has(pair)) {
-        wait = Math.max(
-          wait,
-          byAddress.peek(address, pending(keys[0])),
-          byUsername.peek(user, pending(keys[1])),
-        );
-      }
+      const wait = waitFor(login, address);
       if (wait > 0) throw tooManyAttempts(wait);
       change(keys, 1);
       if (gate !== undefined && !(await gate.acquire(VERIFICATION_WAIT_MS))) {

@@ -304,6 +304,13 @@ const attachmentView: OperationDoc = {
       description: 'Missing or malformed id, unknown field, or malformed mime.',
       schema: stringConst('Bad request'),
     },
+    403: {
+      description:
+        "A queued request's payload part (not filed under an event) to a caller who is neither a " +
+        'request admin (OprnEditRequestData) nor the user who stored it; or the user lacks OprnApi ' +
+        'when ATTACHMENT_REQUIRE_OPRNAPI=on.',
+      schema: stringConst('403 Forbidden'),
+    },
     404: { description: 'No such attachment, or the field is empty.', schema: stringConst('Not Found') },
   },
 };

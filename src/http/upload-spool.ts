@@ -76,6 +76,10 @@ export async function loadSpooled(
 }
 
 declare module 'fastify' {
+  interface FastifyInstance {
+    /** The process's budget of upload bytes in memory, shared by every intake path. */
+    uploadMemory: UploadMemory;
+  }
   interface FastifyRequest {
     /** Spooled bodies and parts of this request, removed once it is answered or aborted. */
     spools?: SpooledBytes[];

@@ -3,16 +3,18 @@
  * check), file store. A bad configuration or a database that cannot be used stops the start with a clear
  * message and exit status 2.
  */
+import { sql } from 'kysely';
 import type { Config } from '../config.ts';
 import { ConfigError, loadConfig } from '../config.ts';
 import type { Database } from '../db/database.ts';
 import { openDatabase } from '../db/database.ts';
-import { statementLimitProblem } from '../db/dialect.ts';
 import type { MigrationOutcome } from '../db/migrate.ts';
 import { migrateToLatest } from '../db/migrate.ts';
 import type { QueueWorkerLock } from '../db/sqlite-files.ts';
 import { QueueWorkerLockedError, lockQueueWorker } from '../db/sqlite-files.ts';
 import { checkServedOpenEyesDatabase } from '../db/openeyes/serving-check.ts';
+import type { UploadLimit } from '../db/upload-limit.ts';
+import { resolveUploadLimit } from '../db/upload-limit.ts';
 import { StartupError, databaseErrorKind } from '../errors.ts';
 import type { FileStore } from '../files/file-store.ts';
 import { createLocalFileStore } from '../files/file-store.ts';
@@ -20,7 +22,10 @@ import type { Logger } from '../logger.ts';
 import { registerRoutineNames } from '../modules/request-queue/index.ts';
 
 export interface Bootstrapped {
+  /** The configuration, with the upload limit in force on this database (`db/upload-limit.ts`). */
   readonly config: Config;
+  /** One line to log at start when the upload limit in force is below the configured one. */
+  readonly uploadLimitWarning?: string;
   readonly database: Database;
   readonly files: FileStore;
   readonly migrations: MigrationOutcome;
@@ -49,8 +54,10 @@ export interface BootstrapOptions {
 /**
  * Opens and migrates the database. On an OpenEyes database (`DATABASE_SCHEMA=openeyes`) it then checks
  * every table and column the service uses and stops with the list of problems, and registers the
- * service's routine names in `routine_library` (as OpenEyes's processor registers its scripts). Throws a
- * {@link StartupError} for every problem of the set-up (see {@link runOrExit}).
+ * service's routine names in `routine_library` (as OpenEyes's processor registers its scripts). The
+ * returned configuration carries the upload limit in force (lowered to the server's `max_allowed_packet`
+ * unless `RAW_BODY_LIMIT_BYTES` was set). Throws a {@link StartupError} for every problem of the set-up,
+ * a database that refuses the connection, the password or a privilege included (see {@link runOrExit}).
  */
 export async function bootstrap(
   config: Config = loadConfigOrExit(),
@@ -59,19 +66,32 @@ export async function bootstrap(
   const database = await openDatabase(config.database, { poolSize: config.dbPoolSize });
   try {
     const files = createLocalFileStore(config.filesDir);
-    if (options.isReportOnly === true) return { config, database, files, migrations: { applied: [] } };
+    if (options.isReportOnly === true) {
+      // Connects once, so that a refused connection, password or database is the one-line start-up error.
+      await sql`select 1`.execute(database.db);
+      return { config, database, files, migrations: { applied: [] } };
+    }
+    let uploadLimit: UploadLimit;
     // An OpenEyes database is checked first, so that a refused start leaves it untouched.
     if (database.schema.name === 'openeyes') {
-      const problems = await checkServedOpenEyesDatabase(database, config);
-      if (problems !== undefined) throw new StartupError(problems);
+      const checked = await checkServedOpenEyesDatabase(database, config);
+      if (checked.problems !== undefined) throw new StartupError(checked.problems);
+      uploadLimit = checked.uploadLimit;
     } else {
-      const limit = await database.dialect.statementLimit();
-      const problem = limit && statementLimitProblem(limit, config.limits.rawBodyBytes);
-      if (problem) throw new StartupError(`Cannot serve this database: ${problem}`);
+      uploadLimit = await resolveUploadLimit(database, config);
+      if (uploadLimit.problem !== undefined)
+        throw new StartupError(`Cannot serve this database: ${uploadLimit.problem}`);
     }
     const migrations = await migrateToLatest(database);
     await registerRoutineNames(database);
-    return { config, database, files, migrations };
+    const { warning } = uploadLimit;
+    return {
+      config: uploadLimit.config,
+      database,
+      files,
+      migrations,
+      ...(warning === undefined ? {} : { uploadLimitWarning: warning }),
+    };
   } catch (error) {
     await database.close().catch(() => {});
     throw asStartupError(error);

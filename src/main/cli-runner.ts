@@ -17,7 +17,7 @@ import type { Config } from '../config.ts';
 import { ConfigError, loadConfig } from '../config.ts';
 import { AppError, StartupError } from '../errors.ts';
 import { DatasetError } from '../modules/dataset/index.ts';
-import { bootstrap } from './bootstrap.ts';
+import { asStartupError, bootstrap } from './bootstrap.ts';
 
 export interface CliIo {
   readonly env: Readonly<Record<string, string | undefined>>;
@@ -178,12 +178,12 @@ export async function runCommandLine(
       err(error.message);
       return EXIT_USAGE;
     }
-    err(`Cannot open the database: ${(error as Error).message}`);
+    err(`Cannot open the database: ${oneLine(error)}`);
     return EXIT_FAILURE;
   }
   if (command.ownSchemaOnly !== undefined && booted.database.schema.name !== 'own') {
     err(command.ownSchemaOnly);
-    await booted.database.close();
+    await booted.database.close().catch(() => {});
     return EXIT_USAGE;
   }
   try {
@@ -215,9 +215,21 @@ export async function runCommandLine(
       err(error.message);
       return EXIT_FAILURE;
     }
-    err(`Failed: ${error instanceof Error ? error.message : String(error)}`);
+    // The database went away, or refuses a privilege the command needs: the set-up's one line, exit 2.
+    const setupError = asStartupError(error);
+    if (setupError instanceof StartupError) {
+      err(setupError.message);
+      return EXIT_USAGE;
+    }
+    err(`Failed: ${oneLine(error)}`);
     return EXIT_FAILURE;
   } finally {
-    await booted.database.close();
+    // A pool whose server is gone may fail to close as well: the command's own outcome is what counts.
+    await booted.database.close().catch(() => {});
   }
+}
+
+/** The first line of an error's message (driver errors can carry the SQL or a trace after it). */
+function oneLine(error: unknown): string {
+  return (error instanceof Error ? error.message : String(error)).split('\n')[0]!;
 }

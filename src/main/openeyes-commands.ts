@@ -4,12 +4,14 @@
  * statements of its account, and the DDL of the indexes its queries use that the database lacks, for the
  * site's database administrator (the service never creates one itself).
  */
+import { writeFile } from 'node:fs/promises';
 import type { CliCommand, CliContext } from '../cli/cli-types.ts';
 import { EXIT_OK, EXIT_USAGE, UsageError } from '../cli/cli-types.ts';
 import { openEyesGrants } from '../db/openeyes/grants.ts';
 import { findMissingIndexes, formatIndexSuggestions } from '../db/openeyes/index-advice.ts';
 import { formatSchemaReport } from '../db/openeyes/schema-check.ts';
 import { findServingProblems } from '../db/openeyes/serving-check.ts';
+import { describeUploadLimit } from '../db/upload-limit.ts';
 
 function refuseOwnSchema(ctx: CliContext): boolean {
   if (ctx.database.schema.name === 'openeyes') return false;
@@ -37,12 +39,24 @@ export const openEyesCommands: readonly CliCommand[] = [
       if (refuseOwnSchema(ctx)) return EXIT_USAGE;
       const report = await findServingProblems(ctx.database, ctx.config);
       ctx.out(formatSchemaReport(report));
+      const { uploadLimit } = report;
+      if (uploadLimit.problem === undefined)
+        ctx.out(`Largest upload accepted: ${describeUploadLimit(uploadLimit.config)}`);
+      if (uploadLimit.warning !== undefined) ctx.out(`Note: ${uploadLimit.warning}`);
       return report.problems.length === 0 ? EXIT_OK : EXIT_USAGE;
     },
   },
   {
     words: ['openeyes', 'grants'],
     arguments: [{ name: 'account' }],
+    options: {
+      output: {
+        type: 'string',
+        valueName: 'FILE',
+        description:
+          'write the statements to FILE, a script the mariadb/mysql client runs as it is (npm prints its own lines on stdout unless run with -s)',
+      },
+    },
     summary:
       "print the GRANT statements of the privileges the service's account needs (account as 'name'@'host')",
     isDatabaseReport: true,
@@ -51,7 +65,14 @@ export const openEyesCommands: readonly CliCommand[] = [
       const account = ctx.args[0]!;
       if (!/^'[^']+'@'[^']+'$/.test(account))
         throw new UsageError("give the account as MySQL names it, for example 'cra'@'10.0.0.%'");
-      ctx.out(openEyesGrants(account, await currentDatabase(ctx)).join('\n'));
+      const script = `${openEyesGrants(account, await currentDatabase(ctx)).join('\n')}\n`;
+      const output = ctx.options.output;
+      if (typeof output === 'string') {
+        await writeFile(output, script);
+        ctx.err(`Wrote the grants of ${account} to ${output}`);
+      } else {
+        ctx.stdout.write(script);
+      }
       return EXIT_OK;
     },
   },

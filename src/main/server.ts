@@ -13,10 +13,11 @@ import { buildApp } from '../app.ts';
 import { startOrphanSweep } from '../files/orphan-sweep.ts';
 import type { Config } from '../config.ts';
 import { openDatabase } from '../db/database.ts';
+import { resolveUploadLimit } from '../db/upload-limit.ts';
 import { createLocalFileStore } from '../files/file-store.ts';
 import type { Logger } from '../logger.ts';
 import { createLogger } from '../logger.ts';
-import { loadDemoData } from '../modules/dataset/index.ts';
+import { demoStartupLines, loadDemoData } from '../modules/dataset/index.ts';
 import type { DicomServer } from '../modules/dicom-receive/index.ts';
 import { startDicomServer } from '../modules/dicom-receive/index.ts';
 import { createQueueWorker } from '../modules/request-queue/index.ts';
@@ -44,9 +45,14 @@ if (cluster.isPrimary && config.serverProcesses > 1) {
 } else if (cluster.isPrimary) {
   await serve(await prepare(config, logger), READY);
 } else {
-  // A cluster server process: the primary already migrated the database and loaded the demo data.
+  // A cluster server process: the primary already migrated the database, loaded the demo data and said
+  // which upload limit is in force; each process applies that limit too.
   const database = await openDatabase(config.database, { poolSize: config.dbPoolSize });
-  await serve({ config, database, files: createLocalFileStore(config.filesDir) }, 'server process ready');
+  const { config: limited } = await runOrExit(async () => resolveUploadLimit(database, config));
+  await serve(
+    { config: limited, database, files: createLocalFileStore(config.filesDir) },
+    'server process ready',
+  );
 }
 
 /** Migrations (every entry point runs them, under a lock) and, when asked, the demo data. */
@@ -54,17 +60,16 @@ async function prepare(config: Config, logger: Logger): Promise<Bootstrapped> {
   const prepared = await runOrExit(() => bootstrap(config));
   const { database, files, migrations } = prepared;
   if (migrations.applied.length > 0) logger.info({ migrations: migrations.applied }, 'database migrated');
+  if (prepared.uploadLimitWarning !== undefined) logger.warn(prepared.uploadLimitWarning);
   const wantsDemo =
     config.demoData === 'on' ||
     (config.demoData === 'auto' && config.database.kind === 'sqlite' && isNewDatabase(migrations));
   if (wantsDemo) {
     const account = await loadDemoData({ database, files, config });
-    if (account !== undefined) {
-      logger.info(
-        `demo data loaded; demo account: username "${account.username}", password "${account.password}"`,
-      );
-      for (const { code, extraInfo } of account.signatureCodes ?? [])
-        logger.info(`demo unique code for sign/add: unique_identifier "${code}", extra_info ${extraInfo}`);
+    // On a terminal, plain lines that can be copied as the README shows them; otherwise log entries.
+    for (const line of account === undefined ? [] : demoStartupLines(account)) {
+      if (process.stdout.isTTY) process.stdout.write(`${line}\n`);
+      else logger.info(line);
     }
   }
   // Without a login every protected call answers 401, which gives no hint: say what to do.
@@ -135,7 +140,7 @@ async function serve(
 
   await app.listen({ port: config.port, host: config.host });
   if (config.dicomNetwork.port !== undefined)
-    dicomServer = await startDicomServer({ database, config, logger });
+    dicomServer = await startDicomServer({ database, config, logger, uploadMemory: app.uploadMemory });
   await runOrExit(async () => worker?.start());
   logger.info({ database: config.database.kind, filesDir: config.filesDir }, readyMessage);
 }

@@ -10,6 +10,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { basicHeader, createUser, unique } from '../factories.ts';
 import type { TestUser } from '../factories.ts';
+import { ConsoleClient } from '../factories-console.ts';
 import { b64, createSignableEvent, makePng } from '../factories-signature.ts';
 import type { TestApp } from '../harness.ts';
 import { forEachDialect, startTestApp } from '../harness.ts';
@@ -165,6 +166,94 @@ forEachDialect((dialect) => {
       assert.equal(elsewhere.status, 429);
       assert.match(elsewhere.headers.get('retry-after') ?? '', /^\d+$/);
       assert.equal((await attempt(victim, victim.password, device)).status, 200, 'the known device');
+    });
+  });
+  describe(`a cached credential under the brake [${dialect}]`, () => {
+    let app: TestApp;
+    before(async () => {
+      app = await startTestApp(dialect, {
+        env: {
+          TRUSTED_PROXIES: '127.0.0.1',
+          MAX_REQUESTS_PER_CLIENT: '0',
+          AUTH_CACHE_TTL_MS: '60000',
+          AUTH_FAILURE_LIMIT_PER_MINUTE: '1000',
+          AUTH_FAILURE_FREE_ATTEMPTS: '5',
+          AUTH_FAILURE_LIMIT_PER_USERNAME: '30',
+        },
+      });
+    });
+    after(() => app.close());
+
+    const checks = () => app.deps.authenticator.passwordChecks;
+    const attempt = (username: string, password: string, address: string) =>
+      app.request(SEARCH, {
+        headers: { ...from(address), authorization: basicHeader(username, password) },
+        signal: AbortSignal.timeout(BOUND_MS),
+      });
+    /**
+     * Guesses until one is checked and fails (401): the back-off past the free attempts then starts
+     * again from now, at 2 s or more, so the next attempt is certainly within it.
+     */
+    const untilCountedFailure = async (guess: (i: number) => Promise<number>) => {
+      const deadline = Date.now() + BOUND_MS;
+      for (let i = 0; Date.now() < deadline; i += 1) {
+        const status = await guess(i);
+        if (status === 401) return;
+        assert.equal(status, 429);
+      }
+      assert.fail('no guess was checked within the bound');
+    };
+
+    it('refuses the right password with 429 after 400 wrong guesses from a fresh address, though the credential is cached', async () => {
+      const victim = await createUser(app.db);
+      const device = '198.51.100.70';
+      // The user's own device verifies the credential: it is now in the cache.
+      assert.equal((await attempt(victim.username, victim.password, device)).status, 200);
+      const attacker = '203.0.113.70';
+      const statuses = (
+        await Promise.all(
+          Array.from({ length: 400 }, (_, i) => attempt(victim.username, `guess-${i}`, attacker)),
+        )
+      ).map((r) => r.status);
+      assert.ok(statuses.includes(429), `statuses ${[...new Set(statuses)].join(',')}`);
+      await untilCountedFailure(async (i) => (await attempt(victim.username, `more-${i}`, attacker)).status);
+      const before = checks();
+      const right = await attempt(victim.username, victim.password, attacker);
+      assert.equal(right.status, 429, 'the cache must not confirm a guess that the brake refuses');
+      assert.match(right.headers.get('retry-after') ?? '', /^\d+$/);
+      assert.equal(checks(), before, 'refused before any password check');
+      // The device, not throttled, is still answered from the cache, and its successes count nothing.
+      for (let i = 0; i < 20; i += 1)
+        assert.equal((await attempt(victim.username, victim.password, device)).status, 200);
+      assert.equal(checks(), before, 'a cached credential costs no password check');
+    });
+
+    it('refuses a cached credential from a new address once the username is past its ceiling, not from the device', async () => {
+      const victim = await createUser(app.db);
+      const device = '198.51.100.71';
+      assert.equal((await attempt(victim.username, victim.password, device)).status, 200);
+      // 30 addresses, one wrong password each: the username reaches AUTH_FAILURE_LIMIT_PER_USERNAME.
+      for (let i = 0; i < 30; i += 1)
+        assert.equal((await attempt(victim.username, `wrong-${i}`, `198.18.0.${i + 1}`)).status, 401);
+      const elsewhere = await attempt(victim.username, victim.password, '198.18.1.1');
+      assert.equal(elsewhere.status, 429);
+      assert.equal((await attempt(victim.username, victim.password, device)).status, 200, 'the known device');
+    });
+
+    it('refuses the console sign-in after wrong passwords with 429, though the credential is cached', async () => {
+      const victim = await createUser(app.db, { roles: ['API access', 'TaskViewClinical'] });
+      assert.equal((await attempt(victim.username, victim.password, '198.51.100.72')).status, 200);
+      // The console client connects from 127.0.0.1 (no forwarded address).
+      const client = new ConsoleClient(app);
+      const statuses: number[] = [];
+      for (let i = 0; i < 12; i += 1) statuses.push((await client.signIn(victim, `wrong-${i}`)).status);
+      assert.deepEqual(statuses.slice(0, 5), [401, 401, 401, 401, 401]);
+      assert.ok(statuses.includes(429), `statuses ${statuses.join(',')}`);
+      await untilCountedFailure(async (i) => (await client.signIn(victim, `more-${i}`)).status);
+      const right = await client.signIn(victim);
+      assert.equal(right.status, 429, 'signed in through the cache');
+      assert.match(right.headers.get('retry-after') ?? '', /^\d+$/);
+      assert.equal(client.cookies.has('cra_console'), false);
     });
   });
 });

@@ -180,7 +180,11 @@ describe('DATABASE_SCHEMA=openeyes on an OpenEyes v6.8-shaped database', { skip 
   });
 
   it('starts by creating only its cra_ tables and registering its routine names, as the Java processor does', async () => {
-    assert.deepEqual(adminMigrations.applied, ['0001-service-tables', '0002-dicom-received-instances']);
+    assert.deepEqual(adminMigrations.applied, [
+      '0001-service-tables',
+      '0002-dicom-received-instances',
+      '0003-console-session-credential',
+    ]);
     assert.deepEqual(booted.migrations.applied, []);
     const { rows: tables } = await sql<{ name: string }>`
       select table_name as name from information_schema.tables

@@ -1090,3 +1090,309 @@ ALTER TABLE `et_ophgeneric_attachment_version` MODIFY `id` int(11) NOT NULL, DRO
   ADD `version_date` datetime NOT NULL, ADD `version_id` int(11) NOT NULL AUTO_INCREMENT PRIMARY KEY;
 
 SET foreign_key_checks = 1;
+
+-- --- biometry (OphInBiometry m140203_150454 .. m220526, OphTrOperationnote m200903_035926) -------------
+-- The Biometry event type and its element types, the imported-event record, the four elements and their
+-- lookups with the rows the migrations seed. `eye` is created only where another block has not.
+
+SET foreign_key_checks = 0;
+
+CREATE TABLE IF NOT EXISTS `eye` (
+  `id` int(10) unsigned NOT NULL AUTO_INCREMENT,
+  `name` varchar(10) NOT NULL,
+  `display_order` int(10) unsigned NOT NULL DEFAULT '0',
+  `last_modified_user_id` int(10) unsigned NOT NULL,
+  `last_modified_date` date NOT NULL DEFAULT '1900-01-01',
+  `created_user_id` int(10) unsigned NOT NULL,
+  `created_date` date NOT NULL DEFAULT '1900-01-01',
+  PRIMARY KEY (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+INSERT IGNORE INTO `eye` (`id`, `name`, `display_order`, `last_modified_user_id`, `created_user_id`) VALUES
+  (1, 'Left', 2, 1, 1), (2, 'Right', 1, 1, 1), (3, 'Both', 3, 1, 1);
+
+INSERT IGNORE INTO `event_group` (`id`, `name`, `code`) VALUES (3, 'Investigation events', 'In');
+INSERT INTO `event_type` (`id`, `name`, `event_group_id`, `class_name`, `can_be_created_manually`, `show_attachments`) VALUES
+  (50, 'Biometry', 3, 'OphInBiometry', 1, 1);
+INSERT INTO `element_type` (`id`, `name`, `class_name`, `event_type_id`, `display_order`, `default`, `required`) VALUES
+  (50, 'Biometry', 'Element_OphInBiometry_Measurement', 50, 10, 1, NULL),
+  (51, '[-Calculation-]', 'Element_OphInBiometry_Calculation', 50, 20, 1, NULL),
+  (52, '[-Selection-]', 'Element_OphInBiometry_Selection', 50, 30, 1, NULL),
+  -- m191128_142435: OphGeneric's attachment element on the Biometry event type.
+  (53, 'Attachment', 'OEModule\\OphGeneric\\models\\Attachment', 50, 1, 1, 0);
+
+-- The IOLMaster's own (771B,1025) codes; the id is signed.
+CREATE TABLE `dicom_eye_status` (
+  `id` int(10) NOT NULL,
+  `name` varchar(128) NOT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  PRIMARY KEY (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+INSERT INTO `dicom_eye_status` (`id`, `name`) VALUES
+  (-1, 'Unknown'), (0, 'Phakic'), (1, 'Aphakic'), (2, 'Silicone filled'), (3, 'Pseudophakic silicone'),
+  (6, 'Pseudophakic memory'), (7, 'Pseudophakic PMMA'), (8, 'Pseudophakic acryl'), (9, 'Silicone filled (Aphakic)'),
+  (10, 'Silicone filled (Pseudophakic)'), (11, 'Phakic IOL PMMA (0,2mm)'), (12, 'Primary piggy-back silicone (SLM 2)'),
+  (13, 'Primary piggy-back hydrophobic acrylate');
+
+CREATE TABLE `ophinbiometry_calculation_formula` (
+  `id` int(10) unsigned NOT NULL AUTO_INCREMENT,
+  `name` varchar(128) NOT NULL,
+  `display_order` int(10) unsigned NOT NULL DEFAULT '1',
+  `deleted` tinyint(1) unsigned NOT NULL DEFAULT '0',
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  PRIMARY KEY (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+INSERT INTO `ophinbiometry_calculation_formula` (`id`, `name`, `display_order`) VALUES (1, 'SRK/T', 1), (2, 'Holladay 1', 2);
+
+CREATE TABLE `ophinbiometry_lens_position` (
+  `id` int(10) unsigned NOT NULL AUTO_INCREMENT,
+  `name` varchar(40) NOT NULL,
+  `display_order` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  PRIMARY KEY (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+INSERT INTO `ophinbiometry_lens_position` (`id`, `name`, `display_order`) VALUES (1, 'Posterior chamber', 1), (2, 'Anterior chamber', 2);
+
+CREATE TABLE `ophinbiometry_lenstype_lens` (
+  `id` int(10) unsigned NOT NULL AUTO_INCREMENT,
+  `name` varchar(128) NOT NULL,
+  `display_name` varchar(255) NOT NULL,
+  `description` varchar(255) NOT NULL,
+  `comments` varchar(1024) NOT NULL,
+  -- No foreign key: lenses the IOLMaster importer creates have position 0.
+  `position_id` int(10) unsigned NOT NULL,
+  `acon` decimal(8,4) NOT NULL,
+  `sf` float DEFAULT NULL,
+  `pACD` float DEFAULT NULL,
+  `a0` float DEFAULT NULL,
+  `a1` float DEFAULT NULL,
+  `a2` float DEFAULT NULL,
+  `display_order` int(10) unsigned NOT NULL DEFAULT '1',
+  `active` tinyint(1) unsigned NOT NULL DEFAULT '1',
+  `deleted` tinyint(1) unsigned NOT NULL DEFAULT '0',
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  PRIMARY KEY (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+INSERT INTO `ophinbiometry_lenstype_lens` (`id`, `name`, `display_name`, `description`, `comments`, `position_id`, `acon`, `display_order`) VALUES
+  (1, 'MA60AC', 'MA60AC', 'Alcon MA60AC', '', 1, 118.9000, 1), (2, 'SN60WF', 'SN60WF', 'Alcon SN60WF', '', 1, 118.7000, 2),
+  (3, 'SA60AT', 'SA60AT', 'Alcon SA60AT', '', 1, 118.4000, 3), (4, 'MTA3UO', 'MTA3UO', 'Alcon MTA3UO', '', 1, 115.8000, 4),
+  (5, 'None', '-', 'No lens', '', 1, 0.0000, 5);
+
+CREATE TABLE `ophinbiometry_lenstype_lens_institution` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `lenstype_lens_id` int(10) unsigned NOT NULL,
+  `institution_id` int(10) unsigned NOT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  PRIMARY KEY (`id`),
+  CONSTRAINT `ophinbiometry_lenstype_lens_institution_lens_fk` FOREIGN KEY (`lenstype_lens_id`) REFERENCES `ophinbiometry_lenstype_lens` (`id`),
+  CONSTRAINT `ophinbiometry_lenstype_lens_institution_institution_fk` FOREIGN KEY (`institution_id`) REFERENCES `institution` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+-- m210318_233554: the seeded lenses are listed for the installation's institution.
+INSERT INTO `ophinbiometry_lenstype_lens_institution` (`lenstype_lens_id`, `institution_id`) VALUES (1, 1), (2, 1), (3, 1), (4, 1), (5, 1);
+
+CREATE TABLE `ophinbiometry_surgeon` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `name` varchar(255) NOT NULL,
+  PRIMARY KEY (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+-- Not versioned. study_id holds the StudyInstanceUID.
+CREATE TABLE `ophinbiometry_imported_events` (
+  `id` int(10) unsigned NOT NULL AUTO_INCREMENT,
+  `event_id` int(10) unsigned NOT NULL,
+  `patient_id` int(10) unsigned NOT NULL,
+  `study_id` varchar(255) DEFAULT NULL,
+  `device_id` varchar(255) DEFAULT NULL,
+  `device_name` varchar(255) DEFAULT NULL,
+  `device_model` varchar(255) DEFAULT NULL,
+  `device_manufacturer` varchar(255) DEFAULT NULL,
+  `device_software_version` varchar(20) DEFAULT NULL,
+  `is_linked` tinyint(1) DEFAULT '0',
+  `is_merged` tinyint(1) DEFAULT '0',
+  `content_datetime` datetime DEFAULT NULL,
+  `surgeon_name` varchar(255) DEFAULT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `series_id` varchar(255) DEFAULT NULL,
+  `device_serial_number` varchar(20) DEFAULT NULL,
+  `acquisition_datetime` varchar(25) DEFAULT NULL,
+  `sop_uid` varchar(255) DEFAULT NULL,
+  PRIMARY KEY (`id`),
+  CONSTRAINT `ophinbiometry_imported_events_event_fk` FOREIGN KEY (`event_id`) REFERENCES `event` (`id`),
+  CONSTRAINT `ophinbiometry_imported_events_patient_fk` FOREIGN KEY (`patient_id`) REFERENCES `patient` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+-- Created as et_ophinbiometry_lenstype (m140203), renamed by m150731; its keys keep the old names. The axis
+-- columns were renamed k1_axis_* by OphTrOperationnote m200903_035926.
+CREATE TABLE `et_ophinbiometry_measurement` (
+  `id` int(10) unsigned NOT NULL AUTO_INCREMENT,
+  `event_id` int(10) unsigned NOT NULL,
+  `eye_id` int(10) unsigned NOT NULL DEFAULT '3',
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `deleted` tinyint(1) unsigned NOT NULL DEFAULT '0',
+  `k1_left` decimal(6,2) NOT NULL DEFAULT '0.00',
+  `k1_right` decimal(6,2) NOT NULL DEFAULT '0.00',
+  `k2_left` decimal(6,2) NOT NULL DEFAULT '0.00',
+  `k2_right` decimal(6,2) NOT NULL DEFAULT '0.00',
+  `k1_axis_left` decimal(5,1) NOT NULL DEFAULT '0.0',
+  `k1_axis_right` decimal(5,1) NOT NULL DEFAULT '0.0',
+  `axial_length_left` decimal(6,2) NOT NULL DEFAULT '0.00',
+  `axial_length_right` decimal(6,2) NOT NULL DEFAULT '0.00',
+  `snr_left` decimal(6,1) DEFAULT NULL,
+  `snr_right` decimal(6,1) DEFAULT NULL,
+  `k2_axis_left` decimal(6,1) NOT NULL DEFAULT '0.0',
+  `k2_axis_right` decimal(6,1) NOT NULL DEFAULT '0.0',
+  `delta_k_left` decimal(6,2) NOT NULL DEFAULT '0.00',
+  `delta_k_right` decimal(6,2) NOT NULL DEFAULT '0.00',
+  `delta_k_axis_left` decimal(6,1) NOT NULL DEFAULT '0.0',
+  `delta_k_axis_right` decimal(6,1) NOT NULL DEFAULT '0.0',
+  `acd_left` decimal(6,2) NOT NULL DEFAULT '0.00',
+  `acd_right` decimal(6,2) NOT NULL DEFAULT '0.00',
+  `refraction_sphere_left` decimal(6,2) NOT NULL DEFAULT '0.00',
+  `refraction_sphere_right` decimal(6,2) NOT NULL DEFAULT '0.00',
+  `refraction_delta_left` decimal(6,2) NOT NULL DEFAULT '0.00',
+  `refraction_delta_right` decimal(6,2) NOT NULL DEFAULT '0.00',
+  `refraction_axis_left` decimal(6,1) NOT NULL DEFAULT '0.0',
+  `refraction_axis_right` decimal(6,1) NOT NULL DEFAULT '0.0',
+  -- NOT NULL without a default.
+  `eye_status_left` int(10) NOT NULL,
+  `eye_status_right` int(10) NOT NULL,
+  `snr_min_left` decimal(6,1) NOT NULL DEFAULT '0.0',
+  `snr_min_right` decimal(6,1) NOT NULL DEFAULT '0.0',
+  `al_modified_left` tinyint(1) DEFAULT '0',
+  `al_modified_right` tinyint(1) DEFAULT '0',
+  `k_modified_left` tinyint(1) DEFAULT '0',
+  `k_modified_right` tinyint(1) DEFAULT '0',
+  `lvc_left` varchar(30) DEFAULT NULL,
+  `lvc_right` varchar(30) DEFAULT NULL,
+  `lvc_mode_left` varchar(30) DEFAULT NULL,
+  `lvc_mode_right` varchar(30) DEFAULT NULL,
+  PRIMARY KEY (`id`),
+  KEY `et_ophinbiometry_lenstype_ev_fk` (`event_id`),
+  KEY `et_ophinbiometry_lenstype_eye_id_fk` (`eye_id`),
+  CONSTRAINT `et_ophinbiometry_lenstype_ev_fk` FOREIGN KEY (`event_id`) REFERENCES `event` (`id`),
+  CONSTRAINT `et_ophinbiometry_lenstype_eye_id_fk` FOREIGN KEY (`eye_id`) REFERENCES `eye` (`id`),
+  CONSTRAINT `et_ophinbiometry_measurement_eye_status_left_fk` FOREIGN KEY (`eye_status_left`) REFERENCES `dicom_eye_status` (`id`),
+  CONSTRAINT `et_ophinbiometry_measurement_eye_status_right_fk` FOREIGN KEY (`eye_status_right`) REFERENCES `dicom_eye_status` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `et_ophinbiometry_calculation` (
+  `id` int(10) unsigned NOT NULL AUTO_INCREMENT,
+  `event_id` int(10) unsigned NOT NULL,
+  `eye_id` int(10) unsigned NOT NULL DEFAULT '3',
+  `target_refraction_left` decimal(6,2) DEFAULT NULL,
+  `target_refraction_right` decimal(6,2) DEFAULT NULL,
+  `formula_id_left` int(10) unsigned NOT NULL DEFAULT '1',
+  `formula_id_right` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `deleted` tinyint(1) unsigned NOT NULL DEFAULT '0',
+  `comments` text DEFAULT NULL,
+  `comments_right` text DEFAULT NULL,
+  `comments_left` text DEFAULT NULL,
+  PRIMARY KEY (`id`),
+  CONSTRAINT `et_ophinbiometry_calculation_ev_fk` FOREIGN KEY (`event_id`) REFERENCES `event` (`id`),
+  CONSTRAINT `et_ophinbiometry_calculation_eye_id_fk` FOREIGN KEY (`eye_id`) REFERENCES `eye` (`id`),
+  CONSTRAINT `et_ophinbiometry_calculation_formula_l_fk` FOREIGN KEY (`formula_id_left`) REFERENCES `ophinbiometry_calculation_formula` (`id`),
+  CONSTRAINT `et_ophinbiometry_calculation_formula_r_fk` FOREIGN KEY (`formula_id_right`) REFERENCES `ophinbiometry_calculation_formula` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `et_ophinbiometry_selection` (
+  `id` int(10) unsigned NOT NULL AUTO_INCREMENT,
+  `event_id` int(10) unsigned NOT NULL,
+  `eye_id` int(10) unsigned NOT NULL DEFAULT '3',
+  `iol_power_left` varchar(15) NOT NULL DEFAULT '0.00',
+  `iol_power_right` varchar(15) NOT NULL DEFAULT '0.00',
+  `predicted_refraction_left` varchar(15) NOT NULL DEFAULT '0.00',
+  `predicted_refraction_right` varchar(15) NOT NULL DEFAULT '0.00',
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `deleted` tinyint(1) unsigned NOT NULL DEFAULT '0',
+  -- m151015 dropped the foreign keys of the lens ids; their indexes stay.
+  `lens_id_left` int(10) unsigned NOT NULL DEFAULT '1',
+  `lens_id_right` int(10) unsigned NOT NULL DEFAULT '1',
+  `formula_id_left` int(10) unsigned DEFAULT NULL,
+  `formula_id_right` int(10) unsigned DEFAULT NULL,
+  `manually_overriden_left` tinyint(1) NOT NULL DEFAULT '0',
+  `manually_overriden_right` tinyint(1) NOT NULL DEFAULT '0',
+  PRIMARY KEY (`id`),
+  KEY `et_ophinbiometry_selection_lens_l_fk` (`lens_id_left`),
+  KEY `et_ophinbiometry_selection_lens_r_fk` (`lens_id_right`),
+  CONSTRAINT `et_ophinbiometry_selection_ev_fk` FOREIGN KEY (`event_id`) REFERENCES `event` (`id`),
+  CONSTRAINT `et_ophinbiometry_selection_eye_id_fk` FOREIGN KEY (`eye_id`) REFERENCES `eye` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `et_ophinbiometry_iol_ref_values` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `event_id` int(10) unsigned NOT NULL,
+  `eye_id` int(10) unsigned NOT NULL DEFAULT '3',
+  `lens_id` int(10) unsigned NOT NULL,
+  `formula_id` int(10) unsigned NOT NULL,
+  `iol_ref_values_left` text DEFAULT NULL,
+  `iol_ref_values_right` text DEFAULT NULL,
+  `emmetropia_left` decimal(6,2) DEFAULT NULL,
+  `emmetropia_right` decimal(6,2) DEFAULT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `constant` decimal(7,3) DEFAULT NULL,
+  `constant1` decimal(7,3) DEFAULT NULL,
+  `constant2` decimal(7,3) DEFAULT NULL,
+  `active` tinyint(1) DEFAULT '1',
+  `surgeon_id` int(11) DEFAULT NULL,
+  PRIMARY KEY (`id`),
+  CONSTRAINT `et_ophinbiometry_iol_ref_values_ev_fk` FOREIGN KEY (`event_id`) REFERENCES `event` (`id`),
+  CONSTRAINT `et_ophinbiometry_iol_ref_values_eye_id_fk` FOREIGN KEY (`eye_id`) REFERENCES `eye` (`id`),
+  CONSTRAINT `et_ophinbiometry_iol_ref_values_lens_fk` FOREIGN KEY (`lens_id`) REFERENCES `ophinbiometry_lenstype_lens` (`id`),
+  CONSTRAINT `et_ophinbiometry_iol_ref_values_formula_fk` FOREIGN KEY (`formula_id`) REFERENCES `ophinbiometry_calculation_formula` (`id`),
+  CONSTRAINT `et_ophinbiometry_iol_ref_values_surgeon_fk` FOREIGN KEY (`surgeon_id`) REFERENCES `ophinbiometry_surgeon` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+-- The twins. Those of the calculation and selection were written by hand in m140203 and keep a real
+-- foreign key from id to the base row (*_aid_fk).
+CREATE TABLE `ophinbiometry_lenstype_lens_version` LIKE `ophinbiometry_lenstype_lens`;
+ALTER TABLE `ophinbiometry_lenstype_lens_version` MODIFY `id` int(10) unsigned NOT NULL, DROP PRIMARY KEY,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(10) unsigned NOT NULL AUTO_INCREMENT PRIMARY KEY;
+CREATE TABLE `ophinbiometry_lenstype_lens_institution_version` LIKE `ophinbiometry_lenstype_lens_institution`;
+ALTER TABLE `ophinbiometry_lenstype_lens_institution_version` MODIFY `id` int(11) NOT NULL, DROP PRIMARY KEY,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(11) NOT NULL AUTO_INCREMENT PRIMARY KEY;
+CREATE TABLE `et_ophinbiometry_measurement_version` LIKE `et_ophinbiometry_measurement`;
+ALTER TABLE `et_ophinbiometry_measurement_version` MODIFY `id` int(10) unsigned NOT NULL, DROP PRIMARY KEY,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(10) unsigned NOT NULL AUTO_INCREMENT PRIMARY KEY;
+CREATE TABLE `et_ophinbiometry_calculation_version` LIKE `et_ophinbiometry_calculation`;
+ALTER TABLE `et_ophinbiometry_calculation_version` MODIFY `id` int(10) unsigned NOT NULL, DROP PRIMARY KEY,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(10) unsigned NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  ADD CONSTRAINT `et_ophinbiometry_calculation_aid_fk` FOREIGN KEY (`id`) REFERENCES `et_ophinbiometry_calculation` (`id`);
+CREATE TABLE `et_ophinbiometry_selection_version` LIKE `et_ophinbiometry_selection`;
+ALTER TABLE `et_ophinbiometry_selection_version` MODIFY `id` int(10) unsigned NOT NULL, DROP PRIMARY KEY,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(10) unsigned NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  ADD CONSTRAINT `et_ophinbiometry_selection_aid_fk` FOREIGN KEY (`id`) REFERENCES `et_ophinbiometry_selection` (`id`);
+CREATE TABLE `et_ophinbiometry_iol_ref_values_version` LIKE `et_ophinbiometry_iol_ref_values`;
+ALTER TABLE `et_ophinbiometry_iol_ref_values_version` MODIFY `id` int(11) NOT NULL, DROP PRIMARY KEY,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(11) NOT NULL AUTO_INCREMENT PRIMARY KEY;
+
+SET foreign_key_checks = 1;

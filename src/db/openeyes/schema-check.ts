@@ -131,6 +131,10 @@ const UNICODE_CHARSETS = new Set(['utf8', 'utf8mb3', 'utf8mb4']);
 /** What `kind` accepts, as a phrase for messages, and whether `column` is of it. */
 const KIND_TYPES: Record<ColumnKind, { phrase: string; accepts(column: ColumnInfo): boolean }> = {
   int: { phrase: 'int or bigint', accepts: (c) => c.dataType === 'int' || c.dataType === 'bigint' },
+  decimal: {
+    phrase: 'decimal, float or double',
+    accepts: (c) => c.dataType === 'decimal' || c.dataType === 'float' || c.dataType === 'double',
+  },
   bigint: { phrase: 'bigint', accepts: (c) => c.dataType === 'bigint' },
   flag: { phrase: 'an integer type', accepts: (c) => INTEGER_TYPES.has(c.dataType) },
   text: { phrase: 'a character type', accepts: (c) => STRING_TYPES.has(c.dataType) },

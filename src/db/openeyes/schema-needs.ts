@@ -18,6 +18,8 @@
 export type ColumnKind =
   /** Ids, counts, unix seconds: `int` or `bigint`. */
   | 'int'
+  /** Measures: `decimal`, `float` or `double`. */
+  | 'decimal'
   /** 48-bit content hashes: `bigint`. */
   | 'bigint'
   /** 0/1 flags and small codes: any integer type. */
@@ -96,6 +98,135 @@ const ATTACHMENT_BYTES = 100 * 1024 * 1024;
 const THUMBNAIL_BYTES = 1024 * 1024;
 /** Longest routine log the service writes per attempt. */
 const ROUTINE_LOG_BYTES = 64 * 1024 - 1;
+
+/** `need` for the `_left` and `_right` column of each of `names`. */
+function bothSides(names: readonly string[], need: ColumnNeed): Record<string, ColumnNeed> {
+  return Object.fromEntries(
+    names.flatMap((n) => [
+      [`${n}_left`, need],
+      [`${n}_right`, need],
+    ]),
+  );
+}
+
+/** An element row of a Biometry event, inserted and merged as later files of its study come. */
+const BIOMETRY_ELEMENT = {
+  id: read('int'),
+  event_id: inserted('int'),
+  eye_id: inserted('int', { isUpdated: true }),
+  ...WRITTEN_AUDIT,
+} as const;
+
+/** What biometry filing reads and writes (the OphInBiometry module's tables and lookups). */
+const BIOMETRY_TABLE_NEEDS: Readonly<Record<string, TableNeed>> = {
+  dicom_eye_status: { columns: { id: read('int') } },
+  ophinbiometry_calculation_formula: {
+    columns: {
+      id: read('int'),
+      name: inserted('text', { minChars: 128 }),
+      display_order: inserted('int'),
+      ...INSERTED_AUDIT,
+    },
+  },
+  ophinbiometry_lenstype_lens: {
+    columns: {
+      id: read('int'),
+      name: inserted('text', { minChars: 128 }),
+      display_name: inserted('text', { minChars: 255 }),
+      description: inserted('text', { minChars: 255 }),
+      comments: inserted('text', { minChars: 30 }),
+      position_id: inserted('int'),
+      acon: inserted('decimal'),
+      deleted: read('flag'),
+      ...INSERTED_AUDIT,
+    },
+  },
+  ophinbiometry_lenstype_lens_institution: {
+    columns: {
+      id: read('int'),
+      lenstype_lens_id: inserted('int'),
+      institution_id: inserted('int'),
+      ...INSERTED_AUDIT,
+    },
+  },
+  ophinbiometry_surgeon: { columns: { id: read('int'), name: inserted('text', { minChars: 255 }) } },
+  ophinbiometry_imported_events: {
+    columns: {
+      id: read('int'),
+      event_id: inserted('int'),
+      patient_id: inserted('int'),
+      study_id: inserted('text', { isNullWritten: true, minChars: 64 }),
+      device_id: inserted('text', { isNullWritten: true }),
+      device_name: inserted('text', { isNullWritten: true }),
+      device_model: inserted('text', { isNullWritten: true }),
+      device_manufacturer: inserted('text', { isNullWritten: true }),
+      device_software_version: inserted('text', { isNullWritten: true, minChars: 20 }),
+      is_linked: inserted('flag'),
+      is_merged: inserted('flag', { isUpdated: true }),
+      content_datetime: inserted('datetime', { isUpdated: true, isNullWritten: true }),
+      surgeon_name: inserted('text', { isUpdated: true, isNullWritten: true }),
+      series_id: inserted('text', { isNullWritten: true, minChars: 64 }),
+      device_serial_number: inserted('text', { isNullWritten: true, minChars: 20 }),
+      acquisition_datetime: inserted('text', { isNullWritten: true, minChars: 25 }),
+      sop_uid: inserted('text', { isUpdated: true, isNullWritten: true, minChars: 64 }),
+      ...WRITTEN_AUDIT,
+    },
+  },
+  et_ophinbiometry_measurement: {
+    isVersionedWrite: true,
+    columns: {
+      ...BIOMETRY_ELEMENT,
+      deleted: read('flag'),
+      ...bothSides(
+        ['k1', 'k2', 'axial_length', 'acd', 'delta_k', 'refraction_sphere', 'refraction_delta'],
+        inserted('decimal', { isUpdated: true }),
+      ),
+      ...bothSides(
+        ['k1_axis', 'k2_axis', 'delta_k_axis', 'refraction_axis', 'snr_min'],
+        inserted('decimal', { isUpdated: true }),
+      ),
+      ...bothSides(['snr'], inserted('decimal', { isUpdated: true, isNullWritten: true })),
+      ...bothSides(['eye_status'], inserted('int', { isUpdated: true })),
+      ...bothSides(['al_modified', 'k_modified'], inserted('flag', { isUpdated: true })),
+      ...bothSides(['lvc', 'lvc_mode'], inserted('text', { isUpdated: true, isNullWritten: true })),
+    },
+  },
+  et_ophinbiometry_calculation: {
+    isVersionedWrite: true,
+    columns: {
+      ...BIOMETRY_ELEMENT,
+      deleted: read('flag'),
+      ...bothSides(['target_refraction'], inserted('decimal', { isUpdated: true, isNullWritten: true })),
+      ...bothSides(['formula_id'], inserted('int', { isUpdated: true })),
+      comments: inserted('text', { isNullWritten: true }),
+    },
+  },
+  et_ophinbiometry_selection: {
+    isVersionedWrite: true,
+    columns: {
+      ...BIOMETRY_ELEMENT,
+      deleted: read('flag'),
+      ...bothSides(['lens_id'], inserted('int')),
+      ...bothSides(['formula_id'], inserted('int', { isUpdated: true })),
+    },
+  },
+  et_ophinbiometry_iol_ref_values: {
+    isVersionedWrite: true,
+    columns: {
+      ...BIOMETRY_ELEMENT,
+      lens_id: inserted('int'),
+      formula_id: inserted('int'),
+      ...bothSides(
+        ['iol_ref_values'],
+        inserted('text', { isUpdated: true, isNullWritten: true, minChars: 1000 }),
+      ),
+      ...bothSides(['emmetropia'], inserted('decimal', { isUpdated: true, isNullWritten: true })),
+      constant: inserted('decimal', { isNullWritten: true }),
+      active: inserted('flag'),
+      surgeon_id: inserted('int', { isNullWritten: true }),
+    },
+  },
+};
 
 /** Every OpenEyes table the service reads or writes, by name. */
 export const OPENEYES_TABLE_NEEDS: Readonly<Record<string, TableNeed>> = {
@@ -200,7 +331,8 @@ export const OPENEYES_TABLE_NEEDS: Readonly<Record<string, TableNeed>> = {
     isVersionedWrite: true,
     columns: {
       id: read('int'),
-      episode_id: inserted('int'),
+      // NULL for a Biometry event: OpenEyes links it to an episode.
+      episode_id: inserted('int', { isNullWritten: true }),
       event_type_id: inserted('int'),
       event_date: inserted('datetime'),
       info: inserted('text', { isUpdated: true, isNullWritten: true, minChars: 1024 }),
@@ -302,7 +434,8 @@ export const OPENEYES_TABLE_NEEDS: Readonly<Record<string, TableNeed>> = {
       attachment_mnemonic: inserted('text', { minChars: 45 }),
       body_site_snomed_type: inserted('text', { isNullWritten: true }),
       system_only_managed: inserted('flag'),
-      attachment_type: inserted('text'),
+      // A biometry report is typed `Biometry Report` when it is filed.
+      attachment_type: inserted('text', { isUpdated: true }),
       mime_type: inserted('text', { minChars: 45 }),
       blob_data: inserted('blob', { isUpdated: true, isNullWritten: true, minBytes: ATTACHMENT_BYTES }),
       text_data: inserted('text', { isUpdated: true, isNullWritten: true, minBytes: REQUEST_TEXT_BYTES }),
@@ -375,4 +508,7 @@ export const OPENEYES_TABLE_NEEDS: Readonly<Record<string, TableNeed>> = {
       ...INSERTED_AUDIT,
     },
   },
+
+  // --- biometry (OphInBiometry, reference 10.6) ------------------------------------------------------------
+  ...BIOMETRY_TABLE_NEEDS,
 };

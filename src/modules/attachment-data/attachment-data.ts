@@ -106,6 +106,8 @@ export interface AttachmentDataChange {
   readonly textData?: string | null;
   readonly blobData?: Buffer | null;
   readonly hashCode?: number | null;
+  /** The `attachment_type` the row is filed as (a device's report type). */
+  readonly attachmentType?: string;
   readonly thumbnails?: {
     readonly small: Buffer | null;
     readonly medium: Buffer | null;
@@ -129,6 +131,7 @@ export async function updateAttachmentData(
     ...(change.textData !== undefined ? { text_data: change.textData } : {}),
     ...(change.blobData !== undefined ? { blob_data: change.blobData } : {}),
     ...(change.hashCode !== undefined ? { hash_code: change.hashCode } : {}),
+    ...(change.attachmentType !== undefined ? { attachment_type: change.attachmentType } : {}),
     ...(change.thumbnails !== undefined
       ? {
           thumbnail_small_blob: change.thumbnails.small,

@@ -77,6 +77,14 @@ export interface AttachmentHead {
   readonly mimeType: string;
   readonly mnemonic: string;
   readonly lastModifiedDate: string;
+  /**
+   * A part of a request received from a client (queue add, STOW-RS, C-STORE: the request has a
+   * HEADER_DATA row) that is not filed under any event: REQUEST_DATA, HEADER_DATA, FORM_DATA, the raw
+   * payloads, and the rows routines derive from them until they are filed.
+   */
+  readonly isPayloadPart: boolean;
+  /** The user who stored the row (`created_user_id`): the caller who submitted the request. */
+  readonly createdUserId: number;
   /** Byte length of each field; null when the field is null. */
   readonly sizes: Readonly<Record<DataField, number | null>>;
   readonly digestSourceDate: string | null;
@@ -127,6 +135,9 @@ function digestsOf(row: DigestColumns): Record<DataField, StoredDigest> {
   };
 }
 
+/** The row every request received from a client has (queue intake writes it), and no other request. */
+const RECEIVED_REQUEST_MNEMONIC = 'HEADER_DATA';
+
 function baseQuery(database: Database, id: unknown) {
   return attachmentDb(database.db)
     .selectFrom('attachment_data as ad')
@@ -137,6 +148,7 @@ function baseQuery(database: Database, id: unknown) {
       'ad.mime_type',
       'ad.attachment_mnemonic',
       'ad.last_modified_date',
+      'ad.created_user_id',
       'd.source_modified_date',
       'd.blob_data_sha256',
       'd.text_data_sha256',
@@ -146,7 +158,33 @@ function baseQuery(database: Database, id: unknown) {
       'd.thumbnail_small_blob_type',
       'd.thumbnail_medium_blob_type',
       'd.thumbnail_large_blob_type',
-    ]);
+    ])
+    .select((eb) =>
+      eb
+        .case()
+        .when(
+          eb.exists(
+            eb
+              .selectFrom('event_attachment_item as i')
+              .select('i.id')
+              .whereRef('i.attachment_data_id', '=', 'ad.id'),
+          ),
+        )
+        .then(0)
+        .when(
+          eb.exists(
+            eb
+              .selectFrom('attachment_data as h')
+              .select('h.id')
+              .whereRef('h.request_id', '=', 'ad.request_id')
+              .where('h.attachment_mnemonic', '=', RECEIVED_REQUEST_MNEMONIC),
+          ),
+        )
+        .then(1)
+        .else(0)
+        .end()
+        .as('is_payload_part'),
+    );
 }
 
 /** Everything about an attachment except its bytes; undefined for an unknown id. */
@@ -175,6 +213,8 @@ export async function readAttachmentHead(
     mimeType: row.mime_type,
     mnemonic: row.attachment_mnemonic,
     lastModifiedDate: row.last_modified_date,
+    isPayloadPart: Number(row.is_payload_part) === 1,
+    createdUserId: row.created_user_id,
     sizes: {
       blob_data: toSize(row.blob_data),
       text_data: toSize(row.text_data),
@@ -274,6 +314,8 @@ function contentOf(
     mime_type: string;
     attachment_mnemonic: string;
     last_modified_date: string;
+    created_user_id: number;
+    is_payload_part: number | string;
   },
   field: DataField,
   bytes: Buffer | null,
@@ -284,6 +326,8 @@ function contentOf(
     mimeType: row.mime_type,
     mnemonic: row.attachment_mnemonic,
     lastModifiedDate: row.last_modified_date,
+    isPayloadPart: Number(row.is_payload_part) === 1,
+    createdUserId: row.created_user_id,
     digestSourceDate: row.source_modified_date,
     digests: digestsOf(row),
     field,

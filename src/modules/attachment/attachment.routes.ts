@@ -1,6 +1,7 @@
 /**
  * `GET|HEAD /api/v1/attachmentdisplay/view` (reference 7.3) and `POST /api/v1/attachmentdisplay/create`
- * (reference section 15). Authentication runs in `onRequest`, before the query is validated, before any
+ * (reference section 15). A request's payload parts are viewed only by request admins and by the user
+ * who stored them (`AttachmentReader`), 403 otherwise. Authentication runs in `onRequest`, before the query is validated, before any
  * 304 and before an upload body is read: a stranger learns nothing and cannot make the server buffer.
  */
 import multipart from '@fastify/multipart';
@@ -17,7 +18,7 @@ import { holdSpool, loadSpooled } from '../../http/upload-spool.ts';
 import { AppError } from '../../errors.ts';
 import { DATA_FIELDS } from './attachment.queries.ts';
 import type { UploadInput } from './attachment.service.ts';
-import { MAX_ID, createAttachmentService } from './attachment.service.ts';
+import { MAX_ID, PAYLOAD_READ_OPERATION, createAttachmentService } from './attachment.service.ts';
 import { mediaTypeOfHeader, normaliseMediaType } from './content-type.ts';
 
 const VIEW_URL = '/api/v1/attachmentdisplay/view';
@@ -84,7 +85,12 @@ export const attachmentRoutes: FastifyPluginAsync<ModuleOptions> = async (
       if (id > MAX_ID) throw badRequest();
       const mime = mimeText === undefined ? undefined : normaliseMediaType(mimeText);
       if (mimeText !== undefined && mime === undefined) throw badRequest();
-      const query = { id, field: attachment, mime };
+      const principal = request.principal!;
+      const reader = {
+        userId: principal.userId,
+        mayReadPayloads: principal.authItems.has(PAYLOAD_READ_OPERATION),
+      };
+      const query = { id, field: attachment, mime, reader };
       const isConditional =
         request.headers['if-none-match'] !== undefined || request.headers['if-modified-since'] !== undefined;
       if (request.method === 'GET' && !isConditional) {

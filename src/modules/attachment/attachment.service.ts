@@ -30,6 +30,26 @@ export interface ViewQuery {
   readonly field: DataField | undefined;
   /** Lower-cased `type/subtype` the caller asked for, already syntax-checked. */
   readonly mime: string | undefined;
+  /**
+   * Who asks, for the rule on request payload parts; omitted by callers that decide access to the row
+   * themselves (the console's pages).
+   */
+  readonly reader?: AttachmentReader;
+}
+
+/** The RBAC operation that may read every request's payload parts (request admin). */
+export const PAYLOAD_READ_OPERATION = 'OprnEditRequestData';
+
+/**
+ * The caller of a view. The parts of a request received from a client (`AttachmentHead.isPayloadPart`:
+ * HEADER_DATA, REQUEST_DATA, FORM_DATA, raw files and DICOM instances, until a routine files them under
+ * an event) are read only with `PAYLOAD_READ_OPERATION`, as on the console, or by the user who stored
+ * them (a queue client its own submission); anyone else gets 403.
+ */
+export interface AttachmentReader {
+  readonly userId: number;
+  /** Holds `PAYLOAD_READ_OPERATION`. */
+  readonly mayReadPayloads: boolean;
 }
 
 /**
@@ -75,6 +95,12 @@ function notFound(): AppError {
 
 function badRequest(): AppError {
   return new AppError('bad_request', 'Bad request');
+}
+
+/** Refuses (403) a payload part to a reader who may not read it; see `AttachmentReader`. */
+function checkReader(row: AttachmentHead | AttachmentContent, reader: AttachmentReader | undefined): void {
+  if (reader === undefined || !row.isPayloadPart || reader.mayReadPayloads) return;
+  if (row.createdUserId !== reader.userId) throw new AppError('forbidden', '403 Forbidden');
 }
 
 export function createAttachmentService(deps: AppDeps) {
@@ -131,10 +157,13 @@ export function createAttachmentService(deps: AppDeps) {
     id: number,
     field: DataField | undefined,
     mime: string | undefined,
+    reader: AttachmentReader | undefined,
   ): Promise<LoadedAttachment> {
     for (let attempt = 0; attempt < 3; attempt++) {
       const content = await readAttachmentContent(database, id, field, maxInlineBytes);
-      if (content === undefined || content.sizeBytes === null) throw notFound();
+      if (content === undefined) throw notFound();
+      checkReader(content, reader);
+      if (content.sizeBytes === null) throw notFound();
       if (content.bytes !== null) {
         let digest: StoredDigest | undefined = validDigest(content, content.field);
         if (digest === undefined) {
@@ -170,7 +199,7 @@ export function createAttachmentService(deps: AppDeps) {
     /** A 200 GET with no conditional headers: one query (bytes included, or the first of the chunks). */
     async readAttachment(query: ViewQuery): Promise<LoadedAttachment> {
       await checkMime(query.mime);
-      return loadContent(query.id, query.field, query.mime);
+      return loadContent(query.id, query.field, query.mime, query.reader);
     },
 
     /** The representation of an attachment without its bytes (HEAD, conditional GET). */
@@ -178,10 +207,11 @@ export function createAttachmentService(deps: AppDeps) {
       await checkMime(query.mime);
       const head = await readAttachmentHead(database, query.id);
       if (head === undefined) throw notFound();
+      checkReader(head, query.reader);
       const field = query.field ?? (head.sizes.blob_data !== null ? 'blob_data' : 'text_data');
       const size = head.sizes[field];
       if (size === null) throw notFound();
-      const load = () => loadContent(query.id, field, query.mime);
+      const load = () => loadContent(query.id, field, query.mime, query.reader);
       const digest = validDigest(head, field);
       // First view since the last write (or compat mode, whose length depends on the bytes): read the
       // one field once; the digest is stored for every later HEAD and 304.

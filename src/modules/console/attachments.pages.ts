@@ -102,7 +102,7 @@ export function registerAttachmentPages(
 
   app.get<{ Params: { id: string } }>(
     '/attachments/:id/thumbnail',
-    { preHandler: guardClinical },
+    { preHandler: guardClinical, config: { consoleAction: 'console.attachment.thumbnail' } },
     (request, reply) => sendField(request, reply, 'thumbnail_small_blob'),
   );
 }

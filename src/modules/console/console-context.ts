@@ -107,8 +107,54 @@ export interface ConsoleContext {
 
 const VIEWS_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), 'views');
 
+/**
+ * RBAC items of OpenEyes that give the same right as a console operation an OpenEyes database has no
+ * entry for: OpenEyes's own audit screen is guarded by the task `TaskViewAudit` (role `Audit`).
+ */
+const OPENEYES_EQUIVALENTS: Readonly<Record<string, readonly string[]>> = {
+  [OPERATIONS.audit]: ['TaskViewAudit'],
+};
+
 export function can(user: Principal | undefined, operation: string): boolean {
-  return user !== undefined && user.authItems.has(operation);
+  if (user === undefined) return false;
+  if (user.authItems.has(operation)) return true;
+  return (OPENEYES_EQUIVALENTS[operation] ?? []).some((item) => user.authItems.has(item));
+}
+
+/** One screen's role, and how an administrator grants it on this database. */
+export interface RoleGrantHelp {
+  readonly screen: string;
+  readonly role: string;
+  readonly how: string;
+}
+
+/**
+ * The role of each console screen and how to grant it to `user`: the CLI command on the service's own
+ * schema, OpenEyes's admin screen or an `authassignment` row on an OpenEyes database (whose users the
+ * CLI does not manage). Shown to a signed-in user who has no screen yet.
+ */
+export function roleGrantHelp(user: Principal, schema: 'own' | 'openeyes'): RoleGrantHelp[] {
+  const screens =
+    schema === 'openeyes'
+      ? [
+          { screen: 'Requests', role: 'Edit Payload Processor' },
+          { screen: 'Signature imports and attachments', role: 'View clinical' },
+          { screen: 'Audit log', role: 'Audit' },
+        ]
+      : [
+          { screen: 'Requests', role: 'Edit Payload Processor' },
+          { screen: 'Signature imports and attachments', role: 'TaskViewClinical' },
+          { screen: 'Audit log', role: 'View Audit Log' },
+        ];
+  const shellWord = (text: string) => (/^[\w.@-]+$/.test(text) ? text : `'${text.replace(/'/g, `'\\''`)}'`);
+  return screens.map(({ screen, role }) => ({
+    screen,
+    role,
+    how:
+      schema === 'openeyes'
+        ? `INSERT INTO authassignment (itemname, userid) VALUES ('${role}', ${user.userId});`
+        : `npm run cli -- role grant ${shellWord(user.username)} ${shellWord(role)}`,
+  }));
 }
 
 export function createConsoleContext(options: {
@@ -162,6 +208,8 @@ export function createConsoleContext(options: {
                   clinical: can(user, OPERATIONS.clinical),
                   audit: can(user, OPERATIONS.audit),
                 },
+                schema: options.deps.database.schema.name,
+                grants: roleGrantHelp(user, options.deps.database.schema.name),
               },
         csrf: user === undefined ? '' : context.csrfToken(user),
         ...data,

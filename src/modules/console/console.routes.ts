@@ -6,8 +6,9 @@
  * Sign-in: a login form (CSRF-protected through a signed pre-login cookie), the Basic authenticator's
  * password check and the same failure brake (per address and per username, `AUTH_FAILURE_LIMIT_PER_MINUTE`),
  * then a database session (`session-store.ts`) in a signed `HttpOnly; SameSite=Strict` cookie, `Secure`
- * over TLS. Every request re-reads the session and the user's operations; every form carries a CSRF token
- * of the session. Unknown ids answer 404 pages, refused forms 403 pages.
+ * over TLS. Every request re-reads the session and the user's operations (a changed password or role
+ * ends the session); every form carries a CSRF token of the session. Unknown ids answer 404 pages,
+ * refused forms 403 pages.
  */
 import fastifyCookie from '@fastify/cookie';
 import formbody from '@fastify/formbody';
@@ -130,9 +131,12 @@ async function currentUser(ctx: ConsoleContext, request: FastifyRequest): Promis
     hasUserActiveColumn: ctx.deps.database.schema.hasUserActiveColumn,
   });
   const isAllowed =
-    principal !== undefined && (!ctx.deps.config.requireOprnLogin || principal.authItems.has('OprnLogin'));
+    principal !== undefined &&
+    principal.credentialStamp === lookup.session.credentialStamp &&
+    (!ctx.deps.config.requireOprnLogin || principal.authItems.has('OprnLogin'));
   if (!isAllowed) {
-    // A disabled account (or one that lost OprnLogin) ends its sessions at its next request.
+    // A disabled account, a changed password or role (the user's credential stamp moved, whichever
+    // process made the change), or a lost OprnLogin ends the session at its next request.
     await ctx.sessions.destroy(lookup.session.id);
     return { kind: 'expired' };
   }
@@ -252,15 +256,17 @@ function registerSessionRoutes(app: FastifyInstance, ctx: ConsoleContext, guard:
     const next = safeNext(textField(request.body, 'next'));
     // The Basic guard's brake (http/login-brake.ts): the same counts, limits and back-off, an attempt
     // counted from its start and refused (429) before any password check. The authenticator checks the
-    // password (bcrypt, the same timing for unknown users); a colon cannot be part of a username there,
-    // so such a name can only fail.
+    // password every time, never from its cache: a throttled sign-in is refused even with the right
+    // password, and the session keeps the credential stamp read with the password it checked (bcrypt,
+    // the same timing for unknown users). A colon cannot be part of a username there, so such a name
+    // can only fail.
     let attempt: LoginAttempt | undefined;
     let verification: Verification | undefined;
     try {
       verification =
         username === '' || password === '' || username.includes(':')
           ? undefined
-          : await ctx.deps.authenticator.verify(
+          : await ctx.deps.authenticator.verifyNow(
               `Basic ${Buffer.from(`${username}:${password}`, 'utf8').toString('base64')}`,
               async (name) => {
                 attempt = await beginLoginAttempt(ctx.deps, name, request.ip);
@@ -289,7 +295,11 @@ function registerSessionRoutes(app: FastifyInstance, ctx: ConsoleContext, guard:
       );
     }
     attempt?.succeed();
-    const token = await ctx.sessions.create(principal.userId, ctx.newCsrfSecret());
+    const token = await ctx.sessions.create({
+      userId: principal.userId,
+      csrfSecret: ctx.newCsrfSecret(),
+      credentialStamp: principal.credentialStamp,
+    });
     request.consoleAudit = { targetType: 'user', targetIds: [principal.userId], userId: principal.userId };
     void reply.setCookie(SESSION_COOKIE, token, sessionCookieOptions(request));
     void reply.clearCookie(LOGIN_COOKIE, { path: CONSOLE_PREFIX });

@@ -7,6 +7,7 @@
 import { createHash } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { sendBinary } from '../../http/binary-reply.ts';
+import { keepStoredHeaders } from '../../http/stored-headers.ts';
 import type { RoutineStatus } from '../../db/schema.ts';
 import {
   createAttachmentService,
@@ -37,9 +38,6 @@ import {
 import type { ConsoleGuard } from './console.routes.ts';
 
 type Query = Record<string, string | string[] | undefined>;
-
-/** Headers never shown from a stored HEADER_DATA part (already dropped at intake; older rows may hold them). */
-const CREDENTIAL_HEADERS = new Set(['authorization', 'proxy-authorization', 'cookie', 'set-cookie']);
 
 const RESULT_TEXT: Record<string, string> = {
   retried: 'The routine is queued again.',
@@ -95,7 +93,8 @@ export function registerQueuePages(app: FastifyInstance, ctx: ConsoleContext, gu
     };
   }
 
-  app.get<{ Querystring: Query }>('/requests', { preHandler: guardQueue }, async (request, reply) => {
+  const listed = { preHandler: guardQueue, config: { consoleAction: 'console.request.list' } };
+  app.get<{ Querystring: Query }>('/requests', listed, async (request, reply) => {
     const { filter, form } = readFilter(request.query);
     const beforeText = textField(request.query, 'before');
     const before = beforeText === undefined ? undefined : parseId(beforeText);
@@ -105,6 +104,7 @@ export function registerQueuePages(app: FastifyInstance, ctx: ConsoleContext, gu
       listRequests(db, filter, before === undefined ? {} : { before }),
       readQueueChoices(db),
     ]);
+    request.consoleAudit = { targetType: 'request', targetIds: page.rows.map((r) => r.id) };
     const echo = { ...request.query, before: undefined };
     const pick = (q: Query) =>
       Object.fromEntries(Object.entries(q).filter((e): e is [string, string] => typeof e[1] === 'string'));
@@ -327,15 +327,15 @@ function describeVersion(version: string): string {
   return `${parts[0]}, ${parts[1]} tr${parts[1] === '1' ? 'y' : 'ies'}`;
 }
 
-/** A HEADER_DATA JSON object without credential headers; anything that is not such an object is withheld. */
+/**
+ * A HEADER_DATA JSON object with only the headers intake stores (older rows may hold credentials or
+ * any header); anything that is not such an object is withheld.
+ */
 function redactHeaders(text: string): string {
   try {
     const value: unknown = JSON.parse(text);
     if (typeof value !== 'object' || value === null || Array.isArray(value)) return '{}';
-    const kept = Object.fromEntries(
-      Object.entries(value).filter(([name]) => !CREDENTIAL_HEADERS.has(name.toLowerCase())),
-    );
-    return JSON.stringify(kept, null, 2);
+    return JSON.stringify(keepStoredHeaders(value as Record<string, unknown>), null, 2);
   } catch {
     return '{}';
   }

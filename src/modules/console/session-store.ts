@@ -4,6 +4,9 @@
  * plugin); the row is keyed by the token's SHA-256. A session ends after `idleMinutes` without a request
  * or `sessionHours` after login, whichever comes first; `last_seen_at` is written at most once a minute.
  * Each session has its own CSRF secret, so a form from another or an earlier session is refused.
+ * Each keeps the user's credential stamp at sign-in (a digest of the user's passwords and role
+ * assignments): the guard ends a session whose user's stamp has moved since, so a password change or a
+ * revoked role, made by any process, ends the user's sessions at their next request.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import type { Kysely } from 'kysely';
@@ -18,6 +21,8 @@ export interface ConsoleSessionTable {
   csrf_secret: string;
   created_at: string;
   last_seen_at: string;
+  /** Null only for sessions from before the column: they match no stamp. */
+  credential_stamp: string | null;
 }
 export interface ConsoleSecretTable {
   name: string;
@@ -34,6 +39,16 @@ export interface ConsoleSession {
   readonly id: string;
   readonly userId: number;
   readonly csrfSecret: string;
+  /** The user's credential stamp when the session started; null for sessions that have none. */
+  readonly credentialStamp: string | null;
+}
+
+/** What a new session starts with. */
+export interface NewSession {
+  readonly userId: number;
+  readonly csrfSecret: string;
+  /** The credential stamp of the principal that signed in (`Principal.credentialStamp`). */
+  readonly credentialStamp: string;
 }
 
 export type SessionLookup =
@@ -43,10 +58,10 @@ export type SessionLookup =
   | { readonly kind: 'none' };
 
 export interface SessionStore {
-  /** Starts a session for `userId`; returns the cookie token. */
-  create(userId: number, csrfSecret: string): Promise<string>;
+  /** Starts a session; returns the cookie token. */
+  create(session: NewSession): Promise<string>;
   lookup(token: string): Promise<SessionLookup>;
-  /** Ends the session of `token` (logout, or a user no longer allowed in). */
+  /** Ends the session `sessionId` (logout, a user no longer allowed in, or one whose credentials changed). */
   destroy(sessionId: string): Promise<void>;
 }
 
@@ -69,7 +84,7 @@ export function createSessionStore(database: Database, options: SessionStoreOpti
   const absoluteMs = options.sessionHours * 3_600_000;
 
   return {
-    async create(userId, csrfSecret) {
+    async create({ userId, csrfSecret, credentialStamp }) {
       const token = randomBytes(32).toString('base64url');
       const at = now();
       const atText = formatDateTime(at);
@@ -93,6 +108,7 @@ export function createSessionStore(database: Database, options: SessionStoreOpti
             csrf_secret: csrfSecret,
             created_at: atText,
             last_seen_at: atText,
+            credential_stamp: credentialStamp,
           })
           .execute();
       });
@@ -121,7 +137,15 @@ export function createSessionStore(database: Database, options: SessionStoreOpti
             .execute(),
         );
       }
-      return { kind: 'active', session: { id, userId: row.user_id, csrfSecret: row.csrf_secret } };
+      return {
+        kind: 'active',
+        session: {
+          id,
+          userId: row.user_id,
+          csrfSecret: row.csrf_secret,
+          credentialStamp: row.credential_stamp,
+        },
+      };
     },
 
     async destroy(sessionId) {

@@ -41,7 +41,8 @@ export function registerSignaturePages(app: FastifyInstance, ctx: ConsoleContext
   const cropper = createManualCropper({ database, files });
   const guardClinical = guard(OPERATIONS.clinical);
 
-  app.get<{ Querystring: Query }>('/signatures', { preHandler: guardClinical }, async (request, reply) => {
+  const listed = { preHandler: guardClinical, config: { consoleAction: 'console.signature.list' } };
+  app.get<{ Querystring: Query }>('/signatures', listed, async (request, reply) => {
     const query = request.query;
     const statusText = textField(query, 'status') ?? '';
     const typeText = textField(query, 'type') ?? '';

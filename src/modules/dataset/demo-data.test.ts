@@ -189,6 +189,24 @@ forEachDialect((dialect) => {
         .where('userid', '=', String(login.user_id))
         .execute();
       assert.deepEqual(roles, [{ itemname: 'API access' }]);
+      // The console account, with the role of each console screen.
+      assert.deepEqual(account?.operator, { username: 'operator', password: 'operator-password-change-me' });
+      const operator = await t.db
+        .selectFrom('user_authentication')
+        .select(['user_id', 'password_hash'])
+        .where('username', '=', 'operator')
+        .executeTakeFirstOrThrow();
+      assert.equal(await verifyPassword('operator-password-change-me', operator.password_hash), true);
+      const operatorRoles = await t.db
+        .selectFrom('authassignment')
+        .select('itemname')
+        .where('userid', '=', String(operator.user_id))
+        .orderBy('itemname')
+        .execute();
+      assert.deepEqual(
+        operatorRoles.map((r) => r.itemname),
+        ['Edit Payload Processor', 'TaskViewClinical', 'View Audit Log'],
+      );
 
       const codes = await t.db
         .selectFrom('unique_codes as uc')

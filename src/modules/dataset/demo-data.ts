@@ -14,6 +14,8 @@ import { generateDemoPopulation } from './demo-population.ts';
 export interface DemoAccount {
   readonly username: string;
   readonly password: string;
+  /** The demo console account, with the roles of every console screen. */
+  readonly operator: { readonly username: string; readonly password: string };
   /** What sign/add needs for each demo CVI event; set only when this call created them. */
   readonly signatureCodes?: readonly DemoSignatureCode[];
 }
@@ -28,6 +30,10 @@ export interface DemoSignatureCode {
 /** The demo login, documented in the README. Only a new embedded database gets it. */
 export const DEMO_USERNAME = 'demo';
 export const DEMO_PASSWORD = 'demo-password-change-me';
+/** The demo console login: the roles of the console's three screens (request admin, clinical, audit). */
+export const DEMO_OPERATOR_USERNAME = 'operator';
+export const DEMO_OPERATOR_PASSWORD = 'operator-password-change-me';
+export const DEMO_OPERATOR_ROLES = ['Edit Payload Processor', 'TaskViewClinical', 'View Audit Log'] as const;
 export const DEMO_PATIENTS = 300;
 export const DEMO_CVI_EVENTS = 5;
 
@@ -42,7 +48,11 @@ export async function loadDemoData(
   deps: Pick<AppDeps, 'database' | 'files' | 'config'>,
 ): Promise<DemoAccount | undefined> {
   const { db } = deps.database;
-  const account = { username: DEMO_USERNAME, password: DEMO_PASSWORD };
+  const account = {
+    username: DEMO_USERNAME,
+    password: DEMO_PASSWORD,
+    operator: { username: DEMO_OPERATOR_USERNAME, password: DEMO_OPERATOR_PASSWORD },
+  };
   const existing = await db
     .selectFrom('user_authentication')
     .select('id')
@@ -59,6 +69,20 @@ export async function loadDemoData(
     population.firstPatientId,
     population.reference.localInstitutionId,
   );
+  // A start stopped between the two accounts left this one: the demo account is what marks completion.
+  const operator = await db
+    .selectFrom('user_authentication')
+    .select('id')
+    .where((eb) => eb(eb.fn('lower', ['username']), '=', DEMO_OPERATOR_USERNAME))
+    .executeTakeFirst();
+  if (operator === undefined)
+    await createAccount(db, {
+      username: DEMO_OPERATOR_USERNAME,
+      password: DEMO_OPERATOR_PASSWORD,
+      firstName: 'Demo',
+      lastName: 'Operator',
+      roles: [...DEMO_OPERATOR_ROLES],
+    });
   // Created last: its presence means the demo dataset is complete.
   await createAccount(db, {
     username: DEMO_USERNAME,
@@ -68,6 +92,21 @@ export async function loadDemoData(
     roles: ['API access'],
   });
   return { ...account, signatureCodes };
+}
+
+/**
+ * The lines the server prints at a start that loaded the demo data, as the README shows them: the demo
+ * API account, the console account, and each demo unique code with the `extra_info` a pad sends.
+ */
+export function demoStartupLines(account: DemoAccount): string[] {
+  return [
+    `demo data loaded; demo account: username "${account.username}", password "${account.password}"`,
+    `demo console account (/console/): username "${account.operator.username}", password "${account.operator.password}"`,
+    ...(account.signatureCodes ?? []).map(
+      ({ code, extraInfo }) =>
+        `demo unique code for sign/add: unique_identifier "${code}", extra_info ${extraInfo}`,
+    ),
+  ];
 }
 
 /** CVI events with an e-sign element and a unique code each, for the first demo patients. */

@@ -4,7 +4,14 @@
  * through this file.
  */
 export type { DemoAccount, DemoSignatureCode } from './demo-data.ts';
-export { DEMO_PASSWORD, DEMO_USERNAME, loadDemoData } from './demo-data.ts';
+export {
+  DEMO_OPERATOR_PASSWORD,
+  DEMO_OPERATOR_USERNAME,
+  DEMO_PASSWORD,
+  DEMO_USERNAME,
+  demoStartupLines,
+  loadDemoData,
+} from './demo-data.ts';
 export type { DemoPatient, DemoReference, GenerateOptions, GenerateResult } from './demo-population.ts';
 export {
   DEMO_MAX_PATIENTS,

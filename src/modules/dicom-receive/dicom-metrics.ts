@@ -11,16 +11,30 @@ import type { FailureReason } from './instance.ts';
 export type ReceivePath = 'stow-rs' | 'c-store';
 
 export type AssociationOutcome =
-  'accepted' | 'refused-calling-ae' | 'refused-called-ae' | 'refused-limit' | 'aborted';
+  | 'accepted'
+  | 'refused-calling-ae'
+  | 'refused-called-ae'
+  | 'refused-limit'
+  | 'aborted'
+  /** Closed without a whole A-ASSOCIATE-RQ within the association timeout. */
+  | 'timed-out'
+  /** Closed or aborted by the PDU gate for a PDU or command it does not allow. */
+  | 'aborted-protocol';
 
 const associations = new Map<AssociationOutcome, number>();
 const instances = new Map<string, { path: ReceivePath; outcome: string; count: number }>();
 const bytes = new Map<ReceivePath, number>();
+const connectionsRefused = new Map<string, number>();
 let echoes = 0;
 let openAssociations = 0;
 
 export function countAssociation(outcome: AssociationOutcome): void {
   associations.set(outcome, (associations.get(outcome) ?? 0) + 1);
+}
+
+/** A connection closed at once at a connection limit (`total`, `address`, `unassociated`). */
+export function countConnectionRefused(limit: string): void {
+  connectionsRefused.set(limit, (connectionsRefused.get(limit) ?? 0) + 1);
 }
 
 export function countEcho(): void {
@@ -56,6 +70,16 @@ export async function registerDicomReceiveMetrics(registry: Registry): Promise<v
     collect() {
       this.reset();
       for (const [outcome, count] of associations) this.inc({ outcome }, count);
+    },
+  });
+  new Counter({
+    name: 'dicom_connections_refused_total',
+    help: 'DICOM connections closed at once at a connection limit, by limit.',
+    labelNames: ['limit'] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [limit, count] of connectionsRefused) this.inc({ limit }, count);
     },
   });
   new Gauge({

@@ -1,37 +1,60 @@
 /**
- * The DIMSE C-STORE SCP (PS3.4 B, PS3.7, PS3.8) with C-ECHO, on `dcmjs-dimse`: the library reads and
- * writes every PDU; this file decides what to accept and hands each received data set, as a Part 10
- * file, to the receiver (queue intake). Started by the server process when `DICOM_PORT` is set.
+ * The DIMSE C-STORE SCP (PS3.4 B, PS3.7, PS3.8) with C-ECHO, on `dcmjs-dimse`: the library decodes and
+ * writes the PDUs that `pdu-gate.ts` lets through; this file decides what to accept and hands each
+ * received data set, as a Part 10 file, to the receiver (queue intake). Started by the server process
+ * when `DICOM_PORT` is set.
  *
- * - Associations: the called AE title must be `DICOM_AE_TITLE`; the calling AE title (and, when
- *   configured, the peer address) must be in `DICOM_ALLOWED_CALLERS`; beyond `DICOM_MAX_ASSOCIATIONS`
- *   open ones a new one is refused as "local limit exceeded" (transient). A peer sends at most
- *   {@link MAX_UNASSOCIATED_BYTES} before its association is accepted.
+ * - Connections: at most `DICOM_MAX_CONNECTIONS_PER_ADDRESS` from one address (beyond, a new one is
+ *   closed at once); at `DICOM_MAX_CONNECTIONS` open or `DICOM_MAX_UNASSOCIATED_CONNECTIONS` not yet
+ *   associated, a new one closes the oldest not yet associated (or is closed itself when every one is
+ *   associated), so that a flood of idle connections can take neither the process's file descriptors
+ *   (the HTTP side's) nor every place of the senders. Every PDU goes through `pdu-gate.ts`, which closes a connection that sends no
+ *   whole A-ASSOCIATE-RQ within `DICOM_ASSOCIATION_TIMEOUT_MS`, and aborts one that sends a PDU longer
+ *   than announced, a command other than C-ECHO and C-STORE, or a data set with a C-ECHO.
+ * - Associations: the called AE title must be `DICOM_AE_TITLE`; the calling AE title and the peer address
+ *   must match an item of `DICOM_ALLOWED_CALLERS`; beyond `DICOM_MAX_ASSOCIATIONS` open ones, or
+ *   `DICOM_MAX_ASSOCIATIONS_PER_AE` of the calling AE title, or `DICOM_MAX_ASSOCIATIONS_PER_ADDRESS` from
+ *   the peer's address, a new one is refused as "local limit exceeded" (transient).
  * - Presentation contexts: Verification and the storage classes of `storage-classes.ts`, each with the
  *   first acceptable transfer syntax the sender proposes; anything else is refused per context.
- * - C-STORE: the data set is collected in memory up to `RAW_BODY_LIMIT_BYTES` (beyond, the store fails
- *   with A700 and nothing is kept), then stored and queued in one transaction; its audit row is committed
- *   before the response is sent. A connection lost before the data set is complete leaves nothing.
+ * - C-STORE: the data set is kept in memory up to 1 MiB and beyond in a temporary file (`files/spool.ts`),
+ *   up to `RAW_BODY_LIMIT_BYTES` (beyond, the store fails with A700 and nothing is kept); it is loaded
+ *   under the process's upload memory budget (`UPLOAD_MEMORY_BYTES`, shared with the HTTP uploads), then
+ *   stored and queued in one transaction; its audit row is committed before the response is sent. The
+ *   next request is read only once the response is sent. A connection lost before the data set is
+ *   complete leaves nothing.
  * - Logs and metrics per association and per store: AE titles, peer address, outcome, status; never a
  *   UID or anything from the data set.
  */
 import { randomUUID } from 'node:crypto';
 import type { AddressInfo, Socket } from 'node:net';
-import { createServer } from 'node:net';
-import { Writable } from 'node:stream';
+import { BlockList, createServer, isIPv6 } from 'node:net';
+import { PassThrough, Writable } from 'node:stream';
 import dcmjsDimse from 'dcmjs-dimse';
 import type * as Dimse from 'dcmjs-dimse';
 import type { Config, DicomCaller } from '../../config.ts';
 import type { Database } from '../../db/database.ts';
+import { AppError } from '../../errors.ts';
+import type { SpooledBytes } from '../../files/spool.ts';
+import { SPOOL_THRESHOLD_BYTES, spoolDirOf, spoolStream } from '../../files/spool.ts';
+import type { UploadMemory } from '../../http/upload-spool.ts';
+import { createUploadMemory } from '../../http/upload-spool.ts';
 import type { Logger } from '../../logger.ts';
 import { createAuditTrail } from '../audit/index.ts';
 import type { AuditTrail } from '../audit/index.ts';
 import type { AssociationOutcome } from './dicom-metrics.ts';
-import { countAssociation, countEcho, trackOpenAssociations } from './dicom-metrics.ts';
+import {
+  countAssociation,
+  countConnectionRefused,
+  countEcho,
+  trackOpenAssociations,
+} from './dicom-metrics.ts';
 import type { FailureReason } from './instance.ts';
 import { FAILURE, IMPLEMENTATION_CLASS_UID, IMPLEMENTATION_VERSION_NAME, buildPart10 } from './instance.ts';
 import type { DicomReceiver, ReceiveOutcome } from './receive.ts';
 import { createDicomReceiver } from './receive.ts';
+import type { ContextKind, GateRefusal } from './pdu-gate.ts';
+import { PduGate } from './pdu-gate.ts';
 import { VERIFICATION_SOP_CLASS, chooseTransferSyntax, findStorageClass } from './storage-classes.ts';
 
 const { Dataset, Implementation, Scp, constants, log: dimseLog, responses } = dcmjsDimse;
@@ -43,16 +66,18 @@ type CEchoRequest = Dimse.requests.CEchoRequest;
 type CStoreRequest = Dimse.requests.CStoreRequest;
 type CEchoResponse = Dimse.responses.CEchoResponse;
 type CStoreResponse = Dimse.responses.CStoreResponse;
+/** Why a connection was closed at once: the total or per-address limit, or evicted as the oldest unassociated. */
+type ConnectionRefusal = 'total' | 'address' | 'unassociated';
 
 /** REQUEST_DATA `source` of instances received by C-STORE. */
 export const C_STORE_SOURCE = 'C-STORE';
 
-/** Bytes a peer may send before its association is accepted (an A-ASSOCIATE-RQ is a few KiB). */
-export const MAX_UNASSOCIATED_BYTES = 256 * 1024;
 /** Largest PDU the service receives; senders split data sets into PDUs of at most this. */
 const MAX_PDU_BYTES = 256 * 1024;
-/** Association and PDU idle timeouts of the library, in ms. */
+/** Idle time after which an associated connection is closed, in ms. */
 const TIMEOUT_MS = 60_000;
+/** At most one log line per this interval about refused connections (a flood would fill the log). */
+const REFUSAL_LOG_INTERVAL_MS = 10_000;
 
 export interface DicomServer {
   /** The port listened on (the one asked for, or the one the system chose for port 0). */
@@ -70,6 +95,8 @@ export interface DicomServerDeps {
   readonly logger: Logger;
   /** Defaults to a receiver of `database` and `config`. */
   readonly receiver?: DicomReceiver;
+  /** The process's upload memory budget (the HTTP app's); defaults to a new one of `UPLOAD_MEMORY_BYTES`. */
+  readonly uploadMemory?: UploadMemory;
 }
 
 /** Per-server state shared by its connections. */
@@ -78,8 +105,17 @@ interface ServerContext {
   readonly logger: Logger;
   readonly receiver: DicomReceiver;
   readonly audit: AuditTrail;
+  readonly uploadMemory: UploadMemory;
+  readonly allowedCallers: AllowedCallers;
   readonly connections: Set<StoreScp>;
   readonly inFlight: Set<Promise<void>>;
+  /** Open connections per peer address. */
+  readonly connectionsByAddress: Map<string, number>;
+  /** Open associations per calling AE title and per peer address. */
+  readonly associationsByAe: Map<string, number>;
+  readonly associationsByAddress: Map<string, number>;
+  /** Connections whose association is not accepted yet, oldest first. */
+  readonly unassociated: Set<StoreScp>;
   openAssociations: number;
   isStopping: boolean;
 }
@@ -100,20 +136,56 @@ export async function startDicomServer(deps: DicomServerDeps): Promise<DicomServ
     logger,
     receiver: deps.receiver ?? createDicomReceiver({ database, config }),
     audit: createAuditTrail(database),
+    uploadMemory: deps.uploadMemory ?? createUploadMemory(config.limits.uploadMemoryBytes),
+    allowedCallers: compileAllowedCallers(config.dicomNetwork.allowedCallers),
     connections: new Set(),
     inFlight: new Set(),
+    connectionsByAddress: new Map(),
+    associationsByAe: new Map(),
+    associationsByAddress: new Map(),
+    unassociated: new Set(),
     openAssociations: 0,
     isStopping: false,
+  };
+  const { maxConnections, maxConnectionsPerAddress, maxUnassociatedConnections } = config.dicomNetwork;
+  let refusedSinceLog = 0;
+  let lastRefusalLogAt = 0;
+  const refuseConnection = (socket: Socket, reason: ConnectionRefusal) => {
+    socket.destroy();
+    countConnectionRefused(reason);
+    refusedSinceLog += 1;
+    if (Date.now() - lastRefusalLogAt >= REFUSAL_LOG_INTERVAL_MS) {
+      logger.warn({ reason, refused: refusedSinceLog }, 'DICOM connections refused at a limit');
+      lastRefusalLogAt = Date.now();
+      refusedSinceLog = 0;
+    }
   };
   const server = createServer((socket) => {
     if (context.isStopping) {
       socket.destroy();
       return;
     }
-    const scp = new StoreScp(socket, context);
+    const address = normaliseAddress(socket.remoteAddress ?? '');
+    const fromAddress = context.connectionsByAddress.get(address) ?? 0;
+    if (fromAddress >= maxConnectionsPerAddress) return refuseConnection(socket, 'address');
+    // At the total or the not-yet-associated limit, the oldest connection still without an association
+    // makes room (it had the longest to send its request): idle connections cannot lock senders out.
+    if (
+      context.connections.size >= maxConnections ||
+      context.unassociated.size >= maxUnassociatedConnections
+    ) {
+      const oldest = context.unassociated.values().next();
+      if (oldest.done === true) return refuseConnection(socket, 'total');
+      oldest.value.evict();
+      countConnectionRefused('unassociated');
+    }
+    context.connectionsByAddress.set(address, fromAddress + 1);
+    const scp = new StoreScp(socket, address, context);
     context.connections.add(scp);
+    context.unassociated.add(scp);
     socket.once('close', () => {
       context.connections.delete(scp);
+      decrement(context.connectionsByAddress, address);
       scp.closed();
     });
   });
@@ -153,44 +225,76 @@ export async function startDicomServer(deps: DicomServerDeps): Promise<DicomServ
 
 /** The received bytes of one C-STORE data set, handed from the store stream to `cStoreRequest`. */
 class ReceivedDataSet extends Dataset {
-  readonly bytes: Buffer | undefined;
-  constructor(bytes: Buffer | undefined, transferSyntaxUid: string) {
+  readonly spooled: SpoolResult;
+  constructor(spooled: SpoolResult, transferSyntaxUid: string) {
     // An empty element map: the data set is never parsed into dcmjs objects here.
     super({}, transferSyntaxUid);
-    this.bytes = bytes;
+    this.spooled = spooled;
   }
 }
 
-/** Collects a data set's fragments up to `limitBytes`; past it, keeps nothing (the store then fails). */
-class DataSetCollector extends Writable {
-  private readonly limitBytes: number;
-  private chunks: Buffer[] = [];
-  private sizeBytes = 0;
-  isOverLimit = false;
+/** What became of a received data set: its spooled bytes, or why none are kept. */
+type SpoolResult =
+  { readonly ok: true; readonly bytes: SpooledBytes } | { readonly ok: false; readonly cause: string };
 
-  constructor(limitBytes: number) {
-    super();
-    this.limitBytes = limitBytes;
+/**
+ * Spools a data set's fragments as they arrive (`files/spool.ts`: memory up to 1 MiB, then a temporary
+ * file) up to `limitBytes`; past it, or when the file cannot be written, keeps nothing and swallows the
+ * rest (the store then fails).
+ */
+class DataSetCollector extends Writable {
+  private readonly input = new PassThrough();
+  private failure: string | undefined;
+  /** The callback of a write waiting for the spool to take more. */
+  private pendingDone: (() => void) | undefined;
+  /** Settles once the input ended (or failed). */
+  readonly result: Promise<SpoolResult>;
+
+  constructor(options: { dir: string; limitBytes: number }) {
+    // Not destroyed at its end: the spool may still be reading the last bytes from `input`.
+    super({ autoDestroy: false });
+    // A write after the end (a peer that breaks the protocol) is an error event, not a crash.
+    this.on('error', () => {});
+    // Once the spool stops reading (over the limit, a failed file, or destroyed), waiting writes go on.
+    this.input.on('close', () => this.continueWriting());
+    this.result = spoolStream(this.input, {
+      dir: options.dir,
+      memoryThresholdBytes: SPOOL_THRESHOLD_BYTES,
+      limitBytes: options.limitBytes,
+    }).then(
+      (bytes): SpoolResult => ({ ok: true, bytes }),
+      (error: unknown): SpoolResult => {
+        this.failure =
+          error instanceof AppError && error.code === 'payload_too_large'
+            ? 'data set larger than RAW_BODY_LIMIT_BYTES'
+            : 'data set could not be spooled';
+        return { ok: false, cause: this.failure };
+      },
+    );
   }
 
   override _write(chunk: Buffer, _encoding: BufferEncoding, done: (error?: Error | null) => void): void {
-    if (!this.isOverLimit) {
-      this.sizeBytes += chunk.length;
-      if (this.sizeBytes > this.limitBytes) {
-        this.isOverLimit = true;
-        this.chunks = [];
-      } else {
-        this.chunks.push(chunk);
-      }
-    }
+    if (this.failure !== undefined || this.input.destroyed) return done();
+    if (this.input.write(chunk)) return done();
+    this.pendingDone = () => done();
+    this.input.once('drain', () => this.continueWriting());
+  }
+
+  private continueWriting(): void {
+    const done = this.pendingDone;
+    this.pendingDone = undefined;
+    done?.();
+  }
+
+  override _final(done: (error?: Error | null) => void): void {
+    if (!this.input.destroyed) this.input.end();
     done();
   }
 
-  /** The whole data set, or undefined when it was over the limit. */
-  take(): Buffer | undefined {
-    const bytes = this.isOverLimit ? undefined : Buffer.concat(this.chunks, this.sizeBytes);
-    this.chunks = [];
-    return bytes;
+  /** Destroying the collector (connection lost mid data set) ends the spool, which removes its file. */
+  override _destroy(error: Error | null, done: (error?: Error | null) => void): void {
+    this.input.destroy();
+    done(error);
   }
 }
 
@@ -198,28 +302,37 @@ class DataSetCollector extends Writable {
 class StoreScp extends Scp {
   private readonly context: ServerContext;
   private readonly peer: Socket;
+  private readonly gate: PduGate;
   private readonly address: string;
   /** Names the association in logs and audit rows. */
   private readonly associationId = randomUUID();
   private association: Association | undefined;
   private isAssociated = false;
   private callingAeTitle = '';
-  private unassociatedBytes = 0;
   private stores = 0;
+  /** The data set being received, until it is handed to the store. */
+  private collector: DataSetCollector | undefined;
 
-  constructor(socket: Socket, context: ServerContext) {
-    super(socket, { associationTimeout: TIMEOUT_MS, pduTimeout: TIMEOUT_MS, connectTimeout: TIMEOUT_MS });
+  constructor(socket: Socket, address: string, context: ServerContext) {
+    let onRefused: (refusal: GateRefusal, detail?: string) => void = () => {};
+    const gate = new PduGate(socket, {
+      associationTimeoutMs: context.config.dicomNetwork.associationTimeoutMs,
+      onRefused: (refusal, detail) => onRefused(refusal, detail),
+    });
+    // The library reads and writes through the gate, never the socket itself.
+    super(gate as unknown as Socket, {
+      associationTimeout: TIMEOUT_MS,
+      pduTimeout: TIMEOUT_MS,
+      connectTimeout: TIMEOUT_MS,
+    });
     this.context = context;
     this.peer = socket;
-    this.address = normaliseAddress(socket.remoteAddress ?? '');
-    socket.on('data', (chunk: Buffer) => {
-      if (this.isAssociated) return;
-      this.unassociatedBytes += chunk.length;
-      if (this.unassociatedBytes > MAX_UNASSOCIATED_BYTES) {
-        this.log('warn', { bytes: this.unassociatedBytes }, 'DICOM peer sent too much before association');
-        socket.destroy();
-      }
-    });
+    this.gate = gate;
+    this.address = address;
+    onRefused = (refusal, detail) => {
+      countAssociation(refusal === 'association-timeout' ? 'timed-out' : 'aborted-protocol');
+      this.log('warn', { refusal, detail }, 'DICOM connection closed by the PDU gate');
+    };
     this.on('networkError', (error: Error) => {
       this.log('info', { error: error.message }, 'DICOM connection error');
       socket.destroy();
@@ -229,10 +342,12 @@ class StoreScp extends Scp {
   override associationRequested(association: Association): void {
     this.association = association;
     this.callingAeTitle = association.getCallingAeTitle().trim();
-    const { aeTitle, allowedCallers, maxAssociations } = this.context.config.dicomNetwork;
+    const { aeTitle, maxAssociations } = this.context.config.dicomNetwork;
+    const { maxAssociationsPerAe, maxAssociationsPerAddress } = this.context.config.dicomNetwork;
     const refuse = (outcome: AssociationOutcome, result: number, source: number, reason: number) => {
       countAssociation(outcome);
       this.log('warn', { outcome }, 'DICOM association refused');
+      this.gate.refuse();
       this.sendAssociationReject(result, source, reason);
       this.peer.end();
     };
@@ -243,14 +358,20 @@ class StoreScp extends Scp {
         RejectSource.ServiceUser,
         RejectReason.CalledAeNotRecognized,
       );
-    if (!isAllowedCaller(allowedCallers, this.callingAeTitle, this.address))
+    if (!isAllowedCaller(this.context.allowedCallers, this.callingAeTitle, this.address))
       return refuse(
         'refused-calling-ae',
         RejectResult.Permanent,
         RejectSource.ServiceUser,
         RejectReason.CallingAeNotRecognized,
       );
-    if (this.context.isStopping || this.context.openAssociations >= maxAssociations)
+    // One calling AE title or one address cannot take every association slot.
+    if (
+      this.context.isStopping ||
+      this.context.openAssociations >= maxAssociations ||
+      (this.context.associationsByAe.get(this.callingAeTitle) ?? 0) >= maxAssociationsPerAe ||
+      (this.context.associationsByAddress.get(this.address) ?? 0) >= maxAssociationsPerAddress
+    )
       return refuse(
         'refused-limit',
         RejectResult.Transient,
@@ -258,14 +379,22 @@ class StoreScp extends Scp {
         RejectReason.LocalLimitExceeded,
       );
 
-    for (const { context } of association.getPresentationContexts()) acceptOrRefuse(context);
+    const accepted = new Map<number, ContextKind>();
+    for (const { context } of association.getPresentationContexts()) {
+      const kind = acceptOrRefuse(context);
+      if (kind !== undefined) accepted.set(context.getPresentationContextId(), kind);
+    }
     association.setMaxPduLength(MAX_PDU_BYTES);
     this.isAssociated = true;
+    this.context.unassociated.delete(this);
     this.context.openAssociations += 1;
+    increment(this.context.associationsByAe, this.callingAeTitle);
+    increment(this.context.associationsByAddress, this.address);
     trackOpenAssociations(1);
     countAssociation('accepted');
     this.log('info', {}, 'DICOM association accepted');
     this.sendAssociationAccept();
+    this.gate.accept(MAX_PDU_BYTES, accepted);
   }
 
   override associationReleaseRequested(): void {
@@ -278,10 +407,15 @@ class StoreScp extends Scp {
     const response = responses.CEchoResponse.fromRequest(request);
     response.setStatus(Status.Success);
     callback(response);
+    this.gate.answered();
   }
 
   override createStoreWritableStream(): Writable {
-    return new DataSetCollector(this.context.config.limits.rawBodyBytes);
+    this.collector = new DataSetCollector({
+      dir: spoolDirOf(this.context.config.filesDir),
+      limitBytes: this.context.config.limits.rawBodyBytes,
+    });
+    return this.collector;
   }
 
   override createDatasetFromStoreWritableStream(
@@ -289,26 +423,31 @@ class StoreScp extends Scp {
     acceptedPresentationContext: PresentationContext,
     callback: (dataset: InstanceType<typeof Dataset>) => void,
   ): void {
-    const bytes = (writable as DataSetCollector).take();
     // Accepted contexts always carry the one transfer syntax chosen at association.
     const transferSyntax = acceptedPresentationContext.getAcceptedTransferSyntaxUid() ?? '';
-    callback(new ReceivedDataSet(bytes, transferSyntax));
+    if (this.collector === writable) this.collector = undefined;
+    // The gate reads no further PDU until this request is answered, so the library's state waits too.
+    void (writable as DataSetCollector).result.then((spooled) => {
+      if (this.peer.destroyed) {
+        if (spooled.ok) void spooled.bytes.dispose();
+        return;
+      }
+      callback(new ReceivedDataSet(spooled, transferSyntax));
+    });
   }
 
   override cStoreRequest(request: CStoreRequest, callback: (response: CStoreResponse) => void): void {
-    const work = this.store(request).then(
-      (status) => {
-        const response = responses.CStoreResponse.fromRequest(request);
-        response.setStatus(status);
-        if (!this.peer.destroyed) callback(response);
-      },
-      (error: unknown) => {
-        this.log('error', { err: error }, 'DICOM C-STORE failed');
-        const response = responses.CStoreResponse.fromRequest(request);
-        response.setStatus(FAILURE.processingFailure);
-        if (!this.peer.destroyed) callback(response);
-      },
-    );
+    const answer = (status: number) => {
+      const response = responses.CStoreResponse.fromRequest(request);
+      response.setStatus(status);
+      if (this.peer.destroyed) return;
+      callback(response);
+      this.gate.answered();
+    };
+    const work = this.store(request).then(answer, (error: unknown) => {
+      this.log('error', { err: error }, 'DICOM C-STORE failed');
+      answer(FAILURE.processingFailure);
+    });
     this.context.inFlight.add(work);
     void work.finally(() => this.context.inFlight.delete(work));
   }
@@ -323,43 +462,39 @@ class StoreScp extends Scp {
   private async store(request: CStoreRequest): Promise<number> {
     this.stores += 1;
     const dataSet = request.getDataset();
-    const bytes = dataSet instanceof ReceivedDataSet ? dataSet.bytes : undefined;
+    const spooled: SpoolResult =
+      dataSet instanceof ReceivedDataSet ? dataSet.spooled : { ok: false, cause: 'no data set' };
     let outcome: ReceiveOutcome;
-    if (bytes === undefined) {
+    if (!spooled.ok) {
       outcome = {
         ok: false,
         reason: FAILURE.outOfResources,
         sopClassUid: undefined,
         sopInstanceUid: undefined,
-        cause: 'data set larger than RAW_BODY_LIMIT_BYTES',
+        cause: spooled.cause,
       };
     } else {
-      const file = buildPart10(
-        {
-          sopClassUid: request.getAffectedSopClassUid(),
-          sopInstanceUid: request.getAffectedSopInstanceUid(),
-          transferSyntaxUid: dataSet!.getTransferSyntaxUid(),
-          sourceAeTitle: this.callingAeTitle,
-        },
-        bytes,
-      );
-      outcome = await this.context.receiver.receive(file, {
-        path: 'c-store',
-        systemMessage: this.callingAeTitle,
-        requestData: {
-          source: C_STORE_SOURCE,
-          calling_ae_title: this.callingAeTitle,
-          called_ae_title: this.context.config.dicomNetwork.aeTitle,
-          source_address: this.address,
-        },
-        headers: {
-          'dicom-calling-ae-title': this.callingAeTitle,
-          'dicom-called-ae-title': this.context.config.dicomNetwork.aeTitle,
-          'dicom-association-id': this.associationId,
-        },
-        clientAddress: this.address,
-        userId: 1,
-      });
+      // As queue add: twice the data set (the Part 10 file, and the driver's copy when it is bound),
+      // reserved before a spooled one is loaded; one kept in memory was counted as it arrived.
+      const release = spooled.bytes.isOnDisk
+        ? await this.context.uploadMemory.reserve(2 * spooled.bytes.sizeBytes)
+        : () => {};
+      try {
+        const file = buildPart10(
+          {
+            sopClassUid: request.getAffectedSopClassUid(),
+            sopInstanceUid: request.getAffectedSopInstanceUid(),
+            transferSyntaxUid: dataSet!.getTransferSyntaxUid(),
+            sourceAeTitle: this.callingAeTitle,
+          },
+          await spooled.bytes.load(),
+        );
+        await spooled.bytes.dispose();
+        outcome = await this.receive(file);
+      } finally {
+        release();
+        await spooled.bytes.dispose();
+      }
     }
     const status: number = outcome.ok ? Status.Success : outcome.reason;
     this.log(
@@ -387,13 +522,46 @@ class StoreScp extends Scp {
     return status;
   }
 
+  /** Checks and queues the Part 10 file of a C-STORE. */
+  private receive(file: Buffer): Promise<ReceiveOutcome> {
+    return this.context.receiver.receive(file, {
+      path: 'c-store',
+      systemMessage: this.callingAeTitle,
+      requestData: {
+        source: C_STORE_SOURCE,
+        calling_ae_title: this.callingAeTitle,
+        called_ae_title: this.context.config.dicomNetwork.aeTitle,
+        source_address: this.address,
+      },
+      headers: {
+        'dicom-calling-ae-title': this.callingAeTitle,
+        'dicom-called-ae-title': this.context.config.dicomNetwork.aeTitle,
+        'dicom-association-id': this.associationId,
+      },
+      clientAddress: this.address,
+      userId: 1,
+    });
+  }
+
   /** The socket closed (released, aborted, dropped): partial data sets are dropped with this object. */
   closed(): void {
+    this.collector?.destroy();
+    this.collector = undefined;
+    this.context.unassociated.delete(this);
     if (this.isAssociated) {
       this.isAssociated = false;
       this.context.openAssociations -= 1;
+      decrement(this.context.associationsByAe, this.callingAeTitle);
+      decrement(this.context.associationsByAddress, this.address);
       trackOpenAssociations(-1);
     }
+  }
+
+  /** Closes a connection not yet associated to make room for a new one. */
+  evict(): void {
+    this.context.unassociated.delete(this);
+    this.context.connections.delete(this);
+    this.peer.destroy();
   }
 
   /** A-ABORT from the service provider, then close (server stop). */
@@ -420,23 +588,71 @@ class StoreScp extends Scp {
   }
 }
 
-/** Accepts a proposed presentation context with a transfer syntax, or refuses it with the reason. */
-function acceptOrRefuse(context: PresentationContext): void {
+/**
+ * Accepts a proposed presentation context with a transfer syntax, or refuses it with the reason; returns
+ * what an accepted one carries.
+ */
+function acceptOrRefuse(context: PresentationContext): ContextKind | undefined {
   const abstractSyntax = context.getAbstractSyntaxUid();
-  if (abstractSyntax !== VERIFICATION_SOP_CLASS && findStorageClass(abstractSyntax) === undefined) {
+  const kind: ContextKind | undefined =
+    abstractSyntax === VERIFICATION_SOP_CLASS
+      ? 'verification'
+      : findStorageClass(abstractSyntax) === undefined
+        ? undefined
+        : 'storage';
+  if (kind === undefined) {
     context.setResult(PresentationContextResult.RejectAbstractSyntaxNotSupported);
-    return;
+    return undefined;
   }
   const chosen = chooseTransferSyntax(context.getTransferSyntaxUids());
-  if (chosen === undefined) context.setResult(PresentationContextResult.RejectTransferSyntaxesNotSupported);
-  else context.setResult(PresentationContextResult.Accept, chosen);
+  if (chosen === undefined) {
+    context.setResult(PresentationContextResult.RejectTransferSyntaxesNotSupported);
+    return undefined;
+  }
+  context.setResult(PresentationContextResult.Accept, chosen);
+  return kind;
 }
 
-/** True when a configured caller names `aeTitle` and, if it names an address, that one. */
-export function isAllowedCaller(callers: readonly DicomCaller[], aeTitle: string, address: string): boolean {
-  return callers.some(
-    (c) => c.aeTitle === aeTitle && (c.address === undefined || normaliseAddress(c.address) === address),
-  );
+/** The allowed callers, each AE title with the addresses it may come from. */
+type AllowedCallers = ReadonlyMap<string, BlockList | 'any'>;
+
+/** Indexes `DICOM_ALLOWED_CALLERS` by AE title, its addresses and subnets in a `BlockList` (a matcher). */
+export function compileAllowedCallers(callers: readonly DicomCaller[]): AllowedCallers {
+  const compiled = new Map<string, BlockList | 'any'>();
+  for (const { aeTitle, address } of callers) {
+    const known = compiled.get(aeTitle);
+    if (known === 'any') continue;
+    if (address === '*') {
+      compiled.set(aeTitle, 'any');
+      continue;
+    }
+    const list = known ?? new BlockList();
+    const slash = address.indexOf('/');
+    const ip = normaliseAddress(slash === -1 ? address : address.slice(0, slash));
+    const family = isIPv6(ip) ? 'ipv6' : 'ipv4';
+    if (slash === -1) list.addAddress(ip, family);
+    else list.addSubnet(ip, Number(address.slice(slash + 1)), family);
+    compiled.set(aeTitle, list);
+  }
+  return compiled;
+}
+
+/** True when an allowed caller names `aeTitle` and an address or subnet holding `address` (or `*`). */
+export function isAllowedCaller(callers: AllowedCallers, aeTitle: string, address: string): boolean {
+  const allowed = callers.get(aeTitle);
+  if (allowed === undefined) return false;
+  if (allowed === 'any') return true;
+  return allowed.check(address, isIPv6(address) ? 'ipv6' : 'ipv4');
+}
+
+function increment(counts: Map<string, number>, key: string): void {
+  counts.set(key, (counts.get(key) ?? 0) + 1);
+}
+
+function decrement(counts: Map<string, number>, key: string): void {
+  const count = (counts.get(key) ?? 0) - 1;
+  if (count > 0) counts.set(key, count);
+  else counts.delete(key);
 }
 
 /** An IPv4 peer seen through an IPv6 socket (`::ffff:10.0.0.5`) as the plain IPv4 address. */

@@ -111,9 +111,13 @@ forEachDialect((dialect) => {
     const port = () => String(server.port);
 
     before(async () => {
-      ({ app, server } = await startDicomTestApp(dialect, 'MODALITY1, ROUTER@127.0.0.1, FARAWAY@192.0.2.10', {
-        RAW_BODY_LIMIT_BYTES: String(8 * 1024 * 1024),
-      }));
+      ({ app, server } = await startDicomTestApp(
+        dialect,
+        'MODALITY1@*, ROUTER@127.0.0.1, FARAWAY@192.0.2.10',
+        {
+          RAW_BODY_LIMIT_BYTES: String(8 * 1024 * 1024),
+        },
+      ));
       dir = await mkdtemp(path.join(tmpdir(), 'cra-dimse-'));
     });
     after(async () => {
@@ -357,7 +361,7 @@ forEachDialect((dialect) => {
           HOST: '127.0.0.1',
           LOG_LEVEL: 'info',
           DICOM_PORT: String(dicomPort),
-          DICOM_ALLOWED_CALLERS: 'MODALITY1',
+          DICOM_ALLOWED_CALLERS: 'MODALITY1@127.0.0.0/8',
         },
         stdio: ['ignore', 'pipe', 'pipe'],
       });

@@ -55,6 +55,8 @@ export type ReceiveOutcome =
       readonly cause: string;
       /** The unexpected error behind a processing failure, for the log. */
       readonly error?: unknown;
+      /** A lack of resources that passes (the database unavailable): the same instance may succeed later. */
+      readonly isTransient?: boolean;
     };
 
 export interface DicomReceiver {
@@ -113,17 +115,24 @@ export function createDicomReceiver(deps: {
       });
       return { ok: true, requestId, sopClassUid, sopInstanceUid };
     } catch (error) {
-      const failure = (reason: FailureReason, cause: string, unexpected?: unknown): ReceiveOutcome => ({
+      const failure = (
+        reason: FailureReason,
+        cause: string,
+        unexpected?: unknown,
+        isTransient = false,
+      ): ReceiveOutcome => ({
         ok: false,
         reason,
         sopClassUid,
         sopInstanceUid,
         cause,
         ...(unexpected === undefined ? {} : { error: unexpected }),
+        ...(isTransient ? { isTransient } : {}),
       });
       if (isRefusingDuplicates && database.dialect.classifyError(error) === 'unique')
         return failure(FAILURE.duplicateSopInstance, 'SOP Instance UID received before');
-      if (isDatabaseUnavailable(error)) return failure(FAILURE.outOfResources, 'database unavailable');
+      if (isDatabaseUnavailable(error))
+        return failure(FAILURE.outOfResources, 'database unavailable', undefined, true);
       if (error instanceof AppError && error.code === 'validation_failed')
         return failure(
           FAILURE.processingFailure,

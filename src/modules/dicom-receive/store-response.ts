@@ -18,6 +18,8 @@ export interface FailedInstance {
   readonly sopClassUid: string | undefined;
   readonly sopInstanceUid: string | undefined;
   readonly reason: FailureReason;
+  /** A lack of resources that passes (the database unavailable): sent again later, it may succeed. */
+  readonly isTransient: boolean;
 }
 
 export interface StoreOutcome {
@@ -66,12 +68,13 @@ function responseAttributes(outcome: StoreOutcome): Attribute[] {
 /**
  * 200 when every instance was stored; 202 when some were; 409 when none was (a conflict per instance,
  * reasons in the body); 503 when none was and every failure is a temporary lack of resources (the
- * database), so that the sender retries.
+ * database), so that the sender retries. An A700 that would fail again (an instance over a size or
+ * element limit) is a 409 with its reason, so that senders stop retrying it.
  */
 export function storeStatus(outcome: StoreOutcome): 200 | 202 | 409 | 503 {
   if (outcome.failed.length === 0) return 200;
   if (outcome.stored.length > 0) return 202;
-  return outcome.failed.every((f) => (f.reason & 0xff00) === 0xa700) ? 503 : 409;
+  return outcome.failed.every((f) => f.isTransient) ? 503 : 409;
 }
 
 export function toDicomJson(outcome: StoreOutcome): string {

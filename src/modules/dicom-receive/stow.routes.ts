@@ -10,6 +10,7 @@ import { MIMEType } from 'node:util';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
 import { AppError, DATABASE_RETRY_AFTER_SECONDS, DEFAULT_MESSAGES } from '../../errors.ts';
+import { spoolDirOf } from '../../files/spool.ts';
 import { rejectOtherMethods } from '../../http/error-handler.ts';
 import type { ModuleOptions } from '../../http/module.ts';
 import { MALFORMED_MULTIPART_MESSAGE } from '../../http/multipart.ts';
@@ -81,6 +82,7 @@ export async function registerStowRoutes(app: FastifyInstance, options: ModuleOp
         expectedStudyUid: study,
         maxInstanceBytes: config.limits.rawBodyBytes,
         memory: options.uploadMemory,
+        spoolDir: spoolDirOf(config.filesDir),
         log: request.log,
         source: {
           path: 'stow-rs',

@@ -1,22 +1,19 @@
 /**
  * STOW-RS Store Instances (PS3.18 10.5): reads a `multipart/related` body part by part from its stream
- * (`@remix-run/multipart-parser`: only the part being read is in memory, and the body is read no faster
- * than the instances are stored) and hands each part to the receiver, which stores and queues it in its
- * own transaction. A part that fails (not DICOM, cut short, refused) fails alone; a body whose framing
+ * (`multipart-spool.ts`: each part's content in memory up to 1 MiB, beyond in a temporary file, and the
+ * body read no faster than the instances are stored), loads each part under the process's upload memory
+ * budget (`UPLOAD_MEMORY_BYTES`) and hands it to the receiver, which stores and queues it in its own
+ * transaction. A part that fails (not DICOM, cut short, refused) fails alone; a body whose framing
  * breaks stops there, keeping the instances already stored.
  */
 import type { Readable } from 'node:stream';
 import { MIMEType } from 'node:util';
-import {
-  MaxFileSizeExceededError,
-  MaxPartsExceededError,
-  MultipartParseError,
-  parseMultipartStream,
-} from '@remix-run/multipart-parser/node';
 import type { FastifyBaseLogger } from 'fastify';
 import type { UploadMemory } from '../../http/upload-spool.ts';
+import { loadSpooled } from '../../http/upload-spool.ts';
 import type { FailureReason } from './instance.ts';
 import { FAILURE } from './instance.ts';
+import { MultipartFramingError, spoolMultipartParts } from './multipart-spool.ts';
 import type { DicomReceiver, InstanceSource } from './receive.ts';
 import type { FailedInstance, StoreOutcome, StoredInstance } from './store-response.ts';
 
@@ -44,6 +41,8 @@ export interface StowRequest {
   readonly maxInstanceBytes: number;
   /** The process's budget of upload bytes held in memory: an instance is processed within it. */
   readonly memory: UploadMemory;
+  /** Where parts larger than 1 MiB are spooled. */
+  readonly spoolDir: string;
   readonly log: FastifyBaseLogger;
 }
 
@@ -51,42 +50,51 @@ export interface StowRequest {
 export async function storeInstances(receiver: DicomReceiver, request: StowRequest): Promise<StoreOutcome> {
   const stored: StoredInstance[] = [];
   const failed: FailedInstance[] = [];
-  const fail = (reason: FailureReason, identity?: Omit<FailedInstance, 'reason'>) =>
+  const fail = (
+    reason: FailureReason,
+    identity?: Pick<FailedInstance, 'sopClassUid' | 'sopInstanceUid'>,
+    isTransient = false,
+  ) =>
     failed.push({
       sopClassUid: identity?.sopClassUid,
       sopInstanceUid: identity?.sopInstanceUid,
       reason,
+      isTransient,
     });
   let parts = 0;
   try {
-    for await (const part of parseMultipartStream(request.body, {
+    for await (const part of spoolMultipartParts(request.body, {
       boundary: request.boundary,
-      maxFileSize: request.maxInstanceBytes,
+      maxPartBytes: request.maxInstanceBytes,
       maxParts: MAX_STOW_PARTS,
-      maxTotalSize: Number.MAX_SAFE_INTEGER,
-      maxHeaderSize: MAX_PART_HEADER_BYTES,
+      maxHeaderBytes: MAX_PART_HEADER_BYTES,
+      dir: request.spoolDir,
     })) {
       parts += 1;
-      if (!isDicomPart(part.headers['content-type'])) {
-        request.log.info({ part: parts }, 'STOW-RS part refused: not application/dicom');
-        fail(FAILURE.cannotUnderstand);
-        continue;
-      }
-      // As queue add: twice the instance (its Buffer, and the driver's copy when it is bound).
-      const release = await request.memory.reserve(2 * part.size);
       let outcome;
       try {
-        const bytes = Buffer.concat(part.content);
-        outcome = await receiver.receive(bytes, request.source, {
-          ...(request.expectedStudyUid === undefined ? {} : { expectedStudyUid: request.expectedStudyUid }),
-        });
+        if (!isDicomPart(part.headers['content-type'])) {
+          request.log.info({ part: parts }, 'STOW-RS part refused: not application/dicom');
+          fail(FAILURE.cannotUnderstand);
+          continue;
+        }
+        // As queue add: twice a spooled instance (its Buffer, and the driver's copy when it is bound) is
+        // reserved before it is loaded; one of at most 1 MiB was read into memory as it arrived.
+        const loaded = await loadSpooled(request.memory, [part.bytes]);
+        try {
+          outcome = await receiver.receive(loaded.buffers[0]!, request.source, {
+            ...(request.expectedStudyUid === undefined ? {} : { expectedStudyUid: request.expectedStudyUid }),
+          });
+        } finally {
+          loaded.release();
+        }
       } finally {
-        release();
+        await part.bytes.dispose();
       }
       if (outcome.ok) {
         stored.push(outcome);
       } else {
-        fail(outcome.reason, outcome);
+        fail(outcome.reason, outcome, outcome.isTransient);
         request.log[outcome.error === undefined ? 'info' : 'error'](
           { part: parts, reason: outcome.reason, cause: outcome.cause, err: outcome.error },
           'STOW-RS instance not stored',
@@ -95,23 +103,18 @@ export async function storeInstances(receiver: DicomReceiver, request: StowReque
     }
   } catch (error) {
     // The receiver never throws: whatever was thrown came from reading the body (its framing, its
-    // limits, or the connection).
-    const isTooLarge = error instanceof MaxFileSizeExceededError;
+    // limits, the spool, or the connection).
+    const kind = error instanceof MultipartFramingError ? error.kind : undefined;
     request.log.info(
-      {
-        part: parts + 1,
-        error: error instanceof MultipartParseError ? error.name : 'stream',
-        stored: stored.length,
-      },
+      { part: parts + 1, error: kind ?? 'stream', stored: stored.length },
       'STOW-RS body stopped',
     );
     if (stored.length === 0 && failed.length === 0)
-      throw new StowBodyError(isTooLarge ? 'too-large' : 'malformed', String(error));
-    // The part being read when the body broke: its identity is unknown.
+      throw new StowBodyError(kind === 'too-large' ? 'too-large' : 'malformed', String(error));
+    // The part being read when the body broke: its identity is unknown. A part over the size limit
+    // or past the part limit will fail again: not a reason to retry.
     fail(
-      isTooLarge || error instanceof MaxPartsExceededError
-        ? FAILURE.outOfResources
-        : FAILURE.cannotUnderstand,
+      kind === 'too-large' || kind === 'too-many-parts' ? FAILURE.outOfResources : FAILURE.cannotUnderstand,
     );
   }
   if (parts === 0) throw new StowBodyError('empty', 'no part in the body');

@@ -15,6 +15,7 @@ import { findUnstorableCharacter, unstorableCharacterMessage } from '../../db/sc
 import { nowDateTime } from '../../db/database.ts';
 import type { DB } from '../../db/schema.ts';
 import { AppError } from '../../errors.ts';
+import { storedRequestHeaders } from '../../http/stored-headers.ts';
 import type { FormObject, HandlerKind } from './content-type.ts';
 import {
   FormFieldError,
@@ -35,14 +36,6 @@ export type { AttachmentRowInput, RequestTypeRoute } from './intake.queries.ts';
 
 /** The rows every request carries besides its payload; no client part may take these names. */
 export const RESERVED_MNEMONICS: ReadonlySet<string> = new Set([...NON_PAYLOAD_MNEMONICS, 'REQUEST_BLOB']);
-
-/** Headers never stored in HEADER_DATA (reference D46): credentials and cookies. */
-const SECRET_HEADERS: ReadonlySet<string> = new Set([
-  'authorization',
-  'proxy-authorization',
-  'cookie',
-  'set-cookie',
-]);
 
 const MAX_MNEMONIC = 45;
 const MAX_FILE_NAME = 100;
@@ -171,7 +164,10 @@ export function createIntakeService(deps: {
         ...(payload.form === undefined
           ? []
           : [textRow('FORM_DATA', payload.form.mimeType, JSON.stringify(payload.form.fields))]),
-        jsonRow('HEADER_DATA', JSON.stringify(headerData(submission.headers, submission.clientAddress))),
+        jsonRow(
+          'HEADER_DATA',
+          JSON.stringify(storedRequestHeaders(submission.headers, submission.clientAddress)),
+        ),
       ];
       refuseUnstorableText(
         deps.database.schema.maxTextCodePoint,
@@ -619,22 +615,4 @@ function payloadRow(
   return text === undefined
     ? { mnemonic, mimeType, textData: null, blobData: bytes, uploadFileName, hashCode }
     : { mnemonic, mimeType, textData: text, blobData: null, uploadFileName, hashCode };
-}
-
-/**
- * HEADER_DATA (reference 8.8 step 8): headers as received with lower-case names, without credentials
- * or cookies (D46), plus `origin-ip-address` from the socket or a trusted proxy only (D47).
- */
-export function headerData(
-  headers: Readonly<Record<string, string | readonly string[] | undefined>>,
-  clientAddress: string,
-): Record<string, string | readonly string[]> {
-  const stored: Record<string, string | readonly string[]> = {};
-  for (const [name, value] of Object.entries(headers)) {
-    const lower = name.toLowerCase();
-    if (value === undefined || SECRET_HEADERS.has(lower)) continue;
-    stored[lower] = value;
-  }
-  stored['origin-ip-address'] = clientAddress;
-  return stored;
 }

@@ -2,7 +2,9 @@
  * Account administration used by the CLI and the test factories: users with a local
  * `user_authentication` row, and RBAC assignments. A change that takes rights away (disabling a user,
  * changing a password, revoking a role) records a credential change in the same transaction, so that
- * every server process forgets the credentials it has cached within seconds (authenticator.ts).
+ * every server process forgets the credentials it has cached within seconds (authenticator.ts). A
+ * password or role change also moves the user's credential stamp (`findUserAccess`), which ends the
+ * user's console sessions.
  */
 import type { Kysely } from 'kysely';
 import { nowDateTime } from '../../db/database.ts';

@@ -18,7 +18,7 @@ import { LRUCache } from 'lru-cache';
 import type { DB } from '../../db/schema.ts';
 import { readCredentialChanges } from '../counters/index.ts';
 import type { Database } from '../../db/database.ts';
-import { findLogin, findUserAuthItems } from './user.queries.ts';
+import { findLogin, findUserAccess } from './user.queries.ts';
 import { prepareDummyHash, verifyNothing, verifyPassword } from './passwords.ts';
 
 export interface Principal {
@@ -26,6 +26,15 @@ export interface Principal {
   readonly username: string;
   /** Every RBAC item held, transitively. */
   readonly authItems: ReadonlySet<string>;
+  /** The user's credential stamp when the principal was read (`findUserAccess`). */
+  readonly credentialStamp: string;
+}
+
+/** A credential verified recently: its principal and the username as the header presents it. */
+export interface CachedLogin {
+  readonly principal: Principal;
+  /** The username of the header (the failed-login brake's key), which may differ in case from the account's. */
+  readonly username: string;
 }
 
 export type Verification =
@@ -46,8 +55,20 @@ export interface Authenticator {
     header: string | undefined,
     beforePasswordCheck?: (username: string) => void | Promise<void>,
   ): Promise<Verification>;
-  /** The principal of a header verified recently, without waiting: the request hot path. */
-  cached(header: string | undefined): Principal | undefined;
+  /**
+   * Verifies an `Authorization` header value without the cache and without sharing a check under way:
+   * the password is checked and the principal read now (a sign-in that starts a session keeps the
+   * principal's credential stamp, which must be the one of the password presented).
+   */
+  verifyNow(
+    header: string,
+    beforePasswordCheck?: (username: string) => void | Promise<void>,
+  ): Promise<Verification>;
+  /**
+   * The login of a header verified recently, without waiting: the request hot path. The caller asks
+   * the failed-login brake about its username first (`checkLoginThrottle`).
+   */
+  cached(header: string | undefined): CachedLogin | undefined;
   /** Forgets every cached verification (after a password change or a disabled account). */
   clear(): void;
   /** Password checks (bcrypt compares, real or dummy) run so far: what guessing costs, for metrics. */
@@ -93,7 +114,7 @@ export function parseBasicHeader(
 
 export function createAuthenticator(db: Kysely<DB>, options: AuthenticatorOptions): Authenticator {
   const isCaching = options.cacheTtlMs > 0;
-  const cache = new LRUCache<string, Principal>({
+  const cache = new LRUCache<string, CachedLogin>({
     max: MAX_CACHE_ENTRIES,
     ttl: Math.max(1, options.cacheTtlMs),
   });
@@ -141,8 +162,8 @@ export function createAuthenticator(db: Kysely<DB>, options: AuthenticatorOption
     });
     return polling;
   };
-  /** The cached principal of `key`, only while the credential-change count is fresh. */
-  const lookup = (key: string): Principal | undefined => (isFresh() ? cache.get(key) : undefined);
+  /** The cached login of `key`, only while the credential-change count is fresh. */
+  const lookup = (key: string): CachedLogin | undefined => (isFresh() ? cache.get(key) : undefined);
 
   return {
     clear: () => cache.clear(),
@@ -152,13 +173,14 @@ export function createAuthenticator(db: Kysely<DB>, options: AuthenticatorOption
     cached(header) {
       return header === undefined || !isCaching ? undefined : lookup(cacheKey(header));
     },
+    verifyNow: (header, beforePasswordCheck) => verifyUncached(header, cacheKey(header), beforePasswordCheck),
     async verify(header, beforePasswordCheck) {
       if (header === undefined) return { ok: false, reason: 'malformed', username: undefined };
       const key = cacheKey(header);
       if (isCaching && cache.has(key)) {
         if (!isFresh()) await poll();
         const cached = lookup(key);
-        if (cached !== undefined) return { ok: true, principal: cached };
+        if (cached !== undefined) return { ok: true, principal: cached.principal };
       }
       const pending = inFlight.get(key);
       if (pending !== undefined) return pending;
@@ -198,13 +220,18 @@ export function createAuthenticator(db: Kysely<DB>, options: AuthenticatorOption
     const isMatch = login.passwordSalt === null && (await verifyPassword(password, login.passwordHash));
     if (!isMatch) return { ok: false, reason: 'bad_password', username };
     if (!login.isActive) return { ok: false, reason: 'disabled', username };
+    const access = await findUserAccess(db, login.userId);
+    // The password changed while it was being checked: the one presented is being revoked.
+    if (access.passwordHashes.get(login.loginId) !== login.passwordHash)
+      return { ok: false, reason: 'bad_password', username };
     const principal: Principal = {
       userId: login.userId,
       username: login.username,
-      authItems: await findUserAuthItems(db, login.userId),
+      authItems: access.authItems,
+      credentialStamp: access.credentialStamp,
     };
     if (isCaching && changes !== undefined && changesSeen === changesSeenAtStart && isFresh()) {
-      cache.set(key, principal);
+      cache.set(key, { principal, username });
       schedulePoll();
     }
     return { ok: true, principal };

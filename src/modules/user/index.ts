@@ -1,4 +1,10 @@
-export type { Authenticator, AuthenticatorOptions, Principal, Verification } from './authenticator.ts';
+export type {
+  Authenticator,
+  AuthenticatorOptions,
+  CachedLogin,
+  Principal,
+  Verification,
+} from './authenticator.ts';
 export { createAuthenticator, parseBasicHeader } from './authenticator.ts';
 export type { NewAccount } from './accounts.ts';
 export {

@@ -1,17 +1,17 @@
 /**
  * Reads of the user tables for callers that already know who someone is: a console session re-checks
- * its user on every request (a disabled account or a revoked role takes effect at once), and the audit
- * screen shows usernames for user ids and finds user ids by username.
+ * its user on every request (a disabled account, a changed password or a changed role takes effect at
+ * once), and the audit screen shows usernames for user ids and finds user ids by username.
  */
 import type { Kysely } from 'kysely';
 import type { DB } from '../../db/schema.ts';
 import type { Principal } from './authenticator.ts';
 import type { LoginLookupOptions } from './user.queries.ts';
-import { findUserAuthItems } from './user.queries.ts';
+import { findUserAccess } from './user.queries.ts';
 
 /**
  * The principal of user `userId` when the user and one of its logins are active (a local login first,
- * as `findLogin` prefers), with every RBAC item it holds; undefined otherwise.
+ * as `findLogin` prefers), with every RBAC item it holds and its credential stamp; undefined otherwise.
  */
 export async function findActivePrincipal(
   db: Kysely<DB>,
@@ -31,7 +31,13 @@ export async function findActivePrincipal(
     .limit(1)
     .executeTakeFirst();
   if (login === undefined) return undefined;
-  return { userId, username: login.username, authItems: await findUserAuthItems(db, userId) };
+  const access = await findUserAccess(db, userId);
+  return {
+    userId,
+    username: login.username,
+    authItems: access.authItems,
+    credentialStamp: access.credentialStamp,
+  };
 }
 
 /** Usernames of `userIds` (the first login of each), by user id; unknown ids are left out. */

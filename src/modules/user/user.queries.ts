@@ -1,8 +1,11 @@
+import { hash } from 'node:crypto';
 import type { Kysely, RawBuilder } from 'kysely';
 import { sql } from 'kysely';
 import type { DB } from '../../db/schema.ts';
 
 export interface LoginRow {
+  /** The `user_authentication` row. */
+  readonly loginId: number;
   readonly userId: number;
   readonly username: string;
   readonly passwordHash: string | null;
@@ -37,7 +40,7 @@ export async function findLogin(
   const row = await db
     .selectFrom('user_authentication as ua')
     .innerJoin('user as u', 'u.id', 'ua.user_id')
-    .select(['ua.user_id', 'ua.username', 'ua.password_hash', 'ua.password_salt', 'ua.active'])
+    .select(['ua.id', 'ua.user_id', 'ua.username', 'ua.password_hash', 'ua.password_salt', 'ua.active'])
     .select((eb) => (options.hasUserActiveColumn ? eb.ref('u.active') : eb.lit(1)).as('user_active'))
     .where((eb) => eb((options.foldedKey ?? lowerKey)('ua.username'), '=', username.toLowerCase()))
     .orderBy((eb) => eb.case().when('ua.institution_authentication_id', 'is', null).then(0).else(1).end())
@@ -46,6 +49,7 @@ export async function findLogin(
     .executeTakeFirst();
   if (row === undefined) return undefined;
   return {
+    loginId: row.id,
     userId: row.user_id,
     username: row.username,
     passwordHash: row.password_hash,
@@ -55,14 +59,47 @@ export async function findLogin(
   };
 }
 
-/** Every RBAC item the user holds, directly or through the `authitemchild` hierarchy (transitive). */
-export async function findUserAuthItems(db: Kysely<DB>, userId: number): Promise<Set<string>> {
-  const assigned = await db
-    .selectFrom('authassignment')
-    .select('itemname')
-    .where('userid', '=', String(userId))
+export interface UserAccess {
+  /** Every RBAC item the user holds, directly or through the `authitemchild` hierarchy (transitive). */
+  readonly authItems: Set<string>;
+  /**
+   * A digest of the user's passwords (every login's hash and salt) and of its role assignments: it
+   * changes with a password change and with a role granted or revoked, wherever the change is made.
+   * A console session keeps the stamp it signed in with and ends when the user's stamp moves.
+   */
+  readonly credentialStamp: string;
+  /** The password hash of each login as read for the stamp, by `user_authentication.id`. */
+  readonly passwordHashes: ReadonlyMap<number, string | null>;
+}
+
+/** The user's RBAC items and its credential stamp. */
+export async function findUserAccess(db: Kysely<DB>, userId: number): Promise<UserAccess> {
+  const logins = await db
+    .selectFrom('user_authentication')
+    .select(['id', 'password_hash', 'password_salt'])
+    .where('user_id', '=', userId)
+    .orderBy('id')
     .execute();
-  const held = new Set(assigned.map((a) => a.itemname));
+  const assigned = (
+    await db.selectFrom('authassignment').select('itemname').where('userid', '=', String(userId)).execute()
+  )
+    .map((a) => a.itemname)
+    .sort();
+  const credentialStamp = hash(
+    'sha256',
+    JSON.stringify([logins.map((l) => [l.id, l.password_hash, l.password_salt]), assigned]),
+    'base64url',
+  );
+  return {
+    authItems: await closureOf(db, assigned),
+    credentialStamp,
+    passwordHashes: new Map(logins.map((l) => [l.id, l.password_hash])),
+  };
+}
+
+/** `assigned` and every item below them in the `authitemchild` hierarchy. */
+async function closureOf(db: Kysely<DB>, assigned: readonly string[]): Promise<Set<string>> {
+  const held = new Set(assigned);
   if (held.size === 0) return held;
   const edges = await db.selectFrom('authitemchild').select(['parent', 'child']).execute();
   const children = new Map<string, string[]>();

@@ -5,6 +5,7 @@ import { createRoutineCatalog } from './catalog.ts';
 import { cleanUpRoutine } from './clean-up.ts';
 import { dicomSeedRoutine } from './dicom-seed.ts';
 import { extractImageRoutine } from './extract-image.ts';
+import { fileBiometryRoutine } from './file-biometry.ts';
 import { makeThumbnailsRoutine } from './make-thumbnails.ts';
 import { noopRoutine } from './noop.ts';
 import { patientMatchRoutine } from './patient-match.ts';
@@ -15,6 +16,7 @@ export const DEFAULT_ROUTINES = [
   patientMatchRoutine,
   makeThumbnailsRoutine,
   attachToEventRoutine,
+  fileBiometryRoutine,
   cleanUpRoutine,
   noopRoutine,
 ] as const;

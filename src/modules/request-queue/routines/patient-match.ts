@@ -164,6 +164,8 @@ export const patientMatchRoutine = defineRoutine({
     await ctx.mergeRequestData({ matched_patient_id: ids[0] });
     ctx.log(`matched patient ${ids[0]}`);
     const needsThumbnails = payloads.some((p) => isImageMime(p.mime_type) && !p.hasThumbnails);
-    await ctx.addRoutines([...(needsThumbnails ? ['MAKE_THUMBNAILS'] : []), 'ATTACH_TO_EVENT', 'CLEAN_UP']);
+    // A device profile may name the routine that files the request instead of ATTACH_TO_EVENT.
+    const filer = texts.REQUEST_DATA?.device_filer === 'biometry' ? 'FILE_BIOMETRY' : 'ATTACH_TO_EVENT';
+    await ctx.addRoutines([...(needsThumbnails ? ['MAKE_THUMBNAILS'] : []), filer, 'CLEAN_UP']);
   },
 });

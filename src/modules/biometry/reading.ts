@@ -1,0 +1,69 @@
+/** What a biometry object says, per eye, whatever the device: the values of OpenEyes's biometry elements. */
+
+export type Side = 'R' | 'L';
+export const SIDES: readonly Side[] = ['R', 'L'];
+
+/** One eye's measurements (et_ophinbiometry_measurement) and calculation inputs. */
+export interface EyeMeasurement {
+  axialLengthMm?: number;
+  snr?: number;
+  snrMin?: number;
+  k1?: number;
+  k2?: number;
+  k1Axis?: number;
+  k2Axis?: number;
+  /** The device's own cylinder (mean zyl), used for delta K when present. */
+  meanCylinder?: number;
+  acdMm?: number;
+  refractionSphere?: number;
+  refractionDelta?: number;
+  refractionAxis?: number;
+  /** The IOLMaster's eye status code (dicom_eye_status); -1 when unknown. */
+  eyeStatus?: number;
+  isAlModified?: boolean;
+  isKModified?: boolean;
+  lvc?: string;
+  lvcMode?: string;
+  targetRefraction?: number;
+  /** The formula of the eye's first calculation. */
+  formulaName?: string;
+}
+
+/** One lens and formula calculated for one eye: its constant, emmetropia power and IOL/REF pairs. */
+export interface IolCalculation {
+  readonly side: Side;
+  readonly lensName: string;
+  readonly formulaName: string;
+  readonly constant?: number;
+  readonly emmetropia?: number;
+  readonly pairs: readonly { readonly iol: number; readonly ref: number }[];
+}
+
+export interface BiometryReading {
+  readonly eyes: Partial<Record<Side, EyeMeasurement>>;
+  readonly calculations: readonly IolCalculation[];
+  readonly surgeonName?: string;
+  readonly comments?: string;
+}
+
+/** R or L from a laterality value (R, L, OD, OS, in any case), else undefined. */
+export function sideOf(value: string | undefined): Side | undefined {
+  switch ((value ?? '').trim().toUpperCase()) {
+    case 'R':
+    case 'OD':
+      return 'R';
+    case 'L':
+    case 'OS':
+      return 'L';
+    default:
+      return undefined;
+  }
+}
+
+/** True when the eye has a value worth filing. */
+export function hasData(eye: EyeMeasurement | undefined): eye is EyeMeasurement {
+  return (
+    eye !== undefined &&
+    Object.entries(eye).some(([key, value]) => key !== 'eyeStatus' && value !== undefined && value !== false)
+  );
+}

@@ -1,0 +1,79 @@
+/**
+ * `FILE_BIOMETRY`: files a biometry device's object of the matched patient as OpenEyes's Biometry
+ * (OphInBiometry) event of its study, in place of `ATTACH_TO_EVENT` (the device profile chains it after
+ * `PATIENT_MATCH`). `prepare` reads the file's measurements (the IOLMaster's 99CZM private data, or a
+ * standard axial measurements / IOL calculation object); `run` files them, and files the report images or
+ * PDF the chain extracted (`DICOM_PDF`, `DICOM_IMAGE_<n>`) under the same event. A report that arrives
+ * before the measurements creates the event, which the measurements join later. A file that is no
+ * biometry after all is filed generically by `ATTACH_TO_EVENT`. Holds the patient's lock, as
+ * `ATTACH_TO_EVENT` does, so that two files of one study never create two events.
+ */
+import type { BiometryFile } from '../../biometry/index.ts';
+import {
+  BiometryFileError,
+  fileBiometry,
+  readBiometryFile,
+  readBiometryTypes,
+} from '../../biometry/index.ts';
+import { findDicomPayload, readPayloadBytes } from '../../attachment-data/index.ts';
+import { PermanentRoutineError, defineRoutine } from './catalog.ts';
+
+/** The rows `EXTRACT_IMAGE` makes of a DICOM payload: what a biometry report is filed as. */
+const isReportMnemonic = (mnemonic: string) =>
+  mnemonic === 'DICOM_PDF' || mnemonic.startsWith('DICOM_IMAGE_');
+
+export const fileBiometryRoutine = defineRoutine<BiometryFile>({
+  name: 'FILE_BIOMETRY',
+  timeoutMs: 60_000,
+  retry: 'backoff',
+  prepare: async (ctx) => {
+    const payload = await findDicomPayload(ctx.db, ctx.routine.request_id);
+    if (payload === undefined) throw new PermanentRoutineError('No DICOM payload in the request');
+    const bytes = await readPayloadBytes(ctx.db, payload.id);
+    try {
+      return readBiometryFile(bytes);
+    } catch (error) {
+      if (error instanceof BiometryFileError) throw new PermanentRoutineError(error.message);
+      throw new PermanentRoutineError(
+        `The biometry data cannot be read: ${error instanceof Error ? error.message.slice(0, 200) : String(error)}`,
+      );
+    }
+  },
+  run: async (ctx, file) => {
+    if (file.kind === 'other') {
+      ctx.log(`not filed as biometry (${file.reason}): filed generically`);
+      await ctx.addPriorityRoutine('ATTACH_TO_EVENT');
+      return;
+    }
+    const { texts, payloads } = await ctx.readRequest(['REQUEST_DATA']);
+    const patientId = texts.REQUEST_DATA?.matched_patient_id;
+    if (typeof patientId !== 'number' || !Number.isInteger(patientId)) {
+      throw new PermanentRoutineError('No matched patient: PATIENT_MATCH must run first');
+    }
+    const types = await ctx.reference('biometry event types', readBiometryTypes);
+    if (types === undefined) throw new PermanentRoutineError('The Biometry event type is not configured');
+    await ctx.lock(`patient:${patientId}`);
+    const result = await fileBiometry(
+      {
+        trx: ctx.trx,
+        dialect: ctx.dialect,
+        schema: ctx.schema,
+        stamp: ctx.stamp(),
+        institutionCode: ctx.config.institutionCode,
+        requestId: ctx.routine.request_id,
+        log: (line) => ctx.log(line),
+      },
+      types,
+      {
+        patientId,
+        study: file.study,
+        ...(file.kind === 'measurements' ? { reading: file.reading } : {}),
+        attachmentIds: payloads.filter((p) => isReportMnemonic(p.attachment_mnemonic)).map((p) => p.id),
+      },
+    );
+    if (file.kind === 'measurements') {
+      ctx.log(`${file.source}: ${result.changedRows} biometry row(s) written`);
+    }
+    await ctx.mergeRequestData({ event_id: result.eventId });
+  },
+});
