@@ -1,12 +1,84 @@
 /**
- * `npm test`: every `*.test.ts` under src/ and test/ with Node's test runner. SQLite always; PostgreSQL
- * too when TEST_DATABASE_URL is set, MariaDB/MySQL when TEST_MYSQL_URL is (each suite runs once per
- * dialect, see test/harness.ts).
- * Extra arguments are passed on, e.g. `npm test -- src/modules/patient`.
+ * The test runner: every `*.test.ts` under src/ and test/ with Node's test runner. SQLite always;
+ * PostgreSQL too when TEST_DATABASE_URL is set, MariaDB/MySQL when TEST_MYSQL_URL is (each suite runs
+ * once per dialect, see test/harness.ts).
+ *
+ * - `npm test`: the fast path, every file that needs nothing but Node and the databases, files in
+ *   parallel (each has its own database, files directory and app on port 0).
+ * - `npm run test:all`: those, then the files with needs (real servers and tools, child processes,
+ *   long runs), fewer at a time. A tool that a file needs and this machine lacks fails the run before
+ *   any test starts, instead of the tests skipping in silence.
+ * - `npm test -- <filter>...` (or `test:all -- <filter>`): only the files whose path contains a
+ *   filter, whatever they need. Other arguments starting with `-` are passed on to `node --test`.
+ * - `node scripts/run-tests.ts --list`: every file with its needs, without running anything.
+ *
+ * A file's needs are what it imports (playwright-core, test/orthanc.ts, test/dcmtk.ts,
+ * test/dicom-corpus.ts, test/private-mariadb.ts), the tools that it or the helpers under test/ it imports
+ * name (`'pdf2dcm'`, `'opj_decompress'`, `'chromium'`...), and what it declares on a line of its own:
+ * `// test-needs: processes, long`.
  */
 import { spawnSync } from 'node:child_process';
-import { readdirSync, statSync } from 'node:fs';
+import { accessSync, constants, existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import path from 'node:path';
+import { orthancMissing } from '../test/orthanc.ts';
+
+/** What a test file may need beyond Node and the databases, and how to tell that this machine has it. */
+const NEEDS = {
+  /** Chromium driven by playwright-core. */
+  browser: () =>
+    missingFile(process.env.CHROMIUM_PATH ?? '/usr/bin/chromium', 'Chromium (or set CHROMIUM_PATH)'),
+  /** Orthanc with its DICOMweb plugin. */
+  orthanc: orthancMissing,
+  /** dcmtk's command-line tools. */
+  dcmtk: () =>
+    missingTools(['storescu', 'echoscu', 'dcmdump', 'dump2dcm', 'img2dcm', 'pdf2dcm', 'dcmcjpeg', 'dcm2pnm']),
+  /** OpenJPEG's tools (Debian libopenjp2-tools). */
+  openjpeg: () => missingTools(['opj_decompress', 'opj_dump']),
+  /** The DICOM test corpus of python3-pydicom, in DICOM_CORPUS_DIR. */
+  corpus: () =>
+    process.env.DICOM_CORPUS_DIR
+      ? missingFile(path.join(process.env.DICOM_CORPUS_DIR, 'test_files'), 'DICOM_CORPUS_DIR/test_files')
+      : 'DICOM_CORPUS_DIR is not set (the pydicom/data folder of python3-pydicom, see .ci/run)',
+  /** Starts the server, worker or CLI as child processes (several servers, kills, signals). */
+  processes: () => undefined,
+  /** Runs long by design: fuzzing, loads held for seconds, waits on real timeouts. */
+  long: () => undefined,
+} satisfies Record<string, () => string | undefined>;
+type Need = keyof typeof NEEDS;
+
+/** Needs that a file's imports, or the tools it or its helpers under test/ name, imply. */
+const INFERRED_NEEDS: readonly (readonly [RegExp, Need])[] = [
+  [/from 'playwright-core'|['"`]chromium['"`]/, 'browser'],
+  [/from '[./]*\/(test\/)?orthanc\.ts'/, 'orthanc'],
+  [
+    /from '[./]*\/(test\/)?dcmtk\.ts'|['"`](storescu|echoscu|dcmdump|dump2dcm|img2dcm|pdf2dcm|dcmcjpeg|dcm2pnm|dcmj2pnm|dcml2pnm)['"`]/,
+    'dcmtk',
+  ],
+  [/['"`]opj_(decompress|dump|compress)['"`]/, 'openjpeg'],
+  [/from '[./]*\/(test\/)?dicom-corpus\.ts'|DICOM_CORPUS_DIR/, 'corpus'],
+  [/from '[./]*\/(test\/)?private-mariadb\.ts'/, 'processes'],
+];
+const DECLARED = /^\/\/ test-needs: (.*)$/gm;
+
+function missingFile(file: string, what: string): string | undefined {
+  return existsSync(file) ? undefined : `${what}: ${file} is missing`;
+}
+
+function missingTools(tools: readonly string[]): string | undefined {
+  const dirs = (process.env.PATH ?? '').split(path.delimiter).filter((dir) => dir !== '');
+  const isOnPath = (tool: string) =>
+    dirs.some((dir) => {
+      try {
+        accessSync(path.join(dir, tool), constants.X_OK);
+        return true;
+      } catch {
+        return false;
+      }
+    });
+  const missing = tools.filter((tool) => !isOnPath(tool));
+  return missing.length === 0 ? undefined : `not on PATH: ${missing.join(', ')}`;
+}
 
 function findTests(dir: string): string[] {
   const found: string[] = [];
@@ -18,17 +90,68 @@ function findTests(dir: string): string[] {
   return found;
 }
 
+/** The text of `file` and of the helpers under test/ that it imports, directly or through each other. */
+function textWithHelpers(file: string, seen = new Set<string>()): string {
+  seen.add(file);
+  const text = readFileSync(file, 'utf8');
+  const helpers = [...text.matchAll(/from '(\.[^']*\.ts)'/g)]
+    .map(([, relative]) => path.join(path.dirname(file), relative!))
+    .filter(
+      (helper) => helper.startsWith(`test${path.sep}`) && !helper.endsWith('.test.ts') && !seen.has(helper),
+    );
+  return [text, ...helpers.map((helper) => textWithHelpers(helper, seen))].join('\n');
+}
+
+function needsOf(file: string): Set<Need> {
+  const text = readFileSync(file, 'utf8');
+  const needs = new Set<Need>();
+  const inferable = textWithHelpers(file);
+  for (const [pattern, need] of INFERRED_NEEDS) if (pattern.test(inferable)) needs.add(need);
+  for (const [, list] of text.matchAll(DECLARED)) {
+    for (const word of list!.split(/[\s,]+/).filter((w) => w !== '')) {
+      if (!Object.hasOwn(NEEDS, word)) {
+        throw new Error(`${file}: unknown test need "${word}" (known: ${Object.keys(NEEDS).join(', ')})`);
+      }
+      needs.add(word as Need);
+    }
+  }
+  return needs;
+}
+
 const args = process.argv.slice(2);
+const isAll = args.includes('--all');
+const isList = args.includes('--list');
 const filters = args.filter((a) => !a.startsWith('-'));
-const flags = args.filter((a) => a.startsWith('-'));
+const flags = args.filter((a) => a.startsWith('-') && a !== '--all' && a !== '--list');
 const files = ['src', 'test']
   .flatMap((root) => findTests(root))
   .filter((f) => filters.length === 0 || filters.some((filter) => f.includes(filter)))
-  .sort();
-if (files.length === 0) {
+  .sort()
+  .map((file) => ({ file, needs: needsOf(file) }));
+if (isList) {
+  for (const { file, needs } of files) process.stdout.write(`${file}\t${[...needs].join(', ') || '-'}\n`);
+  process.exit(0);
+}
+const fast = files.filter((f) => f.needs.size === 0).map((f) => f.file);
+const withNeeds = files.filter((f) => f.needs.size > 0);
+// Without a filter, `npm test` is the fast path; a filter names files to run whatever they need.
+const slow = isAll || filters.length > 0 ? withNeeds : [];
+if (fast.length + slow.length === 0) {
   process.stderr.write('No test files matched\n');
   process.exit(1);
 }
+
+const problems = [...new Set(slow.flatMap((f) => [...f.needs]))].flatMap((need) => {
+  const problem = NEEDS[need]();
+  if (problem === undefined) return [];
+  const users = slow.filter((f) => f.needs.has(need)).map((f) => f.file);
+  return [`${need}: ${problem}\n    needed by ${users.join(', ')}`];
+});
+if (problems.length > 0) {
+  process.stderr.write(`Cannot run these test files here:\n  ${problems.join('\n  ')}\n`);
+  process.exit(1);
+}
+
 const engines = [
   'SQLite',
   ...(process.env.TEST_DATABASE_URL ? ['PostgreSQL'] : []),
@@ -39,18 +162,36 @@ const missing = [
   ...(process.env.TEST_MYSQL_URL ? [] : ['TEST_MYSQL_URL for MariaDB/MySQL']),
 ];
 process.stdout.write(
-  `Running ${files.length} test files on ${engines.join(', ')}${missing.length > 0 ? ` (set ${missing.join(', ')})` : ''}\n`,
+  `Running ${fast.length + slow.length} test files on ${engines.join(', ')}${missing.length > 0 ? ` (set ${missing.join(', ')})` : ''}` +
+    (slow.length === 0 && withNeeds.length > 0
+      ? `; ${withNeeds.length} files with needs are left to npm run test:all\n`
+      : '\n'),
 );
-const result = spawnSync(
-  process.execPath,
-  [
-    '--test',
-    '--test-concurrency=2',
-    '--test-timeout=120000',
-    '--disable-warning=ExperimentalWarning',
-    ...flags,
-    ...files,
-  ],
-  { stdio: 'inherit' },
+
+/** Runs `testFiles` with `concurrency` files at a time; true when every test passed. */
+function runFiles(testFiles: readonly string[], concurrency: number): boolean {
+  if (testFiles.length === 0) return true;
+  const result = spawnSync(
+    process.execPath,
+    [
+      '--test',
+      `--test-concurrency=${concurrency}`,
+      '--test-timeout=120000',
+      '--disable-warning=ExperimentalWarning',
+      ...flags,
+      ...testFiles,
+    ],
+    { stdio: 'inherit' },
+  );
+  return result.status === 0;
+}
+
+// Fast files mostly wait on their database and sockets: twice as many as cores keeps the cores busy.
+// Files with needs start servers, browsers and loads of their own, and some measure time: two at a time.
+const isFastPassed = runFiles(fast, Math.max(2, availableParallelism() * 2));
+if (slow.length > 0) process.stdout.write(`Running ${slow.length} test files with needs\n`);
+const isSlowPassed = runFiles(
+  slow.map((f) => f.file),
+  2,
 );
-process.exit(result.status ?? 1);
+process.exit(isFastPassed && isSlowPassed ? 0 : 1);

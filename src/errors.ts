@@ -3,9 +3,6 @@
  * one code -> HTTP status table. Only the HTTP error handler turns these into bodies.
  */
 import type { DatabaseErrorKind } from './db/dialect.ts';
-import { classifyMysqlError } from './db/dialects/mysql.ts';
-import { classifyPostgresError } from './db/dialects/postgres.ts';
-import { classifySqliteError } from './db/dialects/sqlite.ts';
 
 export const ERROR_STATUS = {
   bad_request: 400,
@@ -72,10 +69,10 @@ export const DATABASE_RETRY_AFTER_SECONDS = 5;
 
 /**
  * True when `error` (or its cause, or one error of an AggregateError) says the database cannot be used
- * right now but may come back, in the words of any dialect (`DialectAdapter.classifyError`): a connection
- * refused, reset or terminated, a pool that could not connect in time, a server shutting down or starting
- * up, or SQLite still busy after `busy_timeout`. Such errors answer 503 with `Retry-After`, not 500. The
- * dialects' error codes do not overlap, so the error handler needs no database to ask.
+ * right now but may come back, in the words of any registered dialect (`DialectAdapter.classifyError`): a
+ * connection refused, reset or terminated, a pool that could not connect in time, a server shutting down
+ * or starting up, or SQLite still busy after `busy_timeout`. Such errors answer 503 with `Retry-After`,
+ * not 500. The error codes of the engines do not overlap, so the error handler needs no database to ask.
  */
 export function isDatabaseUnavailable(error: unknown): boolean {
   return databaseErrorKind(error) === 'unavailable';
@@ -83,14 +80,26 @@ export function isDatabaseUnavailable(error: unknown): boolean {
 
 /** What `error` means in the words of whichever dialect raised it (see {@link isDatabaseUnavailable}). */
 export function databaseErrorKind(error: unknown): DatabaseErrorKind | undefined {
-  for (const classify of DIALECT_CLASSIFIERS) {
+  for (const classify of databaseErrorClassifiers) {
     const kind = classify(error);
     if (kind !== undefined) return kind;
   }
   return undefined;
 }
 
-const DIALECT_CLASSIFIERS = [classifySqliteError, classifyPostgresError, classifyMysqlError];
+/**
+ * The error classifiers of the dialect adapters loaded in this process. Each adapter's file registers its
+ * own as it loads, so that this file loads no database driver: an error can only come from a driver that
+ * is loaded.
+ */
+const databaseErrorClassifiers = new Set<(error: unknown) => DatabaseErrorKind | undefined>();
+
+/** Adds a dialect adapter's error classifier to those {@link databaseErrorKind} asks. */
+export function registerDatabaseErrorClassifier(
+  classify: (error: unknown) => DatabaseErrorKind | undefined,
+): void {
+  databaseErrorClassifiers.add(classify);
+}
 
 /**
  * A set-up problem that stops a start (server, worker, CLI) with its message and exit status 2, never a

@@ -1,3 +1,4 @@
+// test-needs: processes
 /**
  * Several server processes (SERVER_PROCESSES, node:cluster): the real server as a child process, its
  * processes told apart by the `pid` of their log lines (nothing public exposes a pid) and checked in /proc.

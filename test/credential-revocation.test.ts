@@ -1,3 +1,4 @@
+// test-needs: processes
 /**
  * Revocation across processes: two real server processes on one database cache a user's credentials;
  * the CLI (a third process) disables the user, or this test's process changes the password or revokes

@@ -1,3 +1,4 @@
+// test-needs: processes
 /**
  * The README's "Try every endpoint" examples, run as written against the real server on the demo data:
  * each `sh` block of that section, in order, in one bash script. Only what a reader must change is

@@ -1,3 +1,4 @@
+// test-needs: processes
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
 import { spawn, spawnSync } from 'node:child_process';

@@ -1,9 +1,10 @@
 /**
- * The shape of a CLI command. A module offers commands by exporting `CliCommand` values (for example
- * `datasetCommands` from `src/modules/dataset/index.ts`); `src/main/cli-commands.ts` lists them in the
- * command table, one line per module. The runner (`src/main/cli-runner.ts`) parses arguments from the
- * definition, bootstraps the database (migrated), runs the command and closes everything. This folder sits
- * below the modules: it imports nothing from them or from `src/main/`.
+ * The shape of a CLI command. A module offers commands by exporting `CliCommand` values from its `*.cli.ts`
+ * file (for example `datasetCommands` from `src/modules/dataset/dataset.cli.ts`, not from the module's
+ * index); `src/main/cli-commands.ts` lists them in the command table, one line per module. The runner
+ * (`src/main/cli-runner.ts`) parses arguments from the definition, bootstraps the database (migrated),
+ * runs the command and closes everything. This folder sits below the modules: it imports nothing from
+ * them or from `src/main/`.
  */
 import type { Writable } from 'node:stream';
 import type { Config } from '../config.ts';

@@ -10,11 +10,14 @@
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction, preHandlerHookHandler } from 'fastify';
 import type { AppDeps } from '../deps.ts';
 import { AppError } from '../errors.ts';
-import type { Principal, Verification } from '../modules/user/index.ts';
-import { parseBasicHeader } from '../modules/user/index.ts';
+import { parseBasicHeader } from './basic-header.ts';
 import type { LoginAttempt } from './login-brake.ts';
 import { beginLoginAttempt, checkLoginThrottle } from './login-brake.ts';
 import { presentsCredentialsInsecurely } from './transport-security.ts';
+
+// The authenticator's answers, taken from AppDeps: src/http sits below the modules and imports none.
+type Verification = Awaited<ReturnType<AppDeps['authenticator']['verify']>>;
+type Principal = Extract<Verification, { readonly ok: true }>['principal'];
 
 declare module 'fastify' {
   interface FastifyRequest {

@@ -4,12 +4,12 @@
  * write (disk full, read-only after a failover) makes the service useless: the instance must leave the
  * load balancer's rotation. (`app.ts` adds the read audit sink's own state.)
  *
- * A check reads (`select 1`) and then makes one durable write (the readiness row of the counters module).
+ * A check reads (`select 1`) and then makes one durable write (the readiness row of `rate_limit_counter`).
  * Checks are cheap but not free (one commit; on SQLite an fsync), and the route is open: concurrent
  * checks share one probe, and an answer is reused for `REUSE_MS`.
  */
 import type { Database } from '../db/database.ts';
-import { probeWrite } from '../modules/counters/index.ts';
+import { probeWrite } from '../db/counters.queries.ts';
 
 export type Readiness = 'ready' | 'database unreachable' | 'database not writable';
 

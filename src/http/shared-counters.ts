@@ -1,8 +1,8 @@
 /**
  * Rate-limit counters shared between server processes through the database, off the hot path: limiters
  * count in memory (rate-limit.ts) and this hub, every `RATE_LIMIT_SYNC_INTERVAL_MS` on an unref'd timer,
- * flushes each limiter's new hits of the current window into `rate_limit_counter` (through the counters
- * module, which owns the table: an upsert adding them), reads back the combined totals of every key it
+ * flushes each limiter's new hits of the current window into `rate_limit_counter` (through
+ * src/db/counters.queries.ts, which owns the table: an upsert adding them), reads back the combined totals of every key it
  * touched in the window, and deletes the windows that are over.
  *
  * A process can therefore overshoot a limit by what the other processes accepted during one sync
@@ -13,7 +13,7 @@
 import type { Config } from '../config.ts';
 import type { Database } from '../db/database.ts';
 import type { Logger } from '../logger.ts';
-import { addWindowHits, deleteEndedWindows, readWindowTotals } from '../modules/counters/index.ts';
+import { addWindowHits, deleteEndedWindows, readWindowTotals } from '../db/counters.queries.ts';
 import type { SharedCounterHub, SharedCounterSource, SyncBatch } from './rate-limit.ts';
 
 export interface SharedCounters extends SharedCounterHub {

@@ -1,3 +1,4 @@
+// test-needs: processes
 /**
  * The read audit sink (AUDIT_READS=async) when the real server process ends under read load:
  * - SIGKILL: the rows lost are only those of reads answered within the flush window before the kill. Every

@@ -64,6 +64,16 @@ forEachDialect((dialect) => {
       assert.equal((await client.get('/console/audit')).status, 403, 'without the revoked operation');
     });
 
+    it('keeps the session of a user granted a role with the CLI, which then opens that screen', async () => {
+      const { user, client } = await signedIn();
+      await cli(['role', 'revoke', user.username, 'View Audit Log']);
+      await assertEnded(client);
+      assert.equal((await client.signIn(user)).status, 303);
+      assert.equal((await client.get('/console/audit')).status, 403);
+      await cli(['role', 'grant', user.username, 'View Audit Log']);
+      assert.equal((await client.get('/console/audit')).status, 200, 'the same session, with the new role');
+    });
+
     it('ends the sessions of a user disabled with the CLI', async () => {
       const { user, client } = await signedIn();
       await cli(['user', 'disable', user.username]);

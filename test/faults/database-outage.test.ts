@@ -1,3 +1,4 @@
+// test-needs: processes
 /**
  * The database becomes unavailable, then returns. During the outage no request answers 500: those that
  * need the database answer 503 `Service Unavailable` in their route's contract shape with `Retry-After`;

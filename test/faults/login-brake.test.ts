@@ -1,3 +1,4 @@
+// test-needs: long
 /**
  * Password guessing against the Basic-auth failure brake: bursts of concurrent guesses, bursts of unknown
  * usernames, and an attacker trying to lock a known user out. Clients are told apart by the address a

@@ -1,3 +1,4 @@
+// test-needs: processes
 /**
  * The real server process is SIGKILLed while many signature imports and queue intakes are in flight.
  * Afterwards: no half-written rows (every signature has its files and its status-4 log, every request its

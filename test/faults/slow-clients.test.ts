@@ -1,3 +1,4 @@
+// test-needs: long
 /**
  * Slow clients: connections that send their headers or their bodies a byte at a time. They must not hold
  * heavy-request slots (a slot is taken only once a body arrives at a reasonable rate), they are cut with

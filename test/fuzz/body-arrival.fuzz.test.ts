@@ -1,3 +1,4 @@
+// test-needs: long
 /**
  * Fuzz test of how bodies arrive: the same upload split into random chunks with random pauses, below and
  * above the 64 KiB at which a heavy request takes its slot, raw and multipart. Watching a body's receive

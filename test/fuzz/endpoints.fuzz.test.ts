@@ -1,3 +1,4 @@
+// test-needs: long
 /**
  * Fuzz test of every endpoint (bad input): thousands of random and malformed requests per
  * dialect (bodies, headers, query strings, methods, content types, paths), written byte for byte on raw

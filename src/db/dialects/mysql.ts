@@ -15,6 +15,7 @@
 import type { Expression, KyselyPlugin, RawBuilder, SelectQueryBuilder } from 'kysely';
 import { Kysely as KyselyClass, sql } from 'kysely';
 import mysql from 'mysql2';
+import { registerDatabaseErrorClassifier } from '../../errors.ts';
 import type { AnyKysely, DatabaseErrorKind, DialectAdapter } from '../dialect.ts';
 import { SOCKET_UNREACHABLE_CODES, someError } from '../dialect.ts';
 import type { DB } from '../schema.ts';
@@ -139,6 +140,9 @@ export function classifyMysqlError(error: unknown): DatabaseErrorKind | undefine
   });
   return kind;
 }
+
+// isDatabaseUnavailable (src/errors.ts) asks the classifiers of the adapters loaded in the process.
+registerDatabaseErrorClassifier(classifyMysqlError);
 
 /** Escapes `%`, `_` and the escape character itself for a `LIKE` pattern (escape character `\`). */
 export function escapeLike(text: string): string {

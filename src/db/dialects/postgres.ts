@@ -8,6 +8,7 @@ import type { Kysely, SelectQueryBuilder } from 'kysely';
 import { Kysely as KyselyClass, PostgresDialect, sql } from 'kysely';
 import type { QueryResultRow } from 'pg';
 import pg from 'pg';
+import { registerDatabaseErrorClassifier } from '../../errors.ts';
 import type { DatabaseErrorKind, DialectAdapter, Subscription, SubscribeOptions } from '../dialect.ts';
 import { SOCKET_UNREACHABLE_CODES, someError } from '../dialect.ts';
 import type { DB } from '../schema.ts';
@@ -171,6 +172,9 @@ export function classifyPostgresError(error: unknown): DatabaseErrorKind | undef
   });
   return kind;
 }
+
+// isDatabaseUnavailable (src/errors.ts) asks the classifiers of the adapters loaded in the process.
+registerDatabaseErrorClassifier(classifyPostgresError);
 
 // PostgreSQL lower() folds every letter of the database encoding, as JavaScript does.
 const foldCase = (text: string): string => text.toLowerCase();

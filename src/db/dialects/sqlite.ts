@@ -10,6 +10,7 @@ import type { CompiledQuery, Kysely } from 'kysely';
 import { Kysely as KyselyClass, sql } from 'kysely';
 import type { IGenericSqlite } from 'kysely-generic-sqlite';
 import { GenericSqliteDialect, parseBigInt } from 'kysely-generic-sqlite';
+import { registerDatabaseErrorClassifier } from '../../errors.ts';
 import type { AnyKysely, DialectAdapter, DatabaseErrorKind } from '../dialect.ts';
 import { someError } from '../dialect.ts';
 import type { DB } from '../schema.ts';
@@ -155,6 +156,9 @@ export function classifySqliteError(error: unknown): DatabaseErrorKind | undefin
   });
   return kind;
 }
+
+// isDatabaseUnavailable (src/errors.ts) asks the classifiers of the adapters loaded in the process.
+registerDatabaseErrorClassifier(classifySqliteError);
 
 // SQLite's built-in lower() folds ASCII letters only (a documented limit: non-ASCII names are
 // case-sensitive on SQLite).

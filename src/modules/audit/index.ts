@@ -12,7 +12,6 @@ export type { AuditEntry, AuditTrail } from './audit-trail.ts';
 export { createAuditTrail } from './audit-trail.ts';
 export type { AuditExportRange, AuditExportRecord } from './audit-export.ts';
 export { exportAuditEvents, parseIsoDateTime, readAuditEvents } from './audit-export.ts';
-export { auditCommands } from './audit.cli.ts';
 export type { AuditEventRow } from './audit.queries.ts';
 export type { AuditKey, AuditSearchFilter, AuditSearchOptions, AuditSearchPage } from './audit-search.ts';
 export { csvLine, readAuditSelection, searchAuditEvents } from './audit-search.ts';

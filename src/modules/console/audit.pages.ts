@@ -12,7 +12,7 @@ import { findPatientIdsByIdentifier } from '../patient/index.ts';
 import { findUserIdsByUsername, findUsernames } from '../user/index.ts';
 import type { ConsoleContext } from './console-context.ts';
 import { OPERATIONS, badRequestPage, consoleUrl, textField } from './console-context.ts';
-import type { ConsoleGuard } from './console.routes.ts';
+import type { ConsoleGuard } from './console-guard.ts';
 
 type Query = Record<string, string | string[] | undefined>;
 

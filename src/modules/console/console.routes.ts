@@ -12,13 +12,7 @@
  */
 import fastifyCookie from '@fastify/cookie';
 import formbody from '@fastify/formbody';
-import type {
-  FastifyInstance,
-  FastifyPluginAsync,
-  FastifyReply,
-  FastifyRequest,
-  preHandlerAsyncHookHandler,
-} from 'fastify';
+import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError } from '../../errors.ts';
 import { toAppError } from '../../http/error-handler.ts';
 import type { ModuleOptions } from '../../http/module.ts';
@@ -29,19 +23,18 @@ import type { AuditTrail } from '../audit/index.ts';
 import { createAuditTrail } from '../audit/index.ts';
 import { readWorkerHealth } from '../request-queue/index.ts';
 import type { Verification } from '../user/index.ts';
-import { findActivePrincipal } from '../user/index.ts';
 import { registerAttachmentPages } from './attachments.pages.ts';
 import { registerAuditPages } from './audit.pages.ts';
 import { loadConsoleAssets } from './console-assets.ts';
-import type { ConsoleContext, ConsoleUser } from './console-context.ts';
+import type { ConsoleContext } from './console-context.ts';
 import { ConsolePageError, OPERATIONS, can, createConsoleContext, textField } from './console-context.ts';
+import type { ConsoleGuard } from './console-guard.ts';
+import { CONSOLE_PREFIX, SESSION_COOKIE, createGuard, currentUser } from './console-guard.ts';
 import { registerQueuePages } from './queue.pages.ts';
 import { loadCookieSecret, createSessionStore } from './session-store.ts';
 import { registerSignaturePages } from './signatures.pages.ts';
 import { createSiteTime } from './site-time.ts';
 
-export const CONSOLE_PREFIX = '/console';
-const SESSION_COOKIE = 'cra_console';
 const LOGIN_COOKIE = 'cra_console_login';
 
 /**
@@ -51,9 +44,6 @@ const LOGIN_COOKIE = 'cra_console_login';
 export const CONSOLE_CSP =
   "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
   "form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
-
-/** A guard that requires a signed-in user, and `operation` when given; POSTs also need a valid CSRF token. */
-export type ConsoleGuard = (operation?: string) => preHandlerAsyncHookHandler;
 
 export const consoleRoutes: FastifyPluginAsync<ModuleOptions> = async (app, { deps }) => {
   const secret = deps.config.consoleSessionSecret ?? (await loadCookieSecret(deps.database));
@@ -105,80 +95,11 @@ function sessionCookieOptions(request: FastifyRequest) {
   };
 }
 
-/** The session token of the request's cookie when its signature is valid. */
-function sessionToken(request: FastifyRequest): string | undefined {
-  const raw = request.cookies[SESSION_COOKIE];
-  if (raw === undefined) return undefined;
-  const unsigned = request.unsignCookie(raw);
-  return unsigned.valid && unsigned.value !== null ? unsigned.value : undefined;
-}
-
 /** A path inside the console to return to after sign-in; anything else goes to the overview. */
 function safeNext(next: string | undefined): string {
   if (next === undefined || !/^\/console(\/[\w\-./?=&%+]*)?$/.test(next) || next.includes('//'))
     return '/console/';
   return next;
-}
-
-type CurrentUser = { kind: 'user'; user: ConsoleUser } | { kind: 'none' | 'expired' };
-
-async function currentUser(ctx: ConsoleContext, request: FastifyRequest): Promise<CurrentUser> {
-  const token = sessionToken(request);
-  if (token === undefined) return { kind: 'none' };
-  const lookup = await ctx.sessions.lookup(token);
-  if (lookup.kind !== 'active') return { kind: lookup.kind };
-  const principal = await findActivePrincipal(ctx.deps.database.db, lookup.session.userId, {
-    hasUserActiveColumn: ctx.deps.database.schema.hasUserActiveColumn,
-  });
-  const isAllowed =
-    principal !== undefined &&
-    principal.credentialStamp === lookup.session.credentialStamp &&
-    (!ctx.deps.config.requireOprnLogin || principal.authItems.has('OprnLogin'));
-  if (!isAllowed) {
-    // A disabled account, a changed password or role (the user's credential stamp moved, whichever
-    // process made the change), or a lost OprnLogin ends the session at its next request.
-    await ctx.sessions.destroy(lookup.session.id);
-    return { kind: 'expired' };
-  }
-  return {
-    kind: 'user',
-    user: { ...principal, sessionId: lookup.session.id, csrfSecret: lookup.session.csrfSecret },
-  };
-}
-
-function createGuard(ctx: ConsoleContext): ConsoleGuard {
-  return (operation) =>
-    async function consoleGuard(request: FastifyRequest, reply: FastifyReply) {
-      const current = await currentUser(ctx, request);
-      if (current.kind !== 'user') {
-        if (request.method === 'GET' || request.method === 'HEAD') {
-          const query = new URLSearchParams({ next: request.url });
-          if (current.kind === 'expired') query.set('expired', '1');
-          return reply.redirect(`${CONSOLE_PREFIX}/login?${query.toString()}`, 303);
-        }
-        // A form of an ended session: stale, refused.
-        throw new ConsolePageError(
-          403,
-          'Session ended',
-          'Your session has ended. Sign in again, then repeat the change.',
-        );
-      }
-      request.consoleUser = current.user;
-      if (operation !== undefined && !can(current.user, operation)) {
-        throw new ConsolePageError(
-          403,
-          'Forbidden',
-          `Your account does not have the operation ${operation} that this screen needs.`,
-        );
-      }
-      if (request.method === 'POST' && !ctx.isValidCsrf(current.user, textField(request.body, '_csrf'))) {
-        throw new ConsolePageError(
-          403,
-          'Form refused',
-          'This form was not issued by your current session (it is stale or forged). Reload the page and try again.',
-        );
-      }
-    };
 }
 
 function registerSessionRoutes(app: FastifyInstance, ctx: ConsoleContext, guard: ConsoleGuard): void {
@@ -299,6 +220,7 @@ function registerSessionRoutes(app: FastifyInstance, ctx: ConsoleContext, guard:
       userId: principal.userId,
       csrfSecret: ctx.newCsrfSecret(),
       credentialStamp: principal.credentialStamp,
+      assignedItems: principal.assignedItems,
     });
     request.consoleAudit = { targetType: 'user', targetIds: [principal.userId], userId: principal.userId };
     void reply.setCookie(SESSION_COOKIE, token, sessionCookieOptions(request));

@@ -23,6 +23,8 @@ export interface ConsoleSessionTable {
   last_seen_at: string;
   /** Null only for sessions from before the column: they match no stamp. */
   credential_stamp: string | null;
+  /** The RBAC items assigned to the user at sign-in, as a JSON array (null for sessions from before it). */
+  signed_in_items: string | null;
 }
 export interface ConsoleSecretTable {
   name: string;
@@ -41,6 +43,8 @@ export interface ConsoleSession {
   readonly csrfSecret: string;
   /** The user's credential stamp when the session started; null for sessions that have none. */
   readonly credentialStamp: string | null;
+  /** The RBAC items assigned to the user when the session started; null for sessions that have none. */
+  readonly signedInItems: readonly string[] | null;
 }
 
 /** What a new session starts with. */
@@ -49,6 +53,8 @@ export interface NewSession {
   readonly csrfSecret: string;
   /** The credential stamp of the principal that signed in (`Principal.credentialStamp`). */
   readonly credentialStamp: string;
+  /** The RBAC items assigned to the principal that signed in (`Principal.assignedItems`). */
+  readonly assignedItems: readonly string[];
 }
 
 export type SessionLookup =
@@ -73,6 +79,17 @@ export interface SessionStoreOptions {
 
 const TOUCH_INTERVAL_MS = 60_000;
 
+/** The JSON array of `signed_in_items`, or null when absent or not an array of strings. */
+function parseItems(text: string | null): readonly string[] | null {
+  if (text === null) return null;
+  try {
+    const value: unknown = JSON.parse(text);
+    return Array.isArray(value) && value.every((v) => typeof v === 'string') ? value : null;
+  } catch {
+    return null;
+  }
+}
+
 function digest(token: string): string {
   return createHash('sha256').update(token).digest('hex');
 }
@@ -84,7 +101,7 @@ export function createSessionStore(database: Database, options: SessionStoreOpti
   const absoluteMs = options.sessionHours * 3_600_000;
 
   return {
-    async create({ userId, csrfSecret, credentialStamp }) {
+    async create({ userId, csrfSecret, credentialStamp, assignedItems }) {
       const token = randomBytes(32).toString('base64url');
       const at = now();
       const atText = formatDateTime(at);
@@ -109,6 +126,7 @@ export function createSessionStore(database: Database, options: SessionStoreOpti
             created_at: atText,
             last_seen_at: atText,
             credential_stamp: credentialStamp,
+            signed_in_items: JSON.stringify(assignedItems),
           })
           .execute();
       });
@@ -144,6 +162,7 @@ export function createSessionStore(database: Database, options: SessionStoreOpti
           userId: row.user_id,
           csrfSecret: row.csrf_secret,
           credentialStamp: row.credential_stamp,
+          signedInItems: parseItems(row.signed_in_items),
         },
       };
     },

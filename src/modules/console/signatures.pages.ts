@@ -24,7 +24,7 @@ import {
   parseId,
   textField,
 } from './console-context.ts';
-import type { ConsoleGuard } from './console.routes.ts';
+import type { ConsoleGuard } from './console-guard.ts';
 
 type Query = Record<string, string | string[] | undefined>;
 

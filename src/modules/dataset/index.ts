@@ -27,4 +27,3 @@ export type { ImportDeps, ImportOptions, ImportPhase, ImportSummary } from './da
 export { DATASET_FORMAT, importDataset, importDatasetFile } from './dataset-import.ts';
 export type { ExportOptions, ExportSummary } from './dataset-export.ts';
 export { UnknownTableError, exportDataset, exportDatasetToFile } from './dataset-export.ts';
-export { datasetCommands } from './dataset.cli.ts';

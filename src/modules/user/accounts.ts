@@ -12,7 +12,7 @@ import type { DB } from '../../db/schema.ts';
 import { AppError } from '../../errors.ts';
 import type { PasswordPolicy } from './password-policy.ts';
 import { findPasswordProblems } from './password-policy.ts';
-import { recordCredentialChange } from '../counters/index.ts';
+import { recordCredentialChange } from '../../db/counters.queries.ts';
 import { hashPassword } from './passwords.ts';
 
 export interface NewAccount {

@@ -16,10 +16,14 @@ import { hash } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { LRUCache } from 'lru-cache';
 import type { DB } from '../../db/schema.ts';
-import { readCredentialChanges } from '../counters/index.ts';
+import { readCredentialChanges } from '../../db/counters.queries.ts';
 import type { Database } from '../../db/database.ts';
+import { parseBasicHeader } from '../../http/basic-header.ts';
 import { findLogin, findUserAccess } from './user.queries.ts';
 import { prepareDummyHash, verifyNothing, verifyPassword } from './passwords.ts';
+
+// Parsed in src/http (the Basic guard reads the username too); offered here as before.
+export { parseBasicHeader };
 
 export interface Principal {
   readonly userId: number;
@@ -28,6 +32,8 @@ export interface Principal {
   readonly authItems: ReadonlySet<string>;
   /** The user's credential stamp when the principal was read (`findUserAccess`). */
   readonly credentialStamp: string;
+  /** The RBAC items assigned to the user directly when the principal was read, sorted. */
+  readonly assignedItems: readonly string[];
 }
 
 /** A credential verified recently: its principal and the username as the header presents it. */
@@ -90,27 +96,6 @@ const MAX_CACHE_ENTRIES = 10_000;
 const REVOCATION_POLL_MS = 500;
 /** The longest a cached credential is trusted after the last successful poll started. */
 const REVOCATION_STALE_MS = 1500;
-
-/** Splits `Basic <base64(user:password)>`; undefined when the header is not well-formed Basic. */
-export function parseBasicHeader(
-  header: string | undefined,
-): { username: string; password: string } | undefined {
-  if (header === undefined || header.length > 4096) return undefined;
-  const match = /^basic[ \t]+([A-Za-z0-9+/]+={0,2})[ \t]*$/i.exec(header);
-  if (match === null || match[1]!.length % 4 === 1) return undefined;
-  const decoded = Buffer.from(match[1]!, 'base64');
-  // Reject text that is not valid UTF-8 rather than guessing at its meaning.
-  let text: string;
-  try {
-    text = new TextDecoder('utf-8', { fatal: true }).decode(decoded);
-  } catch {
-    return undefined;
-  }
-  const colon = text.indexOf(':');
-  // A NUL cannot be part of a username (PostgreSQL text refuses it): malformed, not a lookup.
-  if (colon <= 0 || text.slice(0, colon).includes('\u0000')) return undefined;
-  return { username: text.slice(0, colon), password: text.slice(colon + 1) };
-}
 
 export function createAuthenticator(db: Kysely<DB>, options: AuthenticatorOptions): Authenticator {
   const isCaching = options.cacheTtlMs > 0;
@@ -229,6 +214,7 @@ export function createAuthenticator(db: Kysely<DB>, options: AuthenticatorOption
       username: login.username,
       authItems: access.authItems,
       credentialStamp: access.credentialStamp,
+      assignedItems: access.assignedItems,
     };
     if (isCaching && changes !== undefined && changesSeen === changesSeenAtStart && isFresh()) {
       cache.set(key, { principal, username });

@@ -25,4 +25,3 @@ export {
 export { findActivePrincipal, findUserIdsByUsername, findUsernames } from './user-directory.ts';
 export type { PasswordPolicy } from './password-policy.ts';
 export { DEFAULT_PASSWORD_POLICY, MIN_MAX_PASSWORD_LENGTH, findPasswordProblems } from './password-policy.ts';
-export { userCommands } from './user.cli.ts';

@@ -37,6 +37,7 @@ export async function findActivePrincipal(
     username: login.username,
     authItems: access.authItems,
     credentialStamp: access.credentialStamp,
+    assignedItems: access.assignedItems,
   };
 }
 

@@ -63,11 +63,16 @@ export interface UserAccess {
   /** Every RBAC item the user holds, directly or through the `authitemchild` hierarchy (transitive). */
   readonly authItems: Set<string>;
   /**
-   * A digest of the user's passwords (every login's hash and salt) and of its role assignments: it
-   * changes with a password change and with a role granted or revoked, wherever the change is made.
-   * A console session keeps the stamp it signed in with and ends when the user's stamp moves.
+   * A digest of the user's passwords (every login's hash and salt): it changes with a password change,
+   * wherever the change is made. A console session keeps the stamp it signed in with and ends when the
+   * user's stamp moves.
    */
   readonly credentialStamp: string;
+  /**
+   * The RBAC items assigned to the user directly, sorted. A console session keeps those it signed in
+   * with and ends when one of them is revoked (a grant leaves it running).
+   */
+  readonly assignedItems: readonly string[];
   /** The password hash of each login as read for the stamp, by `user_authentication.id`. */
   readonly passwordHashes: ReadonlyMap<number, string | null>;
 }
@@ -87,12 +92,13 @@ export async function findUserAccess(db: Kysely<DB>, userId: number): Promise<Us
     .sort();
   const credentialStamp = hash(
     'sha256',
-    JSON.stringify([logins.map((l) => [l.id, l.password_hash, l.password_salt]), assigned]),
+    JSON.stringify(logins.map((l) => [l.id, l.password_hash, l.password_salt])),
     'base64url',
   );
   return {
     authItems: await closureOf(db, assigned),
     credentialStamp,
+    assignedItems: assigned,
     passwordHashes: new Map(logins.map((l) => [l.id, l.password_hash])),
   };
 }
