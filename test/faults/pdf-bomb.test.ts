@@ -162,7 +162,12 @@ describe('an Encapsulated PDF holding a 16000 x 16000 image [sqlite]', () => {
     const dicomFile = path.join(work, `${name}.dcm`);
     writeFileSync(pdfFile, pdf);
     assert.ok(pdf.length < 1 * MiB, 'the PDF is small');
-    execFileSync('pdf2dcm', ['+pn', 'Bomb^Test', '+pi', 'BOMB1', pdfFile, dicomFile], { stdio: 'pipe' });
+    // A Study Date: DEVICE_PROFILE refuses a file without any date.
+    execFileSync(
+      'pdf2dcm',
+      ['+pn', 'Bomb^Test', '+pi', 'BOMB1', '-k', '0008,0020=20260312', pdfFile, dicomFile],
+      { stdio: 'pipe' },
+    );
     const pid = server.child.pid!;
     const form = new FormData();
     form.append('scan', new Blob([readFileSync(dicomFile)], { type: 'application/dicom' }), 'scan.dcm');
@@ -190,7 +195,12 @@ describe('an Encapsulated PDF holding a 16000 x 16000 image [sqlite]', () => {
         return extract !== undefined && ['COMPLETE', 'FAILED'].includes(extract.status);
       },
       { timeoutMs: 60_000, intervalMs: 100, what: 'EXTRACT_IMAGE to finish' },
-    );
+    ).catch(async (error: unknown) => {
+      const routines = (await routinesOf(testDb.db, requestId)).map((r) => `${r.routine_name}:${r.status}`);
+      throw new Error(
+        `${String(error)}; routines ${routines.join(', ')}; server output:\n${server.output().slice(-2000)}`,
+      );
+    });
     const { peakBytes } = memoryOf(pid);
     t.diagnostic(
       `peak resident memory: ${Math.round((peakBytes - readyBytes) / MiB)} MiB over the ready server`,
