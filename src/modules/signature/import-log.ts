@@ -1,7 +1,8 @@
 /**
- * The signature import log viewer's reads and status changes (reference 6.3, 5.2): the filtered list,
- * one row with its stored original capture, and the admin statuses 5 Manual and 6 Manual Ignore. Only
- * failed rows (status 3) move to 5 or 6, and only when they are still failed when the change is made.
+ * The signature import log viewer's reads and status changes (OpenEyes's `signature_import_log` viewer): the
+ * filtered list, one row with its stored original capture, and the admin statuses 5 Manual and 6 Manual
+ * Ignore. Only failed rows (status 3) move to 5 or 6, and only when they are still failed when the change is
+ * made.
  */
 import path from 'node:path';
 import type { Kysely } from 'kysely';
@@ -30,7 +31,7 @@ export function importLogStatusName(statusId: number): string {
   }
 }
 
-/** The original list's "type" filter: the event type of the row's event (reference 6.3). */
+/** The original list's "type" filter: the event type of the row's event. */
 export type ImportLogType = 'cvi' | 'consent';
 const TYPE_CLASSES: Record<ImportLogType, string> = { cvi: 'OphCoCvi', consent: 'OphTrConsent' };
 
