@@ -418,7 +418,8 @@ forEachDialect((dialect) => {
 
     it('chains: addRoutine appends after the highest sequence, addPriorityRoutine runs first', async () => {
       const { requestId, queue } = await newRequest(names.chain!);
-      // A routine already at sequence 40 (inserted before the chain runs): the next must get 50 (D66).
+      // A routine already at sequence 40 (inserted before the chain runs): the next must get 50 (the highest
+      // sequence + 10, not the last inserted one's + 10).
       await addRoutineRow(testDb.db, {
         requestId,
         name: names.voider!,
