@@ -15,7 +15,7 @@ import type { FileStore } from '../../files/file-store.ts';
 export const IMPORT_LOG_STATUS = { failed: 3, success: 4, manual: 5, manualIgnore: 6 } as const;
 export type ImportLogStatusId = (typeof IMPORT_LOG_STATUS)[keyof typeof IMPORT_LOG_STATUS];
 
-/** Reference 6.3: status names; anything else shows as "N/A". */
+/** The OpenEyes status names; anything else shows as "N/A", as in its log viewer. */
 export function importLogStatusName(statusId: number): string {
   switch (statusId) {
     case 3:

@@ -171,7 +171,7 @@ export function createSignatureService(deps: SignatureServiceDeps): SignatureSer
     }
   }
 
-  /** Steps 6 and 7. */
+  /** Saving once checked: files and rows in one transaction, or a "Failed signature save!" log row. */
   async function save(
     input: SignatureInput,
     event: CodeEvent,
