@@ -27,7 +27,7 @@ import { PermanentRoutineError, createRoutineCatalog, defineRoutine } from './ro
 
 const MINUTE = 60_000;
 
-describe('retry back-off (reference 9.5, newest branch)', () => {
+describe("retry back-off (the Java processor's newest table, the default)", () => {
   const problems: string[] = [];
   const steps = parseBackoff('2m*n@5,30m@13,6h@20', problems);
   it('parses the table without problems, and reports a malformed one', () => {
