@@ -131,7 +131,7 @@ export function createSignatureService(deps: SignatureServiceDeps): SignatureSer
     return file === undefined ? undefined : { filename: log.filename };
   }
 
-  /** Step 5: a status 3 log, with the original stored only when it is a valid image. */
+  /** Refused: a status 3 log, with the original stored only when it is a valid image. */
   async function recordInvalid(input: SignatureInput, checked: Checked): Promise<SignatureOutcome> {
     const message = capText(checked.messages.join(' '), MAX_RETURN_MESSAGE_CHARS);
     const eventId = checked.event?.eventId ?? null;
