@@ -6,8 +6,16 @@
 export type { DicomErrorCode } from './dicom-error.ts';
 export { DicomError } from './dicom-error.ts';
 export type { DicomHeader } from './dicom-header.ts';
-export type { DicomLimits, DicomSummary } from './extract.ts';
+export type { DicomTask } from './dicom-pool.ts';
+export type { DicomFileMeta, DicomInspection, DicomLimits, DicomSummary } from './extract.ts';
 export { ENCAPSULATED_PDF_SOP_CLASS } from './extract.ts';
 export type { DicomExtraction, ExtractedImage, RawImage } from './dicom-service.ts';
-export { closeDicomPools, dicomLimitsOf, extractDicomImages, readDicomFile } from './dicom-service.ts';
+export {
+  closeDicomPools,
+  dicomLimitsOf,
+  extractDicomImages,
+  inspectDicomFile,
+  readDicomFile,
+  runDicomTask,
+} from './dicom-service.ts';
 export { describeTransferSyntax } from './transfer-syntaxes.ts';
