@@ -13,7 +13,7 @@ import { installErrorHandling } from './http/error-handler.ts';
 import { installOverloadGuard } from './http/overload.ts';
 import { installMetrics } from './http/metrics.ts';
 import { installOpenApi, markGuards } from './http/openapi.ts';
-import { createReadinessCheck } from './http/readiness.ts';
+import { installHealthRoutes } from './http/readiness.ts';
 import { generateRequestId, installClientRequestIds } from './http/request-id.ts';
 import { applySecurityHeaders, httpsServerOptions } from './http/transport-security.ts';
 import type { ModuleOptions } from './http/module.ts';
@@ -100,15 +100,7 @@ export async function buildApp(deps: AppDeps, options: BuildAppOptions = {}): Pr
     registerDicomReceiveMetrics,
   ]);
 
-  app.get('/healthz', async () => ({ status: 'ok' }));
-  const readiness = createReadinessCheck(deps.database);
-  app.get('/readyz', async (_request, reply) => {
-    const database = await readiness();
-    // Reads answer 503 while the read audit sink is behind (modules/audit/audit-sink.ts).
-    const isAuditBehind = database === 'ready' && app.auditSink?.refusal() !== undefined;
-    const status = isAuditBehind ? 'audit trail behind' : database;
-    return reply.code(status === 'ready' ? 200 : 503).send({ status });
-  });
+  installHealthRoutes(app, deps.database, () => app.auditSink?.refusal() !== undefined);
 
   await app.register(patientRoutes, moduleOptions);
   await app.register(signatureRoutes, moduleOptions);

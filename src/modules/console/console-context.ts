@@ -77,6 +77,22 @@ export function badRequestPage(text: string): ConsolePageError {
   return new ConsolePageError(400, 'Bad request', text);
 }
 
+/** The longest time a filter form sends (`YYYY-MM-DDTHH:MM:SS` with some room). */
+const TIME_FIELD_MAX_LENGTH = 30;
+
+/**
+ * The query field `name` of a filter form, a `datetime-local` value (or a date) in the site's zone, as
+ * stored UTC text; undefined when absent or blank; a 400 page when it is not a date and time.
+ */
+export function timeField(ctx: ConsoleContext, query: unknown, name: string): string | undefined {
+  const text = (textField(query, name) ?? '').trim();
+  if (text === '') return undefined;
+  if (text.length > TIME_FIELD_MAX_LENGTH) throw badRequestPage(`"${name}" is too long.`);
+  const stored = ctx.siteTime.parseLocal(text);
+  if (stored === undefined) throw badRequestPage(`"${name}" must be a date and time.`);
+  return stored;
+}
+
 export interface Flash {
   readonly kind: 'ok' | 'warn' | 'error';
   readonly text: string;

@@ -33,6 +33,7 @@ import {
   consoleUrl,
   notFoundPage,
   parseId,
+  timeField,
   textField,
 } from './console-context.ts';
 import type { ConsoleGuard } from './console-guard.ts';
@@ -66,15 +67,8 @@ export function registerQueuePages(app: FastifyInstance, ctx: ConsoleContext, gu
     const status = optionalText(query, 'status', 20);
     if (status !== undefined && !ROUTINE_STATUSES.includes(status as RoutineStatus))
       throw badRequestPage('Unknown routine status.');
-    const time = (name: string) => {
-      const text = optionalText(query, name, 30);
-      if (text === undefined) return undefined;
-      const stored = ctx.siteTime.parseLocal(text);
-      if (stored === undefined) throw badRequestPage(`"${name}" must be a date and time.`);
-      return stored;
-    };
-    const createdFrom = time('from');
-    const createdTo = time('to');
+    const createdFrom = timeField(ctx, query, 'from');
+    const createdTo = timeField(ctx, query, 'to');
     const filter: RequestListFilter = {
       ...(overall === undefined ? {} : { overall: overall as RequestListFilter['overall'] }),
       ...(status === undefined ? {} : { routineStatus: status as RoutineStatus }),

@@ -14,6 +14,7 @@ import { spoolDirOf } from '../../files/spool.ts';
 import { rejectOtherMethods } from '../../http/error-handler.ts';
 import type { ModuleOptions } from '../../http/module.ts';
 import { MALFORMED_MULTIPART_MESSAGE } from '../../http/multipart.ts';
+import { STUDIES_DOC, STUDY_DOC } from './stow.openapi.ts';
 import { createDicomReceiver } from './receive.ts';
 import { storeStatus, toDicomJson, toDicomXml } from './store-response.ts';
 import { StowBodyError, storeInstances } from './stow.ts';
@@ -127,7 +128,11 @@ export async function registerStowRoutes(app: FastifyInstance, options: ModuleOp
     app.route({
       method: 'POST',
       url,
-      config: { heavy: true },
+      config: {
+        heavy: true,
+        doc: url === STUDY_URL ? STUDY_DOC : STUDIES_DOC,
+        audit: { action: 'dicomweb.store', label: 'DICOMweb store', kind: 'write' },
+      },
       ...(url === STUDY_URL ? { schema: { params: ParamsSchema }, attachValidation: true } : {}),
       onRequest: [auth, checkRequest],
       handler,

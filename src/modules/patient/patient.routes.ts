@@ -10,6 +10,7 @@ import formbody from '@fastify/formbody';
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import { rejectOtherMethods } from '../../http/error-handler.ts';
 import type { ModuleOptions } from '../../http/module.ts';
+import { SEARCH_DOC } from './patient.openapi.ts';
 import type { SortColumn } from './patient.queries.ts';
 import type { PatientSearchInput } from './patient.service.ts';
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, createPatientSearchService } from './patient.service.ts';
@@ -31,6 +32,7 @@ export const patientRoutes: FastifyPluginAsync<ModuleOptions> = async (app, { de
     method: ['GET', 'POST', 'PUT'],
     url: SEARCH_URL,
     bodyLimit: FORM_BODY_LIMIT_BYTES,
+    config: { doc: SEARCH_DOC, audit: { action: 'patient.search', label: 'Patient search', kind: 'read' } },
     preHandler: basicAuth({ operation: 'OprnApi' }),
     handler: async (request, reply) => {
       const results = await service.searchPatients(readSearchInput(request));

@@ -21,6 +21,8 @@ import type { SpoolOptions, SpooledBytes } from '../../files/spool.ts';
 import { SPOOL_THRESHOLD_BYTES, spoolDirOf, spoolStream } from '../../files/spool.ts';
 import { holdSpool, loadSpooled } from '../../http/upload-spool.ts';
 import { MALFORMED_MULTIPART_MESSAGE } from '../../http/multipart.ts';
+import { idParameter } from '../audit/index.ts';
+import { ADD_DOC, STATUS_DOC } from './request-queue.openapi.ts';
 import type { HandlerKind } from './content-type.ts';
 import {
   boundaryOf,
@@ -199,7 +201,11 @@ export async function registerRequestQueueRoutes(
   app.route({
     method: ['POST', 'PUT'],
     url: ADD_URL,
-    config: { errorShape: 'envelope' },
+    config: {
+      errorShape: 'envelope',
+      doc: ADD_DOC,
+      audit: { action: 'queue.add', label: 'Request queued', kind: 'write' },
+    },
     schema: { querystring: AddQuerySchema },
     attachValidation: true,
     onRequest: [auth, prepareIntake],
@@ -210,7 +216,16 @@ export async function registerRequestQueueRoutes(
   app.route({
     method: 'GET',
     url: STATUS_URL,
-    config: { errorShape: 'envelope' },
+    config: {
+      errorShape: 'envelope',
+      doc: STATUS_DOC,
+      audit: {
+        action: 'queue.status',
+        label: 'Request status',
+        kind: 'read',
+        targetOf: idParameter('request_id', 'request'),
+      },
+    },
     schema: { querystring: StatusQuerySchema },
     attachValidation: true,
     onRequest: auth,
