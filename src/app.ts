@@ -5,6 +5,8 @@
 import type { ServerOptions } from 'node:http';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import Fastify from 'fastify';
+import type { AppServices } from './app-services.ts';
+import { createAppServices } from './app-services.ts';
 import type { Config } from './config.ts';
 import type { AppDeps } from './deps.ts';
 import { createBasicAuthGuard } from './http/basic-auth.ts';
@@ -30,6 +32,11 @@ import { signatureRoutes } from './modules/signature/index.ts';
 export interface BuildAppOptions {
   /** The process logger (`createLogger`); silent when omitted. */
   readonly logger?: Logger;
+  /**
+   * The shared services, built once by the composition root (`src/main/server.ts`), which hands the same
+   * ones to the DIMSE receiver; built here from `deps` when omitted (tests, benchmarks).
+   */
+  readonly services?: AppServices;
   /** Extra routes, registered like a module (the test harness uses this). */
   readonly extraRoutes?: (app: FastifyInstance, options: ModuleOptions) => void | Promise<void>;
 }
@@ -82,7 +89,8 @@ export async function buildApp(deps: AppDeps, options: BuildAppOptions = {}): Pr
   });
   // One audit row per answer of an audited route: a write's committed before the answer leaves, a
   // read's within AUDIT_FLUSH_MS after it unless AUDIT_READS=durable (modules/audit).
-  installAuditTrail(app, deps);
+  const services = options.services ?? createAppServices(deps);
+  installAuditTrail(app, deps, services.auditTrail);
 
   // Before any route: the OpenAPI collector and the request metrics hook see every route registered after.
   const moduleOptions: ModuleOptions = {
@@ -104,10 +112,11 @@ export async function buildApp(deps: AppDeps, options: BuildAppOptions = {}): Pr
 
   await app.register(patientRoutes, moduleOptions);
   await app.register(signatureRoutes, moduleOptions);
-  await app.register(attachmentRoutes, moduleOptions);
-  await app.register(requestQueueRoutes, moduleOptions);
-  await app.register(dicomWebRoutes, moduleOptions);
-  if (deps.config.console) await app.register(consoleRoutes, moduleOptions);
+  await app.register(attachmentRoutes, { ...moduleOptions, attachments: services.attachments });
+  await app.register(requestQueueRoutes, { ...moduleOptions, intake: services.intake });
+  await app.register(dicomWebRoutes, { ...moduleOptions, intake: services.intake });
+  if (deps.config.console)
+    await app.register(consoleRoutes, { ...moduleOptions, attachments: services.attachments });
   if (options.extraRoutes !== undefined) {
     const extra = options.extraRoutes;
     await app.register(async (scope) => {

@@ -20,7 +20,8 @@ import { CREATE_DOC, VIEW_DOC } from './attachment.openapi.ts';
 import { AppError } from '../../errors.ts';
 import { DATA_FIELDS } from './attachment.queries.ts';
 import type { UploadInput } from './attachment.service.ts';
-import { MAX_ID, PAYLOAD_READ_OPERATION, createAttachmentService } from './attachment.service.ts';
+import type { AttachmentService } from './attachment.service.ts';
+import { MAX_ID, PAYLOAD_READ_OPERATION } from './attachment.service.ts';
 import { mediaTypeOfHeader, normaliseMediaType } from './content-type.ts';
 
 const VIEW_URL = '/api/v1/attachmentdisplay/view';
@@ -48,12 +49,16 @@ function invalid(fields: Record<string, string>): AppError {
   return new AppError('validation_failed', 'Invalid attachment', { fields });
 }
 
-export const attachmentRoutes: FastifyPluginAsync<ModuleOptions> = async (
+/** The attachment routes' options: the module's, and the process's attachment service. */
+export interface AttachmentRouteOptions extends ModuleOptions {
+  readonly attachments: AttachmentService;
+}
+
+export const attachmentRoutes: FastifyPluginAsync<AttachmentRouteOptions> = async (
   instance,
-  { deps, basicAuth, uploadMemory },
+  { deps, basicAuth, uploadMemory, attachments: service },
 ) => {
   const app = instance.withTypeProvider<TypeBoxTypeProvider>();
-  const service = createAttachmentService(deps);
   const uploadLimitBytes = deps.config.limits.rawBodyBytes;
   const spoolOptions: SpoolOptions = {
     dir: spoolDirOf(deps.config.filesDir),

@@ -39,7 +39,6 @@ import { AppError, DATABASE_RETRY_AFTER_SECONDS, DEFAULT_MESSAGES } from '../../
 import { errorBody } from '../../http/error-handler.ts';
 import { createAuditSink } from './audit-sink.ts';
 import type { AuditEntry, AuditTrail } from './audit-trail.ts';
-import { createAuditTrail } from './audit-trail.ts';
 
 export type AuditAction =
   | 'patient.search'
@@ -155,8 +154,7 @@ const REPRESENTATION_HEADERS = [
  * the collector of the routes' `config.audit` (`app.auditedRoutes`).
  * Returns the trail, which is flushed when the app closes (and the read audit sink with it).
  */
-export function installAuditTrail(app: FastifyInstance, deps: AppDeps): AuditTrail {
-  const trail = createAuditTrail(deps.database);
+export function installAuditTrail(app: FastifyInstance, deps: AppDeps, trail: AuditTrail): AuditTrail {
   const throttled = createThrottleLog();
   const { config } = deps;
   const sink =

@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import Tokens from '@fastify/csrf';
 import { Eta } from 'eta';
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { AttachmentService } from '../attachment/index.ts';
 import type { AppDeps } from '../../deps.ts';
 import type { Principal } from '../user/index.ts';
 import type { ConsoleAssets } from './console-assets.ts';
@@ -100,6 +101,8 @@ export interface Flash {
 
 export interface ConsoleContext {
   readonly deps: AppDeps;
+  /** The process's attachment service (the API's). */
+  readonly attachments: AttachmentService;
   readonly sessions: SessionStore;
   readonly siteTime: SiteTime;
   readonly assets: ConsoleAssets;
@@ -175,6 +178,7 @@ export function roleGrantHelp(user: Principal, schema: 'own' | 'openeyes'): Role
 
 export function createConsoleContext(options: {
   deps: AppDeps;
+  attachments: AttachmentService;
   sessions: SessionStore;
   siteTime: SiteTime;
   assets: ConsoleAssets;

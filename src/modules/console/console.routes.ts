@@ -19,6 +19,7 @@ import type { ModuleOptions } from '../../http/module.ts';
 import type { LoginAttempt } from '../../http/login-brake.ts';
 import { beginLoginAttempt } from '../../http/login-brake.ts';
 import { isHttpsRequest } from '../../http/transport-security.ts';
+import type { AttachmentService } from '../attachment/index.ts';
 import type { RouteAudit } from '../audit/index.ts';
 import { readWorkerHealth } from '../request-queue/index.ts';
 import type { Verification } from '../user/index.ts';
@@ -44,7 +45,12 @@ export const CONSOLE_CSP =
   "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
   "form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
-export const consoleRoutes: FastifyPluginAsync<ModuleOptions> = async (app, { deps }) => {
+/** The console's options: the module's, and the process's attachment service. */
+export interface ConsoleRouteOptions extends ModuleOptions {
+  readonly attachments: AttachmentService;
+}
+
+export const consoleRoutes: FastifyPluginAsync<ConsoleRouteOptions> = async (app, { deps, attachments }) => {
   const secret = deps.config.consoleSessionSecret ?? (await loadCookieSecret(deps.database));
   const sessions = createSessionStore(deps.database, {
     idleMinutes: deps.config.consoleIdleMinutes,
@@ -52,6 +58,7 @@ export const consoleRoutes: FastifyPluginAsync<ModuleOptions> = async (app, { de
   });
   const ctx = createConsoleContext({
     deps,
+    attachments,
     sessions,
     siteTime: createSiteTime(deps.config.timeZone),
     assets: loadConsoleAssets(),

@@ -9,11 +9,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { sendBinary } from '../../http/binary-reply.ts';
 import { keepStoredHeaders } from '../../http/stored-headers.ts';
 import type { RoutineStatus } from '../../db/schema.ts';
-import {
-  createAttachmentService,
-  findAttachmentRequestId,
-  listRequestPayloadParts,
-} from '../attachment/index.ts';
+import { findAttachmentRequestId, listRequestPayloadParts } from '../attachment/index.ts';
 import type { AdminOutcome, RequestListFilter } from '../request-queue/index.ts';
 import {
   RETRYABLE,
@@ -56,7 +52,7 @@ function optionalText(query: Query, name: string, maxLength: number): string | u
 export function registerQueuePages(app: FastifyInstance, ctx: ConsoleContext, guard: ConsoleGuard): void {
   const { database } = ctx.deps;
   const db = database.db;
-  const attachments = createAttachmentService(ctx.deps);
+  const { attachments } = ctx;
   const guardQueue = guard(OPERATIONS.queue);
 
   /** The list filter of the query (400 for values that cannot be one) and the form's echo. */

@@ -13,6 +13,7 @@ import { AppError, DATABASE_RETRY_AFTER_SECONDS, DEFAULT_MESSAGES } from '../../
 import { spoolDirOf } from '../../files/spool.ts';
 import { rejectOtherMethods } from '../../http/error-handler.ts';
 import type { ModuleOptions } from '../../http/module.ts';
+import type { IntakeService } from '../request-queue/index.ts';
 import { MALFORMED_MULTIPART_MESSAGE } from '../../http/multipart.ts';
 import { STUDIES_DOC, STUDY_DOC } from './stow.openapi.ts';
 import { createDicomReceiver } from './receive.ts';
@@ -41,9 +42,14 @@ const ParamsSchema = Type.Object({
   }),
 });
 
-export async function registerStowRoutes(app: FastifyInstance, options: ModuleOptions): Promise<void> {
+/** The STOW-RS routes' options: the module's, and the process's queue intake. */
+export interface StowRouteOptions extends ModuleOptions {
+  readonly intake: IntakeService;
+}
+
+export async function registerStowRoutes(app: FastifyInstance, options: StowRouteOptions): Promise<void> {
   const { config, database } = options.deps;
-  const receiver = createDicomReceiver({ database, config });
+  const receiver = createDicomReceiver({ database, config, intake: options.intake });
 
   // The body is read by stow.ts from the request stream, part by part.
   app.removeAllContentTypeParsers();

@@ -32,7 +32,7 @@ import {
   nulCharacterMessage,
 } from './content-type.ts';
 import type { MultipartPart } from './intake.ts';
-import { createIntakeService } from './intake.ts';
+import type { IntakeService } from './intake.ts';
 import { createStatusService } from './status.ts';
 
 const ADD_URL = '/api/v1/request/queue/add';
@@ -88,9 +88,14 @@ function unprocessable(fields: Record<string, string>): AppError {
   return new AppError('validation_failed', 'Unprocessable Entity', { fields });
 }
 
+/** The queue routes' options: the module's, and the process's queue intake. */
+export interface RequestQueueRouteOptions extends ModuleOptions {
+  readonly intake: IntakeService;
+}
+
 export async function registerRequestQueueRoutes(
   app: FastifyInstance,
-  options: ModuleOptions,
+  options: RequestQueueRouteOptions,
 ): Promise<void> {
   const { config, database } = options.deps;
   const { jsonBodyBytes, rawBodyBytes } = config.limits;
@@ -99,7 +104,7 @@ export async function registerRequestQueueRoutes(
     memoryThresholdBytes: SPOOL_THRESHOLD_BYTES,
     limitBytes: rawBodyBytes,
   };
-  const intake = createIntakeService({ database, config });
+  const { intake } = options;
   const status = createStatusService({ db: database.db });
 
   // Own parsers for this plugin only: each returns the raw bytes, and intake decodes them strictly.
