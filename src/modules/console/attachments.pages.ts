@@ -15,6 +15,7 @@ import {
   findPatientAttachments,
   findFiledAttachment,
 } from '../attachment/index.ts';
+import { readEventSubtypes } from '../device-filing/index.ts';
 import { findPatientIdsByIdentifier } from '../patient/index.ts';
 import type { ConsoleContext } from './console-context.ts';
 import { OPERATIONS, badRequestPage, notFoundPage, parseId, textField } from './console-context.ts';
@@ -49,11 +50,27 @@ export function registerAttachmentPages(
         results = await findPatientAttachments(db, patientIds);
         request.consoleAudit = { targetType: 'patient', targetIds: patientIds };
       }
+      // Grouped by event (in the order found), each titled with its subtype when it has one.
+      const subtypes = await readEventSubtypes(db, results?.map((a) => a.eventId) ?? []);
+      const groups: { eventId: number; subtype: string | null; attachments: FoundAttachment[] }[] = [];
+      for (const attachment of results ?? []) {
+        let group = groups.find((g) => g.eventId === attachment.eventId);
+        if (group === undefined) {
+          group = {
+            eventId: attachment.eventId,
+            subtype: subtypes.get(attachment.eventId) ?? null,
+            attachments: [],
+          };
+          groups.push(group);
+        }
+        group.attachments.push(attachment);
+      }
       return ctx.render(request, reply, 'attachments', {
         title: 'Attachments',
         nav: 'attachments',
         form: { event: eventText, identifier },
         results,
+        groups,
         isCapped: results !== undefined && results.length >= MAX_FOUND_ATTACHMENTS,
       });
     },

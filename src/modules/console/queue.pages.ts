@@ -22,6 +22,7 @@ import {
   retryRoutine,
   voidRoutine,
 } from '../request-queue/index.ts';
+import { readRequestDeviceFiling } from '../device-filing/index.ts';
 import type { ConsoleContext, Flash } from './console-context.ts';
 import {
   OPERATIONS,
@@ -123,7 +124,11 @@ export function registerQueuePages(app: FastifyInstance, ctx: ConsoleContext, gu
     status = 200,
   ): Promise<FastifyReply> {
     request.consoleAudit = { targetType: 'request', targetIds: [id] };
-    const [detail, parts] = await Promise.all([readRequestDetail(db, id), listRequestPayloadParts(db, id)]);
+    const [detail, parts, device] = await Promise.all([
+      readRequestDetail(db, id),
+      listRequestPayloadParts(db, id),
+      readRequestDeviceFiling(db, id),
+    ]);
     if (detail === undefined) throw notFoundPage(`Request ${id}`);
     return ctx.render(
       request,
@@ -134,6 +139,7 @@ export function registerQueuePages(app: FastifyInstance, ctx: ConsoleContext, gu
         nav: 'requests',
         request: detail,
         parts,
+        device,
         retryable: RETRYABLE,
         voidable: VOIDABLE,
         ...(flash === undefined ? {} : { flash }),

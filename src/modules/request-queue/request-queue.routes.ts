@@ -23,17 +23,17 @@ import { holdSpool, loadSpooled } from '../../http/upload-spool.ts';
 import { MALFORMED_MULTIPART_MESSAGE } from '../../http/multipart.ts';
 import { idParameter } from '../audit/index.ts';
 import { ADD_DOC, STATUS_DOC } from './request-queue.openapi.ts';
-import type { HandlerKind } from './content-type.ts';
+import type { HandlerKind } from './intake/content-type.ts';
 import {
   boundaryOf,
   effectiveContentType,
   handlerKindOf,
   hasNulCharacter,
   nulCharacterMessage,
-} from './content-type.ts';
-import type { MultipartPart } from './intake.ts';
-import type { IntakeService } from './intake.ts';
-import { createStatusService } from './status.ts';
+} from './intake/content-type.ts';
+import type { MultipartPart } from './intake/payload.ts';
+import type { IntakeService } from './intake/intake.service.ts';
+import { createStatusService } from './status/status.ts';
 
 const ADD_URL = '/api/v1/request/queue/add';
 const STATUS_URL = '/api/v1/request/queue/status';

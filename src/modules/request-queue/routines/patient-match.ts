@@ -1,7 +1,9 @@
 /**
  * `PATIENT_MATCH`: finds the one patient the request is about, from the identifier, date of birth and sex
  * in the request (DICOM tags merged by `DICOM_SEED`, else JSON body or form fields), stores its id as
- * `matched_patient_id` in `REQUEST_DATA`, then chains the rest of the request's processing.
+ * `matched_patient_id` in `REQUEST_DATA`, then chains the rest of the request's processing: the filing
+ * routine (`ATTACH_TO_EVENT`, or `FILE_BIOMETRY` for a device profile whose filer is biometry) and
+ * `CLEAN_UP`.
  *
  * Matching, in the spirit of the patient search (reference 4.4): the identifier is de-spaced (spaces and
  * hyphens removed); for every identifier type whose `validate_regex` matches it after the type's `pad`,

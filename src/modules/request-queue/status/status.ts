@@ -4,11 +4,14 @@
  * execution. Shown to holders of the queue's operation (the endpoint) and to `queue show` (the CLI).
  */
 import type { Kysely } from 'kysely';
-import type { DB, RoutineStatus } from '../../db/schema.ts';
-import { AppError } from '../../errors.ts';
+import type { DB, RoutineStatus } from '../../../db/schema.ts';
+import { AppError } from '../../../errors.ts';
+import type { OverallStatus } from './overall-status.ts';
+import { overallStatus } from './overall-status.ts';
 import { findRequestRoutines } from './status.queries.ts';
 
-export type OverallStatus = 'COMPLETE' | 'RUNNING' | 'FAILED';
+export type { OverallStatus } from './overall-status.ts';
+export { overallStatus } from './overall-status.ts';
 
 export interface RoutineStatusView {
   readonly routine_name: string;
@@ -28,19 +31,6 @@ export interface RequestStatus {
 
 /** Largest id the `request.id` column holds (a 32-bit serial on PostgreSQL). */
 const MAX_ID = 2_147_483_647;
-
-/**
- * Reference 9.7 (`Request::getRequestStatus`): a FAILED routine makes the request FAILED; otherwise a
- * NEW or RETRY one makes it RUNNING; otherwise (COMPLETE, VOID, PAUSE, or no routine) it is COMPLETE.
- */
-export function overallStatus(statuses: Iterable<RoutineStatus>): OverallStatus {
-  let isRunning = false;
-  for (const status of statuses) {
-    if (status === 'FAILED') return 'FAILED';
-    if (status === 'NEW' || status === 'RETRY') isRunning = true;
-  }
-  return isRunning ? 'RUNNING' : 'COMPLETE';
-}
 
 export interface StatusService {
   /** The status of request `rawId` (a query value): 422 when not a positive integer, 404 when unknown. */

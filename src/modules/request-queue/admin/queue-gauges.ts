@@ -8,8 +8,8 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
 import { sql } from 'kysely';
 import type { Registry } from 'prom-client';
-import type { DB } from '../../db/schema.ts';
-import type { AppDeps } from '../../deps.ts';
+import type { DB } from '../../../db/schema.ts';
+import type { AppDeps } from '../../../deps.ts';
 
 export interface QueueGauges {
   readonly routines: readonly { queue: string; status: string; count: number }[];

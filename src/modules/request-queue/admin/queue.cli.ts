@@ -1,18 +1,21 @@
 /**
  * Queue commands of the CLI: `queue list [--status S]`, `queue show <request_id>` (the status answer:
- * every routine with its last execution log, redacted as for the endpoint), `queue retry <request_id>` (FAILED/RETRY routines
- * back to NEW with try count 0 and no next try, the admin re-queue of reference 9.7) and
- * `queue void <request_id>` (NEW/RETRY routines to VOID). On PostgreSQL a routine being run is row-locked
- * by its worker, so these updates wait for that attempt to finish and then apply to its outcome. Retry
- * and void are written to the audit trail, refusals included.
+ * every routine with its last execution log, redacted as for the endpoint), `queue retry <request_id>`
+ * (the request's FAILED routines back to NEW with try count 0 and no next try, the admin re-queue of
+ * reference 9.7) and `queue void <request_id>` (its NEW/RETRY routines to VOID). Retry and void are the
+ * console's actions (`request-actions.ts`): they take the request's locks as a worker does, so a request
+ * a worker is running is refused (exit status 1, nothing changed) rather than changed under it. Retry and
+ * void are written to the audit trail, refusals included.
  */
-import type { RoutineStatus } from '../../db/schema.ts';
-import type { CliCommand, CliContext } from '../../cli/cli-types.ts';
-import { EXIT_FAILURE, UsageError } from '../../cli/cli-types.ts';
-import { AppError } from '../../errors.ts';
-import { runAuditedCliAction } from '../audit/index.ts';
-import { listRoutines, retryRequestRoutines, voidRequestRoutines } from './claim.queries.ts';
-import { createStatusService } from './status.ts';
+import type { RoutineStatus } from '../../../db/schema.ts';
+import type { CliCommand, CliContext } from '../../../cli/cli-types.ts';
+import { EXIT_FAILURE, UsageError } from '../../../cli/cli-types.ts';
+import { AppError } from '../../../errors.ts';
+import { runAuditedCliAction } from '../../audit/index.ts';
+import type { AdminOutcome } from './request-actions.ts';
+import { retryFailedRoutines, voidPendingRoutines } from './request-actions.ts';
+import { listRoutines } from './routine-list.queries.ts';
+import { createStatusService } from '../status/status.ts';
 
 const STATUSES: readonly RoutineStatus[] = ['NEW', 'RETRY', 'COMPLETE', 'FAILED', 'VOID', 'PAUSE'];
 
@@ -22,14 +25,45 @@ function requestIdOf(ctx: CliContext): number {
   return Number(raw);
 }
 
-/** Refuses (404, exit 1) a request id that does not exist. */
-async function requireRequest(ctx: CliContext, requestId: number): Promise<void> {
-  const row = await ctx.database.db
-    .selectFrom('request')
-    .select('id')
-    .where('id', '=', requestId)
-    .executeTakeFirst();
-  if (row === undefined) throw new AppError('not_found', `No request ${requestId}`);
+/** The routines an action changed; a refusal (exit status 1) otherwise. */
+function changedIds(outcome: AdminOutcome, requestId: number): readonly number[] {
+  switch (outcome.kind) {
+    case 'done':
+      return outcome.routineIds;
+    case 'not_found':
+      throw new AppError('not_found', `No request ${requestId}`);
+    case 'busy':
+      throw new AppError(
+        'unavailable',
+        `Request ${requestId} is being run by a worker: nothing was changed; try again once its routine has finished`,
+      );
+    case 'changed':
+    case 'refused':
+      throw new AppError('bad_request', `Request ${requestId}: nothing was changed`);
+  }
+}
+
+/**
+ * Runs a checked action of `request-actions.ts` on request `requestId`. Where the database has a single
+ * writer, a worker's open batch holds the whole database: the action waits for it up to the busy timeout,
+ * then is refused like a request a worker holds.
+ */
+async function runLocked(
+  ctx: CliContext,
+  requestId: number,
+  action: (database: CliContext['database'], requestId: number) => Promise<AdminOutcome>,
+): Promise<readonly number[]> {
+  let outcome: AdminOutcome;
+  try {
+    outcome = await action(ctx.database, requestId);
+  } catch (error) {
+    if (ctx.database.dialect.classifyError(error) !== 'unavailable') throw error;
+    throw new AppError(
+      'unavailable',
+      `Request ${requestId} could not be locked (a worker is running it, or the database is busy): nothing was changed`,
+    );
+  }
+  return changedIds(outcome, requestId);
 }
 
 export const queueCommands: readonly CliCommand[] = [
@@ -110,13 +144,12 @@ export const queueCommands: readonly CliCommand[] = [
   {
     words: ['queue', 'retry'],
     arguments: [{ name: 'request_id' }],
-    summary: 'put the FAILED/RETRY routines of a request back to NEW (try count 0, no next try)',
+    summary: 'put the FAILED routines of a request back to NEW (try count 0, no next try)',
     async run(ctx) {
       const requestId = requestIdOf(ctx);
       const count = await runAuditedCliAction(ctx, 'queue.retry', async (note) => {
         note({ targetType: 'request', targetIds: [requestId] });
-        await requireRequest(ctx, requestId);
-        const retried = await retryRequestRoutines(ctx.database.db, requestId);
+        const retried = (await runLocked(ctx, requestId, retryFailedRoutines)).length;
         note({ detail: `${retried} routine(s) back to NEW` });
         return retried;
       });
@@ -131,8 +164,7 @@ export const queueCommands: readonly CliCommand[] = [
       const requestId = requestIdOf(ctx);
       const count = await runAuditedCliAction(ctx, 'queue.void', async (note) => {
         note({ targetType: 'request', targetIds: [requestId] });
-        await requireRequest(ctx, requestId);
-        const voided = await voidRequestRoutines(ctx.database.db, requestId);
+        const voided = (await runLocked(ctx, requestId, voidPendingRoutines)).length;
         note({ detail: `${voided} routine(s) voided` });
         return voided;
       });

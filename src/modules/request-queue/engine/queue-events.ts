@@ -3,7 +3,7 @@
  * {@link onRequestQueued} (the worker inside the server, and engines without notifications), and across
  * processes through the dialect's notifications on channel `request_queue` ({@link notifyQueueAfterCommit}).
  */
-import type { Database } from '../../db/database.ts';
+import type { Database } from '../../../db/database.ts';
 
 /** What a listener learns: the new request and the queue of its first routine. */
 export interface RequestQueuedEvent {

@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { itEnforcesBasicAuth } from '../../../test/auth-cases.ts';
-import type { TestUser } from '../../../test/factories.ts';
-import { createUser } from '../../../test/factories.ts';
-import type { TestRequestType } from '../../../test/factories-queue.ts';
-import { STATUS_PATH, createRequestType, submitToQueue } from '../../../test/factories-queue.ts';
-import type { TestApp } from '../../../test/harness.ts';
-import { forEachDialect, startTestApp } from '../../../test/harness.ts';
-import type { RoutineStatus } from '../../db/schema.ts';
+import { itEnforcesBasicAuth } from '../../../../test/auth-cases.ts';
+import type { TestUser } from '../../../../test/factories.ts';
+import { createUser } from '../../../../test/factories.ts';
+import type { TestRequestType } from '../../../../test/factories-queue.ts';
+import { STATUS_PATH, createRequestType, submitToQueue } from '../../../../test/factories-queue.ts';
+import type { TestApp } from '../../../../test/harness.ts';
+import { forEachDialect, startTestApp } from '../../../../test/harness.ts';
+import type { RoutineStatus } from '../../../db/schema.ts';
 import { overallStatus, redactExecutionLog } from './status.ts';
 
 /** A log text as the engine writes one for a failed attempt: worker line, routine lines, error stack. */

@@ -4,7 +4,7 @@
  * `maximum_active_threads`); each slot loops `engine.runNext(queue)`: it claims one routine of a request
  * no one else is running, runs it and, while work is found, claims the next at once (the original slept
  * `busy_yield_ms` between passes; that would cap throughput at a few routines per second). On PostgreSQL a
- * claim takes a batch of routines of different requests and commits them together (see `engine.ts`).
+ * claim takes a batch of routines of different requests and commits them together (see `batch.ts`).
  *
  * Idle slots wait to be woken, not polling hard: where the dialect has notifications (PostgreSQL) a
  * dedicated connection listens on channel `request_queue` (intake and chaining batches notify the queue
@@ -13,8 +13,8 @@
  *
  * A single writer (SQLite): one slot per queue (one connection); run one worker process per database file.
  */
-import type { Subscription } from '../../db/dialect.ts';
-import type { Logger } from '../../logger.ts';
+import type { Subscription } from '../../../db/dialect.ts';
+import type { Logger } from '../../../logger.ts';
 import type { EngineOptions, QueueEngine } from './engine.ts';
 import { createQueueEngine } from './engine.ts';
 import { findQueues } from './claim.queries.ts';
@@ -34,7 +34,7 @@ export interface WorkerOptions extends EngineOptions {
   readonly logger?: Logger;
   /** How often the queue counters are written, in ms. */
   readonly counterFlushMs?: number;
-  /** Routines claimed and committed together (see `engine.ts`); default 25. */
+  /** Routines claimed and committed together (see `batch.ts`); default 25. */
   readonly batchSize?: number;
   /**
    * Upper bound of the slots of one queue with several writers. Default: the pool size less two, shared

@@ -4,26 +4,26 @@ import { sql } from 'kysely';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { after, before, describe, it } from 'node:test';
-import type { Config } from '../../config.ts';
-import { loadConfig } from '../../config.ts';
-import type { Database } from '../../db/database.ts';
-import { openDatabase } from '../../db/database.ts';
+import type { Config } from '../../../config.ts';
+import { loadConfig } from '../../../config.ts';
+import type { Database } from '../../../db/database.ts';
+import { openDatabase } from '../../../db/database.ts';
 import {
   createRequestType,
   createRoutineName,
   executionsOf,
   routinesOf,
-} from '../../../test/factories-queue.ts';
-import type { TestDatabase } from '../../../test/harness.ts';
-import { createTestDatabase, forEachDialect } from '../../../test/harness.ts';
-import { until } from '../../../test/until.ts';
+} from '../../../../test/factories-queue.ts';
+import type { TestDatabase } from '../../../../test/harness.ts';
+import { createTestDatabase, forEachDialect } from '../../../../test/harness.ts';
+import { until } from '../../../../test/until.ts';
 import { createQueueEngine } from './engine.ts';
-import { enqueueRequest } from './intake.ts';
-import type { RoutineContext } from './routines/index.ts';
-import { createRoutineCatalog, defineRoutine } from './routines/index.ts';
+import { enqueueRequest } from '../intake/enqueue.ts';
+import type { RoutineContext } from './routine-catalog.ts';
+import { createRoutineCatalog, defineRoutine } from './routine-catalog.ts';
 import { createQueueWorker } from './worker.ts';
 
-const CHILD = new URL('../../../test/queue-blocking-worker.ts', import.meta.url).pathname;
+const CHILD = new URL('../../../../test/queue-blocking-worker.ts', import.meta.url).pathname;
 
 /** A routine that records one `request_details` row named `name`, with the worker's label as value. */
 function recordingRoutine(routineName: string, label: string, then?: string) {
@@ -100,7 +100,10 @@ forEachDialect((dialect) => {
       const { requestId } = await enqueueRequest(testDb.database, { requestType: 'noop' });
       const child = spawn(
         process.execPath,
-        ['--disable-warning=ExperimentalWarning', new URL('../../main/worker.ts', import.meta.url).pathname],
+        [
+          '--disable-warning=ExperimentalWarning',
+          new URL('../../../main/worker.ts', import.meta.url).pathname,
+        ],
         { env: { ...process.env, ...testDb.env, WORKER_QUEUES: 'default_queue' }, stdio: 'ignore' },
       );
       try {

@@ -6,9 +6,9 @@
  */
 import type { Kysely } from 'kysely';
 import { sql } from 'kysely';
-import { runCompiled } from '../../db/compiled-queries.ts';
-import type { Database } from '../../db/database.ts';
-import type { DB } from '../../db/schema.ts';
+import { runCompiled } from '../../../db/compiled-queries.ts';
+import type { Database } from '../../../db/database.ts';
+import type { DB } from '../../../db/schema.ts';
 import type { QueuedRequestRows } from './intake.queries.ts';
 import { attachmentRowsOf, firstRoutineRowOf, requestRowOf } from './intake.queries.ts';
 

@@ -4,8 +4,7 @@
  * with `hash_code` = Java's `String.hashCode` of a text naming the routine and its implementation; rows
  * are never updated or deleted. `request_type` and `request_routine` rows refer to these names.
  */
-import type { Database } from '../../db/database.ts';
-import { DEFAULT_ROUTINES } from './routines/index.ts';
+import type { Database } from '../../../db/database.ts';
 
 /** Java's `String.hashCode` (a 32-bit int over the UTF-16 code units). */
 export function javaStringHash(text: string): number {
@@ -19,11 +18,8 @@ export function routineVersionText(name: string): string {
   return `clinical-records-api routine ${name}`;
 }
 
-/** Inserts the catalog's routine names that `routine_library` lacks; returns the names inserted. */
-export async function registerRoutineNames(
-  database: Database,
-  names: readonly string[] = DEFAULT_ROUTINES.map((r) => r.name),
-): Promise<string[]> {
+/** Inserts the routine names (a catalog's) that `routine_library` lacks; returns the names inserted. */
+export async function registerRoutineNames(database: Database, names: readonly string[]): Promise<string[]> {
   const existing = new Set(
     (await database.db.selectFrom('routine_library').select('routine_name').execute()).map(
       (r) => r.routine_name,

@@ -1,6 +1,6 @@
 /**
  * Queue SQL: the eligibility rule of reference 9.3, claiming, recording an attempt (9.4), the markers of
- * attempts under way, chaining (9.6), the queue counters and the admin actions of the CLI.
+ * attempts under way, chaining (9.6) and the queue counters.
  *
  * Claiming: where the engine has row locks (`DialectAdapter.hasRowLocks`), several worker processes on
  * several machines share one queue by claiming inside the transaction that runs the routines, with
@@ -14,9 +14,9 @@
  */
 import type { ExpressionBuilder, Kysely, RawBuilder } from 'kysely';
 import { sql } from 'kysely';
-import type { ShapeCache } from '../../db/compiled-queries.ts';
-import type { DialectAdapter } from '../../db/dialect.ts';
-import type { DB, Row, RoutineStatus } from '../../db/schema.ts';
+import type { ShapeCache } from '../../../db/compiled-queries.ts';
+import type { DialectAdapter } from '../../../db/dialect.ts';
+import type { DB, Row, RoutineStatus } from '../../../db/schema.ts';
 
 export type ClaimedRoutine = Row<'request_routine'> & { readonly request_type: string };
 
@@ -258,7 +258,7 @@ export async function findAttemptMarkers(
  * Marks the attempts of `routines` as started, keeping the count of unfinished attempts before them, in
  * a transaction of its own that commits without waiting for the disk (`commitWithoutFlush`): the mark
  * survives a crash of the attempt's process, and is lost only with the database server or the machine,
- * which loses the attempt's own transaction too (engine.ts).
+ * which loses the attempt's own transaction too (attempts.ts).
  */
 export async function markAttemptsStarted(
   database: { readonly db: Kysely<DB>; readonly dialect: DialectAdapter },
@@ -456,65 +456,4 @@ export async function findQueues(db: Kysely<DB>, names: readonly string[]): Prom
   let query = db.selectFrom('request_queue').selectAll().orderBy('request_queue');
   if (names.length > 0) query = query.where('request_queue', 'in', names);
   return query.execute();
-}
-
-export interface RoutineListing {
-  readonly id: number;
-  readonly request_id: number;
-  readonly request_type: string;
-  readonly execute_request_queue: string;
-  readonly routine_name: string;
-  readonly status: RoutineStatus;
-  readonly try_count: number;
-  readonly execute_sequence: number;
-  readonly next_try_date_time: string | null;
-}
-
-/** Routines for `queue list`, newest request first, optionally of one status. */
-export async function listRoutines(
-  db: Kysely<DB>,
-  options: { status?: RoutineStatus; limit: number },
-): Promise<RoutineListing[]> {
-  let query = db
-    .selectFrom('request_routine as rr')
-    .innerJoin('request as r', 'r.id', 'rr.request_id')
-    .select([
-      'rr.id',
-      'rr.request_id',
-      'r.request_type',
-      'rr.execute_request_queue',
-      'rr.routine_name',
-      'rr.status',
-      'rr.try_count',
-      'rr.execute_sequence',
-      'rr.next_try_date_time',
-    ])
-    .orderBy('rr.request_id', 'desc')
-    .orderBy('rr.execute_sequence')
-    .orderBy('rr.id')
-    .limit(options.limit);
-  if (options.status !== undefined) query = query.where('rr.status', '=', options.status);
-  return query.execute();
-}
-
-/** `queue retry`: FAILED/RETRY routines of the request back to NEW, try count 0, next try null. */
-export async function retryRequestRoutines(db: Kysely<DB>, requestId: number): Promise<number> {
-  const result = await db
-    .updateTable('request_routine')
-    .set({ status: 'NEW', try_count: 0, next_try_date_time: null })
-    .where('request_id', '=', requestId)
-    .where('status', 'in', ['FAILED', 'RETRY'])
-    .executeTakeFirst();
-  return Number(result.numUpdatedRows);
-}
-
-/** `queue void`: NEW/RETRY routines of the request to VOID. */
-export async function voidRequestRoutines(db: Kysely<DB>, requestId: number): Promise<number> {
-  const result = await db
-    .updateTable('request_routine')
-    .set({ status: 'VOID' })
-    .where('request_id', '=', requestId)
-    .where('status', 'in', ['NEW', 'RETRY'])
-    .executeTakeFirst();
-  return Number(result.numUpdatedRows);
 }

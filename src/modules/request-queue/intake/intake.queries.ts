@@ -3,8 +3,8 @@
  * of one queued request (request, its attachment_data rows, its first request_routine).
  */
 import type { Expression, InsertObject, Kysely } from 'kysely';
-import { attachmentDataRow } from '../attachment-data/index.ts';
-import type { DB, NewRow } from '../../db/schema.ts';
+import { attachmentDataRow } from '../../attachment-data/index.ts';
+import type { DB, NewRow } from '../../../db/schema.ts';
 
 /** Where a request type's work starts: its default routine and queue. */
 export interface RequestTypeRoute {

@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import type { Config } from '../../config.ts';
-import { loadConfig } from '../../config.ts';
+import type { Config } from '../../../config.ts';
+import { loadConfig } from '../../../config.ts';
 import { sql } from 'kysely';
-import { formatDateTime } from '../../db/database.ts';
-import { countRows } from '../../../test/factories.ts';
-import { addFailingTrigger } from '../../../test/failing-trigger.ts';
+import { formatDateTime } from '../../../db/database.ts';
+import { countRows } from '../../../../test/factories.ts';
+import { addFailingTrigger } from '../../../../test/failing-trigger.ts';
 import {
   addRoutineRow,
   createRequestType,
@@ -13,21 +13,17 @@ import {
   executionsOf,
   jsonRow,
   routinesOf,
-} from '../../../test/factories-queue.ts';
-import type { TestDatabase } from '../../../test/harness.ts';
-import { createTestDatabase, forEachDialect } from '../../../test/harness.ts';
+} from '../../../../test/factories-queue.ts';
+import type { TestDatabase } from '../../../../test/harness.ts';
+import { createTestDatabase, forEachDialect } from '../../../../test/harness.ts';
 import type { QueueEngine } from './engine.ts';
-import { parseBackoff } from '../../config.ts';
+import { parseBackoff } from '../../../config.ts';
 import { claimQuery } from './claim.queries.ts';
 import { createQueueEngine, retryDelayMs } from './engine.ts';
-import { enqueueRequest } from './intake.ts';
-import type { RoutineContext } from './routines/index.ts';
-import {
-  DEFAULT_ROUTINES,
-  PermanentRoutineError,
-  createRoutineCatalog,
-  defineRoutine,
-} from './routines/index.ts';
+import { enqueueRequest } from '../intake/enqueue.ts';
+import { DEFAULT_ROUTINES } from '../index.ts';
+import type { RoutineContext } from './routine-catalog.ts';
+import { PermanentRoutineError, createRoutineCatalog, defineRoutine } from './routine-catalog.ts';
 
 const MINUTE = 60_000;
 

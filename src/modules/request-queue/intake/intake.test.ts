@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
-import { itEnforcesBasicAuth } from '../../../test/auth-cases.ts';
-import type { TestUser } from '../../../test/factories.ts';
-import { countRows, createUser } from '../../../test/factories.ts';
-import type { TestRequestType } from '../../../test/factories-queue.ts';
+import { itEnforcesBasicAuth } from '../../../../test/auth-cases.ts';
+import type { TestUser } from '../../../../test/factories.ts';
+import { countRows, createUser } from '../../../../test/factories.ts';
+import type { TestRequestType } from '../../../../test/factories-queue.ts';
 import {
   ADD_PATH,
   QUEUE_TABLES,
@@ -12,14 +12,14 @@ import {
   createRequestType,
   routinesOf,
   submitToQueue,
-} from '../../../test/factories-queue.ts';
-import { PNG_BYTES } from '../../../test/factories-attachment.ts';
-import { addFailingTrigger } from '../../../test/failing-trigger.ts';
-import type { TestApp } from '../../../test/harness.ts';
-import { forEachDialect, startTestApp } from '../../../test/harness.ts';
-import { until } from '../../../test/until.ts';
-import type { RequestQueuedEvent } from './queue-events.ts';
-import { onRequestQueued } from './queue-events.ts';
+} from '../../../../test/factories-queue.ts';
+import { PNG_BYTES } from '../../../../test/factories-attachment.ts';
+import { addFailingTrigger } from '../../../../test/failing-trigger.ts';
+import type { TestApp } from '../../../../test/harness.ts';
+import { forEachDialect, startTestApp } from '../../../../test/harness.ts';
+import { until } from '../../../../test/until.ts';
+import type { RequestQueuedEvent } from '../engine/queue-events.ts';
+import { onRequestQueued } from '../engine/queue-events.ts';
 
 const JSON_LIMIT = 4096;
 const RAW_LIMIT = 65536;

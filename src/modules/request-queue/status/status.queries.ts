@@ -3,7 +3,7 @@
  * order, each with the log text of its last execution.
  */
 import type { Kysely } from 'kysely';
-import type { DB, RoutineStatus } from '../../db/schema.ts';
+import type { DB, RoutineStatus } from '../../../db/schema.ts';
 
 export interface RoutineStatusRow {
   readonly routine_name: string;

@@ -1,15 +1,20 @@
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { after, before, describe, it } from 'node:test';
 import {
   addRoutineRow,
   createRequestType,
   createRoutineName,
   routinesOf,
-} from '../../../test/factories-queue.ts';
-import type { TestDatabase } from '../../../test/harness.ts';
-import { createTestDatabase, forEachDialect } from '../../../test/harness.ts';
-import { enqueueRequest } from './intake.ts';
-import { runCli } from '../../../test/run-cli.ts';
+} from '../../../../test/factories-queue.ts';
+import type { TestDatabase } from '../../../../test/harness.ts';
+import { createTestDatabase, forEachDialect } from '../../../../test/harness.ts';
+import { enqueueRequest } from '../intake/enqueue.ts';
+import { runCli } from '../../../../test/run-cli.ts';
+import { until } from '../../../../test/until.ts';
+
+const BLOCKING_WORKER = new URL('../../../../test/queue-blocking-worker.ts', import.meta.url).pathname;
 
 forEachDialect((dialect) => {
   describe(`npm run cli -- queue (${dialect})`, () => {
@@ -100,15 +105,15 @@ forEachDialect((dialect) => {
       assert.match(unknown.stderr, /No request 999999/);
     });
 
-    it('retry puts FAILED and RETRY routines back to NEW with no tries and no next try', async () => {
+    it('retry puts FAILED routines back to NEW with no tries and no next try, and leaves a RETRY routine to its next try', async () => {
       const result = await runCli(t.env, ['queue', 'retry', String(requestId)]);
       assert.equal(result.status, 0, result.stderr);
-      assert.match(result.stdout, /2 routine\(s\) back to NEW/);
+      assert.match(result.stdout, /1 routine\(s\) back to NEW/);
       assert.deepEqual(
         (await routinesOf(t.db, requestId)).map((r) => [r.status, r.try_count, r.next_try_date_time]),
         [
           ['NEW', 0, null],
-          ['NEW', 0, null],
+          ['RETRY', 3, '2030-01-01 00:00:00'],
           ['COMPLETE', 0, null],
         ],
       );
@@ -121,6 +126,69 @@ forEachDialect((dialect) => {
       assert.deepEqual(
         (await routinesOf(t.db, requestId)).map((r) => r.status),
         ['VOID', 'VOID', 'COMPLETE'],
+      );
+    });
+
+    it('retry and void refuse a request a worker is running, and change nothing', async () => {
+      // The worker runs the request's first routine (NEW) and never finishes it; a later routine FAILED.
+      const blocking = await createRoutineName(t.db);
+      const type = await createRequestType(t.db, { routineName: blocking });
+      const held = (await enqueueRequest(t.database, { requestType: type.requestType })).requestId;
+      await addRoutineRow(t.db, {
+        requestId: held,
+        name: names[0]!,
+        queue: type.queue,
+        sequence: 20,
+        status: 'FAILED',
+        tryCount: 5,
+      });
+      const child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', BLOCKING_WORKER], {
+        env: { ...process.env, ...t.env, QUEUE: type.queue, ROUTINE: blocking },
+        stdio: ['ignore', 'pipe', 'inherit'],
+      });
+      try {
+        let output = '';
+        child.stdout.setEncoding('utf8');
+        await new Promise<void>((resolve, reject) => {
+          child.stdout.on('data', (chunk: string) => {
+            output += chunk;
+            if (output.includes('BLOCKED')) resolve();
+          });
+          child.once('exit', () => reject(new Error(`worker exited early: ${output}`)));
+        });
+        const before = await routinesOf(t.db, held);
+        // With row locks the request's rows are skipped at once ("being run by a worker"); with a single
+        // writer the worker's open write transaction holds the database until the busy timeout.
+        // (each command then waits that long twice, for its action and for its audit row: void is left
+        // to the engines with row locks).
+        const hasRowLocks = t.database.dialect.hasRowLocks;
+        for (const command of hasRowLocks ? ['retry', 'void'] : ['retry']) {
+          const result = await runCli(t.env, ['queue', command, String(held)]);
+          assert.equal(result.status, 1, `${command}: ${result.stdout}`);
+          assert.match(
+            result.stderr,
+            hasRowLocks ? /being run by a worker: nothing was changed/ : /could not be (locked|written)/,
+          );
+        }
+        assert.deepEqual(await routinesOf(t.db, held), before);
+      } finally {
+        child.kill('SIGKILL');
+        await once(child, 'exit');
+      }
+      // Once the worker is gone (PostgreSQL and MariaDB end its session when they see the closed
+      // socket), the same retry applies.
+      let after = await runCli(t.env, ['queue', 'retry', String(held)]);
+      await until(async () => {
+        if (after.status !== 0) after = await runCli(t.env, ['queue', 'retry', String(held)]);
+        return after.status === 0;
+      });
+      assert.match(after.stdout, /1 routine\(s\) back to NEW/);
+      assert.deepEqual(
+        (await routinesOf(t.db, held)).map((r) => [r.status, r.try_count]),
+        [
+          ['NEW', 0],
+          ['NEW', 0],
+        ],
       );
     });
   });
