@@ -40,15 +40,6 @@ import { errorBody } from '../../http/error-handler.ts';
 import { createAuditSink } from './audit-sink.ts';
 import type { AuditEntry, AuditTrail } from './audit-trail.ts';
 
-export type AuditAction =
-  | 'patient.search'
-  | 'signature.add'
-  | 'attachment.view'
-  | 'attachment.create'
-  | 'queue.add'
-  | 'queue.status'
-  | 'dicomweb.store';
-
 export type AuditTargetType = 'patient' | 'signature_import_log' | 'attachment_data' | 'request';
 
 /** What a handler tells the audit trail about the records its call touched. */

@@ -5,7 +5,6 @@
  * `request.audit = { targetType, targetIds }`.
  */
 export type {
-  AuditAction,
   AuditActor,
   AuditAnnotation,
   AuditRefusal,
