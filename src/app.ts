@@ -110,13 +110,17 @@ export async function buildApp(deps: AppDeps, options: BuildAppOptions = {}): Pr
 
   installHealthRoutes(app, deps.database, () => app.auditSink?.refusal() !== undefined);
 
-  await app.register(patientRoutes, moduleOptions);
+  await app.register(patientRoutes, { ...moduleOptions, patients: services.patients });
   await app.register(signatureRoutes, moduleOptions);
   await app.register(attachmentRoutes, { ...moduleOptions, attachments: services.attachments });
   await app.register(requestQueueRoutes, { ...moduleOptions, intake: services.intake });
   await app.register(dicomWebRoutes, { ...moduleOptions, intake: services.intake });
   if (deps.config.console)
-    await app.register(consoleRoutes, { ...moduleOptions, attachments: services.attachments });
+    await app.register(consoleRoutes, {
+      ...moduleOptions,
+      attachments: services.attachments,
+      patients: services.patients,
+    });
   if (options.extraRoutes !== undefined) {
     const extra = options.extraRoutes;
     await app.register(async (scope) => {

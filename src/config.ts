@@ -552,7 +552,7 @@ const DICOM = {
       'DICOM_DECODE_MEMORY_MB',
       512,
       { min: 64, max: 16_384 },
-      'heap cap of each decoding thread, in MiB; also the largest file read',
+      'heap cap of each decoding thread, in MiB; also the largest file read, and it bounds rendering a PDF page',
     ),
     workerThreads: integer(
       'DICOM_WORKER_THREADS',

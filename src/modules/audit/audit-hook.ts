@@ -86,10 +86,12 @@ export interface RouteAudit {
   readonly renderRefusal?: (request: FastifyRequest) => AuditRefusal;
 }
 
-/** A target of a console answer (its own target types, such as `user`). */
+/** A target of a console answer (its own target types, such as `user`), with a note for the row. */
 interface ConsoleTarget {
   readonly targetType: string;
   readonly targetIds: readonly number[];
+  /** Short words the ids cannot say (key names, internal ids); never patient data. */
+  readonly detail?: string;
 }
 
 /** One row of the table derived from the registered routes. */
@@ -187,13 +189,19 @@ export function installAuditTrail(app: FastifyInstance, deps: AppDeps, trail: Au
     const known = route.actorOf?.(request) ?? request.principal;
     if (known === undefined && (outcome === 503 || route.auditsAnonymous === false)) return payload;
     if (outcome === 429 && !throttled.isFirstThisMinute(route.action, request.ip)) return payload;
-    const target = request.audit ?? route.targetOf?.(request);
+    const target: AuditAnnotation | ConsoleTarget | undefined = request.audit ?? route.targetOf?.(request);
     const actor = known ?? (await verifiedActorOf(request, outcome));
+    const detail =
+      outcome === 429
+        ? 'throttled: first refusal of this client this minute'
+        : target !== undefined && 'detail' in target
+          ? target.detail
+          : undefined;
     const entry: AuditEntry = {
       action: route.action,
       userId: actor?.userId ?? null,
       username: actor?.username ?? null,
-      ...(outcome === 429 ? { detail: 'throttled: first refusal of this client this minute' } : {}),
+      ...(detail === undefined ? {} : { detail }),
       targetType: target?.targetType ?? null,
       targetIds: target?.targetIds ?? [],
       outcome,

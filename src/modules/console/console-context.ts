@@ -9,6 +9,7 @@ import Tokens from '@fastify/csrf';
 import { Eta } from 'eta';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { AttachmentService } from '../attachment/index.ts';
+import type { PatientSearchService } from '../patient/index.ts';
 import type { AppDeps } from '../../deps.ts';
 import type { Principal } from '../user/index.ts';
 import type { ConsoleAssets } from './console-assets.ts';
@@ -36,6 +37,8 @@ export interface ConsoleAuditTarget {
   readonly targetIds: readonly number[];
   /** The user, when the answer is not to a signed-in one (a successful sign-in). */
   readonly userId?: number;
+  /** Short words the ids cannot say (key names, internal ids); never patient data. */
+  readonly detail?: string;
 }
 
 declare module 'fastify' {
@@ -103,6 +106,8 @@ export interface ConsoleContext {
   readonly deps: AppDeps;
   /** The process's attachment service (the API's). */
   readonly attachments: AttachmentService;
+  /** The process's patient search (the API's). */
+  readonly patients: PatientSearchService;
   readonly sessions: SessionStore;
   readonly siteTime: SiteTime;
   readonly assets: ConsoleAssets;
@@ -179,6 +184,7 @@ export function roleGrantHelp(user: Principal, schema: 'own' | 'openeyes'): Role
 export function createConsoleContext(options: {
   deps: AppDeps;
   attachments: AttachmentService;
+  patients: PatientSearchService;
   sessions: SessionStore;
   siteTime: SiteTime;
   assets: ConsoleAssets;

@@ -21,6 +21,7 @@ import { beginLoginAttempt } from '../../http/login-brake.ts';
 import { isHttpsRequest } from '../../http/transport-security.ts';
 import type { AttachmentService } from '../attachment/index.ts';
 import type { RouteAudit } from '../audit/index.ts';
+import type { PatientSearchService } from '../patient/index.ts';
 import { readWorkerHealth } from '../request-queue/index.ts';
 import type { Verification } from '../user/index.ts';
 import { registerAttachmentPages } from './attachments.pages.ts';
@@ -48,9 +49,13 @@ export const CONSOLE_CSP =
 /** The console's options: the module's, and the process's attachment service. */
 export interface ConsoleRouteOptions extends ModuleOptions {
   readonly attachments: AttachmentService;
+  readonly patients: PatientSearchService;
 }
 
-export const consoleRoutes: FastifyPluginAsync<ConsoleRouteOptions> = async (app, { deps, attachments }) => {
+export const consoleRoutes: FastifyPluginAsync<ConsoleRouteOptions> = async (
+  app,
+  { deps, attachments, patients },
+) => {
   const secret = deps.config.consoleSessionSecret ?? (await loadCookieSecret(deps.database));
   const sessions = createSessionStore(deps.database, {
     idleMinutes: deps.config.consoleIdleMinutes,
@@ -59,6 +64,7 @@ export const consoleRoutes: FastifyPluginAsync<ConsoleRouteOptions> = async (app
   const ctx = createConsoleContext({
     deps,
     attachments,
+    patients,
     sessions,
     siteTime: createSiteTime(deps.config.timeZone),
     assets: loadConsoleAssets(),

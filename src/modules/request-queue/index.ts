@@ -47,3 +47,14 @@ export { COUNT_CAP, readQueueChoices, readWorkerHealth } from './admin/queue-hea
 export { readQueueGauges, registerQueueGauges } from './admin/queue-gauges.ts';
 export { javaStringHash, registerRoutineNames } from './engine/routine-library.ts';
 export type { QueueGauges } from './admin/queue-gauges.ts';
+export type { RequestSource, RequestSummary } from './admin/request-summary.ts';
+export { isRequestThumbnail, readRequestSummaries } from './admin/request-summary.ts';
+export type {
+  ConsoleEdit,
+  EditChange,
+  EditOutcome,
+  EditRequestInput,
+  MatchField,
+  RequestMatchData,
+} from './admin/edit-request.ts';
+export { checkMatchCriteria, editRequestMatchData, readRequestMatchData } from './admin/edit-request.ts';

@@ -68,7 +68,7 @@ async function lockRequestRows(
 class BusyMarker extends Error {}
 
 /** Runs `action` in a write transaction holding the request's locks; 'busy' when a worker holds them. */
-async function withRequestLocks<T>(
+export async function withRequestLocks<T>(
   database: Database,
   requestId: number,
   action: (trx: Transaction<DB>) => Promise<T>,
