@@ -32,7 +32,7 @@ forEachDialect((dialect) => {
       const routes = app.app.auditedRoutes ?? [];
       const actionOf = new Map<string, string>();
       for (const route of routes) {
-        assert.match(route.action, /^[a-z]+(\.[a-z]+)+$/);
+        assert.match(route.action, /^[a-z]+(\.[a-z-]+)+$/);
         assert.ok(route.label.length > 0);
         const known = actionOf.get(route.url);
         if (known !== undefined) assert.equal(route.action, known, route.url);

@@ -55,7 +55,8 @@ export function registerAuditPages(app: FastifyInstance, ctx: ConsoleContext, gu
     const patient = text('patient', 64);
     const action = text('action', 64);
     const outcome = text('outcome', 3).toLowerCase();
-    if (action !== '' && !/^[\w.]+$/.test(action)) throw badRequestPage('Unknown action.');
+    // Action names: dotted words, with hyphens (`console.request.patient-search`).
+    if (action !== '' && !/^[\w.-]+$/.test(action)) throw badRequestPage('Unknown action.');
     if (outcome !== '' && !/^[1-5](\d\d|xx)$/.test(outcome))
       throw badRequestPage('The outcome must be a status such as 403 or a class such as 4xx.');
     const from = timeField(ctx, query, 'from');
