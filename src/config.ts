@@ -33,7 +33,7 @@ export type DatabaseTarget =
 
 export type DatabaseSchema = 'own' | 'openeyes';
 
-/** One step of the retry back-off table (reference 9.5). */
+/** One step of the retry back-off table. */
 export interface BackoffStep {
   /** The step applies while the try count (after the failed attempt) is below this. */
   readonly belowTry: number;
@@ -58,15 +58,15 @@ export interface Config {
   readonly logLevel: LogLevel;
   /** How long a successful Basic verification is remembered. 0 disables the cache. */
   readonly authCacheTtlMs: number;
-  /** Require `OprnLogin` in addition to `OprnApi` (the original did; reference 2.4 step 5). */
+  /** Require `OprnLogin` in addition to `OprnApi` (as the original did). */
   readonly requireOprnLogin: boolean;
-  /** Require `OprnApi` for attachment view (reference 7.3 step 2). */
+  /** Require `OprnApi` for attachment view, as for the other endpoints. */
   readonly attachmentRequireOprnApi: boolean;
-  /** Attachment view decodes strict base64 like the original (reference 7.2 step 4.5); off by default. */
+  /** Attachment view decodes strict base64 like the original; off by default. */
   readonly attachmentBase64Compat: boolean;
-  /** Attachments written less than this long ago are sent `no-cache` instead of `immutable` (D40). */
+  /** Attachments written less than this long ago are sent `no-cache` instead of `immutable`: the worker may still add thumbnails or clear blobs. */
   readonly attachmentImmutableGraceSeconds: number;
-  /** Body limits, in bytes (reference section 15). */
+  /** Body limits, in bytes. */
   readonly limits: {
     readonly signatureBodyBytes: number;
     readonly jsonBodyBytes: number;
@@ -119,9 +119,9 @@ export interface Config {
   readonly orphanSweepGraceMs: number;
   /** Proxies whose `X-Forwarded-For` / `X-Forwarded-Proto` are believed. */
   readonly trustedProxies: readonly string[];
-  /** Default `request_type` for queue add when the caller gives none (reference 8.8 step 6). */
+  /** Default `request_type` for queue add when the caller gives none. */
   readonly defaultRequestType: string;
-  /** IANA time zone used for "today" in ages (reference 4.7). */
+  /** IANA time zone used for "today" in ages. */
   readonly timeZone: string;
   /** How long patient search keeps its reference data (identifier types, rules, settings). 0 = no cache. */
   readonly referenceCacheTtlMs: number;
@@ -129,7 +129,7 @@ export interface Config {
   readonly workerConcurrency: number;
   /** Queues the worker serves; empty = every queue in `request_queue`. */
   readonly workerQueues: readonly string[];
-  /** Retry back-off table, from `<delay>[*n]@<below try>` steps (reference 9.5, newest branch by default). */
+  /** Retry back-off table, from `<delay>[*n]@<below try>` steps (the Java processor's newest table by default). */
   readonly queueRetryBackoff: readonly BackoffStep[];
   /** Request types whose `REQUEST_BLOB.blob_data` the clean-up routine nulls after a successful attach. */
   readonly queueDropBlobRequestTypes: readonly string[];
@@ -157,7 +157,7 @@ export interface Config {
   readonly deviceProfiles: readonly DeviceProfile[];
   /** HTTPS served by the server itself: PEM certificate chain and key read at start (`TLS_CERT`, `TLS_KEY`). */
   readonly tls?: { readonly cert: Buffer; readonly key: Buffer };
-  /** Refuse Basic credentials over plain HTTP (reference D10); on by default when NODE_ENV=production. */
+  /** Refuse Basic credentials over plain HTTP (they would travel readable); on by default when NODE_ENV=production. */
   readonly requireTls: boolean;
   /** API server processes (node:cluster); `auto` = one per core. */
   readonly serverProcesses: number;

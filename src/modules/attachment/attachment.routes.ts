@@ -1,6 +1,6 @@
 /**
- * `GET|HEAD /api/v1/attachmentdisplay/view` (reference 7.3) and `POST /api/v1/attachmentdisplay/create`
- * (reference section 15). A request's payload parts are viewed only by request admins and by the user
+ * `GET|HEAD /api/v1/attachmentdisplay/view` and `POST /api/v1/attachmentdisplay/create` (which the
+ * original routes but never implemented; here it stores an upload). A request's payload parts are viewed only by request admins and by the user
  * who stored them (`AttachmentReader`), 403 otherwise. Authentication runs in `onRequest`, before the query is validated, before any
  * 304 and before an upload body is read: a stranger learns nothing and cannot make the server buffer.
  */

@@ -1,10 +1,10 @@
 /**
- * HTTP routes of the request queue: `POST|PUT /api/v1/request/queue/add` (reference 8.8) and
- * `GET /api/v1/request/queue/status` (reference 9.8). Errors use the queue envelope
+ * HTTP routes of the request queue: `POST|PUT /api/v1/request/queue/add` and
+ * `GET /api/v1/request/queue/status`, as the OpenEyes API module's contract has them. Errors use the queue envelope
  * `{"success":0,"message":{...}}`.
  *
  * The body is parsed by the EFFECTIVE content type (the `content_type` query parameter, else the header;
- * reference D55): an onRequest hook computes it and rewrites the Content-Type that Fastify's parser
+ * matched without regard to case, spaces or parameters): an onRequest hook computes it and rewrites the Content-Type that Fastify's parser
  * selection sees, so JSON and forms get the 1 MiB limit, raw bodies and multipart the 100 MiB one.
  * Basic auth also runs at onRequest, before any body byte is read, so an anonymous client cannot make
  * the server buffer a large upload.
@@ -255,7 +255,7 @@ interface MultipartError {
 /**
  * Reads every part of a multipart body into memory (files and fields alike), bounded by the raw body
  * limit in total. Transport failures become contract answers: limits 413; a truncated body 422
- * `AttachmentData: <field>` (PHP's partial-upload text, reference 8.3) or `data` = malformed.
+ * `AttachmentData: <field>` (PHP's partial-upload text, as the original answers) or `data` = malformed.
  */
 async function readMultipartParts(
   request: FastifyRequest,

@@ -1,5 +1,5 @@
 /**
- * `POST api/v1/sign/add` (reference 5.5): open by design (signature pads post here directly), so it
+ * `POST api/v1/sign/add`: open by design (signature pads post here directly), so it
  * carries its own abuse limits: a body limit, a per-IP rate limit, and strict reading of the body. The
  * plugin is encapsulated: its content-type parser and hooks apply to this endpoint only.
  */
@@ -14,7 +14,7 @@ import type { SignatureInput } from './signature-body.ts';
 import type { SignatureService } from './signature.service.ts';
 import { createSignatureService, MESSAGES } from './signature.service.ts';
 
-/** The spec path, and the legacy un-prefixed path the original's crop screen posts to (reference 1.1). */
+/** The spec path, and the legacy un-prefixed path the original's crop screen posts to. */
 export const SIGN_ADD_PATHS = ['/api/v1/sign/add', '/Api/sign/add'] as const;
 
 const JSON_TYPE = 'application/json; charset=utf-8';

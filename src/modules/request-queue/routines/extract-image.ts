@@ -1,5 +1,5 @@
 /**
- * `EXTRACT_IMAGE` (reference 9.6 `GENERIC_EXTRACT_IMAGE`): turns the request's DICOM payload into
+ * `EXTRACT_IMAGE` (the Java processor's `GENERIC_EXTRACT_IMAGE`): turns the request's DICOM payload into
  * viewable attachments, between `DICOM_SEED` and `PATIENT_MATCH`. The DICOM module decodes on its worker
  * threads; this routine stores, in `prepare` (outside the write transaction on SQLite), what it made:
  *
