@@ -10,6 +10,7 @@ import { MIMEType } from 'node:util';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
 import { AppError, DATABASE_RETRY_AFTER_SECONDS, DEFAULT_MESSAGES } from '../../errors.ts';
+import { describeUploadLimit } from '../../db/upload-limit.ts';
 import { spoolDirOf } from '../../files/spool.ts';
 import { rejectOtherMethods } from '../../http/error-handler.ts';
 import type { ModuleOptions } from '../../http/module.ts';
@@ -107,7 +108,10 @@ export async function registerStowRoutes(app: FastifyInstance, options: StowRout
     } catch (error) {
       if (!(error instanceof StowBodyError)) throw error;
       if (error.kind === 'too-large')
-        throw new AppError('payload_too_large', DEFAULT_MESSAGES.payload_too_large);
+        throw new AppError(
+          'payload_too_large',
+          `Payload too large: each instance is limited to ${describeUploadLimit(config)}.`,
+        );
       throw new AppError(
         'bad_request',
         error.kind === 'empty' ? 'No DICOM instance in the body.' : MALFORMED_MULTIPART_MESSAGE,

@@ -268,6 +268,10 @@ forEachDialect((dialect) => {
       const countsBefore = await queueCounts(app);
       const response = await store(multipartRelated([buildInstance({ pixelBytes: 300_000 })]));
       assert.equal(response.status, 413);
+      assert.match(
+        await response.text(),
+        /each instance is limited to 200000 bytes \(RAW_BODY_LIMIT_BYTES\)/,
+      );
       assert.deepEqual(await queueCounts(app), countsBefore);
     });
 
