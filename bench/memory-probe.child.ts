@@ -1,0 +1,38 @@
+/**
+ * Preloaded into a server under test (`NODE_OPTIONS=--import=<this file>`) by benches that report what its
+ * memory is: on SIGUSR2 it appends one JSON line to `BENCH_MEMORY_PROBE_FILE` with
+ * `process.memoryUsage()`, V8's heap statistics (malloced memory, code) and the npm packages whose
+ * CommonJS modules are loaded (with their module counts). It adds a signal handler and nothing else, so
+ * the process measured is the server as `npm start` runs it.
+ */
+import { appendFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { getHeapCodeStatistics, getHeapStatistics } from 'node:v8';
+
+const file = process.env.BENCH_MEMORY_PROBE_FILE;
+const require = createRequire(import.meta.url);
+
+/** Loaded CommonJS modules per npm package (`pg`, `@img/sharp-linux-x64`, ...). */
+function loadedPackages(): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const key of Object.keys(require.cache)) {
+    const match = /node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(key.slice(key.lastIndexOf('node_modules/')));
+    if (match !== null) counts[match[1]!] = (counts[match[1]!] ?? 0) + 1;
+  }
+  return counts;
+}
+
+if (file !== undefined && file !== '') {
+  process.on('SIGUSR2', () => {
+    const heap = getHeapStatistics();
+    const code = getHeapCodeStatistics();
+    const sample = {
+      at: Date.now(),
+      memory: process.memoryUsage(),
+      mallocedBytes: heap.malloced_memory,
+      bytecodeAndMetadataBytes: code.bytecode_and_metadata_size,
+      packages: loadedPackages(),
+    };
+    appendFileSync(file, `${JSON.stringify(sample)}\n`);
+  });
+}
