@@ -22,6 +22,7 @@ interface ProbeSample {
   readonly mallocedBytes: number;
   readonly bytecodeAndMetadataBytes: number;
   readonly packages: Record<string, number>;
+  readonly spaces: Record<string, { size: number; used: number }>;
 }
 
 interface Reading extends ProbeSample {
@@ -67,6 +68,10 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
         `V8 heap total ${mb(r.memory.heapTotal)} (used ${mb(r.memory.heapUsed)}, of it bytecode ${mb(r.bytecodeAndMetadataBytes)}), ` +
         `external ${mb(r.memory.external)} (ArrayBuffers ${mb(r.memory.arrayBuffers)}), V8 malloced ${mb(r.mallocedBytes)}`,
     ),
+    `V8 heap spaces at the last read (size/used MB): ${Object.entries(last.spaces)
+      .filter(([, space]) => space.size > 0)
+      .map(([name, space]) => `${name} ${mb(space.size)}/${mb(space.used)}`)
+      .join(', ')}`,
     `native libraries mapped: ${last.addons.join(', ') || 'none'}`,
     `npm packages loaded (CommonJS modules): ${Object.entries(last.packages)
       .sort(([a], [b]) => a.localeCompare(b))

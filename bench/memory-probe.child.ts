@@ -1,13 +1,13 @@
 /**
  * Preloaded into a server under test (`NODE_OPTIONS=--import=<this file>`) by benches that report what its
  * memory is: on SIGUSR2 it appends one JSON line to `BENCH_MEMORY_PROBE_FILE` with
- * `process.memoryUsage()`, V8's heap statistics (malloced memory, code) and the npm packages whose
+ * `process.memoryUsage()`, V8's heap statistics (malloced memory, code, each heap space) and the npm packages whose
  * CommonJS modules are loaded (with their module counts). It adds a signal handler and nothing else, so
  * the process measured is the server as `npm start` runs it.
  */
 import { appendFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { getHeapCodeStatistics, getHeapStatistics } from 'node:v8';
+import { getHeapCodeStatistics, getHeapSpaceStatistics, getHeapStatistics } from 'node:v8';
 
 const file = process.env.BENCH_MEMORY_PROBE_FILE;
 const require = createRequire(import.meta.url);
@@ -31,6 +31,10 @@ if (file !== undefined && file !== '') {
       memory: process.memoryUsage(),
       mallocedBytes: heap.malloced_memory,
       bytecodeAndMetadataBytes: code.bytecode_and_metadata_size,
+      /** Size and use of each V8 heap space (new_space is the young generation), in bytes. */
+      spaces: Object.fromEntries(
+        getHeapSpaceStatistics().map((s) => [s.space_name, { size: s.space_size, used: s.space_used_size }]),
+      ),
       packages: loadedPackages(),
     };
     appendFileSync(file, `${JSON.stringify(sample)}\n`);

@@ -5,6 +5,7 @@
  */
 import type { FastifyPluginAsync } from 'fastify';
 import type { ModuleOptions } from '../../http/module.ts';
+import type { DicomServer, DicomServerDeps } from './dimse-server.ts';
 import { registerStowRoutes } from './stow.routes.ts';
 
 export const dicomWebRoutes: FastifyPluginAsync<ModuleOptions> = async (app, options) => {
@@ -12,5 +13,13 @@ export const dicomWebRoutes: FastifyPluginAsync<ModuleOptions> = async (app, opt
 };
 
 export type { DicomServer } from './dimse-server.ts';
-export { startDicomServer } from './dimse-server.ts';
+
+/**
+ * Starts the DIMSE C-STORE SCP on `DICOM_PORT`. Its code (and dcmjs-dimse) is loaded here, so that a
+ * server without `DICOM_PORT` does not hold it.
+ */
+export async function startDicomServer(deps: DicomServerDeps): Promise<DicomServer> {
+  const { startDicomServer: start } = await import('./dimse-server.ts');
+  return start(deps);
+}
 export { registerDicomReceiveMetrics } from './dicom-metrics.ts';
