@@ -4,7 +4,7 @@
  * database, read at `/readyz` and after `BENCH_IDLE_SECONDS` (default 60) without a request. Each read
  * gives the RSS split from `/proc/<pid>/status` (anonymous memory, file-backed pages such as code of
  * shared libraries), `process.memoryUsage()` (V8 heap, external memory, ArrayBuffers) and V8's malloced
- * memory, through `memory-probe.child.ts`, and names the native libraries mapped and the npm packages
+ * memory, through `memory-probe.child.js`, and names the native libraries mapped and the npm packages
  * loaded. `--duration`/`--connections` do not apply. Target: RSS <= 130 MB after the idle minute.
  */
 import { readFile, rm } from 'node:fs/promises';
@@ -15,7 +15,7 @@ import type { BenchReport, BenchRunOptions } from './lib.ts';
 import * as lib from './lib.ts';
 
 const TARGET_RSS_BYTES = 130 * 1024 * 1024;
-const PROBE = path.join(lib.ROOT_DIR, 'bench', 'memory-probe.child.ts');
+const PROBE = path.join(lib.ROOT_DIR, 'bench', 'memory-probe.child.js');
 
 interface ProbeSample {
   readonly memory: NodeJS.MemoryUsage;
