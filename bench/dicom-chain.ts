@@ -9,7 +9,7 @@
  * - 200 of them mixed (CT and fundus alternately; `BENCH_DICOM_MIXED`), with the server's RSS sampled
  *   every 100 ms while they drain.
  * Every file names one of 50 registered patients, so that every request runs DICOM_SEED ->
- * EXTRACT_IMAGE -> PATIENT_MATCH -> ATTACH_TO_EVENT -> CLEAN_UP to COMPLETE (EXTRACT_IMAGE makes the
+ * DEVICE_PROFILE -> EXTRACT_IMAGE -> PATIENT_MATCH -> ATTACH_TO_EVENT -> CLEAN_UP to COMPLETE (EXTRACT_IMAGE makes the
  * thumbnails, so PATIENT_MATCH queues no MAKE_THUMBNAILS). The bench fails unless every request ends
  * COMPLETE with its image stored, thumbnailed and linked to an event, and unless a sample of each kind
  * holds what a viewer must show (the CT through the file's window, the fundus JPEG as sent).
@@ -57,7 +57,14 @@ const RATE_TARGET = 50;
 const RSS_TARGET_BYTES = 400 * 1024 * 1024;
 const POLL_MS = 50;
 const MB = 1024 * 1024;
-const CHAIN = ['DICOM_SEED', 'EXTRACT_IMAGE', 'PATIENT_MATCH', 'ATTACH_TO_EVENT', 'CLEAN_UP'];
+const CHAIN = [
+  'DICOM_SEED',
+  'DEVICE_PROFILE',
+  'EXTRACT_IMAGE',
+  'PATIENT_MATCH',
+  'ATTACH_TO_EVENT',
+  'CLEAN_UP',
+];
 /** The server's limit of requests in flight per client address, above any --connections. */
 const SERVER_ENV = { MAX_REQUESTS_PER_CLIENT: '1000' };
 

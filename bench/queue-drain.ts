@@ -28,7 +28,11 @@ import { loadConfig } from '../src/config.ts';
 import type { Database } from '../src/db/database.ts';
 import { openDatabase } from '../src/db/database.ts';
 import { contentHash } from '../src/modules/attachment-data/index.ts';
-import { createQueueWorker, enqueueRequest } from '../src/modules/request-queue/index.ts';
+import {
+  createQueueWorker,
+  defaultRoutineCatalog,
+  enqueueRequest,
+} from '../src/modules/request-queue/index.ts';
 import type { BenchReport, BenchRow, BenchRunOptions, Dialect } from './lib.ts';
 import {
   BENCH_AUTHORIZATION,
@@ -368,7 +372,12 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
       const ids = await queueBacklog(database, backlog, patients);
       const first = ids[0]!;
       const last = ids[ids.length - 1]!;
-      const worker = createQueueWorker({ database, config, workerLabel: 'in-process' });
+      const worker = createQueueWorker({
+        database,
+        config,
+        catalog: defaultRoutineCatalog,
+        workerLabel: 'in-process',
+      });
       const walBefore = await walSyncs(database);
       counter.start();
       const startedAt = performance.now();

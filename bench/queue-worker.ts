@@ -20,7 +20,11 @@ import { loadConfig } from '../src/config.ts';
 import type { Database } from '../src/db/database.ts';
 import { openDatabase } from '../src/db/database.ts';
 import { sql } from 'kysely';
-import { createQueueWorker, enqueueRequest } from '../src/modules/request-queue/index.ts';
+import {
+  createQueueWorker,
+  defaultRoutineCatalog,
+  enqueueRequest,
+} from '../src/modules/request-queue/index.ts';
 import type { BenchReport, BenchRow, BenchRunOptions, Dialect } from './lib.ts';
 import { ROOT_DIR, START_NODE_FLAGS, insertMatchablePatients, ownChild, prepareDatabase } from './lib.ts';
 
@@ -53,6 +57,7 @@ async function startWorkers(
     const worker = createQueueWorker({
       database,
       config,
+      catalog: defaultRoutineCatalog,
       workerLabel: 'in-process',
     });
     await worker.start();

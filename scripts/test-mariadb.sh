@@ -3,17 +3,18 @@
 # temporary directory), listening on 127.0.0.1:${MARIADB_PORT:-3307} only, never the system service.
 # Prints the TEST_MYSQL_URL to use. Stop it with: kill "$(cat <dir>/mariadb.pid)".
 # max_allowed_packet holds the largest upload the tests send in one statement (an attachment of 100 MiB,
-# as prepared-statement binary).
+# as prepared-statement binary). Its temporary files go to its own directory, out of reach of whatever
+# cleans the machine's /tmp while the suite runs.
 set -euo pipefail
 dir="${1:-$(mktemp -d -t cra-mariadb-XXXXXX)}"
 port="${MARIADB_PORT:-3307}"
-mkdir -p "$dir"
+mkdir -p "$dir/tmp"
 if [ ! -d "$dir/data/mysql" ]; then
   mariadb-install-db --no-defaults --datadir="$dir/data" --auth-root-authentication-method=normal \
     --skip-test-db --user="$(id -un)" >"$dir/install.log" 2>&1
 fi
 mariadbd --no-defaults --datadir="$dir/data" --socket="$dir/mariadb.sock" --port="$port" \
-  --bind-address=127.0.0.1 --user="$(id -un)" --pid-file="$dir/mariadb.pid" --log-error="$dir/error.log" \
+  --bind-address=127.0.0.1 --user="$(id -un)" --pid-file="$dir/mariadb.pid" --log-error="$dir/error.log" --tmpdir="$dir/tmp" \
   --innodb-buffer-pool-size=256M --innodb-flush-log-at-trx-commit=1 --max-connections=500 \
   --max-allowed-packet=256M \
   --character-set-server=utf8mb4 --collation-server=utf8mb4_unicode_ci \

@@ -7,6 +7,8 @@ import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { availableParallelism } from 'node:os';
 import path from 'node:path';
+import type { DeviceProfile } from './modules/device-filing/profiles.ts';
+import { readDeviceProfilesFile } from './modules/device-filing/profile-file.ts';
 
 export type DatabaseTarget =
   | { readonly kind: 'sqlite'; readonly file: string }
@@ -143,6 +145,11 @@ export interface Config {
     /** Decoding threads; 0 = one per core. */
     readonly workerThreads: number;
   };
+  /**
+   * `DEVICE_PROFILES_FILE`: the site's device profiles (JSON, read and checked at start), which add to or
+   * replace the built-in ones of device filing; empty without the file.
+   */
+  readonly deviceProfiles: readonly DeviceProfile[];
   /** HTTPS served by the server itself: PEM certificate chain and key read at start (`TLS_CERT`, `TLS_KEY`). */
   readonly tls?: { readonly cert: Buffer; readonly key: Buffer };
   /** Refuse Basic credentials over plain HTTP (reference D10); on by default when NODE_ENV=production. */
@@ -344,6 +351,7 @@ export function loadConfig(env: Env = process.env): Config {
       decodeMemoryMb: int('DICOM_DECODE_MEMORY_MB', 512, 64, 16_384),
       workerThreads: int('DICOM_WORKER_THREADS', 0, 0, 256),
     },
+    deviceProfiles: deviceProfilesOf(read('DEVICE_PROFILES_FILE'), problems),
     ...tlsFiles(read('TLS_CERT'), read('TLS_KEY'), problems),
     requireTls: flag('REQUIRE_TLS', read('NODE_ENV') === 'production'),
     serverProcesses:
@@ -500,6 +508,14 @@ function list(raw: string | undefined): string[] {
     .split(',')
     .map((s) => s.trim())
     .filter((s) => s !== '');
+}
+
+/** The site's device profiles of `file` (none without a file); its problems are added to `problems`. */
+function deviceProfilesOf(file: string | undefined, problems: string[]): readonly DeviceProfile[] {
+  if (file === undefined) return [];
+  const outcome = readDeviceProfilesFile(path.resolve(file));
+  problems.push(...outcome.problems);
+  return outcome.profiles;
 }
 
 const BACKOFF_UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };

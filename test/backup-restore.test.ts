@@ -19,7 +19,7 @@ import { runCli } from './run-cli.ts';
 import { until } from './until.ts';
 import { createLogger } from '../src/logger.ts';
 import { importDataset, loadDemoData } from '../src/modules/dataset/index.ts';
-import { createQueueWorker } from '../src/modules/request-queue/index.ts';
+import { createQueueWorker, defaultRoutineCatalog } from '../src/modules/request-queue/index.ts';
 import { TABLE_NAMES } from '../src/modules/dataset/table-specs.ts';
 
 type LooseDb = Record<string, Record<string, unknown>>;
@@ -86,6 +86,7 @@ forEachDialect((dialect) => {
       const worker = createQueueWorker({
         database: app.database,
         config: app.config,
+        catalog: defaultRoutineCatalog,
         logger: createLogger('silent'),
       });
       await worker.start();

@@ -2,15 +2,16 @@
  * Biometry filing through the DICOM chain (DICOM_SEED -> EXTRACT_IMAGE -> PATIENT_MATCH -> FILE_BIOMETRY
  * -> CLEAN_UP), on every dialect: IOLMaster 500 objects, an IOLMaster 700 report and a standard axial
  * measurements object built with dcmtk, filed as one Biometry event per patient and study in OpenEyes's
- * tables. The device profile that names `FILE_BIOMETRY` as the filer is stood in for by setting
- * `device_filer` in REQUEST_DATA once DICOM_SEED has run, as that profile does.
+ * tables. `DEVICE_PROFILE` names `FILE_BIOMETRY` as the filer of these devices; the test also sets
+ * `device_filer` in REQUEST_DATA once that routine has run, so that an object no profile calls biometry
+ * can be sent down the biometry filer too.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Kysely } from 'kysely';
 import { closeDicomPools } from '../src/modules/dicom/index.ts';
-import type { QueueEngine } from '../src/modules/request-queue/engine.ts';
-import { createQueueEngine } from '../src/modules/request-queue/engine.ts';
+import type { QueueEngine } from '../src/modules/request-queue/index.ts';
+import { createQueueEngine, defaultRoutineCatalog } from '../src/modules/request-queue/index.ts';
 import type { PatientTags, StudyTags } from './biometry-objects.ts';
 import { axialMeasurements, iolCalculation, iolMaster500, iolMaster700Report } from './biometry-objects.ts';
 import { buildInstance, newUid } from './dicom-instances.ts';
@@ -40,7 +41,11 @@ forEachDialect((dialect) => {
       app = await startTestApp(dialect);
       db = app.db as AnyDb;
       user = await createUser(app.db);
-      engine = createQueueEngine({ database: app.database, config: app.config });
+      engine = createQueueEngine({
+        database: app.database,
+        config: app.config,
+        catalog: defaultRoutineCatalog,
+      });
       const institutionId = await createInstitution(app.db);
       typeId = await createIdentifierType(app.db, { institution_id: institutionId });
     });
@@ -68,7 +73,10 @@ forEachDialect((dialect) => {
       };
     }
 
-    /** Queues `bytes`, runs DICOM_SEED, marks the request for the biometry filer, and drains the queue. */
+    /**
+     * Queues `bytes`, runs DICOM_SEED and DEVICE_PROFILE, marks the request for the biometry filer, and
+     * drains the queue.
+     */
     async function file(bytes: Buffer): Promise<{ requestId: number; ran: string[] }> {
       const form = new FormData();
       form.append('scan', new Blob([new Uint8Array(bytes)], { type: 'application/dicom' }), 'scan.dcm');
@@ -79,9 +87,16 @@ forEachDialect((dialect) => {
       assert.equal(response.status, 200, await response.clone().text());
       const { request_id: requestId } = (await response.json()) as { request_id: number };
       const ran: string[] = [];
-      const first = await engine.step();
-      assert.equal(first.kind, 'ran');
-      if (first.kind === 'ran') ran.push(`${first.routineName}:${first.status}`);
+      for (const expected of ['DICOM_SEED', 'DEVICE_PROFILE']) {
+        const step = await engine.step();
+        assert.ok(step.kind === 'ran' && step.routineName === expected, `${expected} ran`);
+        ran.push(`${step.routineName}:${step.status}`);
+        if (step.status !== 'COMPLETE') {
+          const routine = (await routinesOf(app.db, requestId)).find((r) => r.routine_name === expected)!;
+          ran.push((await executionsOf(app.db, routine.id)).at(-1)?.log_text ?? '');
+          return { requestId, ran };
+        }
+      }
       const row = await db
         .selectFrom('attachment_data')
         .select(['id', 'text_data'])
@@ -517,11 +532,12 @@ forEachDialect((dialect) => {
       const { patientId, tags } = await newPatient();
       const study = { studyUid: newUid(), sopUid: newUid() };
       const { requestId, ran } = await file(await iolMaster500(tags, study));
-      assert.ok(ran.includes('FILE_BIOMETRY:FAILED'), ran.join(', '));
-      const routine = (await routinesOf(app.db, requestId)).find((r) => r.routine_name === 'FILE_BIOMETRY')!;
+      // The device profile refuses a file without any date, before the biometry filer.
+      assert.ok(ran.includes('DEVICE_PROFILE:FAILED'), ran.join(', '));
+      const routine = (await routinesOf(app.db, requestId)).find((r) => r.routine_name === 'DEVICE_PROFILE')!;
       assert.equal(routine.try_count, 1);
       const log = (await executionsOf(app.db, routine.id)).at(-1)?.log_text ?? '';
-      assert.match(log, /no acquisition, content, series or study date/);
+      assert.match(log, /no usable date/);
       assert.deepEqual(await eventsOf(patientId), []);
     });
   });

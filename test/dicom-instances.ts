@@ -51,6 +51,8 @@ export function buildInstance(options: InstanceOptions = {}): Buffer {
     SeriesInstanceUID: newUid(),
     Modality: 'OP',
     PatientID: 'TEST-1',
+    // Device filing refuses a file without any date.
+    StudyDate: '20240101',
     ...options.tags,
     Rows: side,
     Columns: side,

@@ -5,7 +5,7 @@
  */
 import { loadConfig } from '../src/config.ts';
 import { openDatabase } from '../src/db/database.ts';
-import { createQueueEngine } from '../src/modules/request-queue/engine.ts';
+import { createQueueEngine } from '../src/modules/request-queue/index.ts';
 import { createRoutineCatalog, defineRoutine } from '../src/modules/request-queue/routines/index.ts';
 
 const config = loadConfig(process.env);

@@ -11,7 +11,7 @@ import { MysqlQueryCompiler } from 'kysely';
 import { loadConfig } from '../config.ts';
 import { createPatientQueries } from '../modules/patient/patient.queries.ts';
 import type { PageQuery } from '../modules/patient/patient.queries.ts';
-import { claimQuery, compileClaim } from '../modules/request-queue/claim.queries.ts';
+import { claimQuery, compileClaim } from '../modules/request-queue/engine/claim.queries.ts';
 import type { Database } from './database.ts';
 import { openDatabase } from './database.ts';
 import { planInsertReturning } from './dialects/mysql-driver.ts';

@@ -34,6 +34,11 @@ export interface SchemaProfile {
   /** `element_type.table_name` exists (the own schema's way to name an element's table). */
   readonly hasElementTableName: boolean;
   /**
+   * Episodes have OpenEyes's workflow: `episode.change_tracker` and an `episode_status` table (whose
+   * `Discharged` status closes an episode without an end date).
+   */
+  readonly hasEpisodeWorkflow: boolean;
+  /**
    * The table of the attachment element (`OEModule\OphGeneric\models\Attachment`) that an event showing
    * attachments has a row in; undefined where the schema has none.
    */
@@ -67,6 +72,7 @@ export const OWN_SCHEMA: SchemaProfile = {
   managesAccounts: true,
   hasUserActiveColumn: true,
   hasElementTableName: true,
+  hasEpisodeWorkflow: false,
   attachmentElementTable: undefined,
   uploadRequestType: 'attachment_upload',
   maxTextCodePoint: 0x10ffff,

@@ -19,7 +19,7 @@ import { StartupError, databaseErrorKind } from '../errors.ts';
 import type { FileStore } from '../files/file-store.ts';
 import { createLocalFileStore } from '../files/file-store.ts';
 import type { Logger } from '../logger.ts';
-import { registerRoutineNames } from '../modules/request-queue/index.ts';
+import { defaultRoutineCatalog, registerRoutineNames } from '../modules/request-queue/index.ts';
 
 export interface Bootstrapped {
   /** The configuration, with the upload limit in force on this database (`db/upload-limit.ts`). */
@@ -83,7 +83,7 @@ export async function bootstrap(
         throw new StartupError(`Cannot serve this database: ${uploadLimit.problem}`);
     }
     const migrations = await migrateToLatest(database);
-    await registerRoutineNames(database);
+    await registerRoutineNames(database, defaultRoutineCatalog.names);
     const { warning } = uploadLimit;
     return {
       config: uploadLimit.config,

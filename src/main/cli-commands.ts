@@ -7,7 +7,7 @@
 import type { CliCommand } from '../cli/cli-types.ts';
 import { auditCommands } from '../modules/audit/audit.cli.ts';
 import { datasetCommands } from '../modules/dataset/dataset.cli.ts';
-import { queueCommands } from '../modules/request-queue/queue.cli.ts';
+import { queueCommands } from '../modules/request-queue/admin/queue.cli.ts';
 import { userCommands } from '../modules/user/user.cli.ts';
 import { migrateCommand } from './cli-runner.ts';
 import { openEyesCommands } from './openeyes-commands.ts';

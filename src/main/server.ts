@@ -20,7 +20,7 @@ import { createLogger } from '../logger.ts';
 import { demoStartupLines, loadDemoData } from '../modules/dataset/index.ts';
 import type { DicomServer } from '../modules/dicom-receive/index.ts';
 import { startDicomServer } from '../modules/dicom-receive/index.ts';
-import { createQueueWorker } from '../modules/request-queue/index.ts';
+import { createQueueWorker, defaultRoutineCatalog } from '../modules/request-queue/index.ts';
 import { createAuthenticator, hasActiveLogin } from '../modules/user/index.ts';
 import type { Bootstrapped } from './bootstrap.ts';
 import { bootstrap, isNewDatabase, loadConfigOrExit, lockQueueWorkerOrExit, runOrExit } from './bootstrap.ts';
@@ -99,7 +99,10 @@ async function serve(
   const app = await buildApp(deps, { logger });
   // The in-process queue worker (WORKER=in-process); run `npm run worker` processes instead with WORKER=off.
   // On SQLite it holds the lock of the database's one queue worker (taken above) until the process ends.
-  const worker = workerLock === undefined ? undefined : createQueueWorker({ database, config, logger });
+  const worker =
+    workerLock === undefined
+      ? undefined
+      : createQueueWorker({ database, config, catalog: defaultRoutineCatalog, logger });
   await runOrExit(async () => worker?.start());
   const { orphanSweepIntervalMs: intervalMs, orphanSweepGraceMs: graceMs } = config;
   const sweeper = startOrphanSweep({ database, files, logger, intervalMs, graceMs });

@@ -6,7 +6,7 @@
  * server's in-process worker) can: a second one is refused at start with a message (a lock).
  */
 import { createLogger } from '../logger.ts';
-import { createQueueWorker } from '../modules/request-queue/index.ts';
+import { createQueueWorker, defaultRoutineCatalog } from '../modules/request-queue/index.ts';
 import { bootstrap, loadConfigOrExit, lockQueueWorkerOrExit, runOrExit } from './bootstrap.ts';
 
 const config = loadConfigOrExit();
@@ -20,6 +20,7 @@ if (migrations.applied.length > 0) logger.info({ migrations: migrations.applied 
 const worker = createQueueWorker({
   database,
   config,
+  catalog: defaultRoutineCatalog,
   logger,
   maxSlotsPerQueue: Number.POSITIVE_INFINITY,
 });

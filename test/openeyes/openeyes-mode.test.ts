@@ -26,9 +26,14 @@ import { migrateToLatest } from '../../src/db/migrate.ts';
 import { QueueHeldElsewhereError } from '../../src/db/openeyes/queue-guard.ts';
 import type { Bootstrapped } from '../../src/main/bootstrap.ts';
 import { bootstrap } from '../../src/main/bootstrap.ts';
-import { createQueueEngine } from '../../src/modules/request-queue/engine.ts';
-import { createQueueWorker } from '../../src/modules/request-queue/index.ts';
+import {
+  createQueueEngine,
+  createQueueWorker,
+  defaultRoutineCatalog,
+} from '../../src/modules/request-queue/index.ts';
 import { createAuthenticator } from '../../src/modules/user/index.ts';
+import { ENCAPSULATED_PDF, buildDeviceObject, humphreyPrivateLines } from '../device-objects.ts';
+import { newUid } from '../dicom-instances.ts';
 import { basicHeader } from '../factories.ts';
 import { b64, makePng } from '../factories-signature.ts';
 import type { CliResult } from '../run-cli.ts';
@@ -184,6 +189,7 @@ describe('DATABASE_SCHEMA=openeyes on an OpenEyes v6.8-shaped database', { skip 
       '0001-service-tables',
       '0002-dicom-received-instances',
       '0003-console-session-credential',
+      '0004-device-events',
     ]);
     assert.deepEqual(booted.migrations.applied, []);
     const { rows: tables } = await sql<{ name: string }>`
@@ -196,6 +202,7 @@ describe('DATABASE_SCHEMA=openeyes on an OpenEyes v6.8-shaped database', { skip 
         'cra_audit_event',
         'cra_console_secret',
         'cra_console_session',
+        'cra_device_event',
         'cra_dicom_received_instance',
         'cra_migration',
         'cra_migration_lock',
@@ -208,7 +215,14 @@ describe('DATABASE_SCHEMA=openeyes on an OpenEyes v6.8-shaped database', { skip 
     const byName = new Map(rows.map((r) => [r.routine_name, r.hash_code]));
     // The seed's rows are left as they were; the service's are added with a 32-bit hash.
     assert.equal(byName.get('DICOM_SEED'), null);
-    for (const name of ['PATIENT_MATCH', 'MAKE_THUMBNAILS', 'ATTACH_TO_EVENT', 'CLEAN_UP', 'NOOP']) {
+    for (const name of [
+      'PATIENT_MATCH',
+      'DEVICE_PROFILE',
+      'MAKE_THUMBNAILS',
+      'ATTACH_TO_EVENT',
+      'CLEAN_UP',
+      'NOOP',
+    ]) {
       const hash = byName.get(name);
       assert.ok(typeof hash === 'number' && Number.isInteger(hash) && Math.abs(hash) < 2 ** 31, name);
     }
@@ -412,7 +426,7 @@ describe('DATABASE_SCHEMA=openeyes on an OpenEyes v6.8-shaped database', { skip 
     assert.equal(queued.status, 200, await queued.clone().text());
     const { request_id: requestId } = (await queued.json()) as { request_id: number };
 
-    const engine = createQueueEngine({ database, config });
+    const engine = createQueueEngine({ database, config, catalog: defaultRoutineCatalog });
     const ran: string[] = [];
     for (let i = 0; i < 20; i++) {
       const outcome = await engine.step();
@@ -488,6 +502,224 @@ describe('DATABASE_SCHEMA=openeyes on an OpenEyes v6.8-shaped database', { skip 
     assert.deepEqual(groups, [{ element_type_id: 2 }]);
   });
 
+  it('files Humphrey fields of both eyes on one OpenEyes event as OpenEyes reads it, with versions kept', async () => {
+    // Patient 5 of the seed: hospital number 0054321, born 1990-12-12, male.
+    const study = newUid();
+    const field = (eye: 'L' | 'R', acquired: string, meanDeviation: string, vfi: string) =>
+      buildDeviceObject({
+        sopClassUid: ENCAPSULATED_PDF,
+        studyInstanceUid: study,
+        patient: { id: '0054321', birthDate: '19901212', sex: 'M' },
+        modality: 'OPV',
+        manufacturer: 'Carl Zeiss Meditec',
+        model: 'HFA3 860',
+        imageLaterality: eye,
+        acquisitionDateTime: acquired,
+        content: 'pdf',
+        extraLines: humphreyPrivateLines({ meanDeviation, vfi }),
+      });
+    const engine = createQueueEngine({ database, config, catalog: defaultRoutineCatalog });
+    const file = async (bytes: Buffer) => {
+      const form = new FormData();
+      form.append('scan', new Blob([new Uint8Array(bytes)], { type: 'application/dicom' }), 'field.dcm');
+      const queued = await request('/api/v1/request/queue/add?request_type=dicom_request', {
+        method: 'POST',
+        headers: { authorization: API },
+        body: form,
+      });
+      assert.equal(queued.status, 200, await queued.clone().text());
+      const ran: string[] = [];
+      for (let i = 0; i < 20; i++) {
+        const outcome = await engine.step();
+        if (outcome.kind !== 'ran') break;
+        ran.push(`${outcome.routineName}:${outcome.status}`);
+      }
+      assert.ok(ran.length > 0 && ran.every((r) => r.endsWith(':COMPLETE')), ran.join(', '));
+    };
+    // Episodes the event must not go into: a discharged one and a change-tracker one.
+    await sql`insert into episode (patient_id, firm_id, start_date, episode_status_id, change_tracker, created_user_id, last_modified_user_id)
+      values (5, 1, '2024-02-01 10:00:00', 6, 0, 1, 1), (5, 1, '2024-02-02 10:00:00', 1, 1, 1, 1)`.execute(
+      admin,
+    );
+    const closed = await admin.selectFrom('episode').select('id').where('patient_id', '=', 5).execute();
+    const right = await field('R', '20240320093000', '-3.21', '96');
+    await file(right);
+    await file(await field('L', '20240320094500', '-12.4', '71'));
+    await engine.flushCounters();
+
+    const events = await admin
+      .selectFrom('event as e')
+      .innerJoin('episode as ep', 'ep.id', 'e.episode_id')
+      .select(['e.id', 'e.event_date', 'e.institution_id', 'e.created_user_id', 'e.info', 'e.event_type_id'])
+      .where('ep.patient_id', '=', 5)
+      .execute();
+    assert.equal(events.length, 1, 'one event for the study');
+    const event = events[0]!;
+    const { episode_id: episodeId } = await admin
+      .selectFrom('event')
+      .select('episode_id')
+      .where('id', '=', event.id)
+      .executeTakeFirstOrThrow();
+    assert.ok(
+      !closed.some((e) => e.id === episodeId),
+      'a new episode, not a discharged or change-tracker one',
+    );
+    assert.deepEqual(
+      { ...event, id: undefined },
+      {
+        id: undefined,
+        event_date: '2024-03-20 09:30:00',
+        institution_id: 1,
+        created_user_id: 1,
+        info: null,
+        event_type_id: 2,
+      },
+    );
+    const subtypes = await admin
+      .selectFrom('event_subtype_item')
+      .select('event_subtype')
+      .where('event_id', '=', event.id)
+      .execute();
+    assert.deepEqual(subtypes, [{ event_subtype: 'Visual Field Images' }]);
+    const information = await admin
+      .selectFrom('et_ophgeneric_device_information')
+      .select([
+        'manufacturer',
+        'modality',
+        'study_instance_uid',
+        'laterality',
+        'image_laterality',
+        'acquisition_date_time',
+      ])
+      .where('event_id', '=', event.id)
+      .execute();
+    assert.deepEqual(information, [
+      {
+        manufacturer: 'Carl Zeiss Meditec',
+        modality: 'OPV',
+        study_instance_uid: study,
+        laterality: 'B',
+        image_laterality: 'B',
+        acquisition_date_time: '20240320093000',
+      },
+    ]);
+    const elements = await admin
+      .selectFrom('et_ophgeneric_hfa')
+      .select(['id', 'eye_id'])
+      .where('event_id', '=', event.id)
+      .execute();
+    assert.deepEqual(
+      elements.map((e) => e.eye_id as number),
+      [3],
+    );
+    const entries = await admin
+      .selectFrom('ophgeneric_hfa_entry')
+      .select(['eye_id', 'mean_deviation', 'visual_field_index'])
+      .where('element_id', '=', elements[0]!.id)
+      .orderBy('eye_id')
+      .execute();
+    assert.deepEqual(entries, [
+      { eye_id: 1, mean_deviation: '-12.4', visual_field_index: '71' },
+      { eye_id: 2, mean_deviation: '-3.21', visual_field_index: '96' },
+    ]);
+    assert.equal(
+      (
+        await admin
+          .selectFrom('et_ophgeneric_attachment')
+          .select('id')
+          .where('event_id', '=', event.id)
+          .execute()
+      ).length,
+      1,
+    );
+    assert.equal(
+      (
+        await admin
+          .selectFrom('et_ophgeneric_comments')
+          .select('id')
+          .where('event_id', '=', event.id)
+          .execute()
+      ).length,
+      1,
+    );
+    const sites = await admin
+      .selectFrom('event_attachment_item as i')
+      .innerJoin('event_attachment_group as g', 'g.id', 'i.event_attachment_group_id')
+      .innerJoin('attachment_data as a', 'a.id', 'i.attachment_data_id')
+      .select(['a.body_site_snomed_type', 'a.attachment_type'])
+      .where('g.event_id', '=', event.id)
+      .where('a.attachment_mnemonic', '=', 'DICOM_PDF')
+      .orderBy('a.id')
+      .execute();
+    assert.deepEqual(sites, [
+      { body_site_snomed_type: '18944008', attachment_type: 'Visual Field Images' },
+      { body_site_snomed_type: '8966001', attachment_type: 'Visual Field Images' },
+    ]);
+    // OpenEyes's statistics trigger took both entries: the patient's age at the event, each eye's values.
+    const points = await admin
+      .selectFrom('patient_statistic_datapoint')
+      .select(['stat_type_mnem', 'eye_id', 'x_value', 'y_value', 'event_id'])
+      .where('patient_id', '=', 5)
+      .orderBy('eye_id')
+      .orderBy('stat_type_mnem')
+      .execute();
+    assert.deepEqual(
+      points.map((p): unknown[] => [
+        p.stat_type_mnem,
+        p.eye_id,
+        p.x_value,
+        Number(Number(p.y_value).toFixed(2)),
+        p.event_id,
+      ]),
+      [
+        ['md', 1, 33, -12.4, event.id],
+        ['vfi', 1, 33, 71, event.id],
+        ['md', 2, 33, -3.21, event.id],
+        ['vfi', 2, 33, 96, event.id],
+      ],
+    );
+    // The rows changed by the second eye kept their previous versions, as OpenEyes's versioning does.
+    const versions = async (table: string, id: number) =>
+      admin.selectFrom(`${table}_version`).selectAll().where('id', '=', id).execute();
+    assert.deepEqual(
+      (await versions('et_ophgeneric_hfa', elements[0]!.id)).map((v) => v.eye_id as number),
+      [2],
+    );
+    assert.equal((await versions('event', event.id)).length, 1);
+    const informationId = (
+      await admin
+        .selectFrom('et_ophgeneric_device_information')
+        .select('id')
+        .where('event_id', '=', event.id)
+        .executeTakeFirstOrThrow()
+    ).id;
+    assert.deepEqual(
+      (await versions('et_ophgeneric_device_information', informationId)).map(
+        (v) => v.image_laterality as string,
+      ),
+      ['R'],
+    );
+    const index = await admin
+      .selectFrom('cra_device_event')
+      .select(['patient_id', 'event_id', 'eye_id'])
+      .execute();
+    assert.deepEqual(index, [{ patient_id: 5, event_id: event.id, eye_id: 3 }]);
+
+    // The same file again changes nothing.
+    const before = JSON.stringify([
+      await admin.selectFrom('event').selectAll().where('id', '=', event.id).execute(),
+      await admin.selectFrom('ophgeneric_hfa_entry').selectAll().orderBy('id').execute(),
+      await admin.selectFrom('event_attachment_item').select('id').orderBy('id').execute(),
+    ]);
+    await file(right);
+    const after = JSON.stringify([
+      await admin.selectFrom('event').selectAll().where('id', '=', event.id).execute(),
+      await admin.selectFrom('ophgeneric_hfa_entry').selectAll().orderBy('id').execute(),
+      await admin.selectFrom('event_attachment_item').select('id').orderBy('id').execute(),
+    ]);
+    assert.equal(after, before);
+  });
+
   it("refuses to serve a queue that another engine holds, and holds it against OpenEyes's Java processor", async () => {
     const java = await connectForScripts(oe.url);
     try {
@@ -497,7 +729,11 @@ describe('DATABASE_SCHEMA=openeyes on an OpenEyes v6.8-shaped database', { skip 
       await java.query(
         "select * from request_queue_lock where request_queue = 'dicom_queue' for update nowait",
       );
-      const worker = createQueueWorker({ database, config: { ...config, workerQueues: ['dicom_queue'] } });
+      const worker = createQueueWorker({
+        database,
+        config: { ...config, workerQueues: ['dicom_queue'] },
+        catalog: defaultRoutineCatalog,
+      });
       await assert.rejects(worker.start(), QueueHeldElsewhereError);
       await java.query('rollback');
 

@@ -1000,6 +1000,206 @@ CREATE TABLE `et_ophgeneric_attachment` (
   CONSTRAINT `et_ophgeneric_attachment_cui_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
 
+-- --- device filing: OphGeneric's device elements and subtypes ---------------------------
+
+-- The consolidation's eye lookup (user ids without a default, audit dates of type date), shared with
+-- biometry below.
+CREATE TABLE IF NOT EXISTS `eye` (
+  `id` int(10) unsigned NOT NULL AUTO_INCREMENT,
+  `name` varchar(10) NOT NULL,
+  `display_order` int(10) unsigned NOT NULL DEFAULT '0',
+  `last_modified_user_id` int(10) unsigned NOT NULL,
+  `last_modified_date` date NOT NULL DEFAULT '1900-01-01',
+  `created_user_id` int(10) unsigned NOT NULL,
+  `created_date` date NOT NULL DEFAULT '1900-01-01',
+  PRIMARY KEY (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+INSERT IGNORE INTO `eye` (`id`, `name`, `display_order`, `last_modified_user_id`, `created_user_id`) VALUES
+  (1, 'Left', 2, 1, 1), (2, 'Right', 1, 1, 1), (3, 'Both', 3, 1, 1);
+
+-- m190510_151314 (versioned), manual_entry from m221212_233141.
+CREATE TABLE `event_subtype` (
+  `event_subtype` varchar(100) NOT NULL,
+  `dicom_modality_code` varchar(45) NOT NULL,
+  `icon_name` varchar(45) NOT NULL,
+  `display_name` varchar(100) NOT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `manual_entry` tinyint(1) unsigned NOT NULL DEFAULT '0',
+  PRIMARY KEY (`event_subtype`),
+  CONSTRAINT `event_subtype_lmui_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `event_subtype_cui_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+-- display_order: m200223_184911 replaced an unsigned NOT NULL column without a default.
+CREATE TABLE `event_subtype_item` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `event_id` int(10) unsigned NOT NULL,
+  `event_subtype` varchar(100) NOT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `display_order` int(8) NOT NULL DEFAULT '0',
+  PRIMARY KEY (`id`),
+  UNIQUE KEY `event_subtype_item_event_subtype_unique` (`event_id`,`event_subtype`),
+  CONSTRAINT `event_subtype_item_event_fk` FOREIGN KEY (`event_id`) REFERENCES `event` (`id`),
+  CONSTRAINT `event_subtype_item_subtype_fk` FOREIGN KEY (`event_subtype`) REFERENCES `event_subtype` (`event_subtype`),
+  CONSTRAINT `event_subtype_item_lmui_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `event_subtype_item_cui_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+-- OphGeneric m185653_149632: 32 columns, none indexed but the keys.
+CREATE TABLE `et_ophgeneric_device_information` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `event_id` int(10) unsigned NOT NULL,
+  `last_request_id` int(11) DEFAULT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `manufacturer` text DEFAULT NULL,
+  `manufacturer_model_name` text DEFAULT NULL,
+  `modality` text DEFAULT NULL,
+  `series_description` text DEFAULT NULL,
+  `laterality` text DEFAULT NULL,
+  `image_laterality` text DEFAULT NULL,
+  `study_description` text DEFAULT NULL,
+  `document_title` text DEFAULT NULL,
+  `acquisition_date_time` text DEFAULT NULL,
+  `study_date` text DEFAULT NULL,
+  `study_time` text DEFAULT NULL,
+  `content_date` text DEFAULT NULL,
+  `content_time` text DEFAULT NULL,
+  `station_name` text DEFAULT NULL,
+  `operators_name` text DEFAULT NULL,
+  `software_version` text DEFAULT NULL,
+  `study_instance_uid` text DEFAULT NULL,
+  `series_instance_uid` text DEFAULT NULL,
+  `study_id` text DEFAULT NULL,
+  `series_number` text DEFAULT NULL,
+  `instance_number` text DEFAULT NULL,
+  `modifying_system` text DEFAULT NULL,
+  `operator_identification_sequence` text DEFAULT NULL,
+  `model_version` text DEFAULT NULL,
+  `sop_instance_uid` text DEFAULT NULL,
+  PRIMARY KEY (`id`),
+  CONSTRAINT `et_ophgeneric_device_information_ev_fk` FOREIGN KEY (`event_id`) REFERENCES `event` (`id`),
+  CONSTRAINT `et_ophgeneric_device_information_lmui_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `et_ophgeneric_device_information_cui_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+-- OphGeneric m185401_134847.
+CREATE TABLE `et_ophgeneric_comments` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `event_id` int(10) unsigned NOT NULL,
+  `comment` text DEFAULT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  PRIMARY KEY (`id`),
+  CONSTRAINT `et_ophgeneric_comments_ev_fk` FOREIGN KEY (`event_id`) REFERENCES `event` (`id`),
+  CONSTRAINT `et_ophgeneric_comments_lmui_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `et_ophgeneric_comments_cui_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+-- OphGeneric m201007_222257.
+CREATE TABLE `et_ophgeneric_hfa` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `event_id` int(10) unsigned NOT NULL DEFAULT '0',
+  `eye_id` int(10) unsigned DEFAULT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  PRIMARY KEY (`id`),
+  CONSTRAINT `et_ophgeneric_hfa_eye_fk` FOREIGN KEY (`eye_id`) REFERENCES `eye` (`id`),
+  CONSTRAINT `et_ophgeneric_hfa_event_fk` FOREIGN KEY (`event_id`) REFERENCES `event` (`id`),
+  CONSTRAINT `et_ophgeneric_hfa_lmui_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `et_ophgeneric_hfa_cui_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `ophgeneric_hfa_entry` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `element_id` int(11) NOT NULL,
+  `eye_id` int(10) unsigned DEFAULT NULL,
+  `mean_deviation` text DEFAULT NULL,
+  `visual_field_index` text DEFAULT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  PRIMARY KEY (`id`),
+  CONSTRAINT `ophgeneric_hfa_entry_eye_fk` FOREIGN KEY (`eye_id`) REFERENCES `eye` (`id`),
+  CONSTRAINT `ophgeneric_hfa_entry_element_fk` FOREIGN KEY (`element_id`) REFERENCES `et_ophgeneric_hfa` (`id`),
+  CONSTRAINT `ophgeneric_hfa_entry_lmui_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `ophgeneric_hfa_entry_cui_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+-- OphInVisualfields m200602_050757: the visual-field statistics that OphGeneric's trigger on
+-- ophgeneric_hfa_entry fills (m201027_005751). Only the insert trigger is here: the service never updates
+-- an entry. Under strict sql_mode the entry's insert fails when the event has no episode, the patient no
+-- date of birth, the entry no eye, or a value is not numeric text.
+CREATE TABLE `patient_statistic_type` (
+  `mnem` varchar(10) NOT NULL,
+  `title` varchar(50) NOT NULL,
+  PRIMARY KEY (`mnem`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `patient_statistic` (
+  `patient_id` int(11) unsigned NOT NULL,
+  `stat_type_mnem` varchar(10) NOT NULL,
+  `eye_id` int(11) unsigned NOT NULL,
+  `process_datapoints` tinyint(1) NOT NULL DEFAULT '0',
+  `min_adjusted` float DEFAULT NULL,
+  `max_adjusted` float DEFAULT NULL,
+  `gradient` float DEFAULT NULL,
+  `y_intercept` float DEFAULT NULL,
+  PRIMARY KEY (`patient_id`,`stat_type_mnem`,`eye_id`),
+  CONSTRAINT `patient_statistic_type_fk` FOREIGN KEY (`stat_type_mnem`) REFERENCES `patient_statistic_type` (`mnem`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `patient_statistic_datapoint` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `patient_id` int(11) unsigned NOT NULL,
+  `stat_type_mnem` varchar(10) NOT NULL,
+  `eye_id` int(11) unsigned NOT NULL,
+  `x_value` float NOT NULL,
+  `y_value` float NOT NULL,
+  `event_id` int(10) unsigned DEFAULT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  PRIMARY KEY (`id`),
+  CONSTRAINT `patient_statistic_datapoint_stat_fk` FOREIGN KEY (`patient_id`, `stat_type_mnem`, `eye_id`) REFERENCES `patient_statistic` (`patient_id`, `stat_type_mnem`, `eye_id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+-- After each entry: the patient (through element, event, episode) and the age in whole years at the event
+-- date (or at death); the md and vfi statistics of that patient and eye created when missing, one data point
+-- each (x = age, y = the entry's text as a number, the event), and the statistics marked for processing.
+CREATE TRIGGER `ins_stats` AFTER INSERT ON `ophgeneric_hfa_entry` FOR EACH ROW
+BEGIN
+  DECLARE v_patient_id, v_age, v_event_id INT;
+  SELECT p.id, TIMESTAMPDIFF(YEAR, p.dob, IFNULL(p.date_of_death, e.event_date)), e.id
+    INTO v_patient_id, v_age, v_event_id
+    FROM et_ophgeneric_hfa h
+    JOIN event e ON e.id = h.event_id
+    JOIN episode ep ON ep.id = e.episode_id
+    JOIN patient p ON p.id = ep.patient_id
+    WHERE h.id = NEW.element_id;
+  INSERT IGNORE INTO patient_statistic (patient_id, stat_type_mnem, eye_id) VALUES
+    (v_patient_id, 'md', NEW.eye_id), (v_patient_id, 'vfi', NEW.eye_id);
+  INSERT INTO patient_statistic_datapoint (patient_id, stat_type_mnem, eye_id, x_value, y_value, event_id) VALUES
+    (v_patient_id, 'md', NEW.eye_id, v_age, NEW.mean_deviation, v_event_id),
+    (v_patient_id, 'vfi', NEW.eye_id, v_age, NEW.visual_field_index, v_event_id);
+  UPDATE patient_statistic SET process_datapoints = 1
+    WHERE patient_id = v_patient_id AND stat_type_mnem IN ('md', 'vfi') AND eye_id = NEW.eye_id;
+END;
+
 -- --- _version twins -------------------------------------------------------------------------------------
 -- The twin of a table has its columns without keys to other tables, its id without AUTO_INCREMENT or
 -- uniqueness, and version_date + version_id (m140220 versionExistingTable, createOETable(..., true)).
@@ -1087,6 +1287,26 @@ ALTER TABLE `event_attachment_group_version` MODIFY `id` int(11) NOT NULL, DROP 
 CREATE TABLE `et_ophgeneric_attachment_version` LIKE `et_ophgeneric_attachment`;
 ALTER TABLE `et_ophgeneric_attachment_version` MODIFY `id` int(11) NOT NULL, DROP PRIMARY KEY,
   DROP INDEX `generic_attachment_element_unique_index`,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(11) NOT NULL AUTO_INCREMENT PRIMARY KEY;
+
+-- device filing's twins
+CREATE TABLE `event_subtype_version` LIKE `event_subtype`;
+ALTER TABLE `event_subtype_version` MODIFY `event_subtype` varchar(100) NOT NULL, DROP PRIMARY KEY,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(11) NOT NULL AUTO_INCREMENT PRIMARY KEY;
+CREATE TABLE `event_subtype_item_version` LIKE `event_subtype_item`;
+ALTER TABLE `event_subtype_item_version` MODIFY `id` int(11) NOT NULL, DROP PRIMARY KEY, DROP INDEX `event_subtype_item_event_subtype_unique`,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(11) NOT NULL AUTO_INCREMENT PRIMARY KEY;
+CREATE TABLE `et_ophgeneric_device_information_version` LIKE `et_ophgeneric_device_information`;
+ALTER TABLE `et_ophgeneric_device_information_version` MODIFY `id` int(11) NOT NULL, DROP PRIMARY KEY,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(11) NOT NULL AUTO_INCREMENT PRIMARY KEY;
+CREATE TABLE `et_ophgeneric_comments_version` LIKE `et_ophgeneric_comments`;
+ALTER TABLE `et_ophgeneric_comments_version` MODIFY `id` int(11) NOT NULL, DROP PRIMARY KEY,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(11) NOT NULL AUTO_INCREMENT PRIMARY KEY;
+CREATE TABLE `et_ophgeneric_hfa_version` LIKE `et_ophgeneric_hfa`;
+ALTER TABLE `et_ophgeneric_hfa_version` MODIFY `id` int(11) NOT NULL, DROP PRIMARY KEY,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(11) NOT NULL AUTO_INCREMENT PRIMARY KEY;
+CREATE TABLE `ophgeneric_hfa_entry_version` LIKE `ophgeneric_hfa_entry`;
+ALTER TABLE `ophgeneric_hfa_entry_version` MODIFY `id` int(11) NOT NULL, DROP PRIMARY KEY,
   ADD `version_date` datetime NOT NULL, ADD `version_id` int(11) NOT NULL AUTO_INCREMENT PRIMARY KEY;
 
 SET foreign_key_checks = 1;

@@ -148,4 +148,27 @@ INSERT INTO `routine_library` (`routine_name`, `hash_code`) VALUES
 INSERT INTO `request_type` (`request_type`, `title_full`, `title_short`, `default_routine_name`, `default_request_queue`) VALUES
   ('dicom_request', 'dicom request full', 'dicom request', 'DICOM_SEED', 'dicom_queue');
 
+-- Device filing: OphGeneric's element types and subtypes, and their
+-- attachment types (OphGeneric m185401, m185653, m190509, m201007, m191021 .. m220817).
+INSERT INTO `element_type` (`id`, `name`, `class_name`, `event_type_id`, `display_order`, `default`, `required`) VALUES
+  (4, 'Assessment', 'OEModule\\OphGeneric\\models\\Assessment', 2, 20, 1, 0),
+  (5, 'HFA', 'OEModule\\OphGeneric\\models\\HFA', 2, 30, 1, 0),
+  (6, 'Device Information', 'OEModule\\OphGeneric\\models\\DeviceInformation', 2, 700, 1, 1);
+INSERT INTO `event_subtype` (`event_subtype`, `dicom_modality_code`, `icon_name`, `display_name`) VALUES
+  ('OCT', 'OAM', 'i-ImOCT', 'OCT'),
+  ('OCT Images', 'OAM', 'i-ImOCT', 'OCT Images'),
+  ('Visual Field Images', 'VF', 'i-InVisualField', 'Visual Field Images'),
+  ('Fundus Images', 'FD', 'i-ImPhoto', 'Fundus Images'),
+  ('Topography Images', 'TG', 'i-InCornealTopography', 'Topography Images'),
+  ('B SCAN Images', 'BSCAN', 'i-ImUltraSound', 'B SCAN Images'),
+  ('Clinical Photograph Colour', 'CP', 'i-ImPhoto', 'Clinical Photograph Colour');
+INSERT INTO `attachment_type` (`attachment_type`, `title_full`, `title_short`, `title_abbreviated`, `dicom_modality_code`) VALUES
+  ('OCT Images', 'OCT Images', 'OCT Images', 'OCT Images', 'OCT Images'),
+  ('Visual Field Images', 'Visual Field Images', 'Visual Field Images', 'Visual Field Images', 'VF'),
+  ('Fundus Images', 'Fundus Images', 'Fundus Images', 'Fundus Images', 'FD'),
+  ('Topography Images', 'Topography Images', 'Topography Images', 'Topography Images', 'TG'),
+  ('B SCAN Images', 'B SCAN Images', 'B SCAN Images', 'B SCAN Images', 'B SCAN Images'),
+  ('Clinical Photograph Colour', 'Clinical Photograph Colour', 'Clinical Photograph Colour', 'Clinical Photograph Colour', 'CP');
+INSERT INTO `patient_statistic_type` (`mnem`, `title`) VALUES ('md', 'Mean Deviation'), ('mdr', 'Mean Deviation Rate'), ('vfi', 'Visual Field Index');
+
 SET foreign_key_checks = 1;

@@ -26,6 +26,7 @@ export const OWN_TABLES = [
   'console_session',
   'console_secret',
   'dicom_received_instance',
+  'device_event',
 ] as const;
 
 export const OWN_TABLE_PREFIX = 'cra_';

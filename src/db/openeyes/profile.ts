@@ -39,6 +39,7 @@ export function createOpenEyesProfile(url: string): SchemaProfile {
     managesAccounts: false,
     hasUserActiveColumn: false,
     hasElementTableName: false,
+    hasEpisodeWorkflow: true,
     attachmentElementTable: 'et_ophgeneric_attachment',
     uploadRequestType: undefined,
     maxTextCodePoint: 0xffff,

@@ -324,6 +324,12 @@ export const OPENEYES_TABLE_NEEDS: Readonly<Record<string, TableNeed>> = {
       start_date: inserted('datetime'),
       end_date: read('datetime'),
       deleted: read('flag'),
+      // Device filing chooses the most recent open episode that is not legacy or support services.
+      firm_id: read('int'),
+      legacy: read('flag'),
+      support_services: read('flag'),
+      change_tracker: read('flag'),
+      episode_status_id: read('int'),
       ...INSERTED_AUDIT,
     },
   },
@@ -341,6 +347,8 @@ export const OPENEYES_TABLE_NEEDS: Readonly<Record<string, TableNeed>> = {
       automated_source: inserted('text', { minChars: 64 }),
       institution_id: inserted('int'),
       site_id: inserted('int', { isNullWritten: true }),
+      // Device filing: the episode's firm (NULL without one).
+      firm_id: read('int', { isNullWritten: true }),
       ...WRITTEN_AUDIT,
     },
   },
@@ -432,7 +440,8 @@ export const OPENEYES_TABLE_NEEDS: Readonly<Record<string, TableNeed>> = {
       id: read('int'),
       request_id: inserted('int'),
       attachment_mnemonic: inserted('text', { minChars: 45 }),
-      body_site_snomed_type: inserted('text', { isNullWritten: true }),
+      // Device filing sets the eye and the profile's attachment type of the images and PDFs it files.
+      body_site_snomed_type: inserted('text', { isNullWritten: true, isUpdated: true }),
       system_only_managed: inserted('flag'),
       // A biometry report is typed `Biometry Report` when it is filed.
       attachment_type: inserted('text', { isUpdated: true }),
@@ -466,6 +475,86 @@ export const OPENEYES_TABLE_NEEDS: Readonly<Record<string, TableNeed>> = {
       attachment_data_id: inserted('int'),
       system_only_managed: inserted('flag'),
       event_document_view_set: inserted('text', { isNullWritten: true }),
+      ...INSERTED_AUDIT,
+    },
+  },
+  // --- device filing: one OphGeneric event per patient and study ------------------------------------------
+  event_subtype: { columns: { event_subtype: read('text') } },
+  episode_status: { columns: { id: read('int'), name: read('text') } },
+  event_subtype_item: {
+    columns: {
+      id: read('int'),
+      event_id: inserted('int'),
+      event_subtype: inserted('text', { minChars: 100 }),
+      display_order: inserted('int'),
+      ...INSERTED_AUDIT,
+    },
+  },
+  et_ophgeneric_comments: {
+    columns: {
+      id: read('int'),
+      event_id: inserted('int'),
+      comment: inserted('text', { isNullWritten: true }),
+      ...INSERTED_AUDIT,
+    },
+  },
+  et_ophgeneric_device_information: {
+    // Both eyes of a study in: laterality and image laterality become B.
+    isVersionedWrite: true,
+    columns: {
+      id: read('int'),
+      event_id: inserted('int'),
+      last_request_id: inserted('int'),
+      ...Object.fromEntries(
+        [
+          'manufacturer',
+          'manufacturer_model_name',
+          'modality',
+          'series_description',
+          'study_description',
+          'document_title',
+          'acquisition_date_time',
+          'study_date',
+          'study_time',
+          'content_date',
+          'content_time',
+          'station_name',
+          'operators_name',
+          'software_version',
+          'study_instance_uid',
+          'series_instance_uid',
+          'study_id',
+          'series_number',
+          'instance_number',
+          'modifying_system',
+          'operator_identification_sequence',
+          'model_version',
+          'sop_instance_uid',
+        ].map((column) => [column, inserted('text', { isNullWritten: true, minChars: 64 })]),
+      ),
+      laterality: inserted('text', { isNullWritten: true, isUpdated: true }),
+      image_laterality: inserted('text', { isNullWritten: true, isUpdated: true }),
+      ...WRITTEN_AUDIT,
+    },
+  },
+  et_ophgeneric_hfa: {
+    // The element's eye widens to both (3) once both eyes have their entry.
+    isVersionedWrite: true,
+    columns: {
+      id: read('int'),
+      event_id: inserted('int'),
+      eye_id: inserted('int', { isUpdated: true }),
+      ...WRITTEN_AUDIT,
+    },
+  },
+  // Inserted only, never updated (OpenEyes's trigger would rewrite the eye's whole field history).
+  ophgeneric_hfa_entry: {
+    columns: {
+      id: read('int'),
+      element_id: inserted('int'),
+      eye_id: inserted('int'),
+      mean_deviation: inserted('text', { minChars: 8 }),
+      visual_field_index: inserted('text', { minChars: 3 }),
       ...INSERTED_AUDIT,
     },
   },

@@ -113,6 +113,8 @@ export interface AttachmentDataChange {
     readonly medium: Buffer | null;
     readonly large: Buffer | null;
   };
+  /** The eye of the content (`body_site_type`), as device filing finds it. */
+  readonly bodySite?: string | null;
 }
 
 /** Which rows an update changes: one by id, or a request's rows of one mnemonic (body site null). */
@@ -139,6 +141,7 @@ export async function updateAttachmentData(
           thumbnail_large_blob: change.thumbnails.large,
         }
       : {}),
+    ...(change.bodySite !== undefined ? { body_site_snomed_type: change.bodySite } : {}),
     last_modified_user_id: stamp.userId,
     last_modified_date: dialect.nextModifiedDate('last_modified_date', stamp.now),
   });

@@ -7,12 +7,14 @@
 import type { Kysely } from 'kysely';
 import { sql } from 'kysely';
 import type { DB } from '../../db/schema.ts';
+import { UPLOAD_MNEMONIC } from './attachment.queries.ts';
 
 export interface FoundAttachment {
   readonly id: number;
-  readonly eventId: number;
-  readonly eventDate: string;
-  readonly eventType: string;
+  /** The event it is filed under; null for an upload filed under none. */
+  readonly eventId: number | null;
+  readonly eventDate: string | null;
+  readonly eventType: string | null;
   readonly patientId: number | null;
   readonly mnemonic: string;
   readonly attachmentType: string;
@@ -150,4 +152,57 @@ export async function findFiledAttachment(
 ): Promise<FoundAttachment | undefined> {
   const row = await filedAttachments(db).where('ad.id', '=', attachmentId).executeTakeFirst();
   return row === undefined ? undefined : toFound(row);
+}
+
+/**
+ * Attachment `attachmentId` as the attachment screen opens it: filed under a live event, or an upload of
+ * `attachmentdisplay/create` filed under no event (which the API serves by id). A request's other rows
+ * (payload parts, extracted images not yet filed) are not attachments yet.
+ */
+export async function findAttachment(
+  db: Kysely<DB>,
+  attachmentId: number,
+): Promise<FoundAttachment | undefined> {
+  const filed = await findFiledAttachment(db, attachmentId);
+  if (filed !== undefined) return filed;
+  const row = await db
+    .selectFrom('attachment_data as ad')
+    .select([
+      'ad.id',
+      'ad.attachment_mnemonic as mnemonic',
+      'ad.attachment_type as attachmentType',
+      'ad.mime_type as mimeType',
+      'ad.upload_file_name as fileName',
+      sql<number | string | null>`coalesce(octet_length(ad.blob_data), octet_length(ad.text_data))`.as(
+        'size',
+      ),
+      sql<number>`case when ad.thumbnail_small_blob is null then 0 else 1 end`.as('thumb'),
+    ])
+    .where('ad.id', '=', attachmentId)
+    .where('ad.attachment_mnemonic', '=', UPLOAD_MNEMONIC)
+    .where((eb) =>
+      eb.not(
+        eb.exists(
+          eb
+            .selectFrom('event_attachment_item as i')
+            .select('i.id')
+            .whereRef('i.attachment_data_id', '=', 'ad.id'),
+        ),
+      ),
+    )
+    .executeTakeFirst();
+  if (row === undefined) return undefined;
+  return {
+    id: row.id,
+    eventId: null,
+    eventDate: null,
+    eventType: null,
+    patientId: null,
+    mnemonic: row.mnemonic,
+    attachmentType: row.attachmentType,
+    mimeType: row.mimeType,
+    fileName: row.fileName,
+    sizeBytes: row.size === null ? null : Number(row.size),
+    hasThumbnail: Number(row.thumb) === 1,
+  };
 }

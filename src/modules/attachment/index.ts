@@ -10,6 +10,7 @@ export { DATA_FIELDS } from './attachment.queries.ts';
 export type { FoundAttachment, PayloadPart } from './attachment-find.ts';
 export {
   MAX_FOUND_ATTACHMENTS,
+  findAttachment,
   findAttachmentRequestId,
   findEventAttachments,
   findPatientAttachments,

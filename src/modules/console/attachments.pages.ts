@@ -1,6 +1,6 @@
 /**
  * Attachment pages: find the attachments filed under an event or under a patient's events (by one of
- * the patient's identifiers), with thumbnails, and open one. Bytes are served by the attachment module's
+ * the patient's identifiers) or by id (uploads filed under no event too), with thumbnails, and open one. Bytes are served by the attachment module's
  * view service with the API's headers (type, length, ETag, nosniff, the API's CSP), so the console shows
  * exactly what `attachmentdisplay/view` would. Only filed attachments open here: a request's raw payload
  * parts are on the request page, for request admins.
@@ -13,12 +13,21 @@ import {
   MAX_FOUND_ATTACHMENTS,
   createAttachmentService,
   findEventAttachments,
+  findAttachment,
   findPatientAttachments,
-  findFiledAttachment,
 } from '../attachment/index.ts';
+import { readEventSubtypes } from '../device-filing/index.ts';
 import { findPatientIdsByIdentifier } from '../patient/index.ts';
 import type { ConsoleContext } from './console-context.ts';
-import { OPERATIONS, badRequestPage, notFoundPage, parseId, textField } from './console-context.ts';
+import {
+  ConsolePageError,
+  OPERATIONS,
+  badRequestPage,
+  can,
+  notFoundPage,
+  parseId,
+  textField,
+} from './console-context.ts';
 import type { ConsoleGuard } from './console-guard.ts';
 
 type Query = Record<string, string | string[] | undefined>;
@@ -36,11 +45,19 @@ export function registerAttachmentPages(
     '/attachments',
     { preHandler: guardClinical, config: { consoleAction: 'console.attachment.search' } },
     async (request, reply) => {
+      const idText = (textField(request.query, 'id') ?? '').trim();
       const eventText = (textField(request.query, 'event') ?? '').trim();
       const identifier = (textField(request.query, 'identifier') ?? '').trim();
       if (identifier.length > 64) throw badRequestPage('The identifier is too long.');
       let results: FoundAttachment[] | undefined;
-      if (eventText !== '') {
+      if (idText !== '') {
+        const id = parseId(idText);
+        if (id === undefined) throw badRequestPage('The attachment id must be a positive whole number.');
+        const found = await findAttachment(db, id);
+        results = found === undefined ? [] : [found];
+        if (found !== undefined && !mayOpen(request, found)) throw unfiledRefused();
+        request.consoleAudit = { targetType: 'attachment_data', targetIds: results.map((a) => a.id) };
+      } else if (eventText !== '') {
         const eventId = parseId(eventText);
         if (eventId === undefined) throw badRequestPage('The event id must be a positive whole number.');
         results = await findEventAttachments(db, eventId);
@@ -50,22 +67,55 @@ export function registerAttachmentPages(
         results = await findPatientAttachments(db, patientIds);
         request.consoleAudit = { targetType: 'patient', targetIds: patientIds };
       }
+      // Grouped by event (in the order found), each titled with its subtype when it has one; uploads filed
+      // under no event form a group of their own (event id null).
+      const eventIds = (results ?? []).flatMap((a) => (a.eventId === null ? [] : [a.eventId]));
+      const subtypes = await readEventSubtypes(db, eventIds);
+      const groups: { eventId: number | null; subtype: string | null; attachments: FoundAttachment[] }[] = [];
+      for (const attachment of results ?? []) {
+        const { eventId } = attachment;
+        let group = groups.find((g) => g.eventId === eventId);
+        if (group === undefined) {
+          group = {
+            eventId,
+            subtype: eventId === null ? null : (subtypes.get(eventId) ?? null),
+            attachments: [],
+          };
+          groups.push(group);
+        }
+        group.attachments.push(attachment);
+      }
       return ctx.render(request, reply, 'attachments', {
         title: 'Attachments',
         nav: 'attachments',
-        form: { event: eventText, identifier },
+        form: { id: idText, event: eventText, identifier },
         results,
+        groups,
         isCapped: results !== undefined && results.length >= MAX_FOUND_ATTACHMENTS,
       });
     },
   );
 
-  /** The filed attachment of the path's id (404 otherwise), named in the audit row either way. */
+  /**
+   * An upload filed under no event is still a request's payload part: as on the API, only request admins
+   * open it (the API also lets its uploader, who has no console screen for it).
+   */
+  const mayOpen = (request: FastifyRequest, attachment: FoundAttachment) =>
+    attachment.eventId !== null || can(request.consoleUser, OPERATIONS.queue);
+  const unfiledRefused = () =>
+    new ConsolePageError(
+      403,
+      'Forbidden',
+      `This attachment is filed under no event; opening it needs the operation ${OPERATIONS.queue}, as on the API.`,
+    );
+
+  /** The attachment of the path's id (404 otherwise), named in the audit row either way. */
   const filedOf = async (request: FastifyRequest<{ Params: { id: string } }>) => {
     const id = parseId(request.params.id);
     if (id !== undefined) request.consoleAudit = { targetType: 'attachment_data', targetIds: [id] };
-    const attachment = id === undefined ? undefined : await findFiledAttachment(db, id);
+    const attachment = id === undefined ? undefined : await findAttachment(db, id);
     if (attachment === undefined) throw notFoundPage(`Attachment ${request.params.id}`);
+    if (!mayOpen(request, attachment)) throw unfiledRefused();
     return attachment;
   };
 

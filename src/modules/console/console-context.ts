@@ -35,6 +35,8 @@ export interface ConsoleAuditTarget {
   readonly targetIds: readonly number[];
   /** The user, when the answer is not to a signed-in one (a successful sign-in). */
   readonly userId?: number;
+  /** Short words the ids cannot say (key names, internal ids); never patient data. */
+  readonly detail?: string;
 }
 
 declare module 'fastify' {

@@ -333,6 +333,7 @@ function installConsoleAudit(app: FastifyInstance, trail: AuditTrail): void {
         userId,
         targetType: request.consoleAudit?.targetType ?? null,
         targetIds: request.consoleAudit?.targetIds ?? [],
+        detail: request.consoleAudit?.detail ?? null,
         outcome,
         clientAddress: request.ip ?? null,
         requestId: request.id,

@@ -8,25 +8,34 @@ import { createHash } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { sendBinary } from '../../http/binary-reply.ts';
 import { keepStoredHeaders } from '../../http/stored-headers.ts';
+import { isHttpsRequest } from '../../http/transport-security.ts';
 import type { RoutineStatus } from '../../db/schema.ts';
 import {
   createAttachmentService,
   findAttachmentRequestId,
   listRequestPayloadParts,
 } from '../attachment/index.ts';
-import type { AdminOutcome, RequestListFilter } from '../request-queue/index.ts';
+import type { PatientSearchResult } from '../patient/index.ts';
+import { createPatientSearchService, describePatients } from '../patient/index.ts';
+import type { AdminOutcome, EditChange, RequestListFilter } from '../request-queue/index.ts';
 import {
   RETRYABLE,
   ROUTINE_STATUSES,
   VOIDABLE,
+  editRequestMatchData,
+  isRequestThumbnail,
   listRequests,
   readQueueChoices,
   readRequestDetail,
+  readRequestMatchData,
+  readRequestSummaries,
   requeueRequest,
   retryRoutine,
   voidRoutine,
+  checkMatchCriteria,
 } from '../request-queue/index.ts';
-import type { ConsoleContext, Flash } from './console-context.ts';
+import { readRequestDeviceFiling } from '../device-filing/index.ts';
+import type { ConsoleAuditTarget, ConsoleContext, Flash } from './console-context.ts';
 import {
   OPERATIONS,
   badRequestPage,
@@ -43,7 +52,18 @@ const RESULT_TEXT: Record<string, string> = {
   retried: 'The routine is queued again.',
   voided: 'The routine is voided.',
   requeued: 'The request will run again from its first routine.',
+  edited: 'The details are saved and the request runs on from its failed routine.',
+  chosen: 'The patient is chosen and the request runs on from its failed routine.',
 };
+
+/**
+ * A one-shot cookie naming the result of the action just made (`<request id>:<result>`): the page after
+ * the redirect shows the result's message once, and a reload shows the request as it is then.
+ */
+const FLASH_COOKIE = 'cra_console_flash';
+
+/** The most patients a search on the request page lists. */
+const PATIENT_SEARCH_SIZE = 20;
 
 function optionalText(query: Query, name: string, maxLength: number): string | undefined {
   const value = textField(query, name)?.trim();
@@ -56,6 +76,7 @@ export function registerQueuePages(app: FastifyInstance, ctx: ConsoleContext, gu
   const { database } = ctx.deps;
   const db = database.db;
   const attachments = createAttachmentService(ctx.deps);
+  const patients = createPatientSearchService(ctx.deps);
   const guardQueue = guard(OPERATIONS.queue);
 
   /** The list filter of the query (400 for values that cannot be one) and the form's echo. */
@@ -105,6 +126,14 @@ export function registerQueuePages(app: FastifyInstance, ctx: ConsoleContext, gu
       readQueueChoices(db),
     ]);
     request.consoleAudit = { targetType: 'request', targetIds: page.rows.map((r) => r.id) };
+    const summaries = await readRequestSummaries(
+      db,
+      page.rows.map((r) => r.id),
+    );
+    const patients = await describePatients(
+      db,
+      [...summaries.values()].flatMap((s) => (s.matchedPatientId === null ? [] : [s.matchedPatientId])),
+    );
     const echo = { ...request.query, before: undefined };
     const pick = (q: Query) =>
       Object.fromEntries(Object.entries(q).filter((e): e is [string, string] => typeof e[1] === 'string'));
@@ -114,6 +143,8 @@ export function registerQueuePages(app: FastifyInstance, ctx: ConsoleContext, gu
       filter,
       form,
       page,
+      summaries,
+      patients,
       choices,
       statuses: ROUTINE_STATUSES,
       firstUrl: before === undefined ? undefined : consoleUrl('/console/requests', pick(echo)),
@@ -131,9 +162,15 @@ export function registerQueuePages(app: FastifyInstance, ctx: ConsoleContext, gu
     id: number,
     flash?: Flash,
     status = 200,
+    search?: { term: string; found: readonly PatientSearchResult[] },
   ): Promise<FastifyReply> {
-    request.consoleAudit = { targetType: 'request', targetIds: [id] };
-    const [detail, parts] = await Promise.all([readRequestDetail(db, id), listRequestPayloadParts(db, id)]);
+    request.consoleAudit ??= { targetType: 'request', targetIds: [id] };
+    const [detail, parts, device, match] = await Promise.all([
+      readRequestDetail(db, id),
+      listRequestPayloadParts(db, id),
+      readRequestDeviceFiling(db, id),
+      readRequestMatchData(db, id),
+    ]);
     if (detail === undefined) throw notFoundPage(`Request ${id}`);
     return ctx.render(
       request,
@@ -144,8 +181,11 @@ export function registerQueuePages(app: FastifyInstance, ctx: ConsoleContext, gu
         nav: 'requests',
         request: detail,
         parts,
+        device,
         retryable: RETRYABLE,
         voidable: VOIDABLE,
+        match,
+        search,
         ...(flash === undefined ? {} : { flash }),
       },
       status,
@@ -162,14 +202,60 @@ export function registerQueuePages(app: FastifyInstance, ctx: ConsoleContext, gu
     '/requests/:id',
     { preHandler: guardQueue, config: { consoleAction: 'console.request.view' } },
     async (request, reply) => {
+      const id = requestIdOf(request.params);
       const result = textField(request.query, 'result');
-      const text = result === undefined ? undefined : RESULT_TEXT[result];
-      return renderRequest(
-        request,
-        reply,
-        requestIdOf(request.params),
-        text === undefined ? undefined : { kind: 'ok', text },
-      );
+      // The message only right after the action (its one-shot cookie): a reload shows the current state.
+      const raw = request.cookies[FLASH_COOKIE];
+      const unsigned = raw === undefined ? undefined : request.unsignCookie(raw);
+      const isFresh = unsigned?.valid === true && unsigned.value === `${id}:${result}`;
+      if (raw !== undefined) void reply.clearCookie(FLASH_COOKIE, { path: '/console' });
+      const text = result === undefined || !isFresh ? undefined : RESULT_TEXT[result];
+      return renderRequest(request, reply, id, text === undefined ? undefined : { kind: 'ok', text });
+    },
+  );
+
+  app.get<{ Params: { id: string }; Querystring: Query }>(
+    '/requests/:id/patients',
+    { preHandler: guardQueue, config: { consoleAction: 'console.request.patient-search' } },
+    async (request, reply) => {
+      const id = requestIdOf(request.params);
+      const term = (textField(request.query, 'term') ?? '').trim();
+      if (term.length > 100) throw badRequestPage('The search term is too long.');
+      // An unknown request answers 404 before any patient is searched (and named in the audit row).
+      if ((await readRequestMatchData(db, id)) === undefined) throw notFoundPage(`Request ${id}`);
+      const found =
+        term === ''
+          ? []
+          : await patients.searchPatients({
+              term,
+              identifierType: undefined,
+              pageSize: PATIENT_SEARCH_SIZE,
+              page: 1,
+              sortColumn: 'default',
+              isDescending: false,
+              institutionCookie: undefined,
+              siteCookie: undefined,
+            });
+      request.consoleAudit = { targetType: 'patient', targetIds: found.map((p) => p.id) };
+      return renderRequest(request, reply, id, undefined, 200, { term, found });
+    },
+  );
+
+  app.get<{ Params: { id: string; partId: string } }>(
+    '/requests/:id/parts/:partId/thumbnail',
+    { preHandler: guardQueue, config: { consoleAction: 'console.request.thumbnail' } },
+    async (request, reply) => {
+      const requestId = requestIdOf(request.params);
+      const partId = parseId(request.params.partId);
+      if (partId === undefined || !(await isRequestThumbnail(db, requestId, partId)))
+        throw notFoundPage(`The thumbnail of part ${request.params.partId} of request ${requestId}`);
+      request.consoleAudit = { targetType: 'attachment_data', targetIds: [partId] };
+      const { representation, body } = await attachments.readAttachment({
+        id: partId,
+        field: 'thumbnail_small_blob',
+        mime: undefined,
+      });
+      return sendBinary(reply, representation, typeof body === 'function' ? body() : body);
     },
   );
 
@@ -199,12 +285,26 @@ export function registerQueuePages(app: FastifyInstance, ctx: ConsoleContext, gu
   );
 
   /** Answers an action: back to the request page with the result, or the page with the refusal. */
-  async function answer(request: FastifyRequest, reply: FastifyReply, outcome: AdminOutcome, result: string) {
+  async function answer(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    outcome: AdminOutcome,
+    result: string,
+    audit?: ConsoleAuditTarget,
+  ) {
     switch (outcome.kind) {
       case 'not_found':
         throw notFoundPage('This routine or request');
       case 'done':
-        request.consoleAudit = { targetType: 'request_routine', targetIds: outcome.routineIds };
+        request.consoleAudit = audit ?? { targetType: 'request_routine', targetIds: outcome.routineIds };
+        void reply.setCookie(FLASH_COOKIE, `${outcome.requestId}:${result}`, {
+          path: '/console',
+          httpOnly: true,
+          sameSite: 'strict',
+          secure: isHttpsRequest(request),
+          signed: true,
+          maxAge: 300,
+        });
         return reply.redirect(`/console/requests/${outcome.requestId}?result=${result}`, 303);
       case 'changed':
         return renderRequest(
@@ -312,6 +412,80 @@ export function registerQueuePages(app: FastifyInstance, ctx: ConsoleContext, gu
         expectedVersion: versionOf(request.body),
       });
       return answer(request, reply, outcome, 'requeued');
+    },
+  );
+
+  /** Runs an edit of the request's matching details and answers it like the other actions. */
+  async function editRequest(
+    request: FastifyRequest<{ Params: { id: string } }>,
+    reply: FastifyReply,
+    change: EditChange,
+  ) {
+    const requestId = requestIdOf(request.params);
+    const outcome = await editRequestMatchData(database, {
+      requestId,
+      expectedVersion: versionOf(request.body),
+      userId: request.consoleUser!.userId,
+      change,
+    });
+    if (outcome.kind === 'changed')
+      return renderRequest(
+        request,
+        reply,
+        requestId,
+        {
+          kind: 'error',
+          text: 'Changed meanwhile: the request changed since you loaded the page. Nothing was changed; check the state below and try again.',
+        },
+        409,
+      );
+    if (outcome.kind === 'done') {
+      const edited = outcome.changedKeys.length === 0 ? 'none' : outcome.changedKeys.join(' ');
+      // Key names and internal ids only: the old and new values stay with the request.
+      return answer(request, reply, outcome, change.kind === 'patient' ? 'chosen' : 'edited', {
+        targetType: 'request',
+        targetIds: [requestId],
+        detail: `REQUEST_DATA keys changed: ${edited}; routines run on: ${outcome.routineIds.join(' ')}${change.kind === 'patient' ? `; patient chosen: ${change.patientId}` : ''}`,
+      });
+    }
+    return answer(request, reply, outcome, 'edited');
+  }
+
+  app.post<{ Params: { id: string } }>(
+    '/requests/:id/edit',
+    { preHandler: guardQueue, config: { consoleAction: 'console.request.edit' } },
+    async (request, reply) => {
+      const field = (name: string, maxLength: number) => {
+        const value = (textField(request.body, name) ?? '').trim();
+        if (value.length > maxLength) throw badRequestPage(`The field "${name}" is too long.`);
+        return value;
+      };
+      const change = {
+        kind: 'fields',
+        identifier: field('identifier', 200),
+        dob: field('dob', 30),
+        sex: field('sex', 10),
+      } as const;
+      const problems = checkMatchCriteria(change);
+      if (problems.length > 0)
+        return renderRequest(
+          request,
+          reply,
+          requestIdOf(request.params),
+          { kind: 'error', text: `${problems.join(' ')} Nothing was changed.` },
+          422,
+        );
+      return editRequest(request, reply, change);
+    },
+  );
+
+  app.post<{ Params: { id: string } }>(
+    '/requests/:id/patient',
+    { preHandler: guardQueue, config: { consoleAction: 'console.request.choose-patient' } },
+    async (request, reply) => {
+      const patientId = parseId(textField(request.body, 'patient_id'));
+      if (patientId === undefined) throw badRequestPage('The form names no patient.');
+      return editRequest(request, reply, { kind: 'patient', patientId });
     },
   );
 }

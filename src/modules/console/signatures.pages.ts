@@ -11,10 +11,12 @@ import {
   IMPORT_LOG_STATUS,
   createManualCropper,
   findImportLogDetail,
+  findMissingOriginals,
   listImportLogs,
   markImportLog,
   readImportLogOriginal,
 } from '../signature/index.ts';
+import { describePatients } from '../patient/index.ts';
 import type { ConsoleContext, Flash } from './console-context.ts';
 import {
   OPERATIONS,
@@ -70,6 +72,17 @@ export function registerSignaturePages(app: FastifyInstance, ctx: ConsoleContext
       ...(to === undefined ? {} : { to }),
     };
     const page = await listImportLogs(db, filter, before === undefined ? {} : { before });
+    const [patients, missingOriginals] = await Promise.all([
+      describePatients(
+        db,
+        page.rows.flatMap((r) => (r.patientId === null ? [] : [r.patientId])),
+      ),
+      findMissingOriginals(
+        db,
+        files,
+        page.rows.filter((r) => r.statusId === IMPORT_LOG_STATUS.failed),
+      ),
+    ]);
     request.consoleAudit = { targetType: 'signature_import_log', targetIds: page.rows.map((r) => r.id) };
     const echo = {
       status: statusText,
@@ -84,6 +97,8 @@ export function registerSignaturePages(app: FastifyInstance, ctx: ConsoleContext
       form: { from: ctx.siteTime.toLocalInput(from), to: ctx.siteTime.toLocalInput(to) },
       statusChoices: STATUS_CHOICES,
       page,
+      patients,
+      missingOriginals,
       firstUrl: before === undefined ? undefined : consoleUrl('/console/signatures', echo),
       nextUrl:
         page.nextBefore === undefined
@@ -105,8 +120,10 @@ export function registerSignaturePages(app: FastifyInstance, ctx: ConsoleContext
     options: { flash?: Flash; status?: number; code?: string } = {},
   ): Promise<FastifyReply> {
     request.consoleAudit ??= { targetType: 'signature_import_log', targetIds: [id] };
-    const log = await findImportLogDetail(db, id);
+    const log = await findImportLogDetail(db, id, files);
     if (log === undefined) throw notFoundPage(`Signature import ${id}`);
+    const patient =
+      log.patientId === null ? undefined : (await describePatients(db, [log.patientId])).get(log.patientId);
     return ctx.render(
       request,
       reply,
@@ -115,6 +132,7 @@ export function registerSignaturePages(app: FastifyInstance, ctx: ConsoleContext
         title: `Signature import #${id}`,
         nav: 'signatures',
         log,
+        patient,
         code: options.code ?? log.eventCode ?? '',
         crop: log.original !== undefined && log.statusId === IMPORT_LOG_STATUS.failed,
         ...(options.flash === undefined ? {} : { flash: options.flash }),

@@ -11,7 +11,7 @@ import { forEachDialect } from '../../../test/harness.ts';
 import type { Orthanc } from '../../../test/orthanc.ts';
 import { orthancMissing, startOrthanc } from '../../../test/orthanc.ts';
 import { until } from '../../../test/until.ts';
-import { createQueueEngine } from '../request-queue/engine.ts';
+import { createQueueEngine, defaultRoutineCatalog } from '../request-queue/index.ts';
 import type { DicomServer } from './dimse-server.ts';
 
 const missing = orthancMissing();
@@ -115,7 +115,11 @@ forEachDialect((dialect) => {
         const { firstRequestId } = (await receiptOf(app.db, sopInstanceUidOf(image)))!;
 
         // Every eligible routine runs (other tests' requests wait in PATIENT_MATCH for their patients).
-        const engine = createQueueEngine({ database: app.database, config: app.config });
+        const engine = createQueueEngine({
+          database: app.database,
+          config: app.config,
+          catalog: defaultRoutineCatalog,
+        });
         for (let step = 0; step < 50; step += 1) if ((await engine.step()).kind !== 'ran') break;
         // The chain's middle depends on the routines (image extraction, thumbnails); its ends do not.
         const chain = (await routinesOf(app.db, firstRequestId)).map((r) => `${r.routine_name}:${r.status}`);

@@ -6,6 +6,13 @@
  * decoding. Only the frame header is read (SOFn / SOF55 / SIZ), nothing is decoded.
  */
 
+/**
+ * libjpeg's warnings that a frame's entropy-coded data is corrupt (its JWRN_* texts). libjpeg decodes
+ * such a frame to the end, filling what it cannot read with grey, and only warns: a frame with one is
+ * refused, not filed as if it were the image.
+ */
+export const CORRUPT_JPEG_WARNING = /Corrupt JPEG data[^\n]*|Premature end of JPEG file/;
+
 export interface FrameSize {
   readonly width: number;
   readonly height: number;

@@ -35,7 +35,9 @@ const REFUSED: Readonly<Record<string, DicomErrorCode>> = {
   'meta_missing_tsyntax.dcm': 'missing-transfer-syntax',
   // Declares JPEG Baseline (explicit VR) but its data set is encoded in implicit VR.
   'SC_rgb_jpeg.dcm': 'bad-vr',
-  // Four codestream bytes replaced by a delimiter: the SIZ segment is corrupt.
+  // Four codestream bytes replaced by a delimiter (pydicom's README: "almost certainly not a valid JPEG
+  // anymore"): the SIZ segment declares a width of 3722445056 and a Profile of 0xFEFF. pydicom tests it only
+  // for reading the encapsulated fragments; OpenJPEG refuses its header (checked below).
   'JPEG2000-embedded-sequence-delimiter.dcm': 'codestream-mismatch',
   // Private sequences and a Pixel Data of two bytes, without Rows or Columns.
   'nested_priv_SQ.dcm': 'bad-image-attributes',
@@ -93,6 +95,8 @@ const DERIVED: readonly { from: string; tool: string; args: string[]; name: stri
   },
   { from: 'CT_small.dcm', tool: 'dcmcjpeg', args: ['+ee'], name: 'CT_small_jpeg_extended_12bit.dcm' },
   { from: 'ExplVR_BigEnd.dcm', tool: 'dcmcjpls', args: ['+en'], name: 'US_rgb_jpeg_ls_near_lossless.dcm' },
+  // dcmtk writes 8-bit Pixel Data in Explicit VR Big Endian as OW: bytes swapped in 16-bit words.
+  { from: 'SC_rgb_jpeg_dcmd.dcm', tool: 'dcmconv', args: ['+tb'], name: 'SC_rgb_expb.dcm' },
 ];
 
 const LOSSY = /^1\.2\.840\.10008\.1\.2\.4\.(50|51|81|91)$/;
@@ -138,6 +142,45 @@ describe(
         await checkFile(name, file, config, work);
       });
     }
+
+    it('refuses JPEG2000-embedded-sequence-delimiter.dcm, whose header OpenJPEG refuses too', async () => {
+      const file = path.join(corpus!, 'JPEG2000-embedded-sequence-delimiter.dcm');
+      await assert.rejects(extractDicomImages(readFileSync(file), config), (error: unknown) => {
+        assert.ok(error instanceof DicomError);
+        assert.equal(error.code, 'codestream-mismatch');
+        assert.match(error.message, /3722445056 x 1024 pixels, but Columns x Rows is 256 x 1024/);
+        return true;
+      });
+      const dataSet = dicomParser.parseDicom(readFileSync(file));
+      const element = dataSet.elements.x7fe00010!;
+      const codestream = path.join(work, 'embedded-delimiter.j2k');
+      writeFileSync(
+        codestream,
+        dicomParser.readEncapsulatedPixelDataFromFragments(dataSet, element, 0, element.fragments!.length),
+      );
+      assert.throws(
+        () =>
+          execFileSync('opj_decompress', ['-i', codestream, '-o', `${codestream}.pgm`], { stdio: 'pipe' }),
+        /failed|Invalid/,
+      );
+    });
+
+    it('decodes 8-bit RGB in Explicit VR Big Endian (OW) as its little endian twin', async () => {
+      const twin = path.join(work, 'SC_rgb_twin_expb.dcm');
+      execFileSync('dcmconv', ['+tb', path.join(corpus!, 'SC_rgb_jpeg_dcmd.dcm'), twin], { stdio: 'pipe' });
+      assert.match(execFileSync('dcmdump', [twin], { encoding: 'utf8' }), /\(7fe0,0010\) OW /);
+      const [little, big] = await Promise.all(
+        [path.join(corpus!, 'SC_rgb_jpeg_dcmd.dcm'), twin].map(async (file) => {
+          const extraction = await extractDicomImages(readFileSync(file), config);
+          assert.equal(extraction.kind, 'images');
+          return extraction.images[0]!.raw;
+        }),
+      );
+      assert.deepEqual([big!.width, big!.height, big!.channels], [little!.width, little!.height, 3]);
+      let differing = 0;
+      for (let i = 0; i < little!.pixels.length; i++) if (little!.pixels[i] !== big!.pixels[i]) differing++;
+      assert.equal(differing, 0, 'samples that differ from the little endian file');
+    });
   },
 );
 
@@ -168,16 +211,17 @@ async function checkFile(name: string, file: string, config: Config, work: strin
   assert.equal(extraction.numberOfFrames, frames);
   assert.equal(extraction.images.length, Math.min(frames, config.dicom.maxFrames));
   for (const image of extraction.images) {
-    let raw = image.raw;
-    if (raw === undefined) {
-      // A baseline JPEG frame stored as the file holds it: its own fragment, decoded here by sharp.
-      const element = dataSet.elements.x7fe00010!;
+    const raw = image.raw;
+    const element = dataSet.elements.x7fe00010!;
+    if (element.encapsulatedPixelData === true && image.mimeType === 'image/jpeg') {
       const fragment = Buffer.from(
         dicomParser.readEncapsulatedPixelDataFromFragments(dataSet, element, image.frameNumber - 1, 1),
       );
-      assert.equal(fragment.indexOf(image.bytes), 0, 'the stored JPEG is the frame fragment');
-      const decoded = await sharp(image.bytes).removeAlpha().raw().toBuffer({ resolveWithObject: true });
-      raw = { pixels: decoded.data, width: decoded.info.width, height: decoded.info.height, channels: 3 };
+      if (fragment.indexOf(image.bytes) === 0) {
+        // A baseline JPEG frame stored as the file holds it: its pixels are sharp's decoding of it.
+        const decoded = await sharp(image.bytes).removeAlpha().raw().toBuffer();
+        assert.ok(decoded.equals(raw.pixels), 'the pixels are those of the stored JPEG');
+      }
     }
     assert.equal(raw.width, dataSet.uint16('x00280011'));
     assert.equal(raw.height, dataSet.uint16('x00280010'));

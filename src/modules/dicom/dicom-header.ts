@@ -16,9 +16,122 @@ export const DICOM_HEADER_TAGS = {
   Manufacturer: 'x00080070',
   StudyInstanceUID: 'x0020000d',
   StudyDate: 'x00080020',
+  // What device filing reads: the device, the dates, the eye and the identifiers of the study and file.
+  ManufacturerModelName: 'x00081090',
+  SoftwareVersions: 'x00181020',
+  DeviceSerialNumber: 'x00181000',
+  StationName: 'x00081010',
+  InstitutionName: 'x00080080',
+  SOPClassUID: 'x00080016',
+  SOPInstanceUID: 'x00080018',
+  SeriesInstanceUID: 'x0020000e',
+  StudyID: 'x00200010',
+  SeriesNumber: 'x00200011',
+  InstanceNumber: 'x00200013',
+  StudyDescription: 'x00081030',
+  SeriesDescription: 'x0008103e',
+  DocumentTitle: 'x00420010',
+  MIMETypeOfEncapsulatedDocument: 'x00420012',
+  OperatorsName: 'x00081070',
+  Laterality: 'x00200060',
+  ImageLaterality: 'x00200062',
+  AcquisitionDateTime: 'x0008002a',
+  AcquisitionDate: 'x00080022',
+  AcquisitionTime: 'x00080032',
+  ContentDate: 'x00080023',
+  ContentTime: 'x00080033',
+  SeriesDate: 'x00080021',
+  SeriesTime: 'x00080031',
+  StudyTime: 'x00080030',
+  PhotometricInterpretation: 'x00280004',
 } as const;
 
-export type DicomHeader = Record<keyof typeof DICOM_HEADER_TAGS, string | null>;
+/**
+ * Visual field indices, read by their VR (decimal strings, or binary floats as text):
+ * - `ZeissHfaMeanDeviation` / `ZeissHfaVisualFieldIndex`: the Humphrey's private (7717,xx16) / (7717,xx34),
+ *   only from the block whose private creator (7717,00xx) starts with `99CZM`;
+ * - `GlobalDeviationFromNormal`: (0024,0066) of the Results Normals Sequence (0024,0064) item, or of the
+ *   data set, in a Visual Field Static Perimetry Measurements object;
+ * - `VisualFieldIndex`: the Numeric Value (0040,A30A) of the Visual Field Global Results Index Sequence
+ *   (0024,0320) item whose Data Observation Sequence (0024,0325) names concept (111852, DCM, "Visual
+ *   Field Index").
+ */
+export const DICOM_MEASUREMENT_KEYS = [
+  'ZeissHfaMeanDeviation',
+  'ZeissHfaVisualFieldIndex',
+  'GlobalDeviationFromNormal',
+  'VisualFieldIndex',
+] as const;
+
+export type DicomHeader = Record<
+  keyof typeof DICOM_HEADER_TAGS | (typeof DICOM_MEASUREMENT_KEYS)[number],
+  string | null
+>;
+
+/** The value of `tag` as text by its VR: binary floats and integers as decimals; null when absent or empty. */
+function valueText(dataSet: dicomParser.DataSet, tag: string): string | null {
+  const element = dataSet.elements[tag];
+  if (element === undefined || element.length === 0) return null;
+  let value: number | string | undefined;
+  switch (element.vr ?? '') {
+    case 'FL':
+      value = dataSet.float(tag);
+      break;
+    case 'FD':
+      value = dataSet.double(tag);
+      break;
+    case 'SL':
+      value = dataSet.int32(tag);
+      break;
+    case 'SS':
+      value = dataSet.int16(tag);
+      break;
+    case 'UL':
+      value = dataSet.uint32(tag);
+      break;
+    case 'US':
+      value = dataSet.uint16(tag);
+      break;
+    default:
+      value = dataSet.string(tag);
+  }
+  if (value === undefined) return null;
+  const text = String(value).trim();
+  return text === '' ? null : text;
+}
+
+/** The data set of the first item of sequence `tag`, if any. */
+function firstItem(dataSet: dicomParser.DataSet, tag: string): dicomParser.DataSet | undefined {
+  return dataSet.elements[tag]?.items?.[0]?.dataSet;
+}
+
+/** The Humphrey's private values, from the 7717 block whose creator starts with `99CZM` (none else). */
+function readZeissHfaValues(dataSet: dicomParser.DataSet): [string | null, string | null] {
+  for (let block = 0x10; block <= 0xff; block++) {
+    const hex = block.toString(16).padStart(2, '0');
+    const creator = dataSet.string(`x771700${hex}`);
+    if (creator?.trim().startsWith('99CZM') === true) {
+      return [valueText(dataSet, `x7717${hex}16`), valueText(dataSet, `x7717${hex}34`)];
+    }
+  }
+  return [null, null];
+}
+
+/** The Visual Field Index of the global results index items (concept 111852, DCM). */
+function readVisualFieldIndex(dataSet: dicomParser.DataSet): string | null {
+  for (const item of dataSet.elements.x00240320?.items ?? []) {
+    const observation = item.dataSet === undefined ? undefined : firstItem(item.dataSet, 'x00240325');
+    const concept = observation === undefined ? undefined : firstItem(observation, 'x0040a043');
+    if (
+      observation !== undefined &&
+      concept?.string('x00080100')?.trim() === '111852' &&
+      concept.string('x00080102')?.trim() === 'DCM'
+    ) {
+      return valueText(observation, 'x0040a30a');
+    }
+  }
+  return null;
+}
 
 /** The tags of {@link DICOM_HEADER_TAGS} of a scanned file (null when absent or empty). */
 export function readDicomHeader(scan: Part10Scan): DicomHeader {
@@ -37,5 +150,10 @@ export function readDicomHeader(scan: Part10Scan): DicomHeader {
     const value = dataSet.string(tag);
     header[keyword] = value === undefined || value.trim() === '' ? null : value.trim();
   }
+  [header.ZeissHfaMeanDeviation, header.ZeissHfaVisualFieldIndex] = readZeissHfaValues(dataSet);
+  const normals = firstItem(dataSet, 'x00240064');
+  header.GlobalDeviationFromNormal =
+    (normals === undefined ? null : valueText(normals, 'x00240066')) ?? valueText(dataSet, 'x00240066');
+  header.VisualFieldIndex = readVisualFieldIndex(dataSet);
   return header;
 }

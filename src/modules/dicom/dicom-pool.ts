@@ -3,9 +3,15 @@
  * Threads start on first use (each loads the WebAssembly decoders once, then says it is ready) and are
  * ended after a minute without work, so that their memory goes back when no DICOM arrives; one job per
  * thread at a time, the others wait in order. Each job has a time limit, counted from when a
- * ready thread takes it, and each thread a heap cap
- * (`resourceLimits`): a thread past either is terminated and replaced, and its job fails with
- * {@link DicomError} `timeout` or `out-of-memory`. Idle threads do not keep the process alive.
+ * ready thread takes it, and each thread a heap cap (`resourceLimits`): a thread past either is
+ * terminated and replaced, and its job fails with {@link DicomError} `timeout` or `out-of-memory`.
+ *
+ * Rendering a PDF page has a memory cap of its own: PDF.js holds decoded images in array buffers and
+ * draws through canvases, memory the heap cap does not count. While a thread renders, the pool reads its
+ * array buffer memory every {@link MEMORY_CHECK_MS}; past DICOM_DECODE_MEMORY_MB of growth the thread is
+ * terminated and the job runs again on a new thread without rendering the page, so that the PDF is still
+ * extracted, its `pageError` naming the cap. (Decoding images needs no such watch: every allocation is
+ * checked against the pixel limit first.) Idle threads do not keep the process alive.
  */
 import { Worker } from 'node:worker_threads';
 import type { DicomErrorData } from './dicom-error.ts';
@@ -20,7 +26,15 @@ export type DicomJob =
       readonly bytes: Uint8Array;
       readonly limits: DicomLimits;
       readonly pageSizePx: number;
+      /** Extract the PDF without rendering its page, for this reason (the page's `pageError`). */
+      readonly skipPageReason?: string;
     };
+
+/** What a thread says as it starts rendering a PDF page: its array buffer memory then (`v8` heap statistics). */
+export interface DicomRenderStart {
+  readonly renderStarted: number;
+  readonly externalBytes: number;
+}
 
 export interface DicomJobResult {
   readonly id: number;
@@ -32,7 +46,10 @@ export interface DicomJobResult {
 export interface DicomPoolOptions {
   readonly threads: number;
   readonly timeoutMs: number;
-  /** Heap cap of each thread (V8 old generation), in MiB. */
+  /**
+   * Heap cap of each thread (V8 old generation), and the growth of its array buffers allowed while it
+   * renders a PDF page, in MiB.
+   */
   readonly memoryMb: number;
   readonly limits: DicomLimits;
   /** Longest side of a rendered PDF page, in pixels. */
@@ -46,7 +63,7 @@ export interface DicomPool {
   close(): Promise<void>;
 }
 
-type JobInput = { readonly kind: 'read' } | { readonly kind: 'extract' };
+type JobInput = { readonly kind: 'read' } | { readonly kind: 'extract'; readonly skipPageReason?: string };
 
 interface PendingJob {
   readonly input: JobInput;
@@ -58,7 +75,13 @@ interface PendingJob {
 interface PoolThread {
   readonly worker: Worker;
   isReady: boolean;
-  job?: { readonly id: number; readonly pending: PendingJob; readonly timer: NodeJS.Timeout };
+  job?: {
+    readonly id: number;
+    readonly pending: PendingJob;
+    readonly timer: NodeJS.Timeout;
+    /** Set while the thread renders a PDF page. */
+    memoryTimer?: NodeJS.Timeout;
+  };
   isRetired: boolean;
   /** Ends the thread once it has been idle for IDLE_MS. */
   idleTimer?: NodeJS.Timeout;
@@ -69,6 +92,9 @@ const WORKER_URL = new URL('./dicom.worker.ts', import.meta.url);
 const STARTUP_TIMEOUT_MS = 60_000;
 /** An idle thread is ended after this long (a decoding thread holds tens of MiB of WebAssembly memory). */
 const IDLE_MS = 60_000;
+/** How often a working thread's array buffer memory is read. */
+const MEMORY_CHECK_MS = 100;
+const MiB = 1024 * 1024;
 
 export function createDicomPool(options: DicomPoolOptions): DicomPool {
   const threads: PoolThread[] = [];
@@ -92,7 +118,14 @@ export function createDicomPool(options: DicomPoolOptions): DicomPool {
         pending.reject(new DicomError('worker-failed', 'The decoding thread did not start'));
       }
     }, STARTUP_TIMEOUT_MS);
-    worker.on('message', (result: DicomJobResult | { ready: true }) => {
+    worker.on('message', (result: DicomJobResult | DicomRenderStart | { ready: true }) => {
+      if ('renderStarted' in result) {
+        const job = thread.job;
+        if (job?.id === result.renderStarted && job.memoryTimer === undefined) {
+          job.memoryTimer = watchRenderMemory(thread, job.id, result.externalBytes);
+        }
+        return;
+      }
       if ('ready' in result) {
         clearTimeout(startTimer);
         thread.isReady = true;
@@ -129,7 +162,7 @@ export function createDicomPool(options: DicomPoolOptions): DicomPool {
 
   /** Clears the thread's job; an idle thread no longer keeps the process alive, and ends after IDLE_MS. */
   const finish = (thread: PoolThread) => {
-    if (thread.job !== undefined) clearTimeout(thread.job.timer);
+    if (thread.job !== undefined) stopJobTimers(thread.job);
     thread.job = undefined;
     thread.worker.unref();
     armIdleEnd(thread);
@@ -149,11 +182,11 @@ export function createDicomPool(options: DicomPoolOptions): DicomPool {
     thread.idleTimer.unref();
   };
 
-  /** Removes a thread (terminating it) and fails its job with `reason`. */
-  function retire(thread: PoolThread, reason: DicomError): void {
+  /** Removes a thread (terminating it) and fails its job with `reason`, or runs it again as `rerun`. */
+  function retire(thread: PoolThread, reason: DicomError, rerun?: JobInput): void {
     const job = thread.job;
     clearTimeout(thread.idleTimer);
-    if (thread.job !== undefined) clearTimeout(thread.job.timer);
+    if (thread.job !== undefined) stopJobTimers(thread.job);
     thread.job = undefined;
     if (!thread.isRetired) {
       thread.isRetired = true;
@@ -161,7 +194,8 @@ export function createDicomPool(options: DicomPoolOptions): DicomPool {
       if (index >= 0) threads.splice(index, 1);
       thread.worker.terminate().catch(() => {});
     }
-    job?.pending.reject(reason);
+    if (job !== undefined && rerun !== undefined) waiting.unshift({ ...job.pending, input: rerun });
+    else job?.pending.reject(reason);
     dispatch();
   }
 
@@ -194,9 +228,49 @@ export function createDicomPool(options: DicomPoolOptions): DicomPool {
       const job: DicomJob =
         pending.input.kind === 'read'
           ? { id, kind: 'read', bytes, limits: options.limits }
-          : { id, kind: 'extract', bytes, limits: options.limits, pageSizePx: options.pageSizePx };
+          : {
+              id,
+              kind: 'extract',
+              bytes,
+              limits: options.limits,
+              pageSizePx: options.pageSizePx,
+              ...(pending.input.skipPageReason === undefined
+                ? {}
+                : { skipPageReason: pending.input.skipPageReason }),
+            };
       thread.worker.postMessage(job, [bytes.buffer]);
     }
+  }
+
+  /**
+   * Reads the array buffer memory of `thread` while it renders the PDF page of job `id`; once that has
+   * grown by more than DICOM_DECODE_MEMORY_MB from `startBytes`, retires the thread and runs the job again
+   * without the page. A read is answered between two JavaScript steps of the thread, even in a long loop.
+   */
+  function watchRenderMemory(thread: PoolThread, id: number, startBytes: number): NodeJS.Timeout {
+    const reason = `rendering it needed more than ${options.memoryMb} MiB (DICOM_DECODE_MEMORY_MB)`;
+    let isReading = false;
+    const timer = setInterval(() => {
+      if (isReading) return;
+      isReading = true;
+      thread.worker.getHeapStatistics().then(
+        (statistics) => {
+          isReading = false;
+          if (thread.job?.id !== id || statistics.external_memory - startBytes <= options.memoryMb * MiB) {
+            return;
+          }
+          retire(thread, new DicomError('out-of-memory', reason), {
+            kind: 'extract',
+            skipPageReason: reason,
+          });
+        },
+        () => {
+          isReading = false;
+        },
+      );
+    }, MEMORY_CHECK_MS);
+    timer.unref();
+    return timer;
   }
 
   const submit = (input: JobInput, bytes: Uint8Array): Promise<DicomJobResult> => {
@@ -232,4 +306,9 @@ export function createDicomPool(options: DicomPoolOptions): DicomPool {
       );
     },
   };
+}
+
+function stopJobTimers(job: { readonly timer: NodeJS.Timeout; readonly memoryTimer?: NodeJS.Timeout }): void {
+  clearTimeout(job.timer);
+  clearInterval(job.memoryTimer);
 }

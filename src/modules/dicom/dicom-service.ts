@@ -3,7 +3,8 @@
  * (`dicom-pool.ts`, one pool per process and settings, created on first use) and, for extraction,
  * encodes the rendered frames with `sharp` (on libuv's thread pool): PNG for a lossless source, JPEG for
  * a lossy one (a lossy transfer syntax, or Lossy Image Compression "01"); colour baseline JPEG frames
- * that need no rendering are kept as the file holds them.
+ * that need no rendering are kept as the file holds them (and decoded here, for thumbnails and to refuse
+ * corrupt ones).
  */
 import { availableParallelism } from 'node:os';
 import sharp from 'sharp';
@@ -11,6 +12,8 @@ import type { Config } from '../../config.ts';
 import type { DicomPool } from './dicom-pool.ts';
 import { createDicomPool } from './dicom-pool.ts';
 import type { DicomLimits, DicomSummary, RenderedFrame } from './extract.ts';
+import { CORRUPT_JPEG_WARNING } from './codestream.ts';
+import { DicomError, messageOf } from './dicom-error.ts';
 
 /** Raw 8-bit pixels, rows top to bottom: what thumbnails are made from without decoding again. */
 export interface RawImage {
@@ -25,8 +28,8 @@ export interface ExtractedImage {
   readonly frameNumber: number;
   readonly mimeType: 'image/png' | 'image/jpeg';
   readonly bytes: Buffer;
-  /** The decoded pixels; absent for a baseline JPEG frame stored as the file holds it (make thumbnails from `bytes`). */
-  readonly raw?: RawImage;
+  /** The decoded pixels (what thumbnails are made from). */
+  readonly raw: RawImage;
 }
 
 export type DicomExtraction =
@@ -111,7 +114,8 @@ export async function extractDicomImages(bytes: Uint8Array, config: Config): Pro
   for (const frame of extraction.frames) {
     if ('jpeg' in frame) {
       const jpeg = Buffer.from(frame.jpeg.buffer, frame.jpeg.byteOffset, frame.jpeg.byteLength);
-      images.push({ frameNumber: frame.frameNumber, mimeType: 'image/jpeg', bytes: jpeg });
+      const raw = await decodeStoredJpeg(jpeg, frame.frameNumber);
+      images.push({ frameNumber: frame.frameNumber, mimeType: 'image/jpeg', bytes: jpeg, raw });
       continue;
     }
     const raw = rawOf(frame);
@@ -135,6 +139,34 @@ export async function extractDicomImages(bytes: Uint8Array, config: Config): Pro
     numberOfFrames: extraction.numberOfFrames,
     images,
   };
+}
+
+/**
+ * The pixels of a baseline JPEG frame kept as the file holds it, decoded by `sharp` (libjpeg): once with
+ * libjpeg's warnings as errors, so that corrupt entropy-coded data refuses the frame (libjpeg alone
+ * would decode it around the damage); a frame whose only warnings are of another kind is decoded again
+ * without them.
+ */
+async function decodeStoredJpeg(jpeg: Buffer, frameNumber: number): Promise<RawImage> {
+  const decode = (failOn: 'warning' | 'error') =>
+    sharp(jpeg, { failOn }).removeAlpha().raw().toBuffer({ resolveWithObject: true });
+  let decoded: Awaited<ReturnType<typeof decode>>;
+  try {
+    decoded = await decode('warning').catch((error: unknown) => {
+      const corrupt = CORRUPT_JPEG_WARNING.exec(messageOf(error))?.[0];
+      if (corrupt !== undefined)
+        throw new DicomError('decode-failed', `Frame ${frameNumber} is corrupt: ${corrupt}`);
+      return decode('error');
+    });
+  } catch (error) {
+    if (error instanceof DicomError) throw error;
+    throw new DicomError(
+      'decode-failed',
+      `Frame ${frameNumber} is not a readable JPEG: ${messageOf(error).replace(/\s+/g, ' ').slice(0, 300)}`,
+    );
+  }
+  const { data, info } = decoded;
+  return { pixels: data, width: info.width, height: info.height, channels: info.channels === 1 ? 1 : 3 };
 }
 
 function rawOf(frame: RenderedFrame): RawImage {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
@@ -262,7 +262,7 @@ describe('VOI LUT Sequence', () => {
       const expected = await sharp(reference).toColourspace('b-w').raw().toBuffer();
       const extraction = await extractDicomImages(readFileSync(file), loadConfig({}));
       assert.equal(extraction.kind, 'images');
-      assert.ok(Buffer.from(extraction.images[0]!.raw!.pixels).equals(expected));
+      assert.ok(Buffer.from(extraction.images[0]!.raw.pixels).equals(expected));
     },
   );
 
@@ -287,4 +287,77 @@ describe('VOI LUT Sequence', () => {
       );
     },
   );
+});
+
+describe('Corrupt JPEG frames', () => {
+  const hasTools = ['img2dcm', 'dcmj2pnm'].every((tool) => {
+    try {
+      execFileSync('which', [tool], { stdio: 'pipe' });
+      return true;
+    } catch {
+      return false;
+    }
+  });
+  const work = mkdtempSync(path.join(tmpdir(), 'cra-dicom-corrupt-'));
+  after(async () => {
+    await closeDicomPools();
+    rmSync(work, { recursive: true, force: true });
+  });
+
+  /** A JPEG Baseline DICOM file made by img2dcm from a JPEG that sharp encodes from a colour pattern. */
+  async function jpegDicom(name: string, isGrey: boolean): Promise<Buffer> {
+    const [width, height] = [256, 192];
+    const pixels = Buffer.alloc(width * height * 3);
+    for (let y = 0; y < height; y++) {
+      for (let x = 0; x < width; x++) {
+        pixels.set([x, y, (x * y) & 255], (y * width + x) * 3);
+      }
+    }
+    const image = sharp(pixels, { raw: { width, height, channels: 3 } });
+    const jpegFile = path.join(work, `${name}.jpg`);
+    await (isGrey ? image.toColourspace('b-w') : image).jpeg({ quality: 90 }).toFile(jpegFile);
+    const dicomFile = path.join(work, `${name}.dcm`);
+    execFileSync('img2dcm', [jpegFile, dicomFile], { stdio: 'pipe' });
+    return readFileSync(dicomFile);
+  }
+
+  /**
+   * `file` with 600 bytes of its entropy-coded data (after the SOS segment) zeroed: no marker is made, so
+   * libjpeg decodes the frame to the end and only warns.
+   */
+  function corrupted(file: Buffer, name: string): Buffer {
+    const bytes = Buffer.from(file);
+    const sos = bytes.indexOf(Buffer.from([0xff, 0xda]));
+    const dataStart = sos + 2 + bytes.readUInt16BE(sos + 2);
+    bytes.fill(0, dataStart + 100, dataStart + 700);
+    const out = path.join(work, `${name}-corrupt.dcm`);
+    writeFileSync(out, bytes);
+    // dcmtk's decoder (libjpeg) warns about the same data.
+    const dcmtk = spawnSync('dcmj2pnm', [out, path.join(work, `${name}.pnm`)], { encoding: 'utf8' });
+    assert.match(dcmtk.stderr, /Corrupt JPEG data/);
+    return bytes;
+  }
+
+  for (const [name, isGrey, stored] of [
+    ['colour', false, 'kept as the file holds it'],
+    ['grey', true, 'rendered'],
+  ] as const) {
+    it(
+      `refuses a ${name} frame (${stored}) whose entropy-coded data is corrupt, naming the decoder's warning`,
+      { skip: hasTools ? false : 'img2dcm or dcmj2pnm (dcmtk) is not installed' },
+      async () => {
+        const config = loadConfig({});
+        const file = await jpegDicom(name, isGrey);
+        const sound = await extractDicomImages(file, config);
+        assert.equal(sound.kind, 'images');
+        assert.equal(sound.images.length, 1);
+        await assert.rejects(extractDicomImages(corrupted(file, name), config), (error: unknown) => {
+          assert.ok(error instanceof DicomError, String(error));
+          assert.equal(error.code, 'decode-failed');
+          assert.match(error.message, /^Frame 1 is corrupt: (Corrupt JPEG data|Premature end of JPEG file)/);
+          return true;
+        });
+      },
+    );
+  }
 });

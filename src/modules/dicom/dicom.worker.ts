@@ -1,17 +1,31 @@
 /**
  * A DICOM worker thread (`dicom-pool.ts`): reads headers and extracts images off the event loop. One job
  * at a time; the pool enforces the time limit and the heap cap (`resourceLimits`) by terminating the
- * thread. The libraries' console output is dropped (`silence-console.ts`).
+ * thread. The libraries' console output is dropped (`silence-console.ts`), except the warnings that
+ * extraction acts on (a corrupt JPEG frame, an oversized image in a PDF).
  */
-import './silence-console.ts';
+import { setLibraryMessageListener } from './silence-console.ts';
+import { getHeapStatistics } from 'node:v8';
 import { parentPort } from 'node:worker_threads';
 import { DicomError, messageOf } from './dicom-error.ts';
-import type { DicomJob, DicomJobResult } from './dicom-pool.ts';
-import { extractDicom, initialiseDecoders, readDicom } from './extract.ts';
+import type { DicomJob, DicomJobResult, DicomRenderStart } from './dicom-pool.ts';
+import { extractDicom, initialiseDecoders, noteLibraryMessage, readDicom } from './extract.ts';
+
+setLibraryMessageListener(noteLibraryMessage);
 
 async function run(job: DicomJob): Promise<DicomJobResult> {
   if (job.kind === 'read') return { id: job.id, read: readDicom(job.bytes, job.limits) };
-  return { id: job.id, extraction: await extractDicom(job.bytes, job.limits, job.pageSizePx) };
+  const extraction = await extractDicom(job.bytes, job.limits, {
+    pageSizePx: job.pageSizePx,
+    ...(job.skipPageReason === undefined ? {} : { skipPageReason: job.skipPageReason }),
+    // The pool watches this thread's array buffer memory from here (see dicom-pool.ts).
+    onPageRender: () =>
+      parentPort!.postMessage({
+        renderStarted: job.id,
+        externalBytes: getHeapStatistics().external_memory,
+      } satisfies DicomRenderStart),
+  });
+  return { id: job.id, extraction };
 }
 
 function transferListOf(result: DicomJobResult): ArrayBuffer[] {

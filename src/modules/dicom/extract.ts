@@ -17,7 +17,13 @@
 import { createRequire } from 'node:module';
 import type * as Imaging from 'dcmjs-imaging';
 import { fileURLToPath } from 'node:url';
-import { codestreamFamilyOf, jpegColourOf, readFrameSize, withAdobeRgbMarker } from './codestream.ts';
+import {
+  CORRUPT_JPEG_WARNING,
+  codestreamFamilyOf,
+  jpegColourOf,
+  readFrameSize,
+  withAdobeRgbMarker,
+} from './codestream.ts';
 import type { DicomHeader } from './dicom-header.ts';
 import { readDicomHeader } from './dicom-header.ts';
 import { DicomError } from './dicom-error.ts';
@@ -104,23 +110,56 @@ export function readDicom(bytes: Uint8Array, limits: ScanLimits): DicomSummary {
 
 let isDecoderReady: Promise<void> | undefined;
 
-/** Loads the WebAssembly decoders once per thread. */
+/** PDF.js's warning that it left out an image larger than its `maxImageSize`. */
+const PDF_IMAGE_REMOVED = /Image exceeded maximum allowed size/;
+/** The library warnings extraction acts on: a corrupt JPEG frame, an image left out of a PDF page. */
+const ACTED_ON = new RegExp(`${CORRUPT_JPEG_WARNING.source}|${PDF_IMAGE_REMOVED.source}`);
+/** Those warnings since the last {@link takeLibraryWarning}. */
+const libraryWarnings: string[] = [];
+
+/**
+ * Loads the WebAssembly decoders once per thread, with their messages on: they reach JavaScript only
+ * through the library's logger, whose lines the thread hands to {@link noteLibraryMessage}.
+ */
 export function initialiseDecoders(): Promise<void> {
-  imaging.log.setLevel('silent');
-  isDecoderReady ??= imaging.NativePixelDecoder.initializeAsync({ logNativeDecodersMessages: false });
+  imaging.log.setLevel('info');
+  isDecoderReady ??= imaging.NativePixelDecoder.initializeAsync({ logNativeDecodersMessages: true });
   return isDecoderReady;
+}
+
+/** Keeps a library message that extraction acts on; drops every other one. */
+export function noteLibraryMessage(text: string): void {
+  const warning = ACTED_ON.exec(text)?.[0];
+  if (warning !== undefined && libraryWarnings.length < 8) libraryWarnings.push(warning);
+}
+
+/** The first warning kept since the last call, if any; clears them. */
+function takeLibraryWarning(): string | undefined {
+  const warning = libraryWarnings[0];
+  libraryWarnings.length = 0;
+  return warning;
+}
+
+/** How an encapsulated PDF's page 1 is rendered. */
+export interface PageOptions {
+  /** Longest side, in pixels. */
+  readonly pageSizePx: number;
+  /** Do not render, for this reason (the extraction's `pageError`). */
+  readonly skipPageReason?: string;
+  /** Called as rendering starts. */
+  readonly onPageRender?: () => void;
 }
 
 /** Extracts the frames (at most `limits.maxFrames`) or the encapsulated PDF of `bytes`. */
 export async function extractDicom(
   bytes: Uint8Array,
   limits: DicomLimits,
-  pageSizePx: number,
+  pageOptions: PageOptions,
 ): Promise<Extraction> {
   const scan = scanPart10(bytes, limits);
   const transferSyntaxUid = scan.transferSyntax.uid;
   if (readText(scan, TAG.SOPClassUID) === ENCAPSULATED_PDF_SOP_CLASS) {
-    return extractPdf(scan, pageSizePx);
+    return extractPdf(scan, pageOptions, limits.maxPixels);
   }
   if (scan.pixelData === undefined) {
     return {
@@ -170,6 +209,7 @@ export async function extractDicom(
     };
   }
   await initialiseDecoders();
+  swapBigEndianBytePixels(scan, geometry);
   const image = await openImage(bytes, transferSyntaxUid, geometry.samplesPerPixel);
   if (photometric === 'RGB' && /^1\.2\.840\.10008\.1\.2\.4\.5[01]$/.test(transferSyntaxUid))
     markRgbJpegFrames(image);
@@ -178,6 +218,7 @@ export async function extractDicom(
   const frames: RenderedFrame[] = [];
   for (const index of frameIndexes) {
     let rgba: Uint8Array;
+    takeLibraryWarning();
     try {
       rgba =
         voiLut === undefined
@@ -195,6 +236,11 @@ export async function extractDicom(
       }
       throw new DicomError('decode-failed', `Frame ${index + 1} could not be decoded: ${oneLine(message)}`);
     }
+    // A frame decoded around corrupt data would be filed as if it were the image.
+    const warning = takeLibraryWarning();
+    if (warning !== undefined) {
+      throw new DicomError('decode-failed', `Frame ${index + 1} is corrupt: ${oneLine(warning)}`);
+    }
     frames.push({
       frameNumber: index + 1,
       width: geometry.columns,
@@ -211,7 +257,7 @@ const JPEG_BASELINE = '1.2.840.10008.1.2.4.50';
  * The frames' own JPEG codestreams, when they can be stored as they are: an 8-bit colour baseline JPEG
  * whose every frame is one fragment, a whole JPEG (SOI to EOI) that declares YCbCr as any JPEG reader
  * assumes, with no overlay to burn in. Rendering would decode and re-encode them: slower, and a second
- * lossy step. The main thread's thumbnails decode each one, so a corrupt frame still fails.
+ * lossy step. The main thread decodes each one for its thumbnails, and refuses a corrupt one there.
  */
 function jpegPassThrough(
   scan: Part10Scan,
@@ -237,6 +283,29 @@ function jpegPassThrough(
     jpegs.push(jpeg.slice());
   }
   return jpegs;
+}
+
+/**
+ * 8-bit native Pixel Data stored as OW in Explicit VR Big Endian holds its bytes in 16-bit words, each
+ * written most significant byte first (PS3.5 8.1.1 and 8.2): every pair of samples is swapped. The
+ * renderer swaps only samples wider than 8 bits, so the pairs are swapped back here and the VR written
+ * as OB, in `scan.bytes` (the file itself for big endian, which is never deflated), before it is read.
+ * Without this, RGB pixels come out with their samples moved between neighbours (red and blue mixed).
+ */
+function swapBigEndianBytePixels(scan: Part10Scan, geometry: Geometry): void {
+  const pixelData = scan.pixelData;
+  if (scan.isLittleEndian || pixelData?.isEncapsulated !== false || pixelData.vr !== 'OW') return;
+  if (geometry.bitsAllocated !== 8) return;
+  const { offset, length } = pixelData.value;
+  const bytes = scan.bytes;
+  for (let i = offset; i + 1 < offset + length; i += 2) {
+    const first = bytes[i]!;
+    bytes[i] = bytes[i + 1]!;
+    bytes[i + 1] = first;
+  }
+  // The VR sits 8 bytes before the value: VR (2), reserved (2), 32-bit length (4).
+  bytes[offset - 8] = 0x4f; // 'O'
+  bytes[offset - 7] = 0x42; // 'B'
 }
 
 const RLE_LOSSLESS = '1.2.840.10008.1.2.5';
@@ -398,7 +467,7 @@ function oneLine(text: string): string {
 
 const PDFJS_DIR = fileURLToPath(new URL('./', import.meta.resolve('pdfjs-dist/package.json')));
 
-async function extractPdf(scan: Part10Scan, pageSizePx: number): Promise<Extraction> {
+async function extractPdf(scan: Part10Scan, page: PageOptions, maxPixels: number): Promise<Extraction> {
   const transferSyntaxUid = scan.transferSyntax.uid;
   const ref = scan.elements.get(TAG.EncapsulatedDocument);
   const mime = readText(scan, TAG.MIMETypeOfEncapsulatedDocument);
@@ -423,8 +492,17 @@ async function extractPdf(scan: Part10Scan, pageSizePx: number): Promise<Extract
   if (Buffer.from(pdf.buffer, pdf.byteOffset, Math.min(5, pdf.length)).toString('latin1') !== '%PDF-') {
     throw new DicomError('bad-encapsulated-document', 'The Encapsulated Document (0042,0011) is not a PDF');
   }
+  if (page.skipPageReason !== undefined) {
+    return { kind: 'pdf', transferSyntaxUid, pdf, pageError: page.skipPageReason };
+  }
   try {
-    return { kind: 'pdf', transferSyntaxUid, pdf, page: await renderPdfPage(pdf, pageSizePx) };
+    page.onPageRender?.();
+    return {
+      kind: 'pdf',
+      transferSyntaxUid,
+      pdf,
+      page: await renderPdfPage(pdf, page.pageSizePx, maxPixels),
+    };
   } catch (error) {
     return {
       kind: 'pdf',
@@ -438,8 +516,14 @@ async function extractPdf(scan: Part10Scan, pageSizePx: number): Promise<Extract
 /**
  * Page 1 of `pdf` rendered by PDF.js (`pdfjs-dist`, drawing on `@napi-rs/canvas`) with its longest side
  * `sizePx`, on white. XFA and system fonts are off; fonts, CMaps and image decoders come from the package.
+ *
+ * An image of more than `maxPixels` (DICOM_MAX_PIXELS) is never decoded: PDF.js decodes images into array
+ * buffers and draws them through canvases of their full size, memory outside the thread's heap cap, so a
+ * small PDF holding a 16000 x 16000 image would take gigabytes. PDF.js leaves such an image out with a
+ * warning; the render then fails (no thumbnail, the reason logged) rather than give a thumbnail that
+ * looks like the page without it.
  */
-async function renderPdfPage(pdf: Uint8Array, sizePx: number): Promise<RenderedFrame> {
+async function renderPdfPage(pdf: Uint8Array, sizePx: number, maxPixels: number): Promise<RenderedFrame> {
   const pdfjs = await import('pdfjs-dist/legacy/build/pdf.mjs');
   const { createCanvas } = await import('@napi-rs/canvas');
   const task = pdfjs.getDocument({
@@ -448,7 +532,9 @@ async function renderPdfPage(pdf: Uint8Array, sizePx: number): Promise<RenderedF
     enableXfa: false,
     useSystemFonts: false,
     disableFontFace: true,
-    verbosity: 0,
+    // Warnings on: the one saying an image was left out is read (the thread never prints them).
+    verbosity: 1,
+    maxImageSize: maxPixels,
     standardFontDataUrl: `${PDFJS_DIR}standard_fonts/`,
     cMapUrl: `${PDFJS_DIR}cmaps/`,
     cMapPacked: true,
@@ -466,7 +552,13 @@ async function renderPdfPage(pdf: Uint8Array, sizePx: number): Promise<RenderedF
     const context = canvas.getContext('2d');
     context.fillStyle = '#ffffff';
     context.fillRect(0, 0, width, height);
+    takeLibraryWarning();
     await page.render({ canvas: canvas as never, canvasContext: context as never, viewport }).promise;
+    if (PDF_IMAGE_REMOVED.test(takeLibraryWarning() ?? '')) {
+      throw new Error(
+        `page 1 holds an image of more than ${maxPixels} pixels (DICOM_MAX_PIXELS), left unrendered`,
+      );
+    }
     const rgba = new Uint8Array(context.getImageData(0, 0, width, height).data.buffer);
     return { frameNumber: 1, width, height, ...compact(rgba, false) };
   } finally {

@@ -47,7 +47,12 @@ export interface Part10Scan {
   readonly elements: ReadonlyMap<number, ElementRef>;
   /** The top-level Pixel Data: its value (native), or its fragments, the offset table first (encapsulated). */
   readonly pixelData?:
-    | { readonly isEncapsulated: false; readonly value: ElementRef }
+    | {
+        readonly isEncapsulated: false;
+        readonly value: ElementRef;
+        /** The explicit VR (OB or OW); undefined in implicit VR. */
+        readonly vr?: string;
+      }
     | { readonly isEncapsulated: true; readonly fragments: readonly ElementRef[] };
 }
 
@@ -366,7 +371,13 @@ function walkDataSet(
     if (top === undefined) {
       if (RECORDED_TAGS.has(tag)) elements.set(tag, { offset: pos, length });
       if (tag >>> 16 >= 0x6000 && tag >>> 16 <= 0x601e && (tag & 0xffff) === 0x3000) hasOverlays = true;
-      if (tag === TAG.PixelData) pixelData = { isEncapsulated: false, value: { offset: pos, length } };
+      if (tag === TAG.PixelData) {
+        pixelData = {
+          isEncapsulated: false,
+          value: { offset: pos, length },
+          ...(vr === undefined ? {} : { vr }),
+        };
+      }
     }
     const isSequence =
       vr === 'SQ' ||

@@ -1,6 +1,9 @@
 /**
- * The request queue module: intake (`POST /api/v1/request/queue/add`), status, and the worker. Other
- * modules import it only through this file.
+ * The request queue module: `intake/` (`POST /api/v1/request/queue/add`, `enqueueRequest`), `status/`
+ * (the status endpoint and the overall status rule), `engine/` (the generic engine and worker, which run
+ * the routine catalog they are handed), `routines/` (the service's routines) and `admin/` (the console's
+ * request list, detail and actions, the queue CLI, the queue gauges). Other modules import it only
+ * through this file.
  */
 import type { FastifyPluginAsync } from 'fastify';
 import type { ModuleOptions } from '../../http/module.ts';
@@ -10,48 +13,48 @@ export const requestQueueRoutes: FastifyPluginAsync<ModuleOptions> = async (app,
   await registerRequestQueueRoutes(app, options);
 };
 
-export { enqueueRequest } from './intake.ts';
-export { insertUploadRequest } from './intake.queries.ts';
-export { createIntakeService } from './intake.ts';
+export { enqueueRequest } from './intake/enqueue.ts';
+export type { AlongsideWrite, EnqueueRequestInput, QueuedRequest } from './intake/enqueue.ts';
+export { insertUploadRequest } from './intake/intake.queries.ts';
+export type { AttachmentRowInput } from './intake/intake.queries.ts';
+export { createIntakeService } from './intake/intake.service.ts';
+export type { DicomInstanceSubmission, IntakeService } from './intake/intake.service.ts';
+export { REQUEST_QUEUE_CHANNEL, onRequestQueued } from './engine/queue-events.ts';
+export type { RequestQueuedEvent, RequestQueuedListener } from './engine/queue-events.ts';
+export { createQueueWorker } from './engine/worker.ts';
+export type { QueueWorker, WorkerOptions } from './engine/worker.ts';
+export { createQueueEngine } from './engine/engine.ts';
+export type { QueueEngine, StepOutcome } from './engine/engine.ts';
+// The routines of the service: the composition roots (`src/main`) hand them to the engine and register
+// their names; the engine itself knows no routine.
+export { DEFAULT_ROUTINES, defaultRoutineCatalog } from './routines/index.ts';
+export { PermanentRoutineError, createRoutineCatalog, defineRoutine } from './engine/routine-catalog.ts';
+export type { RoutineCatalog, RoutineDefinition } from './engine/routine-catalog.ts';
 export type {
-  AlongsideWrite,
-  AttachmentRowInput,
-  DicomInstanceSubmission,
-  EnqueueRequestInput,
-  IntakeService,
-  QueuedRequest,
-} from './intake.ts';
-export { REQUEST_QUEUE_CHANNEL, onRequestQueued } from './queue-events.ts';
-export type { RequestQueuedEvent, RequestQueuedListener } from './queue-events.ts';
-export { createQueueWorker } from './worker.ts';
-export type {
-  AdminOutcome,
-  ExecutionDetail,
   OverallFilter,
   OverallState,
-  QueueChoices,
-  QueueHealth,
-  RequestDetail,
   RequestListFilter,
   RequestListPage,
   RequestListRow,
-  RetryInput,
-  RoutineDetail,
-  WorkerHealth,
-} from './queue-admin.ts';
-export {
-  COUNT_CAP,
-  RETRYABLE,
-  ROUTINE_STATUSES,
-  VOIDABLE,
-  listRequests,
-  readQueueChoices,
-  readRequestDetail,
-  readWorkerHealth,
-  requeueRequest,
-  retryRoutine,
-  voidRoutine,
-} from './queue-admin.ts';
-export { readQueueGauges, registerQueueGauges } from './queue-gauges.ts';
-export { javaStringHash, registerRoutineNames } from './routine-library.ts';
-export type { QueueGauges } from './queue-gauges.ts';
+} from './admin/request-list.ts';
+export { ROUTINE_STATUSES, listRequests } from './admin/request-list.ts';
+export type { ExecutionDetail, RequestDetail, RoutineDetail } from './admin/request-detail.ts';
+export { readRequestDetail } from './admin/request-detail.ts';
+export type { AdminOutcome, RetryInput } from './admin/request-actions.ts';
+export { RETRYABLE, VOIDABLE, requeueRequest, retryRoutine, voidRoutine } from './admin/request-actions.ts';
+export type { QueueChoices, QueueHealth, WorkerHealth } from './admin/queue-health.ts';
+export { COUNT_CAP, readQueueChoices, readWorkerHealth } from './admin/queue-health.ts';
+export { readQueueGauges, registerQueueGauges } from './admin/queue-gauges.ts';
+export { javaStringHash, registerRoutineNames } from './engine/routine-library.ts';
+export type { QueueGauges } from './admin/queue-gauges.ts';
+export type { RequestSource, RequestSummary } from './admin/request-summary.ts';
+export { isRequestThumbnail, readRequestSummaries } from './admin/request-summary.ts';
+export type {
+  ConsoleEdit,
+  EditChange,
+  EditOutcome,
+  EditRequestInput,
+  MatchField,
+  RequestMatchData,
+} from './admin/edit-request.ts';
+export { checkMatchCriteria, editRequestMatchData, readRequestMatchData } from './admin/edit-request.ts';

@@ -21,17 +21,17 @@ import type { SpoolOptions, SpooledBytes } from '../../files/spool.ts';
 import { SPOOL_THRESHOLD_BYTES, spoolDirOf, spoolStream } from '../../files/spool.ts';
 import { holdSpool, loadSpooled } from '../../http/upload-spool.ts';
 import { MALFORMED_MULTIPART_MESSAGE } from '../../http/multipart.ts';
-import type { HandlerKind } from './content-type.ts';
+import type { HandlerKind } from './intake/content-type.ts';
 import {
   boundaryOf,
   effectiveContentType,
   handlerKindOf,
   hasNulCharacter,
   nulCharacterMessage,
-} from './content-type.ts';
-import type { MultipartPart } from './intake.ts';
-import { createIntakeService } from './intake.ts';
-import { createStatusService } from './status.ts';
+} from './intake/content-type.ts';
+import type { MultipartPart } from './intake/payload.ts';
+import { createIntakeService } from './intake/intake.service.ts';
+import { createStatusService } from './status/status.ts';
 
 const ADD_URL = '/api/v1/request/queue/add';
 const STATUS_URL = '/api/v1/request/queue/status';

@@ -51,6 +51,8 @@ export interface ImportLogRow {
   readonly eventId: number | null;
   /** The class of the event's type (`OphCoCvi`, ...); null without an event. */
   readonly eventTypeClass: string | null;
+  /** The patient of the event (through its episode); null without one. */
+  readonly patientId: number | null;
   /** The row names a stored original capture. */
   readonly hasOriginal: boolean;
   readonly croppedFileId: number | null;
@@ -67,7 +69,9 @@ function baseQuery(db: Kysely<DB>) {
     .selectFrom('signature_import_log as l')
     .leftJoin('event as e', 'e.id', 'l.event_id')
     .leftJoin('event_type as et', 'et.id', 'e.event_type_id')
+    .leftJoin('episode as ep', 'ep.id', 'e.episode_id')
     .select([
+      'ep.patient_id',
       'l.id',
       'l.import_datetime',
       'l.status_id',
@@ -88,6 +92,7 @@ function toRow(row: {
   filename: string;
   cropped_file_id: number | null;
   class_name: string | null;
+  patient_id: number | null;
 }): ImportLogRow {
   return {
     id: row.id,
@@ -97,6 +102,7 @@ function toRow(row: {
     returnMessage: row.return_message ?? '',
     eventId: row.event_id,
     eventTypeClass: row.class_name,
+    patientId: row.patient_id,
     hasOriginal: row.filename !== '',
     croppedFileId: row.cropped_file_id,
   };
@@ -145,10 +151,19 @@ export interface ImportLogDetail extends ImportLogRow {
     { readonly uid: string; readonly mimeType: string; readonly sizeBytes: number } | undefined;
   /** An active unique code mapped to the row's event, for the crop screen. */
   readonly eventCode: string | undefined;
+  /** The row names an original whose file is not in the file store (checked when a store is given). */
+  readonly isOriginalMissing: boolean;
 }
 
-/** One import log row with its original file and its event's code; undefined for an unknown id. */
-export async function findImportLogDetail(db: Kysely<DB>, id: number): Promise<ImportLogDetail | undefined> {
+/**
+ * One import log row with its original file and its event's code; undefined for an unknown id. With
+ * `files`, an original whose file is gone from the store counts as none (`isOriginalMissing`).
+ */
+export async function findImportLogDetail(
+  db: Kysely<DB>,
+  id: number,
+  files?: FileStore,
+): Promise<ImportLogDetail | undefined> {
   const row = await baseQuery(db).where('l.id', '=', id).executeTakeFirst();
   if (row === undefined) return undefined;
   const [file, code] = await Promise.all([
@@ -171,14 +186,47 @@ export async function findImportLogDetail(db: Kysely<DB>, id: number): Promise<I
           .limit(1)
           .executeTakeFirst(),
   ]);
+  const isOnDisk = file === undefined || files === undefined || (await files.exists(file.uid));
   return {
     ...toRow(row),
     original:
-      file === undefined
+      file === undefined || !isOnDisk
         ? undefined
         : { uid: file.uid, mimeType: file.mimetype, sizeBytes: Number(file.size) },
     eventCode: code?.code,
+    isOriginalMissing: row.filename !== '' && (file === undefined || !isOnDisk),
   };
+}
+
+/** The ids among `rows` whose original capture is named but not in the file store. */
+export async function findMissingOriginals(
+  db: Kysely<DB>,
+  files: FileStore,
+  rows: readonly ImportLogRow[],
+): Promise<Set<number>> {
+  const named = await readOriginalNames(
+    db,
+    rows.filter((r) => r.hasOriginal).map((r) => r.id),
+  );
+  if (named.length === 0) return new Set();
+  const uids = [...new Set(named.map((r) => path.basename(r.filename)))];
+  const stored = await db.selectFrom('protected_file').select('uid').where('uid', 'in', uids).execute();
+  const known = new Set(stored.map((f) => f.uid));
+  const onDisk = new Set(
+    (
+      await Promise.all(uids.map(async (uid) => (known.has(uid) && (await files.exists(uid)) ? uid : '')))
+    ).filter((uid) => uid !== ''),
+  );
+  return new Set(named.filter((r) => !onDisk.has(path.basename(r.filename))).map((r) => r.id));
+}
+
+function readOriginalNames(db: Kysely<DB>, ids: readonly number[]) {
+  if (ids.length === 0) return Promise.resolve([]);
+  return db
+    .selectFrom('signature_import_log')
+    .select(['id', 'filename'])
+    .where('id', 'in', [...ids])
+    .execute();
 }
 
 /** The bytes and type of the original capture of log `id`; undefined when it has none on disk. */

@@ -34,6 +34,7 @@ export type {
 export {
   IMPORT_LOG_STATUS,
   findImportLogDetail,
+  findMissingOriginals,
   importLogStatusName,
   listImportLogs,
   markImportLog,

@@ -8,10 +8,17 @@
  * attached to one of the patient's events (same `hash_code`, then the same bytes) is skipped; when every
  * payload is skipped no event is created. The lock is held until the worker's batch commits, so that the
  * check and the filing are never interleaved with another request's of the same patient.
+ *
+ * A DICOM request whose device profile was chosen (`DEVICE_PROFILE`) is filed by the device-filing module
+ * instead: into the one event of its patient and study (created with the study's first file), dated by
+ * the device, with its subtype, Device Information, eye and visual field indices. Re-sending a file that
+ * is already filed changes nothing.
  */
 import type { Kysely } from 'kysely';
 import { formatDateTime } from '../../../db/database.ts';
 import type { DB } from '../../../db/schema.ts';
+import type { DeviceFiler, DeviceHeader } from '../../device-filing/index.ts';
+import { fileDeviceObject, storedEventDate } from '../../device-filing/index.ts';
 import type { RoutineContext } from './catalog.ts';
 import { PermanentRoutineError, defineRoutine } from './catalog.ts';
 import {
@@ -63,7 +70,7 @@ export const attachToEventRoutine = defineRoutine({
   timeoutMs: 60_000,
   retry: 'backoff',
   run: async (ctx) => {
-    const { texts, payloads } = await ctx.readRequest(['REQUEST_DATA']);
+    const { texts, payloads } = await ctx.readRequest(['REQUEST_DATA', 'DICOM_HEADER']);
     const patientId = texts.REQUEST_DATA?.matched_patient_id;
     if (typeof patientId !== 'number' || !Number.isInteger(patientId)) {
       throw new PermanentRoutineError('No matched patient: PATIENT_MATCH must run first');
@@ -93,9 +100,6 @@ export const attachToEventRoutine = defineRoutine({
       ctx.log('nothing new to attach');
       return;
     }
-    const stamp = formatDateTime(ctx.now());
-    const { userId } = ctx.stamp();
-    const episodeId = await findOrCreateEpisode(ctx, patientId, stamp);
     // The institution of INSTITUTION_CODE, as OpenEyes records the one an event was created in (NOT
     // NULL there; the own schema allows none).
     const institution = await ctx.trx
@@ -104,6 +108,26 @@ export const attachToEventRoutine = defineRoutine({
       .where('remote_id', '=', ctx.config.institutionCode)
       .orderBy('id')
       .executeTakeFirst();
+    const requestData = texts.REQUEST_DATA ?? {};
+    if (typeof requestData.device_profile === 'string') {
+      const mnemonics = new Map(payloads.map((p) => [p.id, p.attachment_mnemonic]));
+      await fileDevice(ctx, {
+        patientId,
+        requestData,
+        header: texts.DICOM_HEADER ?? {},
+        institutionId: institution?.id ?? null,
+        eventTypeId: types.eventTypeId,
+        attachmentElementTypeId: types.elementTypeId,
+        attachments: toLink.map((id) => ({
+          id,
+          isExtracted: /^DICOM_(IMAGE_\d+|PDF)$/.test(mnemonics.get(id) ?? ''),
+        })),
+      });
+      return;
+    }
+    const stamp = formatDateTime(ctx.now());
+    const { userId } = ctx.stamp();
+    const episodeId = await findOrCreateEpisode(ctx, patientId, stamp);
     const event = await ctx.trx
       .insertInto('event')
       .values({
@@ -163,3 +187,56 @@ export const attachToEventRoutine = defineRoutine({
     ctx.log(`event ${event.id}: ${toLink.length} attachment(s) linked`);
   },
 });
+
+/** Files a device request through the device-filing module (see the module comment). */
+async function fileDevice(
+  ctx: RoutineContext,
+  input: {
+    readonly patientId: number;
+    readonly requestData: Record<string, unknown>;
+    readonly header: DeviceHeader;
+    readonly institutionId: number | null;
+    readonly eventTypeId: number;
+    readonly attachmentElementTypeId: number;
+    readonly attachments: readonly { readonly id: number; readonly isExtracted: boolean }[];
+  },
+): Promise<void> {
+  const data = input.requestData;
+  const text = (key: string) => (typeof data[key] === 'string' ? data[key] : null);
+  const eventDate = text('device_event_date');
+  if (eventDate === null)
+    throw new PermanentRoutineError('No device event date: DEVICE_PROFILE must run first');
+  const laterality = text('device_laterality');
+  const outcome = await fileDeviceObject(
+    {
+      trx: ctx.trx,
+      dialect: ctx.dialect,
+      schema: ctx.schema,
+      stamp: ctx.stamp(),
+      log: (line) => ctx.log(line),
+    },
+    {
+      requestId: ctx.routine.request_id,
+      patientId: input.patientId,
+      header: input.header,
+      profile: {
+        name: text('device_profile') ?? 'generic',
+        subtype: text('device_subtype'),
+        attachmentType: text('device_attachment_type') ?? 'NONE',
+        filer: (text('device_filer') ?? 'generic') as DeviceFiler,
+      },
+      eye: laterality === 'L' || laterality === 'R' || laterality === 'B' ? laterality : null,
+      eventDate: storedEventDate(eventDate, ctx.config.timeZone),
+      institutionId: input.institutionId,
+      eventTypeId: input.eventTypeId,
+      attachmentElementTypeId: input.attachmentElementTypeId,
+      attachments: input.attachments,
+    },
+  );
+  await ctx.mergeRequestData({
+    event_id: outcome.eventId,
+    device_event_eye: outcome.eye,
+    ...(outcome.hfa === undefined ? {} : { device_hfa: outcome.hfa }),
+  });
+  ctx.log(`event ${outcome.eventId}: ${input.attachments.length} attachment(s) linked`);
+}

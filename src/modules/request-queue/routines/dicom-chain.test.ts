@@ -19,8 +19,9 @@ import { CORPUS_SKIP_MESSAGE, corpusTestFiles } from '../../../../test/dicom-cor
 import type { TestApp } from '../../../../test/harness.ts';
 import { forEachDialect, startTestApp } from '../../../../test/harness.ts';
 import { closeDicomPools } from '../../dicom/index.ts';
-import type { QueueEngine } from '../engine.ts';
-import { createQueueEngine } from '../engine.ts';
+import type { QueueEngine } from '../engine/engine.ts';
+import { createQueueEngine } from '../engine/engine.ts';
+import { defaultRoutineCatalog } from './index.ts';
 
 const corpus = corpusTestFiles();
 const JPEG_BASELINE = '1.2.840.10008.1.2.4.50';
@@ -56,6 +57,8 @@ function hugeFrameFile(): Buffer {
   const text = (s: string) => Buffer.from(s, 'latin1');
   const dataset = Buffer.concat([
     dicomElement(0x0008, 0x0016, 'UI', text('1.2.840.10008.5.1.4.1.1.7')),
+    // A device file without a date is refused before extraction: this one has one.
+    dicomElement(0x0008, 0x0020, 'DA', text('20240115')),
     dicomElement(0x0010, 0x0020, 'LO', text('HUGE1')),
     dicomElement(0x0028, 0x0002, 'US', us(3)),
     dicomElement(0x0028, 0x0004, 'CS', text('YBR_FULL_422')),
@@ -81,7 +84,11 @@ forEachDialect((dialect) => {
     before(async () => {
       app = await startTestApp(dialect);
       user = await createUser(app.db);
-      engine = createQueueEngine({ database: app.database, config: app.config });
+      engine = createQueueEngine({
+        database: app.database,
+        config: app.config,
+        catalog: defaultRoutineCatalog,
+      });
     });
     after(async () => {
       await closeDicomPools();
@@ -142,6 +149,7 @@ forEachDialect((dialect) => {
 
         assert.deepEqual(await drain(), [
           'DICOM_SEED:COMPLETE',
+          'DEVICE_PROFILE:COMPLETE',
           'EXTRACT_IMAGE:COMPLETE',
           'PATIENT_MATCH:COMPLETE',
           'ATTACH_TO_EVENT:COMPLETE',
@@ -189,6 +197,7 @@ forEachDialect((dialect) => {
         // The file names no date of birth: the chain stops at the patient match, the image is stored.
         assert.deepEqual(await drain(), [
           'DICOM_SEED:COMPLETE',
+          'DEVICE_PROFILE:COMPLETE',
           'EXTRACT_IMAGE:COMPLETE',
           'PATIENT_MATCH:FAILED',
         ]);
@@ -247,6 +256,7 @@ forEachDialect((dialect) => {
         (await routinesOf(app.db, bomb)).map((r) => [r.routine_name, r.status, r.try_count]),
         [
           ['DICOM_SEED', 'COMPLETE', 1],
+          ['DEVICE_PROFILE', 'COMPLETE', 1],
           ['EXTRACT_IMAGE', 'FAILED', 1],
         ],
       );

@@ -3,7 +3,7 @@
  * Part 10 file within the configured limits and reads its main tags, on the DICOM module's worker
  * threads (never on the event loop). Stores the tags as the `DICOM_HEADER` row and in `REQUEST_DATA`
  * (keys prefixed `dicom_`), with the transfer syntax, SOP class and frame count, then chains
- * `EXTRACT_IMAGE`. A file that is not a readable Part 10 file, or is over a limit, fails permanently with
+ * `DEVICE_PROFILE`. A file that is not a readable Part 10 file, or is over a limit, fails permanently with
  * the cause the reader names (no `DICM` prefix, element past the end of the file, too many elements, ...).
  */
 import type { DicomSummary } from '../../dicom/index.ts';
@@ -43,10 +43,13 @@ export const dicomSeedRoutine = defineRoutine<DicomSummary>({
       dicom_transfer_syntax_uid: summary.transferSyntaxUid,
       dicom_sop_class_uid: summary.sopClassUid,
       dicom_number_of_frames: summary.numberOfFrames,
+      dicom_has_pixel_data: summary.hasPixelData,
+      dicom_model: header.ManufacturerModelName,
+      dicom_sop_instance_uid: header.SOPInstanceUID,
     });
     ctx.log(
       `DICOM header read (modality ${header.Modality ?? 'none'}, transfer syntax ${summary.transferSyntaxUid}, ${summary.elementCount} elements)`,
     );
-    await ctx.addRoutine('EXTRACT_IMAGE');
+    await ctx.addRoutine('DEVICE_PROFILE');
   },
 });

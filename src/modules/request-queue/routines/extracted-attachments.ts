@@ -17,7 +17,10 @@ export interface ExtractedAttachment {
   readonly thumbnails?: Thumbnails;
 }
 
-/** Writes `attachment` as the request's row `mnemonic` (body site null); returns its id. */
+/**
+ * Writes `attachment` as the request's row `mnemonic` (created with no body site; device filing sets the
+ * eye when it files the row); returns its id.
+ */
 export async function writeExtractedAttachment(
   ctx: RoutineContext,
   attachment: ExtractedAttachment,
@@ -28,7 +31,7 @@ export async function writeExtractedAttachment(
     .select('id')
     .where('request_id', '=', requestId)
     .where('attachment_mnemonic', '=', attachment.mnemonic)
-    .where('body_site_snomed_type', 'is', null)
+    .orderBy('id')
     .executeTakeFirst();
   const id =
     existing?.id ??

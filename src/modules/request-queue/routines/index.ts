@@ -3,6 +3,7 @@ import { attachToEventRoutine } from './attach-to-event.ts';
 import type { RoutineCatalog } from './catalog.ts';
 import { createRoutineCatalog } from './catalog.ts';
 import { cleanUpRoutine } from './clean-up.ts';
+import { deviceProfileRoutine } from './device-profile.ts';
 import { dicomSeedRoutine } from './dicom-seed.ts';
 import { extractImageRoutine } from './extract-image.ts';
 import { fileBiometryRoutine } from './file-biometry.ts';
@@ -12,6 +13,7 @@ import { patientMatchRoutine } from './patient-match.ts';
 
 export const DEFAULT_ROUTINES = [
   dicomSeedRoutine,
+  deviceProfileRoutine,
   extractImageRoutine,
   patientMatchRoutine,
   makeThumbnailsRoutine,

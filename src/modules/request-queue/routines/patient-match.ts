@@ -1,7 +1,9 @@
 /**
  * `PATIENT_MATCH`: finds the one patient the request is about, from the identifier, date of birth and sex
  * in the request (DICOM tags merged by `DICOM_SEED`, else JSON body or form fields), stores its id as
- * `matched_patient_id` in `REQUEST_DATA`, then chains the rest of the request's processing.
+ * `matched_patient_id` in `REQUEST_DATA`, then chains the rest of the request's processing: the filing
+ * routine (`ATTACH_TO_EVENT`, or `FILE_BIOMETRY` for a device profile whose filer is biometry) and
+ * `CLEAN_UP`.
  *
  * Matching, in the spirit of the patient search (reference 4.4): the identifier is de-spaced (spaces and
  * hyphens removed); for every identifier type whose `validate_regex` matches it after the type's `pad`,
@@ -24,11 +26,12 @@ export interface PatientCriteria {
   readonly sex: 'M' | 'F' | null;
 }
 
-const IDENTIFIER_KEYS = ['dicom_patient_id', 'patient_identifier', 'identifier', 'hos_num', 'nhs_num'];
-const DOB_KEYS = ['dicom_patient_birth_date', 'dob', 'date_of_birth', 'birth_date'];
-const SEX_KEYS = ['dicom_patient_sex', 'sex', 'gender'];
+/** The keys each criterion is read from, in order of precedence (each key across every source first). */
+export const IDENTIFIER_KEYS = ['dicom_patient_id', 'patient_identifier', 'identifier', 'hos_num', 'nhs_num'];
+export const DOB_KEYS = ['dicom_patient_birth_date', 'dob', 'date_of_birth', 'birth_date'];
+export const SEX_KEYS = ['dicom_patient_sex', 'sex', 'gender'];
 
-function firstString(
+export function firstString(
   sources: readonly Record<string, unknown>[],
   keys: readonly string[],
 ): string | undefined {
@@ -59,18 +62,25 @@ function normaliseSex(value: string | undefined): 'M' | 'F' | null {
   return letter === 'M' || letter === 'F' ? letter : null;
 }
 
-/** The criteria in the request's JSON rows; throws a permanent error when they are unusable. */
-export function criteriaOf(rows: {
+export interface CriteriaRows {
   readonly REQUEST_DATA?: Record<string, unknown>;
   readonly FORM_DATA?: Record<string, unknown>;
   readonly REQUEST_BLOB?: Record<string, unknown>;
-}): PatientCriteria {
+}
+
+/** The objects the criteria are read from, in order of precedence (`REQUEST_DATA` first). */
+export function criteriaSources(rows: CriteriaRows): Record<string, unknown>[] {
   const { REQUEST_DATA: requestData = {}, FORM_DATA: form = {}, REQUEST_BLOB: body = {} } = rows;
   const nested = (o: Record<string, unknown>) =>
     o.data !== null && typeof o.data === 'object' && !Array.isArray(o.data)
       ? (o.data as Record<string, unknown>)
       : {};
-  const sources = [requestData, nested(body), body, nested(form), form];
+  return [requestData, nested(body), body, nested(form), form];
+}
+
+/** The criteria in the request's JSON rows; throws a permanent error when they are unusable. */
+export function criteriaOf(rows: CriteriaRows): PatientCriteria {
+  const sources = criteriaSources(rows);
   const identifier = firstString(sources, IDENTIFIER_KEYS);
   const rawDob = firstString(sources, DOB_KEYS);
   if (identifier === undefined) throw new PermanentRoutineError('No patient identifier in the request');

@@ -8,9 +8,10 @@ import { addIdentifier, createIdentifierType } from '../../../../test/factories-
 import { blobRow, buildDicomFile, jsonRow, routinesOf } from '../../../../test/factories-queue.ts';
 import type { TestDatabase } from '../../../../test/harness.ts';
 import { createTestDatabase, forEachDialect } from '../../../../test/harness.ts';
-import type { QueueEngine } from '../engine.ts';
-import { createQueueEngine } from '../engine.ts';
-import { enqueueRequest } from '../intake.ts';
+import type { QueueEngine } from '../engine/engine.ts';
+import { createQueueEngine } from '../engine/engine.ts';
+import { defaultRoutineCatalog } from './index.ts';
+import { enqueueRequest } from '../intake/enqueue.ts';
 import { DicomError, readDicomFile } from '../../dicom/index.ts';
 import { applyPad, normaliseDob, toRegExp } from './patient-match.ts';
 
@@ -25,10 +26,18 @@ const TAGS = {
   StudyDate: '20240102',
 };
 
+/** The SOP class and instance `buildDicomFile` writes. */
+const FILE_UIDS = {
+  SOPClassUID: '1.2.840.10008.5.1.4.1.1.7',
+  SOPInstanceUID: '1.2.826.0.1.3680043.8.498.1',
+};
+
 describe('routine helpers', () => {
   it('reads the main tags of a Part 10 file', async () => {
     const summary = await readDicomFile(buildDicomFile(TAGS), loadConfig({}));
-    assert.deepEqual(summary.header, TAGS);
+    // Every other tag the header reads is absent from this file.
+    const absent = Object.fromEntries(Object.keys(summary.header).map((keyword) => [keyword, null]));
+    assert.deepEqual(summary.header, { ...absent, ...TAGS, ...FILE_UIDS });
     assert.equal(summary.transferSyntaxUid, '1.2.840.10008.1.2.1');
     assert.equal(summary.hasPixelData, false);
   });
@@ -63,6 +72,7 @@ forEachDialect((dialect) => {
       engine = createQueueEngine({
         database: testDb.database,
         config,
+        catalog: defaultRoutineCatalog,
         now: () => clock,
       });
       const institutionId = await createInstitution(testDb.db);
@@ -109,6 +119,7 @@ forEachDialect((dialect) => {
       });
       assert.deepEqual(await drain(), [
         'DICOM_SEED:COMPLETE',
+        'DEVICE_PROFILE:COMPLETE',
         'EXTRACT_IMAGE:COMPLETE',
         'PATIENT_MATCH:COMPLETE',
         'MAKE_THUMBNAILS:COMPLETE',
@@ -119,11 +130,12 @@ forEachDialect((dialect) => {
         (await routinesOf(testDb.db, requestId)).map((r) => [r.routine_name, r.execute_sequence]),
         [
           ['DICOM_SEED', 10],
-          ['EXTRACT_IMAGE', 20],
-          ['PATIENT_MATCH', 30],
-          ['MAKE_THUMBNAILS', 40],
-          ['ATTACH_TO_EVENT', 50],
-          ['CLEAN_UP', 60],
+          ['DEVICE_PROFILE', 20],
+          ['EXTRACT_IMAGE', 30],
+          ['PATIENT_MATCH', 40],
+          ['MAKE_THUMBNAILS', 50],
+          ['ATTACH_TO_EVENT', 60],
+          ['CLEAN_UP', 70],
         ],
       );
 
@@ -133,7 +145,9 @@ forEachDialect((dialect) => {
         .where('request_id', '=', requestId)
         .execute();
       const byMnemonic = new Map(rows.map((r) => [r.attachment_mnemonic, r]));
-      assert.deepEqual(JSON.parse(byMnemonic.get('DICOM_HEADER')!.text_data!), TAGS);
+      const header = JSON.parse(byMnemonic.get('DICOM_HEADER')!.text_data!) as Record<string, unknown>;
+      const absent = Object.fromEntries(Object.keys(header).map((keyword) => [keyword, null]));
+      assert.deepEqual(header, { ...absent, ...TAGS, ...FILE_UIDS });
       assert.equal(byMnemonic.get('DICOM_HEADER')!.mime_type, 'application/json');
       const requestData = JSON.parse(byMnemonic.get('REQUEST_DATA')!.text_data!);
       assert.equal(requestData.dicom_patient_id, '12345');

@@ -1,0 +1,207 @@
+/**
+ * What device filing reads from a DICOM header (the `DICOM_HEADER` row that `DICOM_SEED` stores, keyed by
+ * DICOM keyword): the facts a profile is chosen from, the event date, the eye, and the columns of the
+ * Device Information element.
+ */
+import { formatDateTime, storedTimeZone, wallClockFormat } from '../../db/stored-time.ts';
+import type { DeviceFacts, DeviceProfile, EyeLetter } from './profiles.ts';
+
+/** The header as stored: DICOM keyword -> trimmed text, or null. */
+export type DeviceHeader = Readonly<Record<string, unknown>>;
+
+const ENCAPSULATED_PDF_SOP_CLASS = '1.2.840.10008.5.1.4.1.1.104.1';
+
+/** The text of `keyword` in the header, or null. */
+export function headerText(header: DeviceHeader, keyword: string): string | null {
+  const value = header[keyword];
+  return typeof value === 'string' && value.trim() !== '' ? value.trim() : null;
+}
+
+/** The facts a profile is chosen from. */
+export function deviceFactsOf(
+  header: DeviceHeader,
+  file: { readonly sopClassUid: string | null; readonly hasPixelData: boolean },
+): DeviceFacts {
+  const sopClassUid = file.sopClassUid ?? headerText(header, 'SOPClassUID');
+  const mime = headerText(header, 'MIMETypeOfEncapsulatedDocument')?.toLowerCase();
+  const isPdf = sopClassUid === ENCAPSULATED_PDF_SOP_CLASS || mime === 'application/pdf';
+  return {
+    manufacturer: headerText(header, 'Manufacturer'),
+    modality: headerText(header, 'Modality'),
+    model: headerText(header, 'ManufacturerModelName'),
+    sopClassUid,
+    // The first of the versions (VM 1-n).
+    softwareVersion: headerText(header, 'SoftwareVersions')?.split('\\')[0]?.trim() ?? null,
+    seriesDescription: headerText(header, 'SeriesDescription'),
+    content: isPdf ? 'pdf' : file.hasPixelData ? 'image' : 'none',
+  };
+}
+
+/**
+ * The event date of a device file: Acquisition DateTime (0008,002A) (or Acquisition Date + Time), else
+ * Content, else Series, else Study Date + Time, as the device's local wall-clock time
+ * `YYYY-MM-DD HH:MM:SS`: fractions of a second and any UTC offset suffix are ignored, a missing time is
+ * 00:00:00. Undefined when the file has no usable date.
+ */
+export function eventDateOf(header: DeviceHeader): string | undefined {
+  const candidates: [string | null, string | null][] = [
+    [headerText(header, 'AcquisitionDateTime'), null],
+    [headerText(header, 'AcquisitionDate'), headerText(header, 'AcquisitionTime')],
+    [headerText(header, 'ContentDate'), headerText(header, 'ContentTime')],
+    [headerText(header, 'SeriesDate'), headerText(header, 'SeriesTime')],
+    [headerText(header, 'StudyDate'), headerText(header, 'StudyTime')],
+  ];
+  for (const [date, time] of candidates) {
+    const text = date === null ? undefined : wallClockOf(date, time);
+    if (text !== undefined) return text;
+  }
+  return undefined;
+}
+
+/** `YYYY-MM-DD HH:MM:SS` of a DA (or DT) and an optional TM, or undefined when not a real date. */
+function wallClockOf(date: string, time: string | null): string | undefined {
+  // DT: YYYYMMDDHHMMSS.FFFFFF&ZZXX, any trailing part optional; DA: YYYYMMDD; TM: HHMMSS.FFFFFF.
+  const dt = /^(\d{4})(\d{2})(\d{2})(\d{2})?(\d{2})?(\d{2})?/.exec(date.replace(/[-:\s]/g, ''));
+  if (dt === null) return undefined;
+  const [, y, mo, d] = dt;
+  let [hh, mi, ss] = [dt[4] ?? '00', dt[5] ?? '00', dt[6] ?? '00'];
+  if (dt[4] === undefined && time !== null) {
+    const tm = /^(\d{2})(\d{2})?(\d{2})?/.exec(time.replace(/[:\s]/g, ''));
+    if (tm !== null) [hh, mi, ss] = [tm[1]!, tm[2] ?? '00', tm[3] ?? '00'];
+  }
+  const day = new Date(Date.UTC(Number(y), Number(mo) - 1, Number(d)));
+  if (
+    Number.isNaN(day.getTime()) ||
+    day.getUTCFullYear() !== Number(y) ||
+    day.getUTCMonth() !== Number(mo) - 1 ||
+    Number(y) < 1900 ||
+    Number(hh) > 23 ||
+    Number(mi) > 59 ||
+    Number(ss) > 60
+  ) {
+    return undefined;
+  }
+  return `${y}-${mo}-${d} ${hh}:${mi}:${ss === '60' ? '59' : ss}`;
+}
+
+/** The eye a laterality value names: R, L, B (also OD, OS, OU); undefined for U or anything else. */
+function eyeOfValue(value: string | null): EyeLetter | undefined {
+  switch (value?.toUpperCase() ?? '') {
+    case 'R':
+    case 'OD':
+      return 'R';
+    case 'L':
+    case 'OS':
+      return 'L';
+    case 'B':
+    case 'OU':
+      return 'B';
+    default:
+      return undefined;
+  }
+}
+
+/** Where a file's eye came from, for the log. */
+export interface LateralityFinding {
+  readonly eye: EyeLetter | null;
+  readonly source: string;
+}
+
+/**
+ * The eye of a file: Image Laterality (0020,0062), then Laterality (0020,0060), then the profile's fixed
+ * rule; when both header values name an eye and they disagree, both eyes. `U` or nothing gives no eye.
+ */
+export function lateralityOf(header: DeviceHeader, profile: DeviceProfile): LateralityFinding {
+  const image = eyeOfValue(headerText(header, 'ImageLaterality'));
+  const series = eyeOfValue(headerText(header, 'Laterality'));
+  if (image !== undefined && series !== undefined && image !== series) {
+    return { eye: 'B', source: 'Image Laterality and Laterality disagree' };
+  }
+  if (image !== undefined) return { eye: image, source: 'Image Laterality (0020,0062)' };
+  if (series !== undefined) return { eye: series, source: 'Laterality (0020,0060)' };
+  if (profile.laterality !== undefined) {
+    return { eye: profile.laterality, source: `profile ${profile.name}` };
+  }
+  return { eye: null, source: 'no laterality in the file (none, or U)' };
+}
+
+/** `eye.id` of an eye: 1 left, 2 right, 3 both. */
+export function eyeIdOf(eye: EyeLetter): 1 | 2 | 3 {
+  return eye === 'L' ? 1 : eye === 'R' ? 2 : 3;
+}
+
+/** The SNOMED CT body site of an eye (`body_site_type`). */
+export function bodySiteOf(eye: EyeLetter): string {
+  return eye === 'L' ? '8966001' : eye === 'R' ? '18944008' : '40638003';
+}
+
+/** Two eyes together: left and right make both. */
+export function mergeEyes(a: EyeLetter | null, b: EyeLetter | null): EyeLetter | null {
+  if (a === null) return b;
+  if (b === null || a === b) return a;
+  return 'B';
+}
+
+/** The text columns of `et_ophgeneric_device_information`, from the header. */
+export const DEVICE_INFORMATION_COLUMNS = {
+  manufacturer: 'Manufacturer',
+  manufacturer_model_name: 'ManufacturerModelName',
+  modality: 'Modality',
+  series_description: 'SeriesDescription',
+  laterality: 'Laterality',
+  image_laterality: 'ImageLaterality',
+  study_description: 'StudyDescription',
+  document_title: 'DocumentTitle',
+  acquisition_date_time: 'AcquisitionDateTime',
+  study_date: 'StudyDate',
+  study_time: 'StudyTime',
+  content_date: 'ContentDate',
+  content_time: 'ContentTime',
+  station_name: 'StationName',
+  operators_name: 'OperatorsName',
+  software_version: 'SoftwareVersions',
+  study_instance_uid: 'StudyInstanceUID',
+  series_instance_uid: 'SeriesInstanceUID',
+  study_id: 'StudyID',
+  series_number: 'SeriesNumber',
+  instance_number: 'InstanceNumber',
+  sop_instance_uid: 'SOPInstanceUID',
+  // The closest fit for the device's own version: its serial number.
+  model_version: 'DeviceSerialNumber',
+} as const;
+
+export type DeviceInformationValues = Record<
+  keyof typeof DEVICE_INFORMATION_COLUMNS | 'modifying_system' | 'operator_identification_sequence',
+  string | null
+>;
+
+/** The Device Information columns of a file's header. */
+export function deviceInformationOf(header: DeviceHeader): DeviceInformationValues {
+  const values = {
+    modifying_system: null,
+    operator_identification_sequence: null,
+  } as DeviceInformationValues;
+  for (const [column, keyword] of Object.entries(DEVICE_INFORMATION_COLUMNS)) {
+    values[column as keyof typeof DEVICE_INFORMATION_COLUMNS] = headerText(header, keyword);
+  }
+  return values;
+}
+
+/**
+ * The stored date-time of a device's wall-clock `YYYY-MM-DD HH:MM:SS` in `timeZone` (the site's zone):
+ * the text itself where the database stores that zone's local time (OpenEyes), else converted (UTC).
+ */
+export function storedEventDate(wallClock: string, timeZone: string): string {
+  if (timeZone === storedTimeZone()) return wallClock;
+  const format = wallClockFormat(timeZone);
+  const wallAt = (instant: number) => {
+    const part: Record<string, string> = {};
+    for (const { type, value } of format.formatToParts(new Date(instant))) part[type] = value;
+    return Date.parse(`${part.year}-${part.month}-${part.day}T${part.hour}:${part.minute}:${part.second}Z`);
+  };
+  const asUtc = Date.parse(`${wallClock.replace(' ', 'T')}Z`);
+  // The zone's offset at that wall-clock time: guessed at the same UTC time, then corrected once.
+  let instant = asUtc - (wallAt(asUtc) - asUtc);
+  instant = asUtc - (wallAt(instant) - instant);
+  return formatDateTime(new Date(instant));
+}

@@ -1,0 +1,406 @@
+/**
+ * Files a device object's attachments as a clinician expects: one OphGeneric event per patient and study
+ * (StudyInstanceUID, the profile's subtype, and the device model for visual fields and OCT), found through
+ * the service's own index (`device_event`), so that a second file of the study joins the event and the
+ * left and right eye merge (eye both). A new event gets its subtype item, a Comments element, a Device
+ * Information element from the first file's header, and (on OpenEyes) its attachment element row; the
+ * event date is the device's date, never the time of filing. A deleted event is never joined: the study
+ * gets a new one. An HFA profile also writes the visual field indices of each eye from its own file.
+ *
+ * Rows of OpenEyes's versioned tables are copied to their `_version` twin before every update (the
+ * schema profile's `keepRowVersions`); `created_*` columns are never touched by an update. An HFA entry
+ * is never updated: OpenEyes's trigger would rewrite the eye's whole visual-field history.
+ */
+import type { Kysely } from 'kysely';
+import type { DialectAdapter } from '../../db/dialect.ts';
+import type { DB } from '../../db/schema.ts';
+import type { SchemaProfile } from '../../db/schema-profile.ts';
+import type { AuditStamp } from '../attachment-data/index.ts';
+import { linkAttachmentsToEvent, updateAttachmentData } from '../attachment-data/index.ts';
+import type { DeviceHeader } from './device-header.ts';
+import { bodySiteOf, deviceInformationOf, eyeIdOf, headerText, mergeEyes } from './device-header.ts';
+import type { HfaValues } from './hfa.ts';
+import { readHfaValues } from './hfa.ts';
+import type { DeviceFiler, EyeLetter } from './profiles.ts';
+import type { DeviceTables } from './tables.ts';
+
+/** What filing needs of the routine that runs it. */
+export interface FilingContext {
+  readonly trx: Kysely<DB>;
+  readonly dialect: DialectAdapter;
+  readonly schema: SchemaProfile;
+  readonly stamp: AuditStamp;
+  /** A line of the routine's log (never patient data). */
+  log(line: string): void;
+}
+
+export interface DeviceFiling {
+  readonly requestId: number;
+  readonly patientId: number;
+  readonly header: DeviceHeader;
+  readonly profile: {
+    readonly name: string;
+    readonly subtype: string | null;
+    readonly attachmentType: string;
+    readonly filer: DeviceFiler;
+  };
+  readonly eye: EyeLetter | null;
+  /** The event date as stored. */
+  readonly eventDate: string;
+  readonly institutionId: number | null;
+  readonly eventTypeId: number;
+  readonly attachmentElementTypeId: number;
+  /** The attachments to file; `isExtracted` marks the images and PDFs taken from the DICOM file. */
+  readonly attachments: readonly { readonly id: number; readonly isExtracted: boolean }[];
+}
+
+export interface DeviceFilingOutcome {
+  readonly eventId: number;
+  readonly isNewEvent: boolean;
+  /** The event's eye once this file is in. */
+  readonly eye: EyeLetter | null;
+  /** What happened to the visual field indices (HFA profiles), for the log and the request. */
+  readonly hfa?: string;
+}
+
+/** Modalities whose study events are also told apart by the device model. */
+const MODEL_KEYED_MODALITIES = new Set(['OPV', 'OPT']);
+
+const EYE_OF_ID: Record<number, EyeLetter> = { 1: 'L', 2: 'R', 3: 'B' };
+
+function audit(stamp: AuditStamp) {
+  return {
+    created_user_id: stamp.userId,
+    last_modified_user_id: stamp.userId,
+    created_date: stamp.now,
+    last_modified_date: stamp.now,
+  };
+}
+
+/** OpenEyes's episode columns and statuses beside the service's own `DB` (where the schema has them). */
+type EpisodeWorkflowTables = {
+  episode: { change_tracker: number | null; episode_status_id: number | null };
+  episode_status: { id: number; name: string };
+};
+
+/**
+ * The patient's most recent open episode (not deleted, not legacy, not support services, not ended; on
+ * OpenEyes also not a change-tracker episode and not Discharged), or a new one starting at the event
+ * date.
+ */
+async function chooseEpisode(
+  ctx: FilingContext,
+  patientId: number,
+  startDate: string,
+): Promise<{ id: number; firmId: number | null }> {
+  const { trx, stamp } = ctx;
+  let query = trx
+    .withTables<EpisodeWorkflowTables>()
+    .selectFrom('episode')
+    .select(['episode.id', 'episode.firm_id'])
+    .where('episode.patient_id', '=', patientId)
+    .where('episode.deleted', '=', 0)
+    .where((eb) => eb.or([eb('episode.legacy', '=', 0), eb('episode.legacy', 'is', null)]))
+    .where('episode.support_services', '=', 0)
+    .where('episode.end_date', 'is', null);
+  if (ctx.schema.hasEpisodeWorkflow) {
+    query = query
+      .where((eb) => eb.or([eb('episode.change_tracker', 'is', null), eb('episode.change_tracker', '=', 0)]))
+      .where((eb) =>
+        eb.not(
+          eb.exists(
+            eb
+              .selectFrom('episode_status as s')
+              .select('s.id')
+              .whereRef('s.id', '=', 'episode.episode_status_id')
+              .where('s.name', '=', 'Discharged'),
+          ),
+        ),
+      );
+  }
+  const open = await query
+    .orderBy('episode.start_date', 'desc')
+    .orderBy('episode.id', 'desc')
+    .executeTakeFirst();
+  if (open !== undefined) return { id: open.id, firmId: open.firm_id };
+  const created = await trx
+    .insertInto('episode')
+    .values({ patient_id: patientId, start_date: startDate, ...audit(stamp) })
+    .returning('id')
+    .executeTakeFirstOrThrow();
+  return { id: created.id, firmId: null };
+}
+
+/** `name` when the reference table has that row, else undefined. */
+async function existingSubtype(trx: Kysely<DB>, subtype: string | null): Promise<string | undefined> {
+  if (subtype === null) return undefined;
+  const row = await trx
+    .withTables<DeviceTables>()
+    .selectFrom('event_subtype')
+    .select('event_subtype')
+    .where('event_subtype', '=', subtype)
+    .executeTakeFirst();
+  return row?.event_subtype;
+}
+
+async function existingAttachmentType(trx: Kysely<DB>, type: string): Promise<boolean> {
+  const row = await trx
+    .selectFrom('attachment_type')
+    .select('attachment_type')
+    .where('attachment_type', '=', type)
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
+/** Creates the event of a study with its elements; returns its id and its Device Information row's. */
+async function createStudyEvent(
+  ctx: FilingContext,
+  filing: DeviceFiling,
+  subtype: string | undefined,
+): Promise<{ eventId: number; deviceInformationId: number }> {
+  const { trx, stamp } = ctx;
+  const db = trx.withTables<DeviceTables>();
+  const episode = await chooseEpisode(ctx, filing.patientId, filing.eventDate);
+  const event = await trx
+    .insertInto('event')
+    .values({
+      episode_id: episode.id,
+      event_type_id: filing.eventTypeId,
+      event_date: filing.eventDate,
+      is_automated: 1,
+      automated_source: JSON.stringify({ request_id: filing.requestId, device_profile: filing.profile.name }),
+      info: null,
+      firm_id: episode.firmId,
+      institution_id: filing.institutionId,
+      site_id: null,
+      ...audit(stamp),
+    })
+    .returning('id')
+    .executeTakeFirstOrThrow();
+  const elementTable = ctx.schema.attachmentElementTable;
+  if (elementTable !== undefined) {
+    await trx
+      .withTables<Record<string, { event_id: number } & ReturnType<typeof audit>>>()
+      .insertInto(elementTable)
+      .values({ event_id: event.id, ...audit(stamp) })
+      .execute();
+  }
+  await db
+    .insertInto('et_ophgeneric_comments')
+    .values({ event_id: event.id, comment: null, ...audit(stamp) })
+    .execute();
+  if (subtype !== undefined) {
+    await db
+      .insertInto('event_subtype_item')
+      .values({ event_id: event.id, event_subtype: subtype, display_order: 1, ...audit(stamp) })
+      .execute();
+  }
+  const information = await db
+    .insertInto('et_ophgeneric_device_information')
+    .values({
+      event_id: event.id,
+      last_request_id: filing.requestId,
+      ...deviceInformationOf(filing.header),
+      ...audit(stamp),
+    })
+    .returning('id')
+    .executeTakeFirstOrThrow();
+  return { eventId: event.id, deviceInformationId: information.id };
+}
+
+/** Files `filing` (see the module comment). */
+export async function fileDeviceObject(
+  ctx: FilingContext,
+  filing: DeviceFiling,
+): Promise<DeviceFilingOutcome> {
+  const { trx, stamp } = ctx;
+  const db = trx.withTables<DeviceTables>();
+  const studyUid =
+    headerText(filing.header, 'StudyInstanceUID') ??
+    headerText(filing.header, 'SOPInstanceUID') ??
+    `request-${filing.requestId}`;
+  const modality = headerText(filing.header, 'Modality')?.toUpperCase() ?? '';
+  const model = MODEL_KEYED_MODALITIES.has(modality)
+    ? (headerText(filing.header, 'ManufacturerModelName') ?? '').slice(0, 64)
+    : '';
+  const subtype = await existingSubtype(trx, filing.profile.subtype);
+  if (filing.profile.subtype !== null && subtype === undefined) {
+    ctx.log(`event subtype "${filing.profile.subtype}" is not in event_subtype: filed without a subtype`);
+  }
+  const key = {
+    patient_id: filing.patientId,
+    study_instance_uid: studyUid.slice(0, 64),
+    event_subtype: subtype ?? '',
+    model,
+  };
+
+  const indexed = await db
+    .selectFrom('device_event as de')
+    .innerJoin('event as e', 'e.id', 'de.event_id')
+    .select(['de.id', 'de.event_id', 'de.device_information_id', 'de.eye_id', 'e.deleted'])
+    .where('de.patient_id', '=', key.patient_id)
+    .where('de.study_instance_uid', '=', key.study_instance_uid)
+    .where('de.event_subtype', '=', key.event_subtype)
+    .where('de.model', '=', key.model)
+    .executeTakeFirst();
+
+  let eventId: number;
+  let isNewEvent: boolean;
+  let eye: EyeLetter | null;
+  if (indexed !== undefined && indexed.deleted === 0) {
+    eventId = indexed.event_id;
+    isNewEvent = false;
+    const before = indexed.eye_id === null ? null : (EYE_OF_ID[indexed.eye_id] ?? null);
+    eye = mergeEyes(before, filing.eye);
+    await db
+      .updateTable('device_event')
+      .set({ eye_id: eye === null ? null : eyeIdOf(eye), last_modified_date: stamp.now })
+      .where('id', '=', indexed.id)
+      .execute();
+    if (eye === 'B' && before !== 'B' && indexed.device_information_id !== null) {
+      // Both eyes of the study are in: the Device Information says so.
+      await ctx.schema.keepRowVersions(trx, 'et_ophgeneric_device_information', [
+        indexed.device_information_id,
+      ]);
+      await db
+        .updateTable('et_ophgeneric_device_information')
+        .set({
+          laterality: 'B',
+          image_laterality: 'B',
+          last_modified_user_id: stamp.userId,
+          last_modified_date: stamp.now,
+        })
+        .where('id', '=', indexed.device_information_id)
+        .execute();
+    }
+    await ctx.schema.keepRowVersions(trx, 'event', [eventId]);
+    await trx
+      .updateTable('event')
+      .set({ last_modified_user_id: stamp.userId, last_modified_date: stamp.now })
+      .where('id', '=', eventId)
+      .execute();
+    ctx.log(`event ${eventId}: joined (study already filed)`);
+  } else {
+    const created = await createStudyEvent(ctx, filing, subtype);
+    eventId = created.eventId;
+    isNewEvent = true;
+    eye = filing.eye;
+    const row = {
+      event_id: eventId,
+      device_information_id: created.deviceInformationId,
+      eye_id: eye === null ? null : eyeIdOf(eye),
+      last_modified_date: stamp.now,
+    };
+    if (indexed === undefined) {
+      await db
+        .insertInto('device_event')
+        .values({ ...key, ...row, created_date: stamp.now })
+        .execute();
+    } else {
+      // The study's event was deleted in OpenEyes: the study starts again on a new event.
+      await db.updateTable('device_event').set(row).where('id', '=', indexed.id).execute();
+    }
+    ctx.log(`event ${eventId}: created for the study${subtype === undefined ? '' : ` (${subtype})`}`);
+  }
+
+  await linkAttachmentsToEvent(
+    trx,
+    {
+      eventId,
+      elementTypeId: filing.attachmentElementTypeId,
+      attachmentIds: filing.attachments.map((a) => a.id),
+      systemOnlyManaged: 1,
+      isNewEvent,
+    },
+    stamp,
+  );
+  let attachmentType = filing.profile.attachmentType;
+  if (!(await existingAttachmentType(trx, attachmentType))) {
+    ctx.log(`attachment type "${attachmentType}" is not in attachment_type: NONE instead`);
+    attachmentType = 'NONE';
+  }
+  for (const attachment of filing.attachments.filter((a) => a.isExtracted)) {
+    await updateAttachmentData(
+      trx,
+      ctx.dialect,
+      { id: attachment.id },
+      { attachmentType, bodySite: filing.eye === null ? null : bodySiteOf(filing.eye) },
+      stamp,
+    );
+  }
+
+  if (filing.profile.filer !== 'hfa') return { eventId, isNewEvent, eye };
+  const hfa = await writeVisualField(ctx, filing, eventId);
+  ctx.log(`visual field: ${hfa}`);
+  return { eventId, isNewEvent, eye, hfa };
+}
+
+/**
+ * Writes the HFA element of the event (one, its eye widened to both once both eyes are in) and the entry
+ * of the file's eye, when the file's indices are usable and OpenEyes's statistics trigger can take them
+ * (an episode, a date of birth, one eye). An eye that has its entry keeps it: an identical file changes
+ * nothing, a differing one is logged and left. Returns what happened.
+ */
+async function writeVisualField(ctx: FilingContext, filing: DeviceFiling, eventId: number): Promise<string> {
+  const { trx, stamp } = ctx;
+  const db = trx.withTables<DeviceTables>();
+  const reading = readHfaValues(filing.header);
+  if ('problem' in reading) return `not written: ${reading.problem}`;
+  if (filing.eye !== 'L' && filing.eye !== 'R') return 'not written: the file names no single eye';
+  const patient = await trx
+    .selectFrom('patient')
+    .select('dob')
+    .where('id', '=', filing.patientId)
+    .executeTakeFirst();
+  if (patient?.dob === null || patient?.dob === undefined) {
+    return 'not written: the patient has no date of birth';
+  }
+  const eyeId = eyeIdOf(filing.eye);
+  const values: HfaValues = reading.values;
+  let element = await db
+    .selectFrom('et_ophgeneric_hfa')
+    .select(['id', 'eye_id'])
+    .where('event_id', '=', eventId)
+    .orderBy('id')
+    .executeTakeFirst();
+  if (element === undefined) {
+    const inserted = await db
+      .insertInto('et_ophgeneric_hfa')
+      .values({ event_id: eventId, eye_id: eyeId, ...audit(stamp) })
+      .returning('id')
+      .executeTakeFirstOrThrow();
+    element = { id: inserted.id, eye_id: eyeId };
+  }
+  const entry = await db
+    .selectFrom('ophgeneric_hfa_entry')
+    .select(['id', 'mean_deviation', 'visual_field_index'])
+    .where('element_id', '=', element.id)
+    .where('eye_id', '=', eyeId)
+    .orderBy('id')
+    .executeTakeFirst();
+  if (entry !== undefined) {
+    return entry.mean_deviation === values.meanDeviation &&
+      entry.visual_field_index === values.visualFieldIndex
+      ? `eye ${filing.eye} already has these indices`
+      : `eye ${filing.eye} already has other indices: left as they are`;
+  }
+  await db
+    .insertInto('ophgeneric_hfa_entry')
+    .values({
+      element_id: element.id,
+      eye_id: eyeId,
+      mean_deviation: values.meanDeviation,
+      visual_field_index: values.visualFieldIndex,
+      ...audit(stamp),
+    })
+    .execute();
+  if (element.eye_id !== eyeId && element.eye_id !== 3) {
+    await ctx.schema.keepRowVersions(trx, 'et_ophgeneric_hfa', [element.id]);
+    await db
+      .updateTable('et_ophgeneric_hfa')
+      .set({ eye_id: 3, last_modified_user_id: stamp.userId, last_modified_date: stamp.now })
+      .where('id', '=', element.id)
+      .execute();
+  }
+  return `eye ${filing.eye}: mean deviation and VFI written (${values.source})`;
+}

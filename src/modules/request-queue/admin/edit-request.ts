@@ -1,0 +1,293 @@
+/**
+ * Fixing the data behind a failed request (the original's "Edit Payload Processor"): an operator corrects
+ * the details `PATIENT_MATCH` reads (patient identifier, date of birth, sex) or chooses the patient, and
+ * the request runs on from its failed or waiting patient match.
+ *
+ * - The values are written into `REQUEST_DATA` under the key that supplies each criterion now (or, when
+ *   none does, the plain `patient_identifier`, `dob`, `sex`), so that the routine reads exactly what the
+ *   operator entered: a key in `REQUEST_DATA` wins over the same key anywhere else. A DICOM tag that is
+ *   wrong is overwritten in place, so running the whole request again (which reads the tags again)
+ *   brings it back.
+ * - Choosing a patient writes that patient's own identifier, date of birth and sex the same way: the
+ *   routine still does the match, so a choice that is not unique or not the patient fails as any match.
+ * - Each edit keeps its old and new values in `REQUEST_DATA.console_edits` (beside the request's other
+ *   patient data; the audit trail itself holds only ids and key names).
+ * - It applies while the request's `PATIENT_MATCH` is FAILED or RETRY, under the request's locks as retry
+ *   does, and only when the request is still the version the operator saw (its routines and its JSON
+ *   rows); that routine then goes back to NEW with no tries, so the worker takes the request on at once
+ *   (the match chains the filing routines).
+ */
+import { createHash } from 'node:crypto';
+import type { Kysely } from 'kysely';
+import type { Database } from '../../../db/database.ts';
+import { formatDateTime } from '../../../db/database.ts';
+import type { DB } from '../../../db/schema.ts';
+import { readRequestContent, writeRequestText } from '../../attachment-data/index.ts';
+import { mirrorRequestDetails } from '../engine/request-details.ts';
+import type { CriteriaRows } from '../routines/patient-match.ts';
+import {
+  DOB_KEYS,
+  IDENTIFIER_KEYS,
+  SEX_KEYS,
+  criteriaSources,
+  firstString,
+  normaliseDob,
+} from '../routines/patient-match.ts';
+import type { AdminOutcome } from './request-actions.ts';
+import { withRequestLocks } from './request-actions.ts';
+import { requestVersion } from './request-detail.ts';
+
+const CRITERIA_MNEMONICS = ['REQUEST_DATA', 'FORM_DATA', 'REQUEST_BLOB'] as const;
+
+/** The routine an edit runs again, and the statuses it takes back to NEW (failed, or waiting for a retry). */
+const MATCH_ROUTINE = 'PATIENT_MATCH';
+const RUN_ON: readonly string[] = ['FAILED', 'RETRY'];
+
+/** The request's patient-match routines that failed or wait for a retry. */
+function routinesToRunOn(
+  routines: readonly { id: number; routine_name: string; status: string }[],
+): number[] {
+  return routines
+    .filter((r) => r.routine_name === MATCH_ROUTINE && RUN_ON.includes(r.status))
+    .map((r) => r.id);
+}
+
+/** The `REQUEST_DATA` key of the edit history. */
+export const CONSOLE_EDITS_KEY = 'console_edits';
+
+/** Where each criterion is written, when nothing supplies it yet. */
+const DEFAULT_KEYS = { identifier: 'patient_identifier', dob: 'dob', sex: 'sex' } as const;
+
+export interface MatchField {
+  /** The `REQUEST_DATA` key an edit writes. */
+  readonly key: string;
+  /** The value the routine reads now, if any. */
+  readonly value: string | undefined;
+}
+
+export interface ConsoleEdit {
+  readonly at: string;
+  readonly userId: number;
+  /** Chosen directly, when the operator picked the patient. */
+  readonly patientId: number | null;
+  /** key -> [old value, new value]. */
+  readonly changes: Readonly<Record<string, readonly [string | null, string | null]>>;
+}
+
+export interface RequestMatchData {
+  readonly requestId: number;
+  /** The version an edit compares (the routines and the JSON rows the routine reads). */
+  readonly version: string;
+  readonly identifier: MatchField;
+  readonly dob: MatchField;
+  readonly sex: MatchField;
+  /** Its PATIENT_MATCH routine is FAILED or RETRY: an edit can run the request on. */
+  readonly canRunOn: boolean;
+  readonly edits: readonly ConsoleEdit[];
+}
+
+type MatchCriteria = { readonly identifier: string; readonly dob: string; readonly sex: string };
+
+export type EditChange =
+  ({ readonly kind: 'fields' } & MatchCriteria) | { readonly kind: 'patient'; readonly patientId: number };
+
+export interface EditRequestInput {
+  readonly requestId: number;
+  readonly expectedVersion: string;
+  /** The operator, stamped on the rows and in the edit history. */
+  readonly userId: number;
+  readonly change: EditChange;
+  readonly now?: Date;
+}
+
+export type EditOutcome =
+  | Exclude<AdminOutcome, { kind: 'done' }>
+  | {
+      readonly kind: 'done';
+      readonly requestId: number;
+      readonly routineIds: readonly number[];
+      /** The `REQUEST_DATA` keys whose values changed. */
+      readonly changedKeys: readonly string[];
+    };
+
+/**
+ * The key supplying a criterion now, else `fallback`: a key that holds only an empty value (a DICOM tag
+ * the file left empty) is not taken, so that a run of the whole request, which writes the tags again,
+ * keeps the operator's value.
+ */
+function keyOf(
+  sources: readonly Record<string, unknown>[],
+  keys: readonly string[],
+  fallback: string,
+): string {
+  for (const key of keys) {
+    if (sources.some((source) => firstString([source], [key]) !== undefined)) return key;
+  }
+  return fallback;
+}
+
+function fieldsOf(rows: CriteriaRows) {
+  const sources = criteriaSources(rows);
+  const field = (keys: readonly string[], fallback: string): MatchField => ({
+    key: keyOf(sources, keys, fallback),
+    value: firstString(sources, keys),
+  });
+  return {
+    identifier: field(IDENTIFIER_KEYS, DEFAULT_KEYS.identifier),
+    dob: field(DOB_KEYS, DEFAULT_KEYS.dob),
+    sex: field(SEX_KEYS, DEFAULT_KEYS.sex),
+  };
+}
+
+function versionOf(routines: Parameters<typeof requestVersion>[0], rows: CriteriaRows): string {
+  const data = createHash('sha256')
+    .update(JSON.stringify(CRITERIA_MNEMONICS.map((m) => rows[m] ?? {})))
+    .digest('base64url')
+    .slice(0, 16);
+  return `${requestVersion(routines)}.${data}`;
+}
+
+function editsOf(requestData: Record<string, unknown>): ConsoleEdit[] {
+  const value = requestData[CONSOLE_EDITS_KEY];
+  return Array.isArray(value) ? (value as ConsoleEdit[]) : [];
+}
+
+async function readState(db: Kysely<DB>, requestId: number) {
+  const [routines, content] = await Promise.all([
+    db.selectFrom('request_routine').selectAll().where('request_id', '=', requestId).orderBy('id').execute(),
+    readRequestContent(db, requestId, CRITERIA_MNEMONICS),
+  ]);
+  const rows = content.texts as CriteriaRows;
+  return { routines, rows, version: versionOf(routines, rows) };
+}
+
+/** What the edit form shows for request `requestId`; undefined for an unknown request. */
+export async function readRequestMatchData(
+  db: Kysely<DB>,
+  requestId: number,
+): Promise<RequestMatchData | undefined> {
+  const exists = await db.selectFrom('request').select('id').where('id', '=', requestId).executeTakeFirst();
+  if (exists === undefined) return undefined;
+  const { routines, rows, version } = await readState(db, requestId);
+  return {
+    requestId,
+    version,
+    ...fieldsOf(rows),
+    canRunOn: routinesToRunOn(routines).length > 0,
+    edits: editsOf(rows.REQUEST_DATA ?? {}),
+  };
+}
+
+/** The identifier, date of birth and sex `PATIENT_MATCH` finds patient `patientId` by, or why not. */
+async function criteriaOfPatient(db: Kysely<DB>, patientId: number): Promise<MatchCriteria | string> {
+  const patient = await db
+    .selectFrom('patient')
+    .select(['dob', 'gender'])
+    .where('id', '=', patientId)
+    .where('deleted', '=', 0)
+    .executeTakeFirst();
+  if (patient === undefined) return 'That patient does not exist (or was deleted).';
+  if (patient.dob === null) return 'That patient has no date of birth, so no request can be matched to them.';
+  // Their hospital number (a LOCAL type) first, else any live identifier.
+  const identifier = await db
+    .selectFrom('patient_identifier as pi')
+    .innerJoin('patient_identifier_type as t', 't.id', 'pi.patient_identifier_type_id')
+    .select('pi.value')
+    .where('pi.patient_id', '=', patientId)
+    .where('pi.deleted', '=', 0)
+    .orderBy((eb) => eb.case().when('t.usage_type', '=', 'LOCAL').then(0).else(1).end())
+    .orderBy('pi.id')
+    .executeTakeFirst();
+  if (identifier === undefined)
+    return 'That patient has no identifier, so no request can be matched to them.';
+  const sex = patient.gender === 'M' || patient.gender === 'F' ? patient.gender : 'U';
+  return { identifier: identifier.value, dob: patient.dob.slice(0, 10), sex };
+}
+
+/** Checks the operator's values: the problems, or none. */
+export function checkMatchCriteria(values: MatchCriteria): string[] {
+  const problems: string[] = [];
+  if (values.identifier.trim() === '' || values.identifier.length > 64)
+    problems.push('The patient identifier must be 1 to 64 characters.');
+  if (normaliseDob(values.dob.trim()) === undefined)
+    problems.push('The date of birth must be a date (YYYY-MM-DD).');
+  if (!['M', 'F', 'U'].includes(values.sex)) problems.push('The sex must be M, F or U (unknown).');
+  return problems;
+}
+
+/**
+ * Writes the operator's criteria (or the chosen patient's) into `REQUEST_DATA` and runs the request on,
+ * under the request's locks and once it is still the version the operator saw.
+ */
+export async function editRequestMatchData(
+  database: Database,
+  input: EditRequestInput,
+): Promise<EditOutcome> {
+  const { requestId } = input;
+  const exists = await database.db
+    .selectFrom('request')
+    .select('id')
+    .where('id', '=', requestId)
+    .executeTakeFirst();
+  if (exists === undefined) return { kind: 'not_found' };
+  const wanted =
+    input.change.kind === 'patient'
+      ? await criteriaOfPatient(database.db, input.change.patientId)
+      : input.change;
+  if (typeof wanted === 'string') return { kind: 'refused', requestId, reason: wanted };
+  const problems = checkMatchCriteria(wanted);
+  if (problems.length > 0) return { kind: 'refused', requestId, reason: problems.join(' ') };
+  const now = formatDateTime(input.now ?? new Date());
+  const stamp = { userId: input.userId, now };
+  const outcome = await withRequestLocks(database, requestId, async (trx): Promise<EditOutcome> => {
+    const { routines, rows, version } = await readState(trx, requestId);
+    if (version !== input.expectedVersion) return { kind: 'changed', requestId, current: 'edited' };
+    const runOn = routines.filter((r) => RUN_ON.includes(r.status)).map((r) => r.id);
+    if (runOn.length === 0)
+      return {
+        kind: 'refused',
+        requestId,
+        reason: 'No routine of this request failed or waits for a retry.',
+      };
+    const fields = fieldsOf(rows);
+    const requestData = rows.REQUEST_DATA ?? {};
+    const patch: Record<string, string> = {};
+    const changes: Record<string, [string | null, string | null]> = {};
+    for (const name of ['identifier', 'dob', 'sex'] as const) {
+      const field = fields[name];
+      const value = wanted[name].trim();
+      const old = requestData[field.key];
+      const oldText =
+        typeof old === 'string' || typeof old === 'number'
+          ? String(old)
+          : old === undefined || old === null
+            ? null
+            : JSON.stringify(old);
+      if (oldText === value) continue;
+      patch[field.key] = value;
+      changes[field.key] = [oldText, value];
+    }
+    const edit: ConsoleEdit = {
+      at: now,
+      userId: input.userId,
+      patientId: input.change.kind === 'patient' ? input.change.patientId : null,
+      changes,
+    };
+    await writeRequestText(
+      trx,
+      database.dialect,
+      requestId,
+      'REQUEST_DATA',
+      { ...requestData, ...patch, [CONSOLE_EDITS_KEY]: [...editsOf(requestData), edit] },
+      stamp,
+    );
+    await mirrorRequestDetails(trx, database, requestId, patch, stamp);
+    await trx
+      .updateTable('request_routine')
+      .set({ status: 'NEW', try_count: 0, next_try_date_time: null })
+      .where('id', 'in', runOn)
+      .execute();
+    return { kind: 'done', requestId, routineIds: runOn, changedKeys: Object.keys(patch) };
+  });
+  return outcome === 'busy' ? { kind: 'busy', requestId } : outcome;
+}

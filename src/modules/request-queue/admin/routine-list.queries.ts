@@ -1,0 +1,42 @@
+/** SQL of `queue list` (the CLI): routines with their request's type, newest request first. */
+import type { Kysely } from 'kysely';
+import type { DB, RoutineStatus } from '../../../db/schema.ts';
+
+export interface RoutineListing {
+  readonly id: number;
+  readonly request_id: number;
+  readonly request_type: string;
+  readonly execute_request_queue: string;
+  readonly routine_name: string;
+  readonly status: RoutineStatus;
+  readonly try_count: number;
+  readonly execute_sequence: number;
+  readonly next_try_date_time: string | null;
+}
+
+/** Routines for `queue list`, newest request first, optionally of one status. */
+export async function listRoutines(
+  db: Kysely<DB>,
+  options: { status?: RoutineStatus; limit: number },
+): Promise<RoutineListing[]> {
+  let query = db
+    .selectFrom('request_routine as rr')
+    .innerJoin('request as r', 'r.id', 'rr.request_id')
+    .select([
+      'rr.id',
+      'rr.request_id',
+      'r.request_type',
+      'rr.execute_request_queue',
+      'rr.routine_name',
+      'rr.status',
+      'rr.try_count',
+      'rr.execute_sequence',
+      'rr.next_try_date_time',
+    ])
+    .orderBy('rr.request_id', 'desc')
+    .orderBy('rr.execute_sequence')
+    .orderBy('rr.id')
+    .limit(options.limit);
+  if (options.status !== undefined) query = query.where('rr.status', '=', options.status);
+  return query.execute();
+}

@@ -1,0 +1,238 @@
+/**
+ * The two batch strategies and what they share. A batch claims up to n routines of different requests,
+ * marks their attempts started (committed on its own), runs each in a savepoint of one write transaction
+ * (`run-routine.ts`), records every outcome with its execution row and commits once. Reference 9.4
+ * records a failure in a second transaction; the savepoint gives the same result without releasing the
+ * claim between the two, so another worker cannot start the same routine before its failure is recorded.
+ *
+ * The strategy differs by one capability of the dialect, row locks:
+ * - with row locks (PostgreSQL, MySQL), the claim locks its rows inside the write transaction and
+ *   `prepare` runs in it; several processes share a queue ({@link runLockedBatch});
+ * - without (SQLite, one writer), the claim is a plain read that leaves out the requests this process is
+ *   running, `prepare` runs before the write transaction opens (slow work never holds the single
+ *   connection), and each routine's eligibility is read again inside the transaction
+ *   ({@link runSingleWriterBatch}).
+ *
+ * Both run their transaction through {@link runBatchTransaction}: one commit path and one rollback path.
+ * A routine past its timeout rolls back the whole batch (its code may still be running) and is recorded
+ * in a short transaction of its own; the others stay as they were and run again.
+ */
+import type { ControlledTransaction } from 'kysely';
+import { formatDateTime } from '../../../db/database.ts';
+import type { DB } from '../../../db/schema.ts';
+import type { Attempt, BatchEntry, Runnable, StepOutcome } from './attempts.ts';
+import {
+  forgetAttempts,
+  outcomeOf,
+  recordUnfinished,
+  reportAttempt,
+  startAttempts,
+  unmarkNotRun,
+} from './attempts.ts';
+import type { ClaimedRoutine } from './claim.queries.ts';
+import {
+  claimRoutines,
+  clearAttemptMarkers,
+  keepUnfinishedCount,
+  recordAttempts,
+  stillEligibleIds,
+} from './claim.queries.ts';
+import { notifyQueueAfterCommit } from './queue-events.ts';
+import type { BatchLocks } from './run-context.ts';
+import type { Prepared } from './run-routine.ts';
+import { RoutineTimeoutError, prepareAhead, runClaimed } from './run-routine.ts';
+import type { EngineRuntime } from './runtime.ts';
+
+type Trx = ControlledTransaction<DB>;
+
+/** A batch's open write transaction, the routine locks it holds and the start marks it committed. */
+interface BatchTransaction {
+  readonly trx: Trx;
+  readonly locks: BatchLocks;
+  /** Routines whose start marks are committed; the locked strategy sets them once it has claimed. */
+  marked: readonly Runnable[];
+}
+
+/**
+ * Opens the batch's write transaction, lets `fill` run the batch's routines in it (undefined: nothing
+ * was claimed) and commits their outcomes; on any failure rolls the whole transaction back (the one
+ * rollback path of both strategies): a timed-out routine is then recorded on its own, and otherwise the
+ * start marks of the batch's routines are forgotten and the error goes on.
+ */
+async function runBatchTransaction(
+  rt: EngineRuntime,
+  queue: string,
+  marked: readonly Runnable[],
+  fill: (batch: BatchTransaction) => Promise<BatchEntry[] | undefined>,
+): Promise<StepOutcome[]> {
+  const trx = await rt.db.startTransaction().execute();
+  const batch: BatchTransaction = { trx, locks: { keys: new Set() }, marked };
+  try {
+    const entries = await fill(batch);
+    if (entries === undefined) {
+      await trx.rollback().execute();
+      return [];
+    }
+    return await commitBatch(rt, trx, queue, entries, batch.marked);
+  } catch (error) {
+    if (!trx.isCommitted && !trx.isRolledBack) {
+      await trx
+        .rollback()
+        .execute()
+        .catch(() => {});
+    }
+    // The other routines of the batch were rolled back too: they stay as they were and run again.
+    if (error instanceof RoutineTimeoutError) return [await recordTimeout(rt, error, batch.marked)];
+    await forgetAttempts(rt, batch.marked);
+    throw error;
+  }
+}
+
+/** Row locks: claim, prepare and run inside one transaction that holds the claims until its commit. */
+export function runLockedBatch(rt: EngineRuntime, queue: string, limit: number): Promise<StepOutcome[]> {
+  return runBatchTransaction(rt, queue, [], async (batch) => {
+    const { trx, locks } = batch;
+    const claimed = await claimRoutines(trx, rt.database, {
+      queue,
+      nowText: formatDateTime(rt.now()),
+      limit,
+      excludeRequestIds: new Set(),
+    });
+    if (claimed.length === 0) return undefined;
+    const { runnable, unfinished } = await startAttempts(rt, trx, claimed);
+    batch.marked = runnable;
+    const batchStartedAt = Date.now();
+    const entries: BatchEntry[] = unfinished.map((entry) => recordUnfinished(rt, entry));
+    // The claim took one routine per request and its row locks re-checked each against its newest
+    // version, so each runs without another read.
+    for (const { routine } of runnable) {
+      if (entries.length > unfinished.length && Date.now() - batchStartedAt > rt.batchBudgetMs) break;
+      entries.push(await runClaimed(rt, trx, routine, { logLines: [rt.workerLine], locks }));
+    }
+    return entries;
+  });
+}
+
+/**
+ * A single writer: claim with a plain read, prepare outside any transaction (slow work never holds the
+ * connection), then run the prepared routines in one write transaction that re-checks them first.
+ */
+export async function runSingleWriterBatch(
+  rt: EngineRuntime,
+  queue: string,
+  limit: number,
+): Promise<StepOutcome[]> {
+  const claimed = await claimRoutines(rt.db, rt.database, {
+    queue,
+    nowText: formatDateTime(rt.now()),
+    limit,
+    excludeRequestIds: rt.busyRequestIds,
+  });
+  if (claimed.length === 0) return [];
+  for (const routine of claimed) rt.busyRequestIds.add(routine.request_id);
+  try {
+    const { runnable, unfinished } = await startAttempts(rt, rt.db, claimed);
+    const batchStartedAt = Date.now();
+    const ready: { routine: ClaimedRoutine; pre: Prepared; logLines: string[] }[] = [];
+    for (const { routine } of runnable) {
+      if (ready.length > 0 && Date.now() - batchStartedAt > rt.batchBudgetMs) break;
+      const logLines = [rt.workerLine];
+      ready.push({ routine, pre: await prepareAhead(rt, routine, logLines), logLines });
+    }
+    return await runBatchTransaction(rt, queue, runnable, async ({ trx, locks }) => {
+      const eligible = await stillEligibleIds(
+        trx,
+        [...unfinished.map((u) => u.routine.id), ...ready.map((r) => r.routine.id)],
+        queue,
+        formatDateTime(rt.now()),
+      );
+      const entries: BatchEntry[] = unfinished.map((entry) =>
+        eligible.has(entry.routine.id) ? recordUnfinished(rt, entry) : 'contended',
+      );
+      for (const { routine, pre, logLines } of ready) {
+        entries.push(
+          eligible.has(routine.id)
+            ? await runClaimed(rt, trx, routine, { logLines, prepared: pre, locks })
+            : 'contended',
+        );
+      }
+      return entries;
+    });
+  } finally {
+    for (const routine of claimed) rt.busyRequestIds.delete(routine.request_id);
+  }
+}
+
+/**
+ * Records every attempt, clears the start marks of recorded attempts and puts back those of routines
+ * marked but not run (the batch ended early, another worker changed them, or their key was held
+ * elsewhere), commits, then reports.
+ */
+async function commitBatch(
+  rt: EngineRuntime,
+  trx: Trx,
+  queue: string,
+  entries: readonly BatchEntry[],
+  marked: readonly Runnable[],
+): Promise<StepOutcome[]> {
+  const ran = entries.filter((a): a is Attempt => typeof a !== 'string');
+  await recordAttempts(
+    trx,
+    rt.dialect,
+    ran.map((a) => a.record),
+  );
+  // An unfinished attempt recorded as RETRY keeps its count, so that a payload that keeps killing its
+  // worker fails after MAX_UNFINISHED_ATTEMPTS; every other recorded attempt clears its mark.
+  const isCounted = (a: Attempt) => a.unfinishedCount !== undefined && a.record.status === 'RETRY';
+  for (const attempt of ran.filter(isCounted))
+    await keepUnfinishedCount(trx, attempt.claimed.id, attempt.unfinishedCount!);
+  await unmarkNotRun(
+    trx,
+    marked,
+    ran,
+    ran.filter((a) => !isCounted(a)).map((a) => a.claimed.id),
+  );
+  await trx.commit().execute();
+  // Routines added by this batch are eligible now: wake the idle workers of other processes. Sent after
+  // the commit, not in the transaction: PostgreSQL serialises the commits of notifying transactions.
+  if (ran.some((a) => a.effects.hasChained)) notifyQueueAfterCommit(rt.database, queue);
+  return entries.map((a) => (typeof a === 'string' ? { kind: a } : reportAttempt(rt, a)));
+}
+
+/**
+ * Records a timed-out attempt in a short transaction of its own, unless another worker has it now, and
+ * puts back the start marks of the batch's other routines (rolled back with the batch, they did not run).
+ */
+async function recordTimeout(
+  rt: EngineRuntime,
+  error: RoutineTimeoutError,
+  marked: readonly Runnable[],
+): Promise<StepOutcome> {
+  const claimed = error.claimed!;
+  const attempt = await rt.db.transaction().execute(async (trx): Promise<Attempt | undefined> => {
+    await unmarkNotRun(
+      trx,
+      marked.filter((m) => m.routine.id !== claimed.id),
+      [],
+    );
+    const query = trx
+      .selectFrom('request_routine')
+      .select('id')
+      .where('id', '=', claimed.id)
+      .where('status', '=', claimed.status)
+      .where('try_count', '=', claimed.try_count);
+    if ((await rt.dialect.lockRowsSkipLocked(query).executeTakeFirst()) === undefined) return undefined;
+    const definition = rt.catalog.get(claimed.routine_name);
+    const record = outcomeOf(rt, claimed, definition, error, [...error.logLines]);
+    await recordAttempts(trx, rt.dialect, [record]);
+    await clearAttemptMarkers(trx, [claimed.id]);
+    return {
+      claimed,
+      record,
+      failure: error,
+      startedAt: Date.now(),
+      effects: { hasChained: false },
+    };
+  });
+  return attempt === undefined ? { kind: 'contended' } : reportAttempt(rt, attempt);
+}

@@ -1,0 +1,459 @@
+/**
+ * Queue SQL: the eligibility rule of reference 9.3, claiming, recording an attempt (9.4), the markers of
+ * attempts under way, chaining (9.6) and the queue counters.
+ *
+ * Claiming: where the engine has row locks (`DialectAdapter.hasRowLocks`), several worker processes on
+ * several machines share one queue by claiming inside the transaction that runs the routines, with
+ * `SELECT ... FOR UPDATE SKIP LOCKED` on the routine and its request. The request lock gives "one worker
+ * per request"; the routine lock makes the engine re-check the routine against its newest version, so a
+ * routine another worker has just completed is skipped. If the worker dies, its connection closes, the
+ * server rolls the transaction back and releases the locks: the routine is left as it was (NEW/RETRY).
+ * Without row locks (SQLite, one writer) one worker process serves the database: it keeps the ids of the
+ * requests it is running in memory and leaves them out of the claim, and its write transaction is the
+ * database-wide writer lock.
+ */
+import type { ExpressionBuilder, Kysely, RawBuilder } from 'kysely';
+import { sql } from 'kysely';
+import type { ShapeCache } from '../../../db/compiled-queries.ts';
+import type { DialectAdapter } from '../../../db/dialect.ts';
+import type { DB, Row, RoutineStatus } from '../../../db/schema.ts';
+
+export type ClaimedRoutine = Row<'request_routine'> & { readonly request_type: string };
+
+type RoutineScope = ExpressionBuilder<DB & { rr: DB['request_routine'] }, 'rr'>;
+
+/** A status written into the SQL text rather than bound. */
+const literal = (status: RoutineStatus) => sql.lit<RoutineStatus>(status);
+
+/**
+ * Reference 9.3: on `queue`, NEW or RETRY, next try null or reached, and no sibling of the same request
+ * with a lower `execute_sequence` outside COMPLETE/VOID (strict per-request order). The routine table must
+ * be aliased `rr`. The statuses are literals, not bound values: a plan made once for every value (a
+ * prepared claim's generic plan) can use the partial index of the pending routines
+ * (`request_routine_pending`) only when it can prove the index's condition from the query's.
+ */
+export function isEligible(eb: RoutineScope, queue: string | RawBuilder<string>, nowText: unknown) {
+  return eb.and([
+    eb('rr.execute_request_queue', '=', queue),
+    eb('rr.status', 'in', [literal('NEW'), literal('RETRY')]),
+    eb.or([eb('rr.next_try_date_time', 'is', null), eb('rr.next_try_date_time', '<=', nowText as string)]),
+    eb.not(
+      eb.exists(
+        eb
+          .selectFrom('request_routine as sibling')
+          .select(sql.lit(1).as('one'))
+          .whereRef('sibling.request_id', '=', 'rr.request_id')
+          .whereRef('sibling.execute_sequence', '<', 'rr.execute_sequence')
+          .where('sibling.status', 'not in', [literal('COMPLETE'), literal('VOID')]),
+      ),
+    ),
+  ]);
+}
+
+/** What the engine needs to run claims: the database's compile cache and dialect. */
+export interface ClaimDatabase {
+  readonly shapes: ShapeCache;
+  readonly dialect: DialectAdapter;
+}
+
+/**
+ * The first `limit` eligible routines of `queue` (by id), at most one per request, none of the requests
+ * in `excludeRequestIds`; locked (skipping rows other transactions hold) where the engine has row locks,
+ * so `db` must then be the transaction that will run them. The statement is compiled once per shape and
+ * runs prepared (a worker with small batches claims hundreds of times a second, and planning the claim
+ * costs more than running it).
+ */
+export async function claimRoutines(
+  db: Kysely<DB>,
+  database: ClaimDatabase,
+  options: ClaimOptions,
+): Promise<ClaimedRoutine[]> {
+  const { rows } = await database.dialect.runPreparedOn(db, compileClaim(db, database, options));
+  const seen = new Set<number>();
+  return rows.filter((r) => !seen.has(r.request_id) && seen.add(r.request_id));
+}
+
+/** The claim statement of `options`, compiled once per shape (queue, limit, count of excluded requests). */
+export function compileClaim(db: Kysely<DB>, database: ClaimDatabase, options: ClaimOptions) {
+  const excluded = [...options.excludeRequestIds];
+  return database.shapes.compile(
+    `queue:claim:${JSON.stringify(options.queue)}:${options.limit}:${excluded.length}`,
+    [options.nowText, ...excluded],
+    (slots) =>
+      claimQuery(db, database.dialect, {
+        queue: options.queue,
+        nowText: slots[0],
+        limit: options.limit,
+        excludeRequestIds: slots.slice(1),
+      }),
+  );
+}
+
+export interface ClaimOptions {
+  readonly queue: string;
+  readonly nowText: string;
+  readonly limit: number;
+  readonly excludeRequestIds: ReadonlySet<number>;
+}
+
+/**
+ * The claim statement of {@link claimRoutines} (its SQL is tested per dialect): bound time and excluded
+ * request ids (values, or the compile cache's placeholders). The queue and the limit are literals, so
+ * that a plan made once (a generic plan) knows how many pending routines the queue has and how few rows
+ * it needs: with a bound queue PostgreSQL guesses the pending routines spread evenly over the queues,
+ * and where there are several it hashes every unfinished routine per claim instead of walking the
+ * queue's pending ones in id order. Queue names come from `request_queue`, never from a request.
+ */
+export function claimQuery(
+  db: Kysely<DB>,
+  dialect: DialectAdapter,
+  options: {
+    readonly queue: string;
+    readonly nowText: unknown;
+    readonly limit: number;
+    readonly excludeRequestIds: Iterable<unknown>;
+  },
+) {
+  const excluded = [...options.excludeRequestIds] as number[];
+  let query = db
+    .selectFrom('request_routine as rr')
+    .innerJoin('request as r', 'r.id', 'rr.request_id')
+    // Named columns, not `rr.*`: a prepared statement's result columns must not change under it.
+    .select([
+      'rr.id',
+      'rr.request_id',
+      'rr.execute_request_queue',
+      'rr.status',
+      'rr.routine_name',
+      'rr.try_count',
+      'rr.next_try_date_time',
+      'rr.execute_sequence',
+      'rr.hash_code',
+      'r.request_type',
+    ])
+    .where((eb) => isEligible(eb, sql.lit(options.queue), options.nowText))
+    .orderBy('rr.id')
+    .limit(sql.lit(Math.max(1, Math.floor(options.limit))));
+  if (excluded.length > 0) query = query.where('rr.request_id', 'not in', excluded);
+  return dialect.lockRowsSkipLocked(query, ['r', 'rr']);
+}
+
+/**
+ * The ids among `ids` still eligible, read with a fresh statement (inside the write transaction of an
+ * engine without row locks, after other writers may have changed them).
+ */
+export async function stillEligibleIds(
+  db: Kysely<DB>,
+  ids: readonly number[],
+  queue: string,
+  nowText: string,
+): Promise<Set<number>> {
+  if (ids.length === 0) return new Set();
+  const rows = await db
+    .selectFrom('request_routine as rr')
+    .select('rr.id')
+    .where('rr.id', 'in', [...ids])
+    .where((eb) => isEligible(eb, queue, nowText))
+    .execute();
+  return new Set(rows.map((r) => r.id));
+}
+
+export interface AttemptRecord {
+  readonly routineId: number;
+  readonly status: RoutineStatus;
+  readonly tryCount: number;
+  readonly nextTry: string | null;
+  readonly logText: string;
+  readonly executedAt: string;
+}
+
+/**
+ * Writes the outcomes of attempts: each routine's status, try count and next try, and its
+ * `request_routine_execution` row, inside the caller's transaction. Where the engine has
+ * `UPDATE ... FROM (VALUES ...)` the routines are updated by one statement.
+ */
+export async function recordAttempts(
+  db: Kysely<DB>,
+  dialect: DialectAdapter,
+  attempts: readonly AttemptRecord[],
+): Promise<void> {
+  if (attempts.length === 0) return;
+  if (dialect.hasUpdateFromValues && attempts.length > 1) {
+    const values = sql.join(
+      attempts.map(
+        (a) =>
+          sql`(${a.routineId}::integer, ${a.status}::varchar, ${a.tryCount}::integer, ${a.nextTry}::timestamp)`,
+      ),
+    );
+    await sql`update request_routine as rr
+      set status = v.status, try_count = v.try_count, next_try_date_time = v.next_try
+      from (values ${values}) as v(id, status, try_count, next_try)
+      where rr.id = v.id`.execute(db);
+  } else {
+    for (const attempt of attempts) {
+      await db
+        .updateTable('request_routine')
+        .set({ status: attempt.status, try_count: attempt.tryCount, next_try_date_time: attempt.nextTry })
+        .where('id', '=', attempt.routineId)
+        .execute();
+    }
+  }
+  await db
+    .insertInto('request_routine_execution')
+    .values(
+      attempts.map((a) => ({
+        request_routine_id: a.routineId,
+        log_text: a.logText,
+        execution_date_time: a.executedAt,
+        status: a.status,
+        try_number: a.tryCount,
+      })),
+    )
+    .execute();
+}
+
+// --- attempts under way -------------------------------------------------------------------------------
+
+/**
+ * `request_routine_attempt` (migration 0011, the service's own table): one row per routine whose attempt
+ * has started and not been recorded. It is written and committed on its own before the routine runs, and
+ * removed in the transaction that records the outcome; a row that is still there when the routine is
+ * claimed again means the attempt never finished (the process was killed, crashed or lost power mid-way),
+ * and that attempt counts as a try. No foreign key: the claim holds the routine row locked, and a key
+ * check on it from the marker's own transaction would wait on that lock.
+ */
+export interface RoutineAttemptTable {
+  request_routine_id: number;
+  /** The try this attempt is (`try_count` + 1 when it started). */
+  try_number: number;
+  /** When the attempt started; null once an unfinished attempt was counted. */
+  started_date: string | null;
+  /** Unfinished attempts in a row, counted so far. */
+  unfinished_count: number;
+  /** `<host>:<pid>` of the worker that started it. */
+  worker: string;
+}
+
+type AttemptDb = DB & { request_routine_attempt: RoutineAttemptTable };
+
+function attemptDb(db: Kysely<DB>): Kysely<AttemptDb> {
+  return db.withTables<{ request_routine_attempt: RoutineAttemptTable }>();
+}
+
+/** The markers of `routineIds`, by routine id. */
+export async function findAttemptMarkers(
+  db: Kysely<DB>,
+  routineIds: readonly number[],
+): Promise<Map<number, RoutineAttemptTable>> {
+  if (routineIds.length === 0) return new Map();
+  const rows = await attemptDb(db)
+    .selectFrom('request_routine_attempt')
+    .selectAll()
+    .where('request_routine_id', 'in', [...routineIds])
+    .execute();
+  return new Map(rows.map((r) => [r.request_routine_id, r]));
+}
+
+/**
+ * Marks the attempts of `routines` as started, keeping the count of unfinished attempts before them, in
+ * a transaction of its own that commits without waiting for the disk (`commitWithoutFlush`): the mark
+ * survives a crash of the attempt's process, and is lost only with the database server or the machine,
+ * which loses the attempt's own transaction too (attempts.ts).
+ */
+export async function markAttemptsStarted(
+  database: { readonly db: Kysely<DB>; readonly dialect: DialectAdapter },
+  routines: readonly { routineId: number; tryNumber: number; unfinishedCount: number }[],
+  startedDate: string,
+  worker: string,
+): Promise<void> {
+  if (routines.length === 0) return;
+  const { db, dialect } = database;
+  const insert = attemptDb(db)
+    .insertInto('request_routine_attempt')
+    .values(
+      routines.map((r) => ({
+        request_routine_id: r.routineId,
+        try_number: r.tryNumber,
+        started_date: startedDate,
+        unfinished_count: r.unfinishedCount,
+        worker,
+      })),
+    );
+  await dialect.commitWithoutFlush(
+    dialect
+      .upsert(insert, ['request_routine_id'], {
+        try_number: dialect.insertedValue('try_number'),
+        started_date: dialect.insertedValue('started_date'),
+        unfinished_count: dialect.insertedValue('unfinished_count'),
+        worker: dialect.insertedValue('worker'),
+      })
+      .compile(),
+  );
+}
+
+/** Removes the markers of attempts whose outcome the caller's transaction records. */
+export async function clearAttemptMarkers(db: Kysely<DB>, routineIds: readonly number[]): Promise<void> {
+  if (routineIds.length === 0) return;
+  await attemptDb(db)
+    .deleteFrom('request_routine_attempt')
+    .where('request_routine_id', 'in', [...routineIds])
+    .execute();
+}
+
+/** Keeps the count of an unfinished attempt that was just recorded (`started_date` null: not running). */
+export async function keepUnfinishedCount(db: Kysely<DB>, routineId: number, count: number): Promise<void> {
+  await attemptDb(db)
+    .updateTable('request_routine_attempt')
+    .set({ started_date: null, unfinished_count: count })
+    .where('request_routine_id', '=', routineId)
+    .execute();
+}
+
+/**
+ * Adds routines `names` to request `requestId`, in order: each at `sequence` (the request's highest
+ * sequence + 10, fixing D66, or 1 for `priority`), or resets it when the request already has a routine of
+ * that name (reference 9.6). Throws when a name is not in `routine_library`; names found there are
+ * remembered in `knownNames` (rows of `routine_library` are never removed), so that chaining costs one
+ * read of the request's routines and one insert of the new ones.
+ */
+export async function addRequestRoutines(
+  db: Kysely<DB>,
+  target: { requestId: number; queue: string; names: readonly string[]; sequence: 'append' | 'priority' },
+  knownNames: Set<string>,
+): Promise<void> {
+  if (target.names.length === 0) return;
+  const unknown = [...new Set(target.names.filter((name) => !knownNames.has(name)))];
+  if (unknown.length > 0) {
+    const known = await db
+      .selectFrom('routine_library')
+      .select('routine_name')
+      .where('routine_name', 'in', unknown)
+      .execute();
+    for (const row of known) knownNames.add(row.routine_name);
+    const missing = unknown.find((name) => !knownNames.has(name));
+    if (missing !== undefined) throw new Error(`Routine ${missing} is not in routine_library`);
+  }
+  const siblings = await db
+    .selectFrom('request_routine')
+    .select(['id', 'routine_name', 'execute_sequence'])
+    .where('request_id', '=', target.requestId)
+    .orderBy('id')
+    .execute();
+  const existing = new Map<string, number | 'new'>();
+  for (const s of siblings) if (!existing.has(s.routine_name)) existing.set(s.routine_name, s.id);
+  let top = Math.max(0, ...siblings.map((s) => s.execute_sequence));
+  const inserts: { name: string; sequence: number }[] = [];
+  for (const name of target.names) {
+    const id = existing.get(name);
+    if (id === 'new') continue;
+    if (id !== undefined) {
+      await db
+        .updateTable('request_routine')
+        .set({
+          status: 'NEW',
+          try_count: 0,
+          next_try_date_time: null,
+          hash_code: null,
+          ...(target.sequence === 'priority' ? { execute_sequence: 1 } : {}),
+        })
+        .where('id', '=', id)
+        .execute();
+      continue;
+    }
+    const sequence = target.sequence === 'append' ? top + 10 : 1;
+    top = Math.max(top, sequence);
+    inserts.push({ name, sequence });
+    existing.set(name, 'new');
+  }
+  if (inserts.length === 0) return;
+  await db
+    .insertInto('request_routine')
+    .values(
+      inserts.map(({ name, sequence }) => ({
+        request_id: target.requestId,
+        execute_request_queue: target.queue,
+        status: 'NEW' as const,
+        routine_name: name,
+        try_count: 0,
+        next_try_date_time: null,
+        execute_sequence: sequence,
+        hash_code: null,
+      })),
+    )
+    .execute();
+}
+
+/** Reference 9.6 `voidAllNewRoutines`: NEW/RETRY siblings not named `current` become VOID. */
+export async function voidNewRoutines(db: Kysely<DB>, requestId: number, current: string): Promise<void> {
+  await db
+    .updateTable('request_routine')
+    .set({ status: 'VOID' })
+    .where('request_id', '=', requestId)
+    .where('status', 'in', ['NEW', 'RETRY'])
+    .where('routine_name', '<>', current)
+    .execute();
+}
+
+export interface QueueCounters {
+  success: number;
+  fail: number;
+  active: number;
+  lastRequestId: number | null;
+  lastSpawnAt: string | null;
+}
+
+/**
+ * Adds a worker's counts to its queue row (reference 9.4, "on exit"), in one short statement. Where
+ * inserts of routines hold shared locks on their queue's row that block this update
+ * (`hasBlockingParentLocks`), and `mayWait` is false, the row is first locked with SKIP LOCKED: while
+ * another transaction holds it the counts are not written (false) and the caller keeps them for later,
+ * instead of queueing an exclusive lock that every intake and worker transaction would then wait behind.
+ */
+export async function addQueueCounters(
+  db: Kysely<DB>,
+  dialect: DialectAdapter,
+  queue: string,
+  counters: QueueCounters,
+  mayWait: boolean,
+): Promise<boolean> {
+  if (dialect.hasBlockingParentLocks && !mayWait) {
+    return db.transaction().execute(async (trx) => {
+      const held = await dialect
+        .lockRowsSkipLocked(
+          trx.selectFrom('request_queue').select('request_queue').where('request_queue', '=', queue),
+        )
+        .executeTakeFirst();
+      if (held === undefined) return false;
+      await updateQueueCounters(trx, queue, counters);
+      return true;
+    });
+  }
+  await updateQueueCounters(db, queue, counters);
+  return true;
+}
+
+async function updateQueueCounters(db: Kysely<DB>, queue: string, counters: QueueCounters): Promise<void> {
+  await db
+    .updateTable('request_queue')
+    .set((eb) => ({
+      total_success_count: eb('total_success_count', '+', counters.success),
+      total_fail_count: eb('total_fail_count', '+', counters.fail),
+      total_execute_count: eb('total_execute_count', '+', counters.success + counters.fail),
+      total_active_thread_count: counters.active,
+      ...(counters.lastRequestId === null
+        ? {}
+        : {
+            last_thread_spawn_request_id: counters.lastRequestId,
+            last_thread_spawn_date: counters.lastSpawnAt,
+          }),
+    }))
+    .where('request_queue', '=', queue)
+    .execute();
+}
+
+/** The queues the worker serves: `names`, or every queue when empty. */
+export async function findQueues(db: Kysely<DB>, names: readonly string[]): Promise<Row<'request_queue'>[]> {
+  let query = db.selectFrom('request_queue').selectAll().orderBy('request_queue');
+  if (names.length > 0) query = query.where('request_queue', 'in', names);
+  return query.execute();
+}

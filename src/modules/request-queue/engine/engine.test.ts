@@ -1,0 +1,698 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import type { Config } from '../../../config.ts';
+import { loadConfig } from '../../../config.ts';
+import { sql } from 'kysely';
+import { formatDateTime } from '../../../db/database.ts';
+import { countRows } from '../../../../test/factories.ts';
+import { addFailingTrigger } from '../../../../test/failing-trigger.ts';
+import {
+  addRoutineRow,
+  createRequestType,
+  createRoutineName,
+  executionsOf,
+  jsonRow,
+  routinesOf,
+} from '../../../../test/factories-queue.ts';
+import type { TestDatabase } from '../../../../test/harness.ts';
+import { createTestDatabase, forEachDialect } from '../../../../test/harness.ts';
+import type { QueueEngine } from './engine.ts';
+import { parseBackoff } from '../../../config.ts';
+import { claimQuery } from './claim.queries.ts';
+import { createQueueEngine, retryDelayMs } from './engine.ts';
+import { enqueueRequest } from '../intake/enqueue.ts';
+import { DEFAULT_ROUTINES } from '../index.ts';
+import type { RoutineContext } from './routine-catalog.ts';
+import { PermanentRoutineError, createRoutineCatalog, defineRoutine } from './routine-catalog.ts';
+
+const MINUTE = 60_000;
+
+describe('retry back-off (reference 9.5, newest branch)', () => {
+  const problems: string[] = [];
+  const steps = parseBackoff('2m*n@5,30m@13,6h@20', problems);
+  it('parses the table without problems, and reports a malformed one', () => {
+    assert.deepEqual(problems, []);
+    const bad: string[] = [];
+    assert.deepEqual(parseBackoff('2m*n@5,soon', bad), []);
+    assert.equal(bad.length, 1);
+  });
+  it('waits 2n minutes for tries 1 to 4', () => {
+    assert.deepEqual(
+      [1, 2, 3, 4].map((n) => retryDelayMs(n, steps)),
+      [2 * MINUTE, 4 * MINUTE, 6 * MINUTE, 8 * MINUTE],
+    );
+  });
+  it('waits 30 minutes for tries 5 to 12 and 6 hours for tries 13 to 19', () => {
+    for (let n = 5; n < 13; n += 1) assert.equal(retryDelayMs(n, steps), 30 * MINUTE);
+    for (let n = 13; n < 20; n += 1) assert.equal(retryDelayMs(n, steps), 360 * MINUTE);
+  });
+  it('gives up from try 20', () => {
+    assert.equal(retryDelayMs(20, steps), undefined);
+    assert.equal(retryDelayMs(25, steps), undefined);
+  });
+});
+
+/** Test routines: each records what it did in request_details, so rolled-back writes are visible. */
+function testCatalog(
+  names: Record<string, string>,
+  hooks: { gate?: Promise<void>; onLateWrite?: (what: string) => void } = {},
+) {
+  const mark = async (ctx: RoutineContext, what: string): Promise<void> => {
+    await ctx.trx
+      .insertInto('request_details')
+      .values({ request_id: ctx.routine.request_id, name: what, value: ctx.routine.routine_name })
+      .execute();
+  };
+  return createRoutineCatalog([
+    ...DEFAULT_ROUTINES,
+    defineRoutine({
+      name: names.ok!,
+      timeoutMs: 5000,
+      retry: 'backoff',
+      run: (ctx) => mark(ctx, 'ran'),
+    }),
+    defineRoutine({
+      name: names.fail!,
+      timeoutMs: 5000,
+      retry: 'backoff',
+      run: async (ctx) => {
+        await mark(ctx, 'partial');
+        throw new Error('device offline');
+      },
+    }),
+    defineRoutine({
+      name: names.permanent!,
+      timeoutMs: 5000,
+      retry: 'backoff',
+      run: async () => {
+        throw new PermanentRoutineError('bad input');
+      },
+    }),
+    defineRoutine({
+      name: names.chain!,
+      timeoutMs: 5000,
+      retry: 'backoff',
+      run: async (ctx) => {
+        await ctx.addRoutine(names.ok!);
+        await ctx.addPriorityRoutine(names.priority!);
+      },
+    }),
+    defineRoutine({
+      name: names.priority!,
+      timeoutMs: 5000,
+      retry: 'backoff',
+      run: (ctx) => mark(ctx, 'priority'),
+    }),
+    defineRoutine({
+      name: names.voider!,
+      timeoutMs: 5000,
+      retry: 'backoff',
+      run: (ctx) => ctx.voidAllNewRoutines(),
+    }),
+    defineRoutine({
+      name: names.slow!,
+      timeoutMs: 50,
+      retry: 'backoff',
+      run: async (ctx) => {
+        // Runs on past its timeout, then tries to write: the write must never land.
+        await new Promise((resolve) => setTimeout(resolve, 120));
+        try {
+          await mark(ctx, 'late');
+          hooks.onLateWrite?.('written');
+        } catch {
+          hooks.onLateWrite?.('refused');
+        }
+      },
+    }),
+    defineRoutine({
+      name: names.keyed!,
+      timeoutMs: 10_000,
+      retry: 'backoff',
+      run: async (ctx) => {
+        const { key } = await ctx.readText('REQUEST_DATA');
+        await ctx.lock(String(key));
+        await mark(ctx, `locked ${String(key)}`);
+      },
+    }),
+    defineRoutine({
+      name: names.locker!,
+      timeoutMs: 10_000,
+      retry: 'backoff',
+      run: async (ctx) => {
+        await ctx.lock('patient:42');
+        await mark(ctx, 'locked');
+        await hooks.gate;
+      },
+    }),
+  ]);
+}
+
+forEachDialect((dialect) => {
+  describe(`queue engine (${dialect})`, () => {
+    let testDb: TestDatabase;
+    let config: Config;
+    let clock = new Date('2030-01-01T00:00:00Z');
+    let engine: QueueEngine;
+    const names: Record<string, string> = {};
+    let gateOpen: () => void = () => {};
+    const gate = new Promise<void>((resolve) => {
+      gateOpen = resolve;
+    });
+    let lateWrite: (what: string) => void = () => {};
+    const hooks = { gate, onLateWrite: (what: string) => lateWrite(what) };
+
+    before(async () => {
+      testDb = await createTestDatabase(dialect);
+      config = loadConfig(testDb.env);
+      for (const key of [
+        'ok',
+        'fail',
+        'permanent',
+        'chain',
+        'priority',
+        'voider',
+        'slow',
+        'locker',
+        'keyed',
+        'unknown',
+      ]) {
+        names[key] = await createRoutineName(testDb.db);
+      }
+      engine = createQueueEngine({
+        database: testDb.database,
+        config,
+        catalog: testCatalog(names, hooks),
+        now: () => clock,
+        // The batch tests need every claimed routine started, however slow the machine.
+        batchBudgetMs: 60_000,
+      });
+    });
+    after(async () => {
+      gateOpen();
+      await testDb.drop();
+    });
+
+    /** A request of a fresh type (so a fresh queue) whose first routine is `routine`. */
+    async function newRequest(routine: string) {
+      const type = await createRequestType(testDb.db, { routineName: routine });
+      const queued = await enqueueRequest(testDb.database, {
+        requestType: type.requestType,
+        attachments: [jsonRow('REQUEST_DATA', {})],
+      });
+      const [first] = await routinesOf(testDb.db, queued.requestId);
+      return { requestId: queued.requestId, queue: type.queue, routineId: first!.id };
+    }
+
+    const details = (requestId: number) =>
+      testDb.db
+        .selectFrom('request_details')
+        .select(['name', 'value'])
+        .where('request_id', '=', requestId)
+        .orderBy('id')
+        .execute();
+
+    it('NEW -> COMPLETE: commits the routine writes with status, try count and an execution row', async () => {
+      const { requestId, queue, routineId } = await newRequest(names.ok!);
+      const outcome = await engine.step(queue);
+      assert.equal(outcome.kind, 'ran');
+      const [routine] = await routinesOf(testDb.db, requestId);
+      assert.equal(routine!.status, 'COMPLETE');
+      assert.equal(routine!.try_count, 1);
+      assert.equal(routine!.next_try_date_time, null);
+      assert.deepEqual(await details(requestId), [{ name: 'ran', value: names.ok }]);
+      const executions = await executionsOf(testDb.db, routineId);
+      assert.equal(executions.length, 1);
+      assert.equal(executions[0]!.status, 'COMPLETE');
+      assert.equal(executions[0]!.try_number, 1);
+      const counters = await testDb.db
+        .selectFrom('request_queue')
+        .selectAll()
+        .where('request_queue', '=', queue)
+        .executeTakeFirstOrThrow();
+      assert.equal(counters.total_success_count, 1);
+      assert.equal(counters.total_execute_count, 1);
+      assert.equal(counters.last_thread_spawn_request_id, requestId);
+      assert.deepEqual(await engine.step(queue), { kind: 'idle' });
+    });
+
+    it('NEW -> RETRY -> RETRY -> COMPLETE: rolls back the failed writes and waits out the back-off', async () => {
+      const { requestId, queue, routineId } = await newRequest(names.fail!);
+      const start = clock;
+      const first = await engine.step(queue);
+      assert.equal(first.kind === 'ran' && first.status, 'RETRY');
+      let [routine] = await routinesOf(testDb.db, requestId);
+      assert.equal(routine!.try_count, 1);
+      assert.equal(routine!.next_try_date_time, formatDateTime(new Date(start.getTime() + 2 * MINUTE)));
+      assert.deepEqual(await details(requestId), [], 'the partial write was rolled back');
+      const [execution] = await executionsOf(testDb.db, routineId);
+      assert.equal(execution!.status, 'RETRY');
+      assert.match(execution!.log_text ?? '', /device offline/);
+
+      assert.deepEqual(await engine.step(queue), { kind: 'idle' }, 'not before its next try');
+      clock = new Date(start.getTime() + 2 * MINUTE);
+      const second = await engine.step(queue);
+      assert.equal(second.kind === 'ran' && second.status, 'RETRY');
+      [routine] = await routinesOf(testDb.db, requestId);
+      assert.equal(routine!.try_count, 2);
+      assert.equal(routine!.next_try_date_time, formatDateTime(new Date(clock.getTime() + 4 * MINUTE)));
+
+      // The routine now succeeds (say the device came back): same name, new behaviour.
+      await testDb.db
+        .updateTable('request_routine')
+        .set({ routine_name: names.ok! })
+        .where('id', '=', routineId)
+        .execute();
+      clock = new Date(clock.getTime() + 4 * MINUTE);
+      const third = await engine.step(queue);
+      assert.equal(third.kind === 'ran' && third.status, 'COMPLETE');
+      [routine] = await routinesOf(testDb.db, requestId);
+      assert.equal(routine!.try_count, 3);
+      assert.equal(routine!.next_try_date_time, null);
+      assert.deepEqual(
+        (await executionsOf(testDb.db, routineId)).map((e) => [e.status, e.try_number]),
+        [
+          ['RETRY', 1],
+          ['RETRY', 2],
+          ['COMPLETE', 3],
+        ],
+      );
+      const counters = await testDb.db
+        .selectFrom('request_queue')
+        .selectAll()
+        .where('request_queue', '=', queue)
+        .executeTakeFirstOrThrow();
+      assert.deepEqual(
+        [counters.total_success_count, counters.total_fail_count, counters.total_execute_count],
+        [1, 2, 3],
+      );
+    });
+
+    it('RETRY -> FAILED after the last try, which then blocks the later routines of its request', async () => {
+      const { requestId, queue, routineId } = await newRequest(names.fail!);
+      await testDb.db
+        .updateTable('request_routine')
+        .set({ status: 'RETRY', try_count: 19, next_try_date_time: formatDateTime(clock) })
+        .where('id', '=', routineId)
+        .execute();
+      const later = await addRoutineRow(testDb.db, { requestId, name: names.ok!, queue, sequence: 20 });
+      const outcome = await engine.step(queue);
+      assert.equal(outcome.kind === 'ran' && outcome.status, 'FAILED');
+      const routines = await routinesOf(testDb.db, requestId);
+      assert.deepEqual(
+        routines.map((r) => [r.id, r.status, r.try_count, r.next_try_date_time]),
+        [
+          [routineId, 'FAILED', 20, null],
+          [later, 'NEW', 0, null],
+        ],
+      );
+      clock = new Date(clock.getTime() + 24 * 60 * MINUTE);
+      assert.deepEqual(await engine.step(queue), { kind: 'idle' }, 'a FAILED sibling blocks the request');
+    });
+
+    it('fails an unknown routine at once with an execution row, without retrying', async () => {
+      const { requestId, queue, routineId } = await newRequest(names.unknown!);
+      const outcome = await engine.step(queue);
+      assert.equal(outcome.kind === 'ran' && outcome.status, 'FAILED');
+      const [routine] = await routinesOf(testDb.db, requestId);
+      assert.deepEqual(
+        [routine!.status, routine!.try_count, routine!.next_try_date_time],
+        ['FAILED', 1, null],
+      );
+      const executions = await executionsOf(testDb.db, routineId);
+      assert.equal(executions.length, 1);
+      assert.match(executions[0]!.log_text ?? '', /Unknown routine/);
+      assert.deepEqual(await engine.step(queue), { kind: 'idle' });
+    });
+
+    it('fails at once on a permanent error', async () => {
+      const { requestId, queue } = await newRequest(names.permanent!);
+      const outcome = await engine.step(queue);
+      assert.equal(outcome.kind === 'ran' && outcome.status, 'FAILED');
+      const [routine] = await routinesOf(testDb.db, requestId);
+      assert.equal(routine!.try_count, 1);
+    });
+
+    it('retries a routine that exceeds its timeout, and refuses its writes after the timeout', async () => {
+      const { requestId, queue, routineId } = await newRequest(names.slow!);
+      const late = new Promise<string>((resolve) => {
+        lateWrite = resolve;
+      });
+      const outcome = await engine.step(queue);
+      assert.equal(outcome.kind === 'ran' && outcome.status, 'RETRY');
+      assert.match(outcome.kind === 'ran' ? (outcome.error ?? '') : '', /timed out/);
+      const [routine] = await routinesOf(testDb.db, requestId);
+      assert.deepEqual([routine!.status, routine!.try_count], ['RETRY', 1]);
+      assert.equal((await executionsOf(testDb.db, routineId)).length, 1);
+      assert.equal(await late, 'refused');
+      assert.deepEqual(await details(requestId), []);
+    });
+
+    it('commits each routine of a batch with its own outcome', async () => {
+      const type = await createRequestType(testDb.db, { routineName: names.ok! });
+      const ids: number[] = [];
+      for (let i = 0; i < 3; i += 1) {
+        ids.push((await enqueueRequest(testDb.database, { requestType: type.requestType })).requestId);
+      }
+      await testDb.db
+        .updateTable('request_routine')
+        .set({ routine_name: names.fail! })
+        .where('request_id', '=', ids[1]!)
+        .execute();
+      const outcomes = await engine.runBatch(type.queue, 10);
+      await engine.flushCounters();
+      assert.equal(outcomes.length, 3);
+      while ((await engine.runBatch(type.queue, 10)).length > 0);
+      const statuses = await Promise.all(ids.map(async (id) => (await routinesOf(testDb.db, id))[0]!.status));
+      assert.deepEqual(statuses, ['COMPLETE', 'RETRY', 'COMPLETE']);
+      assert.deepEqual(
+        await Promise.all(ids.map(async (id) => (await details(id)).length)),
+        [1, 0, 1],
+        'the failed routine left nothing, its batch neighbours kept their writes',
+      );
+    });
+
+    it('runs routines of a request in execute_sequence order and requests in routine id order', async () => {
+      const type = await createRequestType(testDb.db, { routineName: names.ok! });
+      const a = await enqueueRequest(testDb.database, { requestType: type.requestType, attachments: [] });
+      const b = await enqueueRequest(testDb.database, { requestType: type.requestType, attachments: [] });
+      // Request a gets a routine that must run before its first one, inserted later (higher id).
+      const early = await addRoutineRow(testDb.db, {
+        requestId: a.requestId,
+        name: names.priority!,
+        queue: type.queue,
+        sequence: 5,
+      });
+      const [aFirst] = await routinesOf(testDb.db, a.requestId);
+      const [bFirst] = await routinesOf(testDb.db, b.requestId);
+      const ran: number[] = [];
+      for (;;) {
+        const outcome = await engine.step(type.queue);
+        if (outcome.kind !== 'ran') break;
+        ran.push(outcome.routineId);
+      }
+      // b's routine (lower id than `early`) is eligible first; a's first routine waits for `early`.
+      assert.deepEqual(ran, [bFirst!.id, early, aFirst!.id]);
+    });
+
+    it('does not run a routine whose earlier sibling waits for its next try', async () => {
+      const type = await createRequestType(testDb.db, { routineName: names.ok! });
+      const r = await enqueueRequest(testDb.database, { requestType: type.requestType, attachments: [] });
+      const [first] = await routinesOf(testDb.db, r.requestId);
+      await testDb.db
+        .updateTable('request_routine')
+        .set({
+          status: 'RETRY',
+          try_count: 1,
+          next_try_date_time: formatDateTime(new Date(clock.getTime() + MINUTE)),
+        })
+        .where('id', '=', first!.id)
+        .execute();
+      await addRoutineRow(testDb.db, {
+        requestId: r.requestId,
+        name: names.ok!,
+        queue: type.queue,
+        sequence: 20,
+      });
+      assert.deepEqual(await engine.step(type.queue), { kind: 'idle' });
+    });
+
+    it('chains: addRoutine appends after the highest sequence, addPriorityRoutine runs first', async () => {
+      const { requestId, queue } = await newRequest(names.chain!);
+      // A routine already at sequence 40 (inserted before the chain runs): the next must get 50 (D66).
+      await addRoutineRow(testDb.db, {
+        requestId,
+        name: names.voider!,
+        queue,
+        sequence: 40,
+        status: 'COMPLETE',
+      });
+      await engine.step(queue);
+      let routines = await routinesOf(testDb.db, requestId);
+      assert.deepEqual(
+        routines.map((r) => [r.routine_name, r.execute_sequence, r.status]),
+        [
+          [names.chain, 10, 'COMPLETE'],
+          [names.voider, 40, 'COMPLETE'],
+          [names.ok, 50, 'NEW'],
+          [names.priority, 1, 'NEW'],
+        ],
+      );
+      const next = await engine.step(queue);
+      assert.equal(next.kind === 'ran' && next.routineName, names.priority);
+      await engine.step(queue);
+      assert.deepEqual(
+        (await details(requestId)).map((d) => d.name),
+        ['priority', 'ran'],
+      );
+
+      // Running the chain again resets the existing routines instead of adding copies.
+      await testDb.db
+        .updateTable('request_routine')
+        .set({ status: 'NEW', try_count: 0 })
+        .where('request_id', '=', requestId)
+        .where('routine_name', '=', names.chain!)
+        .execute();
+      await engine.step(queue);
+      routines = await routinesOf(testDb.db, requestId);
+      assert.equal(routines.length, 4);
+      assert.deepEqual(
+        routines
+          .filter((r) => r.routine_name !== names.chain)
+          .map((r) => [r.routine_name, r.status, r.try_count]),
+        [
+          [names.voider, 'COMPLETE', 1 - 1],
+          [names.ok, 'NEW', 0],
+          [names.priority, 'NEW', 0],
+        ],
+      );
+    });
+
+    it('voidAllNewRoutines sets NEW and RETRY siblings to VOID, which count as done for ordering', async () => {
+      const { requestId, queue } = await newRequest(names.voider!);
+      const retrying = await addRoutineRow(testDb.db, {
+        requestId,
+        name: names.fail!,
+        queue,
+        sequence: 20,
+        status: 'RETRY',
+        tryCount: 2,
+      });
+      const fresh = await addRoutineRow(testDb.db, {
+        requestId,
+        name: names.permanent!,
+        queue,
+        sequence: 30,
+      });
+      const done = await addRoutineRow(testDb.db, {
+        requestId,
+        name: names.ok!,
+        queue,
+        sequence: 5,
+        status: 'COMPLETE',
+      });
+      await engine.step(queue);
+      const byId = new Map((await routinesOf(testDb.db, requestId)).map((r) => [r.id, r.status]));
+      assert.equal(byId.get(retrying), 'VOID');
+      assert.equal(byId.get(fresh), 'VOID');
+      assert.equal(byId.get(done), 'COMPLETE');
+      const after = await addRoutineRow(testDb.db, { requestId, name: names.ok!, queue, sequence: 40 });
+      const outcome = await engine.step(queue);
+      assert.equal(outcome.kind === 'ran' && outcome.routineId, after, 'VOID siblings do not block');
+    });
+
+    it('runs the routines of one routine lock key in one batch (the batch holds the key until it commits)', async () => {
+      gateOpen();
+      const type = await createRequestType(testDb.db, { routineName: names.locker! });
+      for (let i = 0; i < 3; i += 1) await enqueueRequest(testDb.database, { requestType: type.requestType });
+      const sizes = [
+        (await engine.runBatch(type.queue, 10)).length,
+        (await engine.runBatch(type.queue, 10)).length,
+      ];
+      assert.deepEqual(sizes, [3, 0]);
+      await engine.flushCounters();
+    });
+
+    if (dialect === 'postgres') {
+      it('puts back untried a routine whose key another batch holds, once its batch holds a key', async () => {
+        const type = await createRequestType(testDb.db, { routineName: names.keyed! });
+        const keys = ['patient:first', 'patient:busy', 'patient:third'];
+        const requestIds: number[] = [];
+        for (const key of keys) {
+          const queued = await enqueueRequest(testDb.database, {
+            requestType: type.requestType,
+            attachments: [jsonRow('REQUEST_DATA', { key })],
+          });
+          requestIds.push(queued.requestId);
+        }
+        const holder = await testDb.db.startTransaction().execute();
+        try {
+          await testDb.database.dialect.lockNamedRow(
+            holder,
+            { table: 'request_routine_lock', column: 'routine_lock', key: 'patient:busy' },
+            5000,
+          );
+          const outcomes = await engine.runBatch(type.queue, 10);
+          assert.deepEqual(
+            outcomes.map((o) => o.kind),
+            ['ran', 'deferred', 'ran'],
+          );
+          const [busy] = await routinesOf(testDb.db, requestIds[1]!);
+          assert.equal(busy!.status, 'NEW');
+          assert.equal(busy!.try_count, 0, 'a deferred routine is not a try');
+          assert.deepEqual(await executionsOf(testDb.db, busy!.id), []);
+          assert.deepEqual(await details(requestIds[1]!), []);
+          const marks = await sql<{ n: number }>`select count(*)::int as n from request_routine_attempt
+            where request_routine_id = ${busy!.id}`.execute(testDb.db);
+          assert.equal(marks.rows[0]!.n, 0, 'its start mark is cleared');
+        } finally {
+          await holder.commit().execute();
+        }
+        const next = await engine.runBatch(type.queue, 10);
+        assert.equal(next.length, 1);
+        assert.equal(next[0]!.kind === 'ran' && next[0]!.status, 'COMPLETE');
+        assert.deepEqual(await details(requestIds[1]!), [
+          { name: 'locked patient:busy', value: names.keyed },
+        ]);
+        await engine.flushCounters();
+      });
+    }
+
+    const queueCounters = (queue: string) =>
+      testDb.db
+        .selectFrom('request_queue')
+        .select(['total_success_count', 'total_execute_count'])
+        .where('request_queue', '=', queue)
+        .executeTakeFirstOrThrow();
+
+    if (dialect !== 'sqlite') {
+      it('keeps the counters for a later flush while an open insert names the queue row, where that blocks its update', async () => {
+        const { requestId, queue } = await newRequest(names.ok!);
+        assert.equal((await engine.runBatch(queue, 1)).length, 1);
+        // An intake under way: its routine row names the queue (a foreign key) until it commits.
+        const holder = await testDb.db.startTransaction().execute();
+        try {
+          await addRoutineRow(holder, { requestId, name: names.ok!, queue, sequence: 20 });
+          await engine.flushCounters();
+          const during = await queueCounters(queue);
+          // InnoDB: the insert's shared lock on the queue row would block the update, which would then
+          // block every later insert; PostgreSQL's key-share lock lets the update through.
+          assert.equal(during.total_success_count, testDb.database.dialect.hasBlockingParentLocks ? 0 : 1);
+        } finally {
+          await holder.rollback().execute();
+        }
+        await engine.flushCounters();
+        assert.deepEqual(await queueCounters(queue), { total_success_count: 1, total_execute_count: 1 });
+      });
+    }
+
+    it('leaves no start mark after a batch whose transaction failed as a whole: the next attempt is its first try', async () => {
+      const { requestId, queue, routineId } = await newRequest(names.ok!);
+      const remove = await addFailingTrigger(testDb.db, dialect, {
+        name: `fail_exec_${requestId}`,
+        table: 'request_routine_execution',
+        when: `new.request_routine_id = ${routineId}`,
+        message: 'injected commit failure',
+      });
+      try {
+        await assert.rejects(engine.runBatch(queue, 1), /injected commit failure/);
+      } finally {
+        await remove();
+      }
+      const [routine] = await routinesOf(testDb.db, requestId);
+      assert.deepEqual([routine!.status, routine!.try_count], ['NEW', 0]);
+      const [outcome] = await engine.runBatch(queue, 1);
+      assert.equal(outcome!.kind === 'ran' && outcome!.status, 'COMPLETE');
+      const executions = await executionsOf(testDb.db, routineId);
+      assert.equal(executions.length, 1);
+      assert.equal(executions[0]!.try_number, 1);
+      assert.doesNotMatch(executions[0]!.log_text ?? '', /never finished/);
+      await engine.flushCounters();
+    });
+
+    it('claims through the index of pending routines, however many finished ones come before them', async () => {
+      const type = await createRequestType(testDb.db, { routineName: names.ok! });
+      await testDb.db.transaction().execute(async (trx) => {
+        const requests = await trx
+          .insertInto('request')
+          .values(Array.from({ length: 600 }, () => ({ request_type: type.requestType, system_message: '' })))
+          .returning('id')
+          .execute();
+        await trx
+          .insertInto('request_routine')
+          .values(
+            requests.map((r, i) => ({
+              request_id: r.id,
+              execute_request_queue: type.queue,
+              status: i < 300 ? ('COMPLETE' as const) : ('NEW' as const),
+              routine_name: names.ok!,
+              try_count: i < 300 ? 1 : 0,
+              next_try_date_time: null,
+              execute_sequence: 10,
+              hash_code: null,
+            })),
+          )
+          .execute();
+      });
+      await (dialect === 'mysql' ? sql`analyze table request_routine` : sql`analyze`).execute(testDb.db);
+      const claim = claimQuery(testDb.db, testDb.database.dialect, {
+        queue: type.queue,
+        nowText: formatDateTime(clock),
+        limit: 25,
+        excludeRequestIds: new Set(),
+      }).compile();
+      let plan: string;
+      if (dialect === 'postgres') {
+        // The plan the worker runs: the prepared statement's generic plan (this session forces it).
+        plan = await testDb.db.connection().execute(async (connection) => {
+          await sql`prepare claim_plan as ${sql.raw(claim.sql)}`.execute(connection);
+          const explained = await sql<{
+            'QUERY PLAN': string;
+          }>`explain (costs off) execute claim_plan(${sql.lit(formatDateTime(clock))})`.execute(connection);
+          await sql`deallocate claim_plan`.execute(connection);
+          return explained.rows.map((r) => r['QUERY PLAN']).join('\n');
+        });
+        assert.match(plan, /Index Scan using request_routine_pending on request_routine rr/);
+        assert.doesNotMatch(plan, /Sort/, 'no sort of every pending routine');
+      } else if (dialect === 'mysql') {
+        // No partial index: the (queue, status, id) index, whose statuses the claim names.
+        const explained = await testDb.db.executeQuery<{
+          table: string;
+          key: string | null;
+          Extra: string | null;
+        }>({
+          ...claim,
+          sql: `explain ${claim.sql}`,
+        });
+        const rr = explained.rows.find((r) => r.table === 'rr');
+        plan = JSON.stringify(explained.rows);
+        assert.equal(rr?.key, 'request_routine_queue_status', plan);
+      } else {
+        const explained = await testDb.db.executeQuery<{ detail: string }>({
+          ...claim,
+          sql: `explain query plan ${claim.sql}`,
+        });
+        plan = explained.rows.map((r) => r.detail).join('\n');
+        assert.match(plan, /SEARCH rr USING INDEX request_routine_pending/);
+        assert.doesNotMatch(plan, /TEMP B-TREE/, 'no sort of every pending routine');
+      }
+      const claimed = await engine.runBatch(type.queue, 25);
+      assert.equal(claimed.length, 25);
+      await engine.flushCounters();
+    });
+
+    it('takes the routine lock row for a key', async () => {
+      gateOpen();
+      const { requestId, queue } = await newRequest(names.locker!);
+      await engine.step(queue);
+      const [routine] = await routinesOf(testDb.db, requestId);
+      assert.equal(routine!.status, 'COMPLETE');
+      const lock = await testDb.db
+        .selectFrom('request_routine_lock')
+        .selectAll()
+        .where('routine_lock', '=', 'patient:42')
+        .executeTakeFirst();
+      assert.ok(lock);
+      assert.ok((await countRows(testDb.db, 'request_routine_lock')) >= 1);
+    });
+  });
+});

@@ -1,0 +1,118 @@
+/**
+ * The routine catalog: every routine the worker can run, registered by the `routine_name` stored in
+ * `request_routine` (reference 9.8). A routine is plain TypeScript, not a script file: its definition
+ * carries its timeout, its retry policy, an optional validation of its input and two phases:
+ *
+ * - `prepare` (optional) does slow, read-only work (parsing a DICOM header, making thumbnails) before the
+ *   write transaction where the engine has a single writer (SQLite), whose connection would otherwise be
+ *   held, and inside the claim's transaction where it has row locks (the claimed request row stays locked
+ *   throughout);
+ * - `run` does the routine's writes through `ctx.trx`; they commit together with the routine's status and
+ *   try count, or roll back entirely.
+ */
+import type { Kysely, Transaction } from 'kysely';
+import type { Config } from '../../../config.ts';
+import type { DialectAdapter } from '../../../db/dialect.ts';
+import type { DB, Row } from '../../../db/schema.ts';
+import type { SchemaProfile } from '../../../db/schema-profile.ts';
+import type { AuditStamp, RequestContent } from '../../attachment-data/index.ts';
+
+/** Thrown by a routine when retrying cannot help (bad input): the routine goes to FAILED at once. */
+export class PermanentRoutineError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'PermanentRoutineError';
+  }
+}
+
+/** What `prepare` may use: reads only. */
+export interface PrepareContext {
+  /**
+   * The claim's transaction where the engine has row locks, else the database (SQLite prepares before its
+   * write transaction opens). Read with it; never write.
+   */
+  readonly db: Kysely<DB>;
+  readonly routine: Row<'request_routine'>;
+  readonly requestType: string;
+  readonly config: Config;
+  now(): Date;
+  /** Appends a line to the execution's `log_text` (never patient data). */
+  log(line: string): void;
+  /** The JSON object in the request's `text_data` row `mnemonic`, or `{}`. */
+  readText(mnemonic: string): Promise<Record<string, unknown>>;
+}
+
+/** What `run` may use: the routine's transaction and the chaining and locking primitives of reference 9.6. */
+export interface RoutineContext extends PrepareContext {
+  readonly trx: Transaction<DB>;
+  /** The engine's differences, for the writers that need them (`attachment-data`'s updates). */
+  readonly dialect: DialectAdapter;
+  /** What the schema has or needs (the own schema, or an OpenEyes database). */
+  readonly schema: SchemaProfile;
+  /** The audit stamp of this routine's writes: the system user 1, now. */
+  stamp(): AuditStamp;
+  /**
+   * The JSON objects of several of the request's rows, in one read (`{}` for a missing one). `readText`
+   * and `readTexts` read each row once per attempt and then answer what it holds after this attempt's own
+   * `putText` and `mergeRequestData`: change the request's JSON rows only through those two.
+   */
+  readTexts(mnemonics: readonly string[]): Promise<Record<string, Record<string, unknown>>>;
+  /** {@link readTexts} and the request's payload rows, in one read. */
+  readRequest(mnemonics: readonly string[]): Promise<RequestContent>;
+  /**
+   * Reference rows that every run reads and that a copy up to `REFERENCE_CACHE_TTL_MS` old cannot make
+   * wrong (the seeded event types, not the identifier types a match must see in full): `load` (with this
+   * routine's transaction) once, then the value shared by the worker's routines. `key` names what `load`
+   * reads.
+   */
+  reference<T>(key: string, load: (db: Kysely<DB>) => Promise<T>): Promise<T>;
+  /** Writes `value` as JSON into the request's row `mnemonic` (created when missing). */
+  putText(mnemonic: string, value: Record<string, unknown>): Promise<void>;
+  /** Shallow-merges `patch` into `REQUEST_DATA` and shreds its scalar keys into `request_details`. */
+  mergeRequestData(patch: Record<string, unknown>): Promise<void>;
+  /**
+   * Appends routine `name` to this request (NEW, sequence = the request's highest + 10, this queue), or
+   * resets it (NEW, try count 0, next try null) when the request already has a routine of that name.
+   */
+  addRoutine(name: string): Promise<void>;
+  /** {@link addRoutine} of each of `names` in turn, in one read and one write. */
+  addRoutines(names: readonly string[]): Promise<void>;
+  /** Adds (or resets) routine `name` with sequence 1, so that it runs before every pending sibling. */
+  addPriorityRoutine(name: string): Promise<void>;
+  /** Sets every NEW/RETRY sibling whose name differs from `current` (default: this routine) to VOID. */
+  voidAllNewRoutines(current?: string): Promise<void>;
+  /**
+   * Serialises work on `key` (a patient, a study) across workers until this routine's transaction (its
+   * batch) ends. May put the routine back for a later batch instead, by throwing an error that must
+   * propagate (when the batch already holds another key, it does not wait: see run-context.ts).
+   */
+  lock(key: string): Promise<void>;
+}
+
+export interface RoutineDefinition<P = unknown> {
+  readonly name: string;
+  /** The routine fails (and is retried) when it takes longer than this. */
+  readonly timeoutMs: number;
+  /** `backoff`: failures are retried per the back-off table; `never`: the first failure is final. */
+  readonly retry: 'backoff' | 'never';
+  /** Checks the input; throw a {@link PermanentRoutineError} for input that can never succeed. */
+  validate?(ctx: PrepareContext): Promise<void>;
+  prepare?(ctx: PrepareContext): Promise<P>;
+  run(ctx: RoutineContext, prepared: P): Promise<void>;
+}
+
+export interface RoutineCatalog {
+  get(name: string): RoutineDefinition | undefined;
+  readonly names: readonly string[];
+}
+
+/** A typed helper so that `prepare`'s result type flows into `run`. */
+export function defineRoutine<P>(definition: RoutineDefinition<P>): RoutineDefinition {
+  return definition;
+}
+
+/** A catalog of `routines`, by name; a later routine of the same name replaces an earlier one. */
+export function createRoutineCatalog(routines: readonly RoutineDefinition[]): RoutineCatalog {
+  const byName = new Map(routines.map((r) => [r.name, r]));
+  return { get: (name) => byName.get(name), names: [...byName.keys()] };
+}

@@ -1,0 +1,116 @@
+/**
+ * What one engine's functions share: its options resolved once, the routine catalog it was given, and the
+ * little state it keeps in memory (requests it is running, routine names known to exist, the reference
+ * cache, the queue counters, the routines running right now). Created by `createQueueEngine`, handed to
+ * the batch, attempt and run-context functions.
+ */
+import { hostname } from 'node:os';
+import type { Kysely } from 'kysely';
+import type { BackoffStep, Config } from '../../../config.ts';
+import type { Database } from '../../../db/database.ts';
+import type { DialectAdapter } from '../../../db/dialect.ts';
+import type { DB } from '../../../db/schema.ts';
+import type { Logger } from '../../../logger.ts';
+import type { CounterBook } from './counters.ts';
+import { createCounterBook } from './counters.ts';
+import type { RoutineCatalog } from './routine-catalog.ts';
+
+export interface EngineOptions {
+  readonly database: Database;
+  readonly config: Config;
+  /** The routines this engine runs, by name; the composition root (`src/main`) hands it in. */
+  readonly catalog: RoutineCatalog;
+  /** The clock; tests inject one to step through back-off without sleeping. */
+  readonly now?: () => Date;
+  readonly logger?: Logger;
+  /** Names this worker in the first line of every execution's `log_text`; default `<host>:<pid>`. */
+  readonly workerLabel?: string;
+  /** After this many ms a batch starts no further routine; default {@link BATCH_BUDGET_MS}. */
+  readonly batchBudgetMs?: number;
+}
+
+/**
+ * A batch's routines are not started after this budget, so that one slow routine does not hold the
+ * others' claims for long. A durable commit costs a disk flush, so committing per routine would cap a
+ * worker at a few hundred routines per second; a batch shares one.
+ */
+const BATCH_BUDGET_MS = 100;
+
+export interface EngineRuntime {
+  readonly database: Database;
+  readonly db: Kysely<DB>;
+  readonly dialect: DialectAdapter;
+  readonly config: Config;
+  readonly catalog: RoutineCatalog;
+  readonly now: () => Date;
+  readonly logger: Logger | undefined;
+  readonly workerName: string;
+  /** The first line of every execution log of this engine. */
+  readonly workerLine: string;
+  readonly batchBudgetMs: number;
+  /** Without row locks: the requests this process is running, left out of its claims. */
+  readonly busyRequestIds: Set<number>;
+  /** Routine names seen in `routine_library` (its rows are never removed). */
+  readonly knownRoutineNames: Set<string>;
+  readonly references: ReferenceCache;
+  readonly counters: CounterBook;
+  /** Routines running right now in this process. */
+  activeCount: number;
+}
+
+export function createEngineRuntime(options: EngineOptions): EngineRuntime {
+  const workerName = options.workerLabel ?? `${hostname()}:${process.pid}`;
+  return {
+    database: options.database,
+    db: options.database.db,
+    dialect: options.database.dialect,
+    config: options.config,
+    catalog: options.catalog,
+    now: options.now ?? (() => new Date()),
+    logger: options.logger,
+    workerName,
+    workerLine: `worker ${workerName}`,
+    batchBudgetMs: options.batchBudgetMs ?? BATCH_BUDGET_MS,
+    busyRequestIds: new Set(),
+    knownRoutineNames: new Set(),
+    references: createReferenceCache(options.config.referenceCacheTtlMs),
+    counters: createCounterBook(),
+    activeCount: 0,
+  };
+}
+
+/**
+ * Reference 9.5: `tryCount` is the count after the failed attempt. Returns the delay before the next try,
+ * or undefined when the routine has used its tries and goes to FAILED.
+ */
+export function retryDelayMs(tryCount: number, steps: readonly BackoffStep[]): number | undefined {
+  const step = steps.find((s) => tryCount < s.belowTry);
+  if (step === undefined) return undefined;
+  return step.isPerTry ? step.delayMs * tryCount : step.delayMs;
+}
+
+export interface ReferenceCache {
+  get<T>(key: string, load: () => Promise<T>): Promise<T>;
+}
+
+/**
+ * Reference rows the routines read on every run (identifier types, event types), kept `ttlMs` (0: not
+ * kept) and shared by the routines of this engine; a value still loading is shared, a failed load is not
+ * kept.
+ */
+function createReferenceCache(ttlMs: number): ReferenceCache {
+  const entries = new Map<string, { value: Promise<unknown>; expiresAt: number }>();
+  return {
+    get<T>(key: string, load: () => Promise<T>): Promise<T> {
+      const now = Date.now();
+      const entry = entries.get(key);
+      if (entry !== undefined && entry.expiresAt > now) return entry.value as Promise<T>;
+      const value = load();
+      if (ttlMs > 0) {
+        entries.set(key, { value, expiresAt: now + ttlMs });
+        value.catch(() => entries.delete(key));
+      }
+      return value;
+    },
+  };
+}

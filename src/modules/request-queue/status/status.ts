@@ -1,0 +1,114 @@
+/**
+ * Processing status of a queued request (reference 9.7 and 9.8; part of the product per section 15):
+ * the overall status and every routine, in the order the worker runs them, with the log of its last
+ * execution. Shown to holders of the queue's operation (the endpoint) and to `queue show` (the CLI).
+ */
+import type { Kysely } from 'kysely';
+import type { DB, RoutineStatus } from '../../../db/schema.ts';
+import { AppError } from '../../../errors.ts';
+import type { OverallStatus } from './overall-status.ts';
+import { overallStatus } from './overall-status.ts';
+import { findRequestRoutines } from './status.queries.ts';
+
+export type { OverallStatus } from './overall-status.ts';
+export { overallStatus } from './overall-status.ts';
+
+export interface RoutineStatusView {
+  readonly routine_name: string;
+  readonly status: RoutineStatus;
+  readonly try_count: number;
+  readonly execute_sequence: number;
+  readonly next_try_date_time: string | null;
+  /** The last execution's log, redacted by {@link redactExecutionLog}; null before the first try. */
+  readonly execution_log: string | null;
+}
+
+export interface RequestStatus {
+  readonly request_id: number;
+  readonly status: OverallStatus;
+  readonly routines: readonly RoutineStatusView[];
+}
+
+/** Largest id the `request.id` column holds (a 32-bit serial on PostgreSQL). */
+const MAX_ID = 2_147_483_647;
+
+export interface StatusService {
+  /** The status of request `rawId` (a query value): 422 when not a positive integer, 404 when unknown. */
+  readStatus(rawId: unknown): Promise<RequestStatus>;
+}
+
+export function createStatusService(deps: { readonly db: Kysely<DB> }): StatusService {
+  return {
+    async readStatus(rawId) {
+      if (rawId === undefined || rawId === '') {
+        throw new AppError('validation_failed', 'Unprocessable Entity', {
+          fields: { request_id: 'Request Id cannot be blank.' },
+        });
+      }
+      if (typeof rawId !== 'string' || !/^\d{1,10}$/.test(rawId) || Number(rawId) > MAX_ID) {
+        throw new AppError('validation_failed', 'Unprocessable Entity', {
+          fields: { request_id: 'Request Id must be an integer.' },
+        });
+      }
+      const requestId = Number(rawId);
+      const routines = await findRequestRoutines(deps.db, requestId);
+      if (routines === undefined) throw new AppError('not_found', 'Request not found.');
+      return {
+        request_id: requestId,
+        status: overallStatus(routines.map((r) => r.status)),
+        routines: routines.map((r) => ({
+          routine_name: r.routine_name,
+          status: r.status,
+          try_count: r.try_count,
+          execute_sequence: r.execute_sequence,
+          next_try_date_time: r.next_try_date_time,
+          execution_log: r.last_log_text === null ? null : redactExecutionLog(r.last_log_text),
+        })),
+      };
+    },
+  };
+}
+
+// A stack frame line (`    at fn (file:line)`), and the line a stack starts with (`TypeError: ...`).
+const STACK_FRAME = /^\s+at\s/;
+const ERROR_HEAD = /^([A-Za-z_$][\w$]*(?:Error|Exception))(?::|$)/;
+const URL_CREDENTIALS = /\b([a-z][a-z0-9+.-]*:\/\/)[^\s/@:]+(?::[^\s/@]*)?@/gi;
+const SECRET_ASSIGNMENT = /\b(password|passwd|pwd|secret|token|authorization)\b(\s*[=:]\s*)\S+/gi;
+/**
+ * Errors whose messages are shown: plain `Error`, which routines throw with their own words for a retry
+ * ("No patient matches ..."), and the engine's timeout. Other classes are withheld: a `SyntaxError` from
+ * JSON.parse or a PostgreSQL `DatabaseError` quotes the very input it choked on.
+ */
+const SHOWN_ERRORS: ReadonlySet<string> = new Set(['Error', 'RoutineTimeoutError']);
+
+/**
+ * An execution's log as a status reader may see it. Routine lines (ids, counts, the reasons routines
+ * give) are kept; the stack of an error is dropped, and the message of an error outside
+ * {@link SHOWN_ERRORS} is replaced by its class name: such messages can quote values from the request (a
+ * parser or driver echoing a patient's identifier), which belong to whoever submitted it, not to every
+ * holder of the queue operation. Credentials in URLs or `password=` style text are masked wherever they
+ * appear. The full text stays in `request_routine_execution` for operators.
+ */
+export function redactExecutionLog(logText: string): string {
+  const lines = logText.split('\n');
+  const firstFrame = lines.findIndex((line) => STACK_FRAME.test(line));
+  if (firstFrame === -1) return lines.map(maskSecrets).join('\n');
+  // The error's text runs from its head line (`Name: message`, possibly several lines) to the frames.
+  let head = Math.max(firstFrame - 1, 0);
+  for (let i = firstFrame - 1; i > 0; i -= 1) {
+    if (ERROR_HEAD.test(lines[i]!)) {
+      head = i;
+      break;
+    }
+  }
+  const name = ERROR_HEAD.exec(lines[head]!)?.[1] ?? 'Error';
+  const errorLine = SHOWN_ERRORS.has(name)
+    ? maskSecrets(lines[head]!)
+    : `${name} (message withheld; see the execution log)`;
+  return [...lines.slice(0, head).map(maskSecrets), errorLine].join('\n');
+}
+
+/** `line` with credentials in URLs and `password=`-style values masked. */
+export function maskSecrets(line: string): string {
+  return line.replace(URL_CREDENTIALS, '$1***@').replace(SECRET_ASSIGNMENT, '$1$2***');
+}
