@@ -1,7 +1,7 @@
 /**
- * The one shared helper that checks the Basic-auth contract (reference 2.4) on any protected route: the
- * five cases (no header, bad password, unknown user, disabled user, no role) plus malformed headers. Call
- * it inside a `describe` of the route's test file.
+ * The one shared helper that checks the Basic-auth contract (401 with `WWW-Authenticate`, then 403 without
+ * the role) on any protected route: the five cases (no header, bad password, unknown user, disabled user, no
+ * role) plus malformed headers. Call it inside a `describe` of the route's test file.
  */
 import assert from 'node:assert/strict';
 import { it } from 'node:test';

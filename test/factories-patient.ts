@@ -101,8 +101,9 @@ export async function setSetting(
 }
 
 /**
- * The typical OpenEyes install (reference 11): the current institution (remote_id = `code`) with a LOCAL
- * type, the global institution `NHS` with a GLOBAL type, and no display-order rules (fallback types).
+ * The typical OpenEyes install (as its seed data sets it up): the current institution (remote_id = `code`)
+ * with a LOCAL type, the global institution `NHS` with a GLOBAL type, and no display-order rules (fallback
+ * types).
  */
 export async function createStandardInstitutions(
   db: Kysely<DB>,

@@ -1,7 +1,7 @@
 /**
- * Transport security (reference D10): HTTPS served by the app itself with a self-signed
- * certificate made by `openssl`, HSTS only over HTTPS, Basic credentials refused over plain HTTP when
- * REQUIRE_TLS is on unless a trusted proxy says the request was HTTPS, and the security headers.
+ * Transport security (Basic credentials must not travel in clear): HTTPS served by the app itself with a
+ * self-signed certificate made by `openssl`, HSTS only over HTTPS, Basic credentials refused over plain HTTP
+ * when REQUIRE_TLS is on unless a trusted proxy says the request was HTTPS, and the security headers.
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';

@@ -99,7 +99,7 @@ export interface CatalogColumn {
 /** A column type as Kysely's `addColumn` takes it: a name it knows, or raw SQL (`longblob`). */
 export type ColumnType = ColumnDataType | Expression<unknown>;
 
-/** Column types of the migrations' portable mapping (reference section 10). */
+/** Column types of the migrations' portable mapping of the OpenEyes MySQL types. */
 export interface ColumnTypes {
   /** Auto-increment integer primary key: `serial`, or `integer` with `autoIncrement()`. */
   readonly id: 'serial' | 'integer';

@@ -1,8 +1,9 @@
 /**
  * The schema the service runs on, beside the engine (`dialect.ts`): its own (created by its migrations,
  * on any engine) or an existing OpenEyes database (`DATABASE_SCHEMA=openeyes`, MariaDB/MySQL), whose
- * tables differ from the service's own in the ways of reference 10.5. Like the dialect adapter it is
- * asked what the schema has or needs, never which one it is, so that a module's SQL stays written once:
+ * tables differ from the service's own (moved columns, application-written keys, no `table_name`). Like the
+ * dialect adapter it is asked what the schema has or needs, never which one it is, so that a module's SQL
+ * stays written once:
  *
  * - logins: `user.active` exists only in the own schema (OpenEyes keeps it in `user_authentication`);
  * - element types: the own schema names an element's table (`element_type.table_name`), OpenEyes only its

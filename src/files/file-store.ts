@@ -1,6 +1,6 @@
 /**
- * The protected file store (reference 6.1): files named by a 40-hex uid from a CSPRNG, fanned out as
- * `<root>/<uid[0]>/<uid[1]>/<uid[2]>/<uid>`. Writes go to a temporary file that is flushed and renamed
+ * The protected file store (OpenEyes `protected_file`): files named by a 40-hex uid from a CSPRNG, fanned out
+ * as `<root>/<uid[0]>/<uid[1]>/<uid[2]>/<uid>`. Writes go to a temporary file that is flushed and renamed
  * into place, so a file either exists whole or not at all, and is durable when `write` resolves.
  */
 import { randomBytes } from 'node:crypto';
@@ -9,7 +9,7 @@ import path from 'node:path';
 
 export interface StoredFile {
   readonly uid: string;
-  /** Path relative to the store root, as stored in the database (reference D31). */
+  /** Path relative to the store root, as stored in the database: never an absolute server path. */
   readonly relativePath: string;
   readonly sizeBytes: number;
 }

@@ -1,5 +1,5 @@
 /**
- * The one guard of every Basic-protected route (reference 2.4): 401 `"401 Unauthorized"` with
+ * The one guard of every Basic-protected route, with OpenEyes's status texts: 401 `"401 Unauthorized"` with
  * `WWW-Authenticate: Basic realm="OpenEyes"` for missing, malformed, wrong or disabled credentials, then
  * 403 `"403 Forbidden"` when the user lacks the operation. Stateless: no session, no cookie. A header
  * not in the credential cache goes through the failed-login brake (`login-brake.ts`: 429 before any
@@ -84,7 +84,7 @@ export function createBasicAuthGuard(deps: AppDeps): BasicAuthGuard {
       _reply: FastifyReply,
       done: HookHandlerDoneFunction,
     ): void {
-      // REQUIRE_TLS (reference D10): credentials sent in clear are refused before any password check.
+      // REQUIRE_TLS: Basic credentials never travel in clear; they are refused before any password check.
       if (presentsCredentialsInsecurely(deps.config, request)) {
         request.log.info({ reason: 'plain_http' }, 'basic authentication refused');
         done(unauthorized());

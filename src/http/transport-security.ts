@@ -1,6 +1,7 @@
 /**
- * Transport security (reference D10): which requests count as HTTPS, the security headers
- * every response carries, and the Fastify `https` option when the server terminates TLS itself.
+ * Transport security (Basic credentials must not travel over plain HTTP): which requests count as HTTPS, the
+ * security headers every response carries, and the Fastify `https` option when the server terminates TLS
+ * itself.
  *
  * A request is HTTPS when its socket is TLS, or when the socket's peer is a trusted proxy
  * (`TRUSTED_PROXIES`, Fastify's `trustProxy`) that says `X-Forwarded-Proto: https`. Fastify's

@@ -12,7 +12,7 @@
  * literals.
  */
 import type { CompiledQuery } from 'kysely';
-import type pg from 'pg';
+import pg from 'pg';
 
 /** `PGCOPY\n\377\r\n\0`, then a 32-bit flags word and the length of a header extension. */
 const SIGNATURE = Buffer.from([0x50, 0x47, 0x43, 0x4f, 0x50, 0x59, 0x0a, 0xff, 0x0d, 0x0a, 0x00]);
@@ -219,8 +219,9 @@ export async function copyOutRows(
     client.release();
     return rows;
   } catch (error) {
-    // As pg.Pool#query does: a client whose query failed is not returned to the pool.
-    client.release(error as Error);
+    // An error the server answered (an SQL error) leaves the connection ready for the next query: the
+    // client goes back to the pool. Any other (a broken connection, a protocol error) discards it.
+    client.release(error instanceof pg.DatabaseError ? undefined : (error as Error));
     throw error;
   }
 }

@@ -1,5 +1,5 @@
 /**
- * The data model of reference section 10 with the OpenEyes table and column names: what the four
+ * The OpenEyes data model, with the OpenEyes table and column names: what the four
  * endpoints and the queue worker read and write. Tables are created in foreign-key order.
  */
 import { sql } from 'kysely';
@@ -10,7 +10,7 @@ export async function up(db: AnyDb, dialect: DialectAdapter): Promise<void> {
   const t = dialect.columnTypes;
   const s = db.schema;
 
-  // --- users and RBAC (10.4) -------------------------------------------------------------------------
+  // --- users and RBAC ------------------------------------------------------------------------------
   await idColumn(s.createTable('user'), t)
     .addColumn('first_name', 'varchar(40)', (c) => c.notNull().defaultTo(''))
     .addColumn('last_name', 'varchar(40)', (c) => c.notNull().defaultTo(''))
@@ -126,7 +126,7 @@ export async function up(db: AnyDb, dialect: DialectAdapter): Promise<void> {
     .execute();
   await s.createIndex('authassignment_userid').on('authassignment').column('userid').execute();
 
-  // --- settings (10.1) ---------------------------------------------------------------------------------
+  // --- settings ---------------------------------------------------------------------------------------
   await idColumn(s.createTable('setting_metadata'), t)
     .addColumn('element_type_id', 'integer')
     .addColumn('field_type_id', 'integer')
@@ -160,7 +160,7 @@ export async function up(db: AnyDb, dialect: DialectAdapter): Promise<void> {
     .$call((b) => auditColumns(b, t))
     .execute();
 
-  // --- patients and identifiers (10.1) -----------------------------------------------------------------
+  // --- patients and identifiers -----------------------------------------------------------------------
   await idColumn(s.createTable('patient'), t)
     .addColumn('contact_id', 'integer', (c) => c.notNull().references('contact.id'))
     .addColumn('dob', t.date)
@@ -189,7 +189,7 @@ export async function up(db: AnyDb, dialect: DialectAdapter): Promise<void> {
     .execute();
   await s.createIndex('patient_contact_id').on('patient').column('contact_id').execute();
   await s.createIndex('patient_dob').on('patient').column('dob').execute();
-  // Name prefix search (reference 4.6) reads `lower(last_name)` and `lower(first_name)` ranges.
+  // The patient search by name prefix (`LIKE 'x%'`) reads `lower(last_name)` and `lower(first_name)` ranges.
   await lowerIndex(db, dialect, 'contact_last_first_name', 'contact', ['last_name', 'first_name']);
   await lowerIndex(db, dialect, 'contact_first_name', 'contact', ['first_name']);
 
@@ -260,7 +260,7 @@ export async function up(db: AnyDb, dialect: DialectAdapter): Promise<void> {
     .columns(['institution_id', 'site_id', 'display_order'])
     .execute();
 
-  // --- events and elements (10.2) ----------------------------------------------------------------------
+  // --- events and elements ----------------------------------------------------------------------------
   await idColumn(s.createTable('event_type'), t)
     .addColumn('name', 'varchar(40)', (c) => c.notNull())
     .addColumn('class_name', 'varchar(200)', (c) => c.notNull())
@@ -284,7 +284,7 @@ export async function up(db: AnyDb, dialect: DialectAdapter): Promise<void> {
     .addColumn('required', 'integer', (c) => flag(c, 0))
     .addColumn('parent_element_type_id', 'integer')
     // Not in OpenEyes: TypeScript cannot instantiate PHP classes, so the element table is named here
-    // (reference 10.2, "add a table_name column").
+    // (`element_type.table_name`).
     .addColumn('table_name', 'varchar(64)')
     .$call((b) => auditColumns(b, t))
     .execute();
@@ -383,11 +383,11 @@ export async function up(db: AnyDb, dialect: DialectAdapter): Promise<void> {
     .addColumn('return_message', t.text)
     .addColumn('event_id', 'integer', (c) => c.references('event.id'))
     .addColumn('cropped_file_id', 'integer', (c) => c.references('protected_file.id'))
-    // Reference D67: the original declares these two as DATE; kept for compatibility.
+    // OpenEyes declares these two as DATE (not DATETIME); kept for compatibility.
     .$call((b) => auditColumns(b, t, 'date'))
     .execute();
 
-  // --- request queue and attachments (10.3) ------------------------------------------------------------
+  // --- request queue and attachments ------------------------------------------------------------------
   await s
     .createTable('mime_type')
     .addColumn('mime_type', 'varchar(100)', (c) => c.primaryKey())
@@ -472,9 +472,9 @@ export async function up(db: AnyDb, dialect: DialectAdapter): Promise<void> {
     .addColumn('hash_code', 'bigint')
     .$call((b) => auditColumns(b, t))
     .execute();
-  // Reference D60: the original unique key is ineffective with NULL body sites; uniqueness of
-  // (request, mnemonic) is enforced here with an index on the mnemonic and the body site text. MariaDB
-  // cannot index an expression: it indexes an invisible generated column holding it.
+  // OpenEyes's unique key on (request, mnemonic, body site) is ineffective with NULL body sites (NULLs are
+  // distinct); uniqueness of (request, mnemonic) is enforced here with an index on the mnemonic and the body
+  // site text. MariaDB cannot index an expression: it indexes an invisible generated column holding it.
   if (dialect.name === 'mysql') {
     await sql`alter table attachment_data add column body_site_key varchar(45)
       as (coalesce(body_site_snomed_type, '')) virtual invisible`.execute(db);
@@ -530,7 +530,7 @@ export async function up(db: AnyDb, dialect: DialectAdapter): Promise<void> {
     .addColumn('execute_sequence', 'integer', (c) => c.notNull())
     .addColumn('hash_code', 'bigint')
     .execute();
-  // Claiming (reference 9.3): eligible routines of one queue by status, then per-request ordering.
+  // Claiming: eligible (NEW/RETRY) routines of one queue by status, then per-request ordering.
   await s
     .createIndex('request_routine_queue_status')
     .on('request_routine')

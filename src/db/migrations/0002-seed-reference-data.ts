@@ -1,7 +1,7 @@
 /**
- * Reference data every installation has (reference section 11 and 15): the system user 1, the RBAC items,
- * mime/attachment/body-site types, the DICOM queue with its routine library and request type, and the
- * settings metadata with their installation values.
+ * Reference data every installation has (the OpenEyes seed data, and the system user 1 that audit columns
+ * default to, which can never log in): the RBAC items, mime/attachment/body-site types, the DICOM queue with
+ * its routine library and request type, and the settings metadata with their installation values.
  */
 import { sql } from 'kysely';
 import type { AnyDb, DialectAdapter } from './helpers.ts';

@@ -1,5 +1,6 @@
 /**
- * Attachment view support (reference 7.3 and D40):
+ * Attachment view support (ETag and Last-Modified validators, since rows change after they are written:
+ * thumbnails are added and blobs cleared later):
  *
  * - `attachment_data.last_modified_date` moves on every write, enforced by a trigger on every dialect
  *   (so the queue intake, the worker and the dataset import cannot forget it): every UPDATE sets it to

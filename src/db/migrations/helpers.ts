@@ -1,6 +1,6 @@
 /**
  * Column helpers shared by the migrations. The OpenEyes MySQL types are mapped to portable ones
- * (reference section 10, the dialect's `columnTypes`): flags are small integers, date-times are
+ * (the dialect's `columnTypes`): flags are small integers, date-times are
  * `timestamp` on PostgreSQL, `datetime` on MySQL and ISO text on SQLite, binaries are `bytea` / BLOB /
  * `longblob`, long text is `text` (`longtext` on MySQL).
  */
@@ -24,7 +24,7 @@ export function idColumn(table: AnyTable, types: ColumnTypes, name = 'id'): AnyT
 
 export const OLD_DATE = '1901-01-01 00:00:00';
 
-/** The OpenEyes audit columns: who and when, defaulting to the system user 1 (reference section 15). */
+/** The OpenEyes audit columns: who and when, defaulting to the system user 1, which can never log in. */
 export function auditColumns(
   table: AnyTable,
   types: ColumnTypes,

@@ -1,5 +1,5 @@
 /**
- * One engine per queue on an OpenEyes database (reference 9.2): OpenEyes's Java payload processor takes
+ * One engine per queue on an OpenEyes database: OpenEyes's Java payload processor takes
  * its queue's `request_queue_lock` row `FOR UPDATE NOWAIT` and holds it for its life. The service's
  * workers hold the same rows in share mode, also without waiting: several workers of the service share
  * a queue (shared locks), but never with the Java processor. Whichever engine starts second is refused.

@@ -4,7 +4,7 @@
  * INSERTs fills. `checkOpenEyesSchema` compares this list with the database's `information_schema`.
  *
  * The list is of the service's access in openeyes mode, where it differs from its own schema
- * (src/db/schema.ts) as reference 10.5 requires:
+ * (src/db/schema.ts) in the ways a real, fully migrated OpenEyes v6.8 database differs:
  * - logins read `user_authentication.active` only (`user.active` moved there, m200517);
  * - e-sign and attachment element types are found by class name (OpenEyes has no `table_name`);
  * - `event` rows are inserted with `institution_id` and `created_user_id`, which have no default, and
@@ -74,7 +74,10 @@ const updated = (kind: ColumnKind, more: Omit<ColumnNeed, 'kind' | 'isUpdated'> 
   ...more,
 });
 
-/** The four OpenEyes audit columns, filled on every insert (reference 10.5). */
+/**
+ * The four OpenEyes audit columns, filled on every insert (OpenEyes defaults them to placeholder 1900/1901
+ * dates).
+ */
 const INSERTED_AUDIT = {
   created_user_id: inserted('int'),
   created_date: inserted('datetime'),
@@ -230,7 +233,7 @@ const BIOMETRY_TABLE_NEEDS: Readonly<Record<string, TableNeed>> = {
 
 /** Every OpenEyes table the service reads or writes, by name. */
 export const OPENEYES_TABLE_NEEDS: Readonly<Record<string, TableNeed>> = {
-  // --- logins and roles (reference 2, 10.4): read only ---------------------------------------------------
+  // --- logins and roles: read only ------------------------------------------------------------------------
   user: { columns: { id: read('int') } },
   user_authentication: {
     columns: {
@@ -249,7 +252,7 @@ export const OPENEYES_TABLE_NEEDS: Readonly<Record<string, TableNeed>> = {
   authitemchild: { columns: { parent: read('text'), child: read('text') } },
   authassignment: { columns: { itemname: read('text'), userid: read('int-or-text') } },
 
-  // --- patient search (reference 3, 4, 10.1): read only -------------------------------------------------
+  // --- patient search: read only -------------------------------------------------------------------------
   institution: {
     columns: { id: read('int'), remote_id: read('text'), any_number_search_allowed: read('flag') },
   },
@@ -314,7 +317,7 @@ export const OPENEYES_TABLE_NEEDS: Readonly<Record<string, TableNeed>> = {
     },
   },
 
-  // --- events, elements and sign/add (reference 5, 6, 10.2) ---------------------------------------------
+  // --- events, elements and sign/add --------------------------------------------------------------------
   event_type: { columns: { id: read('int'), class_name: read('text') } },
   element_type: { columns: { id: read('int'), class_name: read('text'), event_type_id: read('int') } },
   episode: {
@@ -399,7 +402,7 @@ export const OPENEYES_TABLE_NEEDS: Readonly<Record<string, TableNeed>> = {
     },
   },
 
-  // --- request queue and attachments (reference 7, 8, 9, 10.3) ------------------------------------------
+  // --- request queue and attachments ---------------------------------------------------------------------
   mime_type: { columns: { mime_type: read('text') } },
   attachment_type: { columns: { attachment_type: read('text') } },
   request_type: {
@@ -598,6 +601,6 @@ export const OPENEYES_TABLE_NEEDS: Readonly<Record<string, TableNeed>> = {
     },
   },
 
-  // --- biometry (OphInBiometry, reference 10.6) ------------------------------------------------------------
+  // --- biometry (OphInBiometry) --------------------------------------------------------------------------
   ...BIOMETRY_TABLE_NEEDS,
 };

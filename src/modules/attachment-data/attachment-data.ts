@@ -1,5 +1,5 @@
 /**
- * The one writer of `attachment_data` rows (reference 10.3): every row built here, with its audit columns,
+ * The one writer of `attachment_data` rows: every row built here, with its audit columns,
  * its content hash and the defaults the OpenEyes application gives, and every update stamping who changed
  * it and a modification date that moves forward on every write (`DialectAdapter.nextModifiedDate`), which
  * attachment view's ETags and digests rely on. The queue's intake and routines and attachment create call

@@ -1,6 +1,6 @@
 /**
- * The request's JSON rows (reference 9.6 `bindTextObject` / `putText`): a text row is read as a JSON
- * object (or `{}`) and written back as JSON.
+ * The request's JSON rows (as the Java processor's `bindTextObject` / `putText`): a text row is read as a
+ * JSON object (or `{}`) and written back as JSON.
  */
 import type { Kysely } from 'kysely';
 import type { DialectAdapter } from '../../db/dialect.ts';

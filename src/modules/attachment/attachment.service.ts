@@ -1,7 +1,7 @@
 /**
- * Attachment view and upload (reference 7.3 and section 15). No HTTP types here: the view hands back a
- * representation (headers) and a loader for the bytes, so that the route can answer a HEAD or a 304
- * without the bytes ever leaving the database.
+ * Attachment view and upload (`attachmentdisplay/view` and `create`). No HTTP types here: the view hands back
+ * a representation (headers) and a loader for the bytes, so that the route can answer a HEAD or a 304 without
+ * the bytes ever leaving the database.
  */
 import { hash } from 'node:crypto';
 import type { BinaryRepresentation } from '../../http/binary-reply.ts';
@@ -80,7 +80,7 @@ export interface UploadInput {
 }
 
 export const IMMUTABLE = 'private, max-age=31536000, immutable';
-/** Young or request-queue rows may still change (D40): cache, but revalidate each time. */
+/** Young or request-queue rows may change (thumbnails added, blobs cleared): revalidate each time. */
 export const REVALIDATE = 'private, no-cache';
 /** The column is `int` in OpenEyes (int4 on PostgreSQL): the same bound on both dialects. */
 export const MAX_ID = 2_147_483_647;
@@ -223,7 +223,7 @@ export function createAttachmentService(deps: AppDeps) {
     },
 
     /**
-     * Stores one upload (reference section 15); every refusal is a 422 (or a 415 for content whose type
+     * Stores one upload; every refusal is a 422 (or a 415 for content whose type
      * is neither declared nor provable) that writes nothing.
      */
     async createAttachment(input: UploadInput): Promise<number> {

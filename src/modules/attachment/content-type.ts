@@ -1,7 +1,7 @@
 /**
  * Byte and media-type rules of attachments: the `type/subtype` syntax, the type an upload is stored
  * as (by the shared content sniffer), and the original's strict base64 rule kept behind a compatibility
- * switch (reference 7.2 step 4.5).
+ * switch (decode when strict base64 gives a non-empty, non-"0" result).
  */
 import { sniffContentType } from '../../files/content-sniffer.ts';
 
@@ -55,7 +55,7 @@ export async function contradictsDeclaredType(declared: string, bytes: Buffer): 
  * The original's rule (PHP `base64_decode($data, true)`): when the whole value is strict base64
  * (whitespace skipped, correct padding, nothing after it) and decodes to something other than "" or
  * "0", those decoded bytes are sent; otherwise the raw value. Off by default because it corrupts any
- * stored text that happens to be valid base64 (reference D38).
+ * stored text that happens to be valid base64 (`test`, `1234`).
  */
 export function decodeLikeOriginal(raw: Buffer): Buffer {
   // Skip the work for anything with a byte outside the base64 alphabet and PHP's skipped whitespace.

@@ -75,9 +75,14 @@ export async function runAuditedCliAction<T>(
   try {
     await createAuditInserter(ctx.database)([toAuditRow(entry)]);
   } catch (error) {
+    const unwritten = `the audit row of ${action} could not be written (${(error as Error).message})`;
+    // A refusal the command explains (a request a worker holds) keeps its own words and exit status;
+    // otherwise the database error is the command's outcome (a lost server or privilege: exit 2).
+    if (failure?.error instanceof AppError) {
+      throw new AppError(failure.error.code, `${failure.error.message}; ${unwritten}`, { cause: error });
+    }
     throw new Error(
-      `the audit row of ${action} could not be written (${(error as Error).message}); ` +
-        (failure === undefined ? 'the action itself was done' : 'the action was refused'),
+      `${unwritten}; ` + (failure === undefined ? 'the action itself was done' : 'the action was refused'),
       { cause: error },
     );
   }

@@ -139,3 +139,19 @@ export function readBiometryFile(bytes: Uint8Array): BiometryFile {
   }
   return { kind: 'report', study: info };
 }
+
+/** What {@link readBiometryFileTask} returns: the reading, or why the file cannot be filed as biometry. */
+export type BiometryFileRead = { readonly file: BiometryFile } | { readonly refusal: string };
+
+/**
+ * {@link readBiometryFile} as a task of the DICOM module's threads (`readBiometryFileOnThread`): a
+ * {@link BiometryFileError} is returned as a refusal, since an error loses its class between threads.
+ */
+export function readBiometryFileTask(bytes: Uint8Array): BiometryFileRead {
+  try {
+    return { file: readBiometryFile(bytes) };
+  } catch (error) {
+    if (error instanceof BiometryFileError) return { refusal: error.message };
+    throw error;
+  }
+}

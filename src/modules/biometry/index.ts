@@ -6,6 +6,7 @@
  */
 export type { BiometryFile, BiometryStudy } from './biometry-file.ts';
 export { BiometryFileError, readBiometryFile } from './biometry-file.ts';
+export { readBiometryFileOnThread } from './read-on-thread.ts';
 export type {
   BiometryFiling,
   BiometryFilingDeps,

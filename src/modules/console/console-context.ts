@@ -16,7 +16,7 @@ import type { SiteTime } from './site-time.ts';
 
 /** The operations of the console's screens. */
 export const OPERATIONS = {
-  /** Request admin (reference 9.7: role `Edit Payload Processor`). */
+  /** Request admin (OpenEyes's role `Edit Payload Processor` has this operation). */
   queue: 'OprnEditRequestData',
   /** Signature import log and attachments (the original's rule for its log viewer). */
   clinical: 'OprnViewClinical',

@@ -1,7 +1,7 @@
 /**
- * Request admin pages (reference 9.7): the filtered list, a request's detail (routines in order, each
- * attempt's log, the stored payload parts, the request details) and the actions retry, void and run
- * again, all through the request queue module. An action on a routine that changed since the page was
+ * Request admin pages (as OpenEyes's request admin): the filtered list, a request's detail (routines in
+ * order, each attempt's log, the stored payload parts, the request details) and the actions retry, void and
+ * run again, all through the request queue module. An action on a routine that changed since the page was
  * loaded answers 409 with the current state ("changed meanwhile"), never a lost update.
  */
 import { createHash } from 'node:crypto';

@@ -1,7 +1,7 @@
 /**
- * Signature import log pages (reference 5.2, 6.3): the list with the original's filters, one attempt with
- * its original capture, the manual crop (re-posted through the signature module's import, as sign/add
- * with `original_log_id`, then marked 5 Manual) and "Manual ignore" (6).
+ * Signature import log pages (OpenEyes's viewer of `signature_import_log`): the list with the original's
+ * filters, one attempt with its original capture, the manual crop (re-posted through the signature module's
+ * import, as sign/add with `original_log_id`, then marked 5 Manual) and "Manual ignore" (6).
  */
 import { createHash } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';

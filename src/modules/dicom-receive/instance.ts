@@ -1,18 +1,16 @@
 /**
  * One received DICOM instance: the checks it passes before it is queued, and the Part 10 file a C-STORE
- * data set becomes. The structure is checked by the DICOM module's strict scan (`readDicomFile`: every
- * length against the file, so a file cut short anywhere is refused, within the configured limits, on its
- * worker threads); the identity and the checks of this file's rules (accepted class and transfer syntax,
- * meta information and data set agreeing, the content element, the study) are read with `dicom-parser`.
+ * data set becomes. Nothing here parses the file: the DICOM module reads it on its worker threads
+ * (`inspectDicomFile`: the file meta information, the strict scan of every length against the file, so
+ * that a file cut short anywhere is refused, within the configured limits, and the header values), and
+ * this file applies its rules to what comes back (accepted class and transfer syntax, meta information
+ * and data set agreeing, the content element, the study).
  */
-import { inflateRawSync } from 'node:zlib';
 import { createRequire } from 'node:module';
 import type Dcmjs from 'dcmjs';
-import dicomParser from 'dicom-parser';
-import type { DataSet } from 'dicom-parser';
 import type { Config } from '../../config.ts';
-import type { DicomErrorCode } from '../dicom/index.ts';
-import { DicomError, readDicomFile } from '../dicom/index.ts';
+import type { DicomErrorCode, DicomInspection } from '../dicom/index.ts';
+import { DicomError, inspectDicomFile } from '../dicom/index.ts';
 import { PIXEL_DATA, findStorageClass, isAcceptedTransferSyntax } from './storage-classes.ts';
 
 /**
@@ -65,15 +63,20 @@ export async function checkInstance(
   config: Config,
   expectedStudyUid?: string,
 ): Promise<InstanceCheck> {
-  let meta: DataSet;
+  let inspection: DicomInspection;
   try {
-    meta = dicomParser.readPart10Header(bytes);
-  } catch {
+    inspection = await inspectDicomFile(bytes, config);
+  } catch (error) {
+    if (!(error instanceof DicomError)) throw error;
+    return failed(reasonOf(error.code), `structure: ${error.code}`, undefined, undefined);
+  }
+  const { meta } = inspection;
+  if (meta === undefined) {
     return failed(FAILURE.cannotUnderstand, 'not a DICOM Part 10 file', undefined, undefined);
   }
-  const sopClassUid = uidOf(meta, 'x00020002');
-  const sopInstanceUid = uidOf(meta, 'x00020003');
-  const transferSyntaxUid = uidOf(meta, 'x00020010');
+  const sopClassUid = uidOf(meta.sopClassUid);
+  const sopInstanceUid = uidOf(meta.sopInstanceUid);
+  const transferSyntaxUid = uidOf(meta.transferSyntaxUid);
   if (sopClassUid === undefined || sopInstanceUid === undefined || transferSyntaxUid === undefined)
     return failed(FAILURE.cannotUnderstand, 'file meta information incomplete', sopClassUid, sopInstanceUid);
   if (!isAcceptedTransferSyntax(transferSyntaxUid))
@@ -86,22 +89,14 @@ export async function checkInstance(
   const storageClass = findStorageClass(sopClassUid);
   if (storageClass === undefined)
     return failed(FAILURE.sopClassNotSupported, 'SOP class not accepted', sopClassUid, sopInstanceUid);
-
-  let hasPixelData: boolean;
-  try {
-    hasPixelData = (await readDicomFile(bytes, config)).hasPixelData;
-  } catch (error) {
-    if (!(error instanceof DicomError)) throw error;
-    return failed(reasonOf(error.code), `structure: ${error.code}`, sopClassUid, sopInstanceUid);
+  const { summary } = inspection;
+  if (summary === undefined) {
+    const code = inspection.error?.code ?? 'worker-failed';
+    const cause = code === 'unreadable-data-set' ? 'data set unreadable' : `structure: ${code}`;
+    return failed(reasonOf(code), cause, sopClassUid, sopInstanceUid);
   }
-  let dataSet: DataSet;
-  try {
-    // The scan has checked the structure: the values before the pixel data are read.
-    dataSet = dicomParser.parseDicom(bytes, { untilTag: 'x7fe00010', inflater });
-  } catch {
-    return failed(FAILURE.cannotUnderstand, 'data set unreadable', sopClassUid, sopInstanceUid);
-  }
-  if (uidOf(dataSet, 'x00080016') !== sopClassUid || uidOf(dataSet, 'x00080018') !== sopInstanceUid)
+  const { header } = summary;
+  if (uidOf(header.SOPClassUID) !== sopClassUid || uidOf(header.SOPInstanceUID) !== sopInstanceUid)
     return failed(
       FAILURE.dataSetDoesNotMatchSopClass,
       'SOP class or instance differs from the file meta information',
@@ -111,8 +106,8 @@ export async function checkInstance(
   const hasContent =
     storageClass.contentTag === undefined ||
     (storageClass.contentTag === PIXEL_DATA
-      ? hasPixelData
-      : dataSet.elements[storageClass.contentTag] !== undefined);
+      ? summary.hasPixelData
+      : inspection.hasEncapsulatedDocument === true);
   if (!hasContent)
     return failed(
       FAILURE.dataSetDoesNotMatchSopClass,
@@ -120,7 +115,7 @@ export async function checkInstance(
       sopClassUid,
       sopInstanceUid,
     );
-  const studyInstanceUid = uidOf(dataSet, 'x0020000d');
+  const studyInstanceUid = uidOf(header.StudyInstanceUID);
   if (expectedStudyUid !== undefined && studyInstanceUid !== expectedStudyUid)
     return failed(
       FAILURE.dataSetDoesNotMatchSopClass,
@@ -156,24 +151,10 @@ function failed(
   return { ok: false, reason, cause, sopClassUid, sopInstanceUid };
 }
 
-/** A UID element's value (trailing NUL or space padding removed), when it is a well-formed UID. */
-function uidOf(dataSet: DataSet, tag: string): string | undefined {
-  let value: string | undefined;
-  try {
-    value = dataSet.string(tag)?.replace(/[\0 ]+$/, '');
-  } catch {
-    return undefined;
-  }
-  return value !== undefined && UID.test(value) ? value : undefined;
-}
-
-/** Inflates a Deflated Explicit VR Little Endian data set behind its (uncompressed) meta information. */
-function inflater(bytes: Uint8Array, position: number): Uint8Array {
-  const inflated = inflateRawSync(bytes.subarray(position));
-  const whole = Buffer.allocUnsafe(position + inflated.length);
-  whole.set(bytes.subarray(0, position), 0);
-  whole.set(inflated, position);
-  return whole;
+/** A UID value (trailing NUL or space padding removed), when it is a well-formed UID. */
+function uidOf(value: string | null | undefined): string | undefined {
+  const uid = value?.replace(/[\0 ]+$/, '');
+  return uid !== undefined && UID.test(uid) ? uid : undefined;
 }
 
 // --- Part 10 from a C-STORE ---------------------------------------------------------------------------

@@ -16,10 +16,24 @@
 import { Worker } from 'node:worker_threads';
 import type { DicomErrorData } from './dicom-error.ts';
 import { DicomError } from './dicom-error.ts';
-import type { DicomLimits, DicomSummary, Extraction } from './extract.ts';
+import type { DicomInspection, DicomLimits, DicomSummary, Extraction } from './extract.ts';
 
 export type DicomJob =
   | { readonly id: number; readonly kind: 'read'; readonly bytes: Uint8Array; readonly limits: DicomLimits }
+  | {
+      readonly id: number;
+      readonly kind: 'inspect';
+      readonly bytes: Uint8Array;
+      readonly limits: DicomLimits;
+    }
+  | {
+      readonly id: number;
+      readonly kind: 'task';
+      readonly bytes: Uint8Array;
+      /** The module (a `file:` URL) and the export that the thread calls with the bytes. */
+      readonly moduleUrl: string;
+      readonly exportName: string;
+    }
   | {
       readonly id: number;
       readonly kind: 'extract';
@@ -39,6 +53,9 @@ export interface DicomRenderStart {
 export interface DicomJobResult {
   readonly id: number;
   readonly read?: DicomSummary;
+  readonly inspection?: DicomInspection;
+  /** What a task's function returned (structured-cloned). */
+  readonly taskResult?: unknown;
   readonly extraction?: Extraction;
   readonly error?: DicomErrorData;
 }
@@ -58,12 +75,30 @@ export interface DicomPoolOptions {
 
 export interface DicomPool {
   read(bytes: Uint8Array): Promise<DicomSummary>;
+  inspect(bytes: Uint8Array): Promise<DicomInspection>;
+  /** Calls `task` on a thread with the bytes; see {@link DicomTask}. */
+  runTask(task: DicomTask, bytes: Uint8Array): Promise<unknown>;
   extract(bytes: Uint8Array): Promise<Extraction>;
   /** Terminates the threads; jobs still waiting fail. */
   close(): Promise<void>;
 }
 
-type JobInput = { readonly kind: 'read' } | { readonly kind: 'extract'; readonly skipPageReason?: string };
+/**
+ * A function of another module run on a DICOM thread, for reading a file that needs no more than the file:
+ * `exportName` of the module at `moduleUrl`, called with the bytes (a copy the thread owns), synchronous
+ * or async, returning a structured-cloneable value. The module must load without a database or the main
+ * thread's services. A `DicomError` it throws keeps its code; anything else fails as `decode-failed`.
+ */
+export interface DicomTask {
+  readonly moduleUrl: URL;
+  readonly exportName: string;
+}
+
+type JobInput =
+  | { readonly kind: 'read' }
+  | { readonly kind: 'inspect' }
+  | { readonly kind: 'task'; readonly task: DicomTask }
+  | { readonly kind: 'extract'; readonly skipPageReason?: string };
 
 interface PendingJob {
   readonly input: JobInput;
@@ -225,19 +260,28 @@ export function createDicomPool(options: DicomPoolOptions): DicomPool {
       thread.worker.ref();
       // A copy the thread owns, moved rather than cloned.
       const bytes = new Uint8Array(pending.bytes);
+      const input = pending.input;
       const job: DicomJob =
-        pending.input.kind === 'read'
-          ? { id, kind: 'read', bytes, limits: options.limits }
-          : {
+        input.kind === 'task'
+          ? {
               id,
-              kind: 'extract',
+              kind: 'task',
               bytes,
-              limits: options.limits,
-              pageSizePx: options.pageSizePx,
-              ...(pending.input.skipPageReason === undefined
-                ? {}
-                : { skipPageReason: pending.input.skipPageReason }),
-            };
+              moduleUrl: input.task.moduleUrl.href,
+              exportName: input.task.exportName,
+            }
+          : input.kind === 'read'
+            ? { id, kind: 'read', bytes, limits: options.limits }
+            : input.kind === 'inspect'
+              ? { id, kind: 'inspect', bytes, limits: options.limits }
+              : {
+                  id,
+                  kind: 'extract',
+                  bytes,
+                  limits: options.limits,
+                  pageSizePx: options.pageSizePx,
+                  ...(input.skipPageReason === undefined ? {} : { skipPageReason: input.skipPageReason }),
+                };
       thread.worker.postMessage(job, [bytes.buffer]);
     }
   }
@@ -287,6 +331,12 @@ export function createDicomPool(options: DicomPoolOptions): DicomPool {
   return {
     async read(bytes) {
       return (await submit({ kind: 'read' }, bytes)).read!;
+    },
+    async inspect(bytes) {
+      return (await submit({ kind: 'inspect' }, bytes)).inspection!;
+    },
+    async runTask(task, bytes) {
+      return (await submit({ kind: 'task', task }, bytes)).taskResult;
     },
     async extract(bytes) {
       return (await submit({ kind: 'extract' }, bytes)).extraction!;

@@ -9,9 +9,9 @@
 import { availableParallelism } from 'node:os';
 import sharp from 'sharp';
 import type { Config } from '../../config.ts';
-import type { DicomPool } from './dicom-pool.ts';
+import type { DicomPool, DicomTask } from './dicom-pool.ts';
 import { createDicomPool } from './dicom-pool.ts';
-import type { DicomLimits, DicomSummary, RenderedFrame } from './extract.ts';
+import type { DicomInspection, DicomLimits, DicomSummary, RenderedFrame } from './extract.ts';
 import { CORRUPT_JPEG_WARNING } from './codestream.ts';
 import { DicomError, messageOf } from './dicom-error.ts';
 
@@ -95,6 +95,23 @@ function poolFor(config: Config): DicomPool {
  */
 export function readDicomFile(bytes: Uint8Array, config: Config): Promise<DicomSummary> {
   return poolFor(config).read(bytes);
+}
+
+/**
+ * Reads the file meta information of a received instance and checks the file as {@link readDicomFile}
+ * does, on a thread: a scan's refusal comes back with the meta information rather than thrown. Throws a
+ * `DicomError` only for a thread past its limits (`timeout`, `out-of-memory`, `worker-failed`).
+ */
+export function inspectDicomFile(bytes: Uint8Array, config: Config): Promise<DicomInspection> {
+  return poolFor(config).inspect(bytes);
+}
+
+/**
+ * Runs another module's file reader on a decoding thread (see {@link DicomTask}), under the pool's time
+ * and memory limits; throws a `DicomError` for those limits or for what the reader throws.
+ */
+export function runDicomTask(task: DicomTask, bytes: Uint8Array, config: Config): Promise<unknown> {
+  return poolFor(config).runTask(task, bytes);
 }
 
 /** The images (or the encapsulated PDF) of `bytes`; throws a `DicomError` for a file that cannot be used. */

@@ -1,7 +1,7 @@
 /**
- * A DICOM worker thread (`dicom-pool.ts`): reads headers and extracts images off the event loop. One job
- * at a time; the pool enforces the time limit and the heap cap (`resourceLimits`) by terminating the
- * thread. The libraries' console output is dropped (`silence-console.ts`), except the warnings that
+ * A DICOM worker thread (`dicom-pool.ts`): reads headers and received instances, extracts images and
+ * runs other modules' file readers (`DicomTask`), off the event loop. One job at a time; the pool
+ * enforces the time limit and the heap cap (`resourceLimits`) by terminating the thread. The libraries' console output is dropped (`silence-console.ts`), except the warnings that
  * extraction acts on (a corrupt JPEG frame, an oversized image in a PDF).
  */
 import { setLibraryMessageListener } from './silence-console.ts';
@@ -9,12 +9,20 @@ import { getHeapStatistics } from 'node:v8';
 import { parentPort } from 'node:worker_threads';
 import { DicomError, messageOf } from './dicom-error.ts';
 import type { DicomJob, DicomJobResult, DicomRenderStart } from './dicom-pool.ts';
-import { extractDicom, initialiseDecoders, noteLibraryMessage, readDicom } from './extract.ts';
+import { extractDicom, initialiseDecoders, inspectDicom, noteLibraryMessage, readDicom } from './extract.ts';
 
 setLibraryMessageListener(noteLibraryMessage);
 
 async function run(job: DicomJob): Promise<DicomJobResult> {
-  if (job.kind === 'read') return { id: job.id, read: readDicom(job.bytes, job.limits) };
+  if (job.kind !== 'extract') {
+    if (job.kind === 'read') return { id: job.id, read: readDicom(job.bytes, job.limits) };
+    if (job.kind === 'inspect') return { id: job.id, inspection: inspectDicom(job.bytes, job.limits) };
+    // Another module's reader (`DicomTask`): the module is named by the main thread's code, never by a file.
+    const module = (await import(job.moduleUrl)) as Record<string, unknown>;
+    const task = module[String(job.exportName)];
+    if (typeof task !== 'function') throw new Error(`No function ${job.exportName} in the task's module`);
+    return { id: job.id, taskResult: await (task as (bytes: Uint8Array) => unknown)(job.bytes) };
+  }
   const extraction = await extractDicom(job.bytes, job.limits, {
     pageSizePx: job.pageSizePx,
     ...(job.skipPageReason === undefined ? {} : { skipPageReason: job.skipPageReason }),

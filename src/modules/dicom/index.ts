@@ -8,7 +8,8 @@
  * never sees a DICOM file does not hold them.
  */
 import type { Config } from '../../config.ts';
-import type { DicomSummary } from './extract.ts';
+import type { DicomTask } from './dicom-pool.ts';
+import type { DicomInspection, DicomSummary } from './extract.ts';
 import type * as DicomService from './dicom-service.ts';
 import type { DicomExtraction } from './dicom-service.ts';
 import { loadSharp } from './sharp.ts';
@@ -16,7 +17,8 @@ import { loadSharp } from './sharp.ts';
 export type { DicomErrorCode } from './dicom-error.ts';
 export { DicomError } from './dicom-error.ts';
 export type { DicomHeader } from './dicom-header.ts';
-export type { DicomLimits, DicomSummary } from './extract.ts';
+export type { DicomTask } from './dicom-pool.ts';
+export type { DicomFileMeta, DicomInspection, DicomLimits, DicomSummary } from './extract.ts';
 export type { DicomExtraction, ExtractedImage, RawImage } from './dicom-service.ts';
 export { describeTransferSyntax } from './transfer-syntaxes.ts';
 export { loadSharp } from './sharp.ts';
@@ -34,6 +36,23 @@ function loadService(): Promise<typeof DicomService> {
  */
 export async function readDicomFile(bytes: Uint8Array, config: Config): Promise<DicomSummary> {
   return (await loadService()).readDicomFile(bytes, config);
+}
+
+/**
+ * Reads the file meta information of a received instance and checks the file as {@link readDicomFile}
+ * does, on a thread: a scan's refusal comes back with the meta information rather than thrown. Throws a
+ * `DicomError` only for a thread past its limits (`timeout`, `out-of-memory`, `worker-failed`).
+ */
+export async function inspectDicomFile(bytes: Uint8Array, config: Config): Promise<DicomInspection> {
+  return (await loadService()).inspectDicomFile(bytes, config);
+}
+
+/**
+ * Runs another module's file reader on a decoding thread (see {@link DicomTask}), under the pool's time
+ * and memory limits; throws a `DicomError` for those limits or for what the reader throws.
+ */
+export async function runDicomTask(task: DicomTask, bytes: Uint8Array, config: Config): Promise<unknown> {
+  return (await loadService()).runDicomTask(task, bytes, config);
 }
 
 /** The images (or the encapsulated PDF) of `bytes`; throws a `DicomError` for a file that cannot be used. */

@@ -1,8 +1,9 @@
 /**
- * The CVI status text of an event after a patient signature (reference 6.4, recommended simplified
- * rule): the CVI elements are not modelled here, so the stored `Incomplete/Missing:` list loses
- * `Consent signature`, and becomes `Complete` when nothing else is missing. The optional
- * ` - <blindness category>` suffix is kept. Any other text (`Issued`, `Complete`, custom) is left alone.
+ * The CVI status text of an event after a patient signature (a simplification of OpenEyes's
+ * `OphCoCvi_Manager::updateEventInfo`): the CVI elements are not modelled here, so the stored
+ * `Incomplete/Missing:` list loses `Consent signature`, and becomes `Complete` when nothing else is missing.
+ * The optional ` - <blindness category>` suffix is kept. Any other text (`Issued`, `Complete`, custom) is
+ * left alone.
  */
 
 const LABELS = ['Clinical', 'Clerical', 'Demographics', 'Consent signature', 'Consultant signature'];

@@ -1,7 +1,8 @@
 /**
- * The signature import log viewer's reads and status changes (reference 6.3, 5.2): the filtered list,
- * one row with its stored original capture, and the admin statuses 5 Manual and 6 Manual Ignore. Only
- * failed rows (status 3) move to 5 or 6, and only when they are still failed when the change is made.
+ * The signature import log viewer's reads and status changes (OpenEyes's `signature_import_log` viewer): the
+ * filtered list, one row with its stored original capture, and the admin statuses 5 Manual and 6 Manual
+ * Ignore. Only failed rows (status 3) move to 5 or 6, and only when they are still failed when the change is
+ * made.
  */
 import path from 'node:path';
 import type { Kysely } from 'kysely';
@@ -14,7 +15,7 @@ import type { FileStore } from '../../files/file-store.ts';
 export const IMPORT_LOG_STATUS = { failed: 3, success: 4, manual: 5, manualIgnore: 6 } as const;
 export type ImportLogStatusId = (typeof IMPORT_LOG_STATUS)[keyof typeof IMPORT_LOG_STATUS];
 
-/** Reference 6.3: status names; anything else shows as "N/A". */
+/** The OpenEyes status names; anything else shows as "N/A", as in its log viewer. */
 export function importLogStatusName(statusId: number): string {
   switch (statusId) {
     case 3:
@@ -30,7 +31,7 @@ export function importLogStatusName(statusId: number): string {
   }
 }
 
-/** The original list's "type" filter: the event type of the row's event (reference 6.3). */
+/** The original list's "type" filter: the event type of the row's event. */
 export type ImportLogType = 'cvi' | 'consent';
 const TYPE_CLASSES: Record<ImportLogType, string> = { cvi: 'OphCoCvi', consent: 'OphTrConsent' };
 

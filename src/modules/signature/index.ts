@@ -1,8 +1,9 @@
 /**
- * Signature import, `POST api/v1/sign/add` (reference 5.5, the contract). Choices where the contract
- * is silent:
- * - Every POST whose body is a JSON object writes exactly one import log row (steps 5 to 7). A body
- *   refused before validation (400 not a JSON object, 413 too large), a throttled call (429), other
+ * Signature import, `POST api/v1/sign/add`: a JSON body checked in a fixed order (400/413 before
+ * any check, then every validation message joined in one 422), one transaction writing the files, the
+ * signature row and a status 4 log row. Choices where that contract is silent:
+ * - Every POST whose body is a JSON object writes exactly one import log row (a 422, a save or a failed save).
+ *   A body refused before validation (400 not a JSON object, 413 too large), a throttled call (429), other
  *   methods (400) and preflights write nothing: no log row and no file.
  * - The original capture is stored before the signature: the signature is the second `protected_file`
  *   row of the call, and `signature_file_id` / `cropped_file_id` point at it.
@@ -18,7 +19,7 @@
  * - `original_log_id`: a positive integer (number or decimal text) naming a log row with a stored
  *   original, whose event is the resolved event or none; otherwise `Invalid original_log_id`.
  * - `extra_info` serialised for `return_message`: as sent when text, `JSON.stringify` when an object;
- *   the whole `return_message` is cut at 1000 characters (D34), NUL replaced.
+ *   the whole `return_message` is cut at 1000 characters (it embeds the client's text), NUL replaced.
  * - Bodies above 64 KiB are parsed and their images checked on a worker thread (`body-decoder.ts`).
  */
 export { signatureRoutes } from './signature.routes.ts';

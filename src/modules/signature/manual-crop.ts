@@ -1,9 +1,10 @@
 /**
- * Manual crop of a failed signature upload (reference 5.2): an operator crops the stored original capture
- * and it is imported exactly as `POST /api/v1/sign/add` imports a device's post with `original_log_id`
- * (the same body reader and import service: validation, files, signature row, CVI info, a new status 4
- * log), then the failed row is marked 5 Manual. The operator gives the form's unique code; the e-sign
- * element and element type ids of `extra_info` are looked up from it, as the QR payload would carry them.
+ * Manual crop of a failed signature upload (as OpenEyes's crop screen): an operator crops the stored original
+ * capture and it is imported exactly as `POST /api/v1/sign/add` imports a device's post with
+ * `original_log_id` (the same body reader and import service: validation, files, signature row, CVI info, a
+ * new status 4 log), then the failed row is marked 5 Manual. The operator gives the form's unique code; the
+ * e-sign element and element type ids of `extra_info` are looked up from it, as the QR payload would carry
+ * them.
  */
 import type { Kysely } from 'kysely';
 import type { Database } from '../../db/database.ts';

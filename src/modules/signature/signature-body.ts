@@ -1,12 +1,12 @@
 /**
  * Reads a sign/add request body into a {@link SignatureInput}: strict JSON, every field's type checked,
- * images decoded and verified (reference 5.5 steps 3 and 4). Pure and synchronous, so that large bodies
+ * images decoded and verified. Pure and synchronous, so that large bodies
  * can be read on a worker thread (`body-decoder.ts`) and small ones inline.
  */
 import type { ImageField } from './signature-image.ts';
 import { readImageField } from './signature-image.ts';
 
-/** The longest `return_message` stored for a signature (reference D34). */
+/** The longest `return_message` stored for a signature: it embeds the client's `extra_info` text. */
 export const MAX_RETURN_MESSAGE_CHARS = 1000;
 
 /** Largest value of the `integer` id columns: a larger id cannot exist (and would overflow PostgreSQL). */
@@ -66,7 +66,7 @@ export function readSignatureFields(body: Record<string, unknown>): SignatureInp
 
 /**
  * `extra_info` may be a JSON object or JSON text of one (the QR flow sends text). Anything else, or
- * undecodable text, counts as `{}` (reference 5.5 step 4.2).
+ * undecodable text, counts as `{}`, as in the original.
  */
 function readExtraInfo(value: unknown): Record<string, unknown> {
   if (typeof value === 'string') {

@@ -1,7 +1,7 @@
 /**
- * Strict decoding of the base64 images sign/add receives (reference 5.5 step 4.4, D27). The original
- * decoded leniently and stored whatever came out; here an image is accepted only when it is canonical
- * base64 of a structurally complete PNG or JPEG.
+ * Strict decoding of the base64 images sign/add receives (an optional `data:<mime>;base64,` prefix stripped).
+ * The original decoded leniently and stored whatever came out; here an image is accepted only when it is
+ * canonical base64 of a structurally complete PNG or JPEG.
  */
 import { crc32 } from 'node:zlib';
 

@@ -10,7 +10,7 @@ import { MAX_ID } from './signature-body.ts';
 type Db = Kysely<DB> | Transaction<DB>;
 
 /**
- * E-signature element types (reference 5.5 step 4.3): a type is one when its `table_name` is a
+ * E-signature element types (a signature may only go to one): a type is one when its `table_name` is a
  * signature element table, or, for rows imported without `table_name`, when its class is a known
  * e-sign class. Only `et_ophcocvi_esign` can hold signatures (`ophcocvi_signature.element_id` references
  * it), so the list is a constant rather than a setting.
@@ -27,7 +27,10 @@ export interface CodeEvent {
   readonly eventTypeId: number;
   readonly eventTypeClass: string;
   readonly isCodeActive: boolean;
-  /** The element ids given to {@link findEventByCode} name an e-sign element of this event (D24). */
+  /**
+   * The element ids given to {@link findEventByCode} name an e-sign element of this event (OpenEyes ignored
+   * `e_id`).
+   */
   readonly isElementOfEvent: boolean;
   /** `event.info` when the code was resolved. */
   readonly info: string | null;
@@ -42,7 +45,8 @@ const PLAUSIBLE_CODE = /^[A-Za-z0-9]{1,16}$/;
  * The non-deleted event that `code` maps to, matched case-insensitively (the index is on the folded
  * code). When the code text exists more than once, an active one wins. With `element`, also
  * whether element `elementId` is an e-sign element of that event, of type `elementTypeId`, and that type
- * belongs to the event's type and is an e-signature type (reference D24).
+ * belongs to the event's type and is an e-signature type, so that a wrong id never attaches a signature
+ * elsewhere.
  */
 export interface CodeLookupOptions {
   /** `element_type.table_name` exists (`SchemaProfile.hasElementTableName`). */
@@ -81,7 +85,7 @@ export async function findEventByCode(
       'c.first_name as firstName',
       'c.last_name as lastName',
     ])
-    // The element check of D24 rides along, saving a round trip on every import.
+    // The element check rides along, saving a round trip on every import.
     .select((eb) =>
       elementIds === undefined
         ? sql<number>`0`.as('isElementOfEvent')
@@ -189,7 +193,7 @@ export interface NewPatientSignature {
   readonly now: string;
 }
 
-/** A patient signature (type 3) on an e-sign element (reference 6.2). */
+/** A patient signature (type 3) on an e-sign element, its image bytes stored as sent. */
 export async function insertPatientSignature(db: Db, signature: NewPatientSignature): Promise<number> {
   const row = await db
     .insertInto('ophcocvi_signature')
@@ -260,5 +264,5 @@ export async function updateEventInfo(
     .execute();
 }
 
-/** The user of anonymous writes (reference section 15). */
+/** The user of anonymous writes: the system user 1 the migrations create. */
 const SYSTEM_USER_ID = 1;

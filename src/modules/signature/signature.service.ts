@@ -1,8 +1,8 @@
 /**
- * Signature import (reference 5.5 steps 4 to 7, section 6). Validates everything before writing
- * anything, then stores the files durably and commits every row in one transaction; a failure removes
+ * Signature import: validation, files, signature row, CVI text and import log. Validates everything before
+ * writing anything, then stores the files durably and commits every row in one transaction; a failure removes
  * the files it wrote. Every attempt that reaches this service leaves exactly one import log row; a body
- * refused before validation (400, 413) never reaches it and leaves none (the log covers steps 5 to 7).
+ * refused before validation (400, 413) never reaches it and leaves none.
  */
 import path from 'node:path';
 import type { Database } from '../../db/database.ts';
@@ -75,7 +75,7 @@ export function createSignatureService(deps: SignatureServiceDeps): SignatureSer
   const files = deps.files;
   const now = deps.now ?? (() => new Date());
 
-  /** Reference 5.5 step 4, in its exact order. */
+  /** The validation messages, in the original's exact order. */
   async function check(input: SignatureInput): Promise<Checked> {
     const messages: string[] = [];
     if (input.uniqueIdentifier === undefined) messages.push(MESSAGES.missingCode);
@@ -131,7 +131,7 @@ export function createSignatureService(deps: SignatureServiceDeps): SignatureSer
     return file === undefined ? undefined : { filename: log.filename };
   }
 
-  /** Step 5: a status 3 log, with the original stored only when it is a valid image. */
+  /** Refused: a status 3 log, with the original stored only when it is a valid image. */
   async function recordInvalid(input: SignatureInput, checked: Checked): Promise<SignatureOutcome> {
     const message = capText(checked.messages.join(' '), MAX_RETURN_MESSAGE_CHARS);
     const eventId = checked.event?.eventId ?? null;
@@ -171,7 +171,7 @@ export function createSignatureService(deps: SignatureServiceDeps): SignatureSer
     }
   }
 
-  /** Steps 6 and 7. */
+  /** Saving once checked: files and rows in one transaction, or a "Failed signature save!" log row. */
   async function save(
     input: SignatureInput,
     event: CodeEvent,
@@ -208,7 +208,7 @@ export function createSignatureService(deps: SignatureServiceDeps): SignatureSer
         deps.database.schema.maxTextCodePoint,
       );
       const logId = await writeTransaction(async (trx) => {
-        // Reference 5.5 step 6: the original is stored first, then the signature, in that row order.
+        // The original is stored first, then the signature, in that row order.
         const newFiles = [];
         if (originalFile !== undefined && original !== undefined)
           newFiles.push(protectedFileOf(originalFile, original, `sign_${originalFile.uid}`, at));
@@ -229,8 +229,9 @@ export function createSignatureService(deps: SignatureServiceDeps): SignatureSer
           timestamp: Math.floor(epochSeconds / 60) * 60,
           now: at,
         });
-        // Reference D30: only CVI events carry the CVI status text. A compare-and-set on the text read
-        // at validation: a concurrent change wins over this recomputation instead of being overwritten.
+        // Only CVI events carry the CVI status text (OpenEyes overwrote `event.info` of any event). A
+        // compare-and-set on the text read at validation: a concurrent change wins over this recomputation
+        // instead of being overwritten.
         if (event.eventTypeClass === 'OphCoCvi' && event.info !== null) {
           const next = cviInfoAfterPatientSignature(event.info);
           if (next !== undefined)
@@ -287,7 +288,7 @@ function protectedFileOf(stored: StoredFile, image: DecodedImage, baseName: stri
   };
 }
 
-/** Patient contact first name, a space, last name (reference 6.2), cut to the column's 64 characters. */
+/** Patient contact first name, a space, last name, cut to the column's 64 characters. */
 function signatoryNameOf(event: CodeEvent): string {
   const name = `${event.patientFirstName ?? ''} ${event.patientLastName ?? ''}`.trim();
   return capText(name, SIGNATORY_NAME_MAX_CHARS);

@@ -159,7 +159,7 @@ forEachDialect((dialect) => {
         .where('uid', '=', path.basename(log.filename))
         .executeTakeFirstOrThrow();
       assert.match(original.name, /^sign_[0-9a-f]{40}\.png$/);
-      // Reference 5.5 step 6: the original is stored first, so the signature is the call's second row.
+      // The original is stored first, so the signature is the call's second row.
       const callFiles = await app.db
         .selectFrom('protected_file')
         .select('id')

@@ -1,8 +1,8 @@
 /**
- * HTTP Basic credential verification (reference 2.4). Successful verifications are remembered for a short
- * time (an LRU cache with a TTL, `lru-cache`), keyed by a SHA-256 of the whole header, so a caller with
- * known-good credentials costs no bcrypt and no database round trip. Failures are never cached: a wrong
- * password always pays a full bcrypt.
+ * HTTP Basic credential verification (split at the first colon, an active user, a bcrypt compare, real or
+ * dummy). Successful verifications are remembered for a short time (an LRU cache with a TTL, `lru-cache`),
+ * keyed by a SHA-256 of the whole header, so a caller with known-good credentials costs no bcrypt and no
+ * database round trip. Failures are never cached: a wrong password always pays a full bcrypt.
  *
  * Revocation: a change that revokes credentials (a user disabled, a password changed, a role revoked, by
  * the CLI in another process or by any server) bumps the credential-change count in the database

@@ -2,10 +2,10 @@
  * Queue commands of the CLI: `queue list [--status S]`, `queue show <request_id>` (the status answer:
  * every routine with its last execution log, redacted as for the endpoint), `queue retry <request_id>`
  * (the request's FAILED routines back to NEW with try count 0 and no next try, the admin re-queue of
- * reference 9.7) and `queue void <request_id>` (its NEW/RETRY routines to VOID). Retry and void are the
- * console's actions (`request-actions.ts`): they take the request's locks as a worker does, so a request
- * a worker is running is refused (exit status 1, nothing changed) rather than changed under it. Retry and
- * void are written to the audit trail, refusals included.
+ * OpenEyes's request admin) and `queue void <request_id>` (its NEW/RETRY routines to VOID). Retry and void
+ * are the console's actions (`request-actions.ts`): they take the request's locks as a worker does, so a
+ * request a worker is running is refused (exit status 1, nothing changed) rather than changed under it. Retry
+ * and void are written to the audit trail, refusals included.
  */
 import type { RoutineStatus } from '../../../db/schema.ts';
 import type { CliCommand, CliContext } from '../../../cli/cli-types.ts';

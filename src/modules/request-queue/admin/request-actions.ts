@@ -1,6 +1,6 @@
 /**
- * The admin actions on queued requests (reference 9.7): retry a routine, void a routine, run a whole
- * request again.
+ * The admin actions on queued requests (those of OpenEyes's request admin): retry a routine, void a routine,
+ * run a whole request again.
  *
  * Actions and the worker never race:
  * - only routines the worker does not run are changed in a way the worker could overwrite: a retry takes
@@ -190,7 +190,7 @@ export interface RetryInput {
   readonly nextTry: string | null;
 }
 
-/** Reference 9.7 admin edit: a FAILED (or VOID, PAUSE) routine back to NEW or RETRY. */
+/** The admin edit: a FAILED (or VOID, PAUSE) routine back to NEW or RETRY. */
 export function retryRoutine(database: Database, input: RetryInput): Promise<AdminOutcome> {
   return changeSeenRoutine(database, input, retryChange(input));
 }

@@ -1,5 +1,5 @@
 /**
- * One request as the console shows it (reference 9.7): its routines in run order with their executions
+ * One request as the console shows it: its routines in run order with their executions
  * (logs masked of credentials), its details and the versions the admin actions compare.
  */
 import { createHash } from 'node:crypto';

@@ -1,5 +1,5 @@
 /**
- * The console's request list (reference 9.7): requests filtered on their overall status, routines,
+ * The console's request list: requests filtered on their overall status, routines,
  * queue, details and dates, each with its overall status, paged by id under a time budget.
  */
 import type { ExpressionBuilder, Kysely, SelectQueryBuilder } from 'kysely';
@@ -18,7 +18,7 @@ export const ROUTINE_STATUSES: readonly RoutineStatus[] = [
   'PAUSE',
 ];
 
-/** Reference 9.7's list filters on the overall state of a request. */
+/** The list's filter on the overall status of a request (see `overall-status.ts`). */
 export type OverallFilter = 'complete' | 'incomplete' | 'failed';
 
 /** The overall status each list filter selects (the rule of `overall-status.ts`). */

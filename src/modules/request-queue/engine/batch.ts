@@ -1,9 +1,9 @@
 /**
  * The two batch strategies and what they share. A batch claims up to n routines of different requests,
  * marks their attempts started (committed on its own), runs each in a savepoint of one write transaction
- * (`run-routine.ts`), records every outcome with its execution row and commits once. Reference 9.4
- * records a failure in a second transaction; the savepoint gives the same result without releasing the
- * claim between the two, so another worker cannot start the same routine before its failure is recorded.
+ * (`run-routine.ts`), records every outcome with its execution row and commits once. OpenEyes's Java
+ * processor records a failure in a second transaction; the savepoint gives the same result without releasing
+ * the claim between the two, so another worker cannot start the same routine before its failure is recorded.
  *
  * The strategy differs by one capability of the dialect, row locks:
  * - with row locks (PostgreSQL, MySQL), the claim locks its rows inside the write transaction and

@@ -1,6 +1,6 @@
 /**
- * Queue SQL: the eligibility rule of reference 9.3, claiming, recording an attempt (9.4), the markers of
- * attempts under way, chaining (9.6) and the queue counters.
+ * Queue SQL: the eligibility rule, claiming, recording an attempt, the markers of attempts under way,
+ * chaining (`addRoutine`, `voidAllNewRoutines`) and the queue counters.
  *
  * Claiming: where the engine has row locks (`DialectAdapter.hasRowLocks`), several worker processes on
  * several machines share one queue by claiming inside the transaction that runs the routines, with
@@ -26,7 +26,7 @@ type RoutineScope = ExpressionBuilder<DB & { rr: DB['request_routine'] }, 'rr'>;
 const literal = (status: RoutineStatus) => sql.lit<RoutineStatus>(status);
 
 /**
- * Reference 9.3: on `queue`, NEW or RETRY, next try null or reached, and no sibling of the same request
+ * Eligible: on `queue`, NEW or RETRY, next try null or reached, and no sibling of the same request
  * with a lower `execute_sequence` outside COMPLETE/VOID (strict per-request order). The routine table must
  * be aliased `rr`. The statuses are literals, not bound values: a plan made once for every value (a
  * prepared claim's generic plan) can use the partial index of the pending routines
@@ -311,10 +311,10 @@ export async function keepUnfinishedCount(db: Kysely<DB>, routineId: number, cou
 
 /**
  * Adds routines `names` to request `requestId`, in order: each at `sequence` (the request's highest
- * sequence + 10, fixing D66, or 1 for `priority`), or resets it when the request already has a routine of
- * that name (reference 9.6). Throws when a name is not in `routine_library`; names found there are
- * remembered in `knownNames` (rows of `routine_library` are never removed), so that chaining costs one
- * read of the request's routines and one insert of the new ones.
+ * sequence + 10, where the Java processor took the last inserted one's, or 1 for `priority`), or resets it
+ * when the request already has a routine of that name, as `addRoutine` does. Throws when a name is not in
+ * `routine_library`; names found there are remembered in `knownNames` (rows of `routine_library` are never
+ * removed), so that chaining costs one read of the request's routines and one insert of the new ones.
  */
 export async function addRequestRoutines(
   db: Kysely<DB>,
@@ -383,7 +383,7 @@ export async function addRequestRoutines(
     .execute();
 }
 
-/** Reference 9.6 `voidAllNewRoutines`: NEW/RETRY siblings not named `current` become VOID. */
+/** As the Java processor's `voidAllNewRoutines`: NEW/RETRY siblings not named `current` become VOID. */
 export async function voidNewRoutines(db: Kysely<DB>, requestId: number, current: string): Promise<void> {
   await db
     .updateTable('request_routine')
@@ -403,11 +403,11 @@ export interface QueueCounters {
 }
 
 /**
- * Adds a worker's counts to its queue row (reference 9.4, "on exit"), in one short statement. Where
- * inserts of routines hold shared locks on their queue's row that block this update
- * (`hasBlockingParentLocks`), and `mayWait` is false, the row is first locked with SKIP LOCKED: while
- * another transaction holds it the counts are not written (false) and the caller keeps them for later,
- * instead of queueing an exclusive lock that every intake and worker transaction would then wait behind.
+ * Adds a worker's counts to its queue row (as the Java worker does when it exits), in one short statement.
+ * Where inserts of routines hold shared locks on their queue's row that block this update
+ * (`hasBlockingParentLocks`), and `mayWait` is false, the row is first locked with SKIP LOCKED: while another
+ * transaction holds it the counts are not written (false) and the caller keeps them for later, instead of
+ * queueing an exclusive lock that every intake and worker transaction would then wait behind.
  */
 export async function addQueueCounters(
   db: Kysely<DB>,

@@ -27,7 +27,7 @@ import { PermanentRoutineError, createRoutineCatalog, defineRoutine } from './ro
 
 const MINUTE = 60_000;
 
-describe('retry back-off (reference 9.5, newest branch)', () => {
+describe("retry back-off (the Java processor's newest table, the default)", () => {
   const problems: string[] = [];
   const steps = parseBackoff('2m*n@5,30m@13,6h@20', problems);
   it('parses the table without problems, and reports a malformed one', () => {
@@ -418,7 +418,8 @@ forEachDialect((dialect) => {
 
     it('chains: addRoutine appends after the highest sequence, addPriorityRoutine runs first', async () => {
       const { requestId, queue } = await newRequest(names.chain!);
-      // A routine already at sequence 40 (inserted before the chain runs): the next must get 50 (D66).
+      // A routine already at sequence 40 (inserted before the chain runs): the next must get 50 (the highest
+      // sequence + 10, not the last inserted one's + 10).
       await addRoutineRow(testDb.db, {
         requestId,
         name: names.voider!,

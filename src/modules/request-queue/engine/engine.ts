@@ -1,5 +1,5 @@
 /**
- * The queue engine: claims eligible routines and runs them (reference 9.3 and 9.4). `runBatch(queue, n)`
+ * The queue engine: claims eligible routines and runs them, one worker per request. `runBatch(queue, n)`
  * is the unit of work; the long-running worker (`worker.ts`) calls it in a loop per slot, and tests call
  * `step()` / `runNext()` to drive the queue one routine at a time with an injected clock.
  *

@@ -1,7 +1,7 @@
 /**
- * `REQUEST_DATA` as routines change it (reference 9.6): the engine shallow-merges a patch into the
- * request's JSON row (attachment-data owns the row), and its changed scalar keys are shredded into
- * `request_details`, one name/value row per key.
+ * `REQUEST_DATA` as routines change it (as the Java processor's `putText` does): the engine shallow-merges a
+ * patch into the request's JSON row (attachment-data owns the row), and its changed scalar keys are shredded
+ * into `request_details`, one name/value row per key.
  */
 import type { Kysely, QueryCreator } from 'kysely';
 import type { Database } from '../../../db/database.ts';

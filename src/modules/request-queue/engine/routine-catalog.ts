@@ -1,6 +1,6 @@
 /**
  * The routine catalog: every routine the worker can run, registered by the `routine_name` stored in
- * `request_routine` (reference 9.8). A routine is plain TypeScript, not a script file: its definition
+ * `request_routine`. A routine is plain TypeScript, not a script file: its definition
  * carries its timeout, its retry policy, an optional validation of its input and two phases:
  *
  * - `prepare` (optional) does slow, read-only work (parsing a DICOM header, making thumbnails) before the
@@ -42,7 +42,7 @@ export interface PrepareContext {
   readText(mnemonic: string): Promise<Record<string, unknown>>;
 }
 
-/** What `run` may use: the routine's transaction and the chaining and locking primitives of reference 9.6. */
+/** What `run` may use: the routine's transaction and the Java processor's chaining and locking primitives. */
 export interface RoutineContext extends PrepareContext {
   readonly trx: Transaction<DB>;
   /** The engine's differences, for the writers that need them (`attachment-data`'s updates). */

@@ -1,6 +1,6 @@
 /**
  * The routine names of the service in `routine_library`, registered the way OpenEyes's Java processor
- * registers its scripts (reference 9.1): at start, every name of the catalog that has no row is inserted
+ * registers its scripts: at start, every name of the catalog that has no row is inserted
  * with `hash_code` = Java's `String.hashCode` of a text naming the routine and its implementation; rows
  * are never updated or deleted. `request_type` and `request_routine` rows refer to these names.
  */

@@ -80,8 +80,8 @@ export function createEngineRuntime(options: EngineOptions): EngineRuntime {
 }
 
 /**
- * Reference 9.5: `tryCount` is the count after the failed attempt. Returns the delay before the next try,
- * or undefined when the routine has used its tries and goes to FAILED.
+ * The retry back-off: `tryCount` is the count after the failed attempt. Returns the delay before the next
+ * try, or undefined when the routine has used its tries and goes to FAILED.
  */
 export function retryDelayMs(tryCount: number, steps: readonly BackoffStep[]): number | undefined {
   const step = steps.find((s) => tryCount < s.belowTry);

@@ -11,7 +11,7 @@ import {
   parseUrlEncoded,
 } from './content-type.ts';
 
-describe('effective content type (reference 8.8 step 4)', () => {
+describe('effective content type (query `content_type`, else the header)', () => {
   it('lower-cases, trims and drops parameters', () => {
     assert.equal(normaliseMediaType(' Multipart/Form-Data ; boundary=x'), 'multipart/form-data');
     assert.equal(normaliseMediaType('application/json ;x'), 'application/json');
@@ -26,7 +26,7 @@ describe('effective content type (reference 8.8 step 4)', () => {
     assert.equal(effectiveContentType(undefined, undefined), undefined);
   });
 
-  it('selects the handler of reference 8.3', () => {
+  it('selects the handler OpenEyes selects for the type', () => {
     assert.equal(handlerKindOf(undefined), 'none');
     assert.equal(handlerKindOf('application/json'), 'json');
     assert.equal(handlerKindOf('multipart/form-data'), 'multipart');

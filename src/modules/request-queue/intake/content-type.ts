@@ -1,14 +1,14 @@
 /**
- * Content types of queue add (reference 8.3, 8.8 step 4): the effective type, the handler it selects,
- * and the strict decoders of the bodies that are not multipart (JSON, URL-encoded forms with nested
- * `data[...]` fields, text). Pure functions, no HTTP types.
+ * Content types of queue add: the effective type (the `content_type` query parameter, else the header), the
+ * handler it selects, and the strict decoders of the bodies that are not multipart (JSON, URL-encoded forms
+ * with nested `data[...]` fields, text). Pure functions, no HTTP types.
  */
 
-/** Which handler of reference 8.3 an effective type selects. */
+/** Which of OpenEyes's handlers (none, JSON, multipart, url-encoded form, raw) an effective type selects. */
 export type HandlerKind = 'none' | 'json' | 'multipart' | 'urlencoded' | 'raw';
 
 /**
- * `Type/Sub ; charset=x` -> `type/sub`: lower-case, trimmed, parameters dropped (reference D55: the
+ * `Type/Sub ; charset=x` -> `type/sub`: lower-case, trimmed, parameters dropped (the
  * original matched case-, space- and parameter-sensitively). Empty or missing -> undefined.
  */
 export function normaliseMediaType(value: string | undefined): string | undefined {
@@ -51,7 +51,7 @@ export function boundaryOf(header: string | undefined): string | undefined {
   return match === null ? undefined : (match[1] ?? match[2]);
 }
 
-/** Effective types whose payload is stored as text (`text_data`) rather than bytes (reference 8.3). */
+/** Effective types whose payload is stored as text (`text_data`) rather than bytes, as in OpenEyes. */
 export const TEXT_PAYLOAD_TYPES: ReadonlySet<string> = new Set([
   'application/json',
   'application/xml',

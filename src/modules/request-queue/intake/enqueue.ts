@@ -1,5 +1,5 @@
 /**
- * The one write of a new request (reference 8.8 step 9): the request, its attachment rows and its first
+ * The one write of a new request: the request, its attachment rows and its first
  * routine in one transaction, then the workers woken. Used by queue add's intake, by attachment uploads
  * and by tests and benchmarks that queue requests directly.
  */

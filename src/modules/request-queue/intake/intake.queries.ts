@@ -102,7 +102,7 @@ export function attachmentRowsOf(
   );
 }
 
-/** The first routine of a submission: NEW, try count 0, sequence 10, no next try (reference 8.5). */
+/** The first routine of a submission: NEW, try count 0, sequence 10, no next try, as OpenEyes saves it. */
 export function firstRoutineRowOf(
   requestId: number | Expression<number>,
   rows: QueuedRequestRows,

@@ -1,10 +1,11 @@
 /**
- * Queue intake (reference 8.8): turns one submission (effective content type, body, query, headers)
+ * Queue intake: turns one submission (effective content type, body, query, headers)
  * into a validated request, then writes the request, its attachment rows and its first routine in ONE
  * transaction. The 422 message holds one string per field, the first error of each field winning
- * (reference D53). No HTTP types here: the route hands over plain values. DICOM instances received by
- * STOW-RS or C-STORE come in through {@link IntakeService.submitDicomInstance}, as a raw
- * `application/dicom` body, so that they make the same rows as queue add.
+ * (the original returned arrays, and same-named fields of different rows overwrote each other). No HTTP types
+ * here: the route hands over plain values. DICOM instances received by STOW-RS or C-STORE come in through
+ * {@link IntakeService.submitDicomInstance}, as a raw `application/dicom` body, so that they make the same
+ * rows as queue add.
  */
 import { LRUCache } from 'lru-cache';
 import type { Kysely } from 'kysely';
@@ -65,7 +66,7 @@ export interface IntakeService {
   submitDicomInstance(instance: DicomInstanceSubmission): Promise<number>;
 }
 
-/** The effective type of a DICOM instance, as the Mirth channel of reference 8.2 posts it. */
+/** The effective type of a DICOM instance, as OpenEyes's Mirth channel posts it. */
 const DICOM_TYPE = 'application/dicom';
 
 export function createIntakeService(deps: {
@@ -203,7 +204,8 @@ function createReferenceCache(db: Kysely<DB>, ttlMs: number) {
   };
 }
 
-// --- request_type and system_message (reference 8.8 steps 5 and 6) -------------------------------------
+// --- request_type and system_message (query, then form field, then JSON field)
+// -------------------------------------
 
 /** Query string first, then a form field, then a top-level JSON field. */
 function pickSource(

@@ -1,8 +1,8 @@
 /**
- * The payload of a queue add submission by its handler (reference 8.3, 8.8 step 6): a JSON body, a
- * url-encoded form, a raw body of any other type, or multipart parts, each turned into attachment rows
- * (REQUEST_BLOB or one row per file part, FORM_DATA for the form fields) with field errors collected
- * the way the 422 answer reports them.
+ * The payload of a queue add submission by its handler (the one OpenEyes picks by effective type): a JSON
+ * body, a url-encoded form, a raw body of any other type, or multipart parts, each turned into attachment
+ * rows (REQUEST_BLOB or one row per file part, FORM_DATA for the form fields) with field errors collected the
+ * way the 422 answer reports them.
  */
 import { NON_PAYLOAD_MNEMONICS, contentHash } from '../../attachment-data/index.ts';
 import type { FormObject, HandlerKind } from './content-type.ts';
@@ -173,7 +173,7 @@ function readMultipart(parts: readonly MultipartPart[], errors: FieldErrors): Pa
     }
     if (part.bytes.length === 0 && part.fileName === '') continue; // a file input left empty by a browser
     hasFile = true;
-    // `file[]` is the array style of HTML forms (reference D52); the parts become file, file_2, ...
+    // `file[]` is the array style of HTML forms (OpenEyes crashed on it); the parts become file, file_2, ...
     const field = part.name.endsWith('[]') ? part.name.slice(0, -2) : part.name;
     if (!FILE_FIELD.test(field)) {
       errors.add(
@@ -257,8 +257,8 @@ export function textRow(mnemonic: string, mimeType: string, text: string): Attac
 }
 
 /**
- * A payload row: JSON, XML and plain text bodies go to `text_data`, everything else to `blob_data`
- * (reference 8.3). `hash_code` is the first 48 bits of the SHA-256 of the bytes, for de-duplication.
+ * A payload row: JSON, XML and plain text bodies go to `text_data`, everything else to `blob_data`, as in
+ * OpenEyes. `hash_code` is the first 48 bits of the SHA-256 of the bytes, for de-duplication.
  */
 function payloadRow(
   mnemonic: string,

@@ -1,5 +1,5 @@
 /**
- * `ATTACH_TO_EVENT` (reference 9.6 `linkAttachmentDataWithEvent`): files the request's payloads under a new
+ * `ATTACH_TO_EVENT` (as OpenEyes's `linkAttachmentDataWithEvent`): files the request's payloads under a new
  * event of the matched patient. Holds the routine lock `patient:<id>` so that two requests of one patient
  * never race on its episode. The event goes into the patient's open episode, created when the patient has
  * none; its type is the `OphGeneric` event type and the group's element type the attachment element

@@ -1,8 +1,8 @@
 /**
  * `CLEAN_UP`: the last routine of a chain. Per the request type's policy (config
  * `QUEUE_DROP_BLOB_REQUEST_TYPES`, empty by default, so nothing is dropped), nulls `REQUEST_BLOB.blob_data`
- * once the request's payloads are attached (reference 9.6 `deleteRequestBlobData`), for sites that keep the
- * original file elsewhere (a PACS). The row itself, its hash, thumbnails and event link stay.
+ * once the request's payloads are attached (as the Java processor's `deleteRequestBlobData`), for sites that
+ * keep the original file elsewhere (a PACS). The row itself, its hash, thumbnails and event link stay.
  */
 import { updateAttachmentData } from '../../attachment-data/index.ts';
 import { PermanentRoutineError, defineRoutine } from './catalog.ts';

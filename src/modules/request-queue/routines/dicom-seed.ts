@@ -1,5 +1,5 @@
 /**
- * `DICOM_SEED` (reference 9.6, step 1 of the DICOM chain): checks the request's DICOM payload as a
+ * `DICOM_SEED` (step 1 of the DICOM chain): checks the request's DICOM payload as a
  * Part 10 file within the configured limits and reads its main tags, on the DICOM module's worker
  * threads (never on the event loop). Stores the tags as the `DICOM_HEADER` row and in `REQUEST_DATA`
  * (keys prefixed `dicom_`), with the transfer syntax, SOP class and frame count, then chains

@@ -15,7 +15,7 @@
  *
  * The DICOM payload row itself stays as it is (the original).
  */
-import type { DicomExtraction, ExtractedImage } from '../../dicom/index.ts';
+import type { DicomExtraction } from '../../dicom/index.ts';
 import { DicomError, describeTransferSyntax, extractDicomImages } from '../../dicom/index.ts';
 import { PermanentRoutineError, defineRoutine } from './catalog.ts';
 import type { ExtractedAttachment } from './extracted-attachments.ts';
@@ -26,18 +26,6 @@ import { findDicomPayload, readPayloadBytes } from '../../attachment-data/index.
 interface Extracted {
   readonly attachments: readonly ExtractedAttachment[];
   readonly extraction: DicomExtraction;
-}
-
-/** The thumbnails of an extracted frame; a stored JPEG that cannot be decoded fails the routine. */
-async function thumbnailsOf(image: ExtractedImage) {
-  if (image.raw !== undefined) return makeThumbnails(image.raw);
-  try {
-    return await makeThumbnails(image.bytes);
-  } catch (error) {
-    throw new PermanentRoutineError(
-      `No image extracted (decode-failed): frame ${image.frameNumber} is not a readable JPEG (${error instanceof Error ? error.message : String(error)})`,
-    );
-  }
 }
 
 export const extractImageRoutine = defineRoutine<Extracted>({
@@ -68,7 +56,7 @@ export const extractImageRoutine = defineRoutine<Extracted>({
           mimeType: image.mimeType,
           bytes: image.bytes,
           uploadFileName: `frame-${image.frameNumber}.${extension}`,
-          thumbnails: await thumbnailsOf(image),
+          thumbnails: await makeThumbnails(image.raw),
         });
       }
     } else if (extraction.kind === 'pdf') {

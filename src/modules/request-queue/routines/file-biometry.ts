@@ -2,8 +2,9 @@
  * `FILE_BIOMETRY`: files a biometry device's object of the matched patient as OpenEyes's Biometry
  * (OphInBiometry) event of its study, in place of `ATTACH_TO_EVENT` (the device profile chains it after
  * `PATIENT_MATCH`). `prepare` reads the file's measurements (the IOLMaster's 99CZM private data, or a
- * standard axial measurements / IOL calculation object); `run` files them, and files the report images or
- * PDF the chain extracted (`DICOM_PDF`, `DICOM_IMAGE_<n>`) under the same event. A report that arrives
+ * standard axial measurements / IOL calculation object) on the DICOM module's worker threads; `run`
+ * files them, and files the report images or PDF the chain extracted (`DICOM_PDF`, `DICOM_IMAGE_<n>`)
+ * under the same event. A report that arrives
  * before the measurements creates the event, which the measurements join later. A file that is no
  * biometry after all is filed generically by `ATTACH_TO_EVENT`. Holds the patient's lock, as
  * `ATTACH_TO_EVENT` does, so that two files of one study never create two events.
@@ -12,9 +13,10 @@ import type { BiometryFile } from '../../biometry/index.ts';
 import {
   BiometryFileError,
   fileBiometry,
-  readBiometryFile,
+  readBiometryFileOnThread,
   readBiometryTypes,
 } from '../../biometry/index.ts';
+import { DicomError } from '../../dicom/index.ts';
 import { findDicomPayload, readPayloadBytes } from '../../attachment-data/index.ts';
 import { PermanentRoutineError, defineRoutine } from './catalog.ts';
 
@@ -31,12 +33,15 @@ export const fileBiometryRoutine = defineRoutine<BiometryFile>({
     if (payload === undefined) throw new PermanentRoutineError('No DICOM payload in the request');
     const bytes = await readPayloadBytes(ctx.db, payload.id);
     try {
-      return readBiometryFile(bytes);
+      return await readBiometryFileOnThread(bytes, ctx.config);
     } catch (error) {
       if (error instanceof BiometryFileError) throw new PermanentRoutineError(error.message);
-      throw new PermanentRoutineError(
-        `The biometry data cannot be read: ${error instanceof Error ? error.message.slice(0, 200) : String(error)}`,
-      );
+      if (error instanceof DicomError) {
+        throw new PermanentRoutineError(
+          `The biometry data cannot be read (${error.code}): ${error.message.slice(0, 200)}`,
+        );
+      }
+      throw error;
     }
   },
   run: async (ctx, file) => {

@@ -2,7 +2,7 @@
  * `MAKE_THUMBNAILS`: small, medium and large JPEG thumbnails of every image payload of the request, into
  * `thumbnail_small_blob` / `_medium_blob` / `_large_blob`. Each size is encoded by its own `sharp`
  * pipeline into its own buffer (the original reused one output buffer, so larger thumbnails carried the
- * smaller ones in front: D63). `sharp` works on its own thread pool; the images are made in `prepare`, so
+ * smaller ones in front). `sharp` works on its own thread pool; the images are made in `prepare`, so
  * on SQLite the write transaction only stores them. An image `sharp` cannot read is skipped with a log
  * line (retrying cannot help); an image that already has thumbnails (one extracted from DICOM by
  * `EXTRACT_IMAGE`) is left as it is.

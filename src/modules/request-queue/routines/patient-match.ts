@@ -5,7 +5,7 @@
  * routine (`ATTACH_TO_EVENT`, or `FILE_BIOMETRY` for a device profile whose filer is biometry) and
  * `CLEAN_UP`.
  *
- * Matching, in the spirit of the patient search (reference 4.4): the identifier is de-spaced (spaces and
+ * Matching, in the spirit of the patient search's identifier rule: the identifier is de-spaced (spaces and
  * hyphens removed); for every identifier type whose `validate_regex` matches it after the type's `pad`,
  * the (type, normalised value) pair is searched; in addition a plain case-insensitive match of the
  * de-spaced value on any type is accepted. Deleted identifiers and patients are ignored. The date of birth

@@ -196,7 +196,7 @@ forEachDialect((dialect) => {
         assert.equal(Math.max(meta.width, meta.height), maxSide);
         sizes.push(blob.length);
       }
-      // D63: each thumbnail is its own JPEG, not the smaller ones concatenated in front.
+      // Each thumbnail is its own JPEG, not the smaller ones concatenated in front (one reused buffer).
       assert.ok(!image.thumbnail_large_blob!.subarray(0, sizes[0]).equals(image.thumbnail_small_blob!));
       assert.equal(byMnemonic.get('dicom')!.thumbnail_small_blob, null, 'no thumbnails for DICOM');
       assert.ok(byMnemonic.get('dicom')!.blob_data, 'the default policy keeps the payload');

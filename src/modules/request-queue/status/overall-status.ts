@@ -1,5 +1,5 @@
 /**
- * The overall status of a queued request (reference 9.7, `Request::getRequestStatus`), the one rule that
+ * The overall status of a queued request (OpenEyes's `Request::getRequestStatus`), the one rule that
  * the status endpoint, `queue show`, the console's request list and detail, and the list's SQL filters
  * all use: FAILED when a routine of the request is FAILED; otherwise RUNNING while one is NEW or RETRY;
  * otherwise (COMPLETE, VOID, PAUSE, or no routine at all) COMPLETE. The order of the routines does not

@@ -61,7 +61,7 @@ describe('redactExecutionLog', () => {
   });
 });
 
-describe('overallStatus (reference 9.7)', () => {
+describe("overallStatus (as OpenEyes's Request::getRequestStatus)", () => {
   it('is FAILED when any routine failed, RUNNING when one is NEW or RETRY, else COMPLETE', () => {
     const cases: Array<[RoutineStatus[], string]> = [
       [[], 'COMPLETE'],

@@ -1,5 +1,5 @@
 /**
- * Processing status of a queued request (reference 9.7 and 9.8; part of the product per section 15):
+ * Processing status of a queued request (`GET api/v1/request/queue/status`, not in OpenEyes):
  * the overall status and every routine, in the order the worker runs them, with the log of its last
  * execution. Shown to holders of the queue's operation (the endpoint) and to `queue show` (the CLI).
  */
