@@ -7,8 +7,8 @@
  * and after, and divides by the answers: main thread (the event loop) and the whole process.
  *
  * - `BENCH_BASELINE_DIR=/path/to/other/checkout`: a second server from that checkout's
- *   `src/main/server.ts` on the same database, measured in A-B-B-A order with this one, so that a change
- *   is measured against its baseline in the same run.
+ *   `src/main/server.ts` (with the Node flags of its `npm start`) on the same database, measured in
+ *   A-B-B-A order with this one, so that a change is measured against its baseline in the same run.
  * - `BENCH_CPU_PROFILE=1`: afterwards, one more run of this checkout's server under V8's sampling profiler
  *   (`--cpu-prof`, 100 us interval); the samples taken during that run's measured seconds are summarised
  *   by self time per function in microseconds per request, written to
@@ -124,7 +124,11 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
     const baseline =
       baselineDir === undefined || baselineDir === ''
         ? undefined
-        : await lib.startServer({ env, entry: path.resolve(baselineDir, 'src/main/server.ts') });
+        : await lib.startServer({
+            env,
+            entry: path.resolve(baselineDir, 'src/main/server.ts'),
+            nodeFlags: lib.startNodeFlagsOf(path.resolve(baselineDir)),
+          });
     if (baseline !== undefined) running.push(baseline);
     for (const connections of options.connections) {
       const order =
