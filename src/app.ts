@@ -5,6 +5,8 @@
 import type { ServerOptions } from 'node:http';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import Fastify from 'fastify';
+import type { AppServices } from './app-services.ts';
+import { createAppServices } from './app-services.ts';
 import type { Config } from './config.ts';
 import type { AppDeps } from './deps.ts';
 import { createBasicAuthGuard } from './http/basic-auth.ts';
@@ -13,7 +15,7 @@ import { installErrorHandling } from './http/error-handler.ts';
 import { installOverloadGuard } from './http/overload.ts';
 import { installMetrics } from './http/metrics.ts';
 import { installOpenApi, markGuards } from './http/openapi.ts';
-import { createReadinessCheck } from './http/readiness.ts';
+import { installHealthRoutes } from './http/readiness.ts';
 import { generateRequestId, installClientRequestIds } from './http/request-id.ts';
 import { applySecurityHeaders, httpsServerOptions } from './http/transport-security.ts';
 import type { ModuleOptions } from './http/module.ts';
@@ -30,6 +32,11 @@ import { signatureRoutes } from './modules/signature/index.ts';
 export interface BuildAppOptions {
   /** The process logger (`createLogger`); silent when omitted. */
   readonly logger?: Logger;
+  /**
+   * The shared services, built once by the composition root (`src/main/server.ts`), which hands the same
+   * ones to the DIMSE receiver; built here from `deps` when omitted (tests, benchmarks).
+   */
+  readonly services?: AppServices;
   /** Extra routes, registered like a module (the test harness uses this). */
   readonly extraRoutes?: (app: FastifyInstance, options: ModuleOptions) => void | Promise<void>;
 }
@@ -82,7 +89,8 @@ export async function buildApp(deps: AppDeps, options: BuildAppOptions = {}): Pr
   });
   // One audit row per answer of an audited route: a write's committed before the answer leaves, a
   // read's within AUDIT_FLUSH_MS after it unless AUDIT_READS=durable (modules/audit).
-  installAuditTrail(app, deps);
+  const services = options.services ?? createAppServices(deps);
+  installAuditTrail(app, deps, services.auditTrail);
 
   // Before any route: the OpenAPI collector and the request metrics hook see every route registered after.
   const moduleOptions: ModuleOptions = {
@@ -100,22 +108,19 @@ export async function buildApp(deps: AppDeps, options: BuildAppOptions = {}): Pr
     registerDicomReceiveMetrics,
   ]);
 
-  app.get('/healthz', async () => ({ status: 'ok' }));
-  const readiness = createReadinessCheck(deps.database);
-  app.get('/readyz', async (_request, reply) => {
-    const database = await readiness();
-    // Reads answer 503 while the read audit sink is behind (modules/audit/audit-sink.ts).
-    const isAuditBehind = database === 'ready' && app.auditSink?.refusal() !== undefined;
-    const status = isAuditBehind ? 'audit trail behind' : database;
-    return reply.code(status === 'ready' ? 200 : 503).send({ status });
-  });
+  installHealthRoutes(app, deps.database, () => app.auditSink?.refusal() !== undefined);
 
-  await app.register(patientRoutes, moduleOptions);
+  await app.register(patientRoutes, { ...moduleOptions, patients: services.patients });
   await app.register(signatureRoutes, moduleOptions);
-  await app.register(attachmentRoutes, moduleOptions);
-  await app.register(requestQueueRoutes, moduleOptions);
-  await app.register(dicomWebRoutes, moduleOptions);
-  if (deps.config.console) await app.register(consoleRoutes, moduleOptions);
+  await app.register(attachmentRoutes, { ...moduleOptions, attachments: services.attachments });
+  await app.register(requestQueueRoutes, { ...moduleOptions, intake: services.intake });
+  await app.register(dicomWebRoutes, { ...moduleOptions, intake: services.intake });
+  if (deps.config.console)
+    await app.register(consoleRoutes, {
+      ...moduleOptions,
+      attachments: services.attachments,
+      patients: services.patients,
+    });
   if (options.extraRoutes !== undefined) {
     const extra = options.extraRoutes;
     await app.register(async (scope) => {

@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import { ConfigError, loadConfig } from './config.ts';
+import { CONFIG_SECTIONS, ConfigError, loadConfig } from './config.ts';
+import { withConfigTable } from './config-table.ts';
 
 describe('loadConfig', () => {
   it('gives defaults that run the embedded database with no environment at all', () => {
@@ -147,5 +149,33 @@ describe('limits on slow clients and failed logins', () => {
     );
     assert.equal(loadConfig({ REQUEST_TIMEOUT_MS: '0' }).requestTimeoutMs, 0);
     assert.throws(() => loadConfig({ BODY_MIN_BYTES_PER_SECOND: '0' }), /BODY_MIN_BYTES_PER_SECOND/);
+  });
+});
+
+describe('the README configuration table', () => {
+  it('is the one the settings of config.ts give (run npm run docs:config after changing a setting)', () => {
+    const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
+    const generated = withConfigTable(readme);
+    assert.ok(generated !== undefined, 'README.md has the config-table markers');
+    assert.equal(readme, generated, 'README.md differs from npm run docs:config');
+  });
+
+  it('names every variable once, with a default and a line of its own', () => {
+    const variables = CONFIG_SECTIONS.flatMap((section) =>
+      Object.values(section.settings).map((setting) => {
+        assert.ok(setting.shown.length > 0 && setting.doc.length > 0, setting.variable);
+        return setting.variable;
+      }),
+    );
+    assert.equal(new Set(variables).size, variables.length);
+    // Every variable config.ts reads is a setting of a section (NODE_ENV only shapes REQUIRE_TLS's default).
+    const source = readFileSync(new URL('./config.ts', import.meta.url), 'utf8');
+    const read = new Set(
+      [...source.matchAll(/(?:\(\s*'([A-Z][A-Z0-9_]+)',|read\('([A-Z][A-Z0-9_]+)'\))/g)].map(
+        (match) => match[1] ?? match[2]!,
+      ),
+    );
+    assert.ok(read.size > 60, `${read.size} variables read`);
+    for (const name of read) if (name !== 'NODE_ENV') assert.ok(variables.includes(name), name);
   });
 });

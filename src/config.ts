@@ -1,6 +1,11 @@
 /**
  * The only module that reads `process.env`. Every value is parsed and checked here, and every problem is
  * reported at once so that an operator can fix a bad deployment in one pass.
+ *
+ * The settings are declared in sections, one per concern (server, site and database, queue, ...): each
+ * setting names its variable, its parser with its default and bounds, the default as the README shows
+ * it, and its README line. `loadConfig` parses them into the {@link Config} the app reads, and
+ * `npm run docs:config` writes the README's configuration table from them (`config-table.ts`).
  */
 import { X509Certificate, createPrivateKey } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -229,164 +234,757 @@ export class ConfigError extends Error {
 
 type Env = Readonly<Record<string, string | undefined>>;
 
+/** What a setting's parser reads from: the environment, and the list of problems found so far. */
+interface Reader {
+  /** The variable's value, trimmed; undefined when unset or blank. */
+  readonly read: (name: string) => string | undefined;
+  readonly problems: string[];
+}
+
+/**
+ * One environment variable: its name, its parser (which holds its default and checks its value), the
+ * default as the README shows it, and the README's line about it. `C` is what the parser needs of the
+ * settings read before it.
+ */
+export interface Setting<T, C = void> {
+  readonly variable: string;
+  /** The default, as the README's configuration table shows it. */
+  readonly shown: string;
+  /** What the variable does, for the README's configuration table. */
+  readonly doc: string;
+  parse(reader: Reader, context: C): T;
+}
+
+/** The settings of one concern, in the README's order. */
+export interface ConfigSection {
+  readonly title: string;
+  readonly settings: Readonly<Record<string, Setting<unknown, never>>>;
+}
+
+const MiB = 1024 * 1024;
+
+const code = (value: string | number) => `\`${value}\``;
+
+function integer(
+  variable: string,
+  fallback: number,
+  range: { readonly min: number; readonly max: number },
+  doc: string,
+  shown = code(fallback),
+): Setting<number> {
+  return {
+    variable,
+    shown,
+    doc,
+    parse: ({ read, problems }) => {
+      const raw = read(variable);
+      if (raw === undefined) return fallback;
+      if (!/^\d+$/.test(raw) || Number(raw) < range.min || Number(raw) > range.max) {
+        problems.push(`${variable} must be a whole number from ${range.min} to ${range.max}, got "${raw}"`);
+        return fallback;
+      }
+      return Number(raw);
+    },
+  };
+}
+
+function choice<const T extends string>(
+  variable: string,
+  fallback: T,
+  choices: readonly T[],
+  doc: string,
+): Setting<T> {
+  return {
+    variable,
+    shown: code(fallback),
+    doc,
+    parse: ({ read, problems }) => {
+      const raw = read(variable);
+      if (raw === undefined) return fallback;
+      const lower = raw.toLowerCase() as T;
+      if (!choices.includes(lower)) {
+        problems.push(`${variable} must be one of ${choices.join(', ')}, got "${raw}"`);
+        return fallback;
+      }
+      return lower;
+    },
+  };
+}
+
+function parseFlag(reader: Reader, variable: string, fallback: boolean): boolean {
+  const raw = reader.read(variable);
+  if (raw === undefined) return fallback;
+  const lower = raw.toLowerCase();
+  if (['1', 'true', 'on', 'yes'].includes(lower)) return true;
+  if (['0', 'false', 'off', 'no'].includes(lower)) return false;
+  reader.problems.push(`${variable} must be on or off, got "${raw}"`);
+  return fallback;
+}
+
+function onOff(variable: string, fallback: boolean, doc: string): Setting<boolean> {
+  return {
+    variable,
+    shown: code(fallback ? 'on' : 'off'),
+    doc,
+    parse: (reader) => parseFlag(reader, variable, fallback),
+  };
+}
+
+function text(variable: string, fallback: string, doc: string): Setting<string> {
+  return { variable, shown: code(fallback), doc, parse: ({ read }) => read(variable) ?? fallback };
+}
+
+/** A variable without a default (undefined when unset), checked by its own parser. */
+function optional<T, C = void>(
+  variable: string,
+  shown: string,
+  doc: string,
+  parse: (raw: string | undefined, reader: Reader, context: C) => T,
+): Setting<T, C> {
+  return { variable, shown, doc, parse: (reader, context) => parse(reader.read(variable), reader, context) };
+}
+
+function commaList(variable: string, shown: string, doc: string): Setting<string[]> {
+  return optional(variable, shown, doc, (raw) => list(raw));
+}
+
+const SERVER = {
+  title: 'Server',
+  settings: {
+    port: integer('PORT', 8080, { min: 0, max: 65535 }, 'TCP port of the HTTP server'),
+    host: text('HOST', '0.0.0.0', 'address the server (and the DICOM SCP) listens on'),
+    serverProcesses: optional(
+      'SERVER_PROCESSES',
+      code(1),
+      'server processes (`node:cluster`); `auto` = one per core',
+      (raw, reader) =>
+        raw?.toLowerCase() === 'auto'
+          ? availableParallelism()
+          : integer('SERVER_PROCESSES', 1, { min: 1, max: 256 }, '').parse(reader),
+    ),
+    worker: choice(
+      'WORKER',
+      'in-process',
+      ['in-process', 'off'],
+      'run the queue worker inside the server, or `off` (use `npm run worker`)',
+    ),
+    logLevel: choice<LogLevel>(
+      'LOG_LEVEL',
+      'info',
+      ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'],
+      '`fatal` … `trace`, `silent`',
+    ),
+    tlsCert: optional<string | undefined>(
+      'TLS_CERT',
+      'none',
+      'PEM certificate chain file: serve HTTPS directly (with `TLS_KEY`)',
+      (raw) => raw,
+    ),
+    tlsKey: optional<string | undefined>(
+      'TLS_KEY',
+      'none',
+      'PEM private key file of `TLS_CERT`',
+      (raw) => raw,
+    ),
+    requireTls: optional(
+      'REQUIRE_TLS',
+      'on when `NODE_ENV=production`',
+      'refuse Basic credentials over plain HTTP (unless a trusted proxy says HTTPS)',
+      (_raw, reader) => parseFlag(reader, 'REQUIRE_TLS', reader.read('NODE_ENV') === 'production'),
+    ),
+    trustedProxies: commaList(
+      'TRUSTED_PROXIES',
+      'none',
+      'addresses/CIDRs whose `X-Forwarded-For` / `X-Forwarded-Proto` are believed',
+    ),
+  },
+} satisfies ConfigSection;
+
+const SITE = {
+  title: 'Site and database',
+  settings: {
+    databaseUrl: optional(
+      'DATABASE_URL',
+      code('sqlite:./data/records.db'),
+      '`sqlite:<path>`, `postgres://user:pass@host:5432/db` or `mysql://user:pass@host:3306/db` (also `mariadb://`)',
+      (raw, reader, mode: { schema: DatabaseSchema; timeZone: string }) =>
+        parseDatabaseUrl(raw ?? 'sqlite:./data/records.db', mode, reader.problems),
+    ),
+    databaseSchema: choice<DatabaseSchema>(
+      'DATABASE_SCHEMA',
+      'own',
+      ['own', 'openeyes'],
+      '`own`: the service creates and migrates its own tables; `openeyes`: serve an existing OpenEyes MariaDB/MySQL database in place (below)',
+    ),
+    dbPoolSize: integer(
+      'DB_POOL_SIZE',
+      20,
+      { min: 1, max: 500 },
+      'PostgreSQL or MariaDB/MySQL connections per process',
+    ),
+    filesDir: optional('FILES_DIR', code('./data/files'), 'protected file store (signatures)', (raw) =>
+      path.resolve(raw ?? './data/files'),
+    ),
+    demoData: choice(
+      'DEMO_DATA',
+      'auto',
+      ['auto', 'on', 'off'],
+      '`auto`: demo data for a new SQLite database only; `on`: also PostgreSQL; `off`: never',
+    ),
+    institutionCode: optional(
+      'INSTITUTION_CODE',
+      code('NEW'),
+      'current institution (`institution.remote_id`) for patient search',
+      (raw, reader) => {
+        const institutionCode = raw ?? 'NEW';
+        if (institutionCode.length > 10)
+          reader.problems.push('INSTITUTION_CODE must be at most 10 characters');
+        return institutionCode;
+      },
+    ),
+    timeZone: optional(
+      'TIME_ZONE',
+      "the machine's",
+      'IANA zone for "today" in ages; with `DATABASE_SCHEMA=openeyes` also the zone of the date-times stored (OpenEyes\'s server\'s local time)',
+      (raw, reader) => {
+        const timeZone = raw ?? Intl.DateTimeFormat().resolvedOptions().timeZone;
+        try {
+          new Intl.DateTimeFormat('en-GB', { timeZone });
+        } catch {
+          reader.problems.push(`TIME_ZONE must be an IANA time zone, got "${timeZone}"`);
+        }
+        return timeZone;
+      },
+    ),
+    referenceCacheTtlMs: integer(
+      'REFERENCE_CACHE_TTL_MS',
+      5_000,
+      { min: 0, max: 3_600_000 },
+      'cache of identifier types, display rules, settings, request types',
+    ),
+    orphanSweepIntervalMs: optional(
+      'ORPHAN_SWEEP_INTERVAL_MS',
+      '10 min (off on an OpenEyes database)',
+      'how often files left without a row by a crash are removed (0 = never)',
+      // Off by default on an OpenEyes database: its files directory is OpenEyes's too.
+      (_raw, reader, mode: { isOpenEyes: boolean }) =>
+        integer(
+          'ORPHAN_SWEEP_INTERVAL_MS',
+          mode.isOpenEyes ? 0 : 600_000,
+          { min: 0, max: 86_400_000 },
+          '',
+        ).parse(reader),
+    ),
+    orphanSweepGraceMs: integer(
+      'ORPHAN_SWEEP_GRACE_MS',
+      900_000,
+      { min: 0, max: 86_400_000 },
+      'files younger than this are never swept (their transaction may still be running)',
+      '15 min',
+    ),
+  },
+} satisfies ConfigSection;
+
+const QUEUE = {
+  title: 'Request queue',
+  settings: {
+    workerConcurrency: integer(
+      'WORKER_CONCURRENCY',
+      0,
+      { min: 0, max: 1000 },
+      "requests run in parallel per queue; 0 = the queue's `maximum_active_threads`",
+    ),
+    workerQueues: commaList('WORKER_QUEUES', 'all', 'comma-separated queues this worker serves'),
+    queueRetryBackoff: optional(
+      'QUEUE_RETRY_BACKOFF',
+      code('2m*n@5,30m@13,6h@20'),
+      'retry back-off table: 2n min below try 5, 30 min below 13, 6 h below 20, then FAILED',
+      (raw, reader) => parseBackoff(raw ?? '2m*n@5,30m@13,6h@20', reader.problems),
+    ),
+    queueDropBlobRequestTypes: commaList(
+      'QUEUE_DROP_BLOB_REQUEST_TYPES',
+      'none',
+      'request types whose payload blob the clean-up routine drops after attaching it',
+    ),
+    defaultRequestType: text(
+      'DEFAULT_REQUEST_TYPE',
+      'dicom_request',
+      "queue add's `request_type` when the caller gives none",
+    ),
+  },
+} satisfies ConfigSection;
+
+const DICOM = {
+  title: 'DICOM reading',
+  settings: {
+    maxElements: integer(
+      'DICOM_MAX_ELEMENTS',
+      200_000,
+      { min: 100, max: 100_000_000 },
+      'elements, items and fragments allowed in one DICOM file',
+    ),
+    maxDepth: integer(
+      'DICOM_MAX_DEPTH',
+      32,
+      { min: 1, max: 1000 },
+      'sequences nested inside each other in one DICOM file',
+    ),
+    maxFrames: integer(
+      'DICOM_MAX_FRAMES',
+      16,
+      { min: 1, max: 100_000 },
+      'frames extracted from one DICOM file, evenly spaced when it has more ([docs/DICOM.md](docs/DICOM.md))',
+    ),
+    maxPixels: integer(
+      'DICOM_MAX_PIXELS',
+      32 * MiB,
+      { min: 1, max: 2 ** 31 },
+      'pixels (x samples) extracted from one DICOM file; a single frame over it is refused',
+      '32 Mi',
+    ),
+    decodeTimeoutMs: integer(
+      'DICOM_DECODE_TIMEOUT_MS',
+      20_000,
+      { min: 100, max: 50_000 },
+      'time limit of one DICOM read or decode on its thread',
+    ),
+    decodeMemoryMb: integer(
+      'DICOM_DECODE_MEMORY_MB',
+      512,
+      { min: 64, max: 16_384 },
+      'heap cap of each decoding thread, in MiB; also the largest file read, and it bounds rendering a PDF page',
+    ),
+    workerThreads: integer(
+      'DICOM_WORKER_THREADS',
+      0,
+      { min: 0, max: 256 },
+      'DICOM decoding threads; 0 = one per core',
+    ),
+  },
+} satisfies ConfigSection;
+
+const DEVICES = {
+  title: 'Device filing',
+  settings: {
+    deviceProfiles: optional(
+      'DEVICE_PROFILES_FILE',
+      'none',
+      "a JSON file of the site's device profiles, added to or replacing the built-in ones; checked at start ([docs/DICOM.md](docs/DICOM.md#device-filing))",
+      (raw, reader) => deviceProfilesOf(raw, reader.problems),
+    ),
+  },
+} satisfies ConfigSection;
+
+const AUTH = {
+  title: 'Authentication',
+  settings: {
+    authCacheTtlMs: integer(
+      'AUTH_CACHE_TTL_MS',
+      60_000,
+      { min: 0, max: 3_600_000 },
+      'how long a verified Basic credential is remembered (0 = never); disabling a user, a password change or a role revoked reach every process within 2 s regardless',
+    ),
+    authFailureLimitPerMinute: integer(
+      'AUTH_FAILURE_LIMIT_PER_MINUTE',
+      10,
+      { min: 0, max: 1_000_000 },
+      'failed logins per client address (any usernames) per minute before 429',
+    ),
+    authFailureFreeAttempts: integer(
+      'AUTH_FAILURE_FREE_ATTEMPTS',
+      5,
+      { min: 0, max: 1_000_000 },
+      'failed logins per username and address in an hour before an exponential back-off (1 s, 2 s, 4 s, …; 0 = none)',
+    ),
+    authFailureMaxBackoffSeconds: integer(
+      'AUTH_FAILURE_MAX_BACKOFF_SECONDS',
+      900,
+      { min: 1, max: 86_400 },
+      'the longest back-off',
+    ),
+    authFailureLimitPerUsername: integer(
+      'AUTH_FAILURE_LIMIT_PER_USERNAME',
+      100,
+      { min: 0, max: 1_000_000 },
+      'failed logins per username (all addresses) per hour before 429, except from addresses it logged in from',
+    ),
+    authConcurrentVerifications: integer(
+      'AUTH_CONCURRENT_VERIFICATIONS',
+      4,
+      { min: 0, max: 10_000 },
+      'password checks (bcrypt) at once per process; more wait up to 1 s, then 429',
+    ),
+    authConcurrentVerificationsPerClient: integer(
+      'AUTH_CONCURRENT_VERIFICATIONS_PER_CLIENT',
+      2,
+      { min: 0, max: 10_000 },
+      'password checks at once per address and per username; more: 429',
+    ),
+    requireOprnLogin: onOff(
+      'REQUIRE_OPRNLOGIN',
+      false,
+      'also require the `OprnLogin` operation (the original did)',
+    ),
+    passwordMinLength: integer(
+      'PASSWORD_MIN_LENGTH',
+      12,
+      { min: 8, max: 64 },
+      'shortest password the CLI sets',
+    ),
+    passwordMaxLength: integer(
+      'PASSWORD_MAX_LENGTH',
+      128,
+      { min: 64, max: 4096 },
+      'longest password the CLI sets',
+    ),
+    passwordRefusesCommon: onOff('PASSWORD_REFUSE_COMMON', true, 'refuse common passwords in the CLI'),
+  },
+} satisfies ConfigSection;
+
+const ATTACHMENTS = {
+  title: 'Attachments and signatures',
+  settings: {
+    attachmentRequireOprnApi: onOff(
+      'ATTACHMENT_REQUIRE_OPRNAPI',
+      false,
+      'require `OprnApi` for attachment view',
+    ),
+    attachmentBase64Compat: onOff(
+      'ATTACHMENT_BASE64_COMPAT',
+      false,
+      'decode stored base64 on view like the original',
+    ),
+    attachmentImmutableGraceSeconds: integer(
+      'ATTACHMENT_IMMUTABLE_GRACE_SECONDS',
+      600,
+      { min: 0, max: 31_536_000 },
+      'attachments younger than this are sent `no-cache`, not `immutable`',
+    ),
+    signRateLimitPerMinute: integer(
+      'SIGN_RATE_LIMIT_PER_MINUTE',
+      30,
+      { min: 0, max: 1_000_000 },
+      'sign/add requests per IP per minute (429)',
+    ),
+  },
+} satisfies ConfigSection;
+
+const LIMITS = {
+  title: 'Limits and overload',
+  settings: {
+    signatureBodyBytes: integer(
+      'SIGN_BODY_LIMIT_BYTES',
+      10 * MiB,
+      { min: 1024, max: 1024 * MiB },
+      'sign/add body limit (413)',
+      '10 MiB',
+    ),
+    jsonBodyBytes: integer(
+      'JSON_BODY_LIMIT_BYTES',
+      1 * MiB,
+      { min: 1024, max: 1024 * MiB },
+      'JSON and form bodies (413)',
+      '1 MiB',
+    ),
+    rawBodyBytes: integer(
+      'RAW_BODY_LIMIT_BYTES',
+      100 * MiB,
+      { min: 1024, max: 4096 * MiB },
+      "raw and multipart uploads (413); unset, lowered to what MariaDB/MySQL's `max_allowed_packet` holds (below)",
+      '100 MiB',
+    ),
+    uploadMemoryBytes: integer(
+      'UPLOAD_MEMORY_BYTES',
+      256 * MiB,
+      { min: 16 * MiB, max: 65536 * MiB },
+      "spooled upload bytes loaded into memory at once (counted twice: the bytes and the driver's copy)",
+      '256 MiB',
+    ),
+    rateLimitSharing: choice(
+      'RATE_LIMIT_SHARING',
+      'auto',
+      ['auto', 'on', 'off'],
+      'share rate-limit counters between processes through the database (`auto`: on with several processes or on a server database)',
+    ),
+    rateLimitSyncIntervalMs: integer(
+      'RATE_LIMIT_SYNC_INTERVAL_MS',
+      500,
+      { min: 50, max: 60_000 },
+      'how often shared counters are synchronised (the request path never queries)',
+    ),
+    maxConcurrentHeavyRequests: integer(
+      'MAX_CONCURRENT_HEAVY_REQUESTS',
+      64,
+      { min: 0, max: 100_000 },
+      'uploads/downloads served at once; beyond, a short wait then 503',
+    ),
+    heavyQueueTimeoutMs: integer('HEAVY_QUEUE_TIMEOUT_MS', 1000, { min: 0, max: 60_000 }, 'that wait'),
+    maxRequestsPerClient: integer(
+      'MAX_REQUESTS_PER_CLIENT',
+      32,
+      { min: 0, max: 1_000_000 },
+      'requests in flight per client address (the forwarded one behind `TRUSTED_PROXIES`); more: 429 (0 = no cap)',
+    ),
+    headersTimeoutMs: integer(
+      'HEADERS_TIMEOUT_MS',
+      15_000,
+      { min: 100, max: 600_000 },
+      "time to receive a request's headers (408)",
+    ),
+    requestTimeoutMs: integer(
+      'REQUEST_TIMEOUT_MS',
+      600_000,
+      { min: 0, max: 86_400_000 },
+      'time to receive a whole request, body included (408; 0 = none)',
+    ),
+    bodyTimeoutMs: integer(
+      'BODY_TIMEOUT_MS',
+      10_000,
+      { min: 100, max: 600_000 },
+      'how far a body may fall behind `BODY_MIN_BYTES_PER_SECOND` (a pause) before it is cut',
+    ),
+    bodyMinBytesPerSecond: integer(
+      'BODY_MIN_BYTES_PER_SECOND',
+      16_384,
+      { min: 1, max: 1024 * MiB },
+      'minimum average rate of a request body; slower bodies are cut with 408',
+    ),
+  },
+} satisfies ConfigSection;
+
+const OBSERVABILITY = {
+  title: 'Metrics and audit',
+  settings: {
+    metrics: choice(
+      'METRICS',
+      'off',
+      ['off', 'on', 'basic'],
+      '`/metrics`: `off`, `on`, or `basic` (Basic auth with `OprnApi`)',
+    ),
+    metricsToken: optional(
+      'METRICS_TOKEN',
+      'none',
+      'bearer token for `/metrics` (16+ characters)',
+      (raw, reader) => metricsToken(raw, reader.problems),
+    ),
+    auditReads: choice(
+      'AUDIT_READS',
+      'async',
+      ['async', 'durable'],
+      'audit rows of reads (search, attachment view, queue status): `async` commits them within `AUDIT_FLUSH_MS` after the answer; `durable` before it, as for writes',
+    ),
+    auditFlushMs: integer(
+      'AUDIT_FLUSH_MS',
+      50,
+      { min: 1, max: 10_000 },
+      'async read audit: a row is committed at most this long after its answer (what a crash can lose)',
+    ),
+    auditMaxBacklog: integer(
+      'AUDIT_MAX_BACKLOG',
+      10_000,
+      { min: 1, max: 1_000_000 },
+      'async read audit: reads answer 503 (and `/readyz` 503) while this many rows wait',
+    ),
+    auditMaxLagMs: integer(
+      'AUDIT_MAX_LAG_MS',
+      5_000,
+      { min: 100, max: 3_600_000 },
+      'async read audit: reads answer 503 (and `/readyz` 503) while the oldest row waits this long',
+    ),
+  },
+} satisfies ConfigSection;
+
+const DICOM_NETWORK = {
+  title: 'DICOM receiving',
+  settings: {
+    port: optional(
+      'DICOM_PORT',
+      'off',
+      'TCP port of the DICOM C-STORE SCP (with C-ECHO); unset = no SCP (STOW-RS is always on)',
+      (raw, reader) =>
+        raw === undefined ? undefined : integer('DICOM_PORT', 0, { min: 0, max: 65535 }, '').parse(reader),
+    ),
+    aeTitle: optional(
+      'DICOM_AE_TITLE',
+      code('CRA'),
+      "the service's AE title: the called AE title senders must use",
+      (raw, reader) => aeTitle('DICOM_AE_TITLE', raw ?? 'CRA', reader.problems),
+    ),
+    allowedCallers: optional(
+      'DICOM_ALLOWED_CALLERS',
+      'none (required with `DICOM_PORT`)',
+      'comma-separated calling AE titles, each `TITLE@ip-address`, `TITLE@subnet/bits` or `TITLE@*` (any address, written out); a bare `TITLE` is refused',
+      (raw, reader) => dicomCallers(raw, reader.read('DICOM_PORT') !== undefined, reader.problems),
+    ),
+    duplicates: choice(
+      'DICOM_DUPLICATES',
+      'new-request',
+      ['new-request', 'refuse'],
+      'an instance whose SOP Instance UID arrived before: `new-request`, or `refuse` (failure 0111)',
+    ),
+    maxAssociations: integer(
+      'DICOM_MAX_ASSOCIATIONS',
+      16,
+      { min: 1, max: 1000 },
+      'C-STORE associations served at once per process; more are refused (transient)',
+    ),
+    maxAssociationsPerAe: integer(
+      'DICOM_MAX_ASSOCIATIONS_PER_AE',
+      8,
+      { min: 1, max: 1000 },
+      'associations of one calling AE title at once; more are refused (transient)',
+    ),
+    maxAssociationsPerAddress: integer(
+      'DICOM_MAX_ASSOCIATIONS_PER_ADDRESS',
+      8,
+      { min: 1, max: 1000 },
+      'associations from one address at once; more are refused (transient)',
+    ),
+    maxConnections: integer(
+      'DICOM_MAX_CONNECTIONS',
+      64,
+      { min: 1, max: 10_000 },
+      'TCP connections open on the DICOM port per process; more are closed at once',
+    ),
+    maxConnectionsPerAddress: integer(
+      'DICOM_MAX_CONNECTIONS_PER_ADDRESS',
+      16,
+      { min: 1, max: 10_000 },
+      'TCP connections from one address; more are closed at once',
+    ),
+    maxUnassociatedConnections: integer(
+      'DICOM_MAX_UNASSOCIATED_CONNECTIONS',
+      32,
+      { min: 1, max: 10_000 },
+      'connections not yet associated; a new one beyond closes the oldest',
+    ),
+    associationTimeoutMs: integer(
+      'DICOM_ASSOCIATION_TIMEOUT_MS',
+      5_000,
+      { min: 100, max: 60_000 },
+      'a connection sends its whole A-ASSOCIATE-RQ within this, or is closed ([limits](docs/OPERATIONS.md#dicom-port-limits))',
+    ),
+  },
+} satisfies ConfigSection;
+
+const CONSOLE = {
+  title: 'Operations console',
+  settings: {
+    console: onOff('CONSOLE', true, 'the operations console at `/console/`'),
+    consoleIdleMinutes: integer(
+      'CONSOLE_IDLE_MINUTES',
+      30,
+      { min: 1, max: 1440 },
+      'console sessions end after this long idle',
+    ),
+    consoleSessionHours: integer(
+      'CONSOLE_SESSION_HOURS',
+      12,
+      { min: 1, max: 168 },
+      'console sessions end this long after sign-in',
+    ),
+    consoleSessionSecret: optional(
+      'CONSOLE_SESSION_SECRET',
+      'kept in the database',
+      'key signing console cookies (32+ characters); set the same value on every machine',
+      (raw, reader) => consoleSessionSecret(raw, reader.problems),
+    ),
+  },
+} satisfies ConfigSection;
+
+/** Every setting, by concern, in the README's order (`npm run docs:config` writes its table from them). */
+export const CONFIG_SECTIONS: readonly ConfigSection[] = [
+  SERVER,
+  SITE,
+  QUEUE,
+  DICOM,
+  DEVICES,
+  AUTH,
+  ATTACHMENTS,
+  LIMITS,
+  OBSERVABILITY,
+  DICOM_NETWORK,
+  CONSOLE,
+];
+
 /** Parses the environment into a {@link Config}, throwing a {@link ConfigError} that lists every problem. */
 export function loadConfig(env: Env = process.env): Config {
   const problems: string[] = [];
-  const read = (name: string): string | undefined => {
-    const value = env[name];
-    return value === undefined || value.trim() === '' ? undefined : value.trim();
-  };
-  const int = (name: string, fallback: number, min: number, max: number): number => {
-    const raw = read(name);
-    if (raw === undefined) return fallback;
-    if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > max) {
-      problems.push(`${name} must be a whole number from ${min} to ${max}, got "${raw}"`);
-      return fallback;
-    }
-    return Number(raw);
-  };
-  const oneOf = <T extends string>(name: string, fallback: T, choices: readonly T[]): T => {
-    const raw = read(name);
-    if (raw === undefined) return fallback;
-    const lower = raw.toLowerCase() as T;
-    if (!choices.includes(lower)) {
-      problems.push(`${name} must be one of ${choices.join(', ')}, got "${raw}"`);
-      return fallback;
-    }
-    return lower;
-  };
-  const flag = (name: string, fallback: boolean): boolean => {
-    const raw = read(name);
-    if (raw === undefined) return fallback;
-    const lower = raw.toLowerCase();
-    if (['1', 'true', 'on', 'yes'].includes(lower)) return true;
-    if (['0', 'false', 'off', 'no'].includes(lower)) return false;
-    problems.push(`${name} must be on or off, got "${raw}"`);
-    return fallback;
-  };
-  const MiB = 1024 * 1024;
-
-  const institutionCode = read('INSTITUTION_CODE') ?? 'NEW';
-  if (institutionCode.length > 10) problems.push('INSTITUTION_CODE must be at most 10 characters');
-  const timeZone = read('TIME_ZONE') ?? Intl.DateTimeFormat().resolvedOptions().timeZone;
-  try {
-    new Intl.DateTimeFormat('en-GB', { timeZone });
-  } catch {
-    problems.push(`TIME_ZONE must be an IANA time zone, got "${timeZone}"`);
-  }
-  const databaseSchema = oneOf<DatabaseSchema>('DATABASE_SCHEMA', 'own', ['own', 'openeyes']);
-  const database = parseDatabaseUrl(
-    read('DATABASE_URL') ?? 'sqlite:./data/records.db',
-    { schema: databaseSchema, timeZone },
+  const reader: Reader = {
+    read: (name) => {
+      const value = env[name];
+      return value === undefined || value.trim() === '' ? undefined : value.trim();
+    },
     problems,
-  );
+  };
+  /** Every setting of a section parsed, under its key. */
+  const parsed = <S extends Record<string, Setting<unknown>>>(settings: S) =>
+    Object.fromEntries(Object.entries(settings).map(([key, s]) => [key, s.parse(reader)])) as {
+      [K in keyof S]: S[K] extends Setting<infer T> ? T : never;
+    };
+  const { databaseUrl, orphanSweepIntervalMs, ...siteSettings } = SITE.settings;
+  const site = parsed(siteSettings);
+  const database = databaseUrl.parse(reader, { schema: site.databaseSchema, timeZone: site.timeZone });
   const isOpenEyes = database.kind === 'mysql' && database.schema === 'openeyes';
+  const { tlsCert, tlsKey, ...serverSettings } = SERVER.settings;
+  const server = parsed(serverSettings);
+  const limits = parsed(LIMITS.settings);
+  const auth = parsed(AUTH.settings);
+  const observability = parsed(OBSERVABILITY.settings);
+  const consoleSettings = parsed(CONSOLE.settings);
+  const { databaseSchema: _schema, ...siteConfig } = site;
 
   const config: Config = {
-    port: int('PORT', 8080, 0, 65535),
-    host: read('HOST') ?? '0.0.0.0',
+    ...server,
     database,
-    dbPoolSize: int('DB_POOL_SIZE', 20, 1, 500),
-    filesDir: path.resolve(read('FILES_DIR') ?? './data/files'),
-    demoData: oneOf('DEMO_DATA', 'auto', ['auto', 'on', 'off']),
-    institutionCode,
-    worker: oneOf('WORKER', 'in-process', ['in-process', 'off']),
-    logLevel: oneOf<LogLevel>('LOG_LEVEL', 'info', [
-      'fatal',
-      'error',
-      'warn',
-      'info',
-      'debug',
-      'trace',
-      'silent',
-    ]),
-    authCacheTtlMs: int('AUTH_CACHE_TTL_MS', 60_000, 0, 3_600_000),
-    requireOprnLogin: flag('REQUIRE_OPRNLOGIN', false),
-    attachmentRequireOprnApi: flag('ATTACHMENT_REQUIRE_OPRNAPI', false),
-    attachmentBase64Compat: flag('ATTACHMENT_BASE64_COMPAT', false),
-    attachmentImmutableGraceSeconds: int('ATTACHMENT_IMMUTABLE_GRACE_SECONDS', 600, 0, 31_536_000),
+    ...siteConfig,
+    orphanSweepIntervalMs: orphanSweepIntervalMs.parse(reader, { isOpenEyes }),
+    ...tlsFiles(tlsCert.parse(reader), tlsKey.parse(reader), problems),
+    ...parsed(QUEUE.settings),
+    ...parsed(ATTACHMENTS.settings),
     limits: {
-      signatureBodyBytes: int('SIGN_BODY_LIMIT_BYTES', 10 * MiB, 1024, 1024 * MiB),
-      jsonBodyBytes: int('JSON_BODY_LIMIT_BYTES', 1 * MiB, 1024, 1024 * MiB),
-      rawBodyBytes: int('RAW_BODY_LIMIT_BYTES', 100 * MiB, 1024, 4096 * MiB),
-      isRawBodyBytesSet: read('RAW_BODY_LIMIT_BYTES') !== undefined,
-      uploadMemoryBytes: int('UPLOAD_MEMORY_BYTES', 256 * MiB, 16 * MiB, 65536 * MiB),
+      signatureBodyBytes: limits.signatureBodyBytes,
+      jsonBodyBytes: limits.jsonBodyBytes,
+      rawBodyBytes: limits.rawBodyBytes,
+      isRawBodyBytesSet: reader.read('RAW_BODY_LIMIT_BYTES') !== undefined,
+      uploadMemoryBytes: limits.uploadMemoryBytes,
     },
-    signRateLimitPerMinute: int('SIGN_RATE_LIMIT_PER_MINUTE', 30, 0, 1_000_000),
-    authFailureLimitPerMinute: int('AUTH_FAILURE_LIMIT_PER_MINUTE', 10, 0, 1_000_000),
-    authFailureFreeAttempts: int('AUTH_FAILURE_FREE_ATTEMPTS', 5, 0, 1_000_000),
-    authFailureMaxBackoffSeconds: int('AUTH_FAILURE_MAX_BACKOFF_SECONDS', 900, 1, 86_400),
-    authFailureLimitPerUsername: int('AUTH_FAILURE_LIMIT_PER_USERNAME', 100, 0, 1_000_000),
-    authConcurrentVerifications: int('AUTH_CONCURRENT_VERIFICATIONS', 4, 0, 10_000),
-    authConcurrentVerificationsPerClient: int('AUTH_CONCURRENT_VERIFICATIONS_PER_CLIENT', 2, 0, 10_000),
-    rateLimitSharing: oneOf('RATE_LIMIT_SHARING', 'auto', ['auto', 'on', 'off']),
-    rateLimitSyncIntervalMs: int('RATE_LIMIT_SYNC_INTERVAL_MS', 500, 50, 60_000),
-    maxConcurrentHeavyRequests: int('MAX_CONCURRENT_HEAVY_REQUESTS', 64, 0, 100_000),
-    heavyQueueTimeoutMs: int('HEAVY_QUEUE_TIMEOUT_MS', 1000, 0, 60_000),
-    maxRequestsPerClient: int('MAX_REQUESTS_PER_CLIENT', 32, 0, 1_000_000),
-    headersTimeoutMs: int('HEADERS_TIMEOUT_MS', 15_000, 100, 600_000),
-    requestTimeoutMs: int('REQUEST_TIMEOUT_MS', 600_000, 0, 86_400_000),
-    bodyTimeoutMs: int('BODY_TIMEOUT_MS', 10_000, 100, 600_000),
-    bodyMinBytesPerSecond: int('BODY_MIN_BYTES_PER_SECOND', 16_384, 1, 1024 * MiB),
-    // Off by default on an OpenEyes database: its files directory is OpenEyes's too.
-    orphanSweepIntervalMs: int('ORPHAN_SWEEP_INTERVAL_MS', isOpenEyes ? 0 : 600_000, 0, 86_400_000),
-    orphanSweepGraceMs: int('ORPHAN_SWEEP_GRACE_MS', 900_000, 0, 86_400_000),
-    trustedProxies: (read('TRUSTED_PROXIES') ?? '')
-      .split(',')
-      .map((s) => s.trim())
-      .filter((s) => s !== ''),
-    defaultRequestType: read('DEFAULT_REQUEST_TYPE') ?? 'dicom_request',
-    timeZone,
-    referenceCacheTtlMs: int('REFERENCE_CACHE_TTL_MS', 5_000, 0, 3_600_000),
-    workerConcurrency: int('WORKER_CONCURRENCY', 0, 0, 1000),
-    workerQueues: list(read('WORKER_QUEUES')),
-    queueRetryBackoff: parseBackoff(read('QUEUE_RETRY_BACKOFF') ?? '2m*n@5,30m@13,6h@20', problems),
-    queueDropBlobRequestTypes: list(read('QUEUE_DROP_BLOB_REQUEST_TYPES')),
-    dicom: {
-      maxElements: int('DICOM_MAX_ELEMENTS', 200_000, 100, 100_000_000),
-      maxDepth: int('DICOM_MAX_DEPTH', 32, 1, 1000),
-      maxFrames: int('DICOM_MAX_FRAMES', 16, 1, 100_000),
-      maxPixels: int('DICOM_MAX_PIXELS', 32 * MiB, 1, 2 ** 31),
-      decodeTimeoutMs: int('DICOM_DECODE_TIMEOUT_MS', 20_000, 100, 50_000),
-      decodeMemoryMb: int('DICOM_DECODE_MEMORY_MB', 512, 64, 16_384),
-      workerThreads: int('DICOM_WORKER_THREADS', 0, 0, 256),
-    },
-    deviceProfiles: deviceProfilesOf(read('DEVICE_PROFILES_FILE'), problems),
-    ...tlsFiles(read('TLS_CERT'), read('TLS_KEY'), problems),
-    requireTls: flag('REQUIRE_TLS', read('NODE_ENV') === 'production'),
-    serverProcesses:
-      read('SERVER_PROCESSES')?.toLowerCase() === 'auto'
-        ? availableParallelism()
-        : int('SERVER_PROCESSES', 1, 1, 256),
-    metrics: oneOf('METRICS', 'off', ['off', 'on', 'basic']),
-    ...metricsToken(read('METRICS_TOKEN'), problems),
-    auditReads: oneOf('AUDIT_READS', 'async', ['async', 'durable']),
-    auditFlushMs: int('AUDIT_FLUSH_MS', 50, 1, 10_000),
-    auditMaxBacklog: int('AUDIT_MAX_BACKLOG', 10_000, 1, 1_000_000),
-    auditMaxLagMs: int('AUDIT_MAX_LAG_MS', 5_000, 100, 3_600_000),
-    dicomNetwork: {
-      port: read('DICOM_PORT') === undefined ? undefined : int('DICOM_PORT', 0, 0, 65535),
-      aeTitle: aeTitle('DICOM_AE_TITLE', read('DICOM_AE_TITLE') ?? 'CRA', problems),
-      allowedCallers: dicomCallers(read('DICOM_ALLOWED_CALLERS'), read('DICOM_PORT') !== undefined, problems),
-      duplicates: oneOf('DICOM_DUPLICATES', 'new-request', ['new-request', 'refuse']),
-      maxAssociations: int('DICOM_MAX_ASSOCIATIONS', 16, 1, 1000),
-      maxAssociationsPerAe: int('DICOM_MAX_ASSOCIATIONS_PER_AE', 8, 1, 1000),
-      maxAssociationsPerAddress: int('DICOM_MAX_ASSOCIATIONS_PER_ADDRESS', 8, 1, 1000),
-      maxConnections: int('DICOM_MAX_CONNECTIONS', 64, 1, 10_000),
-      maxConnectionsPerAddress: int('DICOM_MAX_CONNECTIONS_PER_ADDRESS', 16, 1, 10_000),
-      maxUnassociatedConnections: int('DICOM_MAX_UNASSOCIATED_CONNECTIONS', 32, 1, 10_000),
-      associationTimeoutMs: int('DICOM_ASSOCIATION_TIMEOUT_MS', 5_000, 100, 60_000),
-    },
-    console: flag('CONSOLE', true),
-    consoleIdleMinutes: int('CONSOLE_IDLE_MINUTES', 30, 1, 1440),
-    consoleSessionHours: int('CONSOLE_SESSION_HOURS', 12, 1, 168),
-    ...consoleSessionSecret(read('CONSOLE_SESSION_SECRET'), problems),
+    rateLimitSharing: limits.rateLimitSharing,
+    rateLimitSyncIntervalMs: limits.rateLimitSyncIntervalMs,
+    maxConcurrentHeavyRequests: limits.maxConcurrentHeavyRequests,
+    heavyQueueTimeoutMs: limits.heavyQueueTimeoutMs,
+    maxRequestsPerClient: limits.maxRequestsPerClient,
+    headersTimeoutMs: limits.headersTimeoutMs,
+    requestTimeoutMs: limits.requestTimeoutMs,
+    bodyTimeoutMs: limits.bodyTimeoutMs,
+    bodyMinBytesPerSecond: limits.bodyMinBytesPerSecond,
+    authCacheTtlMs: auth.authCacheTtlMs,
+    authFailureLimitPerMinute: auth.authFailureLimitPerMinute,
+    authFailureFreeAttempts: auth.authFailureFreeAttempts,
+    authFailureMaxBackoffSeconds: auth.authFailureMaxBackoffSeconds,
+    authFailureLimitPerUsername: auth.authFailureLimitPerUsername,
+    authConcurrentVerifications: auth.authConcurrentVerifications,
+    authConcurrentVerificationsPerClient: auth.authConcurrentVerificationsPerClient,
+    requireOprnLogin: auth.requireOprnLogin,
     // NIST SP 800-63B: 8 characters at the very least, and a maximum never below 64.
     passwordPolicy: {
-      minLength: int('PASSWORD_MIN_LENGTH', 12, 8, 64),
-      maxLength: int('PASSWORD_MAX_LENGTH', 128, 64, 4096),
-      refusesCommon: flag('PASSWORD_REFUSE_COMMON', true),
+      minLength: auth.passwordMinLength,
+      maxLength: auth.passwordMaxLength,
+      refusesCommon: auth.passwordRefusesCommon,
     },
+    dicom: parsed(DICOM.settings),
+    ...parsed(DEVICES.settings),
+    metrics: observability.metrics,
+    ...observability.metricsToken,
+    auditReads: observability.auditReads,
+    auditFlushMs: observability.auditFlushMs,
+    auditMaxBacklog: observability.auditMaxBacklog,
+    auditMaxLagMs: observability.auditMaxLagMs,
+    dicomNetwork: parsed(DICOM_NETWORK.settings),
+    console: consoleSettings.console,
+    consoleIdleMinutes: consoleSettings.consoleIdleMinutes,
+    consoleSessionHours: consoleSettings.consoleSessionHours,
+    ...consoleSettings.consoleSessionSecret,
   };
   if (config.auditMaxLagMs <= config.auditFlushMs)
     problems.push('AUDIT_MAX_LAG_MS must be larger than AUDIT_FLUSH_MS');

@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import type { Kysely } from 'kysely';
 import type { Dialect } from '../src/db/database.ts';
 import type { DB } from '../src/db/schema.ts';
+import { createAppServices } from '../src/app-services.ts';
 import { createLogger } from '../src/logger.ts';
 import type { DicomServer } from '../src/modules/dicom-receive/index.ts';
 import { startDicomServer } from '../src/modules/dicom-receive/index.ts';
@@ -36,6 +37,8 @@ export async function startDicomTestApp(
     config: app.config,
     logger: createLogger('silent'),
     uploadMemory: app.app.uploadMemory,
+    // Its own trail and intake: the test app's are built inside buildApp.
+    ...createAppServices(app.deps),
   });
   return { app, server };
 }

@@ -292,6 +292,25 @@ export async function installMetrics(
     url: METRICS_URL,
     config: {
       metrics: false,
+      doc: {
+        tag: 'operations',
+        operations: {
+          GET: {
+            summary: 'Prometheus metrics',
+            description:
+              'Text exposition format 0.0.4. Served only when METRICS=on (open, or the METRICS_TOKEN bearer ' +
+              'token when set) or METRICS=basic (Basic + OprnApi, or the bearer token).',
+            isDatabaseBacked: false,
+            responses: {
+              200: {
+                description: 'The metrics.',
+                contentType: 'text/plain; version=0.0.4',
+                schema: { type: 'string' },
+              },
+            },
+          },
+        },
+      },
       openapiSecurity: [
         ...(mode === 'basic' ? (['basic'] as const) : []),
         ...(tokenDigest === undefined ? [] : (['bearer'] as const)),

@@ -13,7 +13,7 @@ import { createSignableEvent, makePng } from '../../test/factories-signature.ts'
 import type { TestApp } from '../../test/harness.ts';
 import { forEachDialect, startTestApp } from '../../test/harness.ts';
 import { until } from '../../test/until.ts';
-import { ENDPOINT_DOCS } from './openapi-catalog.ts';
+import { NOT_READY } from './readiness.ts';
 import type { OpenApiDocument, OpenApiOperation } from './openapi.ts';
 import { DOCS_CSP } from './openapi.ts';
 
@@ -143,9 +143,30 @@ forEachDialect((dialect) => {
       assert.ok(routes.length > 20);
       for (const route of routes) operationFor(document, route.method, route.url);
       const registered = new Set(routes.map((r) => r.url.toLowerCase()));
-      for (const url of ENDPOINT_DOCS.keys()) assert.ok(registered.has(url), `${url} is a route`);
+      // Every route describes itself, or is one that refuses the methods a URL does not serve (405).
+      for (const route of routes) {
+        const operation = operationFor(document, route.method, route.url);
+        assert.ok(
+          route.doc !== undefined || operation.responses['405'] !== undefined,
+          `${route.method} ${route.url} declares config.doc`,
+        );
+      }
+      assert.ok(registered.has('/readyz'));
       assert.ok(!registered.has('/test-only/route'));
       assert.equal(document.paths['/test-only/route'], undefined, 'test-only routes stay out');
+    });
+
+    it('documents every cause of a /readyz 503: database unreachable, not writable, audit trail behind', () => {
+      const unready = operationFor(document, 'GET', '/readyz').responses['503'];
+      assert.ok(unready !== undefined);
+      for (const cause of ['database unreachable', 'database not writable', 'audit trail behind']) {
+        assert.ok(NOT_READY.includes(cause), `${cause} is an answer`);
+        assert.ok(unready.description.includes(cause), `the description names ${cause}`);
+      }
+      const schema = unready.content?.['application/json']?.schema as {
+        properties: { status: { enum: string[] } };
+      };
+      assert.deepEqual(schema.properties.status.enum, [...NOT_READY]);
     });
 
     it('says which operations need Basic credentials and OprnApi, from the guard the route really uses', () => {

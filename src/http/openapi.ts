@@ -14,16 +14,16 @@
  * - the error shape (JSON string or queue envelope) comes from `config.errorShape`, the one the error
  *   handler uses;
  * - summaries, the parameters of routes that read their input by hand, and the success and
- *   route-specific error bodies come from `openapi-catalog.ts`, because adding `schema.response` to a
- *   route would make Fastify re-serialise bodies whose bytes the contract fixes.
+ *   route-specific error bodies come from the route's `config.doc` (`route-doc.ts`), because adding
+ *   `schema.response` to a route would make Fastify re-serialise bodies whose bytes the contract fixes.
  * Methods a URL refuses (the 405-with-`Allow` routes, sign/add's 400) are documented as such.
  */
 import type { FastifyInstance, RouteOptions } from 'fastify';
 import type { BasicAuthGuard, GuardOptions } from './basic-auth.ts';
 import { renderDocsPage } from './docs-page.ts';
 import type { JsonSchema, OpenApiDocument, OpenApiOperation, OpenApiResponse } from './openapi-document.ts';
-import type { EndpointDoc, OperationDoc, ResponseDoc } from './openapi-catalog.ts';
-import { ENDPOINT_DOCS, errorSchemaOf, stringConst } from './openapi-catalog.ts';
+import type { OperationDoc, ResponseDoc, RouteDoc } from './route-doc.ts';
+import { errorSchemaOf, stringConst } from './route-doc.ts';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -70,6 +70,7 @@ export interface CollectedRoute {
   readonly errorShape: 'string' | 'envelope';
   readonly guard: GuardOptions | undefined;
   readonly security: readonly SecurityScheme[] | undefined;
+  readonly doc: RouteDoc | undefined;
 }
 
 const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch'] as const;
@@ -102,6 +103,7 @@ export function installOpenApi(app: FastifyInstance): void {
           errorShape: route.config?.errorShape ?? 'string',
           guard,
           security: route.config?.openapiSecurity,
+          doc: route.config?.doc,
         }));
       });
   app.decorate('openapiRoutes', { getter: collect });
@@ -127,6 +129,30 @@ function registerDocumentRoutes(app: FastifyInstance, documentText: () => string
   app.route({
     method: 'GET',
     url: OPENAPI_URL,
+    config: {
+      doc: {
+        tag: 'operations',
+        operations: {
+          GET: {
+            summary: 'This OpenAPI 3.1 document',
+            responses: {
+              200: {
+                description: 'The document.',
+                schema: {
+                  type: 'object',
+                  required: ['openapi', 'info', 'paths'],
+                  properties: {
+                    openapi: { const: '3.1.0' },
+                    info: { type: 'object' },
+                    paths: { type: 'object' },
+                  },
+                },
+              },
+            },
+          },
+        },
+      },
+    },
     handler: async (_request, reply) =>
       reply.code(200).header('content-type', 'application/json; charset=utf-8').send(documentText()),
   });
@@ -134,7 +160,20 @@ function registerDocumentRoutes(app: FastifyInstance, documentText: () => string
     method: 'GET',
     url: DOCS_URL,
     // The page carries its own style and a script-free body: only its inline <style> is allowed.
-    config: { csp: false },
+    config: {
+      csp: false,
+      doc: {
+        tag: 'operations',
+        operations: {
+          GET: {
+            summary: 'This documentation as an HTML page',
+            responses: {
+              200: { description: 'The page.', contentType: 'text/html', schema: { type: 'string' } },
+            },
+          },
+        },
+      },
+    },
     handler: async (_request, reply) => {
       return reply
         .code(200)
@@ -150,17 +189,33 @@ export const DOCS_CSP = "default-src 'none'; style-src 'unsafe-inline'; frame-an
 
 const SECURITY_NAMES: Record<SecurityScheme, string> = { basic: 'basicAuth', bearer: 'metricsToken' };
 
-/** Builds the document from the collected routes and the catalog. */
+/** What the routes of one URL say together: its tag and the methods it serves. */
+interface UrlDoc {
+  readonly tag: string;
+  readonly served: readonly string[];
+}
+
+/** Builds the document from the collected routes and what each declares (`config.doc`). */
 export function buildOpenApiDocument(routes: readonly CollectedRoute[]): OpenApiDocument {
   const paths: Record<string, Record<string, OpenApiOperation>> = {};
   const usedIds = new Set<string>();
+  const urls = new Map<string, UrlDoc>();
+  for (const route of routes) {
+    if (route.doc === undefined) continue;
+    const key = route.url.toLowerCase();
+    const known = urls.get(key);
+    const served = Object.keys(route.doc.operations ?? {});
+    urls.set(key, {
+      tag: known?.tag ?? route.doc.tag,
+      served: [...(known?.served ?? []), ...served.filter((m) => !known?.served.includes(m))],
+    });
+  }
   for (const route of routes) {
     const method = route.method.toLowerCase();
     if (!(METHODS as readonly string[]).includes(method)) continue;
     // Fastify's `:name` parameters are OpenAPI's `{name}` templates.
     const item = (paths[route.url.replace(/:(\w+)/g, '{$1}')] ??= {});
-    const endpoint = ENDPOINT_DOCS.get(route.url.toLowerCase());
-    item[method] = buildOperation(route, endpoint, usedIds);
+    item[method] = buildOperation(route, urls.get(route.url.toLowerCase()), usedIds);
   }
   return {
     openapi: '3.1.0',
@@ -200,14 +255,15 @@ export function buildOpenApiDocument(routes: readonly CollectedRoute[]): OpenApi
 
 function buildOperation(
   route: CollectedRoute,
-  endpoint: EndpointDoc | undefined,
+  url: UrlDoc | undefined,
   usedIds: Set<string>,
 ): OpenApiOperation {
   const method = route.method;
+  const operations = route.doc?.operations;
   const declared: OperationDoc | undefined =
-    endpoint?.operations[method] ?? (method === 'HEAD' ? headOf(endpoint?.operations.GET) : undefined);
+    operations?.[method] ?? (method === 'HEAD' ? headOf(operations?.GET) : undefined);
   const shape = route.errorShape;
-  const doc: OperationDoc = declared ?? refusedOperation(route, endpoint);
+  const doc: OperationDoc = declared ?? route.doc?.refusal ?? refusedOperation(route, url);
 
   const responses: Record<string, OpenApiResponse> = {};
   for (const [status, response] of Object.entries(doc.responses)) responses[status] = toResponse(response);
@@ -254,7 +310,7 @@ function buildOperation(
   const operation: OpenApiOperation = {
     operationId,
     summary: doc.summary,
-    tags: [endpoint?.tag ?? 'operations'],
+    tags: [route.doc?.tag ?? url?.tag ?? 'operations'],
     security: schemes.length === 0 ? [] : schemes.map((s) => ({ [SECURITY_NAMES[s]]: [] })),
     responses,
   };
@@ -277,10 +333,9 @@ function headOf(get: OperationDoc | undefined): OperationDoc | undefined {
   return { ...get, summary: `${get.summary} (headers only)`, responses, requestBody: undefined };
 }
 
-/** A method the URL refuses: 405 with Allow, or the status the endpoint documents for other methods. */
-function refusedOperation(route: CollectedRoute, endpoint: EndpointDoc | undefined): OperationDoc {
-  const allowed = Object.keys(endpoint?.operations ?? {});
-  if (endpoint?.otherMethods !== undefined) return endpoint.otherMethods;
+/** A method the URL refuses: 405 with Allow. */
+function refusedOperation(route: CollectedRoute, url: UrlDoc | undefined): OperationDoc {
+  const allowed = url?.served ?? [];
   return {
     summary: `Not allowed: ${route.method} is refused`,
     description: `Answers 405 with \`Allow\` before any guard or handler runs.`,
@@ -296,7 +351,7 @@ function refusedOperation(route: CollectedRoute, endpoint: EndpointDoc | undefin
   };
 }
 
-/** Query parameters from a route's JSON/TypeBox `querystring` schema, described by the catalog. */
+/** Query parameters from a route's JSON/TypeBox `querystring` schema, described by its `config.doc`. */
 function queryParameters(schema: JsonSchema | undefined, doc: OperationDoc): unknown[] {
   if (schema === undefined || schema.type !== 'object') return [];
   const properties = (schema.properties ?? {}) as Record<string, JsonSchema>;

@@ -10,6 +10,7 @@
  */
 import cluster from 'node:cluster';
 import { buildApp } from '../app.ts';
+import { createAppServices } from '../app-services.ts';
 import { startOrphanSweep } from '../files/orphan-sweep.ts';
 import type { Config } from '../config.ts';
 import { openDatabase } from '../db/database.ts';
@@ -96,7 +97,9 @@ async function serve(
       database,
     }),
   };
-  const app = await buildApp(deps, { logger });
+  // Built once: the app's routes and the DIMSE receiver share the audit trail and the queue intake.
+  const services = createAppServices(deps);
+  const app = await buildApp(deps, { logger, services });
   // The in-process queue worker (WORKER=in-process); run `npm run worker` processes instead with WORKER=off.
   // On SQLite it holds the lock of the database's one queue worker (taken above) until the process ends.
   const worker =
@@ -143,7 +146,14 @@ async function serve(
 
   await app.listen({ port: config.port, host: config.host });
   if (config.dicomNetwork.port !== undefined)
-    dicomServer = await startDicomServer({ database, config, logger, uploadMemory: app.uploadMemory });
+    dicomServer = await startDicomServer({
+      database,
+      config,
+      logger,
+      uploadMemory: app.uploadMemory,
+      auditTrail: services.auditTrail,
+      intake: services.intake,
+    });
   await runOrExit(async () => worker?.start());
   logger.info({ database: config.database.kind, filesDir: config.filesDir }, readyMessage);
 }

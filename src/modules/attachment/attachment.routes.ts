@@ -15,10 +15,13 @@ import { MALFORMED_MULTIPART_MESSAGE } from '../../http/multipart.ts';
 import type { SpoolOptions, SpooledBytes } from '../../files/spool.ts';
 import { SPOOL_THRESHOLD_BYTES, spoolDirOf, spoolStream } from '../../files/spool.ts';
 import { holdSpool, loadSpooled } from '../../http/upload-spool.ts';
+import { idParameter } from '../audit/index.ts';
+import { CREATE_DOC, VIEW_DOC } from './attachment.openapi.ts';
 import { AppError } from '../../errors.ts';
 import { DATA_FIELDS } from './attachment.queries.ts';
 import type { UploadInput } from './attachment.service.ts';
-import { MAX_ID, PAYLOAD_READ_OPERATION, createAttachmentService } from './attachment.service.ts';
+import type { AttachmentService } from './attachment.service.ts';
+import { MAX_ID, PAYLOAD_READ_OPERATION } from './attachment.service.ts';
 import { mediaTypeOfHeader, normaliseMediaType } from './content-type.ts';
 
 const VIEW_URL = '/api/v1/attachmentdisplay/view';
@@ -46,12 +49,16 @@ function invalid(fields: Record<string, string>): AppError {
   return new AppError('validation_failed', 'Invalid attachment', { fields });
 }
 
-export const attachmentRoutes: FastifyPluginAsync<ModuleOptions> = async (
+/** The attachment routes' options: the module's, and the process's attachment service. */
+export interface AttachmentRouteOptions extends ModuleOptions {
+  readonly attachments: AttachmentService;
+}
+
+export const attachmentRoutes: FastifyPluginAsync<AttachmentRouteOptions> = async (
   instance,
-  { deps, basicAuth, uploadMemory },
+  { deps, basicAuth, uploadMemory, attachments: service },
 ) => {
   const app = instance.withTypeProvider<TypeBoxTypeProvider>();
-  const service = createAttachmentService(deps);
   const uploadLimitBytes = deps.config.limits.rawBodyBytes;
   const spoolOptions: SpoolOptions = {
     dir: spoolDirOf(deps.config.filesDir),
@@ -77,6 +84,15 @@ export const attachmentRoutes: FastifyPluginAsync<ModuleOptions> = async (
     method: ['GET', 'HEAD'],
     url: VIEW_URL,
     exposeHeadRoute: false,
+    config: {
+      doc: VIEW_DOC,
+      audit: {
+        action: 'attachment.view',
+        label: 'Attachment view',
+        kind: 'read',
+        targetOf: idParameter('id', 'attachment_data'),
+      },
+    },
     schema: { querystring: ViewQuerySchema },
     onRequest: viewGuard,
     handler: async (request, reply) => {
@@ -110,7 +126,11 @@ export const attachmentRoutes: FastifyPluginAsync<ModuleOptions> = async (
     method: 'POST',
     url: CREATE_URL,
     bodyLimit: uploadLimitBytes,
-    config: { errorShape: 'envelope' },
+    config: {
+      errorShape: 'envelope',
+      doc: CREATE_DOC,
+      audit: { action: 'attachment.create', label: 'Attachment upload', kind: 'write' },
+    },
     schema: { querystring: CreateQuerySchema },
     onRequest: basicAuth({ operation: 'OprnApi' }),
     // A malformed Content-Type is bad input like any other (422), not the parser's 415.

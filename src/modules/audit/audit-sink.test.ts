@@ -97,8 +97,10 @@ forEachDialect((dialect) => {
       let app: TestApp;
       let user: TestUser;
       before(async () => {
+        // The lag bound leaves the first test's five reads, answered while the table is locked, time
+        // to be answered on a loaded 2-core machine running test files side by side.
         app = await startTestApp(dialect, {
-          env: { AUDIT_FLUSH_MS: '20', AUDIT_MAX_LAG_MS: '400', METRICS: 'on' },
+          env: { AUDIT_FLUSH_MS: '20', AUDIT_MAX_LAG_MS: '1500', METRICS: 'on' },
         });
         user = await createUser(app.db);
       });

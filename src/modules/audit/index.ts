@@ -4,8 +4,15 @@
  * through this file; a route handler tells the trail what it touched with
  * `request.audit = { targetType, targetIds }`.
  */
-export type { AuditAction, AuditAnnotation, AuditTargetType } from './audit-hook.ts';
-export { installAuditTrail } from './audit-hook.ts';
+export type {
+  AuditActor,
+  AuditAnnotation,
+  AuditRefusal,
+  AuditTargetType,
+  AuditedRoute,
+  RouteAudit,
+} from './audit-hook.ts';
+export { idParameter, installAuditTrail } from './audit-hook.ts';
 export type { AuditSink, AuditSinkStats } from './audit-sink.ts';
 export { auditSinkGauges } from './audit-sink-gauges.ts';
 export type { AuditEntry, AuditTrail } from './audit-trail.ts';

@@ -11,7 +11,6 @@ import { API_CSP } from '../../http/transport-security.ts';
 import type { FoundAttachment } from '../attachment/index.ts';
 import {
   MAX_FOUND_ATTACHMENTS,
-  createAttachmentService,
   findEventAttachments,
   findAttachment,
   findPatientAttachments,
@@ -38,7 +37,7 @@ export function registerAttachmentPages(
   guard: ConsoleGuard,
 ): void {
   const db = ctx.deps.database.db;
-  const attachments = createAttachmentService(ctx.deps);
+  const { attachments } = ctx;
   const guardClinical = guard(OPERATIONS.clinical);
 
   app.get<{ Querystring: Query }>(

@@ -6,40 +6,22 @@
 import { Readable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { formatDateTime, parseDateTime } from '../../db/database.ts';
-import type { AuditKey, AuditSearchFilter } from '../audit/index.ts';
+import type { AuditKey, AuditSearchFilter, AuditedRoute } from '../audit/index.ts';
 import { csvLine, readAuditSelection, searchAuditEvents } from '../audit/index.ts';
 import { findPatientIdsByIdentifier } from '../patient/index.ts';
 import { findUserIdsByUsername, findUsernames } from '../user/index.ts';
 import type { ConsoleContext } from './console-context.ts';
-import { OPERATIONS, badRequestPage, consoleUrl, textField } from './console-context.ts';
+import { OPERATIONS, badRequestPage, consoleUrl, textField, timeField } from './console-context.ts';
 import type { ConsoleGuard } from './console-guard.ts';
 
 type Query = Record<string, string | string[] | undefined>;
 
-/** The actions the search offers: the API's audited routes and the console's own. */
-export const AUDIT_ACTIONS: readonly string[] = [
-  'patient.search',
-  'signature.add',
-  'attachment.view',
-  'attachment.create',
-  'queue.add',
-  'queue.status',
-  'console.login',
-  'console.logout',
-  'console.request.view',
-  'console.request.part',
-  'console.request.retry',
-  'console.request.void',
-  'console.request.requeue',
-  'console.signature.view',
-  'console.signature.image',
-  'console.signature.crop',
-  'console.signature.ignore',
-  'console.attachment.search',
-  'console.attachment.open',
-  'console.audit.search',
-  'console.audit.export',
-];
+/** The actions the search offers, with their labels: every audited route's (the API's and the console's). */
+function auditActionsOf(routes: readonly AuditedRoute[]): { action: string; label: string }[] {
+  const byAction = new Map<string, string>();
+  for (const route of routes) if (!byAction.has(route.action)) byAction.set(route.action, route.label);
+  return [...byAction].map(([action, label]) => ({ action, label }));
+}
 
 const BEFORE = /^(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2}:\d{2})_(\d{1,18})$/;
 const CSV_COLUMNS = [
@@ -73,19 +55,12 @@ export function registerAuditPages(app: FastifyInstance, ctx: ConsoleContext, gu
     const patient = text('patient', 64);
     const action = text('action', 64);
     const outcome = text('outcome', 3).toLowerCase();
-    const fromText = text('from', 30);
-    const toText = text('to', 30);
-    if (action !== '' && !/^[\w.]+$/.test(action)) throw badRequestPage('Unknown action.');
+    // Action names: dotted words, with hyphens (`console.request.patient-search`).
+    if (action !== '' && !/^[\w.-]+$/.test(action)) throw badRequestPage('Unknown action.');
     if (outcome !== '' && !/^[1-5](\d\d|xx)$/.test(outcome))
       throw badRequestPage('The outcome must be a status such as 403 or a class such as 4xx.');
-    const time = (name: string, value: string) => {
-      if (value === '') return undefined;
-      const stored = ctx.siteTime.parseLocal(value);
-      if (stored === undefined) throw badRequestPage(`"${name}" must be a date and time.`);
-      return stored;
-    };
-    const from = time('from', fromText);
-    const to = time('to', toText);
+    const from = timeField(ctx, query, 'from');
+    const to = timeField(ctx, query, 'to');
     let userIds: number[] | undefined;
     if (user !== '')
       userIds = /^#\d{1,9}$/.test(user) ? [Number(user.slice(1))] : await findUserIdsByUsername(db, user);
@@ -149,7 +124,7 @@ export function registerAuditPages(app: FastifyInstance, ctx: ConsoleContext, gu
         title: 'Audit log',
         nav: 'audit',
         form,
-        actions: AUDIT_ACTIONS,
+        actions: auditActionsOf(request.server.auditedRoutes ?? []),
         page,
         usernames,
         exportUrl: consoleUrl('/console/audit.csv', selection),

@@ -8,6 +8,8 @@ import { fileURLToPath } from 'node:url';
 import Tokens from '@fastify/csrf';
 import { Eta } from 'eta';
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { AttachmentService } from '../attachment/index.ts';
+import type { PatientSearchService } from '../patient/index.ts';
 import type { AppDeps } from '../../deps.ts';
 import type { Principal } from '../user/index.ts';
 import type { ConsoleAssets } from './console-assets.ts';
@@ -79,6 +81,22 @@ export function badRequestPage(text: string): ConsolePageError {
   return new ConsolePageError(400, 'Bad request', text);
 }
 
+/** The longest time a filter form sends (`YYYY-MM-DDTHH:MM:SS` with some room). */
+const TIME_FIELD_MAX_LENGTH = 30;
+
+/**
+ * The query field `name` of a filter form, a `datetime-local` value (or a date) in the site's zone, as
+ * stored UTC text; undefined when absent or blank; a 400 page when it is not a date and time.
+ */
+export function timeField(ctx: ConsoleContext, query: unknown, name: string): string | undefined {
+  const text = (textField(query, name) ?? '').trim();
+  if (text === '') return undefined;
+  if (text.length > TIME_FIELD_MAX_LENGTH) throw badRequestPage(`"${name}" is too long.`);
+  const stored = ctx.siteTime.parseLocal(text);
+  if (stored === undefined) throw badRequestPage(`"${name}" must be a date and time.`);
+  return stored;
+}
+
 export interface Flash {
   readonly kind: 'ok' | 'warn' | 'error';
   readonly text: string;
@@ -86,6 +104,10 @@ export interface Flash {
 
 export interface ConsoleContext {
   readonly deps: AppDeps;
+  /** The process's attachment service (the API's). */
+  readonly attachments: AttachmentService;
+  /** The process's patient search (the API's). */
+  readonly patients: PatientSearchService;
   readonly sessions: SessionStore;
   readonly siteTime: SiteTime;
   readonly assets: ConsoleAssets;
@@ -161,6 +183,8 @@ export function roleGrantHelp(user: Principal, schema: 'own' | 'openeyes'): Role
 
 export function createConsoleContext(options: {
   deps: AppDeps;
+  attachments: AttachmentService;
+  patients: PatientSearchService;
   sessions: SessionStore;
   siteTime: SiteTime;
   assets: ConsoleAssets;

@@ -1,7 +1,7 @@
 /**
  * The operations console at `/console/` (config `CONSOLE`): server-rendered pages for the support desk.
  * Everything is in one encapsulated scope with its own cookie and form parsers, HTML error pages, a
- * strict CSP and its own audit hook; the screens call the other modules through their `index.ts`.
+ * strict CSP and the audit of its routes (`consoleAction`); the screens call the other modules through their `index.ts`.
  *
  * Sign-in: a login form (CSRF-protected through a signed pre-login cookie), the Basic authenticator's
  * password check and the same failure brake (per address and per username, `AUTH_FAILURE_LIMIT_PER_MINUTE`),
@@ -19,8 +19,9 @@ import type { ModuleOptions } from '../../http/module.ts';
 import type { LoginAttempt } from '../../http/login-brake.ts';
 import { beginLoginAttempt } from '../../http/login-brake.ts';
 import { isHttpsRequest } from '../../http/transport-security.ts';
-import type { AuditTrail } from '../audit/index.ts';
-import { createAuditTrail } from '../audit/index.ts';
+import type { AttachmentService } from '../attachment/index.ts';
+import type { RouteAudit } from '../audit/index.ts';
+import type { PatientSearchService } from '../patient/index.ts';
 import { readWorkerHealth } from '../request-queue/index.ts';
 import type { Verification } from '../user/index.ts';
 import { registerAttachmentPages } from './attachments.pages.ts';
@@ -45,7 +46,16 @@ export const CONSOLE_CSP =
   "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
   "form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
-export const consoleRoutes: FastifyPluginAsync<ModuleOptions> = async (app, { deps }) => {
+/** The console's options: the module's, and the process's attachment service. */
+export interface ConsoleRouteOptions extends ModuleOptions {
+  readonly attachments: AttachmentService;
+  readonly patients: PatientSearchService;
+}
+
+export const consoleRoutes: FastifyPluginAsync<ConsoleRouteOptions> = async (
+  app,
+  { deps, attachments, patients },
+) => {
   const secret = deps.config.consoleSessionSecret ?? (await loadCookieSecret(deps.database));
   const sessions = createSessionStore(deps.database, {
     idleMinutes: deps.config.consoleIdleMinutes,
@@ -53,18 +63,25 @@ export const consoleRoutes: FastifyPluginAsync<ModuleOptions> = async (app, { de
   });
   const ctx = createConsoleContext({
     deps,
+    attachments,
+    patients,
     sessions,
     siteTime: createSiteTime(deps.config.timeZone),
     assets: loadConsoleAssets(),
   });
-  const trail = createAuditTrail(deps.database);
-  app.addHook('onClose', async () => trail.flush());
 
   await app.register(
     async (scope) => {
-      // The console is not part of the API: it stays out of the OpenAPI document.
+      // The console is not part of the API: it stays out of the OpenAPI document. Its audited routes
+      // name their action (`consoleAction`); the audit hook reads `config.audit`.
       scope.addHook('onRoute', (route) => {
-        route.config = { ...route.config, openapi: false };
+        const action = route.config?.consoleAction;
+        const method = Array.isArray(route.method) ? route.method[0]! : route.method;
+        route.config = {
+          ...route.config,
+          openapi: false,
+          ...(action === undefined ? {} : { audit: consoleAudit(action, method) }),
+        };
       });
       await scope.register(fastifyCookie, { secret, hook: 'onRequest' });
       await scope.register(formbody, { bodyLimit: deps.config.limits.jsonBodyBytes });
@@ -72,7 +89,6 @@ export const consoleRoutes: FastifyPluginAsync<ModuleOptions> = async (app, { de
         void reply.header('content-security-policy', CONSOLE_CSP);
       });
       installErrorPages(scope, ctx);
-      installConsoleAudit(scope, trail);
       const guard = createGuard(ctx);
       ctx.assets.register(scope);
       registerSessionRoutes(scope, ctx, guard);
@@ -312,52 +328,29 @@ function installErrorPages(app: FastifyInstance, ctx: ConsoleContext): void {
   );
 }
 
-/** Headers that describe a binary representation; dropped when an answer is replaced by a 503 page. */
-const REPRESENTATION_HEADERS = ['content-length', 'etag', 'last-modified', 'content-transfer-encoding'];
-
 /**
- * One audit row per answer of an audited console route to a signed-in user (and per sign-in attempt),
- * committed before the answer leaves, like the API's; an answer whose row cannot be written becomes a
- * 503 page. Throttled sign-ins (429) are not recorded, as in the API.
+ * The audit of a console route (its `consoleAction`): answers to a signed-in user, and every sign-in
+ * attempt, committed before the answer leaves (reads too: a support user's look at records is audited at
+ * once); an answer whose row cannot be written becomes a 503 page. The one audit hook (modules/audit)
+ * records them, under the same rules as the API's.
  */
-function installConsoleAudit(app: FastifyInstance, trail: AuditTrail): void {
-  app.addHook('onSend', async (request, reply, payload) => {
-    const action = request.routeOptions.config?.consoleAction;
-    if (action === undefined) return payload;
-    const userId = request.consoleAudit?.userId ?? request.consoleUser?.userId ?? null;
-    const outcome = reply.statusCode;
-    if (outcome === 429 || (userId === null && action !== 'console.login')) return payload;
-    try {
-      await trail.record({
-        action,
-        userId,
-        targetType: request.consoleAudit?.targetType ?? null,
-        targetIds: request.consoleAudit?.targetIds ?? [],
-        detail: request.consoleAudit?.detail ?? null,
-        outcome,
-        clientAddress: request.ip ?? null,
-        requestId: request.id,
-      });
-      return payload;
-    } catch (error) {
-      request.log.error({ err: error, action, outcome }, 'console audit row not written: answer refused');
-      if (
-        typeof payload === 'object' &&
-        payload !== null &&
-        'destroy' in payload &&
-        !Buffer.isBuffer(payload)
-      )
-        (payload as { destroy(): void }).destroy();
-      for (const name of REPRESENTATION_HEADERS) reply.removeHeader(name);
-      void reply
-        .code(503)
-        .header('retry-after', '5')
-        .header('cache-control', 'no-store')
-        .header('content-type', 'text/html; charset=utf-8');
-      return (
+function consoleAudit(action: string, method: string): RouteAudit {
+  return {
+    action,
+    label: `Console: ${action.replace(/^console\./, '').replaceAll('.', ' ')}`,
+    kind: method === 'GET' || method === 'HEAD' ? 'read' : 'write',
+    isDurable: true,
+    auditsAnonymous: action === 'console.login',
+    targetOf: (request) => request.consoleAudit,
+    actorOf: (request) => {
+      const userId = request.consoleAudit?.userId;
+      return userId !== undefined ? { userId } : request.consoleUser;
+    },
+    renderRefusal: () => ({
+      contentType: 'text/html; charset=utf-8',
+      body:
         '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Service unavailable</title></head>' +
-        '<body><main><h1>Service unavailable</h1><p>The audit log cannot be written right now, so nothing is shown. Try again in a few seconds.</p></main></body></html>'
-      );
-    }
-  });
+        '<body><main><h1>Service unavailable</h1><p>The audit log cannot be written right now, so nothing is shown. Try again in a few seconds.</p></main></body></html>',
+    }),
+  };
 }

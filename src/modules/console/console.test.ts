@@ -713,6 +713,23 @@ forEachDialect((dialect) => {
         const none = await (await client.get('/console/audit?user=nobody-at-all')).text();
         assert.match(none, /No audit row matches/);
       });
+
+      it("offers every audited route's action in its filter, by its label: the API's and the console's", async () => {
+        const auditor = await createOperator(app.db);
+        const client = new ConsoleClient(app);
+        await client.signIn(auditor);
+        const html = await (await client.get('/console/audit?action=dicomweb.store')).text();
+        const offered = [...html.matchAll(/<option value="([\w.-]+)"(?: selected)?>([^<]+)<\/option>/g)];
+        const expected = new Set((app.app.auditedRoutes ?? []).map((route) => route.action));
+        assert.deepEqual(new Set(offered.map((option) => option[1])), expected);
+        for (const action of ['dicomweb.store', 'console.request.list', 'console.request.patient-search'])
+          assert.ok(expected.has(action), action);
+        // Every action offered can be searched for (a hyphen included).
+        const hyphenated = await client.get('/console/audit?action=console.request.patient-search');
+        assert.equal(hyphenated.status, 200);
+        assert.match(html, /<option value="dicomweb\.store" selected>DICOMweb store<\/option>/);
+        assert.match(html, /<option value="patient\.search">Patient search<\/option>/);
+      });
     });
   });
 });

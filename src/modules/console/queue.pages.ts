@@ -10,13 +10,9 @@ import { sendBinary } from '../../http/binary-reply.ts';
 import { keepStoredHeaders } from '../../http/stored-headers.ts';
 import { isHttpsRequest } from '../../http/transport-security.ts';
 import type { RoutineStatus } from '../../db/schema.ts';
-import {
-  createAttachmentService,
-  findAttachmentRequestId,
-  listRequestPayloadParts,
-} from '../attachment/index.ts';
+import { findAttachmentRequestId, listRequestPayloadParts } from '../attachment/index.ts';
 import type { PatientSearchResult } from '../patient/index.ts';
-import { createPatientSearchService, describePatients } from '../patient/index.ts';
+import { describePatients } from '../patient/index.ts';
 import type { AdminOutcome, EditChange, RequestListFilter } from '../request-queue/index.ts';
 import {
   RETRYABLE,
@@ -42,6 +38,7 @@ import {
   consoleUrl,
   notFoundPage,
   parseId,
+  timeField,
   textField,
 } from './console-context.ts';
 import type { ConsoleGuard } from './console-guard.ts';
@@ -75,8 +72,7 @@ function optionalText(query: Query, name: string, maxLength: number): string | u
 export function registerQueuePages(app: FastifyInstance, ctx: ConsoleContext, guard: ConsoleGuard): void {
   const { database } = ctx.deps;
   const db = database.db;
-  const attachments = createAttachmentService(ctx.deps);
-  const patients = createPatientSearchService(ctx.deps);
+  const { attachments, patients } = ctx;
   const guardQueue = guard(OPERATIONS.queue);
 
   /** The list filter of the query (400 for values that cannot be one) and the form's echo. */
@@ -87,15 +83,8 @@ export function registerQueuePages(app: FastifyInstance, ctx: ConsoleContext, gu
     const status = optionalText(query, 'status', 20);
     if (status !== undefined && !ROUTINE_STATUSES.includes(status as RoutineStatus))
       throw badRequestPage('Unknown routine status.');
-    const time = (name: string) => {
-      const text = optionalText(query, name, 30);
-      if (text === undefined) return undefined;
-      const stored = ctx.siteTime.parseLocal(text);
-      if (stored === undefined) throw badRequestPage(`"${name}" must be a date and time.`);
-      return stored;
-    };
-    const createdFrom = time('from');
-    const createdTo = time('to');
+    const createdFrom = timeField(ctx, query, 'from');
+    const createdTo = timeField(ctx, query, 'to');
     const filter: RequestListFilter = {
       ...(overall === undefined ? {} : { overall: overall as RequestListFilter['overall'] }),
       ...(status === undefined ? {} : { routineStatus: status as RoutineStatus }),

@@ -24,6 +24,7 @@ import {
   consoleUrl,
   notFoundPage,
   parseId,
+  timeField,
   textField,
 } from './console-context.ts';
 import type { ConsoleGuard } from './console-guard.ts';
@@ -52,15 +53,8 @@ export function registerSignaturePages(app: FastifyInstance, ctx: ConsoleContext
       throw badRequestPage('Unknown import status.');
     if (typeText !== '' && typeText !== 'cvi' && typeText !== 'consent')
       throw badRequestPage('Unknown type.');
-    const time = (name: string) => {
-      const text = (textField(query, name) ?? '').trim();
-      if (text === '') return undefined;
-      const stored = ctx.siteTime.parseLocal(text);
-      if (stored === undefined) throw badRequestPage(`"${name}" must be a date and time.`);
-      return stored;
-    };
-    const from = time('from');
-    const to = time('to');
+    const from = timeField(ctx, query, 'from');
+    const to = timeField(ctx, query, 'to');
     const beforeText = textField(query, 'before');
     const before = beforeText === undefined ? undefined : parseId(beforeText);
     if (beforeText !== undefined && before === undefined)

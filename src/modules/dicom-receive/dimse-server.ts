@@ -40,8 +40,8 @@ import { SPOOL_THRESHOLD_BYTES, spoolDirOf, spoolStream } from '../../files/spoo
 import type { UploadMemory } from '../../http/upload-spool.ts';
 import { createUploadMemory } from '../../http/upload-spool.ts';
 import type { Logger } from '../../logger.ts';
-import { createAuditTrail } from '../audit/index.ts';
 import type { AuditTrail } from '../audit/index.ts';
+import type { IntakeService } from '../request-queue/index.ts';
 import type { AssociationOutcome } from './dicom-metrics.ts';
 import {
   countAssociation,
@@ -93,7 +93,11 @@ export interface DicomServerDeps {
   readonly database: Database;
   readonly config: Config;
   readonly logger: Logger;
-  /** Defaults to a receiver of `database` and `config`. */
+  /** The process's audit trail (the HTTP app's): one row per association decision and instance. */
+  readonly auditTrail: AuditTrail;
+  /** The process's queue intake (the HTTP app's). */
+  readonly intake: IntakeService;
+  /** Defaults to a receiver of `database`, `config` and `intake`. */
   readonly receiver?: DicomReceiver;
   /** The process's upload memory budget (the HTTP app's); defaults to a new one of `UPLOAD_MEMORY_BYTES`. */
   readonly uploadMemory?: UploadMemory;
@@ -134,8 +138,8 @@ export async function startDicomServer(deps: DicomServerDeps): Promise<DicomServ
   const context: ServerContext = {
     config,
     logger,
-    receiver: deps.receiver ?? createDicomReceiver({ database, config }),
-    audit: createAuditTrail(database),
+    receiver: deps.receiver ?? createDicomReceiver({ database, config, intake: deps.intake }),
+    audit: deps.auditTrail,
     uploadMemory: deps.uploadMemory ?? createUploadMemory(config.limits.uploadMemoryBytes),
     allowedCallers: compileAllowedCallers(config.dicomNetwork.allowedCallers),
     connections: new Set(),

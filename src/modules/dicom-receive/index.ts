@@ -4,11 +4,11 @@
  * queue intake. Owns `dicom_received_instance`. Other modules import it only through this file.
  */
 import type { FastifyPluginAsync } from 'fastify';
-import type { ModuleOptions } from '../../http/module.ts';
 import type { DicomServer, DicomServerDeps } from './dimse-server.ts';
+import type { StowRouteOptions } from './stow.routes.ts';
 import { registerStowRoutes } from './stow.routes.ts';
 
-export const dicomWebRoutes: FastifyPluginAsync<ModuleOptions> = async (app, options) => {
+export const dicomWebRoutes: FastifyPluginAsync<StowRouteOptions> = async (app, options) => {
   await registerStowRoutes(app, options);
 };
 

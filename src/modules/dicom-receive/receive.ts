@@ -10,7 +10,6 @@ import type { Database } from '../../db/database.ts';
 import { nowDateTime } from '../../db/database.ts';
 import { AppError, isDatabaseUnavailable } from '../../errors.ts';
 import type { AlongsideWrite, IntakeService } from '../request-queue/index.ts';
-import { createIntakeService } from '../request-queue/index.ts';
 import type { ReceivePath } from './dicom-metrics.ts';
 import { countInstance } from './dicom-metrics.ts';
 import type { FailureReason } from './instance.ts';
@@ -67,11 +66,10 @@ export interface DicomReceiver {
 export function createDicomReceiver(deps: {
   readonly database: Database;
   readonly config: Config;
-  /** Defaults to a new intake service of `database` and `config`. */
-  readonly intake?: IntakeService;
+  /** The process's queue intake. */
+  readonly intake: IntakeService;
 }): DicomReceiver {
-  const { database, config } = deps;
-  const intake = deps.intake ?? createIntakeService({ database, config });
+  const { database, config, intake } = deps;
   const isRefusingDuplicates = config.dicomNetwork.duplicates === 'refuse';
 
   async function receive(

@@ -13,7 +13,9 @@ import { AppError, DATABASE_RETRY_AFTER_SECONDS, DEFAULT_MESSAGES } from '../../
 import { spoolDirOf } from '../../files/spool.ts';
 import { rejectOtherMethods } from '../../http/error-handler.ts';
 import type { ModuleOptions } from '../../http/module.ts';
+import type { IntakeService } from '../request-queue/index.ts';
 import { MALFORMED_MULTIPART_MESSAGE } from '../../http/multipart.ts';
+import { STUDIES_DOC, STUDY_DOC } from './stow.openapi.ts';
 import { createDicomReceiver } from './receive.ts';
 import { storeStatus, toDicomJson, toDicomXml } from './store-response.ts';
 import { StowBodyError, storeInstances } from './stow.ts';
@@ -40,9 +42,14 @@ const ParamsSchema = Type.Object({
   }),
 });
 
-export async function registerStowRoutes(app: FastifyInstance, options: ModuleOptions): Promise<void> {
+/** The STOW-RS routes' options: the module's, and the process's queue intake. */
+export interface StowRouteOptions extends ModuleOptions {
+  readonly intake: IntakeService;
+}
+
+export async function registerStowRoutes(app: FastifyInstance, options: StowRouteOptions): Promise<void> {
   const { config, database } = options.deps;
-  const receiver = createDicomReceiver({ database, config });
+  const receiver = createDicomReceiver({ database, config, intake: options.intake });
 
   // The body is read by stow.ts from the request stream, part by part.
   app.removeAllContentTypeParsers();
@@ -127,7 +134,11 @@ export async function registerStowRoutes(app: FastifyInstance, options: ModuleOp
     app.route({
       method: 'POST',
       url,
-      config: { heavy: true },
+      config: {
+        heavy: true,
+        doc: url === STUDY_URL ? STUDY_DOC : STUDIES_DOC,
+        audit: { action: 'dicomweb.store', label: 'DICOMweb store', kind: 'write' },
+      },
       ...(url === STUDY_URL ? { schema: { params: ParamsSchema }, attachValidation: true } : {}),
       onRequest: [auth, checkRequest],
       handler,

@@ -3,4 +3,5 @@ export { patientRoutes } from './patient.routes.ts';
 export type { PatientLabel } from './patient-lookup.ts';
 export { describePatients, findPatientIdsByIdentifier } from './patient-lookup.ts';
 export type { PatientSearchResult } from './patient.service.ts';
+export type { PatientSearchService } from './patient.service.ts';
 export { createPatientSearchService } from './patient.service.ts';

@@ -10,16 +10,25 @@ import formbody from '@fastify/formbody';
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import { rejectOtherMethods } from '../../http/error-handler.ts';
 import type { ModuleOptions } from '../../http/module.ts';
+import { SEARCH_DOC } from './patient.openapi.ts';
 import type { SortColumn } from './patient.queries.ts';
 import type { PatientSearchInput } from './patient.service.ts';
-import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, createPatientSearchService } from './patient.service.ts';
+import type { PatientSearchService } from './patient.service.ts';
+import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from './patient.service.ts';
 
 const SEARCH_URL = '/api/v1/patient/search';
 /** Form bodies of search are a handful of short fields. */
 const FORM_BODY_LIMIT_BYTES = 16 * 1024;
 
-export const patientRoutes: FastifyPluginAsync<ModuleOptions> = async (app, { deps, basicAuth }) => {
-  const service = createPatientSearchService(deps);
+/** The search route's options: the module's, and the process's patient search. */
+export interface PatientRouteOptions extends ModuleOptions {
+  readonly patients: PatientSearchService;
+}
+
+export const patientRoutes: FastifyPluginAsync<PatientRouteOptions> = async (
+  app,
+  { basicAuth, patients: service },
+) => {
   await app.register(formbody, { bodyLimit: FORM_BODY_LIMIT_BYTES });
   // Parsed on demand by the search only (`hook: false`). Values are taken as sent, without
   // percent-decoding, after trimming and dropping one pair of surrounding double quotes. The plugin
@@ -31,6 +40,7 @@ export const patientRoutes: FastifyPluginAsync<ModuleOptions> = async (app, { de
     method: ['GET', 'POST', 'PUT'],
     url: SEARCH_URL,
     bodyLimit: FORM_BODY_LIMIT_BYTES,
+    config: { doc: SEARCH_DOC, audit: { action: 'patient.search', label: 'Patient search', kind: 'read' } },
     preHandler: basicAuth({ operation: 'OprnApi' }),
     handler: async (request, reply) => {
       const results = await service.searchPatients(readSearchInput(request));

@@ -6,10 +6,10 @@
  * through this file.
  */
 import type { FastifyPluginAsync } from 'fastify';
-import type { ModuleOptions } from '../../http/module.ts';
+import type { RequestQueueRouteOptions } from './request-queue.routes.ts';
 import { registerRequestQueueRoutes } from './request-queue.routes.ts';
 
-export const requestQueueRoutes: FastifyPluginAsync<ModuleOptions> = async (app, options) => {
+export const requestQueueRoutes: FastifyPluginAsync<RequestQueueRouteOptions> = async (app, options) => {
   await registerRequestQueueRoutes(app, options);
 };
 

@@ -21,6 +21,8 @@ import type { SpoolOptions, SpooledBytes } from '../../files/spool.ts';
 import { SPOOL_THRESHOLD_BYTES, spoolDirOf, spoolStream } from '../../files/spool.ts';
 import { holdSpool, loadSpooled } from '../../http/upload-spool.ts';
 import { MALFORMED_MULTIPART_MESSAGE } from '../../http/multipart.ts';
+import { idParameter } from '../audit/index.ts';
+import { ADD_DOC, STATUS_DOC } from './request-queue.openapi.ts';
 import type { HandlerKind } from './intake/content-type.ts';
 import {
   boundaryOf,
@@ -30,7 +32,7 @@ import {
   nulCharacterMessage,
 } from './intake/content-type.ts';
 import type { MultipartPart } from './intake/payload.ts';
-import { createIntakeService } from './intake/intake.service.ts';
+import type { IntakeService } from './intake/intake.service.ts';
 import { createStatusService } from './status/status.ts';
 
 const ADD_URL = '/api/v1/request/queue/add';
@@ -86,9 +88,14 @@ function unprocessable(fields: Record<string, string>): AppError {
   return new AppError('validation_failed', 'Unprocessable Entity', { fields });
 }
 
+/** The queue routes' options: the module's, and the process's queue intake. */
+export interface RequestQueueRouteOptions extends ModuleOptions {
+  readonly intake: IntakeService;
+}
+
 export async function registerRequestQueueRoutes(
   app: FastifyInstance,
-  options: ModuleOptions,
+  options: RequestQueueRouteOptions,
 ): Promise<void> {
   const { config, database } = options.deps;
   const { jsonBodyBytes, rawBodyBytes } = config.limits;
@@ -97,7 +104,7 @@ export async function registerRequestQueueRoutes(
     memoryThresholdBytes: SPOOL_THRESHOLD_BYTES,
     limitBytes: rawBodyBytes,
   };
-  const intake = createIntakeService({ database, config });
+  const { intake } = options;
   const status = createStatusService({ db: database.db });
 
   // Own parsers for this plugin only: each returns the raw bytes, and intake decodes them strictly.
@@ -199,7 +206,11 @@ export async function registerRequestQueueRoutes(
   app.route({
     method: ['POST', 'PUT'],
     url: ADD_URL,
-    config: { errorShape: 'envelope' },
+    config: {
+      errorShape: 'envelope',
+      doc: ADD_DOC,
+      audit: { action: 'queue.add', label: 'Request queued', kind: 'write' },
+    },
     schema: { querystring: AddQuerySchema },
     attachValidation: true,
     onRequest: [auth, prepareIntake],
@@ -210,7 +221,16 @@ export async function registerRequestQueueRoutes(
   app.route({
     method: 'GET',
     url: STATUS_URL,
-    config: { errorShape: 'envelope' },
+    config: {
+      errorShape: 'envelope',
+      doc: STATUS_DOC,
+      audit: {
+        action: 'queue.status',
+        label: 'Request status',
+        kind: 'read',
+        targetOf: idParameter('request_id', 'request'),
+      },
+    },
     schema: { querystring: StatusQuerySchema },
     attachValidation: true,
     onRequest: auth,

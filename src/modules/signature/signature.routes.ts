@@ -8,6 +8,7 @@ import { AppError, DEFAULT_MESSAGES } from '../../errors.ts';
 import type { ModuleOptions } from '../../http/module.ts';
 import { createRateLimiter } from '../../http/rate-limit.ts';
 import { sharedCountersFor } from '../../http/shared-counters.ts';
+import { SIGN_ADD_DOC, SIGN_ADD_REFUSAL_DOC } from './signature.openapi.ts';
 import { createBodyDecoder } from './body-decoder.ts';
 import type { SignatureInput } from './signature-body.ts';
 import type { SignatureService } from './signature.service.ts';
@@ -62,7 +63,11 @@ export const signatureRoutes: FastifyPluginAsync<ModuleOptions> = async (app, { 
 };
 
 function registerSignAdd(app: FastifyInstance, url: string, service: SignatureService, bodyLimit: number) {
-  app.post<{ Body: SignatureInput | undefined }>(url, { bodyLimit }, async (request, reply) => {
+  const config = {
+    doc: SIGN_ADD_DOC,
+    audit: { action: 'signature.add', label: 'Signature import', kind: 'write' },
+  } as const;
+  app.post<{ Body: SignatureInput | undefined }>(url, { bodyLimit, config }, async (request, reply) => {
     if (request.body === undefined) throw new AppError('bad_request', DEFAULT_MESSAGES.bad_request);
     const outcome = await service.importSignature(request.body);
     request.audit = { targetType: 'signature_import_log', targetIds: [outcome.logId] };
@@ -79,7 +84,7 @@ function registerSignAdd(app: FastifyInstance, url: string, service: SignatureSe
     }
   });
 
-  app.options(url, async (_request, reply) =>
+  app.options(url, { config: { doc: SIGN_ADD_DOC } }, async (_request, reply) =>
     reply
       .code(204)
       .header('access-control-allow-methods', 'POST, OPTIONS')
@@ -94,6 +99,7 @@ function registerSignAdd(app: FastifyInstance, url: string, service: SignatureSe
     method: ['GET', 'HEAD', 'PUT', 'DELETE', 'PATCH'],
     url,
     exposeHeadRoute: false,
+    config: { doc: SIGN_ADD_REFUSAL_DOC },
     handler: async () => {
       throw new AppError('bad_request', DEFAULT_MESSAGES.bad_request);
     },
