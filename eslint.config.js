@@ -94,6 +94,8 @@ export default tseslint.config(
     },
   },
   { files: ['eslint.config.js', 'scripts/*.js'], ...tseslint.configs.disableTypeChecked },
+  // Worker threads written in plain JavaScript (a `.ts` thread starts its own type stripper).
+  { files: ['src/**/*.worker.js', 'bench/*.child.js'], ...tseslint.configs.disableTypeChecked },
   // Browser scripts served by the console: plain JavaScript outside the TypeScript project.
   {
     files: ['src/modules/console/assets/**/*.js'],

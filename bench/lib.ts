@@ -37,12 +37,15 @@ export const ROOT_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)
  * The Node flags of `npm start` (package.json), so that the bench measures the server as it is deployed
  * (e.g. `--max-semi-space-size`, which bounds the memory of V8's young generation).
  */
-export const START_NODE_FLAGS: readonly string[] = (() => {
-  const manifest = JSON.parse(readFileSync(path.join(ROOT_DIR, 'package.json'), 'utf8')) as {
+export const START_NODE_FLAGS: readonly string[] = startNodeFlagsOf(ROOT_DIR);
+
+/** The Node flags of `npm start` in the checkout at `root` (its package.json). */
+export function startNodeFlagsOf(root: string): readonly string[] {
+  const manifest = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as {
     scripts: Record<string, string>;
   };
   return (manifest.scripts.start ?? '').split(/\s+/).filter((word) => word.startsWith('--'));
-})();
+}
 export const RESULTS_DIR = path.join(ROOT_DIR, 'bench', 'results');
 const DEFAULT_BENCH_DATABASE_URL = 'postgres://postgres:postgres@127.0.0.1:5432/postgres';
 
@@ -450,6 +453,8 @@ export interface StartServerOptions {
   readonly env?: Record<string, string>;
   /** Entry file relative to the repository root; default `src/main/server.ts`. */
   readonly entry?: string;
+  /** Node flags instead of this checkout's `npm start` ones (e.g. another checkout's). */
+  readonly nodeFlags?: readonly string[];
   /** Load the demo data (DEMO_DATA=on); off by default. */
   readonly demoData?: boolean;
   readonly readyTimeoutMs?: number;
@@ -464,7 +469,11 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
   const child = ownChild(
     spawn(
       process.execPath,
-      ['--disable-warning=ExperimentalWarning', ...START_NODE_FLAGS, options.entry ?? 'src/main/server.ts'],
+      [
+        '--disable-warning=ExperimentalWarning',
+        ...(options.nodeFlags ?? START_NODE_FLAGS),
+        options.entry ?? 'src/main/server.ts',
+      ],
       {
         cwd: ROOT_DIR,
         env: {

@@ -12,12 +12,8 @@ import { createBackgroundWriter, openConnectionWriter } from './background-write
 import type { ShapeCache } from './compiled-queries.ts';
 import { createShapeCache } from './compiled-queries.ts';
 import type { DialectAdapter, DialectName } from './dialect.ts';
-import { openMysql } from './dialects/mysql.ts';
-import { openPostgres } from './dialects/postgres.ts';
 import { openSqlite } from './dialects/sqlite.ts';
 import { openSqliteBackgroundWriter } from './dialects/sqlite-background.ts';
-import { createOpenEyesProfile } from './openeyes/profile.ts';
-import { OwnTablePrefixPlugin } from './openeyes/own-tables.ts';
 import type { DB } from './schema.ts';
 import type { SchemaProfile } from './schema-profile.ts';
 import { OWN_SCHEMA } from './schema-profile.ts';
@@ -90,7 +86,13 @@ export async function openDatabase(
       close: () => connection.close(),
     });
   }
+  // The server drivers (pg, mysql2) are loaded only by the engine in use: each costs several MB of memory.
   if (target.kind === 'mysql') {
+    const [{ openMysql }, { createOpenEyesProfile }, { OwnTablePrefixPlugin }] = await Promise.all([
+      import('./dialects/mysql.ts'),
+      import('./openeyes/profile.ts'),
+      import('./openeyes/own-tables.ts'),
+    ]);
     const isOpenEyes = target.schema === 'openeyes';
     // Date-times: UTC in the own schema (the session too, for the triggers' utc_timestamp), the
     // server's local time on OpenEyes's, where the service never asks the server for the time.
@@ -111,6 +113,7 @@ export async function openDatabase(
       close: () => connection.close(),
     });
   }
+  const { openPostgres } = await import('./dialects/postgres.ts');
   const connection = openPostgres(target.url, options.poolSize ?? 10);
   return assemble(connection.db, connection.adapter, {
     writeTransaction: createPlainWriteTransaction(connection.db),

@@ -10,11 +10,16 @@
  */
 let zone = 'UTC';
 let localFormat: Intl.DateTimeFormat | undefined;
+// The text of the last second formatted: every answer of a busy server stamps an audit row with the
+// current second, so most calls format the same second again.
+let lastSecond = Number.NaN;
+let lastText = '';
 
 /** Sets the zone of stored date-times (an IANA name; `UTC` for the service's own schema). */
 export function setStoredTimeZone(timeZone: string): void {
   zone = timeZone;
   localFormat = timeZone === 'UTC' ? undefined : wallClockFormat(timeZone);
+  lastSecond = Number.NaN;
 }
 
 /** A formatter of the wall-clock fields (year to second, 24-hour) of an instant in `timeZone`. */
@@ -38,10 +43,20 @@ export function storedTimeZone(): string {
 
 /** Formats a Date as the `YYYY-MM-DD HH:MM:SS` text stored in date-time columns. */
 export function formatDateTime(date: Date): string {
-  if (localFormat === undefined) return date.toISOString().slice(0, 19).replace('T', ' ');
-  const part: Record<string, string> = {};
-  for (const { type, value } of localFormat.formatToParts(date)) part[type] = value;
-  return `${part.year}-${part.month}-${part.day} ${part.hour}:${part.minute}:${part.second}`;
+  const second = Math.floor(date.getTime() / 1000);
+  if (second === lastSecond) return lastText;
+  let text: string;
+  if (localFormat === undefined) {
+    text = date.toISOString().slice(0, 19).replace('T', ' ');
+  } else {
+    const part: Record<string, string> = {};
+    for (const { type, value } of localFormat.formatToParts(date)) part[type] = value;
+    text = `${part.year}-${part.month}-${part.day} ${part.hour}:${part.minute}:${part.second}`;
+  }
+  // An invalid Date has a NaN second, which never equals the one kept.
+  lastSecond = second;
+  lastText = text;
+  return text;
 }
 
 /** The current time as stored in date-time columns. */

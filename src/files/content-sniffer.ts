@@ -5,7 +5,10 @@
  * truncated PNG still sniffs as `image/png`, so callers that need a complete image (sign/add) check the
  * structure themselves.
  */
-import { fileTypeFromBuffer } from 'file-type';
+import type * as FileType from 'file-type';
+
+// file-type and its readers are loaded on the first sniff, not with the server (several MB).
+let fileType: Promise<typeof FileType> | undefined;
 
 // Every signature file-type knows lies within its first few KiB; a bounded prefix keeps the cost of
 // sniffing a 100 MiB upload the same as a small one.
@@ -21,6 +24,7 @@ const ALIASES: Readonly<Record<string, string>> = { 'image/apng': 'image/png' };
 /** The media type (`type/subtype`, lower case) that the bytes prove, or undefined when none. */
 export async function sniffContentType(bytes: Uint8Array): Promise<string | undefined> {
   const head = bytes.subarray(0, SNIFF_WINDOW_BYTES);
+  const { fileTypeFromBuffer } = await (fileType ??= import('file-type'));
   let mime: string | undefined;
   try {
     mime = (await fileTypeFromBuffer(head))?.mime;

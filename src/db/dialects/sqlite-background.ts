@@ -1,6 +1,6 @@
 /**
  * A SQLite background writer (`Database.openBackgroundWriter`, background-writer.ts): a connection of its
- * own in a worker thread (sqlite-background.worker.ts), reached through kysely-generic-sqlite's worker
+ * own in a worker thread (sqlite-background.worker.js), reached through kysely-generic-sqlite's worker
  * driver (start-up handshake, request ids, errors carried back, pending requests failed when the thread
  * dies). The event loop only posts the rows; the thread waits for the write lock, inserts, commits and
  * fsyncs, and answers once the rows are durable.
@@ -19,10 +19,22 @@ import type { GenericSqliteWorkerConnection } from 'kysely-generic-sqlite/worker
 import { GenericSqliteWorkerDriver } from 'kysely-generic-sqlite/worker';
 import { createNodeWorkerExecutor } from 'kysely-generic-sqlite/worker-helper-node';
 import type { BackgroundWriter } from '../background-writer.ts';
-import type { InsertRowsRequest, SqliteBackgroundData } from './sqlite-background.worker.ts';
 
-const WORKER_URL = new URL('./sqlite-background.worker.ts', import.meta.url);
-/** The worker's request name (sqlite-background.worker.ts); not imported, which would run the worker. */
+/** What the thread is started with. */
+interface SqliteBackgroundData extends Record<string, unknown> {
+  readonly file: string;
+  readonly busyTimeoutMs: number;
+}
+
+/** The payload of an `insertRows` request. */
+interface InsertRowsRequest {
+  readonly table: string;
+  readonly columns: readonly string[];
+  readonly rows: readonly (readonly unknown[])[];
+}
+
+const WORKER_URL = new URL('./sqlite-background.worker.js', import.meta.url);
+/** The worker's request name (sqlite-background.worker.js); not imported, which would run the worker. */
 const INSERT_ROWS = 'insertRows';
 
 export interface SqliteBackgroundOptions {

@@ -4,7 +4,7 @@
  * fsyncs both files inside that commit, which stalls every request of the server for milliseconds, several
  * times a second under write load (each answer commits an audit row). Here the writer's automatic
  * checkpoints are off and a worker thread with its own connection checkpoints every `intervalMs`
- * (sqlite-checkpoint.worker.ts). The WAL then restarts from its beginning as usual once it is fully
+ * (sqlite-checkpoint.worker.js). The WAL then restarts from its beginning as usual once it is fully
  * copied, so it stays small.
  *
  * If the thread fails or exits, the writer gets its automatic checkpoints back: the WAL never grows
@@ -13,7 +13,7 @@
 import type { DatabaseSync } from 'node:sqlite';
 import { Worker } from 'node:worker_threads';
 
-const WORKER_URL = new URL('./sqlite-checkpoint.worker.ts', import.meta.url);
+const WORKER_URL = new URL('./sqlite-checkpoint.worker.js', import.meta.url);
 /** SQLite's default `wal_autocheckpoint`, restored when the thread is gone. */
 const AUTOMATIC_PAGES = 1000;
 

@@ -50,7 +50,7 @@ export function releaseLargeBindings(statement: StatementSync, args: readonly Sq
   statement.iterate(...args.map(() => null)).return?.();
 }
 
-/** A bound value as node:sqlite takes it. */
+/** A bound value as node:sqlite takes it (sqlite-background.worker.js has a copy: keep them alike). */
 export function toSqliteValue(value: unknown): SqliteValue {
   if (value === undefined || value === null) return null;
   if (typeof value === 'boolean') return value ? 1 : 0;

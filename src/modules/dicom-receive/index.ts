@@ -4,6 +4,7 @@
  * queue intake. Owns `dicom_received_instance`. Other modules import it only through this file.
  */
 import type { FastifyPluginAsync } from 'fastify';
+import type { DicomServer, DicomServerDeps } from './dimse-server.ts';
 import type { StowRouteOptions } from './stow.routes.ts';
 import { registerStowRoutes } from './stow.routes.ts';
 
@@ -12,5 +13,13 @@ export const dicomWebRoutes: FastifyPluginAsync<StowRouteOptions> = async (app, 
 };
 
 export type { DicomServer } from './dimse-server.ts';
-export { startDicomServer } from './dimse-server.ts';
+
+/**
+ * Starts the DIMSE C-STORE SCP on `DICOM_PORT`. Its code (and dcmjs-dimse) is loaded here, so that a
+ * server without `DICOM_PORT` does not hold it.
+ */
+export async function startDicomServer(deps: DicomServerDeps): Promise<DicomServer> {
+  const { startDicomServer: start } = await import('./dimse-server.ts');
+  return start(deps);
+}
 export { registerDicomReceiveMetrics } from './dicom-metrics.ts';

@@ -6,7 +6,8 @@
  * this file applies its rules to what comes back (accepted class and transfer syntax, meta information
  * and data set agreeing, the content element, the study).
  */
-import dcmjs from 'dcmjs';
+import { createRequire } from 'node:module';
+import type Dcmjs from 'dcmjs';
 import type { Config } from '../../config.ts';
 import type { DicomErrorCode, DicomInspection } from '../dicom/index.ts';
 import { DicomError, inspectDicomFile } from '../dicom/index.ts';
@@ -158,6 +159,14 @@ function uidOf(value: string | null | undefined): string | undefined {
 
 // --- Part 10 from a C-STORE ---------------------------------------------------------------------------
 
+const require = createRequire(import.meta.url);
+let dcmjsModule: typeof Dcmjs | undefined;
+
+/** dcmjs, loaded on the first C-STORE: only the DIMSE receiver writes file meta information with it. */
+function loadDcmjs(): typeof Dcmjs {
+  return (dcmjsModule ??= require('dcmjs') as typeof Dcmjs);
+}
+
 /** Implementation Class UID written into the files the service makes (a UUID-derived `2.25` UID). */
 export const IMPLEMENTATION_CLASS_UID = '2.25.163472098447321095262130372838463129874';
 export const IMPLEMENTATION_VERSION_NAME = 'CRA_DICOM_1';
@@ -175,6 +184,7 @@ export interface Part10Meta {
  * meta information written by dcmjs, then the data set bytes exactly as they arrived.
  */
 export function buildPart10(meta: Part10Meta, dataSet: Buffer): Buffer {
+  const dcmjs = loadDcmjs();
   const header = dcmjs.data.DicomMetaDictionary.denaturalizeDataset({
     FileMetaInformationVersion: new Uint8Array([0, 1]).buffer,
     MediaStorageSOPClassUID: meta.sopClassUid,

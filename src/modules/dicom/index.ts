@@ -2,20 +2,65 @@
  * The DICOM module: strict reading of DICOM Part 10 files within limits, and extraction of their images
  * (every common transfer syntax, multi-frame) or encapsulated PDF, all on a pool of worker threads.
  * Other modules import it only through this file. docs/DICOM.md lists the supported transfer syntaxes.
+ *
+ * The service (`dicom-service.ts`, with `sharp` and libvips) is loaded on the first file read, and the
+ * decoders (dcmjs-imaging, its WebAssembly codecs, PDF.js) only in the worker threads: a process that
+ * never sees a DICOM file does not hold them.
  */
+import type { Config } from '../../config.ts';
+import type { DicomTask } from './dicom-pool.ts';
+import type { DicomInspection, DicomSummary } from './extract.ts';
+import type * as DicomService from './dicom-service.ts';
+import type { DicomExtraction } from './dicom-service.ts';
+import { loadSharp } from './sharp.ts';
+
 export type { DicomErrorCode } from './dicom-error.ts';
 export { DicomError } from './dicom-error.ts';
 export type { DicomHeader } from './dicom-header.ts';
 export type { DicomTask } from './dicom-pool.ts';
 export type { DicomFileMeta, DicomInspection, DicomLimits, DicomSummary } from './extract.ts';
-export { ENCAPSULATED_PDF_SOP_CLASS } from './extract.ts';
 export type { DicomExtraction, ExtractedImage, RawImage } from './dicom-service.ts';
-export {
-  closeDicomPools,
-  dicomLimitsOf,
-  extractDicomImages,
-  inspectDicomFile,
-  readDicomFile,
-  runDicomTask,
-} from './dicom-service.ts';
 export { describeTransferSyntax } from './transfer-syntaxes.ts';
+export { loadSharp } from './sharp.ts';
+
+let service: Promise<typeof DicomService> | undefined;
+
+/** The service, after `sharp` (which it imports) has been set up by {@link loadSharp}. */
+function loadService(): Promise<typeof DicomService> {
+  return (service ??= loadSharp().then(() => import('./dicom-service.ts')));
+}
+
+/**
+ * Checks `bytes` as a DICOM Part 10 file within the configured limits and reads its identifying header;
+ * throws a `DicomError` naming the cause.
+ */
+export async function readDicomFile(bytes: Uint8Array, config: Config): Promise<DicomSummary> {
+  return (await loadService()).readDicomFile(bytes, config);
+}
+
+/**
+ * Reads the file meta information of a received instance and checks the file as {@link readDicomFile}
+ * does, on a thread: a scan's refusal comes back with the meta information rather than thrown. Throws a
+ * `DicomError` only for a thread past its limits (`timeout`, `out-of-memory`, `worker-failed`).
+ */
+export async function inspectDicomFile(bytes: Uint8Array, config: Config): Promise<DicomInspection> {
+  return (await loadService()).inspectDicomFile(bytes, config);
+}
+
+/**
+ * Runs another module's file reader on a decoding thread (see {@link DicomTask}), under the pool's time
+ * and memory limits; throws a `DicomError` for those limits or for what the reader throws.
+ */
+export async function runDicomTask(task: DicomTask, bytes: Uint8Array, config: Config): Promise<unknown> {
+  return (await loadService()).runDicomTask(task, bytes, config);
+}
+
+/** The images (or the encapsulated PDF) of `bytes`; throws a `DicomError` for a file that cannot be used. */
+export async function extractDicomImages(bytes: Uint8Array, config: Config): Promise<DicomExtraction> {
+  return (await loadService()).extractDicomImages(bytes, config);
+}
+
+/** Stops every decoding thread of this process (shutdown, tests). */
+export async function closeDicomPools(): Promise<void> {
+  if (service !== undefined) await (await service).closeDicomPools();
+}

@@ -7,8 +7,8 @@
  * line (retrying cannot help); an image that already has thumbnails (one extracted from DICOM by
  * `EXTRACT_IMAGE`) is left as it is.
  */
-import sharp from 'sharp';
 import type { RawImage } from '../../dicom/index.ts';
+import { loadSharp } from '../../dicom/index.ts';
 import { defineRoutine } from './catalog.ts';
 import {
   findPayloads,
@@ -28,6 +28,7 @@ export interface Thumbnails {
 
 /** The three JPEG thumbnails of `image` (an encoded image, or raw pixels), each from a fresh pipeline and buffer. */
 export async function makeThumbnails(image: Buffer | RawImage): Promise<Thumbnails> {
+  const sharp = await loadSharp();
   const make = (sizePx: number) =>
     (Buffer.isBuffer(image)
       ? sharp(image, { failOn: 'error', limitInputPixels: 100_000_000 })

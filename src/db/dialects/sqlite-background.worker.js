@@ -8,24 +8,15 @@
  *
  * The server's connection turns off automatic checkpoints and leaves them to the checkpointer thread;
  * this one does too, so that a commit here never runs a checkpoint.
+ *
+ * Plain JavaScript, unlike the rest of the service: a thread that loads a `.ts` file starts its own copy
+ * of Node's type stripper (about 10 MB of memory). The types of its messages are in sqlite-background.ts.
  */
 import { closeSync, fdatasyncSync, openSync } from 'node:fs';
-import type { StatementSync } from 'node:sqlite';
 import { DatabaseSync } from 'node:sqlite';
 import { createNodeOnMessageCallback } from 'kysely-generic-sqlite/worker-helper-node';
-import { toSqliteValue } from './sqlite-statements.ts';
 
-export interface SqliteBackgroundData extends Record<string, unknown> {
-  readonly file: string;
-  readonly busyTimeoutMs: number;
-}
-
-/** The payload of an `insertRows` request. */
-export interface InsertRowsRequest {
-  readonly table: string;
-  readonly columns: readonly string[];
-  readonly rows: readonly (readonly unknown[])[];
-}
+/** @typedef {{ table: string, columns: string[], rows: unknown[][] }} InsertRowsRequest */
 
 /** The one request this thread takes (sqlite-background.ts sends it by name). */
 const INSERT_ROWS = 'insertRows';
@@ -33,15 +24,24 @@ const INSERT_ROWS = 'insertRows';
 /** Under SQLite's bound-parameter limit (32,766), as the server connection's bulk insert. */
 const MAX_PARAMETERS = 30_000;
 
-const quote = (name: string): string => `"${name.replaceAll('"', '""')}"`;
+/** @param {string} name */
+const quote = (name) => `"${name.replaceAll('"', '""')}"`;
 
-interface BackgroundConnection {
-  /** One transaction: every row or none; durable when it returns. */
-  insertRows(request: InsertRowsRequest): void;
-  close(): void;
+/**
+ * A bound value as the server's connection binds it (`toSqliteValue` in sqlite-statements.ts, which this
+ * must match; not imported, since that file is TypeScript).
+ * @param {unknown} value
+ */
+function toSqliteValue(value) {
+  if (value === undefined || value === null) return null;
+  if (typeof value === 'boolean') return value ? 1 : 0;
+  if (typeof value === 'number' || typeof value === 'bigint' || typeof value === 'string') return value;
+  if (value instanceof Uint8Array) return value;
+  if (value instanceof Date) return value.toISOString().slice(0, 19).replace('T', ' ');
+  return JSON.stringify(value);
 }
 
-createNodeOnMessageCallback<SqliteBackgroundData, BackgroundConnection>(
+createNodeOnMessageCallback(
   ({ file, busyTimeoutMs }) => {
     const connection = openConnection(file, busyTimeoutMs);
     return {
@@ -52,35 +52,46 @@ createNodeOnMessageCallback<SqliteBackgroundData, BackgroundConnection>(
   },
   (executor, request) => {
     if (request.type !== INSERT_ROWS) throw new Error(`unknown request: ${request.type}`);
-    executor.db.insertRows(request.payload as InsertRowsRequest);
+    executor.db.insertRows(/** @type {InsertRowsRequest} */ (request.payload));
     return null;
   },
 );
 
-function openConnection(file: string, busyTimeoutMs: number): BackgroundConnection {
+/**
+ * A connection whose `insertRows` runs one transaction (every row or none), durable when it returns.
+ * @param {string} file
+ * @param {number} busyTimeoutMs
+ */
+function openConnection(file, busyTimeoutMs) {
   const native = new DatabaseSync(file);
   native.exec(`PRAGMA busy_timeout = ${Math.max(0, Math.floor(busyTimeoutMs))}`);
   native.exec('PRAGMA wal_autocheckpoint = 0');
   native.exec('PRAGMA foreign_keys = ON');
-  const journal = native.prepare('PRAGMA journal_mode').get() as { journal_mode?: string } | undefined;
+  const journal = /** @type {{ journal_mode?: string } | undefined} */ (
+    native.prepare('PRAGMA journal_mode').get()
+  );
   // In WAL mode the sync after each commit makes up the commit sync that NORMAL leaves out (as on the
   // server's connection); without WAL, SQLite's own FULL.
   const walFile = journal?.journal_mode === 'wal' ? `${file}-wal` : undefined;
   native.exec(`PRAGMA synchronous = ${walFile === undefined ? 'FULL' : 'NORMAL'}`);
-  const statements = new Map<string, StatementSync>();
-  let walFd: number | undefined;
+  /** @type {Map<string, import('node:sqlite').StatementSync>} */
+  const statements = new Map();
+  /** @type {number | undefined} */
+  let walFd;
 
-  const prepare = (text: string): StatementSync => {
+  /** @param {string} text */
+  const prepare = (text) => {
     let statement = statements.get(text);
     if (statement === undefined) {
       statement = native.prepare(text);
-      if (statements.size >= 100) statements.delete(statements.keys().next().value!);
+      if (statements.size >= 100) statements.delete(statements.keys().next().value);
       statements.set(text, statement);
     }
     return statement;
   };
 
-  const syncWal = (path: string): void => {
+  /** @param {string} path */
+  const syncWal = (path) => {
     walFd ??= openSync(path, 'r');
     try {
       fdatasyncSync(walFd);
@@ -93,6 +104,7 @@ function openConnection(file: string, busyTimeoutMs: number): BackgroundConnecti
   };
 
   return {
+    /** @param {InsertRowsRequest} request */
     insertRows({ table, columns, rows }) {
       if (rows.length === 0) return;
       const perStatement = Math.max(1, Math.floor(MAX_PARAMETERS / columns.length));

@@ -1,0 +1,320 @@
+/**
+ * `npm run bench -- search-cpu --dialect sqlite --duration 5 --connections 32`: CPU time per patient
+ * search, from the kernel's accounting rather than from throughput, so that it stays comparable on a
+ * loaded machine. The real server answers `GET /api/v1/patient/search` for an exact hospital number on a
+ * demo population (`BENCH_PATIENTS`, default 100000, kept as `patients_<N>` like `patient-search`'s); per
+ * run the bench reads `utime + stime` of every thread of the server (`/proc/<pid>/task/<tid>/stat`) before
+ * and after, and divides by the answers: main thread (the event loop) and the whole process.
+ *
+ * - `BENCH_BASELINE_DIR=/path/to/other/checkout`: a second server from that checkout's
+ *   `src/main/server.ts` (with the Node flags of its `npm start`) on the same database, measured in
+ *   A-B-B-A order with this one, so that a change is measured against its baseline in the same run.
+ * - `BENCH_CPU_PROFILE=1`: afterwards, one more run of this checkout's server under V8's sampling profiler
+ *   (`--cpu-prof`, 100 us interval); the samples taken during that run's measured seconds are summarised
+ *   by self time per function in microseconds per request, written to
+ *   `bench/profiles/search-<date>.md` (`BENCH_PROFILE_NAME` instead of `search-<date>`), with the
+ *   `.cpuprofile` beside it when smaller than 2 MB.
+ */
+import { mkdir, mkdtemp, readFile, readdir, rm, stat, writeFile, copyFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { demoHospitalNumber, demoPatientAt, generateDemoPopulation } from '../src/modules/dataset/index.ts';
+import type { BenchReport, BenchRow, BenchRunOptions, RunningProcess } from './lib.ts';
+import * as lib from './lib.ts';
+
+const INSTITUTION_CODE = 'NEW';
+/** Clock ticks per second of /proc/<pid>/stat times (USER_HZ, 100 on Linux). */
+const TICKS_PER_SECOND = 100;
+const BUDGET_US = 60;
+
+interface CpuTimes {
+  readonly mainTicks: number;
+  readonly allTicks: number;
+}
+
+/** utime + stime of the main thread and of every thread of `pid`, in clock ticks. */
+async function readCpuTicks(pid: number): Promise<CpuTimes> {
+  let mainTicks = 0;
+  let allTicks = 0;
+  for (const tid of await readdir(`/proc/${pid}/task`)) {
+    let text: string;
+    try {
+      text = await readFile(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+    } catch {
+      continue; // a thread that ended meanwhile
+    }
+    // Fields after the command name (which may hold spaces) start at field 3; utime and stime are 14, 15.
+    const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
+    const ticks = Number(fields[11]) + Number(fields[12]);
+    allTicks += ticks;
+    if (tid === String(pid)) mainTicks += ticks;
+  }
+  return { mainTicks, allTicks };
+}
+
+interface CpuRow extends BenchRow {
+  readonly mainUsPerRequest: number;
+  readonly allUsPerRequest: number;
+}
+
+async function measureCpu(
+  name: string,
+  server: RunningProcess,
+  urlPath: string,
+  options: BenchRunOptions,
+  connections: number,
+  onWindow?: (startNs: bigint, endNs: bigint) => void,
+): Promise<CpuRow> {
+  const headers = { authorization: lib.BENCH_AUTHORIZATION };
+  if (options.warmupSeconds > 0) {
+    await lib.runLoad({
+      url: `${server.url}${urlPath}`,
+      headers,
+      connections,
+      durationSeconds: options.warmupSeconds,
+    });
+  }
+  const before = await readCpuTicks(server.pid);
+  const startNs = process.hrtime.bigint();
+  const load = await lib.runLoad({
+    url: `${server.url}${urlPath}`,
+    headers,
+    connections,
+    durationSeconds: options.durationSeconds,
+    samplePid: server.pid,
+  });
+  const endNs = process.hrtime.bigint();
+  const after = await readCpuTicks(server.pid);
+  onWindow?.(startNs, endNs);
+  const perRequest = (ticks: number) =>
+    load.totalRequests === 0 ? 0 : ((ticks / TICKS_PER_SECOND) * 1e6) / load.totalRequests;
+  return {
+    name,
+    dialect: options.dialect,
+    connections,
+    ...load,
+    mainUsPerRequest: perRequest(after.mainTicks - before.mainTicks),
+    allUsPerRequest: perRequest(after.allTicks - before.allTicks),
+  };
+}
+
+export async function run(options: BenchRunOptions): Promise<BenchReport> {
+  const patients = Number(process.env.BENCH_PATIENTS ?? 100_000);
+  const baselineDir = process.env.BENCH_BASELINE_DIR;
+  const isProfiled = process.env.BENCH_CPU_PROFILE === '1';
+  const prepared = await lib.prepareDatabase(options.dialect, {
+    persistentName: `patients_${patients}`,
+    fill: async (database) => {
+      process.stderr.write(`Building ${patients} demo patients on ${options.dialect}...\n`);
+      await generateDemoPopulation(database, { patients, institutionCode: INSTITUTION_CODE });
+      await database.dialect.analyzeTables(['patient', 'contact', 'patient_identifier']);
+    },
+    setup: lib.ensureBenchAccount,
+  });
+  let k = Math.floor(patients * 0.618);
+  while (demoPatientAt(k).isDeleted) k = (k + 1) % patients;
+  const urlPath = `/api/v1/patient/search?term=${encodeURIComponent(demoHospitalNumber(k))}`;
+  const env = { ...prepared.env, INSTITUTION_CODE };
+  const rows: CpuRow[] = [];
+  const notes: string[] = [];
+  const running: RunningProcess[] = [];
+  try {
+    const candidate = await lib.startServer({ env });
+    running.push(candidate);
+    const baseline =
+      baselineDir === undefined || baselineDir === ''
+        ? undefined
+        : await lib.startServer({
+            env,
+            entry: path.resolve(baselineDir, 'src/main/server.ts'),
+            nodeFlags: lib.startNodeFlagsOf(path.resolve(baselineDir)),
+          });
+    if (baseline !== undefined) running.push(baseline);
+    for (const connections of options.connections) {
+      const order =
+        baseline === undefined
+          ? [['this checkout', candidate] as const]
+          : ([
+              ['baseline', baseline],
+              ['this checkout', candidate],
+              ['this checkout', candidate],
+              ['baseline', baseline],
+            ] as const);
+      for (const [label, server] of order) {
+        rows.push(await measureCpu(`identifier search: ${label}`, server, urlPath, options, connections));
+      }
+    }
+    for (const child of running.splice(0)) await child.stop();
+
+    if (isProfiled) {
+      const connections = options.connections.at(-1)!;
+      const profileDir = await mkdtemp(path.join(tmpdir(), 'cra-cpu-prof-'));
+      try {
+        const profiled = await lib.startServer({
+          env: {
+            ...env,
+            NODE_OPTIONS:
+              `${process.env.NODE_OPTIONS ?? ''} --cpu-prof --cpu-prof-interval=100 --cpu-prof-dir=${profileDir}`.trim(),
+          },
+        });
+        running.push(profiled);
+        let window: [bigint, bigint] = [0n, 0n];
+        const row = await measureCpu(
+          'identifier search: profiled',
+          profiled,
+          urlPath,
+          options,
+          connections,
+          (a, b) => {
+            window = [a, b];
+          },
+        );
+        rows.push(row);
+        await profiled.stop();
+        running.splice(running.indexOf(profiled), 1);
+        notes.push(...(await summariseProfile(profileDir, profiled.pid, window, row)));
+      } finally {
+        await rm(profileDir, { recursive: true, force: true });
+      }
+    }
+  } finally {
+    for (const child of running.splice(0)) await child.stop();
+    await prepared.cleanup();
+  }
+  for (const row of rows) {
+    notes.push(
+      `${row.name}, ${row.connections} conn: ${row.requestsPerSec.toFixed(0)} req/s, main thread ${row.mainUsPerRequest.toFixed(1)} us/request, all threads ${row.allUsPerRequest.toFixed(1)} us/request (budget ${BUDGET_US} us main thread)`,
+    );
+  }
+  return { rows, notes };
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Profile summary
+
+interface ProfileNode {
+  readonly id: number;
+  readonly callFrame: { functionName: string; url: string; lineNumber: number };
+  readonly children?: readonly number[];
+}
+
+interface CpuProfile {
+  readonly nodes: readonly ProfileNode[];
+  readonly startTime: number;
+  readonly samples: readonly number[];
+  readonly timeDeltas: readonly number[];
+}
+
+/** Where a function lives: this project's file, an npm package, Node's own code, or V8. */
+function originOf(url: string): string {
+  if (url === '') return '(V8 / native)';
+  const packageMatch = /node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(url);
+  if (packageMatch !== null) return packageMatch[1]!;
+  if (url.startsWith('node:')) return 'node';
+  const own = url.indexOf('/src/');
+  return own >= 0 ? url.slice(own + 1) : url;
+}
+
+async function summariseProfile(
+  dir: string,
+  pid: number,
+  window: readonly [bigint, bigint],
+  row: CpuRow,
+): Promise<string[]> {
+  // The main thread's profile is CPU.<date>.<time>.<pid>.0.<seq>.cpuprofile (thread id 0).
+  const files = (await readdir(dir)).filter((f) => f.includes(`.${pid}.0.`) && f.endsWith('.cpuprofile'));
+  if (files.length !== 1) return [`profile: expected one main-thread profile, found ${files.length}`];
+  const file = path.join(dir, files[0]!);
+  const profile = JSON.parse(await readFile(file, 'utf8')) as CpuProfile;
+  const byId = new Map(profile.nodes.map((node) => [node.id, node]));
+  const parentOf = new Map<number, number>();
+  for (const node of profile.nodes) for (const child of node.children ?? []) parentOf.set(child, node.id);
+  const [startUs, endUs] = [Number(window[0] / 1000n), Number(window[1] / 1000n)];
+  const selfUs = new Map<number, number>();
+  let t = profile.startTime;
+  let totalUs = 0;
+  for (let i = 0; i < profile.samples.length; i++) {
+    const delta = profile.timeDeltas[i]!;
+    t += delta;
+    if (t < startUs || t > endUs) continue;
+    const node = byId.get(profile.samples[i]!)!;
+    if (node.callFrame.functionName === '(idle)') continue;
+    selfUs.set(node.id, (selfUs.get(node.id) ?? 0) + delta);
+    totalUs += delta;
+  }
+  const requests = row.totalRequests;
+  const perRequest = (us: number) => (us / requests).toFixed(2);
+  const byFunction = new Map<string, number>();
+  const byOrigin = new Map<string, number>();
+  /** Self time of a function by the chain of its three nearest callers. */
+  const callers = new Map<string, Map<string, number>>();
+  const keyOf = (id: number) => {
+    const frame = byId.get(id)!.callFrame;
+    const origin = originOf(frame.url);
+    return `${frame.functionName || '(anonymous)'} ${origin}${frame.url === '' ? '' : `:${frame.lineNumber + 1}`}`;
+  };
+  for (const [id, us] of selfUs) {
+    const key = keyOf(id);
+    byFunction.set(key, (byFunction.get(key) ?? 0) + us);
+    const origin = originOf(byId.get(id)!.callFrame.url);
+    byOrigin.set(origin, (byOrigin.get(origin) ?? 0) + us);
+    const chain: string[] = [];
+    for (let p = parentOf.get(id); p !== undefined && chain.length < 3; p = parentOf.get(p))
+      chain.push(keyOf(p));
+    const byChain = callers.get(key) ?? new Map<string, number>();
+    byChain.set(chain.join(' < '), (byChain.get(chain.join(' < ')) ?? 0) + us);
+    callers.set(key, byChain);
+  }
+  const top = (map: Map<string, number>, count: number) =>
+    [...map].sort((a, b) => b[1] - a[1]).slice(0, count);
+  const date = new Date().toISOString().slice(0, 10);
+  const name = process.env.BENCH_PROFILE_NAME ?? `search-${date}`;
+  const outDir = path.join(lib.ROOT_DIR, 'bench', 'profiles');
+  await mkdir(outDir, { recursive: true });
+  const profileSize = (await stat(file)).size;
+  if (profileSize < 2 * 1024 * 1024) await copyFile(file, path.join(outDir, `${name}.cpuprofile`));
+  const lines = [
+    `# Patient search (identifier), main thread CPU profile, ${date}`,
+    '',
+    `\`BENCH_CPU_PROFILE=1 npm run bench -- search-cpu --dialect ${row.dialect} --duration ${row.durationSeconds.toFixed(0)} --connections ${row.connections}\`;`,
+    `${requests} requests in the measured window at ${row.connections} connections (${row.requestsPerSec.toFixed(0)} req/s under the profiler),`,
+    `${perRequest(totalUs)} us of sampled main-thread time per request (idle excluded; the kernel's count for`,
+    `the same run: ${row.mainUsPerRequest.toFixed(1)} us). Sampling interval 100 us; the profiler itself slows the process.`,
+    profileSize < 2 * 1024 * 1024
+      ? `The profile is \`${name}.cpuprofile\` (open it in Chrome DevTools, Performance, or speedscope).`
+      : `The profile (${(profileSize / 1e6).toFixed(1)} MB) is not kept.`,
+    '',
+    '## By origin (self time, us per request)',
+    '',
+    '| origin | us/request | share |',
+    '|---|---|---|',
+    ...top(byOrigin, 25).map(
+      ([origin, us]) => `| ${origin} | ${perRequest(us)} | ${((us / totalUs) * 100).toFixed(1)}% |`,
+    ),
+    '',
+    '## Top functions (self time, us per request)',
+    '',
+    '| function origin:line | us/request | share |',
+    '|---|---|---|',
+    ...top(byFunction, 40).map(
+      ([key, us]) =>
+        `| \`${key.replace(/\|/g, '\\|')}\` | ${perRequest(us)} | ${((us / totalUs) * 100).toFixed(1)}% |`,
+    ),
+    '',
+    '## Callers of the top ten (three nearest frames, us per request)',
+    '',
+    ...top(byFunction, 10).flatMap(([key]) => [
+      `- \`${key}\``,
+      ...top(callers.get(key)!, 3).map(
+        ([chain, us]) => `  - ${perRequest(us)} from \`${chain || '(root)'}\``,
+      ),
+    ]),
+    '',
+  ];
+  const out = path.join(outDir, `${name}.md`);
+  await writeFile(out, lines.join('\n'));
+  return [
+    `profile: ${perRequest(totalUs)} us sampled per request; summary in ${path.relative(lib.ROOT_DIR, out)}`,
+    ...top(byOrigin, 8).map(([origin, us]) => `  ${origin}: ${perRequest(us)} us/request`),
+  ];
+}
