@@ -18,6 +18,10 @@
  * a backlog runs stage by stage (every DICOM_SEED, then every EXTRACT_IMAGE, ...): the notes give when
  * each stage was done, which shows where the time goes.
  * Targets: >= 50 images/s for each kind; peak RSS < 400 MB while the 200 mixed images drain.
+ * Then the device corpus (`bench/dicom-device-corpus.ts`): ophthalmic device files drained as their
+ * devices and as twins of an unknown device (the fallback profile), device, unknown, unknown, device after
+ * a warm-up drain; target: device filing adds < 10% to the chain's time per object.
+ * `BENCH_DICOM_BATCHES` (default `ct,fundus,mixed,device`) chooses the batches.
  * `npm run bench -- dicom-chain --connections 8`.
  */
 import http from 'node:http';
