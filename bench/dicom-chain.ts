@@ -18,6 +18,10 @@
  * a backlog runs stage by stage (every DICOM_SEED, then every EXTRACT_IMAGE, ...): the notes give when
  * each stage was done, which shows where the time goes.
  * Targets: >= 50 images/s for each kind; peak RSS < 400 MB while the 200 mixed images drain.
+ * Then the device corpus (`bench/dicom-device-corpus.ts`): ophthalmic device files drained as their
+ * devices and as twins of an unknown device (the fallback profile), device, unknown, unknown, device after
+ * a warm-up drain; target: device filing adds < 10% to the chain's time per object.
+ * `BENCH_DICOM_BATCHES` (default `ct,fundus,mixed,device`) chooses the batches.
  * `npm run bench -- dicom-chain --connections 8`.
  */
 import http from 'node:http';
@@ -27,6 +31,9 @@ import { loadConfig } from '../src/config.ts';
 import type { Database } from '../src/db/database.ts';
 import type { RoutineStatus } from '../src/db/schema.ts';
 import { openDatabase } from '../src/db/database.ts';
+import { readRequestDeviceFiling } from '../src/modules/device-filing/index.ts';
+import type { DeviceSource } from './dicom-device-corpus.ts';
+import { FILES_PER_SET, buildDeviceSources } from './dicom-device-corpus.ts';
 import type { ImagePatient } from './dicom-images.ts';
 import {
   CT_SIZE,
@@ -65,6 +72,9 @@ const CHAIN = [
   'ATTACH_TO_EVENT',
   'CLEAN_UP',
 ];
+/** The routines that file a request's attachments under an event (one per request). */
+const FILING_ROUTINES = ['ATTACH_TO_EVENT', 'FILE_BIOMETRY'];
+const FILING_STAGE = 'ATTACH_TO_EVENT|FILE_BIOMETRY';
 /** The server's limit of requests in flight per client address, above any --connections. */
 const SERVER_ENV = { MAX_REQUESTS_PER_CLIENT: '1000' };
 
@@ -125,7 +135,7 @@ interface Intake {
 async function queueSources(
   url: string,
   pid: number,
-  sources: readonly Source[],
+  sources: readonly { readonly bytes: Buffer }[],
   connections: number,
   name: string,
   dialect: Dialect,
@@ -272,6 +282,11 @@ async function drainBatch(
       if (firstAt === undefined && complete.length > 0) firstAt = now;
       for (const c of complete)
         if (Number(c.n) === total && !stageDoneAt.has(c.routine_name)) stageDoneAt.set(c.routine_name, now);
+      // The filing stage: ATTACH_TO_EVENT, or FILE_BIOMETRY in its place, for every request.
+      const filed = complete
+        .filter((c) => FILING_ROUTINES.includes(c.routine_name))
+        .reduce((sum, c) => sum + Number(c.n), 0);
+      if (filed === total && !stageDoneAt.has(FILING_STAGE)) stageDoneAt.set(FILING_STAGE, now);
       if (stageDoneAt.has('CLEAN_UP')) break;
       if (counts.some((c) => STOPPED.includes(c.status)))
         throw new Error(`the chain stopped: ${await describeStuck(database, requestIds)}`);
@@ -429,10 +444,22 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
   const connections = Math.max(...options.connections);
   const rows: BenchRow[] = [];
   const notes: string[] = [];
+  const batchNames = (process.env.BENCH_DICOM_BATCHES ?? 'ct,fundus,mixed,device')
+    .split(',')
+    .map((b) => b.trim());
+  if (batchNames.length === 0 || batchNames.some((b) => !['ct', 'fundus', 'mixed', 'device'].includes(b)))
+    throw new Error('BENCH_DICOM_BATCHES must list some of ct, fundus, mixed, device');
+  const deviceSets = Number(
+    process.env.BENCH_DICOM_DEVICE_SETS ?? Math.max(4, Math.round(options.durationSeconds)),
+  );
+  if (!Number.isInteger(deviceSets) || deviceSets < 1)
+    throw new Error('BENCH_DICOM_DEVICE_SETS must be a whole number of study sets, at least 1');
   const prepared = await prepareDatabase(dialect, {
     setup: async (database) => {
       await ensureBenchAccount(database);
-      await insertMatchablePatients(database, PATIENTS);
+      // The device corpus's patients follow the images' (one per study set and drain: four drains of
+      // `deviceSets` sets and a warm-up of two).
+      await insertMatchablePatients(database, PATIENTS + 4 * deviceSets + 2);
     },
   });
   const config = loadConfig({ ...prepared.env, LOG_LEVEL: 'warn' });
@@ -446,12 +473,20 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
       .executeTakeFirstOrThrow();
     const slots = config.workerConcurrency || queue.maximum_active_threads;
     const batches: { label: string; kinds: Kind[] }[] = [
-      { label: KIND_LABEL.ct, kinds: Array<Kind>(perKind).fill('ct') },
-      { label: KIND_LABEL.fundus, kinds: Array<Kind>(perKind).fill('fundus') },
-      {
-        label: `mixed ${mixedCount}`,
-        kinds: Array.from({ length: mixedCount }, (_, i): Kind => (i % 2 === 0 ? 'ct' : 'fundus')),
-      },
+      ...(batchNames.includes('ct')
+        ? [{ label: KIND_LABEL.ct, kinds: Array<Kind>(perKind).fill('ct') }]
+        : []),
+      ...(batchNames.includes('fundus')
+        ? [{ label: KIND_LABEL.fundus, kinds: Array<Kind>(perKind).fill('fundus') }]
+        : []),
+      ...(batchNames.includes('mixed')
+        ? [
+            {
+              label: `mixed ${mixedCount}`,
+              kinds: Array.from({ length: mixedCount }, (_, i): Kind => (i % 2 === 0 ? 'ct' : 'fundus')),
+            },
+          ]
+        : []),
     ];
     let seed = 1;
     for (const batch of batches) {
@@ -508,9 +543,175 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
         );
       }
     }
+    if (batchNames.includes('device')) {
+      const device = await runDeviceComparison(prepared, database, {
+        dialect,
+        connections,
+        slots,
+        sets: deviceSets,
+        firstPatient: PATIENTS + 1,
+      });
+      rows.push(...device.rows);
+      notes.push(...(device.notes ?? []));
+    }
   } finally {
     await database.close();
     await prepared.cleanup();
   }
+  return { rows, notes };
+}
+
+/** One queue-and-drain of a device corpus batch. */
+interface DeviceDrain {
+  readonly files: number;
+  readonly drain: Drain;
+  readonly events: number;
+}
+
+/**
+ * Queues `sources` through the intake of a worker-less server, drains them with a fresh in-process
+ * worker and checks every request: COMPLETE, filed by the expected profile, its extracted PDF or image
+ * linked to an event.
+ */
+async function queueAndDrainDevices(
+  prepared: PreparedDatabase,
+  database: Database,
+  sources: readonly DeviceSource[],
+  connections: number,
+  label: string,
+  dialect: Dialect,
+): Promise<{ intake: Intake; result: DeviceDrain }> {
+  const intakeServer = await startServer({ env: { ...prepared.env, ...SERVER_ENV, WORKER: 'off' } });
+  let intake: Intake;
+  try {
+    intake = await queueSources(intakeServer.url, intakeServer.pid, sources, connections, label, dialect);
+  } finally {
+    await intakeServer.stop();
+  }
+  const drain = await drainBatch(prepared, database, intake.requestIds);
+  const notComplete = await countRoutines(database, intake.requestIds, ['NEW', ...STOPPED]);
+  if (notComplete > 0) throw new Error(`${label}: ${notComplete} routine(s) are not COMPLETE`);
+  for (const [i, source] of sources.entries()) {
+    const filing = await readRequestDeviceFiling(database.db, intake.requestIds[i]!);
+    if (filing === undefined || !source.expectedProfile.test(filing.profile))
+      throw new Error(
+        `${label}: request ${intake.requestIds[i]} (${source.kind}) filed by profile ${filing?.profile ?? 'none'}, expected ${source.expectedProfile}`,
+      );
+  }
+  const linked = await database.db
+    .selectFrom('attachment_data as a')
+    .innerJoin('event_attachment_item as i', 'i.attachment_data_id', 'a.id')
+    .innerJoin('event_attachment_group as g', 'g.id', 'i.event_attachment_group_id')
+    .select(['a.request_id', 'g.event_id'])
+    .where('a.request_id', '>=', Math.min(...intake.requestIds))
+    .where('a.request_id', '<=', Math.max(...intake.requestIds))
+    .where('a.attachment_mnemonic', 'in', ['DICOM_PDF', 'DICOM_IMAGE_1'])
+    .execute();
+  const linkedRequests = new Set(linked.map((l) => l.request_id));
+  const unlinked = intake.requestIds.filter((id) => !linkedRequests.has(id));
+  if (unlinked.length > 0)
+    throw new Error(
+      `${label}: request(s) ${unlinked.slice(0, 5).join(', ')} have no extracted file under an event`,
+    );
+  return {
+    intake,
+    result: { files: sources.length, drain, events: new Set(linked.map((l) => l.event_id)).size },
+  };
+}
+
+/** Milliseconds per object of the drains together: their seconds over their files. */
+function msPerObject(drains: readonly DeviceDrain[], seconds: (d: Drain) => number): number {
+  const files = drains.reduce((sum, d) => sum + d.files, 0);
+  return (1000 * drains.reduce((sum, d) => sum + seconds(d.drain), 0)) / files;
+}
+
+/** Seconds between two stages' completion (every routine of `to` COMPLETE after every one of `from`). */
+function stageGap(drain: Drain, from: string, to: string): number {
+  const a = drain.stageSeconds.get(from);
+  const b = drain.stageSeconds.get(to);
+  return a === undefined || b === undefined ? Number.NaN : Math.max(0, b - a);
+}
+
+/**
+ * The device corpus, filed as its devices' profiles file it and as twins of an unknown device (the
+ * fallback profile), in the order device, unknown, unknown, device (or unknown first), so that drift falls on both alike.
+ * Overhead = (device ms per object - unknown ms per object) / unknown ms per object; target < 10%.
+ */
+async function runDeviceComparison(
+  prepared: PreparedDatabase,
+  database: Database,
+  input: { dialect: Dialect; connections: number; slots: number; sets: number; firstPatient: number },
+): Promise<BenchReport> {
+  const { dialect, connections, slots, sets } = input;
+  const rows: BenchRow[] = [];
+  // `BENCH_DICOM_DEVICE_FIRST=unknown`: unknown, device, device, unknown (to tell a position effect of
+  // the first drain from device filing).
+  const order =
+    process.env.BENCH_DICOM_DEVICE_FIRST === 'unknown'
+      ? [true, false, false, true]
+      : [false, true, true, false];
+  // An unmeasured drain first (one set of each), so that the first measured drain does not pay for the
+  // caches, JIT and connections the others find warm.
+  const warmUp = [
+    ...(await buildDeviceSources(1, input.firstPatient + order.length * sets, false)),
+    ...(await buildDeviceSources(1, input.firstPatient + order.length * sets + 1, true)),
+  ];
+  await queueAndDrainDevices(prepared, database, warmUp, connections, 'device corpus warm-up', dialect);
+  const drains: { unknown: boolean; result: DeviceDrain }[] = [];
+  for (const [i, unknown] of order.entries()) {
+    const sources = await buildDeviceSources(sets, input.firstPatient + i * sets, unknown);
+    const label = unknown ? 'device corpus as unknown devices' : 'device corpus';
+    const { intake, result } = await queueAndDrainDevices(
+      prepared,
+      database,
+      sources,
+      connections,
+      `queue add ${label} (multipart, worker off)`,
+      dialect,
+    );
+    drains.push({ unknown, result });
+    rows.push(
+      intake.row,
+      drainRow(`drain ${label} (${i + 1}/4): objects/s`, dialect, slots, sources.length, result.drain),
+    );
+  }
+  const device = drains.filter((d) => !d.unknown).map((d) => d.result);
+  const generic = drains.filter((d) => d.unknown).map((d) => d.result);
+  const deviceMs = msPerObject(device, (d) => d.seconds);
+  const genericMs = msPerObject(generic, (d) => d.seconds);
+  const overhead = (deviceMs - genericMs) / genericMs;
+  const stage = (list: readonly DeviceDrain[], from: string, to: string) =>
+    msPerObject(list, (d) => stageGap(d, from, to));
+  const profileMs = stage(device, 'DICOM_SEED', 'DEVICE_PROFILE');
+  const genericProfileMs = stage(generic, 'DICOM_SEED', 'DEVICE_PROFILE');
+  const filingMs = stage(device, 'PATIENT_MATCH', FILING_STAGE);
+  const genericFilingMs = stage(generic, 'PATIENT_MATCH', FILING_STAGE);
+  const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
+  const notes = [
+    `device corpus: ${sets} study set(s) of ${FILES_PER_SET} files per drain (Humphrey PDF, Cirrus OCT PDF, Heidelberg OCT image, ` +
+      `Topcon and Kowa photographs, each right and left of one study; IOLMaster 500 and 700 of one study), ` +
+      `drained as their devices (${device.reduce((s, d) => s + d.files, 0)} files, ${device.reduce((s, d) => s + d.events, 0)} events) ` +
+      `and as unknown devices (Modality OT, unknown manufacturer and model: the fallback profile; ${generic.reduce((s, d) => s + d.files, 0)} files, ` +
+      `${generic.reduce((s, d) => s + d.events, 0)} events), in the order ${order.map((u) => (u ? 'unknown' : 'device')).join(', ')} after an unmeasured warm-up drain ` +
+      `(one set of each); every request COMPLETE, ` +
+      'filed by the expected profile, its PDF or image under an event',
+    `device filing: chain ${deviceMs.toFixed(1)} ms per object as their devices vs ${genericMs.toFixed(1)} ms as unknown devices ` +
+      `(first routine COMPLETE to last request COMPLETE, over ${slots} worker slots): device filing adds ${pct(overhead)}; ` +
+      `target < 10%: ${overhead < 0.1 ? 'met' : 'MISSED'}`,
+    `device filing by stage (ms per object, device vs unknown): DEVICE_PROFILE ${profileMs.toFixed(1)} vs ${genericProfileMs.toFixed(1)}, ` +
+      `ATTACH_TO_EVENT or FILE_BIOMETRY ${filingMs.toFixed(1)} vs ${genericFilingMs.toFixed(1)} (the time from the previous stage's ` +
+      `last COMPLETE to this stage's last COMPLETE, over the files; the stage's share of the chain: DEVICE_PROFILE ${pct(profileMs / deviceMs)}, filing ${pct(filingMs / deviceMs)})`,
+    // The stages the two corpora run differently, against the whole chain of the unknown devices: less
+    // exposed to drift in the stages both run alike (DICOM_SEED, EXTRACT_IMAGE, PATIENT_MATCH).
+    `device-specific stages: (DEVICE_PROFILE + filing) ${(profileMs + filingMs).toFixed(1)} vs ${(genericProfileMs + genericFilingMs).toFixed(1)} ms per object, ` +
+      `a difference of ${pct((profileMs + filingMs - genericProfileMs - genericFilingMs) / genericMs)} of the unknown devices' chain`,
+    ...drains.map(
+      (d, i) =>
+        `device drain ${i + 1}/4 (${d.unknown ? 'unknown devices' : 'devices'}): ${d.result.files} files in ${d.result.drain.seconds.toFixed(2)} s; stages done after ` +
+        [...CHAIN.slice(0, 4), FILING_STAGE, 'CLEAN_UP']
+          .map((name) => `${name} ${d.result.drain.stageSeconds.get(name)?.toFixed(2) ?? '-'} s`)
+          .join(', '),
+    ),
+  ];
   return { rows, notes };
 }
