@@ -1,10 +1,10 @@
 /**
- * How a search result shows a patient (reference 4.7, 4.8) as pure functions: an identifier's display
+ * How a search result shows a patient (its age, its primary identifier) as pure functions: an identifier's display
  * value (prefix, spacing rule, suffix), today's date in the configured time zone, and the age.
  */
 
 /**
- * Lays a value out by a spacing rule (reference 4.8): each non-space character of the rule takes one
+ * Lays a value out by an identifier type's spacing rule: each non-space character of the rule takes one
  * character of the value, each space of the rule inserts a space, and any leftover characters follow
  * after one space. `### ### ####` turns `4505577104` into `450 557 7104`.
  */
@@ -61,7 +61,7 @@ export function todayIn(timeZone: string, now: Date = new Date()): string {
 }
 
 /**
- * The `age` field (reference 4.7): `Deceased` when the patient is deceased, `Unknown` without a (valid)
+ * The `age` field: `Deceased` when the patient is deceased, `Unknown` without a (valid)
  * date of birth, else the whole years from the date of birth to today, or to the date of death when that
  * is earlier. A date of birth in the future gives `0` (the original printed the absolute difference).
  */

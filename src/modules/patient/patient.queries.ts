@@ -58,7 +58,7 @@ export interface NameCriteria {
   readonly dob: string | undefined;
 }
 
-/** `sort_by` 0-5 of the original (reference 3.1), or the default order of each search kind. */
+/** `sort_by` 0-5 of the original, or the default order of each search kind. */
 export type SortColumn = 'default' | 0 | 1 | 2 | 3 | 4 | 5;
 
 export interface PageQuery {
@@ -86,7 +86,7 @@ export function createPatientQueries(database: Database) {
   const nameKey = (column: 'c.last_name' | 'c.first_name'): RawBuilder<string> => dialect.nameKey(column);
   const numericValue = (column: string): RawBuilder<number> => dialect.leadingNumber(column);
 
-  // Reference 4.6 recommendation: the smallest numeric value among the patient's live identifiers.
+  // A stable pick: the smallest numeric value among the patient's live identifiers.
   const smallestIdentifier = sql<number>`(select min(${numericValue('k.value')}) from patient_identifier as k where k.patient_id = p.id and k.deleted = 0)`;
 
   interface SortKey {

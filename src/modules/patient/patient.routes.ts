@@ -1,8 +1,8 @@
 /**
- * `GET api/v1/patient/search` (spec 4.1, reference 3): Basic auth + `OprnApi`, then one service call.
+ * `GET api/v1/patient/search` (spec 4.1): Basic auth + `OprnApi`, then one service call.
  * POST and PUT take the same parameters, from the query string first and then an urlencoded form body,
  * as the original's `getParam` did. Parameters are read by hand rather than by a schema because every
- * malformed value must answer 200 `[]` or a clamped page (reference 3.3), never a 400.
+ * malformed value must answer 200 `[]` or a clamped page, as the original does, never a 400.
  */
 import type { CookieSerializeOptions, ParseOptions } from '@fastify/cookie';
 import cookie from '@fastify/cookie';
@@ -74,7 +74,7 @@ export function readSearchInput(request: FastifyRequest): PatientSearchInput {
   const sortDir = text('sort_dir')?.trim().toLowerCase();
   return {
     term: text('term'),
-    // Reference 3.1 step 4: any falsy value ("", "0") counts as omitted.
+    // As in the original, any falsy value ("", "0") counts as omitted.
     identifierType:
       identifierType === undefined || identifierType === '' || identifierType === '0'
         ? undefined

@@ -1,7 +1,7 @@
 /**
- * Patient search (reference 4.9): resolve the current institution and site, parse the term, choose the
+ * Patient search: resolve the current institution and site, parse the term, choose the
  * identifier types, run one statement that returns the page of patients joined with their live
- * identifiers, and build the result objects of spec 2.1 with the types of reference 3.3.
+ * identifiers, and build the result objects of spec 2.1 with the JSON types the original's clients read.
  */
 import type { CompiledQuery } from 'kysely';
 import type { AppDeps } from '../../deps.ts';
@@ -52,7 +52,7 @@ export interface PatientSearchInput {
   readonly page: number;
   readonly sortColumn: SortColumn;
   readonly isDescending: boolean;
-  /** Raw `institution_id` and `site_id` cookies (reference 2.4). */
+  /** Raw `institution_id` and `site_id` cookies, which choose the search's institution and site. */
   readonly institutionCookie: string | undefined;
   readonly siteCookie: string | undefined;
 }
@@ -198,7 +198,7 @@ const asId = (raw: string | undefined): number | undefined =>
   raw !== undefined && /^[1-9]\d{0,14}$/.test(raw.trim()) ? Number(raw.trim()) : undefined;
 
 /**
- * Reference 2.4: the institution of a valid `institution_id` cookie, else the configured one
+ * The institution of a valid `institution_id` cookie, else the configured one
  * (`remote_id` = INSTITUTION_CODE, lowest id when several); the site of a valid `site_id` cookie when it
  * belongs to that institution.
  */
@@ -213,13 +213,13 @@ function resolveScope(ref: ReferenceData, institutionCode: string, input: Patien
   return { institution, siteId: isSiteOfInstitution ? siteId : undefined };
 }
 
-/** Reference 4.9 step 2: a numeric value is an id, anything else a `unique_row_string`. */
+/** An identifier type given by the caller: a numeric value is an id, anything else a `unique_row_string`. */
 function findType(ref: ReferenceData, raw: string): IdentifierType | undefined {
   const id = asId(raw);
   return id !== undefined ? ref.typesById.get(id) : ref.typesByRowString.get(raw.trim());
 }
 
-/** The global institution: the only one whose remote_id is `global_institution_remote_id` (reference 4.5). */
+/** The global institution: the only one whose remote_id is `global_institution_remote_id`. */
 function globalInstitution(ref: ReferenceData, scope: Scope): Institution | undefined {
   const code = ref.setting('global_institution_remote_id', scope.institution?.id, scope.siteId) ?? 'NHS';
   const matches = ref.institutionsByRemoteId.get(code) ?? [];
@@ -227,10 +227,10 @@ function globalInstitution(ref: ReferenceData, scope: Scope): Institution | unde
 }
 
 /**
- * Reference 4.5: GLOBAL then LOCAL; the display-order rules of (institution, site), else of
+ * The identifier types searched, GLOBAL then LOCAL: the display-order rules of (institution, site), else of
  * (institution, no site), with their searchable flag and protocols; without rules, the fallback types
  * (searchable, no protocols). A type is used when searchable and when the caller gave no protocol or one
- * of its protocols. The original's "global number on a LOCAL type" branch is dropped (D21).
+ * of its protocols. The original's "global number on a LOCAL type" branch is dropped: it is useless without a PAS.
  */
 function searchableTypes(ref: ReferenceData, scope: Scope, protocol: string | undefined): IdentifierType[] {
   const found: IdentifierType[] = [];
@@ -262,7 +262,7 @@ function searchableTypes(ref: ReferenceData, scope: Scope, protocol: string | un
 }
 
 /**
- * Reference 4.8: the first display-order rule (site, then institution level) whose type the patient
+ * The primary identifier: the first display-order rule (site, then institution level) whose type the patient
  * holds; else the type of (usage, institution or, for GLOBAL, the global institution; site then none);
  * else `{"title":"N/A","value":"None"}`.
  */

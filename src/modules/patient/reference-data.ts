@@ -1,7 +1,7 @@
 /**
  * The small reference data every search needs (identifier types with their compiled regexes, display-order
  * rules, institutions, sites and the search settings), loaded together and kept for a few seconds, as the
- * original cached its rules for 5 s (reference 4.5). A search therefore runs no reference queries.
+ * original cached its rules for 5 s. A search therefore runs no reference queries.
  */
 import type { Kysely } from 'kysely';
 import { LRUCache } from 'lru-cache';

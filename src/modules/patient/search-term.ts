@@ -1,5 +1,5 @@
 /**
- * The patient search-term grammar (reference 4.1 to 4.4) as pure functions: protocol prefix, name
+ * The patient search-term grammar of the original as pure functions: protocol prefix, name
  * detection with an optional `dd/mm/yyyy` date, identifier normalisation (PCRE `validate_regex`,
  * printf-style `pad`). No I/O: the search service feeds these with the reference data. How a result is
  * shown (display values, age) is in `patient-display.ts`; how a prefix becomes an index range is the
@@ -25,7 +25,7 @@ export type ParsedTerm =
   | {
       readonly kind: 'identifier';
       readonly protocol: string | undefined;
-      /** The term without its protocol, spaces and hyphens (reference 4.3 step 5). */
+      /** The term without its protocol, spaces and hyphens (as the original validates it). */
       readonly value: string;
     };
 
@@ -34,13 +34,13 @@ export interface ParseOptions {
   readonly isDobMandatory: boolean;
 }
 
-// Reference 4.2, the original pattern: a name part without digits, then an optional date.
+// The original's name pattern: a name part without digits, then an optional date.
 const NAME_PATTERN = /^(\D+[ ,]?\D*)(\s\d{1,2}[/-]\d{1,2}[/-]\d{2,4})?$/;
 const DATE_PATTERN = /^(\d{1,2})[/-](\d{1,2})[/-](\d{2,4})$/;
 
 /**
  * Splits a raw term into a name search, an identifier search or an invalid term. Differences from the
- * original (reference 4.2 recommendations): the year of a date must have 4 digits and the date must
+ * original: the year of a date must have 4 digits and the date must
  * exist (else the whole term is invalid), and a name with neither a name part nor a date is invalid
  * (the original listed every patient for a term such as `,`).
  */
@@ -50,7 +50,7 @@ export function parseSearchTerm(raw: string, options: ParseOptions): ParsedTerm 
   if (trimmed === '' || trimmed.length > MAX_TERM_LENGTH || trimmed.includes('\u0000')) {
     return { kind: 'invalid' };
   }
-  // Reference 4.1: exactly two parts around ':' make a protocol; the term is whatever follows the
+  // Exactly two parts around ':' make a protocol; the term is whatever follows the
   // last colon.
   const parts = trimmed.split(':');
   const protocol = parts.length === 2 ? parts[0]!.trim().toLowerCase() : undefined;
@@ -71,7 +71,7 @@ export function parseSearchTerm(raw: string, options: ParseOptions): ParsedTerm 
   return { kind: 'identifier', protocol, value: term.replace(/[ -]/g, '') };
 }
 
-/** Reference 4.2: `Last, First`, else `First Last...`, else a surname alone; both parts trimmed. */
+/** A name: `Last, First`, else `First Last...`, else a surname alone; both parts trimmed. */
 export function splitName(namePart: string): { lastName: string; firstName: string } {
   const comma = namePart.indexOf(',');
   if (comma >= 0) {
@@ -122,7 +122,7 @@ export function translatePcre(pattern: string): RegExp | undefined {
 }
 
 /**
- * printf-style padding of a term by a type's `pad` (reference 4.4): `%0Ns` left-pads with zeros to N
+ * printf-style padding of a term by a type's `pad`: `%0Ns` left-pads with zeros to N
  * characters, `%Ns` with spaces, `%s` (or null) leaves the term alone. Other formats are not used by
  * OpenEyes installations and leave the term alone too.
  */
@@ -134,7 +134,7 @@ export function applyPad(term: string, pad: string | null): string {
 }
 
 /**
- * Reference 4.4 attempt 2: pad the normalised term, match the type's regex, and return the whole match,
+ * The original's second attempt: pad the normalised term, match the type's regex, and return the whole match,
  * or undefined.
  */
 export function matchIdentifier(

@@ -29,11 +29,11 @@ export const signatureRoutes: FastifyPluginAsync<ModuleOptions> = async (app, { 
   });
   const bodyLimit = deps.config.limits.signatureBodyBytes;
 
-  // Reference 5.5 step 1: every answer of this endpoint, errors included, allows any origin.
+  // Every answer of this endpoint, errors included, allows any origin.
   app.addHook('onRequest', async (request, reply) => {
     void reply.header('access-control-allow-origin', '*');
     if (request.method !== 'POST') return;
-    // Reference 5.5 step 3: the Content-Type is ignored, a malformed one too (Fastify would answer 415).
+    // The Content-Type is ignored, a malformed one too (Fastify would answer 415).
     if (request.headers['content-type'] !== undefined)
       request.headers['content-type'] = 'application/octet-stream';
     const waitSeconds = limiter.hit(request.ip);
@@ -47,7 +47,7 @@ export const signatureRoutes: FastifyPluginAsync<ModuleOptions> = async (app, { 
     return payload;
   });
 
-  // Reference 5.5 step 3: the body is JSON whatever its Content-Type (the original ignored it too).
+  // The body is JSON whatever its Content-Type (the original ignored it too).
   app.removeAllContentTypeParsers();
   app.addContentTypeParser(
     '*',
@@ -94,7 +94,7 @@ function registerSignAdd(app: FastifyInstance, url: string, service: SignatureSe
       .send(),
   );
 
-  // Reference 5.3 step 1 / 1.1: sign/add keeps its documented 400 for other methods (not 405).
+  // As the original, sign/add keeps its documented 400 for other methods (not 405).
   app.route({
     method: ['GET', 'HEAD', 'PUT', 'DELETE', 'PATCH'],
     url,
