@@ -9,16 +9,14 @@
 import type { DicomSummary } from '../../dicom/index.ts';
 import { DicomError, readDicomFile } from '../../dicom/index.ts';
 import { PermanentRoutineError, defineRoutine } from './catalog.ts';
-import { findDicomPayload, readPayloadBytes } from '../../attachment-data/index.ts';
+import { readDicomPayload } from './dicom-payload.ts';
 
 export const dicomSeedRoutine = defineRoutine<DicomSummary>({
   name: 'DICOM_SEED',
   timeoutMs: 120_000,
   retry: 'backoff',
   prepare: async (ctx) => {
-    const payload = await findDicomPayload(ctx.db, ctx.routine.request_id);
-    if (payload === undefined) throw new PermanentRoutineError('No DICOM payload in the request');
-    const bytes = await readPayloadBytes(ctx.db, payload.id);
+    const bytes = await readDicomPayload(ctx);
     try {
       return await readDicomFile(bytes, ctx.config);
     } catch (error) {

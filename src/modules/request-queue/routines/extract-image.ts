@@ -18,10 +18,10 @@
 import type { DicomExtraction } from '../../dicom/index.ts';
 import { DicomError, describeTransferSyntax, extractDicomImages } from '../../dicom/index.ts';
 import { PermanentRoutineError, defineRoutine } from './catalog.ts';
+import { readDicomPayload } from './dicom-payload.ts';
 import type { ExtractedAttachment } from './extracted-attachments.ts';
 import { writeExtractedAttachment } from './extracted-attachments.ts';
 import { makeThumbnails } from './make-thumbnails.ts';
-import { findDicomPayload, readPayloadBytes } from '../../attachment-data/index.ts';
 
 interface Extracted {
   readonly attachments: readonly ExtractedAttachment[];
@@ -33,9 +33,7 @@ export const extractImageRoutine = defineRoutine<Extracted>({
   timeoutMs: 120_000,
   retry: 'backoff',
   prepare: async (ctx) => {
-    const payload = await findDicomPayload(ctx.db, ctx.routine.request_id);
-    if (payload === undefined) throw new PermanentRoutineError('No DICOM payload in the request');
-    const bytes = await readPayloadBytes(ctx.db, payload.id);
+    const bytes = await readDicomPayload(ctx);
     let extraction: DicomExtraction;
     try {
       extraction = await extractDicomImages(bytes, ctx.config);

@@ -17,8 +17,8 @@ import {
   readBiometryTypes,
 } from '../../biometry/index.ts';
 import { DicomError } from '../../dicom/index.ts';
-import { findDicomPayload, readPayloadBytes } from '../../attachment-data/index.ts';
 import { PermanentRoutineError, defineRoutine } from './catalog.ts';
+import { readDicomPayload } from './dicom-payload.ts';
 
 /** The rows `EXTRACT_IMAGE` makes of a DICOM payload: what a biometry report is filed as. */
 const isReportMnemonic = (mnemonic: string) =>
@@ -29,9 +29,7 @@ export const fileBiometryRoutine = defineRoutine<BiometryFile>({
   timeoutMs: 60_000,
   retry: 'backoff',
   prepare: async (ctx) => {
-    const payload = await findDicomPayload(ctx.db, ctx.routine.request_id);
-    if (payload === undefined) throw new PermanentRoutineError('No DICOM payload in the request');
-    const bytes = await readPayloadBytes(ctx.db, payload.id);
+    const bytes = await readDicomPayload(ctx);
     try {
       return await readBiometryFileOnThread(bytes, ctx.config);
     } catch (error) {
