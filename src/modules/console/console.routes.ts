@@ -43,7 +43,7 @@ const LOGIN_COOKIE = 'cra_console_login';
  * posting only here, no plugins, no base URL changes.
  */
 export const CONSOLE_CSP =
-  "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
+  "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob:; connect-src 'self'; " +
   "form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
 /** The console's options: the module's, and the process's attachment service. */

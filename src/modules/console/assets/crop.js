@@ -19,8 +19,32 @@ document.addEventListener('DOMContentLoaded', function () {
       zoomOnWheel: false,
     });
   }
-  if (image.complete && image.naturalWidth > 0) start();
-  else image.addEventListener('load', start);
+  // The original is fetched once and shown from a blob: URL, which Cropper.js's copy of the image reuses
+  // (with the page's URL it fetches the capture a second time, and a failure of that second fetch left
+  // the crop box hidden for good). A failed fetch is tried twice more, then said.
+  var status = document.getElementById('crop-status');
+  function say(text) {
+    if (status) status.textContent = text;
+  }
+  function load(attempt) {
+    fetch(image.getAttribute('data-src'), { credentials: 'same-origin', cache: 'no-store' })
+      .then(function (response) {
+        if (!response.ok) throw new Error('HTTP ' + response.status);
+        return response.blob();
+      })
+      .then(function (blob) {
+        image.addEventListener('load', function () {
+          say('');
+          start();
+        });
+        image.src = URL.createObjectURL(blob);
+      })
+      .catch(function () {
+        if (attempt < 3) setTimeout(load, 1000 * attempt, attempt + 1);
+        else say('The original capture could not be loaded: reload the page to try again.');
+      });
+  }
+  load(1);
   form.addEventListener('submit', function () {
     if (!cropper) return;
     var canvas = cropper.getCroppedCanvas({ maxWidth: 1600, maxHeight: 900, fillColor: '#ffffff' });
