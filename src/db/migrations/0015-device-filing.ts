@@ -86,7 +86,7 @@ export async function up(db: AnyDb, dialect: DialectAdapter): Promise<void> {
   const t = dialect.columnTypes;
   const s = db.schema;
 
-  // `eye` is shared with biometry (migration 0016), which creates it where it is missing.
+  // `eye` is shared with biometry (migration 0016).
   await s
     .createTable('eye')
     .ifNotExists()

@@ -2,8 +2,8 @@
  * OpenEyes's biometry module (OphInBiometry) in the own schema, with the table and column names of an
  * OpenEyes v6.8 database: the Biometry event type and its element types, the imported-event record, the
  * measurement, calculation, selection and IOL table elements, and their lookups with the rows OpenEyes's
- * migrations seed (eye status codes of the IOLMaster, formulas, lenses, lens positions). `eye` is shared
- * with other device data and created only where it is missing. The `FILE_BIOMETRY` routine's name.
+ * migrations seed (eye status codes of the IOLMaster, formulas, lenses, lens positions). `eye` comes from
+ * migration 0015, which the device filing shares. The `FILE_BIOMETRY` routine's name.
  */
 import { sql } from 'kysely';
 import type { AnyDb, AnyTable, DialectAdapter } from './helpers.ts';
@@ -45,26 +45,7 @@ export async function up(db: AnyDb, dialect: DialectAdapter): Promise<void> {
   const t = dialect.columnTypes;
   const s = db.schema;
 
-  await s
-    .createTable('eye')
-    .ifNotExists()
-    .addColumn('id', 'integer', (c) => c.primaryKey())
-    .addColumn('name', 'varchar(10)', (c) => c.notNull())
-    .addColumn('display_order', 'integer', (c) => c.notNull().defaultTo(0))
-    .$call((b) => auditColumns(b, t, 'date'))
-    .execute();
-  const eyes = await db.selectFrom('eye').select('id').execute();
-  if (eyes.length === 0) {
-    await db
-      .insertInto('eye')
-      .values([
-        { id: 1, name: 'Left', display_order: 2 },
-        { id: 2, name: 'Right', display_order: 1 },
-        { id: 3, name: 'Both', display_order: 3 },
-      ])
-      .execute();
-  }
-
+  // `eye` (1 Left, 2 Right, 3 Both) comes from migration 0015.
   await s
     .createTable('dicom_eye_status')
     .addColumn('id', 'integer', (c) => c.primaryKey())
