@@ -9,6 +9,10 @@
  * - `BENCH_BASELINE_DIR=/path/to/other/checkout`: a second server from that checkout's
  *   `src/main/server.ts` (with the Node flags of its `npm start`) on the same database, measured in
  *   A-B-B-A order with this one, so that a change is measured against its baseline in the same run.
+ * - `BENCH_BASELINE_ENV="NAME=value NAME2=value"`: the baseline server gets these variables too; without
+ *   `BENCH_BASELINE_DIR` the baseline is this checkout with them (e.g. `AUDIT_READS=durable`).
+ * - Every server is started with `loop-delay-probe.child.js` preloaded: each run also reports the server's
+ *   event-loop delay (`monitorEventLoopDelay`, p50 / p99 / max) over its measured seconds.
  * - `BENCH_CPU_PROFILE=1`: afterwards, one more run of this checkout's server under V8's sampling profiler
  *   (`--cpu-prof`, 100 us interval); the samples taken during that run's measured seconds are summarised
  *   by self time per function in microseconds per request, written to
@@ -55,11 +59,18 @@ async function readCpuTicks(pid: number): Promise<CpuTimes> {
 interface CpuRow extends BenchRow {
   readonly mainUsPerRequest: number;
   readonly allUsPerRequest: number;
+  readonly loopDelay: lib.LoopDelay;
+}
+
+/** A server under test with its event-loop delay probe. */
+interface ProbedServer {
+  readonly process: RunningProcess;
+  readonly probe: lib.LoopProbe;
 }
 
 async function measureCpu(
   name: string,
-  server: RunningProcess,
+  { process: server, probe }: ProbedServer,
   urlPath: string,
   options: BenchRunOptions,
   connections: number,
@@ -74,6 +85,7 @@ async function measureCpu(
       durationSeconds: options.warmupSeconds,
     });
   }
+  await probe.read(server.pid);
   const before = await readCpuTicks(server.pid);
   const startNs = process.hrtime.bigint();
   const load = await lib.runLoad({
@@ -85,6 +97,7 @@ async function measureCpu(
   });
   const endNs = process.hrtime.bigint();
   const after = await readCpuTicks(server.pid);
+  const loopDelay = await probe.read(server.pid);
   onWindow?.(startNs, endNs);
   const perRequest = (ticks: number) =>
     load.totalRequests === 0 ? 0 : ((ticks / TICKS_PER_SECOND) * 1e6) / load.totalRequests;
@@ -95,6 +108,7 @@ async function measureCpu(
     ...load,
     mainUsPerRequest: perRequest(after.mainTicks - before.mainTicks),
     allUsPerRequest: perRequest(after.allTicks - before.allTicks),
+    loopDelay,
   };
 }
 
@@ -118,18 +132,40 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
   const rows: CpuRow[] = [];
   const notes: string[] = [];
   const running: RunningProcess[] = [];
+  const baselineEnv = parseEnvList(process.env.BENCH_BASELINE_ENV ?? '');
+  const probeDir = await mkdtemp(path.join(tmpdir(), 'cra-loop-probe-'));
+  const startProbed = async (
+    name: string,
+    options: { readonly env?: Record<string, string>; readonly entryDir?: string },
+  ): Promise<ProbedServer> => {
+    const probe = lib.createLoopProbe(probeDir, name, options.env?.NODE_OPTIONS);
+    const server = await lib.startServer({
+      env: { ...env, ...options.env, ...probe.env },
+      ...(options.entryDir === undefined
+        ? {}
+        : {
+            entry: path.resolve(options.entryDir, 'src/main/server.ts'),
+            nodeFlags: lib.startNodeFlagsOf(path.resolve(options.entryDir)),
+          }),
+    });
+    running.push(server);
+    return { process: server, probe };
+  };
   try {
-    const candidate = await lib.startServer({ env });
-    running.push(candidate);
-    const baseline =
-      baselineDir === undefined || baselineDir === ''
-        ? undefined
-        : await lib.startServer({
-            env,
-            entry: path.resolve(baselineDir, 'src/main/server.ts'),
-            nodeFlags: lib.startNodeFlagsOf(path.resolve(baselineDir)),
-          });
-    if (baseline !== undefined) running.push(baseline);
+    const candidate = await startProbed('candidate', {});
+    const hasBaseline =
+      (baselineDir !== undefined && baselineDir !== '') || Object.keys(baselineEnv).length > 0;
+    const baseline = hasBaseline
+      ? await startProbed('baseline', {
+          env: baselineEnv,
+          ...(baselineDir === undefined || baselineDir === '' ? {} : { entryDir: baselineDir }),
+        })
+      : undefined;
+    if (baseline !== undefined) {
+      const where = baselineDir === undefined || baselineDir === '' ? 'this checkout' : baselineDir;
+      const extra = Object.entries(baselineEnv).map(([k, v]) => `${k}=${v}`);
+      notes.push(`baseline: ${where}${extra.length > 0 ? ` with ${extra.join(' ')}` : ''}`);
+    }
     for (const connections of options.connections) {
       const order =
         baseline === undefined
@@ -150,14 +186,12 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
       const connections = options.connections.at(-1)!;
       const profileDir = await mkdtemp(path.join(tmpdir(), 'cra-cpu-prof-'));
       try {
-        const profiled = await lib.startServer({
+        const profiled = await startProbed('profiled', {
           env: {
-            ...env,
             NODE_OPTIONS:
               `${process.env.NODE_OPTIONS ?? ''} --cpu-prof --cpu-prof-interval=100 --cpu-prof-dir=${profileDir}`.trim(),
           },
         });
-        running.push(profiled);
         let window: [bigint, bigint] = [0n, 0n];
         const row = await measureCpu(
           'identifier search: profiled',
@@ -170,9 +204,9 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
           },
         );
         rows.push(row);
-        await profiled.stop();
-        running.splice(running.indexOf(profiled), 1);
-        notes.push(...(await summariseProfile(profileDir, profiled.pid, window, row)));
+        await profiled.process.stop();
+        running.splice(running.indexOf(profiled.process), 1);
+        notes.push(...(await summariseProfile(profileDir, profiled.process.pid, window, row)));
       } finally {
         await rm(profileDir, { recursive: true, force: true });
       }
@@ -180,13 +214,26 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
   } finally {
     for (const child of running.splice(0)) await child.stop();
     await prepared.cleanup();
+    await rm(probeDir, { recursive: true, force: true });
   }
   for (const row of rows) {
     notes.push(
-      `${row.name}, ${row.connections} conn: ${row.requestsPerSec.toFixed(0)} req/s, main thread ${row.mainUsPerRequest.toFixed(1)} us/request, all threads ${row.allUsPerRequest.toFixed(1)} us/request (budget ${BUDGET_US} us main thread)`,
+      `${row.name}, ${row.connections} conn: ${row.requestsPerSec.toFixed(0)} req/s, main thread ${row.mainUsPerRequest.toFixed(1)} us/request, all threads ${row.allUsPerRequest.toFixed(1)} us/request (budget ${BUDGET_US} us main thread); event-loop delay p50 ${row.loopDelay.p50Ms.toFixed(2)} / p99 ${row.loopDelay.p99Ms.toFixed(2)} / max ${row.loopDelay.maxMs.toFixed(2)} ms`,
     );
   }
   return { rows, notes };
+}
+
+/** `NAME=value NAME2=value` (whitespace-separated) as an environment. */
+function parseEnvList(text: string): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const word of text.split(/\s+/)) {
+    if (word === '') continue;
+    const equals = word.indexOf('=');
+    if (equals <= 0) throw new Error(`BENCH_BASELINE_ENV: "${word}" is not NAME=value`);
+    env[word.slice(0, equals)] = word.slice(equals + 1);
+  }
+  return env;
 }
 
 // ---------------------------------------------------------------------------------------------------
