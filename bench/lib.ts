@@ -1059,6 +1059,10 @@ export interface LoopDelay {
   readonly p99Ms: number;
   readonly maxMs: number;
   readonly meanMs: number;
+  /** Garbage collections on the main thread over the run: count, summed and longest pause. */
+  readonly gcCount: number;
+  readonly gcTotalMs: number;
+  readonly gcMaxMs: number;
 }
 
 /** A server's event-loop delay probe: its environment, and one reading per call of `read`. */

@@ -4,7 +4,8 @@
  * loaded machine. The real server answers `GET /api/v1/patient/search` for an exact hospital number on a
  * demo population (`BENCH_PATIENTS`, default 100000, kept as `patients_<N>` like `patient-search`'s); per
  * run the bench reads `utime + stime` of every thread of the server (`/proc/<pid>/task/<tid>/stat`) before
- * and after, and divides by the answers: main thread (the event loop) and the whole process.
+ * and after, and divides by the answers: main thread (the event loop) and the whole process; and the main
+ * thread's voluntary context switches per answer (how often the event loop went to sleep and woke up).
  *
  * - `BENCH_BASELINE_DIR=/path/to/other/checkout`: a second server from that checkout's
  *   `src/main/server.ts` (with the Node flags of its `npm start`) on the same database, measured in
@@ -17,7 +18,8 @@
  *   (`--cpu-prof`, 100 us interval); the samples taken during that run's measured seconds are summarised
  *   by self time per function in microseconds per request, written to
  *   `bench/profiles/search-<date>.md` (`BENCH_PROFILE_NAME` instead of `search-<date>`), with the
- *   `.cpuprofile` beside it when smaller than 2 MB.
+ *   `.cpuprofile` beside it when smaller than 2 MB. `BENCH_PROFILE_ENV="NAME=value ..."`: variables of the
+ *   profiled server (e.g. `AUDIT_READS=durable`).
  */
 import { mkdir, mkdtemp, readFile, readdir, rm, stat, writeFile, copyFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -56,10 +58,24 @@ async function readCpuTicks(pid: number): Promise<CpuTimes> {
   return { mainTicks, allTicks };
 }
 
+/**
+ * Context switches of the main thread (`/proc/<pid>/task/<pid>/status`): voluntary ones are mostly its
+ * waits in epoll (a wake-up each), involuntary ones preemptions by other work on the machine.
+ */
+async function readContextSwitches(pid: number): Promise<{ voluntary: number; involuntary: number }> {
+  const text = await readFile(`/proc/${pid}/task/${pid}/status`, 'utf8');
+  const field = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+)`, 'm').exec(text)?.[1] ?? 0);
+  return { voluntary: field('voluntary_ctxt_switches'), involuntary: field('nonvoluntary_ctxt_switches') };
+}
+
 interface CpuRow extends BenchRow {
   readonly mainUsPerRequest: number;
   readonly allUsPerRequest: number;
   readonly loopDelay: lib.LoopDelay;
+  /** The main thread's voluntary context switches (wake-ups) per request. */
+  readonly wakeUpsPerRequest: number;
+  /** Times per second the main thread was preempted (involuntary context switches): the machine's load. */
+  readonly preemptionsPerSecond: number;
 }
 
 /** A server under test with its event-loop delay probe. */
@@ -87,6 +103,7 @@ async function measureCpu(
   }
   await probe.read(server.pid);
   const before = await readCpuTicks(server.pid);
+  const switchesBefore = await readContextSwitches(server.pid);
   const startNs = process.hrtime.bigint();
   const load = await lib.runLoad({
     url: `${server.url}${urlPath}`,
@@ -97,6 +114,7 @@ async function measureCpu(
   });
   const endNs = process.hrtime.bigint();
   const after = await readCpuTicks(server.pid);
+  const switchesAfter = await readContextSwitches(server.pid);
   const loopDelay = await probe.read(server.pid);
   onWindow?.(startNs, endNs);
   const perRequest = (ticks: number) =>
@@ -109,6 +127,11 @@ async function measureCpu(
     mainUsPerRequest: perRequest(after.mainTicks - before.mainTicks),
     allUsPerRequest: perRequest(after.allTicks - before.allTicks),
     loopDelay,
+    wakeUpsPerRequest:
+      load.totalRequests === 0
+        ? 0
+        : (switchesAfter.voluntary - switchesBefore.voluntary) / load.totalRequests,
+    preemptionsPerSecond: (switchesAfter.involuntary - switchesBefore.involuntary) / load.durationSeconds,
   };
 }
 
@@ -116,6 +139,8 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
   const patients = Number(process.env.BENCH_PATIENTS ?? 100_000);
   const baselineDir = process.env.BENCH_BASELINE_DIR;
   const isProfiled = process.env.BENCH_CPU_PROFILE === '1';
+  /** Extra variables of the profiled server (`BENCH_PROFILE_ENV`, e.g. `AUDIT_READS=durable`). */
+  const profileEnv = parseEnvList(process.env.BENCH_PROFILE_ENV ?? '');
   const prepared = await lib.prepareDatabase(options.dialect, {
     persistentName: `patients_${patients}`,
     fill: async (database) => {
@@ -188,6 +213,7 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
       try {
         const profiled = await startProbed('profiled', {
           env: {
+            ...profileEnv,
             NODE_OPTIONS:
               `${process.env.NODE_OPTIONS ?? ''} --cpu-prof --cpu-prof-interval=100 --cpu-prof-dir=${profileDir}`.trim(),
           },
@@ -206,7 +232,10 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
         rows.push(row);
         await profiled.process.stop();
         running.splice(running.indexOf(profiled.process), 1);
-        notes.push(...(await summariseProfile(profileDir, profiled.process.pid, window, row)));
+        const envText = Object.entries(profileEnv)
+          .map(([k, v]) => `${k}=${v} `)
+          .join('');
+        notes.push(...(await summariseProfile(profileDir, profiled.process.pid, window, row, envText)));
       } finally {
         await rm(profileDir, { recursive: true, force: true });
       }
@@ -218,7 +247,7 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
   }
   for (const row of rows) {
     notes.push(
-      `${row.name}, ${row.connections} conn: ${row.requestsPerSec.toFixed(0)} req/s, main thread ${row.mainUsPerRequest.toFixed(1)} us/request, all threads ${row.allUsPerRequest.toFixed(1)} us/request (budget ${BUDGET_US} us main thread); event-loop delay p50 ${row.loopDelay.p50Ms.toFixed(2)} / p99 ${row.loopDelay.p99Ms.toFixed(2)} / max ${row.loopDelay.maxMs.toFixed(2)} ms`,
+      `${row.name}, ${row.connections} conn: ${row.requestsPerSec.toFixed(0)} req/s, main thread ${row.mainUsPerRequest.toFixed(1)} us/request, all threads ${row.allUsPerRequest.toFixed(1)} us/request (budget ${BUDGET_US} us main thread), ${row.wakeUpsPerRequest.toFixed(2)} wake-ups/request; event-loop delay p50 ${row.loopDelay.p50Ms.toFixed(2)} / p99 ${row.loopDelay.p99Ms.toFixed(2)} / max ${row.loopDelay.maxMs.toFixed(2)} ms; GC ${row.loopDelay.gcCount} pauses, ${row.loopDelay.gcTotalMs.toFixed(0)} ms in all, longest ${row.loopDelay.gcMaxMs.toFixed(1)} ms; preempted ${row.preemptionsPerSecond.toFixed(0)}/s`,
     );
   }
   return { rows, notes };
@@ -230,7 +259,7 @@ function parseEnvList(text: string): Record<string, string> {
   for (const word of text.split(/\s+/)) {
     if (word === '') continue;
     const equals = word.indexOf('=');
-    if (equals <= 0) throw new Error(`BENCH_BASELINE_ENV: "${word}" is not NAME=value`);
+    if (equals <= 0) throw new Error(`"${word}" is not NAME=value`);
     env[word.slice(0, equals)] = word.slice(equals + 1);
   }
   return env;
@@ -267,6 +296,8 @@ async function summariseProfile(
   pid: number,
   window: readonly [bigint, bigint],
   row: CpuRow,
+  /** The profiled server's extra variables, as `NAME=value ` words. */
+  envText: string,
 ): Promise<string[]> {
   // The main thread's profile is CPU.<date>.<time>.<pid>.0.<seq>.cpuprofile (thread id 0).
   const files = (await readdir(dir)).filter((f) => f.includes(`.${pid}.0.`) && f.endsWith('.cpuprofile'));
@@ -323,10 +354,12 @@ async function summariseProfile(
   const lines = [
     `# Patient search (identifier), main thread CPU profile, ${date}`,
     '',
-    `\`BENCH_CPU_PROFILE=1 npm run bench -- search-cpu --dialect ${row.dialect} --duration ${row.durationSeconds.toFixed(0)} --connections ${row.connections}\`;`,
+    `\`${envText}BENCH_CPU_PROFILE=1 npm run bench -- search-cpu --dialect ${row.dialect} --duration ${row.durationSeconds.toFixed(0)} --connections ${row.connections}\`;`,
     `${requests} requests in the measured window at ${row.connections} connections (${row.requestsPerSec.toFixed(0)} req/s under the profiler),`,
     `${perRequest(totalUs)} us of sampled main-thread time per request (idle excluded; the kernel's count for`,
     `the same run: ${row.mainUsPerRequest.toFixed(1)} us). Sampling interval 100 us; the profiler itself slows the process.`,
+    `Event-loop delay over the run: p50 ${row.loopDelay.p50Ms.toFixed(2)} ms, p99 ${row.loopDelay.p99Ms.toFixed(2)} ms, max ${row.loopDelay.maxMs.toFixed(2)} ms;`,
+    `GC: ${row.loopDelay.gcCount} pauses, ${row.loopDelay.gcTotalMs.toFixed(0)} ms in all, longest ${row.loopDelay.gcMaxMs.toFixed(1)} ms; main thread preempted ${row.preemptionsPerSecond.toFixed(0)} times/s.`,
     profileSize < 2 * 1024 * 1024
       ? `The profile is \`${name}.cpuprofile\` (open it in Chrome DevTools, Performance, or speedscope).`
       : `The profile (${(profileSize / 1e6).toFixed(1)} MB) is not kept.`,
