@@ -1063,6 +1063,10 @@ export interface LoopDelay {
   readonly gcCount: number;
   readonly gcTotalMs: number;
   readonly gcMaxMs: number;
+  /** Of them, the major (mark-compact) ones. */
+  readonly gcMajorCount: number;
+  readonly gcMajorTotalMs: number;
+  readonly gcMajorMaxMs: number;
 }
 
 /** A server's event-loop delay probe: its environment, and one reading per call of `read`. */

@@ -4,13 +4,13 @@
  * `BENCH_LOOP_RESOLUTION_MS` (default 5); on SIGUSR2 it appends one JSON line to `BENCH_LOOP_PROBE_FILE`
  * with the delay since the previous signal (p50, p99, max, mean in ms, the resolution already taken off,
  * and the sample count) and the garbage collections of that time (count, total and longest pause in ms,
- * from `PerformanceObserver` `gc` entries), then starts over. A bench sends one signal before a measured run and
+ * all and major (mark-compact) ones, from `PerformanceObserver` `gc` entries), then starts over. A bench sends one signal before a measured run and
  * one after it. It adds a timer and a signal handler and nothing else (it may share SIGUSR2 with
  * `memory-probe.child.js`: each writes its own file). Plain JavaScript, inert in worker threads.
  */
 import { appendFileSync } from 'node:fs';
 import process from 'node:process';
-import { PerformanceObserver, monitorEventLoopDelay } from 'node:perf_hooks';
+import { PerformanceObserver, constants, monitorEventLoopDelay } from 'node:perf_hooks';
 import { isMainThread } from 'node:worker_threads';
 
 const file = process.env.BENCH_LOOP_PROBE_FILE;
@@ -21,12 +21,18 @@ if (isMainThread && file !== undefined && file !== '') {
   histogram.enable();
   // The histogram holds the time between two samples, which is the resolution when nothing stalls.
   const ms = (/** @type {number} */ ns) => Math.max(0, ns / 1e6 - resolutionMs);
-  const gc = { count: 0, totalMs: 0, maxMs: 0 };
+  const gc = { count: 0, totalMs: 0, maxMs: 0, majorCount: 0, majorTotalMs: 0, majorMaxMs: 0 };
   new PerformanceObserver((list) => {
     for (const entry of list.getEntries()) {
       gc.count += 1;
       gc.totalMs += entry.duration;
       gc.maxMs = Math.max(gc.maxMs, entry.duration);
+      const detail = /** @type {{ kind?: number } | undefined} */ (entry.detail);
+      if (detail?.kind === constants.NODE_PERFORMANCE_GC_MAJOR) {
+        gc.majorCount += 1;
+        gc.majorTotalMs += entry.duration;
+        gc.majorMaxMs = Math.max(gc.majorMaxMs, entry.duration);
+      }
     }
   }).observe({ entryTypes: ['gc'] });
   process.on('SIGUSR2', () => {
@@ -41,9 +47,12 @@ if (isMainThread && file !== undefined && file !== '') {
       gcCount: gc.count,
       gcTotalMs: gc.totalMs,
       gcMaxMs: gc.maxMs,
+      gcMajorCount: gc.majorCount,
+      gcMajorTotalMs: gc.majorTotalMs,
+      gcMajorMaxMs: gc.majorMaxMs,
     };
     histogram.reset();
-    Object.assign(gc, { count: 0, totalMs: 0, maxMs: 0 });
+    Object.assign(gc, { count: 0, totalMs: 0, maxMs: 0, majorCount: 0, majorTotalMs: 0, majorMaxMs: 0 });
     appendFileSync(file, `${JSON.stringify(sample)}\n`);
   });
 }

@@ -247,7 +247,7 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
   }
   for (const row of rows) {
     notes.push(
-      `${row.name}, ${row.connections} conn: ${row.requestsPerSec.toFixed(0)} req/s, main thread ${row.mainUsPerRequest.toFixed(1)} us/request, all threads ${row.allUsPerRequest.toFixed(1)} us/request (budget ${BUDGET_US} us main thread), ${row.wakeUpsPerRequest.toFixed(2)} wake-ups/request; event-loop delay p50 ${row.loopDelay.p50Ms.toFixed(2)} / p99 ${row.loopDelay.p99Ms.toFixed(2)} / max ${row.loopDelay.maxMs.toFixed(2)} ms; GC ${row.loopDelay.gcCount} pauses, ${row.loopDelay.gcTotalMs.toFixed(0)} ms in all, longest ${row.loopDelay.gcMaxMs.toFixed(1)} ms; preempted ${row.preemptionsPerSecond.toFixed(0)}/s`,
+      `${row.name}, ${row.connections} conn: ${row.requestsPerSec.toFixed(0)} req/s, main thread ${row.mainUsPerRequest.toFixed(1)} us/request, all threads ${row.allUsPerRequest.toFixed(1)} us/request (budget ${BUDGET_US} us main thread), ${row.wakeUpsPerRequest.toFixed(2)} wake-ups/request; event-loop delay p50 ${row.loopDelay.p50Ms.toFixed(2)} / p99 ${row.loopDelay.p99Ms.toFixed(2)} / max ${row.loopDelay.maxMs.toFixed(2)} ms; GC ${row.loopDelay.gcCount} pauses, ${row.loopDelay.gcTotalMs.toFixed(0)} ms in all, longest ${row.loopDelay.gcMaxMs.toFixed(1)} ms (major: ${row.loopDelay.gcMajorCount}, ${row.loopDelay.gcMajorTotalMs.toFixed(0)} ms, longest ${row.loopDelay.gcMajorMaxMs.toFixed(1)} ms); preempted ${row.preemptionsPerSecond.toFixed(0)}/s`,
     );
   }
   return { rows, notes };
@@ -359,7 +359,7 @@ async function summariseProfile(
     `${perRequest(totalUs)} us of sampled main-thread time per request (idle excluded; the kernel's count for`,
     `the same run: ${row.mainUsPerRequest.toFixed(1)} us). Sampling interval 100 us; the profiler itself slows the process.`,
     `Event-loop delay over the run: p50 ${row.loopDelay.p50Ms.toFixed(2)} ms, p99 ${row.loopDelay.p99Ms.toFixed(2)} ms, max ${row.loopDelay.maxMs.toFixed(2)} ms;`,
-    `GC: ${row.loopDelay.gcCount} pauses, ${row.loopDelay.gcTotalMs.toFixed(0)} ms in all, longest ${row.loopDelay.gcMaxMs.toFixed(1)} ms; main thread preempted ${row.preemptionsPerSecond.toFixed(0)} times/s.`,
+    `GC: ${row.loopDelay.gcCount} pauses, ${row.loopDelay.gcTotalMs.toFixed(0)} ms in all, longest ${row.loopDelay.gcMaxMs.toFixed(1)} ms (major: ${row.loopDelay.gcMajorCount}, ${row.loopDelay.gcMajorTotalMs.toFixed(0)} ms, longest ${row.loopDelay.gcMajorMaxMs.toFixed(1)} ms); main thread preempted ${row.preemptionsPerSecond.toFixed(0)} times/s.`,
     profileSize < 2 * 1024 * 1024
       ? `The profile is \`${name}.cpuprofile\` (open it in Chrome DevTools, Performance, or speedscope).`
       : `The profile (${(profileSize / 1e6).toFixed(1)} MB) is not kept.`,
