@@ -11,7 +11,8 @@
  *   `src/main/server.ts` (with the Node flags of its `npm start`) on the same database, measured in
  *   A-B-B-A order with this one, so that a change is measured against its baseline in the same run.
  * - `BENCH_BASELINE_ENV="NAME=value NAME2=value"`: the baseline server gets these variables too; without
- *   `BENCH_BASELINE_DIR` the baseline is this checkout with them (e.g. `AUDIT_READS=durable`).
+ *   `BENCH_BASELINE_DIR` the baseline is this checkout with them (e.g. `AUDIT_READS=durable`);
+ *   `BENCH_BASELINE_NODE_FLAGS="--flag ..."` likewise adds Node flags (V8 flags NODE_OPTIONS refuses).
  * - Every server is started with `loop-delay-probe.child.js` preloaded: each run also reports the server's
  *   event-loop delay (`monitorEventLoopDelay`, p50 / p99 / max) over its measured seconds.
  * - `BENCH_CPU_PROFILE=1`: afterwards, one more run of this checkout's server under V8's sampling profiler
@@ -158,20 +159,28 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
   const notes: string[] = [];
   const running: RunningProcess[] = [];
   const baselineEnv = parseEnvList(process.env.BENCH_BASELINE_ENV ?? '');
+  /** Node flags added to the baseline's (V8 flags that NODE_OPTIONS refuses, e.g. GC settings). */
+  const baselineFlags = (process.env.BENCH_BASELINE_NODE_FLAGS ?? '').split(/\s+/).filter((f) => f !== '');
   const probeDir = await mkdtemp(path.join(tmpdir(), 'cra-loop-probe-'));
   const startProbed = async (
     name: string,
-    options: { readonly env?: Record<string, string>; readonly entryDir?: string },
+    options: {
+      readonly env?: Record<string, string>;
+      readonly entryDir?: string;
+      readonly extraFlags?: readonly string[];
+    },
   ): Promise<ProbedServer> => {
     const probe = lib.createLoopProbe(probeDir, name, options.env?.NODE_OPTIONS);
+    const flags =
+      options.entryDir === undefined
+        ? lib.START_NODE_FLAGS
+        : lib.startNodeFlagsOf(path.resolve(options.entryDir));
     const server = await lib.startServer({
       env: { ...env, ...options.env, ...probe.env },
+      nodeFlags: [...flags, ...(options.extraFlags ?? [])],
       ...(options.entryDir === undefined
         ? {}
-        : {
-            entry: path.resolve(options.entryDir, 'src/main/server.ts'),
-            nodeFlags: lib.startNodeFlagsOf(path.resolve(options.entryDir)),
-          }),
+        : { entry: path.resolve(options.entryDir, 'src/main/server.ts') }),
     });
     running.push(server);
     return { process: server, probe };
@@ -179,16 +188,19 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
   try {
     const candidate = await startProbed('candidate', {});
     const hasBaseline =
-      (baselineDir !== undefined && baselineDir !== '') || Object.keys(baselineEnv).length > 0;
+      (baselineDir !== undefined && baselineDir !== '') ||
+      Object.keys(baselineEnv).length > 0 ||
+      baselineFlags.length > 0;
     const baseline = hasBaseline
       ? await startProbed('baseline', {
           env: baselineEnv,
+          extraFlags: baselineFlags,
           ...(baselineDir === undefined || baselineDir === '' ? {} : { entryDir: baselineDir }),
         })
       : undefined;
     if (baseline !== undefined) {
       const where = baselineDir === undefined || baselineDir === '' ? 'this checkout' : baselineDir;
-      const extra = Object.entries(baselineEnv).map(([k, v]) => `${k}=${v}`);
+      const extra = [...Object.entries(baselineEnv).map(([k, v]) => `${k}=${v}`), ...baselineFlags];
       notes.push(`baseline: ${where}${extra.length > 0 ? ` with ${extra.join(' ')}` : ''}`);
     }
     for (const connections of options.connections) {
