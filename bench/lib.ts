@@ -1047,3 +1047,65 @@ export async function saveResults(
   await writeFile(file, `${JSON.stringify(payload, null, 2)}\n`);
   return file;
 }
+
+// ---------------------------------------------------------------------------------------------------
+// Event-loop delay of a server under test (loop-delay-probe.child.js)
+
+const LOOP_PROBE = path.join(ROOT_DIR, 'bench', 'loop-delay-probe.child.js');
+
+/** The server's event-loop delay over one measured run, in ms (the sampling interval taken off). */
+export interface LoopDelay {
+  readonly p50Ms: number;
+  readonly p99Ms: number;
+  readonly maxMs: number;
+  readonly meanMs: number;
+  /** Garbage collections on the main thread over the run: count, summed and longest pause. */
+  readonly gcCount: number;
+  readonly gcTotalMs: number;
+  readonly gcMaxMs: number;
+  /** Of them, the major (mark-compact) ones. */
+  readonly gcMajorCount: number;
+  readonly gcMajorTotalMs: number;
+  readonly gcMajorMaxMs: number;
+}
+
+/** A server's event-loop delay probe: its environment, and one reading per call of `read`. */
+export interface LoopProbe {
+  /** Environment that preloads the probe (to be merged into the server's; NODE_OPTIONS is extended). */
+  readonly env: Record<string, string>;
+  /** The delay since the previous call (or since the start), read from the server `pid`. */
+  read(pid: number): Promise<LoopDelay>;
+}
+
+/** A probe writing to a file in `dir` named after `name` (one per server). */
+export function createLoopProbe(
+  dir: string,
+  name: string,
+  nodeOptions = process.env.NODE_OPTIONS ?? '',
+): LoopProbe {
+  const file = path.join(dir, `loop-${name}.jsonl`);
+  const lineCount = async () => {
+    try {
+      return (await readFile(file, 'utf8')).split('\n').filter((line) => line !== '').length;
+    } catch {
+      return 0;
+    }
+  };
+  return {
+    env: {
+      NODE_OPTIONS: `${nodeOptions} --import=${LOOP_PROBE}`.trim(),
+      BENCH_LOOP_PROBE_FILE: file,
+    },
+    async read(pid) {
+      const before = await lineCount();
+      process.kill(pid, 'SIGUSR2');
+      const deadline = Date.now() + 10_000;
+      while ((await lineCount()) === before) {
+        if (Date.now() > deadline) throw new Error('the loop delay probe did not answer (is it preloaded?)');
+        await sleep(10);
+      }
+      const lines = (await readFile(file, 'utf8')).trim().split('\n');
+      return JSON.parse(lines.at(-1)!) as LoopDelay;
+    },
+  };
+}

@@ -4,16 +4,23 @@
  * loaded machine. The real server answers `GET /api/v1/patient/search` for an exact hospital number on a
  * demo population (`BENCH_PATIENTS`, default 100000, kept as `patients_<N>` like `patient-search`'s); per
  * run the bench reads `utime + stime` of every thread of the server (`/proc/<pid>/task/<tid>/stat`) before
- * and after, and divides by the answers: main thread (the event loop) and the whole process.
+ * and after, and divides by the answers: main thread (the event loop) and the whole process; and the main
+ * thread's voluntary context switches per answer (how often the event loop went to sleep and woke up).
  *
  * - `BENCH_BASELINE_DIR=/path/to/other/checkout`: a second server from that checkout's
  *   `src/main/server.ts` (with the Node flags of its `npm start`) on the same database, measured in
  *   A-B-B-A order with this one, so that a change is measured against its baseline in the same run.
+ * - `BENCH_BASELINE_ENV="NAME=value NAME2=value"`: the baseline server gets these variables too; without
+ *   `BENCH_BASELINE_DIR` the baseline is this checkout with them (e.g. `AUDIT_READS=durable`);
+ *   `BENCH_BASELINE_NODE_FLAGS="--flag ..."` likewise adds Node flags (V8 flags NODE_OPTIONS refuses).
+ * - Every server is started with `loop-delay-probe.child.js` preloaded: each run also reports the server's
+ *   event-loop delay (`monitorEventLoopDelay`, p50 / p99 / max) over its measured seconds.
  * - `BENCH_CPU_PROFILE=1`: afterwards, one more run of this checkout's server under V8's sampling profiler
  *   (`--cpu-prof`, 100 us interval); the samples taken during that run's measured seconds are summarised
  *   by self time per function in microseconds per request, written to
  *   `bench/profiles/search-<date>.md` (`BENCH_PROFILE_NAME` instead of `search-<date>`), with the
- *   `.cpuprofile` beside it when smaller than 2 MB.
+ *   `.cpuprofile` beside it when smaller than 2 MB. `BENCH_PROFILE_ENV="NAME=value ..."`: variables of the
+ *   profiled server (e.g. `AUDIT_READS=durable`).
  */
 import { mkdir, mkdtemp, readFile, readdir, rm, stat, writeFile, copyFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -52,14 +59,35 @@ async function readCpuTicks(pid: number): Promise<CpuTimes> {
   return { mainTicks, allTicks };
 }
 
+/**
+ * Context switches of the main thread (`/proc/<pid>/task/<pid>/status`): voluntary ones are mostly its
+ * waits in epoll (a wake-up each), involuntary ones preemptions by other work on the machine.
+ */
+async function readContextSwitches(pid: number): Promise<{ voluntary: number; involuntary: number }> {
+  const text = await readFile(`/proc/${pid}/task/${pid}/status`, 'utf8');
+  const field = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+)`, 'm').exec(text)?.[1] ?? 0);
+  return { voluntary: field('voluntary_ctxt_switches'), involuntary: field('nonvoluntary_ctxt_switches') };
+}
+
 interface CpuRow extends BenchRow {
   readonly mainUsPerRequest: number;
   readonly allUsPerRequest: number;
+  readonly loopDelay: lib.LoopDelay;
+  /** The main thread's voluntary context switches (wake-ups) per request. */
+  readonly wakeUpsPerRequest: number;
+  /** Times per second the main thread was preempted (involuntary context switches): the machine's load. */
+  readonly preemptionsPerSecond: number;
+}
+
+/** A server under test with its event-loop delay probe. */
+interface ProbedServer {
+  readonly process: RunningProcess;
+  readonly probe: lib.LoopProbe;
 }
 
 async function measureCpu(
   name: string,
-  server: RunningProcess,
+  { process: server, probe }: ProbedServer,
   urlPath: string,
   options: BenchRunOptions,
   connections: number,
@@ -74,7 +102,9 @@ async function measureCpu(
       durationSeconds: options.warmupSeconds,
     });
   }
+  await probe.read(server.pid);
   const before = await readCpuTicks(server.pid);
+  const switchesBefore = await readContextSwitches(server.pid);
   const startNs = process.hrtime.bigint();
   const load = await lib.runLoad({
     url: `${server.url}${urlPath}`,
@@ -85,6 +115,8 @@ async function measureCpu(
   });
   const endNs = process.hrtime.bigint();
   const after = await readCpuTicks(server.pid);
+  const switchesAfter = await readContextSwitches(server.pid);
+  const loopDelay = await probe.read(server.pid);
   onWindow?.(startNs, endNs);
   const perRequest = (ticks: number) =>
     load.totalRequests === 0 ? 0 : ((ticks / TICKS_PER_SECOND) * 1e6) / load.totalRequests;
@@ -95,6 +127,12 @@ async function measureCpu(
     ...load,
     mainUsPerRequest: perRequest(after.mainTicks - before.mainTicks),
     allUsPerRequest: perRequest(after.allTicks - before.allTicks),
+    loopDelay,
+    wakeUpsPerRequest:
+      load.totalRequests === 0
+        ? 0
+        : (switchesAfter.voluntary - switchesBefore.voluntary) / load.totalRequests,
+    preemptionsPerSecond: (switchesAfter.involuntary - switchesBefore.involuntary) / load.durationSeconds,
   };
 }
 
@@ -102,6 +140,8 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
   const patients = Number(process.env.BENCH_PATIENTS ?? 100_000);
   const baselineDir = process.env.BENCH_BASELINE_DIR;
   const isProfiled = process.env.BENCH_CPU_PROFILE === '1';
+  /** Extra variables of the profiled server (`BENCH_PROFILE_ENV`, e.g. `AUDIT_READS=durable`). */
+  const profileEnv = parseEnvList(process.env.BENCH_PROFILE_ENV ?? '');
   const prepared = await lib.prepareDatabase(options.dialect, {
     persistentName: `patients_${patients}`,
     fill: async (database) => {
@@ -118,18 +158,51 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
   const rows: CpuRow[] = [];
   const notes: string[] = [];
   const running: RunningProcess[] = [];
+  const baselineEnv = parseEnvList(process.env.BENCH_BASELINE_ENV ?? '');
+  /** Node flags added to the baseline's (V8 flags that NODE_OPTIONS refuses, e.g. GC settings). */
+  const baselineFlags = (process.env.BENCH_BASELINE_NODE_FLAGS ?? '').split(/\s+/).filter((f) => f !== '');
+  const probeDir = await mkdtemp(path.join(tmpdir(), 'cra-loop-probe-'));
+  const startProbed = async (
+    name: string,
+    options: {
+      readonly env?: Record<string, string>;
+      readonly entryDir?: string;
+      readonly extraFlags?: readonly string[];
+    },
+  ): Promise<ProbedServer> => {
+    const probe = lib.createLoopProbe(probeDir, name, options.env?.NODE_OPTIONS);
+    const flags =
+      options.entryDir === undefined
+        ? lib.START_NODE_FLAGS
+        : lib.startNodeFlagsOf(path.resolve(options.entryDir));
+    const server = await lib.startServer({
+      env: { ...env, ...options.env, ...probe.env },
+      nodeFlags: [...flags, ...(options.extraFlags ?? [])],
+      ...(options.entryDir === undefined
+        ? {}
+        : { entry: path.resolve(options.entryDir, 'src/main/server.ts') }),
+    });
+    running.push(server);
+    return { process: server, probe };
+  };
   try {
-    const candidate = await lib.startServer({ env });
-    running.push(candidate);
-    const baseline =
-      baselineDir === undefined || baselineDir === ''
-        ? undefined
-        : await lib.startServer({
-            env,
-            entry: path.resolve(baselineDir, 'src/main/server.ts'),
-            nodeFlags: lib.startNodeFlagsOf(path.resolve(baselineDir)),
-          });
-    if (baseline !== undefined) running.push(baseline);
+    const candidate = await startProbed('candidate', {});
+    const hasBaseline =
+      (baselineDir !== undefined && baselineDir !== '') ||
+      Object.keys(baselineEnv).length > 0 ||
+      baselineFlags.length > 0;
+    const baseline = hasBaseline
+      ? await startProbed('baseline', {
+          env: baselineEnv,
+          extraFlags: baselineFlags,
+          ...(baselineDir === undefined || baselineDir === '' ? {} : { entryDir: baselineDir }),
+        })
+      : undefined;
+    if (baseline !== undefined) {
+      const where = baselineDir === undefined || baselineDir === '' ? 'this checkout' : baselineDir;
+      const extra = [...Object.entries(baselineEnv).map(([k, v]) => `${k}=${v}`), ...baselineFlags];
+      notes.push(`baseline: ${where}${extra.length > 0 ? ` with ${extra.join(' ')}` : ''}`);
+    }
     for (const connections of options.connections) {
       const order =
         baseline === undefined
@@ -150,14 +223,13 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
       const connections = options.connections.at(-1)!;
       const profileDir = await mkdtemp(path.join(tmpdir(), 'cra-cpu-prof-'));
       try {
-        const profiled = await lib.startServer({
+        const profiled = await startProbed('profiled', {
           env: {
-            ...env,
+            ...profileEnv,
             NODE_OPTIONS:
               `${process.env.NODE_OPTIONS ?? ''} --cpu-prof --cpu-prof-interval=100 --cpu-prof-dir=${profileDir}`.trim(),
           },
         });
-        running.push(profiled);
         let window: [bigint, bigint] = [0n, 0n];
         const row = await measureCpu(
           'identifier search: profiled',
@@ -170,9 +242,12 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
           },
         );
         rows.push(row);
-        await profiled.stop();
-        running.splice(running.indexOf(profiled), 1);
-        notes.push(...(await summariseProfile(profileDir, profiled.pid, window, row)));
+        await profiled.process.stop();
+        running.splice(running.indexOf(profiled.process), 1);
+        const envText = Object.entries(profileEnv)
+          .map(([k, v]) => `${k}=${v} `)
+          .join('');
+        notes.push(...(await summariseProfile(profileDir, profiled.process.pid, window, row, envText)));
       } finally {
         await rm(profileDir, { recursive: true, force: true });
       }
@@ -180,13 +255,26 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
   } finally {
     for (const child of running.splice(0)) await child.stop();
     await prepared.cleanup();
+    await rm(probeDir, { recursive: true, force: true });
   }
   for (const row of rows) {
     notes.push(
-      `${row.name}, ${row.connections} conn: ${row.requestsPerSec.toFixed(0)} req/s, main thread ${row.mainUsPerRequest.toFixed(1)} us/request, all threads ${row.allUsPerRequest.toFixed(1)} us/request (budget ${BUDGET_US} us main thread)`,
+      `${row.name}, ${row.connections} conn: ${row.requestsPerSec.toFixed(0)} req/s, main thread ${row.mainUsPerRequest.toFixed(1)} us/request, all threads ${row.allUsPerRequest.toFixed(1)} us/request (budget ${BUDGET_US} us main thread), ${row.wakeUpsPerRequest.toFixed(2)} wake-ups/request; event-loop delay p50 ${row.loopDelay.p50Ms.toFixed(2)} / p99 ${row.loopDelay.p99Ms.toFixed(2)} / max ${row.loopDelay.maxMs.toFixed(2)} ms; GC ${row.loopDelay.gcCount} pauses, ${row.loopDelay.gcTotalMs.toFixed(0)} ms in all, longest ${row.loopDelay.gcMaxMs.toFixed(1)} ms (major: ${row.loopDelay.gcMajorCount}, ${row.loopDelay.gcMajorTotalMs.toFixed(0)} ms, longest ${row.loopDelay.gcMajorMaxMs.toFixed(1)} ms); preempted ${row.preemptionsPerSecond.toFixed(0)}/s`,
     );
   }
   return { rows, notes };
+}
+
+/** `NAME=value NAME2=value` (whitespace-separated) as an environment. */
+function parseEnvList(text: string): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const word of text.split(/\s+/)) {
+    if (word === '') continue;
+    const equals = word.indexOf('=');
+    if (equals <= 0) throw new Error(`"${word}" is not NAME=value`);
+    env[word.slice(0, equals)] = word.slice(equals + 1);
+  }
+  return env;
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -220,6 +308,8 @@ async function summariseProfile(
   pid: number,
   window: readonly [bigint, bigint],
   row: CpuRow,
+  /** The profiled server's extra variables, as `NAME=value ` words. */
+  envText: string,
 ): Promise<string[]> {
   // The main thread's profile is CPU.<date>.<time>.<pid>.0.<seq>.cpuprofile (thread id 0).
   const files = (await readdir(dir)).filter((f) => f.includes(`.${pid}.0.`) && f.endsWith('.cpuprofile'));
@@ -276,10 +366,12 @@ async function summariseProfile(
   const lines = [
     `# Patient search (identifier), main thread CPU profile, ${date}`,
     '',
-    `\`BENCH_CPU_PROFILE=1 npm run bench -- search-cpu --dialect ${row.dialect} --duration ${row.durationSeconds.toFixed(0)} --connections ${row.connections}\`;`,
+    `\`${envText}BENCH_CPU_PROFILE=1 npm run bench -- search-cpu --dialect ${row.dialect} --duration ${row.durationSeconds.toFixed(0)} --connections ${row.connections}\`;`,
     `${requests} requests in the measured window at ${row.connections} connections (${row.requestsPerSec.toFixed(0)} req/s under the profiler),`,
     `${perRequest(totalUs)} us of sampled main-thread time per request (idle excluded; the kernel's count for`,
     `the same run: ${row.mainUsPerRequest.toFixed(1)} us). Sampling interval 100 us; the profiler itself slows the process.`,
+    `Event-loop delay over the run: p50 ${row.loopDelay.p50Ms.toFixed(2)} ms, p99 ${row.loopDelay.p99Ms.toFixed(2)} ms, max ${row.loopDelay.maxMs.toFixed(2)} ms;`,
+    `GC: ${row.loopDelay.gcCount} pauses, ${row.loopDelay.gcTotalMs.toFixed(0)} ms in all, longest ${row.loopDelay.gcMaxMs.toFixed(1)} ms (major: ${row.loopDelay.gcMajorCount}, ${row.loopDelay.gcMajorTotalMs.toFixed(0)} ms, longest ${row.loopDelay.gcMajorMaxMs.toFixed(1)} ms); main thread preempted ${row.preemptionsPerSecond.toFixed(0)} times/s.`,
     profileSize < 2 * 1024 * 1024
       ? `The profile is \`${name}.cpuprofile\` (open it in Chrome DevTools, Performance, or speedscope).`
       : `The profile (${(profileSize / 1e6).toFixed(1)} MB) is not kept.`,

@@ -40,10 +40,15 @@ export function trackPendingAnswers(server: Server): void {
       pending = new Set();
       pendingAnswers.set(socket, pending);
     }
-    const owed = pending;
-    owed.add(response);
-    response.once('close', () => owed.delete(response));
+    pending.add(response);
+    // One shared listener, no closure per request: a response closes once.
+    response.on('close', forgetAnswer);
   });
+}
+
+/** The `close` listener of a tracked response: it is no longer owed on its connection. */
+function forgetAnswer(this: ServerResponse): void {
+  pendingAnswers.get(this.req.socket)?.delete(this);
 }
 
 /** Fastify's `clientErrorHandler` (called with the instance as `this`). */

@@ -7,7 +7,7 @@ import { open } from 'node:fs/promises';
 import type { StatementSync } from 'node:sqlite';
 import { DatabaseSync } from 'node:sqlite';
 import type { CompiledQuery, Kysely } from 'kysely';
-import { Kysely as KyselyClass, sql } from 'kysely';
+import { Kysely as KyselyClass, SelectQueryNode, sql } from 'kysely';
 import type { IGenericSqlite } from 'kysely-generic-sqlite';
 import { GenericSqliteDialect, parseBigInt } from 'kysely-generic-sqlite';
 import { registerDatabaseErrorClassifier } from '../../errors.ts';
@@ -112,7 +112,7 @@ export function openSqlite(file: string): SqliteConnection {
   const db = new KyselyClass<DB>({ dialect: new GenericSqliteDialect(() => executor) });
   return {
     db,
-    adapter: createSqliteAdapter(db),
+    adapter: createSqliteAdapter(db, executor),
     durability:
       wal === undefined
         ? undefined
@@ -164,7 +164,7 @@ registerDatabaseErrorClassifier(classifySqliteError);
 // case-sensitive on SQLite).
 const foldCase = (text: string): string => text.replace(/[A-Z]+/g, (s) => s.toLowerCase());
 
-function createSqliteAdapter(db: Kysely<DB>): DialectAdapter {
+function createSqliteAdapter(db: Kysely<DB>, executor: IGenericSqlite<DatabaseSync>): DialectAdapter {
   return {
     name: 'sqlite',
     hasConcurrentWriters: false,
@@ -202,8 +202,12 @@ function createSqliteAdapter(db: Kysely<DB>): DialectAdapter {
       await insertNamedRow(trx, target);
       return true;
     },
-    // The executor keeps its prepared statements by SQL text.
-    runPrepared: async (query) => (await db.executeQuery(query)).rows,
+    // The executor keeps its prepared statements by SQL text. A compiled query goes to it directly:
+    // through `db.executeQuery` it would take the same path plus Kysely's connection hand-off (this
+    // instance has no plugins to transform results, and the driver hands every caller the one
+    // connection without a lock, so nothing else differs).
+    runPrepared: async <R>(query: CompiledQuery<R>) =>
+      (await executor.query(SelectQueryNode.is(query.query), query.sql, query.parameters)).rows as R[],
     runPreparedOn: (on, query) => on.executeQuery(query),
     // Committed to the WAL without its fdatasync: the OS holds the write, so a crash of the process keeps
     // it; a later flush (the next durable commit's) makes it durable.

@@ -8,7 +8,9 @@
  *
  * A search is one statement: the page of patients (ordered, limited, using the indexes) as a derived
  * table, joined with the live identifiers of those patients only. The page's sort keys are selected as
- * columns `s0`, `s1` so that the outer query keeps the page's order.
+ * columns `s0`, `s1` so that the outer query keeps the page's order. The outer query orders patients
+ * only, not a patient's identifiers among themselves: SQLite then reads the page in the order it was
+ * made and needs no second sort; the caller orders each patient's few identifiers by `identifier_id`.
  */
 import type { Compilable, CompiledQuery, Expression, RawBuilder, SqlBool } from 'kysely';
 import { sql } from 'kysely';
@@ -27,6 +29,8 @@ export interface PatientSearchRow {
 
 /** A patient row joined with one of its live identifiers (null columns when it has none). */
 export interface PatientWithIdentifierRow extends PatientSearchRow {
+  /** The identifier's row id, by which a patient's identifiers are listed. */
+  readonly identifier_id: number | null;
   readonly identifier_type_id: number | null;
   readonly identifier_value: string | null;
   readonly long_title: string | null;
@@ -156,7 +160,7 @@ export function createPatientQueries(database: Database) {
 
   type PageBuilder = ReturnType<typeof basePage>;
 
-  /** The page joined with its patients' live identifiers, in page order then identifier id. */
+  /** The page joined with its patients' live identifiers, in page order (a patient's rows together). */
   const withIdentifiers = (inner: PageBuilder, page: PageQuery, kind: 'name' | 'identifier') => {
     let query = db
       .selectFrom(inner.as('pg'))
@@ -172,6 +176,7 @@ export function createPatientQueries(database: Database) {
         'pg.date_of_death',
         'pg.is_deceased',
         'pg.gender',
+        'own.id as identifier_id',
         'own.patient_identifier_type_id as identifier_type_id',
         'own.value as identifier_value',
         't.long_title',
@@ -180,7 +185,7 @@ export function createPatientQueries(database: Database) {
     const keys = sortKeys(page, kind);
     query = query.orderBy(sql`pg.s0 ${keys[0]!.direction}`);
     if (keys[1] !== undefined) query = query.orderBy(sql`pg.s1 ${keys[1].direction}`);
-    return query.orderBy('pg.id', 'asc').orderBy('own.id', 'asc');
+    return query.orderBy('pg.id', 'asc');
   };
 
   const range = (key: RawBuilder<string>, prefix: PrefixRange): Expression<SqlBool> =>

@@ -181,6 +181,30 @@ forEachDialect((dialect) => {
       assert.deepEqual(body[0]!.primary_patient_identifiers, { title: 'N/A', value: 'None' });
     });
 
+    it("lists a patient's identifiers in the order they were recorded, whatever their type and value", async () => {
+      const institutionId = await createInstitution(app.db);
+      const first = await createIdentifierType(app.db, {
+        institution_id: institutionId,
+        long_title: 'First',
+      });
+      const second = await createIdentifierType(app.db, {
+        institution_id: institutionId,
+        long_title: 'Second',
+      });
+      const p = await makePatient({ nhsNum: null });
+      // Recorded against the order of (type id, value): the later type first, the larger value first.
+      await addIdentifier(app.db, p.patientId, second, '999');
+      await addIdentifier(app.db, p.patientId, first, '111');
+      await addIdentifier(app.db, p.patientId, second, '100');
+      const { body } = await search({ term: p.hosNum });
+      assert.deepEqual(body[0]!.patient_identifiers, [
+        { title: 'Hospital Number', value: p.hosNum },
+        { title: 'Second', value: '999' },
+        { title: 'First', value: '111' },
+        { title: 'Second', value: '100' },
+      ]);
+    });
+
     it('uses long_title in patient_identifiers, short_title only when long_title is null', async () => {
       const institutionId = await createInstitution(app.db);
       const nullTitle = await createIdentifierType(app.db, {

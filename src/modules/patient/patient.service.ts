@@ -67,7 +67,7 @@ type SearchPlan = {
 type OwnIdentifier = Pick<
   IdentifierRow,
   'patient_identifier_type_id' | 'value' | 'long_title' | 'short_title'
->;
+> & { readonly id: number };
 
 interface Scope {
   readonly institution: Institution | undefined;
@@ -148,7 +148,8 @@ export function createPatientSearchService(deps: Pick<AppDeps, 'config' | 'datab
       const plan = await planSearch(input);
       if (plan === undefined) return [];
       const { ref, scope } = plan;
-      // One row per (patient, live identifier), in page order: group them back into patients.
+      // One row per (patient, live identifier), in page order: group them back into patients, each
+      // patient's identifiers in id order.
       const rows: PatientSearchRow[] = [];
       const byPatient = new Map<number, OwnIdentifier[]>();
       for (const row of await queries.run(plan.query)) {
@@ -158,8 +159,9 @@ export function createPatientSearchService(deps: Pick<AppDeps, 'config' | 'datab
           byPatient.set(row.id, list);
           rows.push(row);
         }
-        if (row.identifier_type_id !== null && row.identifier_value !== null) {
+        if (row.identifier_id !== null && row.identifier_type_id !== null && row.identifier_value !== null) {
           list.push({
+            id: row.identifier_id,
             patient_identifier_type_id: row.identifier_type_id,
             value: row.identifier_value,
             long_title: row.long_title,
@@ -168,6 +170,7 @@ export function createPatientSearchService(deps: Pick<AppDeps, 'config' | 'datab
         }
       }
       if (rows.length === 0) return [];
+      for (const list of byPatient.values()) if (list.length > 1) list.sort((a, b) => a.id - b.id);
       const today = todayIn(deps.config.timeZone);
       const usage =
         ref.setting('display_primary_number_usage_code', scope.institution?.id, scope.siteId) ?? 'LOCAL';
