@@ -184,3 +184,17 @@ export async function buildDeviceObject(options: DeviceObjectOptions): Promise<B
     await rm(dir, { recursive: true, force: true });
   }
 }
+
+/** `bytes` with elements set by dcmtk's `dcmodify` (`-i "(gggg,eeee)=value"` each), for example another software version. */
+export async function modifyDeviceObject(bytes: Buffer, assignments: readonly string[]): Promise<Buffer> {
+  const dir = await mkdtemp(path.join(tmpdir(), 'cra-device-'));
+  try {
+    const file = path.join(dir, 'object.dcm');
+    await writeFile(file, bytes);
+    const result = await runDcmtk('dcmodify', ['-nb', ...assignments.flatMap((a) => ['-i', a]), file]);
+    if (result.code !== 0) throw new Error(`dcmodify failed: ${result.output}`);
+    return await readFile(file);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}

@@ -19,6 +19,7 @@ import {
   readPayloadBytes,
   updateAttachmentData,
 } from '../attachment-data/index.ts';
+import { bodySiteOf } from '../device-filing/index.ts';
 import type { BiometryStudy } from './biometry-file.ts';
 import type { BiometryTables, ElementTableName } from './biometry-tables.ts';
 import type { BiometryReading, EyeMeasurement, IolCalculation, Side } from './reading.ts';
@@ -48,6 +49,11 @@ export interface BiometryFiling {
   readonly reading?: BiometryReading;
   /** Report rows (PDF, images) to file under the event's attachment element. */
   readonly attachmentIds: readonly number[];
+  /**
+   * The device profile's fixed eye (the IOLMaster 500 v7.5 report shows both eyes), for a file whose
+   * header and data name none.
+   */
+  readonly profileEye?: 'L' | 'R' | 'B';
 }
 
 export interface BiometryFilingResult {
@@ -215,7 +221,8 @@ export async function fileBiometry(
         .execute();
     }
   }
-  const attachedCount = await attachReports(db, deps, types, eventId, filing.attachmentIds);
+  const eye = reportEyeOf(filing);
+  const attachedCount = await attachReports(db, deps, types, eventId, filing.attachmentIds, eye);
   if (!isNewEvent && (changedRows > 0 || attachedCount > 0)) {
     await deps.schema.keepRowVersions(db, 'event', [eventId]);
     await db
@@ -555,12 +562,25 @@ async function findOrCreateSurgeon(db: Db, name: string): Promise<number> {
  * Files the report rows under the event's attachment element (typed `Biometry Report`), skipping a row
  * whose content the event already has (same hash, then the same bytes). Returns how many were filed.
  */
+/**
+ * The eye of a file's reports: the header's laterality, else the eyes the file has measurements for
+ * (both when it has both), else the profile's fixed eye; null when none names one (no body site).
+ */
+function reportEyeOf(filing: BiometryFiling): 'L' | 'R' | 'B' | null {
+  if (filing.study.laterality !== undefined) return filing.study.laterality;
+  const measured = SIDES.filter((side) => hasData(filing.reading?.eyes[side]));
+  if (measured.length === 2) return 'B';
+  if (measured.length === 1) return measured[0]!;
+  return filing.profileEye ?? null;
+}
+
 async function attachReports(
   db: Db,
   deps: BiometryFilingDeps,
   types: BiometryTypes,
   eventId: number,
   attachmentIds: readonly number[],
+  eye: 'L' | 'R' | 'B' | null,
 ): Promise<number> {
   const toLink: number[] = [];
   for (const id of attachmentIds) {
@@ -587,7 +607,11 @@ async function attachReports(
       deps.trx,
       deps.dialect,
       { id },
-      { hashCode: hash, attachmentType: BIOMETRY_REPORT_TYPE },
+      {
+        hashCode: hash,
+        attachmentType: BIOMETRY_REPORT_TYPE,
+        bodySite: eye === null ? null : bodySiteOf(eye),
+      },
       deps.stamp,
     );
     toLink.push(id);
