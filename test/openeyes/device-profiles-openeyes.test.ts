@@ -33,14 +33,12 @@ import { createAuthenticator } from '../../src/modules/user/index.ts';
 import { axialMeasurements, iolCalculation, iolMaster500, iolMaster700Report } from '../biometry-objects.ts';
 import type { DeviceObjectOptions } from '../device-objects.ts';
 import {
+  DEVICE_PROFILE_CASES,
   ENCAPSULATED_PDF,
   OPHTHALMIC_PHOTOGRAPHY_8_BIT,
-  SECONDARY_CAPTURE,
-  VISUAL_FIELD_MEASUREMENTS,
+  SITE_DEVICE_PROFILES,
   buildDeviceObject,
-  humphreyPrivateLines,
   modifyDeviceObject,
-  visualFieldGlobalLines,
 } from '../device-objects.ts';
 import { newUid } from '../dicom-instances.ts';
 import { basicHeader } from '../factories.ts';
@@ -57,155 +55,6 @@ const PATIENT_ID = 2;
 const BODY_SITE = { L: '8966001', R: '18944008', B: '40638003' } as const;
 /** OpenEyes's OphGeneric event type (`Device Information`) in the seed. */
 const OPHGENERIC_EVENT_TYPE = 2;
-
-/** A site file with a scanner no built-in profile knows. */
-const SITE_PROFILES = {
-  profiles: [
-    {
-      name: 'acme-topographer',
-      match: { manufacturer: 'Acme Vision', modality: 'OT' },
-      subtype: 'Topography Images',
-      attachmentType: 'Topography Images',
-      extraction: 'image',
-      reader: 'none',
-      filer: 'generic',
-    },
-  ],
-};
-
-/** An OphGeneric case: the device's header, and what OpenEyes must show for it. */
-interface GenericCase {
-  readonly profile: string;
-  readonly device: Omit<
-    DeviceObjectOptions,
-    'studyInstanceUid' | 'patient' | 'imageLaterality' | 'acquisitionDateTime' | 'extraLines'
-  >;
-  /** The private or measurement lines of each eye's file (visual fields). */
-  readonly lines?: { readonly L: readonly string[]; readonly R: readonly string[] };
-  readonly subtype: string | null;
-  readonly attachmentType: string;
-  /** The visual field indices of each eye, as stored. */
-  readonly hfa?: { readonly L: readonly [string, string]; readonly R: readonly [string, string] };
-}
-
-const zeiss = 'Carl Zeiss Meditec';
-const image = (
-  profile: string,
-  manufacturer: string,
-  modality: string,
-  subtype: string | null,
-  extra: Partial<DeviceObjectOptions> = {},
-): GenericCase => ({
-  profile,
-  device: {
-    sopClassUid: modality === 'OP' ? OPHTHALMIC_PHOTOGRAPHY_8_BIT : SECONDARY_CAPTURE,
-    modality,
-    manufacturer,
-    model: `${manufacturer.split(' ')[0]} ${modality} 1`,
-    softwareVersions: '2.1.0',
-    content: 'image',
-    ...extra,
-  },
-  subtype,
-  attachmentType: subtype ?? 'NONE',
-});
-const report = (
-  profile: string,
-  manufacturer: string,
-  modality: string,
-  subtype: string | null,
-  attachmentType = subtype ?? 'NONE',
-): GenericCase => ({
-  profile,
-  device: {
-    sopClassUid: ENCAPSULATED_PDF,
-    modality,
-    manufacturer,
-    model: `${manufacturer.split(' ')[0]} ${modality} 1`,
-    softwareVersions: '2.1.0',
-    content: 'pdf',
-  },
-  subtype,
-  attachmentType,
-});
-const humphrey = (profile: string, manufacturer: string): GenericCase => ({
-  profile,
-  device: {
-    sopClassUid: ENCAPSULATED_PDF,
-    modality: 'OPV',
-    manufacturer,
-    model: 'HFA3 860',
-    softwareVersions: '1.5.1',
-    content: 'pdf',
-    // The Humphrey's study date is its print date: the acquisition date-time comes first.
-    studyDate: '20240401',
-    studyTime: '120000',
-  },
-  lines: {
-    L: humphreyPrivateLines({ meanDeviation: '-12.4', vfi: '71' }),
-    R: humphreyPrivateLines({ meanDeviation: '-3.21', vfi: '96' }),
-  },
-  subtype: 'Visual Field Images',
-  attachmentType: 'Visual Field Images',
-  hfa: { L: ['-12.4', '71'], R: ['-3.21', '96'] },
-});
-
-/** One case per built-in OphGeneric profile, then the fallbacks of a device no profile names. */
-const GENERIC_CASES: readonly GenericCase[] = [
-  humphrey('zeiss-humphrey', zeiss),
-  report('zeiss-cirrus', zeiss, 'OPT', 'OCT', 'NONE'),
-  image('zeiss-photograph', zeiss, 'OP', 'Fundus Images'),
-  image('zeiss-angiography', zeiss, 'AG', 'OCTAngiography Report'),
-  report('zeiss-document', zeiss, 'DOC', 'OCT', 'NONE'),
-  humphrey('zeiss-forum-glaucoma', 'FORUM Glaucoma Workplace Carl Zeiss Meditec'),
-  report('zeiss-cirrus-hd-oct', 'CIRRUS HD-OCT 4000', 'OPT', 'OCT', 'NONE'),
-  report('heidelberg-photograph', 'Heidelberg Engineering', 'OP', 'OCT Images'),
-  report('heidelberg-oct', 'Heidelberg Engineering', 'OPT', 'OCT Images'),
-  report('triton-oct', 'Triton', 'OPT', 'OCT', 'NONE'),
-  image('triton-capture', 'Triton', 'SC', 'Fundus Images'),
-  report('topcon-oct', 'TOPCON Corporation', 'OPT', 'OCT', 'NONE'),
-  image('topcon-colour-photograph', 'TOPCON Corporation', 'SC', 'Clinical Photograph Colour', {
-    seriesDescription: 'COLOR FUNDUS',
-  }),
-  image('topcon-capture', 'TOPCON Corporation', 'SC', 'Fundus Images'),
-  image('topcon', 'TOPCON Corporation', 'OP', 'Fundus Images'),
-  image('kowa', 'Kowa Company, Ltd.', 'OP', 'Clinical Photograph Colour'),
-  image('optos', 'OPTOS', 'OP', 'Fundus Images'),
-  report('oculus-pentacam', 'OCULUS Optikgeraete GmbH', 'OT', 'Topography Images'),
-  image('orion', 'Orion Imaging', 'OP', 'Fundus Images'),
-  image('quantel-bscan', 'Quantel Medical', 'US', 'B SCAN Images'),
-  {
-    profile: 'visual-field-measurements',
-    device: {
-      sopClassUid: VISUAL_FIELD_MEASUREMENTS,
-      modality: 'OPV',
-      manufacturer: 'Perimetry Makers',
-      model: 'PM-1',
-      softwareVersions: '3',
-      content: 'none',
-    },
-    lines: {
-      L: visualFieldGlobalLines({ meanDeviation: -5.5, vfi: 88 }),
-      R: visualFieldGlobalLines({ meanDeviation: -2.25, vfi: 93 }),
-    },
-    subtype: 'Visual Field Images',
-    attachmentType: 'Visual Field Images',
-    hfa: { L: ['-5.5', '88'], R: ['-2.25', '93'] },
-  },
-  humphrey('generic-opv', 'Perimetry Makers'),
-  report('generic-opt', 'Nobody Medical', 'OPT', 'OCT Images'),
-  report('generic-oam', 'Nobody Medical', 'OAM', 'OCT Images'),
-  image('generic-op', 'Nobody Medical', 'OP', 'Fundus Images'),
-  image('generic-xc', 'Nobody Medical', 'XC', 'Fundus Images'),
-  image('generic-ag', 'Nobody Medical', 'AG', 'OCTAngiography Report'),
-  image('generic-us', 'Nobody Medical', 'US', 'B SCAN Images'),
-  report('generic-raw', 'Nobody Medical', 'RAW', 'Topography Images'),
-  // A device no profile names: filed all the same, typed by what it sends.
-  image('generic-image', 'Nowhere Devices', 'OT', 'Fundus Images'),
-  report('generic-pdf', 'Nowhere Devices', 'DOC', 'OCT Images'),
-  // A site's own profile (DEVICE_PROFILES_FILE) files a scanner the built-in table does not know.
-  image('acme-topographer', 'Acme Vision Ltd', 'OT', 'Topography Images'),
-];
 
 /** A biometry case: the files of one study, and what OpenEyes must show once they are in. */
 interface BiometryCase {
@@ -286,7 +135,7 @@ describe('device profiles filed on an OpenEyes v6.8-shaped database', { skip }, 
     );
     workDir = await mkdtemp(path.join(tmpdir(), 'cra-oe-profiles-'));
     const profilesFile = path.join(workDir, 'profiles.json');
-    await writeFile(profilesFile, JSON.stringify(SITE_PROFILES));
+    await writeFile(profilesFile, JSON.stringify(SITE_DEVICE_PROFILES));
     const settings = {
       DATABASE_SCHEMA: 'openeyes',
       TIME_ZONE: 'Asia/Kolkata',
@@ -443,14 +292,14 @@ describe('device profiles filed on an OpenEyes v6.8-shaped database', { skip }, 
   }
 
   it('has a case for every built-in profile', () => {
-    const covered = new Set([...GENERIC_CASES, ...BIOMETRY_CASES].map((c) => c.profile));
+    const covered = new Set([...DEVICE_PROFILE_CASES, ...BIOMETRY_CASES].map((c) => c.profile));
     assert.deepEqual(
       BUILT_IN_PROFILES.map((p) => p.name).filter((name) => !covered.has(name)),
       [],
     );
   });
 
-  for (const testCase of GENERIC_CASES) {
+  for (const testCase of DEVICE_PROFILE_CASES) {
     it(`files the left and right eye of a study with profile ${testCase.profile} on one OpenEyes event`, async () => {
       const study = newUid();
       const build = (eye: 'L' | 'R', acquired: string) =>
@@ -652,6 +501,60 @@ describe('device profiles filed on an OpenEyes v6.8-shaped database', { skip }, 
     );
   });
 
+  it("gives a study whose event was deleted in OpenEyes a new event, and never joins another patient's study", async () => {
+    const study = newUid();
+    const photograph = (patient: DeviceObjectOptions['patient'], eye: 'L' | 'R') =>
+      buildDeviceObject({
+        sopClassUid: OPHTHALMIC_PHOTOGRAPHY_8_BIT,
+        studyInstanceUid: study,
+        patient,
+        modality: 'OP',
+        manufacturer: 'Kowa',
+        imageLaterality: eye,
+        studyDate: '20240105',
+        content: 'image',
+      });
+    await file(await photograph(PATIENT, 'L'));
+    // Patient 1 of the seed (0012345, born 1970-01-01, female) with the same study UID.
+    await file(await photograph({ id: '0012345', birthDate: '19700101', sex: 'F' }, 'R'));
+    const index = await rowsOf('cra_device_event', 'study_instance_uid', study);
+    assert.deepEqual(
+      index.map((r) => [r.patient_id, r.eye_id]),
+      [
+        [PATIENT_ID, 1],
+        [1, 2],
+      ],
+    );
+    assert.notEqual(index[0]!.event_id, index[1]!.event_id);
+    const [otherEvent] = await rowsOf('event', 'id', Number(index[1]!.event_id));
+    const [otherEpisode] = await rowsOf('episode', 'id', Number(otherEvent!.episode_id));
+    assert.equal(otherEpisode!.patient_id, 1);
+
+    // OpenEyes deletes the first patient's event: the study's next file starts a new one.
+    const deletedId = Number(index[0]!.event_id);
+    await admin.updateTable('event').set({ deleted: 1 }).where('id', '=', deletedId).execute();
+    await file(await photograph(PATIENT, 'R'));
+    const [renewed] = await admin
+      .selectFrom('cra_device_event')
+      .selectAll()
+      .where('study_instance_uid', '=', study)
+      .where('patient_id', '=', PATIENT_ID)
+      .execute();
+    assert.ok(renewed !== undefined && Number(renewed.event_id) !== deletedId);
+    assert.equal(renewed.eye_id, 2);
+    const [deleted] = await rowsOf('event', 'id', deletedId);
+    assert.equal(deleted!.deleted, 1, 'the deleted event stays deleted');
+    const images = await extractedOf(Number(renewed.event_id));
+    assert.deepEqual(
+      images.map((a): unknown => a.body_site_snomed_type),
+      [BODY_SITE.R],
+    );
+    assert.equal(
+      (await rowsOf('et_ophgeneric_device_information', 'event_id', Number(renewed.event_id))).length,
+      1,
+    );
+  });
+
   it('files a device file with neither image nor PDF from an unknown manufacturer generically, at once', async () => {
     const study = newUid();
     const requestId = await file(
@@ -673,6 +576,12 @@ describe('device profiles filed on an OpenEyes v6.8-shaped database', { skip }, 
     const [event] = await rowsOf('event', 'id', Number(index.event_id));
     assert.equal(event!.event_date, '2022-02-02 14:05:00');
     assert.equal((await rowsOf('et_ophgeneric_device_information', 'event_id', Number(event!.id))).length, 1);
+    // Every filed event has a subtype OpenEyes can title it by: the fallback for what is not an image.
+    assert.deepEqual(
+      (await rowsOf('event_subtype_item', 'event_id', Number(event!.id))).map((r) => r.event_subtype),
+      ['OCT Images'],
+    );
+    assert.equal(index.event_subtype, 'OCT Images');
   });
 
   for (const testCase of BIOMETRY_CASES) {
