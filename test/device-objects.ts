@@ -5,12 +5,16 @@
  * (Ophthalmic Photography 8 bit, Secondary Capture) and the standard Ophthalmic Visual Field Static
  * Perimetry Measurements object with its nested global results. Invented patients and values only.
  */
+import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import { runDcmtk } from './dcmtk.ts';
 import { newUid } from './dicom-instances.ts';
+
+const execFileAsync = promisify(execFile);
 
 export const ENCAPSULATED_PDF = '1.2.840.10008.5.1.4.1.1.104.1';
 export const OPHTHALMIC_PHOTOGRAPHY_8_BIT = '1.2.840.10008.5.1.4.1.1.77.1.5.1';
@@ -197,6 +201,43 @@ export async function modifyDeviceObject(bytes: Buffer, assignments: readonly st
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
+}
+
+/**
+ * `bytes` rewritten through a text dump: dcmtk's `dcmdump` (every value in full), `edit` on its text
+ * (latin1), then `dump2dcm` (Explicit VR Little Endian). For values inside nested private sequences,
+ * which `dcmodify` cannot reach without a dictionary entry.
+ */
+export async function editDeviceObject(bytes: Buffer, edit: (dump: string) => string): Promise<Buffer> {
+  const dir = await mkdtemp(path.join(tmpdir(), 'cra-device-'));
+  try {
+    await writeFile(path.join(dir, 'object.dcm'), bytes);
+    // Read as latin1, the character set of the objects built here, so that every byte comes back.
+    const { stdout: text } = await execFileAsync('dcmdump', ['+L', '-q', path.join(dir, 'object.dcm')], {
+      encoding: 'latin1',
+      maxBuffer: 64 * 1024 * 1024,
+    });
+    await writeFile(path.join(dir, 'edited.dump'), edit(text), 'latin1');
+    const built = await runDcmtk('dump2dcm', [
+      '+te',
+      path.join(dir, 'edited.dump'),
+      path.join(dir, 'edited.dcm'),
+    ]);
+    if (built.code !== 0) throw new Error(`dump2dcm failed: ${built.output}`);
+    return await readFile(path.join(dir, 'edited.dcm'));
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * For {@link editDeviceObject} on an IOLMaster 500 object of test/biometry-objects.ts: the right eye's
+ * first IOL power 21 -> 22.5 and its K1 changed by hand (d1) 43.1 -> 43.6.
+ */
+export function changeIolMasterRightEyeByHand(dump: string): string {
+  return dump
+    .replace(/\(771b,112a\) FD 21 /, '(771b,112a) FD 22.5 ')
+    .replace(/\(771b,1111\) FD [0-9.]+/, '(771b,1111) FD 43.6');
 }
 
 /** A site's profiles file (DEVICE_PROFILES_FILE) with a scanner no built-in profile knows. */

@@ -38,6 +38,8 @@ import {
   OPHTHALMIC_PHOTOGRAPHY_8_BIT,
   SITE_DEVICE_PROFILES,
   buildDeviceObject,
+  changeIolMasterRightEyeByHand,
+  editDeviceObject,
   modifyDeviceObject,
 } from '../device-objects.ts';
 import { newUid } from '../dicom-instances.ts';
@@ -641,4 +643,52 @@ describe('device profiles filed on an OpenEyes v6.8-shaped database', { skip }, 
       assert.equal(await snapshot(), before);
     });
   }
+  it('keeps the IOL row of measurements later changed by hand inactive beside a new one, with the versions OpenEyes keeps', async () => {
+    const study = { studyUid: newUid(), acquisition: '20240302090000' };
+    const right = await iolMaster500(BIOMETRY_PATIENT, { ...study, sopUid: newUid() }, { eyes: ['R'] });
+    await file(right);
+    await file(await iolMaster500(BIOMETRY_PATIENT, { ...study, sopUid: newUid() }, { eyes: ['L'] }));
+    const [imported] = await rowsOf('ophinbiometry_imported_events', 'study_id', study.studyUid);
+    const eventId = Number(imported!.event_id);
+    const [first] = await rowsOf('et_ophinbiometry_iol_ref_values', 'event_id', eventId);
+    const changed = await editDeviceObject(right, changeIolMasterRightEyeByHand);
+    await file(changed);
+    const rows = await rowsOf('et_ophinbiometry_iol_ref_values', 'event_id', eventId);
+    assert.deepEqual(
+      rows.map((r): unknown[] => [
+        r.lens_id,
+        r.active,
+        JSON.parse((r.iol_ref_values_right as string | null) ?? 'null'),
+      ]),
+      [
+        [first!.lens_id, 0, { IOL: [21, 21.5], REF: [0.31, -0.02] }],
+        [rows[1]!.lens_id, 1, null],
+        [first!.lens_id, 1, { IOL: [22.5, 21.5], REF: [0.31, -0.02] }],
+      ],
+    );
+    // OpenEyes's versioning: the deactivated row's previous state, and the measurement's.
+    assert.deepEqual(
+      (await rowsOf('et_ophinbiometry_iol_ref_values_version', 'id', Number(first!.id))).map((v) => v.active),
+      [1],
+    );
+    const [measurement] = await rowsOf('et_ophinbiometry_measurement', 'event_id', eventId);
+    assert.ok(Math.abs(Number(measurement!.k1_right) - 43.6) < 0.005, String(measurement!.k1_right));
+    const versions = await rowsOf('et_ophinbiometry_measurement_version', 'id', Number(measurement!.id));
+    assert.ok(Math.abs(Number(versions.at(-1)!.k1_right) - 43.1) < 0.005, String(versions.at(-1)!.k1_right));
+
+    const before = JSON.stringify([
+      await rowsOf('et_ophinbiometry_iol_ref_values', 'event_id', eventId),
+      await rowsOf('et_ophinbiometry_iol_ref_values_version', 'event_id', eventId),
+      await rowsOf('et_ophinbiometry_measurement_version', 'event_id', eventId),
+    ]);
+    await file(changed);
+    assert.equal(
+      JSON.stringify([
+        await rowsOf('et_ophinbiometry_iol_ref_values', 'event_id', eventId),
+        await rowsOf('et_ophinbiometry_iol_ref_values_version', 'event_id', eventId),
+        await rowsOf('et_ophinbiometry_measurement_version', 'event_id', eventId),
+      ]),
+      before,
+    );
+  });
 });

@@ -305,7 +305,10 @@ async function createEvent(
 
 /**
  * Inserts or merges one element row of the event: `perSide` gives the columns of each eye the file
- * carries, `common` the columns written on insert only. Returns 1 when a row was written.
+ * carries, `common` the columns written on insert only. With `isReplacedOnChange` (an IOL table whose
+ * measurements were changed by hand), a stored row the file changes is kept as it was with `active` = 0
+ * and a new row takes the merged values, so the calculation made from the earlier measurements stays on
+ * record. Returns 1 when a row was written.
  */
 async function mergeElement(
   db: Db,
@@ -316,6 +319,7 @@ async function mergeElement(
   perSide: (side: Side) => Values,
   common: Values,
   absentSide: (side: Side) => Values = () => ({}),
+  isReplacedOnChange = false,
 ): Promise<number> {
   let query = db.selectFrom(table).selectAll().where('event_id', '=', match.eventId).orderBy('id', 'desc');
   if (table === 'et_ophinbiometry_iol_ref_values') {
@@ -349,6 +353,29 @@ async function mergeElement(
   });
   if (Object.keys(change).length === 0) return 0;
   const id = Number(stored.id);
+  if (isReplacedOnChange) {
+    await deps.schema.keepRowVersions(db, table, [id]);
+    await db
+      .updateTable(table)
+      .set({ active: 0, ...audit } as never)
+      .where('id', '=', id)
+      .execute();
+    // The new row: the stored row's values (the other eye's among them), then what the file changes.
+    const { id: _storedId, ...kept } = stored;
+    await db
+      .insertInto(table)
+      .values({
+        ...kept,
+        ...change,
+        active: 1,
+        ...audit,
+        created_user_id: deps.stamp.userId,
+        created_date: deps.stamp.now,
+      })
+      .execute();
+    deps.log(`${table} ${id}: measurements changed by hand, kept inactive and replaced by a new row`);
+    return 1;
+  }
   await deps.schema.keepRowVersions(db, table, [id]);
   await db
     .updateTable(table)
@@ -431,6 +458,11 @@ async function writeIolTables(
   }
   const surgeonId =
     reading.surgeonName === undefined ? null : await findOrCreateSurgeon(db, reading.surgeonName);
+  // A hand-changed AL, K or ACD makes the earlier calculations stale: they are kept, inactive.
+  const isHandChanged = SIDES.some((side) => {
+    const eye = reading.eyes[side];
+    return eye?.isAlModified === true || eye?.isKModified === true || eye?.isAcdModified === true;
+  });
   let written = 0;
   for (const calculations of groups.values()) {
     const first = calculations[0]!;
@@ -462,6 +494,8 @@ async function writeIolTables(
         active: 1,
         surgeon_id: surgeonId,
       },
+      () => ({}),
+      isHandChanged,
     );
   }
   return written;
