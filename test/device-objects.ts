@@ -5,12 +5,16 @@
  * (Ophthalmic Photography 8 bit, Secondary Capture) and the standard Ophthalmic Visual Field Static
  * Perimetry Measurements object with its nested global results. Invented patients and values only.
  */
+import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import { runDcmtk } from './dcmtk.ts';
 import { newUid } from './dicom-instances.ts';
+
+const execFileAsync = promisify(execFile);
 
 export const ENCAPSULATED_PDF = '1.2.840.10008.5.1.4.1.1.104.1';
 export const OPHTHALMIC_PHOTOGRAPHY_8_BIT = '1.2.840.10008.5.1.4.1.1.77.1.5.1';
@@ -184,3 +188,206 @@ export async function buildDeviceObject(options: DeviceObjectOptions): Promise<B
     await rm(dir, { recursive: true, force: true });
   }
 }
+
+/** `bytes` with elements set by dcmtk's `dcmodify` (`-i "(gggg,eeee)=value"` each), for example another software version. */
+export async function modifyDeviceObject(bytes: Buffer, assignments: readonly string[]): Promise<Buffer> {
+  const dir = await mkdtemp(path.join(tmpdir(), 'cra-device-'));
+  try {
+    const file = path.join(dir, 'object.dcm');
+    await writeFile(file, bytes);
+    const result = await runDcmtk('dcmodify', ['-nb', ...assignments.flatMap((a) => ['-i', a]), file]);
+    if (result.code !== 0) throw new Error(`dcmodify failed: ${result.output}`);
+    return await readFile(file);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * `bytes` rewritten through a text dump: dcmtk's `dcmdump` (every value in full), `edit` on its text
+ * (latin1), then `dump2dcm` (Explicit VR Little Endian). For values inside nested private sequences,
+ * which `dcmodify` cannot reach without a dictionary entry.
+ */
+export async function editDeviceObject(bytes: Buffer, edit: (dump: string) => string): Promise<Buffer> {
+  const dir = await mkdtemp(path.join(tmpdir(), 'cra-device-'));
+  try {
+    await writeFile(path.join(dir, 'object.dcm'), bytes);
+    // Read as latin1, the character set of the objects built here, so that every byte comes back.
+    const { stdout: text } = await execFileAsync('dcmdump', ['+L', '-q', path.join(dir, 'object.dcm')], {
+      encoding: 'latin1',
+      maxBuffer: 64 * 1024 * 1024,
+    });
+    await writeFile(path.join(dir, 'edited.dump'), edit(text), 'latin1');
+    const built = await runDcmtk('dump2dcm', [
+      '+te',
+      path.join(dir, 'edited.dump'),
+      path.join(dir, 'edited.dcm'),
+    ]);
+    if (built.code !== 0) throw new Error(`dump2dcm failed: ${built.output}`);
+    return await readFile(path.join(dir, 'edited.dcm'));
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * For {@link editDeviceObject} on an IOLMaster 500 object of test/biometry-objects.ts: the right eye's
+ * first IOL power 21 -> 22.5 and its K1 changed by hand (d1) 43.1 -> 43.6.
+ */
+export function changeIolMasterRightEyeByHand(dump: string): string {
+  return dump
+    .replace(/\(771b,112a\) FD 21 /, '(771b,112a) FD 22.5 ')
+    .replace(/\(771b,1111\) FD [0-9.]+/, '(771b,1111) FD 43.6');
+}
+
+/** A site's profiles file (DEVICE_PROFILES_FILE) with a scanner no built-in profile knows. */
+export const SITE_DEVICE_PROFILES = {
+  profiles: [
+    {
+      name: 'acme-topographer',
+      match: { manufacturer: 'Acme Vision', modality: 'OT' },
+      subtype: 'Topography Images',
+      attachmentType: 'Topography Images',
+      extraction: 'image',
+      reader: 'none',
+      filer: 'generic',
+    },
+  ],
+};
+
+/** A device profile filed as an OphGeneric event: the device's header, and what must be filed. */
+export interface DeviceProfileCase {
+  readonly profile: string;
+  readonly device: Omit<
+    DeviceObjectOptions,
+    'studyInstanceUid' | 'patient' | 'imageLaterality' | 'acquisitionDateTime' | 'extraLines'
+  >;
+  /** The private or measurement lines of each eye's file (visual fields). */
+  readonly lines?: { readonly L: readonly string[]; readonly R: readonly string[] };
+  readonly subtype: string | null;
+  readonly attachmentType: string;
+  /** The visual field indices of each eye, as stored. */
+  readonly hfa?: { readonly L: readonly [string, string]; readonly R: readonly [string, string] };
+}
+
+const zeiss = 'Carl Zeiss Meditec';
+const image = (
+  profile: string,
+  manufacturer: string,
+  modality: string,
+  subtype: string | null,
+  extra: Partial<DeviceObjectOptions> = {},
+): DeviceProfileCase => ({
+  profile,
+  device: {
+    sopClassUid: modality === 'OP' ? OPHTHALMIC_PHOTOGRAPHY_8_BIT : SECONDARY_CAPTURE,
+    modality,
+    manufacturer,
+    model: `${manufacturer.split(' ')[0]} ${modality} 1`,
+    softwareVersions: '2.1.0',
+    content: 'image',
+    ...extra,
+  },
+  subtype,
+  attachmentType: subtype ?? 'NONE',
+});
+const report = (
+  profile: string,
+  manufacturer: string,
+  modality: string,
+  subtype: string | null,
+  attachmentType = subtype ?? 'NONE',
+): DeviceProfileCase => ({
+  profile,
+  device: {
+    sopClassUid: ENCAPSULATED_PDF,
+    modality,
+    manufacturer,
+    model: `${manufacturer.split(' ')[0]} ${modality} 1`,
+    softwareVersions: '2.1.0',
+    content: 'pdf',
+  },
+  subtype,
+  attachmentType,
+});
+const humphrey = (profile: string, manufacturer: string): DeviceProfileCase => ({
+  profile,
+  device: {
+    sopClassUid: ENCAPSULATED_PDF,
+    modality: 'OPV',
+    manufacturer,
+    model: 'HFA3 860',
+    softwareVersions: '1.5.1',
+    content: 'pdf',
+    // The Humphrey's study date is its print date: the acquisition date-time comes first.
+    studyDate: '20240401',
+    studyTime: '120000',
+  },
+  lines: {
+    L: humphreyPrivateLines({ meanDeviation: '-12.4', vfi: '71' }),
+    R: humphreyPrivateLines({ meanDeviation: '-3.21', vfi: '96' }),
+  },
+  subtype: 'Visual Field Images',
+  attachmentType: 'Visual Field Images',
+  hfa: { L: ['-12.4', '71'], R: ['-3.21', '96'] },
+});
+
+/**
+ * One case per built-in OphGeneric profile, then the fallbacks of a device no profile names and a site
+ * profile of {@link SITE_DEVICE_PROFILES}. Each file names its eye in Image Laterality.
+ */
+export const DEVICE_PROFILE_CASES: readonly DeviceProfileCase[] = [
+  humphrey('zeiss-humphrey', zeiss),
+  report('zeiss-cirrus', zeiss, 'OPT', 'OCT', 'NONE'),
+  image('zeiss-photograph', zeiss, 'OP', 'Fundus Images'),
+  image('zeiss-angiography', zeiss, 'AG', 'OCTAngiography Report'),
+  report('zeiss-document', zeiss, 'DOC', 'OCT', 'NONE'),
+  humphrey('zeiss-forum-glaucoma', 'FORUM Glaucoma Workplace Carl Zeiss Meditec'),
+  report('zeiss-cirrus-hd-oct', 'CIRRUS HD-OCT 4000', 'OPT', 'OCT', 'NONE'),
+  report('heidelberg-photograph', 'Heidelberg Engineering', 'OP', 'OCT Images'),
+  report('heidelberg-oct', 'Heidelberg Engineering', 'OPT', 'OCT Images'),
+  report('triton-oct', 'Triton', 'OPT', 'OCT', 'NONE'),
+  image('triton-capture', 'Triton', 'SC', 'Fundus Images'),
+  report('topcon-oct', 'TOPCON Corporation', 'OPT', 'OCT', 'NONE'),
+  image('topcon-colour-photograph', 'TOPCON Corporation', 'SC', 'Clinical Photograph Colour', {
+    seriesDescription: 'COLOR FUNDUS',
+  }),
+  image('topcon-capture', 'TOPCON Corporation', 'SC', 'Fundus Images'),
+  image('topcon', 'TOPCON Corporation', 'OP', 'Fundus Images'),
+  image('kowa', 'Kowa Company, Ltd.', 'OP', 'Clinical Photograph Colour'),
+  image('optos', 'OPTOS', 'OP', 'Fundus Images'),
+  report('oculus-pentacam', 'OCULUS Optikgeraete GmbH', 'OT', 'Topography Images'),
+  image('orion', 'Orion Imaging', 'OP', 'Fundus Images'),
+  image('quantel-bscan', 'Quantel Medical', 'US', 'B SCAN Images'),
+  {
+    profile: 'visual-field-measurements',
+    device: {
+      sopClassUid: VISUAL_FIELD_MEASUREMENTS,
+      modality: 'OPV',
+      manufacturer: 'Perimetry Makers',
+      model: 'PM-1',
+      softwareVersions: '3',
+      content: 'none',
+    },
+    lines: {
+      L: visualFieldGlobalLines({ meanDeviation: -5.5, vfi: 88 }),
+      R: visualFieldGlobalLines({ meanDeviation: -2.25, vfi: 93 }),
+    },
+    subtype: 'Visual Field Images',
+    attachmentType: 'Visual Field Images',
+    hfa: { L: ['-5.5', '88'], R: ['-2.25', '93'] },
+  },
+  humphrey('generic-opv', 'Perimetry Makers'),
+  report('generic-opt', 'Nobody Medical', 'OPT', 'OCT Images'),
+  report('generic-oam', 'Nobody Medical', 'OAM', 'OCT Images'),
+  image('generic-op', 'Nobody Medical', 'OP', 'Fundus Images'),
+  image('generic-xc', 'Nobody Medical', 'XC', 'Fundus Images'),
+  image('generic-ag', 'Nobody Medical', 'AG', 'OCTAngiography Report'),
+  image('generic-us', 'Nobody Medical', 'US', 'B SCAN Images'),
+  report('generic-raw', 'Nobody Medical', 'RAW', 'Topography Images'),
+  // A device no profile names: filed all the same, typed by what it sends.
+  image('generic-image', 'Nowhere Devices', 'OT', 'Fundus Images'),
+  report('generic-pdf', 'Nowhere Devices', 'DOC', 'OCT Images'),
+  // A site's own profile (DEVICE_PROFILES_FILE) files a scanner the built-in table does not know.
+  image('acme-topographer', 'Acme Vision Ltd', 'OT', 'Topography Images'),
+];

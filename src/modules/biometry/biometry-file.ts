@@ -8,6 +8,7 @@
 import { parseDataSet, readString, tagKey } from './data-set.ts';
 import { readIolMaster, zeissReader, zeissVrOf } from './iolmaster.ts';
 import type { BiometryReading } from './reading.ts';
+import { sideOf } from './reading.ts';
 import { isStandardBiometry, readStandardBiometry } from './standard-objects.ts';
 
 export const ENCAPSULATED_PDF = '1.2.840.10008.5.1.4.1.1.104.1';
@@ -30,6 +31,11 @@ export interface BiometryStudy {
   readonly contentDateTime?: string;
   /** The event date: acquisition, else content, else series, else study date-time; local time verbatim. */
   readonly eventDate: string;
+  /**
+   * The eye the header names: Image Laterality (0020,0062), else Laterality (0020,0060); B when the two
+   * disagree. Undefined when neither names an eye.
+   */
+  readonly laterality?: 'L' | 'R' | 'B';
 }
 
 export type BiometryFile =
@@ -110,9 +116,16 @@ export function readBiometryFile(bytes: Uint8Array): BiometryFile {
   if (eventDate === undefined) {
     throw new BiometryFileError('The file has no acquisition, content, series or study date');
   }
+  const imageSide = sideOf(text(0x0020, 0x0062));
+  const seriesSide = sideOf(text(0x0020, 0x0060));
+  const laterality =
+    imageSide !== undefined && seriesSide !== undefined && imageSide !== seriesSide
+      ? 'B'
+      : (imageSide ?? seriesSide);
   const info: BiometryStudy = {
     studyInstanceUid,
     eventDate,
+    ...(laterality === undefined ? {} : { laterality }),
     ...optional('seriesInstanceUid', text(0x0020, 0x000e)),
     ...optional('sopInstanceUid', text(0x0008, 0x0018)),
     ...optional('sopClassUid', sopClassUid),

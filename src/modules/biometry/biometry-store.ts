@@ -19,6 +19,7 @@ import {
   readPayloadBytes,
   updateAttachmentData,
 } from '../attachment-data/index.ts';
+import { bodySiteOf } from '../device-filing/index.ts';
 import type { BiometryStudy } from './biometry-file.ts';
 import type { BiometryTables, ElementTableName } from './biometry-tables.ts';
 import type { BiometryReading, EyeMeasurement, IolCalculation, Side } from './reading.ts';
@@ -48,6 +49,11 @@ export interface BiometryFiling {
   readonly reading?: BiometryReading;
   /** Report rows (PDF, images) to file under the event's attachment element. */
   readonly attachmentIds: readonly number[];
+  /**
+   * The device profile's fixed eye (the IOLMaster 500 v7.5 report shows both eyes), for a file whose
+   * header and data name none.
+   */
+  readonly profileEye?: 'L' | 'R' | 'B';
 }
 
 export interface BiometryFilingResult {
@@ -215,7 +221,8 @@ export async function fileBiometry(
         .execute();
     }
   }
-  const attachedCount = await attachReports(db, deps, types, eventId, filing.attachmentIds);
+  const eye = reportEyeOf(filing);
+  const attachedCount = await attachReports(db, deps, types, eventId, filing.attachmentIds, eye);
   if (!isNewEvent && (changedRows > 0 || attachedCount > 0)) {
     await deps.schema.keepRowVersions(db, 'event', [eventId]);
     await db
@@ -298,7 +305,10 @@ async function createEvent(
 
 /**
  * Inserts or merges one element row of the event: `perSide` gives the columns of each eye the file
- * carries, `common` the columns written on insert only. Returns 1 when a row was written.
+ * carries, `common` the columns written on insert only. With `isReplacedOnChange` (an IOL table whose
+ * measurements were changed by hand), a stored row the file changes is kept as it was with `active` = 0
+ * and a new row takes the merged values, so the calculation made from the earlier measurements stays on
+ * record. Returns 1 when a row was written.
  */
 async function mergeElement(
   db: Db,
@@ -309,6 +319,7 @@ async function mergeElement(
   perSide: (side: Side) => Values,
   common: Values,
   absentSide: (side: Side) => Values = () => ({}),
+  isReplacedOnChange = false,
 ): Promise<number> {
   let query = db.selectFrom(table).selectAll().where('event_id', '=', match.eventId).orderBy('id', 'desc');
   if (table === 'et_ophinbiometry_iol_ref_values') {
@@ -342,6 +353,29 @@ async function mergeElement(
   });
   if (Object.keys(change).length === 0) return 0;
   const id = Number(stored.id);
+  if (isReplacedOnChange) {
+    await deps.schema.keepRowVersions(db, table, [id]);
+    await db
+      .updateTable(table)
+      .set({ active: 0, ...audit } as never)
+      .where('id', '=', id)
+      .execute();
+    // The new row: the stored row's values (the other eye's among them), then what the file changes.
+    const { id: _storedId, ...kept } = stored;
+    await db
+      .insertInto(table)
+      .values({
+        ...kept,
+        ...change,
+        active: 1,
+        ...audit,
+        created_user_id: deps.stamp.userId,
+        created_date: deps.stamp.now,
+      })
+      .execute();
+    deps.log(`${table} ${id}: measurements changed by hand, kept inactive and replaced by a new row`);
+    return 1;
+  }
   await deps.schema.keepRowVersions(db, table, [id]);
   await db
     .updateTable(table)
@@ -424,6 +458,11 @@ async function writeIolTables(
   }
   const surgeonId =
     reading.surgeonName === undefined ? null : await findOrCreateSurgeon(db, reading.surgeonName);
+  // A hand-changed AL, K or ACD makes the earlier calculations stale: they are kept, inactive.
+  const isHandChanged = SIDES.some((side) => {
+    const eye = reading.eyes[side];
+    return eye?.isAlModified === true || eye?.isKModified === true || eye?.isAcdModified === true;
+  });
   let written = 0;
   for (const calculations of groups.values()) {
     const first = calculations[0]!;
@@ -455,6 +494,8 @@ async function writeIolTables(
         active: 1,
         surgeon_id: surgeonId,
       },
+      () => ({}),
+      isHandChanged,
     );
   }
   return written;
@@ -555,12 +596,25 @@ async function findOrCreateSurgeon(db: Db, name: string): Promise<number> {
  * Files the report rows under the event's attachment element (typed `Biometry Report`), skipping a row
  * whose content the event already has (same hash, then the same bytes). Returns how many were filed.
  */
+/**
+ * The eye of a file's reports: the header's laterality, else the eyes the file has measurements for
+ * (both when it has both), else the profile's fixed eye; null when none names one (no body site).
+ */
+function reportEyeOf(filing: BiometryFiling): 'L' | 'R' | 'B' | null {
+  if (filing.study.laterality !== undefined) return filing.study.laterality;
+  const measured = SIDES.filter((side) => hasData(filing.reading?.eyes[side]));
+  if (measured.length === 2) return 'B';
+  if (measured.length === 1) return measured[0]!;
+  return filing.profileEye ?? null;
+}
+
 async function attachReports(
   db: Db,
   deps: BiometryFilingDeps,
   types: BiometryTypes,
   eventId: number,
   attachmentIds: readonly number[],
+  eye: 'L' | 'R' | 'B' | null,
 ): Promise<number> {
   const toLink: number[] = [];
   for (const id of attachmentIds) {
@@ -587,7 +641,11 @@ async function attachReports(
       deps.trx,
       deps.dialect,
       { id },
-      { hashCode: hash, attachmentType: BIOMETRY_REPORT_TYPE },
+      {
+        hashCode: hash,
+        attachmentType: BIOMETRY_REPORT_TYPE,
+        bodySite: eye === null ? null : bodySiteOf(eye),
+      },
       deps.stamp,
     );
     toLink.push(id);

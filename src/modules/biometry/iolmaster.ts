@@ -179,7 +179,8 @@ function applyContainer(target: EyeMeasurement, container: PrivateReader): void 
   target.isAlModified = isYes(container.string(0x45));
   target.isKModified = isYes(container.string(0x46));
   if (target.isAlModified) target.axialLengthMm = container.number(0x0b, 'FD') ?? target.axialLengthMm;
-  if (isYes(container.string(0x48))) target.acdMm = container.number(0x26, 'FD') ?? target.acdMm;
+  target.isAcdModified = isYes(container.string(0x48));
+  if (target.isAcdModified) target.acdMm = container.number(0x26, 'FD') ?? target.acdMm;
   if (target.isKModified) {
     target.k1 = container.number(0x11, 'FD') ?? target.k1;
     target.k2 = container.number(0x12, 'FD') ?? target.k2;

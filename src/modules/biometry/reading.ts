@@ -22,6 +22,8 @@ export interface EyeMeasurement {
   eyeStatus?: number;
   isAlModified?: boolean;
   isKModified?: boolean;
+  /** The ACD was changed by hand on the device. */
+  isAcdModified?: boolean;
   lvc?: string;
   lvcMode?: string;
   targetRefraction?: number;

@@ -2,7 +2,8 @@
  * Files a device object's attachments as a clinician expects: one OphGeneric event per patient and study
  * (StudyInstanceUID, the profile's subtype, and the device model for visual fields and OCT), found through
  * the service's own index (`device_event`), so that a second file of the study joins the event and the
- * left and right eye merge (eye both). A new event gets its subtype item, a Comments element, a Device
+ * left and right eye merge (eye both). A new event gets its subtype item (the profile's, else
+ * `Fundus Images` for an image and `OCT Images` for anything else), a Comments element, a Device
  * Information element from the first file's header, and (on OpenEyes) its attachment element row; the
  * event date is the device's date, never the time of filing. A deleted event is never joined: the study
  * gets a new one. An HFA profile also writes the visual field indices of each eye from its own file.
@@ -143,6 +144,35 @@ async function existingSubtype(trx: Kysely<DB>, subtype: string | null): Promise
   return row?.event_subtype;
 }
 
+/** The subtypes of an event whose profile names none that exists: by what the file holds. */
+const FALLBACK_SUBTYPES = { image: 'Fundus Images', other: 'OCT Images' } as const;
+
+/**
+ * The event's subtype: the profile's when `event_subtype` has it, else the fallback by what the file
+ * holds (`Fundus Images` when an image was taken from it, else `OCT Images`), so that every event gets
+ * a title OpenEyes can show; undefined only when `event_subtype` has neither.
+ */
+async function subtypeOf(ctx: FilingContext, filing: DeviceFiling): Promise<string | undefined> {
+  const named = await existingSubtype(ctx.trx, filing.profile.subtype);
+  if (named !== undefined) return named;
+  const extractedIds = filing.attachments.filter((a) => a.isExtracted).map((a) => a.id);
+  const images =
+    extractedIds.length === 0
+      ? []
+      : await ctx.trx
+          .selectFrom('attachment_data')
+          .select('id')
+          .where('id', 'in', extractedIds)
+          .where('mime_type', 'like', 'image/%')
+          .execute();
+  const fallback = FALLBACK_SUBTYPES[images.length > 0 ? 'image' : 'other'];
+  const subtype = await existingSubtype(ctx.trx, fallback);
+  ctx.log(
+    `${filing.profile.subtype === null ? 'the profile names no event subtype' : `event subtype "${filing.profile.subtype}" is not in event_subtype`}: ${subtype === undefined ? 'filed without a subtype' : `filed as ${subtype}`}`,
+  );
+  return subtype;
+}
+
 async function existingAttachmentType(trx: Kysely<DB>, type: string): Promise<boolean> {
   const row = await trx
     .selectFrom('attachment_type')
@@ -223,10 +253,7 @@ export async function fileDeviceObject(
   const model = MODEL_KEYED_MODALITIES.has(modality)
     ? (headerText(filing.header, 'ManufacturerModelName') ?? '').slice(0, 64)
     : '';
-  const subtype = await existingSubtype(trx, filing.profile.subtype);
-  if (filing.profile.subtype !== null && subtype === undefined) {
-    ctx.log(`event subtype "${filing.profile.subtype}" is not in event_subtype: filed without a subtype`);
-  }
+  const subtype = await subtypeOf(ctx, filing);
   const key = {
     patient_id: filing.patientId,
     study_instance_uid: studyUid.slice(0, 64),
