@@ -14,10 +14,11 @@
  * directory). Rows: `req/s` is instances/s, `MB/s` instance bytes/s (10^6), p50/p99 the time of one HTTP
  * request (STOW-RS, REST) or of one sender's whole association (C-STORE), RSS of the receiving process.
  * Targets for the service: >= 100 instances/s and >= 50 MB/s on each path, RSS < 300 MB.
- * `npm run bench -- dicom-receive --dialect sqlite` (the --duration/--connections options do not apply).
+ * `npm run bench -- dicom-receive --dialect sqlite` (the --duration/--connections options do not apply;
+ * `BENCH_DICOM_ORTHANC=off` leaves Orthanc out).
  */
 import { createReadStream } from 'node:fs';
-import { mkdir, mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -90,6 +91,7 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
         rssMb < TARGET_RSS_MB;
       notes.push(
         `service ${name}: ${instancesPerSecond.toFixed(0)} instances/s, ${megabytesPerSecond.toFixed(1)} MB/s, ` +
+          `server CPU ${((result.cpuSeconds / Math.max(1, result.totalRequests)) * 1000).toFixed(2)} ms per instance, ` +
           `RSS peak ${rssMb.toFixed(0)} MB; targets >= ${TARGET_INSTANCES_PER_SECOND}/s, >= ${TARGET_MB_PER_SECOND} MB/s, ` +
           `< ${TARGET_RSS_MB} MB: ${met ? 'met' : 'MISSED'}`,
       );
@@ -103,7 +105,7 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
     await prepared.cleanup();
   }
 
-  const missing = orthancMissing();
+  const missing = process.env.BENCH_DICOM_ORTHANC === 'off' ? 'BENCH_DICOM_ORTHANC=off' : orthancMissing();
   if (missing !== undefined) {
     notes.push(`Orthanc not measured: ${missing}`);
   } else {
@@ -162,12 +164,18 @@ interface Sent {
 }
 
 /** Runs `send` while sampling the receiver's RSS; instances/s and bytes/s over the wall time. */
-async function measureRun(pid: number, send: () => Promise<Sent>, totalBytes: number): Promise<LoadResult> {
-  const sampler = startRssSampler(pid);
+async function measureRun(
+  pid: number,
+  send: () => Promise<Sent>,
+  totalBytes: number,
+): Promise<LoadResult & { cpuSeconds: number }> {
+  const sampler = startRssSampler(pid, 50);
+  const cpuBefore = await cpuSecondsOf(pid);
   const started = performance.now();
   const sent = await send();
   const seconds = (performance.now() - started) / 1000;
   const rssPeakBytes = await sampler.stop();
+  const cpuSeconds = (await cpuSecondsOf(pid)) - cpuBefore;
   const sorted = [...sent.latenciesMs].sort((a, b) => a - b);
   const percentile = (p: number) =>
     sorted.length === 0 ? 0 : sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
@@ -187,7 +195,15 @@ async function measureRun(pid: number, send: () => Promise<Sent>, totalBytes: nu
     statusCounts: sent.statusCounts,
     rssPeakBytes,
     rssAfterBytes: await readRssBytes(pid),
+    cpuSeconds,
   };
+}
+
+/** User and system CPU time of a process, all its threads, in seconds (`/proc/<pid>/stat`, 100 ticks/s). */
+async function cpuSecondsOf(pid: number): Promise<number> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
 function row(name: string, dialect: Dialect | 'none', result: LoadResult): BenchRow {

@@ -118,7 +118,17 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
         .map((b) => mb(b))
         .join(' ')}`,
     );
-    for (const s of [idle, after1, after60]) notes.push(describe(s));
+    const trimmed: Snapshot[] = [];
+    if (process.env.BENCH_FLOOD_MALLOC_TRIM === '1') {
+      // Diagnosis: how much of what stays is free memory glibc keeps (malloc_trim gives it back) rather than
+      // memory in use.
+      const { spawnSync } = await import('node:child_process');
+      spawnSync('gdb', ['-p', String(server.pid), '-batch', '-ex', 'call (int)malloc_trim(0)'], {
+        stdio: 'ignore',
+      });
+      trimmed.push(await snapshot(server.pid, probeFile, `+${SETTLE_SECONDS} s, then malloc_trim(0)`));
+    }
+    for (const s of [idle, after1, after60, ...trimmed]) notes.push(describe(s));
     for (const s of [idle, after1, after60]) {
       rows.push({
         name: `${s.label}`,
