@@ -28,6 +28,7 @@ import { runDcmtk } from '../test/dcmtk.ts';
 import { freePort, orthancMissing, startOrthanc } from '../test/orthanc.ts';
 import type { BenchReport, BenchRow, BenchRunOptions, Dialect, LoadResult } from './lib.ts';
 import {
+  ROOT_DIR,
   BENCH_AUTHORIZATION,
   ensureBenchAccount,
   prepareDatabase,
@@ -60,9 +61,19 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
 
   const prepared = await prepareDatabase(dialect, { setup: (database) => ensureBenchAccount(database) });
   const dicomPort = await freePort();
+  // With BENCH_DICOM_PROBE=1 the server's memory is split (heap, external, Buffers) every 0.5 s during
+  // each run, and the split at the highest RSS read is noted.
+  const probeFile = path.join(dir, 'probe.jsonl');
+  const isProbing = process.env.BENCH_DICOM_PROBE === '1';
   const server = await startServer({
     env: {
       ...prepared.env,
+      ...(isProbing
+        ? {
+            NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --import=${path.join(ROOT_DIR, 'bench', 'memory-probe.child.js')}`,
+            BENCH_MEMORY_PROBE_FILE: probeFile,
+          }
+        : {}),
       WORKER: 'off',
       DICOM_PORT: String(dicomPort),
       DICOM_AE_TITLE: 'CRA',
@@ -70,6 +81,7 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
     },
   });
   try {
+    const probing = isProbing ? setInterval(() => process.kill(server.pid, 'SIGUSR2'), 500) : undefined;
     const stow = await measureRun(server.pid, () => sendStow(server.url, streamDirs), totalBytes);
     rows.push(row('service STOW-RS', dialect, stow));
     const cstore = await measureRun(
@@ -78,6 +90,8 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
       totalBytes,
     );
     rows.push(row('service C-STORE', dialect, cstore));
+    clearInterval(probing);
+    if (isProbing) notes.push(await peakSplit(probeFile));
     for (const [name, result] of [
       ['STOW-RS', stow],
       ['C-STORE', cstore],
@@ -92,7 +106,7 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
       notes.push(
         `service ${name}: ${instancesPerSecond.toFixed(0)} instances/s, ${megabytesPerSecond.toFixed(1)} MB/s, ` +
           `server CPU ${((result.cpuSeconds / Math.max(1, result.totalRequests)) * 1000).toFixed(2)} ms per instance, ` +
-          `RSS peak ${rssMb.toFixed(0)} MB; targets >= ${TARGET_INSTANCES_PER_SECOND}/s, >= ${TARGET_MB_PER_SECOND} MB/s, ` +
+          `RSS before ${(result.rssBeforeBytes / 1024 / 1024).toFixed(0)} MB, peak ${rssMb.toFixed(0)} MB; targets >= ${TARGET_INSTANCES_PER_SECOND}/s, >= ${TARGET_MB_PER_SECOND} MB/s, ` +
           `< ${TARGET_RSS_MB} MB: ${met ? 'met' : 'MISSED'}`,
       );
       if (result.non2xx > 0 || result.errors > 0)
@@ -168,7 +182,8 @@ async function measureRun(
   pid: number,
   send: () => Promise<Sent>,
   totalBytes: number,
-): Promise<LoadResult & { cpuSeconds: number }> {
+): Promise<LoadResult & { cpuSeconds: number; rssBeforeBytes: number }> {
+  const rssBeforeBytes = await readRssBytes(pid);
   const sampler = startRssSampler(pid, 50);
   const cpuBefore = await cpuSecondsOf(pid);
   const started = performance.now();
@@ -196,7 +211,23 @@ async function measureRun(
     rssPeakBytes,
     rssAfterBytes: await readRssBytes(pid),
     cpuSeconds,
+    rssBeforeBytes,
   };
+}
+
+/** The memory probe's reading at the highest RSS it saw. */
+async function peakSplit(probeFile: string): Promise<string> {
+  const samples = (await readFile(probeFile, 'utf8'))
+    .trim()
+    .split('\n')
+    .map((line) => JSON.parse(line) as { memory: NodeJS.MemoryUsage });
+  const top = samples.reduce((a, b) => (b.memory.rss > a.memory.rss ? b : a));
+  const mb = (bytes: number) => (bytes / 1024 / 1024).toFixed(0);
+  const m = top.memory;
+  return (
+    `highest RSS the probe read (${samples.length} readings): ${mb(m.rss)} MB; main thread heap ${mb(m.heapUsed)}/` +
+    `${mb(m.heapTotal)} MB, external ${mb(m.external)} MB, array buffers ${mb(m.arrayBuffers)} MB`
+  );
 }
 
 /** User and system CPU time of a process, all its threads, in seconds (`/proc/<pid>/stat`, 100 ticks/s). */
