@@ -40,6 +40,9 @@ const SETTLE_SECONDS = Number(process.env.BENCH_FLOOD_SETTLE_S ?? 60);
 const TARGET_MB = 50;
 const BOUNDARY = 'benchFloodBoundary7a1e';
 const SCU_AE = 'BENCHSCU';
+/** The C-ECHO attacker: another AE title and address, so that the senders' association limits stay theirs. */
+const ECHO_AE = 'BENCHECHO';
+const ECHO_ADDRESS = '127.0.0.10';
 const CALLED_AE = 'CRA';
 const MiB = 1024 * 1024;
 
@@ -68,7 +71,7 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
       BENCH_MEMORY_PROBE_FILE: probeFile,
       DICOM_PORT: String(dicomPort),
       DICOM_AE_TITLE: CALLED_AE,
-      DICOM_ALLOWED_CALLERS: `${SCU_AE}@127.0.0.1`,
+      DICOM_ALLOWED_CALLERS: `${SCU_AE}@127.0.0.1,${ECHO_AE}@${ECHO_ADDRESS}`,
     },
   });
   const rows: BenchRow[] = [];
@@ -376,7 +379,7 @@ async function refusedEcho(port: number): Promise<boolean> {
   const fixed = Buffer.alloc(68);
   fixed.writeUInt16BE(1, 0);
   Buffer.from(CALLED_AE.padEnd(16, ' ')).copy(fixed, 4);
-  Buffer.from(SCU_AE.padEnd(16, ' ')).copy(fixed, 20);
+  Buffer.from(ECHO_AE.padEnd(16, ' ')).copy(fixed, 20);
   const maxLength = Buffer.alloc(4);
   maxLength.writeUInt32BE(16_384);
   const associate = pdu(
@@ -416,7 +419,7 @@ async function refusedEcho(port: number): Promise<boolean> {
     header[5] = (isCommand ? 1 : 0) | (isLast ? 2 : 0);
     return pdu(0x04, Buffer.concat([header, value]));
   };
-  const socket = net.connect({ host: '127.0.0.1', port });
+  const socket = net.connect({ host: '127.0.0.1', port, localAddress: ECHO_ADDRESS });
   socket.on('error', () => {});
   let isClosed = false;
   const closed = new Promise<void>((resolve) => socket.once('close', () => ((isClosed = true), resolve())));
