@@ -14,10 +14,11 @@
  * directory). Rows: `req/s` is instances/s, `MB/s` instance bytes/s (10^6), p50/p99 the time of one HTTP
  * request (STOW-RS, REST) or of one sender's whole association (C-STORE), RSS of the receiving process.
  * Targets for the service: >= 100 instances/s and >= 50 MB/s on each path, RSS < 300 MB.
- * `npm run bench -- dicom-receive --dialect sqlite` (the --duration/--connections options do not apply).
+ * `npm run bench -- dicom-receive --dialect sqlite` (the --duration/--connections options do not apply;
+ * `BENCH_DICOM_ORTHANC=off` leaves Orthanc out).
  */
 import { createReadStream } from 'node:fs';
-import { mkdir, mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -27,6 +28,7 @@ import { runDcmtk } from '../test/dcmtk.ts';
 import { freePort, orthancMissing, startOrthanc } from '../test/orthanc.ts';
 import type { BenchReport, BenchRow, BenchRunOptions, Dialect, LoadResult } from './lib.ts';
 import {
+  ROOT_DIR,
   BENCH_AUTHORIZATION,
   ensureBenchAccount,
   prepareDatabase,
@@ -59,9 +61,19 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
 
   const prepared = await prepareDatabase(dialect, { setup: (database) => ensureBenchAccount(database) });
   const dicomPort = await freePort();
+  // With BENCH_DICOM_PROBE=1 the server's memory is split (heap, external, Buffers) every 0.5 s during
+  // each run, and the split at the highest RSS read is noted.
+  const probeFile = path.join(dir, 'probe.jsonl');
+  const isProbing = process.env.BENCH_DICOM_PROBE === '1';
   const server = await startServer({
     env: {
       ...prepared.env,
+      ...(isProbing
+        ? {
+            NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --import=${path.join(ROOT_DIR, 'bench', 'memory-probe.child.js')}`,
+            BENCH_MEMORY_PROBE_FILE: probeFile,
+          }
+        : {}),
       WORKER: 'off',
       DICOM_PORT: String(dicomPort),
       DICOM_AE_TITLE: 'CRA',
@@ -69,6 +81,7 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
     },
   });
   try {
+    const probing = isProbing ? setInterval(() => process.kill(server.pid, 'SIGUSR2'), 500) : undefined;
     const stow = await measureRun(server.pid, () => sendStow(server.url, streamDirs), totalBytes);
     rows.push(row('service STOW-RS', dialect, stow));
     const cstore = await measureRun(
@@ -77,6 +90,8 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
       totalBytes,
     );
     rows.push(row('service C-STORE', dialect, cstore));
+    clearInterval(probing);
+    if (isProbing) notes.push(await peakSplit(probeFile));
     for (const [name, result] of [
       ['STOW-RS', stow],
       ['C-STORE', cstore],
@@ -90,7 +105,8 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
         rssMb < TARGET_RSS_MB;
       notes.push(
         `service ${name}: ${instancesPerSecond.toFixed(0)} instances/s, ${megabytesPerSecond.toFixed(1)} MB/s, ` +
-          `RSS peak ${rssMb.toFixed(0)} MB; targets >= ${TARGET_INSTANCES_PER_SECOND}/s, >= ${TARGET_MB_PER_SECOND} MB/s, ` +
+          `server CPU ${((result.cpuSeconds / Math.max(1, result.totalRequests)) * 1000).toFixed(2)} ms per instance, ` +
+          `RSS before ${(result.rssBeforeBytes / 1024 / 1024).toFixed(0)} MB, peak ${rssMb.toFixed(0)} MB; targets >= ${TARGET_INSTANCES_PER_SECOND}/s, >= ${TARGET_MB_PER_SECOND} MB/s, ` +
           `< ${TARGET_RSS_MB} MB: ${met ? 'met' : 'MISSED'}`,
       );
       if (result.non2xx > 0 || result.errors > 0)
@@ -103,7 +119,7 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
     await prepared.cleanup();
   }
 
-  const missing = orthancMissing();
+  const missing = process.env.BENCH_DICOM_ORTHANC === 'off' ? 'BENCH_DICOM_ORTHANC=off' : orthancMissing();
   if (missing !== undefined) {
     notes.push(`Orthanc not measured: ${missing}`);
   } else {
@@ -162,12 +178,19 @@ interface Sent {
 }
 
 /** Runs `send` while sampling the receiver's RSS; instances/s and bytes/s over the wall time. */
-async function measureRun(pid: number, send: () => Promise<Sent>, totalBytes: number): Promise<LoadResult> {
-  const sampler = startRssSampler(pid);
+async function measureRun(
+  pid: number,
+  send: () => Promise<Sent>,
+  totalBytes: number,
+): Promise<LoadResult & { cpuSeconds: number; rssBeforeBytes: number }> {
+  const rssBeforeBytes = await readRssBytes(pid);
+  const sampler = startRssSampler(pid, 50);
+  const cpuBefore = await cpuSecondsOf(pid);
   const started = performance.now();
   const sent = await send();
   const seconds = (performance.now() - started) / 1000;
   const rssPeakBytes = await sampler.stop();
+  const cpuSeconds = (await cpuSecondsOf(pid)) - cpuBefore;
   const sorted = [...sent.latenciesMs].sort((a, b) => a - b);
   const percentile = (p: number) =>
     sorted.length === 0 ? 0 : sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
@@ -187,7 +210,31 @@ async function measureRun(pid: number, send: () => Promise<Sent>, totalBytes: nu
     statusCounts: sent.statusCounts,
     rssPeakBytes,
     rssAfterBytes: await readRssBytes(pid),
+    cpuSeconds,
+    rssBeforeBytes,
   };
+}
+
+/** The memory probe's reading at the highest RSS it saw. */
+async function peakSplit(probeFile: string): Promise<string> {
+  const samples = (await readFile(probeFile, 'utf8'))
+    .trim()
+    .split('\n')
+    .map((line) => JSON.parse(line) as { memory: NodeJS.MemoryUsage });
+  const top = samples.reduce((a, b) => (b.memory.rss > a.memory.rss ? b : a));
+  const mb = (bytes: number) => (bytes / 1024 / 1024).toFixed(0);
+  const m = top.memory;
+  return (
+    `highest RSS the probe read (${samples.length} readings): ${mb(m.rss)} MB; main thread heap ${mb(m.heapUsed)}/` +
+    `${mb(m.heapTotal)} MB, external ${mb(m.external)} MB, array buffers ${mb(m.arrayBuffers)} MB`
+  );
+}
+
+/** User and system CPU time of a process, all its threads, in seconds (`/proc/<pid>/stat`, 100 ticks/s). */
+async function cpuSecondsOf(pid: number): Promise<number> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
 function row(name: string, dialect: Dialect | 'none', result: LoadResult): BenchRow {

@@ -46,6 +46,19 @@ export function startNodeFlagsOf(root: string): readonly string[] {
   };
   return (manifest.scripts.start ?? '').split(/\s+/).filter((word) => word.startsWith('--'));
 }
+
+/** The environment assignments of `npm start` (e.g. `MALLOC_MMAP_THRESHOLD_`), applied to the servers started. */
+export const START_ENV: Readonly<Record<string, string>> = Object.fromEntries(
+  (
+    JSON.parse(readFileSync(path.join(ROOT_DIR, 'package.json'), 'utf8')) as {
+      scripts: Record<string, string>;
+    }
+  ).scripts
+    .start!.split(/\s+/)
+    .map((word) => /^([A-Z_][A-Z0-9_]*)=(\S*)$/.exec(word))
+    .filter((match) => match !== null)
+    .map((match) => [match[1]!, match[2]!]),
+);
 export const RESULTS_DIR = path.join(ROOT_DIR, 'bench', 'results');
 const DEFAULT_BENCH_DATABASE_URL = 'postgres://postgres:postgres@127.0.0.1:5432/postgres';
 
@@ -477,6 +490,7 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
       {
         cwd: ROOT_DIR,
         env: {
+          ...(options.nodeFlags === undefined ? START_ENV : {}),
           ...process.env,
           LOG_LEVEL: 'warn',
           WORKER: 'off',

@@ -29,6 +29,8 @@ function loadedPackages() {
 
 if (isMainThread && file !== undefined && file !== '') {
   process.on('SIGUSR2', () => {
+    // Diagnosis only: with BENCH_MEMORY_PROBE_GC=1 (and --expose-gc), a full collection before the reading.
+    if (process.env.BENCH_MEMORY_PROBE_GC === '1' && typeof globalThis.gc === 'function') globalThis.gc();
     const heap = getHeapStatistics();
     const code = getHeapCodeStatistics();
     const sample = {

@@ -26,6 +26,7 @@ import { createAuthenticator, hasActiveLogin } from '../modules/user/index.ts';
 import type { Bootstrapped } from './bootstrap.ts';
 import { bootstrap, isNewDatabase, loadConfigOrExit, lockQueueWorkerOrExit, runOrExit } from './bootstrap.ts';
 import { runPrimary } from './cluster.ts';
+import { startIdleCollector } from './idle-collector.ts';
 
 const READY = 'clinical-records-api ready';
 
@@ -109,6 +110,8 @@ async function serve(
   await runOrExit(async () => worker?.start());
   const { orphanSweepIntervalMs: intervalMs, orphanSweepGraceMs: graceMs } = config;
   const sweeper = startOrphanSweep({ database, files, logger, intervalMs, graceMs });
+  // Memory that large requests dropped goes back once the process is idle.
+  startIdleCollector();
 
   let isStopping = false;
   // The DIMSE C-STORE SCP (DICOM_PORT), started once the HTTP server listens.

@@ -8,6 +8,7 @@
 import { createLogger } from '../logger.ts';
 import { createQueueWorker, defaultRoutineCatalog } from '../modules/request-queue/index.ts';
 import { bootstrap, loadConfigOrExit, lockQueueWorkerOrExit, runOrExit } from './bootstrap.ts';
+import { startIdleCollector } from './idle-collector.ts';
 
 const config = loadConfigOrExit();
 const logger = createLogger(config.logLevel);
@@ -44,4 +45,6 @@ process.once('SIGTERM', () => void stop('SIGTERM'));
 process.once('SIGINT', () => void stop('SIGINT'));
 
 await runOrExit(() => worker.start());
+// Memory that large routines dropped goes back once the process is idle.
+startIdleCollector();
 logger.info({ database: config.database.kind }, 'queue worker ready');

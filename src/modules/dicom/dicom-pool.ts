@@ -1,7 +1,9 @@
 /**
  * A small pool of worker threads (`dicom.worker.ts`) that read and decode DICOM files off the event loop.
  * Threads start on first use (each loads the WebAssembly decoders once, then says it is ready) and are
- * ended after a minute without work, so that their memory goes back when no DICOM arrives; one job per
+ * ended after {@link DEFAULT_IDLE_MS} without work, so that their memory goes back soon after DICOM stops
+ * arriving (a thread's isolate, its WebAssembly memory, which never shrinks, and the last file it was
+ * given, held until its heap is next collected: tens of MiB each after large files); one job per
  * thread at a time, the others wait in order. Each job has a time limit, counted from when a
  * ready thread takes it, and each thread a heap cap (`resourceLimits`): a thread past either is
  * terminated and replaced, and its job fails with {@link DicomError} `timeout` or `out-of-memory`.
@@ -71,6 +73,8 @@ export interface DicomPoolOptions {
   readonly limits: DicomLimits;
   /** Longest side of a rendered PDF page, in pixels. */
   readonly pageSizePx: number;
+  /** How long a thread stays without work before it is ended; default {@link DEFAULT_IDLE_MS}. */
+  readonly idleMs?: number;
 }
 
 export interface DicomPool {
@@ -79,6 +83,8 @@ export interface DicomPool {
   /** Calls `task` on a thread with the bytes; see {@link DicomTask}. */
   runTask(task: DicomTask, bytes: Uint8Array): Promise<unknown>;
   extract(bytes: Uint8Array): Promise<Extraction>;
+  /** Threads running or starting (idle ones included until they are ended). */
+  threadCount(): number;
   /** Terminates the threads; jobs still waiting fail. */
   close(): Promise<void>;
 }
@@ -118,20 +124,24 @@ interface PoolThread {
     memoryTimer?: NodeJS.Timeout;
   };
   isRetired: boolean;
-  /** Ends the thread once it has been idle for IDLE_MS. */
+  /** Ends the thread once it has been idle for `idleMs`. */
   idleTimer?: NodeJS.Timeout;
 }
 
 const WORKER_URL = new URL('./dicom.worker.ts', import.meta.url);
 /** A thread that has not loaded its decoders by then is given up, with the jobs waiting for it. */
 const STARTUP_TIMEOUT_MS = 60_000;
-/** An idle thread is ended after this long (a decoding thread holds tens of MiB of WebAssembly memory). */
-const IDLE_MS = 60_000;
+/**
+ * An idle thread is ended after this long. Starting one again costs loading its decoders (a few hundred
+ * ms of one core), paid once per burst of DICOM; a steady flow of files never leaves a thread idle this long.
+ */
+export const DEFAULT_IDLE_MS = 15_000;
 /** How often a working thread's array buffer memory is read. */
 const MEMORY_CHECK_MS = 100;
 const MiB = 1024 * 1024;
 
 export function createDicomPool(options: DicomPoolOptions): DicomPool {
+  const idleMs = options.idleMs ?? DEFAULT_IDLE_MS;
   const threads: PoolThread[] = [];
   const waiting: PendingJob[] = [];
   let nextId = 1;
@@ -195,7 +205,7 @@ export function createDicomPool(options: DicomPoolOptions): DicomPool {
     return thread;
   };
 
-  /** Clears the thread's job; an idle thread no longer keeps the process alive, and ends after IDLE_MS. */
+  /** Clears the thread's job; an idle thread no longer keeps the process alive, and ends after `idleMs`. */
   const finish = (thread: PoolThread) => {
     if (thread.job !== undefined) stopJobTimers(thread.job);
     thread.job = undefined;
@@ -203,7 +213,7 @@ export function createDicomPool(options: DicomPoolOptions): DicomPool {
     armIdleEnd(thread);
   };
 
-  /** Ends `thread` once it has been idle for IDLE_MS (a new job disarms it). */
+  /** Ends `thread` once it has been idle for `idleMs` (a new job disarms it). */
   const armIdleEnd = (thread: PoolThread) => {
     if (thread.isRetired) return;
     clearTimeout(thread.idleTimer);
@@ -213,7 +223,7 @@ export function createDicomPool(options: DicomPoolOptions): DicomPool {
       const index = threads.indexOf(thread);
       if (index >= 0) threads.splice(index, 1);
       thread.worker.terminate().catch(() => {});
-    }, IDLE_MS);
+    }, idleMs);
     thread.idleTimer.unref();
   };
 
@@ -340,6 +350,9 @@ export function createDicomPool(options: DicomPoolOptions): DicomPool {
     },
     async extract(bytes) {
       return (await submit({ kind: 'extract' }, bytes)).extraction!;
+    },
+    threadCount() {
+      return threads.length;
     },
     async close() {
       isClosed = true;
