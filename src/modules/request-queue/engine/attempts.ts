@@ -16,7 +16,7 @@ import type { Kysely } from 'kysely';
 import { formatDateTime } from '../../../db/database.ts';
 import { replaceUnstorableCharacters } from '../../../db/schema-profile.ts';
 import type { DB, RoutineStatus } from '../../../db/schema.ts';
-import type { AttemptRecord, ClaimedRoutine, RoutineAttemptTable } from './claim.queries.ts';
+import type { AttemptRecord, ChainTarget, ClaimedRoutine, RoutineAttemptTable } from './claim.queries.ts';
 import {
   clearAttemptMarkers,
   findAttemptMarkers,
@@ -55,6 +55,8 @@ export type StepOutcome =
 export interface AttemptEffects {
   /** It added or reset routines of its request (other workers should be woken). */
   hasChained: boolean;
+  /** Its chaining calls not yet written, in order: the batch writes them with its others'. */
+  readonly chains: ChainTarget[];
 }
 
 export interface Attempt {
@@ -141,7 +143,7 @@ export function recordUnfinished(rt: EngineRuntime, { routine, marker }: Unfinis
     record: outcomeOf(rt, routine, definition, failure, [rt.workerLine]),
     failure,
     startedAt: Date.now(),
-    effects: { hasChained: false },
+    effects: { hasChained: false, chains: [] },
     unfinishedCount,
   };
 }

@@ -1,9 +1,12 @@
 /**
  * The two batch strategies and what they share. A batch claims up to n routines of different requests,
  * marks their attempts started (committed on its own), runs each in a savepoint of one write transaction
- * (`run-routine.ts`), records every outcome with its execution row and commits once. OpenEyes's Java
- * processor records a failure in a second transaction; the savepoint gives the same result without releasing
- * the claim between the two, so another worker cannot start the same routine before its failure is recorded.
+ * (`run-routine.ts`), records every outcome with its execution row and commits once. What several
+ * routines of the batch do alike is one statement for all of them: the claim, the start marks, the
+ * records, the routines they chain (`addRoutinesToRequests`) and the first read of their requests'
+ * content (`BatchReadAhead`). OpenEyes's Java processor records a failure in a second transaction; the
+ * savepoint gives the same result without releasing the claim between the two, so another worker cannot
+ * start the same routine before its failure is recorded.
  *
  * The strategy differs by one capability of the dialect, row locks:
  * - with row locks (PostgreSQL, MySQL), the claim locks its rows inside the write transaction and
@@ -31,6 +34,7 @@ import {
 } from './attempts.ts';
 import type { ClaimedRoutine } from './claim.queries.ts';
 import {
+  addRoutinesToRequests,
   claimRoutines,
   clearAttemptMarkers,
   keepUnfinishedCount,
@@ -39,6 +43,7 @@ import {
 } from './claim.queries.ts';
 import { notifyQueueAfterCommit } from './queue-events.ts';
 import type { BatchLocks } from './run-context.ts';
+import { createReadAhead } from './run-context.ts';
 import type { Prepared } from './run-routine.ts';
 import { RoutineTimeoutError, prepareAhead, runClaimed } from './run-routine.ts';
 import type { EngineRuntime } from './runtime.ts';
@@ -101,6 +106,7 @@ export function runLockedBatch(rt: EngineRuntime, queue: string, limit: number):
     if (claimed.length === 0) return undefined;
     const { runnable, unfinished } = await startAttempts(rt, trx, claimed);
     batch.marked = runnable;
+    locks.readAhead = createReadAhead(runnable.map((r) => r.routine));
     const batchStartedAt = Date.now();
     const entries: BatchEntry[] = unfinished.map((entry) => recordUnfinished(rt, entry));
     // The claim took one routine per request and its row locks re-checked each against its newest
@@ -149,6 +155,9 @@ export async function runSingleWriterBatch(
       const entries: BatchEntry[] = unfinished.map((entry) =>
         eligible.has(entry.routine.id) ? recordUnfinished(rt, entry) : 'contended',
       );
+      locks.readAhead = createReadAhead(
+        ready.filter((r) => eligible.has(r.routine.id)).map((r) => r.routine),
+      );
       for (const { routine, pre, logLines } of ready) {
         entries.push(
           eligible.has(routine.id)
@@ -176,6 +185,11 @@ async function commitBatch(
   marked: readonly Runnable[],
 ): Promise<StepOutcome[]> {
   const ran = entries.filter((a): a is Attempt => typeof a !== 'string');
+  // The routines the successful attempts chained (a failed attempt's went with its savepoint).
+  await addRoutinesToRequests(
+    trx,
+    ran.filter((a) => a.failure === undefined).flatMap((a) => a.effects.chains),
+  );
   await recordAttempts(
     trx,
     rt.dialect,
@@ -231,7 +245,7 @@ async function recordTimeout(
       record,
       failure: error,
       startedAt: Date.now(),
-      effects: { hasChained: false },
+      effects: { hasChained: false, chains: [] },
     };
   });
   return attempt === undefined ? { kind: 'contended' } : reportAttempt(rt, attempt);

@@ -98,6 +98,36 @@ function testCatalog(
       },
     }),
     defineRoutine({
+      name: names.chainFail!,
+      timeoutMs: 5000,
+      retry: 'backoff',
+      run: async (ctx) => {
+        await ctx.addRoutine(names.ok!);
+        throw new Error('failed after chaining');
+      },
+    }),
+    defineRoutine({
+      name: names.chainVoid!,
+      timeoutMs: 5000,
+      retry: 'backoff',
+      run: async (ctx) => {
+        await ctx.addRoutines([names.ok!, names.priority!]);
+        await ctx.voidAllNewRoutines(names.priority);
+      },
+    }),
+    defineRoutine({
+      name: names.echo!,
+      timeoutMs: 5000,
+      retry: 'backoff',
+      run: async (ctx) => {
+        const { texts } = await ctx.readRequest(['REQUEST_DATA']);
+        await mark(ctx, `echo ${String(texts.REQUEST_DATA!.key)}`);
+        await ctx.mergeRequestData({ echoed: true });
+        const again = await ctx.readText('REQUEST_DATA');
+        await mark(ctx, `again ${String(again.key)} ${String(again.echoed)}`);
+      },
+    }),
+    defineRoutine({
       name: names.priority!,
       timeoutMs: 5000,
       retry: 'backoff',
@@ -175,6 +205,9 @@ forEachDialect((dialect) => {
         'locker',
         'keyed',
         'unknown',
+        'chainFail',
+        'chainVoid',
+        'echo',
       ]) {
         names[key] = await createRoutineName(testDb.db);
       }
@@ -694,6 +727,85 @@ forEachDialect((dialect) => {
         .executeTakeFirst();
       assert.ok(lock);
       assert.ok((await countRows(testDb.db, 'request_routine_lock')) >= 1);
+    });
+
+    it('chains the routines of every successful routine of a batch once, and none of a failed one', async () => {
+      const type = await createRequestType(testDb.db, { routineName: names.chain! });
+      const ids: number[] = [];
+      for (let i = 0; i < 4; i += 1) {
+        ids.push((await enqueueRequest(testDb.database, { requestType: type.requestType })).requestId);
+      }
+      await testDb.db
+        .updateTable('request_routine')
+        .set({ routine_name: names.chainFail! })
+        .where('request_id', '=', ids[1]!)
+        .execute();
+      const outcomes = await engine.runBatch(type.queue, 10);
+      await engine.flushCounters();
+      assert.deepEqual(
+        outcomes.map((o) => o.kind === 'ran' && o.status),
+        ['COMPLETE', 'RETRY', 'COMPLETE', 'COMPLETE'],
+        'one batch ran the four first routines',
+      );
+      const shapes = await Promise.all(
+        ids.map(async (id) =>
+          (await routinesOf(testDb.db, id)).map((r) => [r.routine_name, r.execute_sequence, r.status]),
+        ),
+      );
+      const chained = [
+        [names.chain, 10, 'COMPLETE'],
+        [names.ok, 20, 'NEW'],
+        [names.priority, 1, 'NEW'],
+      ];
+      assert.deepEqual(shapes[0], chained);
+      assert.deepEqual(shapes[1], [[names.chainFail, 10, 'RETRY']], 'the failed routine chained nothing');
+      assert.deepEqual(shapes[2], chained);
+      assert.deepEqual(shapes[3], chained);
+      // The chained routines run next, each once, in their order.
+      while ((await engine.runBatch(type.queue, 10)).length > 0);
+      await engine.flushCounters();
+      for (const id of [ids[0]!, ids[2]!, ids[3]!]) {
+        assert.deepEqual(
+          (await details(id)).map((d) => d.name),
+          ['priority', 'ran'],
+        );
+      }
+      assert.deepEqual(await details(ids[1]!), []);
+    });
+
+    it('voidAllNewRoutines after chaining voids the routines the same routine chained', async () => {
+      const { requestId, queue } = await newRequest(names.chainVoid!);
+      await engine.step(queue);
+      assert.deepEqual(
+        (await routinesOf(testDb.db, requestId)).map((r) => [r.routine_name, r.status]),
+        [
+          [names.chainVoid, 'COMPLETE'],
+          [names.ok, 'VOID'],
+          [names.priority, 'NEW'],
+        ],
+      );
+      const next = await engine.step(queue);
+      assert.equal(next.kind === 'ran' && next.routineName, names.priority);
+    });
+
+    it("gives each routine of a batch its own request's content, read for the batch at once", async () => {
+      const type = await createRequestType(testDb.db, { routineName: names.echo! });
+      const ids: number[] = [];
+      for (const key of ['a', 'b', 'c']) {
+        const queued = await enqueueRequest(testDb.database, {
+          requestType: type.requestType,
+          attachments: [jsonRow('REQUEST_DATA', { key })],
+        });
+        ids.push(queued.requestId);
+      }
+      const outcomes = await engine.runBatch(type.queue, 10);
+      await engine.flushCounters();
+      assert.equal(outcomes.length, 3);
+      assert.deepEqual(await Promise.all(ids.map(async (id) => (await details(id)).map((d) => d.name))), [
+        ['echo a', 'echoed', 'again a true'],
+        ['echo b', 'echoed', 'again b true'],
+        ['echo c', 'echoed', 'again c true'],
+      ]);
     });
   });
 });
