@@ -23,6 +23,7 @@ import {
   keepUnfinishedCount,
   markAttemptsStarted,
 } from './claim.queries.ts';
+import type { RequestDetailsPatch } from './request-details.ts';
 import type { RoutineDefinition } from './routine-catalog.ts';
 import { PermanentRoutineError } from './routine-catalog.ts';
 import type { EngineRuntime } from './runtime.ts';
@@ -57,6 +58,8 @@ export interface AttemptEffects {
   hasChained: boolean;
   /** Its chaining calls not yet written, in order: the batch writes them with its others'. */
   readonly chains: ChainTarget[];
+  /** Its `REQUEST_DATA` patches, in order: the batch mirrors them into `request_details` with its others'. */
+  readonly details: RequestDetailsPatch[];
 }
 
 export interface Attempt {
@@ -143,7 +146,7 @@ export function recordUnfinished(rt: EngineRuntime, { routine, marker }: Unfinis
     record: outcomeOf(rt, routine, definition, failure, [rt.workerLine]),
     failure,
     startedAt: Date.now(),
-    effects: { hasChained: false, chains: [] },
+    effects: { hasChained: false, chains: [], details: [] },
     unfinishedCount,
   };
 }

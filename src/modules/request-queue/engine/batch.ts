@@ -3,10 +3,11 @@
  * marks their attempts started (committed on its own), runs each in a savepoint of one write transaction
  * (`run-routine.ts`), records every outcome with its execution row and commits once. What several
  * routines of the batch do alike is one statement for all of them: the claim, the start marks, the
- * records, the routines they chain (`addRoutinesToRequests`) and the first read of their requests'
- * content (`BatchReadAhead`). OpenEyes's Java processor records a failure in a second transaction; the
- * savepoint gives the same result without releasing the claim between the two, so another worker cannot
- * start the same routine before its failure is recorded.
+ * records, the routines they chain (`addRoutinesToRequests`), their `request_details` rows
+ * (`mirrorRequestDetailsMany`) and the first read of their requests' content (`BatchReadAhead`).
+ * OpenEyes's Java processor records a failure in a second transaction; the savepoint gives the same result
+ * without releasing the claim between the two, so another worker cannot start the same routine before its
+ * failure is recorded.
  *
  * The strategy differs by one capability of the dialect, row locks:
  * - with row locks (PostgreSQL, MySQL), the claim locks its rows inside the write transaction and
@@ -42,6 +43,7 @@ import {
   stillEligibleIds,
 } from './claim.queries.ts';
 import { notifyQueueAfterCommit } from './queue-events.ts';
+import { mirrorRequestDetailsMany } from './request-details.ts';
 import type { BatchLocks } from './run-context.ts';
 import { createReadAhead } from './run-context.ts';
 import type { Prepared } from './run-routine.ts';
@@ -185,10 +187,17 @@ async function commitBatch(
   marked: readonly Runnable[],
 ): Promise<StepOutcome[]> {
   const ran = entries.filter((a): a is Attempt => typeof a !== 'string');
-  // The routines the successful attempts chained (a failed attempt's went with its savepoint).
+  // What the successful attempts chained and merged into REQUEST_DATA (a failed attempt's went with its
+  // savepoint).
+  const succeeded = ran.filter((a) => a.failure === undefined);
   await addRoutinesToRequests(
     trx,
-    ran.filter((a) => a.failure === undefined).flatMap((a) => a.effects.chains),
+    succeeded.flatMap((a) => a.effects.chains),
+  );
+  await mirrorRequestDetailsMany(
+    trx,
+    rt.database,
+    succeeded.flatMap((a) => a.effects.details),
   );
   await recordAttempts(
     trx,
@@ -245,7 +254,7 @@ async function recordTimeout(
       record,
       failure: error,
       startedAt: Date.now(),
-      effects: { hasChained: false, chains: [] },
+      effects: { hasChained: false, chains: [], details: [] },
     };
   });
   return attempt === undefined ? { kind: 'contended' } : reportAttempt(rt, attempt);

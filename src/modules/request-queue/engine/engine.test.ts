@@ -122,9 +122,11 @@ function testCatalog(
       run: async (ctx) => {
         const { texts } = await ctx.readRequest(['REQUEST_DATA']);
         await mark(ctx, `echo ${String(texts.REQUEST_DATA!.key)}`);
-        await ctx.mergeRequestData({ echoed: true });
+        await ctx.mergeRequestData({ echoed: true, first: 1 });
+        await ctx.mergeRequestData({ echoed: 'twice' });
         const again = await ctx.readText('REQUEST_DATA');
         await mark(ctx, `again ${String(again.key)} ${String(again.echoed)}`);
+        if (again.key === 'b') throw new Error('b fails after its merges');
       },
     }),
     defineRoutine({
@@ -800,12 +802,37 @@ forEachDialect((dialect) => {
       }
       const outcomes = await engine.runBatch(type.queue, 10);
       await engine.flushCounters();
-      assert.equal(outcomes.length, 3);
-      assert.deepEqual(await Promise.all(ids.map(async (id) => (await details(id)).map((d) => d.name))), [
-        ['echo a', 'echoed', 'again a true'],
-        ['echo b', 'echoed', 'again b true'],
-        ['echo c', 'echoed', 'again c true'],
-      ]);
+      assert.deepEqual(
+        outcomes.map((o) => o.kind === 'ran' && o.status),
+        ['COMPLETE', 'RETRY', 'COMPLETE'],
+      );
+      // The REQUEST_DATA keys are shredded into request_details when the batch records its attempts:
+      // each key once, with its last value; nothing of the failed routine.
+      assert.deepEqual(
+        await Promise.all(ids.map(async (id) => (await details(id)).map((d) => [d.name, d.value]))),
+        [
+          [
+            ['echo a', names.echo],
+            ['again a twice', names.echo],
+            ['first', '1'],
+            ['echoed', 'twice'],
+          ],
+          [],
+          [
+            ['echo c', names.echo],
+            ['again c twice', names.echo],
+            ['first', '1'],
+            ['echoed', 'twice'],
+          ],
+        ],
+      );
+      const requestData = await testDb.db
+        .selectFrom('attachment_data')
+        .select('text_data')
+        .where('request_id', '=', ids[0]!)
+        .where('attachment_mnemonic', '=', 'REQUEST_DATA')
+        .executeTakeFirstOrThrow();
+      assert.deepEqual(JSON.parse(requestData.text_data!), { key: 'a', echoed: 'twice', first: 1 });
     });
   });
 });

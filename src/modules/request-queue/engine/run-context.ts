@@ -21,7 +21,6 @@ import {
 import type { AttemptEffects } from './attempts.ts';
 import type { ClaimedRoutine } from './claim.queries.ts';
 import { addRoutinesToRequests, checkRoutineNames, voidNewRoutines } from './claim.queries.ts';
-import { mirrorRequestDetails } from './request-details.ts';
 import type { PrepareContext, RoutineContext, RoutineDefinition } from './routine-catalog.ts';
 import type { EngineRuntime } from './runtime.ts';
 
@@ -179,7 +178,8 @@ export function createRunContext(
     mergeRequestData: async (patch) => {
       const current = (await readTexts(['REQUEST_DATA'])).REQUEST_DATA!;
       await putText('REQUEST_DATA', { ...current, ...patch });
-      await mirrorRequestDetails(trx, database, routine.request_id, patch, stampOf(base.now()));
+      // Shredded into request_details when the batch records this attempt, with the others' patches.
+      attempt.effects.details.push({ requestId: routine.request_id, patch, stamp: stampOf(base.now()) });
     },
     addRoutine: (name) => chain([name], 'append'),
     addRoutines: (names) => chain(names, 'append'),
