@@ -95,6 +95,11 @@ async function runBatchTransaction(
   }
 }
 
+/** A batch that runs a routine whose batch's shared writes failed writes each routine's itself. */
+function isWritingEachRoutine(rt: EngineRuntime, claimed: readonly ClaimedRoutine[]): boolean {
+  return rt.writingEachRoutineIds.size > 0 && claimed.some((c) => rt.writingEachRoutineIds.has(c.id));
+}
+
 /** Row locks: claim, prepare and run inside one transaction that holds the claims until its commit. */
 export function runLockedBatch(rt: EngineRuntime, queue: string, limit: number): Promise<StepOutcome[]> {
   return runBatchTransaction(rt, queue, [], async (batch) => {
@@ -109,6 +114,7 @@ export function runLockedBatch(rt: EngineRuntime, queue: string, limit: number):
     const { runnable, unfinished } = await startAttempts(rt, trx, claimed);
     batch.marked = runnable;
     locks.readAhead = createReadAhead(runnable.map((r) => r.routine));
+    locks.isWritingEachRoutine = isWritingEachRoutine(rt, claimed);
     const batchStartedAt = Date.now();
     const entries: BatchEntry[] = unfinished.map((entry) => recordUnfinished(rt, entry));
     // The claim took one routine per request and its row locks re-checked each against its newest
@@ -160,6 +166,7 @@ export async function runSingleWriterBatch(
       locks.readAhead = createReadAhead(
         ready.filter((r) => eligible.has(r.routine.id)).map((r) => r.routine),
       );
+      locks.isWritingEachRoutine = isWritingEachRoutine(rt, claimed);
       for (const { routine, pre, logLines } of ready) {
         entries.push(
           eligible.has(routine.id)
@@ -188,17 +195,22 @@ async function commitBatch(
 ): Promise<StepOutcome[]> {
   const ran = entries.filter((a): a is Attempt => typeof a !== 'string');
   // What the successful attempts chained and merged into REQUEST_DATA (a failed attempt's went with its
-  // savepoint).
+  // savepoint), for all of them at once. Should that fail, the next batch writes each routine's itself.
   const succeeded = ran.filter((a) => a.failure === undefined);
-  await addRoutinesToRequests(
-    trx,
-    succeeded.flatMap((a) => a.effects.chains),
-  );
-  await mirrorRequestDetailsMany(
-    trx,
-    rt.database,
-    succeeded.flatMap((a) => a.effects.details),
-  );
+  try {
+    await addRoutinesToRequests(
+      trx,
+      succeeded.flatMap((a) => a.effects.chains),
+    );
+    await mirrorRequestDetailsMany(
+      trx,
+      rt.database,
+      succeeded.flatMap((a) => a.effects.details),
+    );
+  } catch (error) {
+    for (const attempt of succeeded) rt.writingEachRoutineIds.add(attempt.claimed.id);
+    throw error;
+  }
   await recordAttempts(
     trx,
     rt.dialect,
@@ -216,6 +228,7 @@ async function commitBatch(
     ran.filter((a) => !isCounted(a)).map((a) => a.claimed.id),
   );
   await trx.commit().execute();
+  for (const attempt of ran) rt.writingEachRoutineIds.delete(attempt.claimed.id);
   // Routines added by this batch are eligible now: wake the idle workers of other processes. Sent after
   // the commit, not in the transaction: PostgreSQL serialises the commits of notifying transactions.
   if (ran.some((a) => a.effects.hasChained)) notifyQueueAfterCommit(rt.database, queue);

@@ -130,6 +130,16 @@ function testCatalog(
       },
     }),
     defineRoutine({
+      name: names.merger!,
+      timeoutMs: 5000,
+      retry: 'backoff',
+      run: async (ctx) => {
+        const { key } = await ctx.readText('REQUEST_DATA');
+        await ctx.mergeRequestData({ [String(key)]: 1 });
+        await ctx.addRoutine(names.ok!);
+      },
+    }),
+    defineRoutine({
       name: names.priority!,
       timeoutMs: 5000,
       retry: 'backoff',
@@ -210,6 +220,7 @@ forEachDialect((dialect) => {
         'chainFail',
         'chainVoid',
         'echo',
+        'merger',
       ]) {
         names[key] = await createRoutineName(testDb.db);
       }
@@ -833,6 +844,63 @@ forEachDialect((dialect) => {
         .where('attachment_mnemonic', '=', 'REQUEST_DATA')
         .executeTakeFirstOrThrow();
       assert.deepEqual(JSON.parse(requestData.text_data!), { key: 'a', echoed: 'twice', first: 1 });
+    });
+
+    it('fails alone a routine whose writes the batch cannot store for all its routines at once', async () => {
+      const type = await createRequestType(testDb.db, { routineName: names.merger! });
+      const ids: number[] = [];
+      for (const key of ['fine_one', 'poison', 'fine_two']) {
+        const queued = await enqueueRequest(testDb.database, {
+          requestType: type.requestType,
+          attachments: [jsonRow('REQUEST_DATA', { key })],
+        });
+        ids.push(queued.requestId);
+      }
+      const remove = await addFailingTrigger(testDb.db, dialect, {
+        name: `fail_details_${ids[1]}`,
+        table: 'request_details',
+        when: `new.name = 'poison'`,
+        message: 'injected details failure',
+      });
+      try {
+        // The batch's shared writes fail: nothing of it is kept, no attempt is counted.
+        await assert.rejects(engine.runBatch(type.queue, 10), /injected details failure/);
+        for (const id of ids) {
+          const routines = await routinesOf(testDb.db, id);
+          assert.deepEqual(
+            routines.map((r) => [r.status, r.try_count]),
+            [['NEW', 0]],
+          );
+        }
+        // Run again, each routine writes its own: the one whose row cannot be stored fails alone.
+        const outcomes = await engine.runBatch(type.queue, 10);
+        assert.deepEqual(
+          outcomes.map((o) => o.kind === 'ran' && o.status),
+          ['COMPLETE', 'RETRY', 'COMPLETE'],
+        );
+      } finally {
+        await remove();
+      }
+      await engine.flushCounters();
+      const shapes = await Promise.all(
+        ids.map(async (id) => (await routinesOf(testDb.db, id)).map((r) => [r.routine_name, r.status])),
+      );
+      assert.deepEqual(shapes, [
+        [
+          [names.merger, 'COMPLETE'],
+          [names.ok, 'NEW'],
+        ],
+        [[names.merger, 'RETRY']],
+        [
+          [names.merger, 'COMPLETE'],
+          [names.ok, 'NEW'],
+        ],
+      ]);
+      assert.deepEqual(
+        (await details(ids[0]!)).map((d) => [d.name, d.value]),
+        [['fine_one', '1']],
+      );
+      assert.deepEqual(await details(ids[1]!), []);
     });
   });
 });

@@ -22,11 +22,14 @@ import type { AttemptEffects } from './attempts.ts';
 import type { ClaimedRoutine } from './claim.queries.ts';
 import { addRoutinesToRequests, checkRoutineNames, voidNewRoutines } from './claim.queries.ts';
 import type { PrepareContext, RoutineContext, RoutineDefinition } from './routine-catalog.ts';
+import { mirrorRequestDetailsMany } from './request-details.ts';
 import type { EngineRuntime } from './runtime.ts';
 
 /** The routine locks a batch holds (until it commits), and its reads of several requests at once. */
 export interface BatchLocks {
   readonly keys: Set<string>;
+  /** Each routine writes its chains and `request_details` rows itself (see `writingEachRoutineIds`). */
+  isWritingEachRoutine?: boolean;
   /** Request content read ahead for the batch's routines (set once claimed); absent: each reads its own. */
   readAhead?: BatchReadAhead;
 }
@@ -141,6 +144,8 @@ export function createRunContext(
       names: [...names],
       sequence,
     });
+    if (attempt.locks.isWritingEachRoutine === true)
+      await addRoutinesToRequests(trx, attempt.effects.chains.splice(0));
   };
   // The request's JSON rows this attempt read or wrote, so that each is read once: every change to
   // them goes through putText and mergeRequestData, which keep this up to date.
@@ -179,7 +184,10 @@ export function createRunContext(
       const current = (await readTexts(['REQUEST_DATA'])).REQUEST_DATA!;
       await putText('REQUEST_DATA', { ...current, ...patch });
       // Shredded into request_details when the batch records this attempt, with the others' patches.
-      attempt.effects.details.push({ requestId: routine.request_id, patch, stamp: stampOf(base.now()) });
+      const details = { requestId: routine.request_id, patch, stamp: stampOf(base.now()) };
+      if (attempt.locks.isWritingEachRoutine === true)
+        await mirrorRequestDetailsMany(trx, database, [details]);
+      else attempt.effects.details.push(details);
     },
     addRoutine: (name) => chain([name], 'append'),
     addRoutines: (names) => chain(names, 'append'),

@@ -58,6 +58,13 @@ export interface EngineRuntime {
   readonly counters: CounterBook;
   /** Routines running right now in this process. */
   activeCount: number;
+  /**
+   * The routines of batches whose shared writes (their routines' chains and `request_details` rows, written
+   * for all of them at once) failed: a batch that runs one of them again writes each routine's in its own
+   * savepoint, so that a routine whose writes cannot be stored fails alone instead of failing every batch
+   * it is in. Removed once recorded.
+   */
+  readonly writingEachRoutineIds: Set<number>;
 }
 
 export function createEngineRuntime(options: EngineOptions): EngineRuntime {
@@ -78,6 +85,7 @@ export function createEngineRuntime(options: EngineOptions): EngineRuntime {
     references: createReferenceCache(options.config.referenceCacheTtlMs),
     counters: createCounterBook(),
     activeCount: 0,
+    writingEachRoutineIds: new Set(),
   };
 }
 
