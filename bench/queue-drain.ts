@@ -23,6 +23,7 @@ import type { ChildProcess } from 'node:child_process';
 import { spawn } from 'node:child_process';
 import { StatementSync } from 'node:sqlite';
 import { sql } from 'kysely';
+import mysql from 'mysql2';
 import pg from 'pg';
 import { loadConfig } from '../src/config.ts';
 import type { Database } from '../src/db/database.ts';
@@ -200,7 +201,7 @@ const WRITE = /^\s*(insert|update|delete|with)\b/i;
 /**
  * Counts every statement this process sends while started: pg's `Client.query` (Kysely, the pool and
  * named statements all go through it; installed before any connection opens, since each connection keeps
- * the method it was given) or node:sqlite's statement calls. A commit is a COMMIT, or a write outside a
+ * the method it was given), mysql2's `query`/`execute` or node:sqlite's statement calls. A commit is a COMMIT, or a write outside a
  * transaction (autocommit).
  */
 function installStatementCounter(dialect: Dialect): StatementCounter {
@@ -233,6 +234,25 @@ function installStatementCounter(dialect: Dialect): StatementCounter {
     restore.push(() => {
       proto.query = original;
     });
+  } else if (dialect === 'mysql') {
+    // mysql2's connections (pooled ones included) inherit `query` (text) and `execute` (prepared) from
+    // one class; the dialect's driver sends every statement through one of them.
+    const proto = mysql.Connection.prototype as unknown as Record<string, (...args: unknown[]) => unknown>;
+    const inTransaction = new WeakSet<object>();
+    for (const method of ['query', 'execute'] as const) {
+      const original = proto[method]!;
+      proto[method] = function (this: object, ...args: unknown[]) {
+        const first = args[0];
+        const text = typeof first === 'string' ? first : ((first as { sql?: string } | undefined)?.sql ?? '');
+        if (/^\s*(begin|start transaction)\b/i.test(text)) inTransaction.add(this);
+        count(text, inTransaction.has(this));
+        if (/^\s*(commit|rollback)\b(?!\s+to)/i.test(text)) inTransaction.delete(this);
+        return original.apply(this, args);
+      };
+      restore.push(() => {
+        proto[method] = original;
+      });
+    }
   } else if (dialect === 'sqlite') {
     const proto = StatementSync.prototype as unknown as Record<string, (...args: unknown[]) => unknown>;
     for (const method of ['run', 'all', 'get'] as const) {
@@ -380,6 +400,7 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
       });
       const walBefore = await walSyncs(database);
       counter.start();
+      const cpuBefore = process.cpuUsage();
       const startedAt = performance.now();
       await worker.start();
       const deadline = Date.now() + 600_000;
@@ -388,6 +409,7 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
         await sleep(25);
       }
       const seconds = (performance.now() - startedAt) / 1000;
+      const cpu = process.cpuUsage(cpuBefore);
       const counted = counter.read();
       await worker.stop();
       const walAfter = await walSyncs(database);
@@ -404,9 +426,8 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
       const per = (n: number) => (n / backlog).toFixed(2);
       notes.push(
         `in-process worker: ${backlog} requests in ${seconds.toFixed(2)} s, ${rate.toFixed(0)} requests/s (${verdict(rate)}); routines ${JSON.stringify(statuses)}`,
-        dialect === 'mysql'
-          ? `in-process worker, per request: ${per(walAfter - walBefore)} redo log flushes (server-wide; statements not counted on MySQL)`
-          : `in-process worker, per request: ${per(counted.statements)} statements, ${per(counted.commits)} commits, ${per(walAfter - walBefore)} WAL flushes${dialect === 'postgres' ? ' (server-wide)' : ''}`,
+        `in-process worker, per request: ${per(counted.statements)} statements, ${per(counted.commits)} commits, ${per(walAfter - walBefore)} ${dialect === 'mysql' ? 'redo log flushes' : 'WAL flushes'}${dialect === 'sqlite' ? '' : ' (server-wide)'}`,
+        `in-process worker, CPU of this process (all threads, the 25 ms progress polls included) per request: ${((cpu.user + cpu.system) / backlog).toFixed(0)} us (user ${(cpu.user / backlog).toFixed(0)}, system ${(cpu.system / backlog).toFixed(0)})`,
         `in-process worker, statements per request by kind: ${[...counted.byKind.entries()]
           .sort((a, b) => b[1] - a[1])
           .slice(0, 30)

@@ -26,5 +26,6 @@ export {
   isImageMime,
   readPayloadBytes,
   readRequestContent,
+  readRequestContents,
 } from './payloads.ts';
 export { readRequestText, writeRequestText } from './text-rows.ts';

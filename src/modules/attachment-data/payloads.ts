@@ -40,8 +40,41 @@ export async function readRequestContent(
   dialect?: DialectAdapter,
 ): Promise<RequestContent> {
   const wanted = [...new Set(textMnemonics)];
+  const query = contentQuery(db, wanted).where('request_id', '=', requestId).orderBy('id');
+  const rows =
+    dialect === undefined ? await query.execute() : (await dialect.runPreparedOn(db, query.compile())).rows;
+  return contentOf(rows, wanted);
+}
+
+/**
+ * {@link readRequestContent} of several requests in one read: each request's content, by request id
+ * (every id of `requestIds` has one).
+ */
+export async function readRequestContents(
+  db: Kysely<DB>,
+  requestIds: readonly number[],
+  textMnemonics: readonly string[] = [],
+  dialect?: DialectAdapter,
+): Promise<Map<number, RequestContent>> {
+  const wanted = [...new Set(textMnemonics)];
+  const ids = [...new Set(requestIds)];
+  if (ids.length === 0) return new Map();
+  const query = contentQuery(db, wanted)
+    .select('request_id')
+    .where('request_id', 'in', ids)
+    .orderBy('request_id')
+    .orderBy('id');
+  const rows =
+    dialect === undefined ? await query.execute() : (await dialect.runPreparedOn(db, query.compile())).rows;
+  const byRequest = new Map<number, typeof rows>(ids.map((id) => [id, []]));
+  for (const row of rows) byRequest.get(row.request_id)?.push(row);
+  return new Map(ids.map((id) => [id, contentOf(byRequest.get(id)!, wanted)]));
+}
+
+/** The select of {@link readRequestContent}, without its request condition and order. */
+function contentQuery(db: Kysely<DB>, wanted: readonly string[]) {
   const flag = (condition: Expression<SqlBool>) => sql<number>`case when ${condition} then 1 else 0 end`;
-  const query = db
+  return db
     .selectFrom('attachment_data')
     .select(['id', 'attachment_mnemonic', 'mime_type', 'hash_code', 'system_only_managed'])
     .select((eb) => [
@@ -54,11 +87,23 @@ export async function readRequestContent(
             string | null
           >`case when ${eb('attachment_mnemonic', 'in', wanted)} then ${eb.ref('text_data')} end`
       ).as('text'),
-    ])
-    .where('request_id', '=', requestId)
-    .orderBy('id');
-  const rows =
-    dialect === undefined ? await query.execute() : (await dialect.runPreparedOn(db, query.compile())).rows;
+    ]);
+}
+
+interface ContentRow {
+  readonly id: number;
+  readonly attachment_mnemonic: string;
+  readonly mime_type: string;
+  readonly hash_code: number | null;
+  readonly system_only_managed: number;
+  readonly has_thumbnails: number;
+  readonly has_content: number;
+  readonly is_unsited: number;
+  readonly text: string | null;
+}
+
+/** One request's content from its rows (in id order). */
+function contentOf(rows: readonly ContentRow[], wanted: readonly string[]): RequestContent {
   const texts: Record<string, Record<string, unknown>> = Object.fromEntries(wanted.map((m) => [m, {}]));
   const seen = new Set<string>();
   const payloads: PayloadRow[] = [];

@@ -16,13 +16,14 @@ import type { Kysely } from 'kysely';
 import { formatDateTime } from '../../../db/database.ts';
 import { replaceUnstorableCharacters } from '../../../db/schema-profile.ts';
 import type { DB, RoutineStatus } from '../../../db/schema.ts';
-import type { AttemptRecord, ClaimedRoutine, RoutineAttemptTable } from './claim.queries.ts';
+import type { AttemptRecord, ChainTarget, ClaimedRoutine, RoutineAttemptTable } from './claim.queries.ts';
 import {
   clearAttemptMarkers,
   findAttemptMarkers,
   keepUnfinishedCount,
   markAttemptsStarted,
 } from './claim.queries.ts';
+import type { RequestDetailsPatch } from './request-details.ts';
 import type { RoutineDefinition } from './routine-catalog.ts';
 import { PermanentRoutineError } from './routine-catalog.ts';
 import type { EngineRuntime } from './runtime.ts';
@@ -55,6 +56,10 @@ export type StepOutcome =
 export interface AttemptEffects {
   /** It added or reset routines of its request (other workers should be woken). */
   hasChained: boolean;
+  /** Its chaining calls not yet written, in order: the batch writes them with its others'. */
+  readonly chains: ChainTarget[];
+  /** Its `REQUEST_DATA` patches, in order: the batch mirrors them into `request_details` with its others'. */
+  readonly details: RequestDetailsPatch[];
 }
 
 export interface Attempt {
@@ -141,7 +146,7 @@ export function recordUnfinished(rt: EngineRuntime, { routine, marker }: Unfinis
     record: outcomeOf(rt, routine, definition, failure, [rt.workerLine]),
     failure,
     startedAt: Date.now(),
-    effects: { hasChained: false },
+    effects: { hasChained: false, chains: [], details: [] },
     unfinishedCount,
   };
 }

@@ -1,9 +1,13 @@
 /**
  * The two batch strategies and what they share. A batch claims up to n routines of different requests,
  * marks their attempts started (committed on its own), runs each in a savepoint of one write transaction
- * (`run-routine.ts`), records every outcome with its execution row and commits once. OpenEyes's Java
- * processor records a failure in a second transaction; the savepoint gives the same result without releasing
- * the claim between the two, so another worker cannot start the same routine before its failure is recorded.
+ * (`run-routine.ts`), records every outcome with its execution row and commits once. What several
+ * routines of the batch do alike is one statement for all of them: the claim, the start marks, the
+ * records, the routines they chain (`addRoutinesToRequests`), their `request_details` rows
+ * (`mirrorRequestDetailsMany`) and the first read of their requests' content (`BatchReadAhead`).
+ * OpenEyes's Java processor records a failure in a second transaction; the savepoint gives the same result
+ * without releasing the claim between the two, so another worker cannot start the same routine before its
+ * failure is recorded.
  *
  * The strategy differs by one capability of the dialect, row locks:
  * - with row locks (PostgreSQL, MySQL), the claim locks its rows inside the write transaction and
@@ -31,6 +35,7 @@ import {
 } from './attempts.ts';
 import type { ClaimedRoutine } from './claim.queries.ts';
 import {
+  addRoutinesToRequests,
   claimRoutines,
   clearAttemptMarkers,
   keepUnfinishedCount,
@@ -38,7 +43,9 @@ import {
   stillEligibleIds,
 } from './claim.queries.ts';
 import { notifyQueueAfterCommit } from './queue-events.ts';
+import { mirrorRequestDetailsMany } from './request-details.ts';
 import type { BatchLocks } from './run-context.ts';
+import { createReadAhead } from './run-context.ts';
 import type { Prepared } from './run-routine.ts';
 import { RoutineTimeoutError, prepareAhead, runClaimed } from './run-routine.ts';
 import type { EngineRuntime } from './runtime.ts';
@@ -88,6 +95,11 @@ async function runBatchTransaction(
   }
 }
 
+/** A batch that runs a routine whose batch's shared writes failed writes each routine's itself. */
+function isWritingEachRoutine(rt: EngineRuntime, claimed: readonly ClaimedRoutine[]): boolean {
+  return rt.writingEachRoutineIds.size > 0 && claimed.some((c) => rt.writingEachRoutineIds.has(c.id));
+}
+
 /** Row locks: claim, prepare and run inside one transaction that holds the claims until its commit. */
 export function runLockedBatch(rt: EngineRuntime, queue: string, limit: number): Promise<StepOutcome[]> {
   return runBatchTransaction(rt, queue, [], async (batch) => {
@@ -101,6 +113,8 @@ export function runLockedBatch(rt: EngineRuntime, queue: string, limit: number):
     if (claimed.length === 0) return undefined;
     const { runnable, unfinished } = await startAttempts(rt, trx, claimed);
     batch.marked = runnable;
+    locks.readAhead = createReadAhead(runnable.map((r) => r.routine));
+    locks.isWritingEachRoutine = isWritingEachRoutine(rt, claimed);
     const batchStartedAt = Date.now();
     const entries: BatchEntry[] = unfinished.map((entry) => recordUnfinished(rt, entry));
     // The claim took one routine per request and its row locks re-checked each against its newest
@@ -149,6 +163,10 @@ export async function runSingleWriterBatch(
       const entries: BatchEntry[] = unfinished.map((entry) =>
         eligible.has(entry.routine.id) ? recordUnfinished(rt, entry) : 'contended',
       );
+      locks.readAhead = createReadAhead(
+        ready.filter((r) => eligible.has(r.routine.id)).map((r) => r.routine),
+      );
+      locks.isWritingEachRoutine = isWritingEachRoutine(rt, claimed);
       for (const { routine, pre, logLines } of ready) {
         entries.push(
           eligible.has(routine.id)
@@ -176,6 +194,23 @@ async function commitBatch(
   marked: readonly Runnable[],
 ): Promise<StepOutcome[]> {
   const ran = entries.filter((a): a is Attempt => typeof a !== 'string');
+  // What the successful attempts chained and merged into REQUEST_DATA (a failed attempt's went with its
+  // savepoint), for all of them at once. Should that fail, the next batch writes each routine's itself.
+  const succeeded = ran.filter((a) => a.failure === undefined);
+  try {
+    await addRoutinesToRequests(
+      trx,
+      succeeded.flatMap((a) => a.effects.chains),
+    );
+    await mirrorRequestDetailsMany(
+      trx,
+      rt.database,
+      succeeded.flatMap((a) => a.effects.details),
+    );
+  } catch (error) {
+    for (const attempt of succeeded) rt.writingEachRoutineIds.add(attempt.claimed.id);
+    throw error;
+  }
   await recordAttempts(
     trx,
     rt.dialect,
@@ -193,6 +228,7 @@ async function commitBatch(
     ran.filter((a) => !isCounted(a)).map((a) => a.claimed.id),
   );
   await trx.commit().execute();
+  for (const attempt of ran) rt.writingEachRoutineIds.delete(attempt.claimed.id);
   // Routines added by this batch are eligible now: wake the idle workers of other processes. Sent after
   // the commit, not in the transaction: PostgreSQL serialises the commits of notifying transactions.
   if (ran.some((a) => a.effects.hasChained)) notifyQueueAfterCommit(rt.database, queue);
@@ -231,7 +267,7 @@ async function recordTimeout(
       record,
       failure: error,
       startedAt: Date.now(),
-      effects: { hasChained: false },
+      effects: { hasChained: false, chains: [], details: [] },
     };
   });
   return attempt === undefined ? { kind: 'contended' } : reportAttempt(rt, attempt);

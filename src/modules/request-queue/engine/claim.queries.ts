@@ -309,74 +309,145 @@ export async function keepUnfinishedCount(db: Kysely<DB>, routineId: number, cou
     .execute();
 }
 
+/** Routines to add to one request, in order, as one `addRoutine` / `addRoutines` / `addPriorityRoutine` call. */
+export interface ChainTarget {
+  readonly requestId: number;
+  readonly queue: string;
+  readonly names: readonly string[];
+  readonly sequence: 'append' | 'priority';
+}
+
+/**
+ * Throws when a name of `names` is not in `routine_library`; names found there are remembered in
+ * `knownNames` (rows of `routine_library` are never removed), so that a known name costs no read.
+ */
+export async function checkRoutineNames(
+  db: Kysely<DB>,
+  names: readonly string[],
+  knownNames: Set<string>,
+): Promise<void> {
+  const unknown = [...new Set(names.filter((name) => !knownNames.has(name)))];
+  if (unknown.length === 0) return;
+  const known = await db
+    .selectFrom('routine_library')
+    .select('routine_name')
+    .where('routine_name', 'in', unknown)
+    .execute();
+  for (const row of known) knownNames.add(row.routine_name);
+  const missing = unknown.find((name) => !knownNames.has(name));
+  if (missing !== undefined) throw new Error(`Routine ${missing} is not in routine_library`);
+}
+
 /**
  * Adds routines `names` to request `requestId`, in order: each at `sequence` (the request's highest
  * sequence + 10, where the Java processor took the last inserted one's, or 1 for `priority`), or resets it
  * when the request already has a routine of that name, as `addRoutine` does. Throws when a name is not in
- * `routine_library`; names found there are remembered in `knownNames` (rows of `routine_library` are never
- * removed), so that chaining costs one read of the request's routines and one insert of the new ones.
+ * `routine_library` (see {@link checkRoutineNames}).
  */
 export async function addRequestRoutines(
   db: Kysely<DB>,
-  target: { requestId: number; queue: string; names: readonly string[]; sequence: 'append' | 'priority' },
+  target: ChainTarget,
   knownNames: Set<string>,
 ): Promise<void> {
   if (target.names.length === 0) return;
-  const unknown = [...new Set(target.names.filter((name) => !knownNames.has(name)))];
-  if (unknown.length > 0) {
-    const known = await db
-      .selectFrom('routine_library')
-      .select('routine_name')
-      .where('routine_name', 'in', unknown)
-      .execute();
-    for (const row of known) knownNames.add(row.routine_name);
-    const missing = unknown.find((name) => !knownNames.has(name));
-    if (missing !== undefined) throw new Error(`Routine ${missing} is not in routine_library`);
-  }
+  await checkRoutineNames(db, target.names, knownNames);
+  await addRoutinesToRequests(db, [target]);
+}
+
+/**
+ * Applies `targets` (names already checked, see {@link checkRoutineNames}) in their order, as many
+ * {@link addRequestRoutines} calls would one after the other, with one read of the requests' routines and
+ * one insert of every new routine (resets of existing routines, rare, are one update each). A batch
+ * chains its successful attempts' routines this way.
+ */
+export async function addRoutinesToRequests(db: Kysely<DB>, targets: readonly ChainTarget[]): Promise<void> {
+  const live = targets.filter((t) => t.names.length > 0);
+  if (live.length === 0) return;
+  const requestIds = [...new Set(live.map((t) => t.requestId))];
   const siblings = await db
     .selectFrom('request_routine')
-    .select(['id', 'routine_name', 'execute_sequence'])
-    .where('request_id', '=', target.requestId)
+    .select(['id', 'request_id', 'routine_name', 'execute_sequence'])
+    .where('request_id', 'in', requestIds)
     .orderBy('id')
     .execute();
-  const existing = new Map<string, number | 'new'>();
-  for (const s of siblings) if (!existing.has(s.routine_name)) existing.set(s.routine_name, s.id);
-  let top = Math.max(0, ...siblings.map((s) => s.execute_sequence));
-  const inserts: { name: string; sequence: number }[] = [];
-  for (const name of target.names) {
-    const id = existing.get(name);
-    if (id === 'new') continue;
-    if (id !== undefined) {
-      await db
-        .updateTable('request_routine')
-        .set({
-          status: 'NEW',
-          try_count: 0,
-          next_try_date_time: null,
-          hash_code: null,
-          ...(target.sequence === 'priority' ? { execute_sequence: 1 } : {}),
-        })
-        .where('id', '=', id)
-        .execute();
-      continue;
+  interface NewRoutine {
+    readonly requestId: number;
+    readonly queue: string;
+    readonly name: string;
+    sequence: number;
+  }
+  interface RequestState {
+    /** The first routine of each name: an existing id, or a routine this call inserts. */
+    readonly byName: Map<string, number | NewRoutine>;
+    /** The sequence of each of the request's routines, as the targets so far left it. */
+    readonly sequences: Map<number | NewRoutine, number>;
+  }
+  const states = new Map<number, RequestState>(
+    requestIds.map((id) => [id, { byName: new Map(), sequences: new Map() }]),
+  );
+  for (const s of siblings) {
+    const state = states.get(s.request_id)!;
+    if (!state.byName.has(s.routine_name)) state.byName.set(s.routine_name, s.id);
+    state.sequences.set(s.id, s.execute_sequence);
+  }
+  const inserts: NewRoutine[] = [];
+  const resets = new Map<number, { isPriority: boolean }>();
+  for (const target of live) {
+    const state = states.get(target.requestId)!;
+    const isPriority = target.sequence === 'priority';
+    // As a call of its own would read it: the highest sequence once the earlier targets are applied.
+    let top = Math.max(0, ...state.sequences.values());
+    for (const name of target.names) {
+      const found = state.byName.get(name);
+      if (found !== undefined) {
+        if (typeof found === 'number') {
+          // Reset: NEW, try count 0, next try and hash cleared; sequence 1 when priority.
+          const earlier = resets.get(found);
+          resets.set(found, { isPriority: isPriority || earlier?.isPriority === true });
+        } else if (isPriority) {
+          // Added by an earlier target: already NEW.
+          found.sequence = 1;
+        }
+        if (isPriority) state.sequences.set(found, 1);
+        continue;
+      }
+      const added: NewRoutine = {
+        requestId: target.requestId,
+        queue: target.queue,
+        name,
+        sequence: isPriority ? 1 : top + 10,
+      };
+      top = Math.max(top, added.sequence);
+      state.byName.set(name, added);
+      state.sequences.set(added, added.sequence);
+      inserts.push(added);
     }
-    const sequence = target.sequence === 'append' ? top + 10 : 1;
-    top = Math.max(top, sequence);
-    inserts.push({ name, sequence });
-    existing.set(name, 'new');
+  }
+  for (const [id, { isPriority }] of resets) {
+    await db
+      .updateTable('request_routine')
+      .set({
+        status: 'NEW',
+        try_count: 0,
+        next_try_date_time: null,
+        hash_code: null,
+        ...(isPriority ? { execute_sequence: 1 } : {}),
+      })
+      .where('id', '=', id)
+      .execute();
   }
   if (inserts.length === 0) return;
   await db
     .insertInto('request_routine')
     .values(
-      inserts.map(({ name, sequence }) => ({
-        request_id: target.requestId,
-        execute_request_queue: target.queue,
+      inserts.map((r) => ({
+        request_id: r.requestId,
+        execute_request_queue: r.queue,
         status: 'NEW' as const,
-        routine_name: name,
+        routine_name: r.name,
         try_count: 0,
         next_try_date_time: null,
-        execute_sequence: sequence,
+        execute_sequence: r.sequence,
         hash_code: null,
       })),
     )

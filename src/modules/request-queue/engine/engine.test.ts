@@ -98,6 +98,48 @@ function testCatalog(
       },
     }),
     defineRoutine({
+      name: names.chainFail!,
+      timeoutMs: 5000,
+      retry: 'backoff',
+      run: async (ctx) => {
+        await ctx.addRoutine(names.ok!);
+        throw new Error('failed after chaining');
+      },
+    }),
+    defineRoutine({
+      name: names.chainVoid!,
+      timeoutMs: 5000,
+      retry: 'backoff',
+      run: async (ctx) => {
+        await ctx.addRoutines([names.ok!, names.priority!]);
+        await ctx.voidAllNewRoutines(names.priority);
+      },
+    }),
+    defineRoutine({
+      name: names.echo!,
+      timeoutMs: 5000,
+      retry: 'backoff',
+      run: async (ctx) => {
+        const { texts } = await ctx.readRequest(['REQUEST_DATA']);
+        await mark(ctx, `echo ${String(texts.REQUEST_DATA!.key)}`);
+        await ctx.mergeRequestData({ echoed: true, first: 1 });
+        await ctx.mergeRequestData({ echoed: 'twice' });
+        const again = await ctx.readText('REQUEST_DATA');
+        await mark(ctx, `again ${String(again.key)} ${String(again.echoed)}`);
+        if (again.key === 'b') throw new Error('b fails after its merges');
+      },
+    }),
+    defineRoutine({
+      name: names.merger!,
+      timeoutMs: 5000,
+      retry: 'backoff',
+      run: async (ctx) => {
+        const { key } = await ctx.readText('REQUEST_DATA');
+        await ctx.mergeRequestData({ [String(key)]: 1 });
+        await ctx.addRoutine(names.ok!);
+      },
+    }),
+    defineRoutine({
       name: names.priority!,
       timeoutMs: 5000,
       retry: 'backoff',
@@ -175,6 +217,10 @@ forEachDialect((dialect) => {
         'locker',
         'keyed',
         'unknown',
+        'chainFail',
+        'chainVoid',
+        'echo',
+        'merger',
       ]) {
         names[key] = await createRoutineName(testDb.db);
       }
@@ -694,6 +740,167 @@ forEachDialect((dialect) => {
         .executeTakeFirst();
       assert.ok(lock);
       assert.ok((await countRows(testDb.db, 'request_routine_lock')) >= 1);
+    });
+
+    it('chains the routines of every successful routine of a batch once, and none of a failed one', async () => {
+      const type = await createRequestType(testDb.db, { routineName: names.chain! });
+      const ids: number[] = [];
+      for (let i = 0; i < 4; i += 1) {
+        ids.push((await enqueueRequest(testDb.database, { requestType: type.requestType })).requestId);
+      }
+      await testDb.db
+        .updateTable('request_routine')
+        .set({ routine_name: names.chainFail! })
+        .where('request_id', '=', ids[1]!)
+        .execute();
+      const outcomes = await engine.runBatch(type.queue, 10);
+      await engine.flushCounters();
+      assert.deepEqual(
+        outcomes.map((o) => o.kind === 'ran' && o.status),
+        ['COMPLETE', 'RETRY', 'COMPLETE', 'COMPLETE'],
+        'one batch ran the four first routines',
+      );
+      const shapes = await Promise.all(
+        ids.map(async (id) =>
+          (await routinesOf(testDb.db, id)).map((r) => [r.routine_name, r.execute_sequence, r.status]),
+        ),
+      );
+      const chained = [
+        [names.chain, 10, 'COMPLETE'],
+        [names.ok, 20, 'NEW'],
+        [names.priority, 1, 'NEW'],
+      ];
+      assert.deepEqual(shapes[0], chained);
+      assert.deepEqual(shapes[1], [[names.chainFail, 10, 'RETRY']], 'the failed routine chained nothing');
+      assert.deepEqual(shapes[2], chained);
+      assert.deepEqual(shapes[3], chained);
+      // The chained routines run next, each once, in their order.
+      while ((await engine.runBatch(type.queue, 10)).length > 0);
+      await engine.flushCounters();
+      for (const id of [ids[0]!, ids[2]!, ids[3]!]) {
+        assert.deepEqual(
+          (await details(id)).map((d) => d.name),
+          ['priority', 'ran'],
+        );
+      }
+      assert.deepEqual(await details(ids[1]!), []);
+    });
+
+    it('voidAllNewRoutines after chaining voids the routines the same routine chained', async () => {
+      const { requestId, queue } = await newRequest(names.chainVoid!);
+      await engine.step(queue);
+      assert.deepEqual(
+        (await routinesOf(testDb.db, requestId)).map((r) => [r.routine_name, r.status]),
+        [
+          [names.chainVoid, 'COMPLETE'],
+          [names.ok, 'VOID'],
+          [names.priority, 'NEW'],
+        ],
+      );
+      const next = await engine.step(queue);
+      assert.equal(next.kind === 'ran' && next.routineName, names.priority);
+    });
+
+    it("gives each routine of a batch its own request's content, read for the batch at once", async () => {
+      const type = await createRequestType(testDb.db, { routineName: names.echo! });
+      const ids: number[] = [];
+      for (const key of ['a', 'b', 'c']) {
+        const queued = await enqueueRequest(testDb.database, {
+          requestType: type.requestType,
+          attachments: [jsonRow('REQUEST_DATA', { key })],
+        });
+        ids.push(queued.requestId);
+      }
+      const outcomes = await engine.runBatch(type.queue, 10);
+      await engine.flushCounters();
+      assert.deepEqual(
+        outcomes.map((o) => o.kind === 'ran' && o.status),
+        ['COMPLETE', 'RETRY', 'COMPLETE'],
+      );
+      // The REQUEST_DATA keys are shredded into request_details when the batch records its attempts:
+      // each key once, with its last value; nothing of the failed routine.
+      assert.deepEqual(
+        await Promise.all(ids.map(async (id) => (await details(id)).map((d) => [d.name, d.value]))),
+        [
+          [
+            ['echo a', names.echo],
+            ['again a twice', names.echo],
+            ['first', '1'],
+            ['echoed', 'twice'],
+          ],
+          [],
+          [
+            ['echo c', names.echo],
+            ['again c twice', names.echo],
+            ['first', '1'],
+            ['echoed', 'twice'],
+          ],
+        ],
+      );
+      const requestData = await testDb.db
+        .selectFrom('attachment_data')
+        .select('text_data')
+        .where('request_id', '=', ids[0]!)
+        .where('attachment_mnemonic', '=', 'REQUEST_DATA')
+        .executeTakeFirstOrThrow();
+      assert.deepEqual(JSON.parse(requestData.text_data!), { key: 'a', echoed: 'twice', first: 1 });
+    });
+
+    it('fails alone a routine whose writes the batch cannot store for all its routines at once', async () => {
+      const type = await createRequestType(testDb.db, { routineName: names.merger! });
+      const ids: number[] = [];
+      for (const key of ['fine_one', 'poison', 'fine_two']) {
+        const queued = await enqueueRequest(testDb.database, {
+          requestType: type.requestType,
+          attachments: [jsonRow('REQUEST_DATA', { key })],
+        });
+        ids.push(queued.requestId);
+      }
+      const remove = await addFailingTrigger(testDb.db, dialect, {
+        name: `fail_details_${ids[1]}`,
+        table: 'request_details',
+        when: `new.name = 'poison'`,
+        message: 'injected details failure',
+      });
+      try {
+        // The batch's shared writes fail: nothing of it is kept, no attempt is counted.
+        await assert.rejects(engine.runBatch(type.queue, 10), /injected details failure/);
+        for (const id of ids) {
+          const routines = await routinesOf(testDb.db, id);
+          assert.deepEqual(
+            routines.map((r) => [r.status, r.try_count]),
+            [['NEW', 0]],
+          );
+        }
+        // Run again, each routine writes its own: the one whose row cannot be stored fails alone.
+        const outcomes = await engine.runBatch(type.queue, 10);
+        assert.deepEqual(
+          outcomes.map((o) => o.kind === 'ran' && o.status),
+          ['COMPLETE', 'RETRY', 'COMPLETE'],
+        );
+      } finally {
+        await remove();
+      }
+      await engine.flushCounters();
+      const shapes = await Promise.all(
+        ids.map(async (id) => (await routinesOf(testDb.db, id)).map((r) => [r.routine_name, r.status])),
+      );
+      assert.deepEqual(shapes, [
+        [
+          [names.merger, 'COMPLETE'],
+          [names.ok, 'NEW'],
+        ],
+        [[names.merger, 'RETRY']],
+        [
+          [names.merger, 'COMPLETE'],
+          [names.ok, 'NEW'],
+        ],
+      ]);
+      assert.deepEqual(
+        (await details(ids[0]!)).map((d) => [d.name, d.value]),
+        [['fine_one', '1']],
+      );
+      assert.deepEqual(await details(ids[1]!), []);
     });
   });
 });

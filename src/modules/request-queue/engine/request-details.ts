@@ -1,7 +1,8 @@
 /**
  * `REQUEST_DATA` as routines change it (as the Java processor's `putText` does): the engine shallow-merges a
  * patch into the request's JSON row (attachment-data owns the row), and its changed scalar keys are shredded
- * into `request_details`, one name/value row per key.
+ * into `request_details`, one name/value row per key. A batch shreds the patches of its successful
+ * routines together when it records them ({@link mirrorRequestDetailsMany}).
  */
 import type { Kysely, QueryCreator } from 'kysely';
 import type { Database } from '../../../db/database.ts';
@@ -51,6 +52,80 @@ export async function mirrorRequestDetails(
   }
   if (rows.length > 0 && database.dialect.hasWritableCte) {
     // The insert does not see the deleted rows (one snapshot), and has no key they could collide on.
+    await trx
+      .with('old_details', (db) => deleteOld(db))
+      .insertInto('request_details')
+      .values(rows)
+      .execute();
+    return;
+  }
+  await deleteOld(trx).execute();
+  if (rows.length > 0) await trx.insertInto('request_details').values(rows).execute();
+}
+
+/** A `REQUEST_DATA` patch of one request, with the stamp of its writes. */
+export interface RequestDetailsPatch {
+  readonly requestId: number;
+  readonly patch: Record<string, unknown>;
+  readonly stamp: AuditStamp;
+}
+
+/**
+ * {@link mirrorRequestDetails} of each of `patches` in turn, in one statement for all of them where the
+ * engine runs writes inside WITH (a delete and an insert elsewhere): the patches of one request are folded
+ * first (a later value of a key replaces an earlier one). A schema that versions its rows (OpenEyes) has
+ * each patch mirrored on its own.
+ */
+export async function mirrorRequestDetailsMany(
+  trx: Kysely<DB>,
+  database: Pick<Database, 'dialect' | 'schema'>,
+  patches: readonly RequestDetailsPatch[],
+): Promise<void> {
+  if (patches.length === 0) return;
+  if (database.schema.keepsRowVersions || patches.length === 1) {
+    for (const p of patches) await mirrorRequestDetails(trx, database, p.requestId, p.patch, p.stamp);
+    return;
+  }
+  // Per request, each key's last value (in the order a row per patch would have been written).
+  const byRequest = new Map<number, Map<string, { value: unknown; isRow: boolean; stamp: AuditStamp }>>();
+  for (const { requestId, patch, stamp } of patches) {
+    let keys = byRequest.get(requestId);
+    if (keys === undefined) {
+      keys = new Map();
+      byRequest.set(requestId, keys);
+    }
+    for (const name of Object.keys(patch).filter((k) => k.length <= 100)) {
+      const value = patch[name];
+      keys.delete(name);
+      keys.set(name, { value, isRow: value !== null && typeof value !== 'object', stamp });
+    }
+  }
+  const targets = [...byRequest].filter(([, keys]) => keys.size > 0);
+  if (targets.length === 0) return;
+  const rows = targets.flatMap(([requestId, keys]) =>
+    [...keys]
+      .filter(([, key]) => key.isRow)
+      .map(([name, { value, stamp }]) => ({
+        request_id: requestId,
+        name,
+        value: String(value as string | number | boolean),
+        created_user_id: stamp.userId,
+        last_modified_user_id: stamp.userId,
+        created_date: stamp.now,
+        last_modified_date: stamp.now,
+      })),
+  );
+  const deleteOld = (db: QueryCreator<DB>) =>
+    db
+      .deleteFrom('request_details')
+      .where((eb) =>
+        eb.or(
+          targets.map(([requestId, keys]) =>
+            eb.and([eb('request_id', '=', requestId), eb('name', 'in', [...keys.keys()])]),
+          ),
+        ),
+      );
+  if (rows.length > 0 && database.dialect.hasWritableCte) {
     await trx
       .with('old_details', (db) => deleteOld(db))
       .insertInto('request_details')

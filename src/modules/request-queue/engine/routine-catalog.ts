@@ -73,13 +73,18 @@ export interface RoutineContext extends PrepareContext {
   /**
    * Appends routine `name` to this request (NEW, sequence = the request's highest + 10, this queue), or
    * resets it (NEW, try count 0, next try null) when the request already has a routine of that name.
+   * Throws at once for a name not in `routine_library`; the routine is written when the batch records
+   * this attempt (with the other routines' chains, in one read and one insert), and only if it succeeds.
    */
   addRoutine(name: string): Promise<void>;
-  /** {@link addRoutine} of each of `names` in turn, in one read and one write. */
+  /** {@link addRoutine} of each of `names` in turn. */
   addRoutines(names: readonly string[]): Promise<void>;
   /** Adds (or resets) routine `name` with sequence 1, so that it runs before every pending sibling. */
   addPriorityRoutine(name: string): Promise<void>;
-  /** Sets every NEW/RETRY sibling whose name differs from `current` (default: this routine) to VOID. */
+  /**
+   * Sets every NEW/RETRY sibling whose name differs from `current` (default: this routine) to VOID, the
+   * routines this attempt chained so far included.
+   */
   voidAllNewRoutines(current?: string): Promise<void>;
   /**
    * Serialises work on `key` (a patient, a study) across workers until this routine's transaction (its

@@ -11,17 +11,73 @@
 import type { Kysely, Transaction } from 'kysely';
 import { formatDateTime } from '../../../db/database.ts';
 import type { DB } from '../../../db/schema.ts';
-import { readRequestContent, readRequestText, writeRequestText } from '../../attachment-data/index.ts';
+import type { RequestContent } from '../../attachment-data/index.ts';
+import {
+  readRequestContent,
+  readRequestContents,
+  readRequestText,
+  writeRequestText,
+} from '../../attachment-data/index.ts';
 import type { AttemptEffects } from './attempts.ts';
 import type { ClaimedRoutine } from './claim.queries.ts';
-import { addRequestRoutines, voidNewRoutines } from './claim.queries.ts';
-import { mirrorRequestDetails } from './request-details.ts';
+import { addRoutinesToRequests, checkRoutineNames, voidNewRoutines } from './claim.queries.ts';
 import type { PrepareContext, RoutineContext, RoutineDefinition } from './routine-catalog.ts';
+import { mirrorRequestDetailsMany } from './request-details.ts';
 import type { EngineRuntime } from './runtime.ts';
 
-/** The routine locks a batch holds (until it commits). */
+/** The routine locks a batch holds (until it commits), and its reads of several requests at once. */
 export interface BatchLocks {
   readonly keys: Set<string>;
+  /** Each routine writes its chains and `request_details` rows itself (see `writingEachRoutineIds`). */
+  isWritingEachRoutine?: boolean;
+  /** Request content read ahead for the batch's routines (set once claimed); absent: each reads its own. */
+  readAhead?: BatchReadAhead;
+}
+
+/**
+ * Reading several requests' content in one statement: a routine's first `readRequest` also reads, with
+ * the same mnemonics, the requests of the batch's routines of the same name that have not started; each
+ * of those takes its request's content at its own first `readRequest` (a batch has one routine per
+ * request, and none writes another request's rows, so what was read ahead is what its own read would
+ * find). A routine that asks for other mnemonics reads them itself.
+ */
+export interface BatchReadAhead {
+  /** The routines the batch runs, in order. */
+  readonly routines: readonly ClaimedRoutine[];
+  /** Routines that have started (never read ahead). */
+  readonly started: Set<number>;
+  /** Content read ahead, by request id, with the mnemonics it has. */
+  readonly contents: Map<number, { readonly mnemonics: readonly string[]; readonly content: RequestContent }>;
+}
+
+export function createReadAhead(routines: readonly ClaimedRoutine[]): BatchReadAhead {
+  return { routines, started: new Set(), contents: new Map() };
+}
+
+/** The content of `routine`'s request, from the batch's read-ahead or read now together with others'. */
+async function readContentAhead(
+  rt: EngineRuntime,
+  trx: Kysely<DB>,
+  ahead: BatchReadAhead,
+  routine: Pick<ClaimedRoutine, 'id' | 'request_id' | 'routine_name'>,
+  mnemonics: readonly string[],
+): Promise<RequestContent> {
+  const own = ahead.contents.get(routine.request_id);
+  ahead.contents.delete(routine.request_id);
+  if (own !== undefined && mnemonics.every((m) => own.mnemonics.includes(m))) return own.content;
+  const others = ahead.routines
+    .filter(
+      (r) =>
+        r.routine_name === routine.routine_name &&
+        r.request_id !== routine.request_id &&
+        !ahead.started.has(r.id) &&
+        !ahead.contents.has(r.request_id),
+    )
+    .map((r) => r.request_id);
+  if (others.length === 0) return readRequestContent(trx, routine.request_id, mnemonics, rt.dialect);
+  const read = await readRequestContents(trx, [routine.request_id, ...others], mnemonics, rt.dialect);
+  for (const id of others) ahead.contents.set(id, { mnemonics: [...mnemonics], content: read.get(id)! });
+  return read.get(routine.request_id)!;
 }
 
 /** What a run context records about its attempt. */
@@ -75,13 +131,21 @@ export function createRunContext(
 ): RoutineContext {
   const routine = base.routine;
   const { dialect, database } = rt;
+  // Chained routines are written when the batch records its attempts, every successful attempt's in one
+  // read and one insert (a failed attempt's are dropped with it); voidAllNewRoutines writes this
+  // attempt's first, so that it sees them.
   const chain = async (names: readonly string[], sequence: 'append' | 'priority') => {
+    if (names.length === 0) return;
+    await checkRoutineNames(trx, names, rt.knownRoutineNames);
     attempt.effects.hasChained = true;
-    await addRequestRoutines(
-      trx,
-      { requestId: routine.request_id, queue: routine.execute_request_queue, names, sequence },
-      rt.knownRoutineNames,
-    );
+    attempt.effects.chains.push({
+      requestId: routine.request_id,
+      queue: routine.execute_request_queue,
+      names: [...names],
+      sequence,
+    });
+    if (attempt.locks.isWritingEachRoutine === true)
+      await addRoutinesToRequests(trx, attempt.effects.chains.splice(0));
   };
   // The request's JSON rows this attempt read or wrote, so that each is read once: every change to
   // them goes through putText and mergeRequestData, which keep this up to date.
@@ -90,7 +154,11 @@ export function createRunContext(
     Object.fromEntries(mnemonics.map((m) => [m, structuredClone(texts.get(m)!)]));
   const readRequest = async (mnemonics: readonly string[]) => {
     const missing = mnemonics.filter((m) => !texts.has(m));
-    const content = await readRequestContent(trx, routine.request_id, missing, dialect);
+    const ahead = attempt.locks.readAhead;
+    const content =
+      ahead === undefined || texts.size > 0
+        ? await readRequestContent(trx, routine.request_id, missing, dialect)
+        : await readContentAhead(rt, trx, ahead, routine, missing);
     for (const mnemonic of missing) texts.set(mnemonic, content.texts[mnemonic] ?? {});
     return { texts: cachedTexts(mnemonics), payloads: content.payloads };
   };
@@ -115,13 +183,19 @@ export function createRunContext(
     mergeRequestData: async (patch) => {
       const current = (await readTexts(['REQUEST_DATA'])).REQUEST_DATA!;
       await putText('REQUEST_DATA', { ...current, ...patch });
-      await mirrorRequestDetails(trx, database, routine.request_id, patch, stampOf(base.now()));
+      // Shredded into request_details when the batch records this attempt, with the others' patches.
+      const details = { requestId: routine.request_id, patch, stamp: stampOf(base.now()) };
+      if (attempt.locks.isWritingEachRoutine === true)
+        await mirrorRequestDetailsMany(trx, database, [details]);
+      else attempt.effects.details.push(details);
     },
     addRoutine: (name) => chain([name], 'append'),
     addRoutines: (names) => chain(names, 'append'),
     addPriorityRoutine: (name) => chain([name], 'priority'),
-    voidAllNewRoutines: (current) =>
-      voidNewRoutines(trx, routine.request_id, current ?? routine.routine_name),
+    voidAllNewRoutines: async (current) => {
+      await addRoutinesToRequests(trx, attempt.effects.chains.splice(0));
+      await voidNewRoutines(trx, routine.request_id, current ?? routine.routine_name);
+    },
     lock: (key) => lockRoutineKey(rt, trx, definition, attempt, key),
   };
 }

@@ -85,7 +85,8 @@ export async function runClaimed(
   options: { logLines: string[]; prepared?: Prepared; locks: BatchLocks },
 ): Promise<Attempt | 'deferred'> {
   const { logLines, prepared, locks } = options;
-  const effects: AttemptEffects = { hasChained: false };
+  const effects: AttemptEffects = { hasChained: false, chains: [], details: [] };
+  locks.readAhead?.started.add(claimed.id);
   rt.activeCount += 1;
   const startedAt = Date.now();
   try {

@@ -32,9 +32,11 @@ export interface EngineOptions {
 /**
  * A batch's routines are not started after this budget, so that one slow routine does not hold the
  * others' claims for long. A durable commit costs a disk flush, so committing per routine would cap a
- * worker at a few hundred routines per second; a batch shares one.
+ * worker at a few hundred routines per second; a batch shares one, and its other fixed statements (claim,
+ * start marks, records, chains). On a busy machine each routine takes longer by the clock, so a short
+ * budget would end batches after a few routines and multiply those statements per routine.
  */
-const BATCH_BUDGET_MS = 100;
+const BATCH_BUDGET_MS = 300;
 
 export interface EngineRuntime {
   readonly database: Database;
@@ -56,6 +58,13 @@ export interface EngineRuntime {
   readonly counters: CounterBook;
   /** Routines running right now in this process. */
   activeCount: number;
+  /**
+   * The routines of batches whose shared writes (their routines' chains and `request_details` rows, written
+   * for all of them at once) failed: a batch that runs one of them again writes each routine's in its own
+   * savepoint, so that a routine whose writes cannot be stored fails alone instead of failing every batch
+   * it is in. Removed once recorded.
+   */
+  readonly writingEachRoutineIds: Set<number>;
 }
 
 export function createEngineRuntime(options: EngineOptions): EngineRuntime {
@@ -76,6 +85,7 @@ export function createEngineRuntime(options: EngineOptions): EngineRuntime {
     references: createReferenceCache(options.config.referenceCacheTtlMs),
     counters: createCounterBook(),
     activeCount: 0,
+    writingEachRoutineIds: new Set(),
   };
 }
 
