@@ -8,23 +8,35 @@
  * - N colour fundus photographs (2000 x 2000, 8-bit, JPEG Baseline);
  * - 200 of them mixed (CT and fundus alternately; `BENCH_DICOM_MIXED`), with the server's RSS sampled
  *   every 100 ms while they drain.
- * Every file names one of 50 registered patients, so that every request runs DICOM_SEED ->
- * DEVICE_PROFILE -> EXTRACT_IMAGE -> PATIENT_MATCH -> ATTACH_TO_EVENT -> CLEAN_UP to COMPLETE (EXTRACT_IMAGE makes the
- * thumbnails, so PATIENT_MATCH queues no MAKE_THUMBNAILS). The bench fails unless every request ends
+ * Every file names one of 50 registered patients, so that every request runs DICOM_SEED (which also
+ * chooses the device profile) -> EXTRACT_IMAGE -> PATIENT_MATCH -> ATTACH_TO_EVENT -> CLEAN_UP to COMPLETE
+ * (EXTRACT_IMAGE makes the thumbnails, so PATIENT_MATCH queues no MAKE_THUMBNAILS). The bench fails unless every request ends
  * COMPLETE with its image stored, thumbnailed and linked to an event, and unless a sample of each kind
  * holds what a viewer must show (the CT through the file's window, the fundus JPEG as sent).
- * Images/s: the batch over the time from its first routine COMPLETE (the server started, the worker
- * claiming) to its last request COMPLETE, polled every 50 ms. The worker claims routines in id order, so
+ * Images/s: the batch over the time from its release to its last request COMPLETE, polled every 50 ms:
+ * the batch's routines wait in PAUSE until the server is ready (its worker starts before `/readyz`
+ * answers) and are then released to its idle slots, which look for work every 50 ms. The worker claims routines in id order, so
  * a backlog runs stage by stage (every DICOM_SEED, then every EXTRACT_IMAGE, ...): the notes give when
  * each stage was done, which shows where the time goes.
  * Targets: >= 50 images/s for each kind; peak RSS < 400 MB while the 200 mixed images drain.
  * Then the device corpus (`bench/dicom-device-corpus.ts`): ophthalmic device files drained as their
  * devices and as twins of an unknown device (the fallback profile), device, unknown, unknown, device after
- * a warm-up drain; target: device filing adds < 10% to the chain's time per object.
+ * a warm-up drain; target: device filing adds < 10% to the chain's time per object. Each drain also
+ * gives the server's CPU time per object (`utime + stime` of the process and its waited-for children,
+ * from `/proc/<pid>/stat`, between readiness and the last request COMPLETE), which other load on the
+ * machine disturbs less than the time.
+ * `BENCH_BASELINE_DIR=/path/to/checkout[,/path/to/another]`: instead of the unknown-device twins, the
+ * device corpus is drained by this checkout and by each baseline checkout's server (its
+ * `src/main/server.ts` with its `npm start` Node flags, intake and worker), each on a database of its own
+ * that its server migrates (so a checkout with other migrations can be measured), in the order A B ... B A
+ * after one warm-up drain each; device filing's cost is this checkout's ms (and CPU ms) per object against
+ * a baseline's, e.g. a checkout from before device filing.
  * `BENCH_DICOM_BATCHES` (default `ct,fundus,mixed,device`) chooses the batches.
  * `npm run bench -- dicom-chain --connections 8`.
  */
+import { readFile } from 'node:fs/promises';
 import http from 'node:http';
+import path from 'node:path';
 import { sql } from 'kysely';
 import sharp from 'sharp';
 import { loadConfig } from '../src/config.ts';
@@ -53,6 +65,7 @@ import {
   percentile,
   prepareDatabase,
   sendRequest,
+  startNodeFlagsOf,
   startRssSampler,
   startServer,
 } from './lib.ts';
@@ -63,20 +76,41 @@ const PATIENTS = 50;
 const RATE_TARGET = 50;
 const RSS_TARGET_BYTES = 400 * 1024 * 1024;
 const POLL_MS = 50;
+/** The queue's `idle_yield_ms` while a batch drains. */
+const IDLE_YIELD_MS = 50;
 const MB = 1024 * 1024;
-const CHAIN = [
-  'DICOM_SEED',
-  'DEVICE_PROFILE',
-  'EXTRACT_IMAGE',
-  'PATIENT_MATCH',
-  'ATTACH_TO_EVENT',
-  'CLEAN_UP',
-];
+const CHAIN = ['DICOM_SEED', 'EXTRACT_IMAGE', 'PATIENT_MATCH', 'ATTACH_TO_EVENT', 'CLEAN_UP'];
+/** Clock ticks per second of /proc/<pid>/stat times (USER_HZ, 100 on Linux). */
+const TICKS_PER_SECOND = 100;
 /** The routines that file a request's attachments under an event (one per request). */
 const FILING_ROUTINES = ['ATTACH_TO_EVENT', 'FILE_BIOMETRY'];
 const FILING_STAGE = 'ATTACH_TO_EVENT|FILE_BIOMETRY';
 /** The server's limit of requests in flight per client address, above any --connections. */
 const SERVER_ENV = { MAX_REQUESTS_PER_CLIENT: '1000' };
+
+/** Which checkout's server runs: this one, or a baseline's entry with its Node flags. */
+interface ServerChoice {
+  readonly entry?: string;
+  readonly nodeFlags?: readonly string[];
+}
+
+/** The server of the checkout at `dir` (its entry and the Node flags of its `npm start`). */
+function serverOf(dir: string): ServerChoice {
+  const root = path.resolve(dir);
+  return { entry: path.join(root, 'src/main/server.ts'), nodeFlags: startNodeFlagsOf(root) };
+}
+
+/**
+ * CPU time of process `pid` so far, in clock ticks: utime + stime (every thread, those that ended too)
+ * and cutime + cstime (its waited-for children).
+ */
+async function readCpuTicks(pid: number): Promise<number> {
+  const text = await readFile(`/proc/${pid}/stat`, 'utf8');
+  // The fields after the command name, which is in parentheses and may hold spaces.
+  const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
+  // utime, stime, cutime, cstime are fields 14-17 of the line; fields[0] here is field 3.
+  return [11, 12, 13, 14].reduce((sum, i) => sum + Number(fields[i]), 0);
+}
 
 type Kind = 'ct' | 'fundus';
 
@@ -200,17 +234,19 @@ async function queueSources(
 }
 
 interface Drain {
-  /** Images/s from the first routine COMPLETE to the last request COMPLETE. */
+  /** Images/s from the batch's release to the last request COMPLETE. */
   readonly perSec: number;
   /** Images/s from the server's readiness to the last request COMPLETE. */
   readonly fromReadyPerSec: number;
-  /** Seconds from the first routine COMPLETE to the last request COMPLETE. */
+  /** Seconds from the batch's release to the last request COMPLETE. */
   readonly seconds: number;
-  /** Seconds from the first routine COMPLETE until every routine of each stage was COMPLETE. */
+  /** Seconds from the batch's release until every routine of each stage was COMPLETE. */
   readonly stageSeconds: ReadonlyMap<string, number>;
   readonly idleRssBytes: number;
   readonly rssPeakBytes: number;
   readonly rssAfterBytes: number;
+  /** The server's CPU milliseconds from its readiness to the last request COMPLETE. */
+  readonly cpuMs: number;
 }
 
 /** Counts the batch's routines in `statuses`. */
@@ -262,15 +298,37 @@ async function drainBatch(
   prepared: PreparedDatabase,
   database: Database,
   requestIds: readonly number[],
+  choice: ServerChoice = {},
 ): Promise<Drain> {
   const total = requestIds.length;
-  const server = await startServer({ env: { ...prepared.env, ...SERVER_ENV, WORKER: 'in-process' } });
+  // The worker starts before the server answers /readyz: the batch waits in PAUSE (never claimed) until
+  // then, so that no work is done before the time and CPU measurements begin.
+  const setBatchStatus = (from: RoutineStatus, to: RoutineStatus) =>
+    database.db
+      .updateTable('request_routine')
+      .set({ status: to })
+      .where('request_id', '>=', Math.min(...requestIds))
+      .where('request_id', '<=', Math.max(...requestIds))
+      .where('status', '=', from)
+      .execute();
+  await setBatchStatus('NEW', 'PAUSE');
+  // Idle slots look for work every 50 ms rather than every second, so that they find the batch at once.
+  await database.db.updateTable('request_queue').set({ idle_yield_ms: IDLE_YIELD_MS }).execute();
+  const server = await startServer({
+    ...choice,
+    env: { ...prepared.env, ...SERVER_ENV, WORKER: 'in-process' },
+  });
   const ready = performance.now();
+  const readyTicks = await readCpuTicks(server.pid);
+  await setBatchStatus('PAUSE', 'NEW');
+  const releasedAt = performance.now();
   try {
     const idleRssBytes = await server.rssBytes();
     const sampler = startRssSampler(server.pid, POLL_MS);
     const deadline = Date.now() + Math.max(300_000, total * 2000);
-    let firstAt: number | undefined;
+    // The time runs from the batch's release: a worker commits a batch of routines at once, so the
+    // first COMPLETE comes only after its first batch.
+    const firstAt = releasedAt;
     const stageDoneAt = new Map<string, number>();
     for (;;) {
       const counts = await inBatch(database, requestIds)
@@ -279,7 +337,6 @@ async function drainBatch(
         .execute();
       const now = performance.now();
       const complete = counts.filter((c) => c.status === 'COMPLETE');
-      if (firstAt === undefined && complete.length > 0) firstAt = now;
       for (const c of complete)
         if (Number(c.n) === total && !stageDoneAt.has(c.routine_name)) stageDoneAt.set(c.routine_name, now);
       // The filing stage: ATTACH_TO_EVENT, or FILE_BIOMETRY in its place, for every request.
@@ -297,16 +354,18 @@ async function drainBatch(
       await new Promise((resolve) => setTimeout(resolve, POLL_MS));
     }
     const end = stageDoneAt.get('CLEAN_UP')!;
+    const cpuMs = ((await readCpuTicks(server.pid)) - readyTicks) * (1000 / TICKS_PER_SECOND);
     const rssPeakBytes = await sampler.stop();
-    const seconds = (end - firstAt!) / 1000;
+    const seconds = (end - firstAt) / 1000;
     return {
       perSec: total / Math.max(seconds, POLL_MS / 1000),
       fromReadyPerSec: total / ((end - ready) / 1000),
       seconds,
-      stageSeconds: new Map([...stageDoneAt].map(([name, at]) => [name, (at - firstAt!) / 1000])),
+      stageSeconds: new Map([...stageDoneAt].map(([name, at]) => [name, (at - firstAt) / 1000])),
       idleRssBytes,
       rssPeakBytes,
       rssAfterBytes: await server.rssBytes(),
+      cpuMs,
     };
   } finally {
     await server.stop();
@@ -513,7 +572,7 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
         drainRow(`drain ${batch.label}: images/s`, dialect, slots, sources.length, drain),
       );
       const rates =
-        `${drain.perSec.toFixed(1)} images/s (${drain.seconds.toFixed(1)} s from the first routine COMPLETE to the last request COMPLETE; ` +
+        `${drain.perSec.toFixed(1)} images/s (${drain.seconds.toFixed(1)} s from the batch's release to the last request COMPLETE; ` +
         `${drain.fromReadyPerSec.toFixed(1)}/s from the server's readiness); every routine of a stage COMPLETE after ` +
         CHAIN.map((name) => `${name} ${drain.stageSeconds.get(name)?.toFixed(1) ?? '-'} s`).join(', ');
       if (batch.kinds.every((k) => k === batch.kinds[0])) {
@@ -544,13 +603,15 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
       }
     }
     if (batchNames.includes('device')) {
-      const device = await runDeviceComparison(prepared, database, {
-        dialect,
-        connections,
-        slots,
-        sets: deviceSets,
-        firstPatient: PATIENTS + 1,
-      });
+      const baselines = (process.env.BENCH_BASELINE_DIR ?? '')
+        .split(',')
+        .map((dir) => dir.trim())
+        .filter((dir) => dir !== '');
+      const input = { dialect, connections, slots, sets: deviceSets, firstPatient: PATIENTS + 1 };
+      const device =
+        baselines.length === 0
+          ? await runDeviceComparison(prepared, database, input)
+          : await runBaselineComparison(prepared, database, baselines, input);
       rows.push(...device.rows);
       notes.push(...(device.notes ?? []));
     }
@@ -570,8 +631,8 @@ interface DeviceDrain {
 
 /**
  * Queues `sources` through the intake of a worker-less server, drains them with a fresh in-process
- * worker and checks every request: COMPLETE, filed by the expected profile, its extracted PDF or image
- * linked to an event.
+ * worker and checks every request: COMPLETE, its extracted PDF or image linked to an event, and (with
+ * `checkProfiles`) filed by the expected profile. `choice` names the checkout whose server runs.
  */
 async function queueAndDrainDevices(
   prepared: PreparedDatabase,
@@ -580,18 +641,24 @@ async function queueAndDrainDevices(
   connections: number,
   label: string,
   dialect: Dialect,
+  choice: ServerChoice = {},
+  checkProfiles = true,
 ): Promise<{ intake: Intake; result: DeviceDrain }> {
-  const intakeServer = await startServer({ env: { ...prepared.env, ...SERVER_ENV, WORKER: 'off' } });
+  const intakeServer = await startServer({
+    ...choice,
+    env: { ...prepared.env, ...SERVER_ENV, WORKER: 'off' },
+  });
   let intake: Intake;
   try {
     intake = await queueSources(intakeServer.url, intakeServer.pid, sources, connections, label, dialect);
   } finally {
     await intakeServer.stop();
   }
-  const drain = await drainBatch(prepared, database, intake.requestIds);
+  const drain = await drainBatch(prepared, database, intake.requestIds, choice);
   const notComplete = await countRoutines(database, intake.requestIds, ['NEW', ...STOPPED]);
   if (notComplete > 0) throw new Error(`${label}: ${notComplete} routine(s) are not COMPLETE`);
   for (const [i, source] of sources.entries()) {
+    if (!checkProfiles) break;
     const filing = await readRequestDeviceFiling(database.db, intake.requestIds[i]!);
     if (filing === undefined || !source.expectedProfile.test(filing.profile))
       throw new Error(
@@ -625,11 +692,41 @@ function msPerObject(drains: readonly DeviceDrain[], seconds: (d: Drain) => numb
   return (1000 * drains.reduce((sum, d) => sum + seconds(d.drain), 0)) / files;
 }
 
+/** The server's CPU milliseconds per object of the drains together. */
+function cpuMsPerObject(drains: readonly DeviceDrain[]): number {
+  const files = drains.reduce((sum, d) => sum + d.files, 0);
+  return drains.reduce((sum, d) => sum + d.drain.cpuMs, 0) / files;
+}
+
 /** Seconds between two stages' completion (every routine of `to` COMPLETE after every one of `from`). */
 function stageGap(drain: Drain, from: string, to: string): number {
   const a = drain.stageSeconds.get(from);
   const b = drain.stageSeconds.get(to);
   return a === undefined || b === undefined ? Number.NaN : Math.max(0, b - a);
+}
+
+/** When each stage of a device drain was done (`DEVICE_PROFILE` where the checkout runs it as a step). */
+function stageNote(drain: Drain): string {
+  return [
+    'DICOM_SEED',
+    ...(drain.stageSeconds.has('DEVICE_PROFILE') ? ['DEVICE_PROFILE'] : []),
+    'EXTRACT_IMAGE',
+    'PATIENT_MATCH',
+    FILING_STAGE,
+    'CLEAN_UP',
+  ]
+    .map((name) => `${name} ${drain.stageSeconds.get(name)?.toFixed(2) ?? '-'} s`)
+    .join(', ');
+}
+
+const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
+
+/** The corpus's description in the notes. */
+function corpusNote(sets: number): string {
+  return (
+    `device corpus: ${sets} study set(s) of ${FILES_PER_SET} files per drain (Humphrey PDF, Cirrus OCT PDF, Heidelberg OCT image, ` +
+    `Topcon and Kowa photographs, each right and left of one study; IOLMaster 500 and 700 of one study)`
+  );
 }
 
 /**
@@ -682,35 +779,147 @@ async function runDeviceComparison(
   const overhead = (deviceMs - genericMs) / genericMs;
   const stage = (list: readonly DeviceDrain[], from: string, to: string) =>
     msPerObject(list, (d) => stageGap(d, from, to));
-  const profileMs = stage(device, 'DICOM_SEED', 'DEVICE_PROFILE');
-  const genericProfileMs = stage(generic, 'DICOM_SEED', 'DEVICE_PROFILE');
+  // DICOM_SEED reads the header and chooses the profile: its stage runs from the first COMPLETE.
+  const seedMs = msPerObject(device, (d) => d.stageSeconds.get('DICOM_SEED') ?? Number.NaN);
+  const genericSeedMs = msPerObject(generic, (d) => d.stageSeconds.get('DICOM_SEED') ?? Number.NaN);
   const filingMs = stage(device, 'PATIENT_MATCH', FILING_STAGE);
   const genericFilingMs = stage(generic, 'PATIENT_MATCH', FILING_STAGE);
-  const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
+  const deviceCpu = cpuMsPerObject(device);
+  const genericCpu = cpuMsPerObject(generic);
   const notes = [
-    `device corpus: ${sets} study set(s) of ${FILES_PER_SET} files per drain (Humphrey PDF, Cirrus OCT PDF, Heidelberg OCT image, ` +
-      `Topcon and Kowa photographs, each right and left of one study; IOLMaster 500 and 700 of one study), ` +
+    `${corpusNote(sets)}, ` +
       `drained as their devices (${device.reduce((s, d) => s + d.files, 0)} files, ${device.reduce((s, d) => s + d.events, 0)} events) ` +
       `and as unknown devices (Modality OT, unknown manufacturer and model: the fallback profile; ${generic.reduce((s, d) => s + d.files, 0)} files, ` +
       `${generic.reduce((s, d) => s + d.events, 0)} events), in the order ${order.map((u) => (u ? 'unknown' : 'device')).join(', ')} after an unmeasured warm-up drain ` +
       `(one set of each); every request COMPLETE, ` +
       'filed by the expected profile, its PDF or image under an event',
     `device filing: chain ${deviceMs.toFixed(1)} ms per object as their devices vs ${genericMs.toFixed(1)} ms as unknown devices ` +
-      `(first routine COMPLETE to last request COMPLETE, over ${slots} worker slots): device filing adds ${pct(overhead)}; ` +
-      `target < 10%: ${overhead < 0.1 ? 'met' : 'MISSED'}`,
-    `device filing by stage (ms per object, device vs unknown): DEVICE_PROFILE ${profileMs.toFixed(1)} vs ${genericProfileMs.toFixed(1)}, ` +
+      `(release to last request COMPLETE, over ${slots} worker slots): device filing adds ${pct(overhead)}; ` +
+      `target < 10%: ${overhead < 0.1 ? 'met' : 'MISSED'}; server CPU ${deviceCpu.toFixed(1)} vs ${genericCpu.toFixed(1)} ms per object (${pct((deviceCpu - genericCpu) / genericCpu)})`,
+    `device filing by stage (ms per object, device vs unknown): DICOM_SEED (header and profile) ${seedMs.toFixed(1)} vs ${genericSeedMs.toFixed(1)}, ` +
       `ATTACH_TO_EVENT or FILE_BIOMETRY ${filingMs.toFixed(1)} vs ${genericFilingMs.toFixed(1)} (the time from the previous stage's ` +
-      `last COMPLETE to this stage's last COMPLETE, over the files; the stage's share of the chain: DEVICE_PROFILE ${pct(profileMs / deviceMs)}, filing ${pct(filingMs / deviceMs)})`,
-    // The stages the two corpora run differently, against the whole chain of the unknown devices: less
-    // exposed to drift in the stages both run alike (DICOM_SEED, EXTRACT_IMAGE, PATIENT_MATCH).
-    `device-specific stages: (DEVICE_PROFILE + filing) ${(profileMs + filingMs).toFixed(1)} vs ${(genericProfileMs + genericFilingMs).toFixed(1)} ms per object, ` +
-      `a difference of ${pct((profileMs + filingMs - genericProfileMs - genericFilingMs) / genericMs)} of the unknown devices' chain`,
+      `last COMPLETE to this stage's last COMPLETE, over the files; the stage's share of the chain: DICOM_SEED ${pct(seedMs / deviceMs)}, filing ${pct(filingMs / deviceMs)})`,
     ...drains.map(
       (d, i) =>
-        `device drain ${i + 1}/4 (${d.unknown ? 'unknown devices' : 'devices'}): ${d.result.files} files in ${d.result.drain.seconds.toFixed(2)} s; stages done after ` +
-        [...CHAIN.slice(0, 4), FILING_STAGE, 'CLEAN_UP']
-          .map((name) => `${name} ${d.result.drain.stageSeconds.get(name)?.toFixed(2) ?? '-'} s`)
-          .join(', '),
+        `device drain ${i + 1}/4 (${d.unknown ? 'unknown devices' : 'devices'}): ${d.result.files} files in ${d.result.drain.seconds.toFixed(2)} s, ` +
+        `server CPU ${(d.result.drain.cpuMs / 1000).toFixed(2)} s; stages done after ${stageNote(d.result.drain)}`,
+    ),
+  ];
+  return { rows, notes };
+}
+
+/**
+ * The device corpus drained by this checkout and by each of `baselineDirs` (its own server and database),
+ * in the order A B ... B A after a warm-up drain each; device filing's cost = (this checkout's ms per
+ * object - a baseline's) / the baseline's, and likewise for the server's CPU per object.
+ */
+async function runBaselineComparison(
+  prepared: PreparedDatabase,
+  database: Database,
+  baselineDirs: readonly string[],
+  input: { dialect: Dialect; connections: number; slots: number; sets: number; firstPatient: number },
+): Promise<BenchReport> {
+  const { dialect, connections, slots, sets } = input;
+  interface Checkout {
+    readonly label: string;
+    readonly prepared: PreparedDatabase;
+    readonly database: Database;
+    readonly choice: ServerChoice;
+    readonly isThis: boolean;
+    readonly drains: DeviceDrain[];
+  }
+  const checkouts: Checkout[] = [
+    { label: 'this checkout', prepared, database, choice: {}, isThis: true, drains: [] },
+  ];
+  const rows: BenchRow[] = [];
+  try {
+    for (const dir of baselineDirs) {
+      const choice = serverOf(dir);
+      // An empty database that the baseline's own server migrates, then the bench's account and patients.
+      const own = await prepareDatabase(dialect, { migrate: false });
+      checkouts.push({
+        label: `baseline ${path.resolve(dir)}`,
+        prepared: own,
+        database: await openDatabase(loadConfig({ ...own.env, LOG_LEVEL: 'warn' }).database, { poolSize: 2 }),
+        choice,
+        isThis: false,
+        drains: [],
+      });
+      const migrating = await startServer({ ...choice, env: { ...own.env, ...SERVER_ENV, WORKER: 'off' } });
+      await migrating.stop();
+      const added = checkouts.at(-1)!;
+      await ensureBenchAccount(added.database);
+      await insertMatchablePatients(added.database, input.firstPatient - 1 + 4 * sets + 2);
+    }
+    for (const c of checkouts) {
+      const warmUp = await buildDeviceSources(1, input.firstPatient + 4 * sets, false);
+      await queueAndDrainDevices(
+        c.prepared,
+        c.database,
+        warmUp,
+        connections,
+        `device corpus warm-up (${c.label})`,
+        dialect,
+        c.choice,
+        c.isThis,
+      );
+    }
+    const order = [...checkouts, ...[...checkouts].reverse()];
+    for (const [i, c] of order.entries()) {
+      const sources = await buildDeviceSources(sets, input.firstPatient + c.drains.length * sets, false);
+      const label = `device corpus, ${c.label}`;
+      const { intake, result } = await queueAndDrainDevices(
+        c.prepared,
+        c.database,
+        sources,
+        connections,
+        `queue add ${label} (multipart, worker off)`,
+        dialect,
+        c.choice,
+        c.isThis,
+      );
+      c.drains.push(result);
+      rows.push(
+        intake.row,
+        drainRow(
+          `drain ${label} (${i + 1}/${order.length}): objects/s`,
+          dialect,
+          slots,
+          sources.length,
+          result.drain,
+        ),
+      );
+    }
+  } finally {
+    for (const c of checkouts.slice(1)) {
+      await c.database.close();
+      await c.prepared.cleanup();
+    }
+  }
+  const [self] = checkouts;
+  const selfMs = msPerObject(self!.drains, (d) => d.seconds);
+  const selfCpu = cpuMsPerObject(self!.drains);
+  const notes = [
+    `${corpusNote(sets)}, drained as their devices by each checkout's own server (intake and in-process worker, ${slots} slots) ` +
+      `on a database of its own, in the order ${[...checkouts, ...[...checkouts].reverse()].map((c) => c.label).join(', ')} ` +
+      `after an unmeasured warm-up drain each (one set); every request COMPLETE, its PDF or image under an event ` +
+      `(this checkout's also filed by the expected profile)`,
+    ...checkouts.map((c) => {
+      const ms = msPerObject(c.drains, (d) => d.seconds);
+      const cpu = cpuMsPerObject(c.drains);
+      return (
+        `${c.label}: chain ${ms.toFixed(1)} ms per object (drains ${c.drains.map((d) => ((1000 * d.drain.seconds) / d.files).toFixed(1)).join(', ')}), ` +
+        `server CPU ${cpu.toFixed(1)} ms per object (drains ${c.drains.map((d) => (d.drain.cpuMs / d.files).toFixed(1)).join(', ')})` +
+        (c.isThis
+          ? ''
+          : `; this checkout against it: time ${pct((selfMs - ms) / ms)}, CPU ${pct((selfCpu - cpu) / cpu)}; target < 10%: ${(selfMs - ms) / ms < 0.1 ? 'met' : 'MISSED'}`)
+      );
+    }),
+    ...checkouts.flatMap((c) =>
+      c.drains.map(
+        (d, i) =>
+          `${c.label}, drain ${i + 1}: ${d.files} files, ${d.events} events, in ${d.drain.seconds.toFixed(2)} s; stages done after ${stageNote(d.drain)}`,
+      ),
     ),
   ];
   return { rows, notes };

@@ -123,6 +123,11 @@ export interface PrepareDatabaseOptions {
   readonly fill?: (database: Database, context: PrepareContext) => Promise<void>;
   /** Runs on every prepare, after `fill` (e.g. make sure the bench account exists). */
   readonly setup?: (database: Database, context: PrepareContext) => Promise<void>;
+  /**
+   * `false`: leave the new database empty, for another checkout's server to migrate (its migrations may
+   * differ from this checkout's); `fill` and `setup` then run on the empty database. Default true.
+   */
+  readonly migrate?: boolean;
 }
 
 /** What `fill` and `setup` get besides the database: the protected files the server will use. */
@@ -269,7 +274,7 @@ export async function prepareDatabase(
   const context: PrepareContext = { filesDir, files: createLocalFileStore(filesDir), url };
   let wasFilled = false;
   try {
-    await migrateToLatest(database);
+    if (options.migrate !== false) await migrateToLatest(database);
     if (isNew && options.fill !== undefined) {
       await options.fill(database, context);
       wasFilled = true;

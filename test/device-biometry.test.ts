@@ -74,8 +74,8 @@ forEachDialect((dialect) => {
     }
 
     /**
-     * Queues `bytes`, runs DICOM_SEED and DEVICE_PROFILE, marks the request for the biometry filer, and
-     * drains the queue.
+     * Queues `bytes`, runs DICOM_SEED (which chooses the device profile), marks the request for the
+     * biometry filer, and drains the queue.
      */
     async function file(bytes: Buffer): Promise<{ requestId: number; ran: string[] }> {
       const form = new FormData();
@@ -87,7 +87,7 @@ forEachDialect((dialect) => {
       assert.equal(response.status, 200, await response.clone().text());
       const { request_id: requestId } = (await response.json()) as { request_id: number };
       const ran: string[] = [];
-      for (const expected of ['DICOM_SEED', 'DEVICE_PROFILE']) {
+      for (const expected of ['DICOM_SEED']) {
         const step = await engine.step();
         assert.ok(step.kind === 'ran' && step.routineName === expected, `${expected} ran`);
         ran.push(`${step.routineName}:${step.status}`);
@@ -532,9 +532,9 @@ forEachDialect((dialect) => {
       const { patientId, tags } = await newPatient();
       const study = { studyUid: newUid(), sopUid: newUid() };
       const { requestId, ran } = await file(await iolMaster500(tags, study));
-      // The device profile refuses a file without any date, before the biometry filer.
-      assert.ok(ran.includes('DEVICE_PROFILE:FAILED'), ran.join(', '));
-      const routine = (await routinesOf(app.db, requestId)).find((r) => r.routine_name === 'DEVICE_PROFILE')!;
+      // DICOM_SEED, choosing the device profile, refuses a file without any date, before the biometry filer.
+      assert.ok(ran.includes('DICOM_SEED:FAILED'), ran.join(', '));
+      const routine = (await routinesOf(app.db, requestId)).find((r) => r.routine_name === 'DICOM_SEED')!;
       assert.equal(routine.try_count, 1);
       const log = (await executionsOf(app.db, routine.id)).at(-1)?.log_text ?? '';
       assert.match(log, /no usable date/);

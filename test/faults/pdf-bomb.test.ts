@@ -162,7 +162,7 @@ describe('an Encapsulated PDF holding a 16000 x 16000 image [sqlite]', () => {
     const dicomFile = path.join(work, `${name}.dcm`);
     writeFileSync(pdfFile, pdf);
     assert.ok(pdf.length < 1 * MiB, 'the PDF is small');
-    // A Study Date: DEVICE_PROFILE refuses a file without any date.
+    // A Study Date: DICOM_SEED refuses a file without any date.
     execFileSync(
       'pdf2dcm',
       ['+pn', 'Bomb^Test', '+pi', 'BOMB1', '-k', '0008,0020=20260312', pdfFile, dicomFile],

@@ -219,7 +219,6 @@ forEachDialect((dialect) => {
       });
       assert.deepEqual(await drain(), [
         'DICOM_SEED:COMPLETE',
-        'DEVICE_PROFILE:COMPLETE',
         'EXTRACT_IMAGE:COMPLETE',
         'PATIENT_MATCH:FAILED',
       ]);

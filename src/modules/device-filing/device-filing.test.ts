@@ -699,8 +699,14 @@ forEachDialect((dialect) => {
         [null],
       );
       assert.ok((await routinesOf(app.db, requestId)).every((r) => r.try_count === 1));
-      const profile = (await routinesOf(app.db, requestId)).find((r) => r.routine_name === 'DEVICE_PROFILE');
-      const log = (await executionsOf(app.db, profile!.id)).at(-1)?.log_text ?? '';
+      // DICOM_SEED chooses the profile from the header it reads, with no queue step of its own.
+      const routines = await routinesOf(app.db, requestId);
+      assert.ok(
+        routines.every((r) => r.routine_name !== 'DEVICE_PROFILE'),
+        routines.map((r) => r.routine_name).join(),
+      );
+      const seed = routines.find((r) => r.routine_name === 'DICOM_SEED');
+      const log = (await executionsOf(app.db, seed!.id)).at(-1)?.log_text ?? '';
       assert.match(log, /profile generic-image/);
       assert.match(log, /eye: none \(no laterality in the file \(none, or U\)\); filed without a body site/);
     });
@@ -747,11 +753,103 @@ forEachDialect((dialect) => {
           content: 'image',
         }),
       );
-      assert.deepEqual(await drain(), ['DICOM_SEED:COMPLETE', 'DEVICE_PROFILE:FAILED']);
-      const profile = (await routinesOf(app.db, requestId)).find((r) => r.routine_name === 'DEVICE_PROFILE');
-      assert.equal(profile?.try_count, 1);
-      assert.match((await executionsOf(app.db, profile.id)).at(-1)?.log_text ?? '', /no usable date/);
+      assert.deepEqual(await drain(), ['DICOM_SEED:FAILED']);
+      const seed = (await routinesOf(app.db, requestId)).find((r) => r.routine_name === 'DICOM_SEED');
+      assert.equal(seed?.try_count, 1);
+      assert.match((await executionsOf(app.db, seed.id)).at(-1)?.log_text ?? '', /no usable date/);
       assert.equal((await eventsOf(patientId)).length, 0);
+    });
+
+    it('finishes a request queued with DEVICE_PROFILE pending, as an earlier DICOM_SEED left it', async () => {
+      const { patientId, patient } = await newPatient();
+      const requestId = await send(
+        await buildDeviceObject({
+          sopClassUid: OPHTHALMIC_PHOTOGRAPHY_8_BIT,
+          studyInstanceUid: newUid(),
+          patient,
+          modality: 'OP',
+          manufacturer: 'Kowa',
+          model: 'nonmyd WX3D',
+          imageLaterality: 'R',
+          acquisitionDateTime: '20240312101530',
+          content: 'image',
+        }),
+      );
+      const step = await engine.step();
+      assert.ok(step.kind === 'ran' && step.routineName === 'DICOM_SEED' && step.status === 'COMPLETE');
+      // What a DICOM_SEED that chained DEVICE_PROFILE left: the header and the dicom_ keys stored, no
+      // device_ key, and DEVICE_PROFILE pending where EXTRACT_IMAGE now is.
+      const row = await app.db
+        .selectFrom('attachment_data')
+        .select(['id', 'text_data'])
+        .where('request_id', '=', requestId)
+        .where('attachment_mnemonic', '=', 'REQUEST_DATA')
+        .executeTakeFirstOrThrow();
+      const data = JSON.parse(String(row.text_data)) as Record<string, unknown>;
+      assert.equal(data.device_profile, 'kowa');
+      const seeded = Object.fromEntries(Object.entries(data).filter(([key]) => !key.startsWith('device_')));
+      await app.db
+        .updateTable('attachment_data')
+        .set({ text_data: JSON.stringify(seeded) })
+        .where('id', '=', row.id)
+        .execute();
+      await app.db
+        .deleteFrom('request_details')
+        .where('request_id', '=', requestId)
+        .where(
+          'name',
+          'in',
+          Object.keys(data).filter((key) => key.startsWith('device_')),
+        )
+        .execute();
+      await app.db
+        .updateTable('request_routine')
+        .set({ routine_name: 'DEVICE_PROFILE' })
+        .where('request_id', '=', requestId)
+        .where('routine_name', '=', 'EXTRACT_IMAGE')
+        .where('status', '=', 'NEW')
+        .execute();
+      const operator = await createOperator(app.db);
+      const client = new ConsoleClient(app);
+      await client.signIn(operator);
+      const pending = await (await client.get(`/console/requests/${requestId}`)).text();
+      assert.doesNotMatch(pending, /<h2>Device filing<\/h2>/, 'no profile recorded yet');
+
+      assert.deepEqual(await drain(), [
+        'DEVICE_PROFILE:COMPLETE',
+        'EXTRACT_IMAGE:COMPLETE',
+        'PATIENT_MATCH:COMPLETE',
+        'ATTACH_TO_EVENT:COMPLETE',
+        'CLEAN_UP:COMPLETE',
+      ]);
+      const routines = await routinesOf(app.db, requestId);
+      assert.deepEqual(
+        routines.map((r) => [r.routine_name, r.status]),
+        [
+          ['DICOM_SEED', 'COMPLETE'],
+          ['DEVICE_PROFILE', 'COMPLETE'],
+          ['EXTRACT_IMAGE', 'COMPLETE'],
+          ['PATIENT_MATCH', 'COMPLETE'],
+          ['ATTACH_TO_EVENT', 'COMPLETE'],
+          ['CLEAN_UP', 'COMPLETE'],
+        ],
+      );
+      const profile = routines.find((r) => r.routine_name === 'DEVICE_PROFILE')!;
+      assert.match((await executionsOf(app.db, profile.id)).at(-1)?.log_text ?? '', /profile kowa /);
+      const [event, ...others] = await eventsOf(patientId);
+      assert.ok(event);
+      assert.equal(others.length, 0);
+      assert.equal(event.event_date, '2024-03-12 10:15:30');
+      assert.deepEqual(await subtypesOf(event.id), ['Clinical Photograph Colour']);
+      assert.deepEqual(
+        (await attachmentsOf(event.id))
+          .filter((a) => a.attachment_mnemonic.startsWith('DICOM_IMAGE_'))
+          .map((a) => [a.body_site_snomed_type, a.attachment_type]),
+        [[RIGHT, 'Clinical Photograph Colour']],
+      );
+      const page = await (await client.get(`/console/requests/${requestId}`)).text();
+      assert.match(page, /<dt>Profile<\/dt><dd>kowa<\/dd>/);
+      assert.match(page, /<dt>Eye<\/dt><dd>Right<\/dd>/);
     });
 
     it('hands a biometry device to FILE_BIOMETRY instead of filing an OphGeneric event', async () => {

@@ -3,7 +3,7 @@
  * profiles (built-in, and a site's from `DEVICE_PROFILES_FILE`) choose the event subtype, attachment type,
  * measurement reader and filer from the header; the filer files one OphGeneric event per patient and
  * study with its subtype, Device Information, eye and (visual fields) indices. The queue's routines
- * (`DEVICE_PROFILE`, `ATTACH_TO_EVENT`) use it through this file; docs/DICOM.md describes it.
+ * (`DICOM_SEED`, `ATTACH_TO_EVENT`) use it through this file; docs/DICOM.md describes it.
  */
 export type {
   DeviceExtraction,

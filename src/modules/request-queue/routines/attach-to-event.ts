@@ -9,7 +9,7 @@
  * payload is skipped no event is created. The lock is held until the worker's batch commits, so that the
  * check and the filing are never interleaved with another request's of the same patient.
  *
- * A DICOM request whose device profile was chosen (`DEVICE_PROFILE`) is filed by the device-filing module
+ * A DICOM request whose device profile was chosen (by `DICOM_SEED`) is filed by the device-filing module
  * instead: into the one event of its patient and study (created with the study's first file), dated by
  * the device, with its subtype, Device Information, eye and visual field indices. Re-sending a file that
  * is already filed changes nothing.
@@ -204,8 +204,7 @@ async function fileDevice(
   const data = input.requestData;
   const text = (key: string) => (typeof data[key] === 'string' ? data[key] : null);
   const eventDate = text('device_event_date');
-  if (eventDate === null)
-    throw new PermanentRoutineError('No device event date: DEVICE_PROFILE must run first');
+  if (eventDate === null) throw new PermanentRoutineError('No device event date: DICOM_SEED must run first');
   const laterality = text('device_laterality');
   const outcome = await fileDeviceObject(
     {

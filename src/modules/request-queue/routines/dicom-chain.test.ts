@@ -149,7 +149,6 @@ forEachDialect((dialect) => {
 
         assert.deepEqual(await drain(), [
           'DICOM_SEED:COMPLETE',
-          'DEVICE_PROFILE:COMPLETE',
           'EXTRACT_IMAGE:COMPLETE',
           'PATIENT_MATCH:COMPLETE',
           'ATTACH_TO_EVENT:COMPLETE',
@@ -197,7 +196,6 @@ forEachDialect((dialect) => {
         // The file names no date of birth: the chain stops at the patient match, the image is stored.
         assert.deepEqual(await drain(), [
           'DICOM_SEED:COMPLETE',
-          'DEVICE_PROFILE:COMPLETE',
           'EXTRACT_IMAGE:COMPLETE',
           'PATIENT_MATCH:FAILED',
         ]);
@@ -256,7 +254,6 @@ forEachDialect((dialect) => {
         (await routinesOf(app.db, bomb)).map((r) => [r.routine_name, r.status, r.try_count]),
         [
           ['DICOM_SEED', 'COMPLETE', 1],
-          ['DEVICE_PROFILE', 'COMPLETE', 1],
           ['EXTRACT_IMAGE', 'FAILED', 1],
         ],
       );

@@ -2,31 +2,43 @@
  * `DICOM_SEED` (step 1 of the DICOM chain): checks the request's DICOM payload as a
  * Part 10 file within the configured limits and reads its main tags, on the DICOM module's worker
  * threads (never on the event loop). Stores the tags as the `DICOM_HEADER` row and in `REQUEST_DATA`
- * (keys prefixed `dicom_`), with the transfer syntax, SOP class and frame count, then chains
- * `DEVICE_PROFILE`. A file that is not a readable Part 10 file, or is over a limit, fails permanently with
- * the cause the reader names (no `DICM` prefix, element past the end of the file, too many elements, ...).
+ * (keys prefixed `dicom_`), with the transfer syntax, SOP class and frame count; chooses the device
+ * profile from the same header and records it, the event date and the eye (keys prefixed `device_`, see
+ * `device-profile.ts`); then chains `EXTRACT_IMAGE`. A file that is not a readable Part 10 file, or is
+ * over a limit, fails permanently with the cause the reader names (no `DICM` prefix, element past the
+ * end of the file, too many elements, ...); so does a file with no usable date.
  */
 import type { DicomSummary } from '../../dicom/index.ts';
 import { DicomError, readDicomFile } from '../../dicom/index.ts';
 import { PermanentRoutineError, defineRoutine } from './catalog.ts';
+import type { DeviceProfileRecord } from './device-profile.ts';
+import { profileDicomFile } from './device-profile.ts';
 import { readDicomPayload } from './dicom-payload.ts';
 
-export const dicomSeedRoutine = defineRoutine<DicomSummary>({
+interface Seed {
+  readonly summary: DicomSummary;
+  readonly device: DeviceProfileRecord;
+}
+
+export const dicomSeedRoutine = defineRoutine<Seed>({
   name: 'DICOM_SEED',
   timeoutMs: 120_000,
   retry: 'backoff',
   prepare: async (ctx) => {
     const bytes = await readDicomPayload(ctx);
+    let summary: DicomSummary;
     try {
-      return await readDicomFile(bytes, ctx.config);
+      summary = await readDicomFile(bytes, ctx.config);
     } catch (error) {
       if (error instanceof DicomError) {
         throw new PermanentRoutineError(`Not a readable DICOM file (${error.code}): ${error.message}`);
       }
       throw error;
     }
+    const device = profileDicomFile(summary.header, summary, ctx.config.deviceProfiles);
+    return { summary, device };
   },
-  run: async (ctx, summary) => {
+  run: async (ctx, { summary, device }) => {
     const { header } = summary;
     await ctx.putText('DICOM_HEADER', header);
     await ctx.mergeRequestData({
@@ -44,10 +56,12 @@ export const dicomSeedRoutine = defineRoutine<DicomSummary>({
       dicom_has_pixel_data: summary.hasPixelData,
       dicom_model: header.ManufacturerModelName,
       dicom_sop_instance_uid: header.SOPInstanceUID,
+      ...device.requestData,
     });
     ctx.log(
       `DICOM header read (modality ${header.Modality ?? 'none'}, transfer syntax ${summary.transferSyntaxUid}, ${summary.elementCount} elements)`,
     );
-    await ctx.addRoutine('DEVICE_PROFILE');
+    for (const line of device.logLines) ctx.log(line);
+    await ctx.addRoutine('EXTRACT_IMAGE');
   },
 });

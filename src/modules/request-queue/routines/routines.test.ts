@@ -119,7 +119,6 @@ forEachDialect((dialect) => {
       });
       assert.deepEqual(await drain(), [
         'DICOM_SEED:COMPLETE',
-        'DEVICE_PROFILE:COMPLETE',
         'EXTRACT_IMAGE:COMPLETE',
         'PATIENT_MATCH:COMPLETE',
         'MAKE_THUMBNAILS:COMPLETE',
@@ -130,12 +129,11 @@ forEachDialect((dialect) => {
         (await routinesOf(testDb.db, requestId)).map((r) => [r.routine_name, r.execute_sequence]),
         [
           ['DICOM_SEED', 10],
-          ['DEVICE_PROFILE', 20],
-          ['EXTRACT_IMAGE', 30],
-          ['PATIENT_MATCH', 40],
-          ['MAKE_THUMBNAILS', 50],
-          ['ATTACH_TO_EVENT', 60],
-          ['CLEAN_UP', 70],
+          ['EXTRACT_IMAGE', 20],
+          ['PATIENT_MATCH', 30],
+          ['MAKE_THUMBNAILS', 40],
+          ['ATTACH_TO_EVENT', 50],
+          ['CLEAN_UP', 60],
         ],
       );
 
