@@ -247,7 +247,24 @@ interface Drain {
   readonly rssAfterBytes: number;
   /** The server's CPU milliseconds from its readiness to the last request COMPLETE. */
   readonly cpuMs: number;
+  /** CPU time of the whole server process (every thread) and of its main thread per image, in ms. */
+  readonly cpuMsPerImage: number;
+  readonly mainCpuMsPerImage: number;
 }
+
+/** utime + stime of process `pid` (every thread, ended ones too) and of its main thread, in ms. */
+async function readCpuMs(pid: number): Promise<{ allMs: number; mainMs: number }> {
+  const ticks = async (file: string) => {
+    const text = await readFile(file, 'utf8');
+    // Fields after the command name start at field 3; utime and stime are fields 14 and 15.
+    const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS_PER_SEC;
+  };
+  return { allMs: await ticks(`/proc/${pid}/stat`), mainMs: await ticks(`/proc/${pid}/task/${pid}/stat`) };
+}
+
+/** Linux's USER_HZ. */
+const CLOCK_TICKS_PER_SEC = 100;
 
 /** Counts the batch's routines in `statuses`. */
 async function countRoutines(
@@ -324,6 +341,7 @@ async function drainBatch(
   const releasedAt = performance.now();
   try {
     const idleRssBytes = await server.rssBytes();
+    const cpuAtReady = await readCpuMs(server.pid);
     const sampler = startRssSampler(server.pid, POLL_MS);
     const deadline = Date.now() + Math.max(300_000, total * 2000);
     // The time runs from the batch's release: a worker commits a batch of routines at once, so the
@@ -355,6 +373,7 @@ async function drainBatch(
     }
     const end = stageDoneAt.get('CLEAN_UP')!;
     const cpuMs = ((await readCpuTicks(server.pid)) - readyTicks) * (1000 / TICKS_PER_SECOND);
+    const cpuAtEnd = await readCpuMs(server.pid);
     const rssPeakBytes = await sampler.stop();
     const seconds = (end - firstAt) / 1000;
     return {
@@ -366,6 +385,8 @@ async function drainBatch(
       rssPeakBytes,
       rssAfterBytes: await server.rssBytes(),
       cpuMs,
+      cpuMsPerImage: (cpuAtEnd.allMs - cpuAtReady.allMs) / total,
+      mainCpuMsPerImage: (cpuAtEnd.mainMs - cpuAtReady.mainMs) / total,
     };
   } finally {
     await server.stop();
@@ -573,7 +594,8 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
       );
       const rates =
         `${drain.perSec.toFixed(1)} images/s (${drain.seconds.toFixed(1)} s from the batch's release to the last request COMPLETE; ` +
-        `${drain.fromReadyPerSec.toFixed(1)}/s from the server's readiness); every routine of a stage COMPLETE after ` +
+        `${drain.fromReadyPerSec.toFixed(1)}/s from the server's readiness; server CPU ${drain.cpuMsPerImage.toFixed(1)} ms per image, ` +
+        `${drain.mainCpuMsPerImage.toFixed(1)} ms of it on the main thread); every routine of a stage COMPLETE after ` +
         CHAIN.map((name) => `${name} ${drain.stageSeconds.get(name)?.toFixed(1) ?? '-'} s`).join(', ');
       if (batch.kinds.every((k) => k === batch.kinds[0])) {
         notes.push(

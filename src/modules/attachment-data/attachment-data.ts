@@ -31,6 +31,8 @@ export interface NewAttachmentData {
   readonly systemOnlyManaged?: 0 | 1;
   readonly attachmentType?: string;
   readonly bodySite?: string | null;
+  /** The row's thumbnails, when they are made before it is written (one write of its blob, not two). */
+  readonly thumbnails?: { readonly small: Buffer; readonly medium: Buffer; readonly large: Buffer };
 }
 
 /** A 48-bit content hash (the first 6 bytes of SHA-256): fits `bigint` and a JavaScript number exactly. */
@@ -66,6 +68,9 @@ export function attachmentDataRow(
     blob_data: blob,
     text_data: text,
     upload_file_name: input.uploadFileName ?? null,
+    thumbnail_small_blob: input.thumbnails?.small ?? null,
+    thumbnail_medium_blob: input.thumbnails?.medium ?? null,
+    thumbnail_large_blob: input.thumbnails?.large ?? null,
     hash_code: hash,
     created_user_id: stamp.userId,
     last_modified_user_id: stamp.userId,

@@ -28,8 +28,22 @@ export interface ExtractedImage {
   readonly frameNumber: number;
   readonly mimeType: 'image/png' | 'image/jpeg';
   readonly bytes: Buffer;
-  /** The decoded pixels (what thumbnails are made from). */
+  /**
+   * The decoded pixels (what thumbnails are made from): the rendered frame; for a JPEG frame stored as the
+   * file holds it, its decoding, reduced to `previewSizePx` on its longest side when it is larger (see
+   * {@link ExtractOptions}).
+   */
   readonly raw: RawImage;
+}
+
+/** How {@link extractDicomImages} decodes the frames it keeps as the file holds them. */
+export interface ExtractOptions {
+  /**
+   * Longest side, in pixels, of the decoded pixels of a stored JPEG frame: a larger frame is decoded
+   * reduced (libjpeg scales while it decodes), since only thumbnails are made from them. Full size
+   * when absent.
+   */
+  readonly previewSizePx?: number;
 }
 
 export type DicomExtraction =
@@ -115,7 +129,11 @@ export function runDicomTask(task: DicomTask, bytes: Uint8Array, config: Config)
 }
 
 /** The images (or the encapsulated PDF) of `bytes`; throws a `DicomError` for a file that cannot be used. */
-export async function extractDicomImages(bytes: Uint8Array, config: Config): Promise<DicomExtraction> {
+export async function extractDicomImages(
+  bytes: Uint8Array,
+  config: Config,
+  options: ExtractOptions = {},
+): Promise<DicomExtraction> {
   const extraction = await poolFor(config).extract(bytes);
   if (extraction.kind === 'none') return extraction;
   if (extraction.kind === 'pdf') {
@@ -131,7 +149,7 @@ export async function extractDicomImages(bytes: Uint8Array, config: Config): Pro
   for (const frame of extraction.frames) {
     if ('jpeg' in frame) {
       const jpeg = Buffer.from(frame.jpeg.buffer, frame.jpeg.byteOffset, frame.jpeg.byteLength);
-      const raw = await decodeStoredJpeg(jpeg, frame.frameNumber);
+      const raw = await decodeStoredJpeg(jpeg, frame.frameNumber, options.previewSizePx);
       images.push({ frameNumber: frame.frameNumber, mimeType: 'image/jpeg', bytes: jpeg, raw });
       continue;
     }
@@ -159,14 +177,28 @@ export async function extractDicomImages(bytes: Uint8Array, config: Config): Pro
 }
 
 /**
- * The pixels of a baseline JPEG frame kept as the file holds it, decoded by `sharp` (libjpeg): once with
- * libjpeg's warnings as errors, so that corrupt entropy-coded data refuses the frame (libjpeg alone
- * would decode it around the damage); a frame whose only warnings are of another kind is decoded again
- * without them.
+ * The pixels of a baseline JPEG frame kept as the file holds it, decoded by `sharp` (libjpeg), and
+ * resized to `sizePx` on the longest side when given and larger, in the same pipeline: libvips decodes
+ * and resizes in strips, so a large photograph is never held at full size. Decoded once with libjpeg's
+ * warnings as errors, so that corrupt entropy-coded data refuses the frame (libjpeg alone would decode
+ * it around the damage); a frame whose only warnings are of another kind is decoded again without them.
+ *
+ * The frame is decoded at full size even when resized: `sharp` would otherwise have libjpeg scale while
+ * it decodes (shrink-on-load), and libjpeg's scaled decoding misses most of the corrupt data that the
+ * full decoding warns about. Naming the pipeline's colour space (sRGB, which the decoded frame already
+ * is) is what turns shrink-on-load off.
  */
-async function decodeStoredJpeg(jpeg: Buffer, frameNumber: number): Promise<RawImage> {
-  const decode = (failOn: 'warning' | 'error') =>
-    sharp(jpeg, { failOn }).removeAlpha().raw().toBuffer({ resolveWithObject: true });
+async function decodeStoredJpeg(jpeg: Buffer, frameNumber: number, sizePx?: number): Promise<RawImage> {
+  const decode = (failOn: 'warning' | 'error') => {
+    const input = sharp(jpeg, { failOn });
+    const sized =
+      sizePx === undefined
+        ? input
+        : input
+            .pipelineColourspace('srgb')
+            .resize(sizePx, sizePx, { fit: 'inside', withoutEnlargement: true });
+    return sized.removeAlpha().raw().toBuffer({ resolveWithObject: true });
+  };
   let decoded: Awaited<ReturnType<typeof decode>>;
   try {
     decoded = await decode('warning').catch((error: unknown) => {

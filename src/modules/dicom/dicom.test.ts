@@ -360,4 +360,47 @@ describe('Corrupt JPEG frames', () => {
       },
     );
   }
+
+  it(
+    'decodes a stored JPEG frame reduced to previewSizePx, with the pixels of the full decoding resized, and still refuses a corrupt one',
+    { skip: hasTools ? false : 'img2dcm or dcmj2pnm (dcmtk) is not installed' },
+    async () => {
+      const config = loadConfig({});
+      const file = await jpegDicom('reduced', false);
+      const full = await extractDicomImages(file, config);
+      const reduced = await extractDicomImages(file, config, { previewSizePx: 64 });
+      assert.equal(full.kind, 'images');
+      assert.equal(reduced.kind, 'images');
+      const [fullImage, reducedImage] = [full.images[0]!, reduced.images[0]!];
+      // The stored frame is the same either way; only the decoded pixels are smaller.
+      assert.ok(reducedImage.bytes.equals(fullImage.bytes));
+      assert.equal(reducedImage.mimeType, 'image/jpeg');
+      const raw = reducedImage.raw;
+      assert.deepEqual([raw.width, raw.height, raw.channels], [64, 48, 3]);
+      assert.deepEqual([fullImage.raw.width, fullImage.raw.height], [256, 192]);
+      const expected = await sharp(fullImage.raw.pixels, {
+        raw: { width: 256, height: 192, channels: 3 },
+      })
+        .resize(64, 48)
+        .raw()
+        .toBuffer();
+      let worst = 0;
+      for (let i = 0; i < expected.length; i++)
+        worst = Math.max(worst, Math.abs(expected[i]! - raw.pixels[i]!));
+      assert.ok(worst <= 2, `largest difference ${worst}`);
+      // A frame no larger than previewSizePx is decoded at full size.
+      const same = await extractDicomImages(file, config, { previewSizePx: 640 });
+      assert.equal(same.kind, 'images');
+      assert.ok(Buffer.from(same.images[0]!.raw.pixels).equals(Buffer.from(fullImage.raw.pixels)));
+      await assert.rejects(
+        extractDicomImages(corrupted(file, 'reduced'), config, { previewSizePx: 64 }),
+        (error: unknown) => {
+          assert.ok(error instanceof DicomError, String(error));
+          assert.equal(error.code, 'decode-failed');
+          assert.match(error.message, /^Frame 1 is corrupt: (Corrupt JPEG data|Premature end of JPEG file)/);
+          return true;
+        },
+      );
+    },
+  );
 });

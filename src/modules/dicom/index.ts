@@ -11,7 +11,7 @@ import type { Config } from '../../config.ts';
 import type { DicomTask } from './dicom-pool.ts';
 import type { DicomInspection, DicomSummary } from './extract.ts';
 import type * as DicomService from './dicom-service.ts';
-import type { DicomExtraction } from './dicom-service.ts';
+import type { DicomExtraction, ExtractOptions } from './dicom-service.ts';
 import { loadSharp } from './sharp.ts';
 
 export type { DicomErrorCode } from './dicom-error.ts';
@@ -19,7 +19,7 @@ export { DicomError } from './dicom-error.ts';
 export type { DicomHeader } from './dicom-header.ts';
 export type { DicomTask } from './dicom-pool.ts';
 export type { DicomFileMeta, DicomInspection, DicomLimits, DicomSummary } from './extract.ts';
-export type { DicomExtraction, ExtractedImage, RawImage } from './dicom-service.ts';
+export type { DicomExtraction, ExtractOptions, ExtractedImage, RawImage } from './dicom-service.ts';
 export { describeTransferSyntax } from './transfer-syntaxes.ts';
 export { loadSharp } from './sharp.ts';
 
@@ -56,8 +56,12 @@ export async function runDicomTask(task: DicomTask, bytes: Uint8Array, config: C
 }
 
 /** The images (or the encapsulated PDF) of `bytes`; throws a `DicomError` for a file that cannot be used. */
-export async function extractDicomImages(bytes: Uint8Array, config: Config): Promise<DicomExtraction> {
-  return (await loadService()).extractDicomImages(bytes, config);
+export async function extractDicomImages(
+  bytes: Uint8Array,
+  config: Config,
+  options: ExtractOptions = {},
+): Promise<DicomExtraction> {
+  return (await loadService()).extractDicomImages(bytes, config, options);
 }
 
 /** Stops every decoding thread of this process (shutdown, tests). */

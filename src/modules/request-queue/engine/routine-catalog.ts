@@ -35,6 +35,8 @@ export interface PrepareContext {
   readonly routine: Row<'request_routine'>;
   readonly requestType: string;
   readonly config: Config;
+  /** The engine's differences (reading a large binary value in slices, for one). */
+  readonly dialect: DialectAdapter;
   now(): Date;
   /** Appends a line to the execution's `log_text` (never patient data). */
   log(line: string): void;

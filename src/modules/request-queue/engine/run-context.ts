@@ -116,6 +116,7 @@ export function createPrepareContext(
     routine: claimed,
     requestType: claimed.request_type,
     config: rt.config,
+    dialect: rt.dialect,
     now: rt.now,
     log: (line) => logLines.push(line),
     readText: (mnemonic) => readRequestText(reader, claimed.request_id, mnemonic),

@@ -1,5 +1,11 @@
-/** The DICOM payload of a request, as the routines of the DICOM chain read it. */
+/**
+ * The DICOM payload of a request, as the routines of the DICOM chain read it: its blob in the dialect's
+ * slices (`DialectAdapter.readBlobSlice`), each as the engine brings binary data cheapest (PostgreSQL: a
+ * binary COPY rather than the hex text a plain query brings, a string twice the file's size for the
+ * garbage collector to sweep); a payload held as text, as UTF-8.
+ */
 import { findDicomPayload, readPayloadBytes } from '../../attachment-data/index.ts';
+import type { DialectAdapter } from '../../../db/dialect.ts';
 import type { PrepareContext } from './catalog.ts';
 import { PermanentRoutineError } from './catalog.ts';
 
@@ -7,5 +13,40 @@ import { PermanentRoutineError } from './catalog.ts';
 export async function readDicomPayload(ctx: PrepareContext): Promise<Buffer> {
   const payload = await findDicomPayload(ctx.db, ctx.routine.request_id);
   if (payload === undefined) throw new PermanentRoutineError('No DICOM payload in the request');
-  return readPayloadBytes(ctx.db, payload.id);
+  return (await readBlobInSlices(ctx.dialect, payload.id)) ?? readPayloadBytes(ctx.db, payload.id);
+}
+
+/**
+ * The `blob_data` of `attachment_data` row `id`, read slice after slice; undefined when it is null. A row
+ * changed between two slices (its `last_modified_date`) fails the read, and the routine's attempt with it.
+ */
+async function readBlobInSlices(dialect: DialectAdapter, id: number): Promise<Buffer | undefined> {
+  const sliceBytes = dialect.blobSliceBytes;
+  const slices: Buffer[] = [];
+  let sizeBytes = 0;
+  let version: string | undefined;
+  for (;;) {
+    const slice = await dialect.readBlobSlice({
+      table: 'attachment_data',
+      idColumn: 'id',
+      id,
+      column: 'blob_data',
+      offset: sizeBytes,
+      lengthBytes: sliceBytes,
+      versionColumn: 'last_modified_date',
+    });
+    if (slice === undefined) throw new Error('The DICOM payload was deleted while it was read');
+    if (slice.bytes === null) {
+      if (version === undefined) return undefined;
+      throw new Error('The DICOM payload was emptied while it was read');
+    }
+    if (version !== undefined && slice.version !== version) {
+      throw new Error('The DICOM payload changed while it was read');
+    }
+    version = slice.version;
+    if (slice.bytes.length > 0) slices.push(slice.bytes);
+    sizeBytes += slice.bytes.length;
+    if (slice.bytes.length < sliceBytes) break;
+  }
+  return slices.length === 1 ? slices[0] : Buffer.concat(slices, sizeBytes);
 }

@@ -21,7 +21,7 @@ import { PermanentRoutineError, defineRoutine } from './catalog.ts';
 import { readDicomPayload } from './dicom-payload.ts';
 import type { ExtractedAttachment } from './extracted-attachments.ts';
 import { writeExtractedAttachment } from './extracted-attachments.ts';
-import { makeThumbnails } from './make-thumbnails.ts';
+import { THUMBNAIL_SIZES_PX, makeThumbnails } from './make-thumbnails.ts';
 
 interface Extracted {
   readonly attachments: readonly ExtractedAttachment[];
@@ -36,7 +36,8 @@ export const extractImageRoutine = defineRoutine<Extracted>({
     const bytes = await readDicomPayload(ctx);
     let extraction: DicomExtraction;
     try {
-      extraction = await extractDicomImages(bytes, ctx.config);
+      // Thumbnails are all that is made from the pixels of a frame kept as the file holds it.
+      extraction = await extractDicomImages(bytes, ctx.config, { previewSizePx: THUMBNAIL_SIZES_PX.large });
     } catch (error) {
       if (!(error instanceof DicomError)) throw error;
       const requestData = await ctx.readText('REQUEST_DATA');

@@ -19,7 +19,7 @@ export interface ExtractedAttachment {
 
 /**
  * Writes `attachment` as the request's row `mnemonic` (created with no body site; device filing sets the
- * eye when it files the row); returns its id.
+ * eye when it files the row), its thumbnails in the same statement as its content; returns its id.
  */
 export async function writeExtractedAttachment(
   ctx: RoutineContext,
@@ -33,32 +33,31 @@ export async function writeExtractedAttachment(
     .where('attachment_mnemonic', '=', attachment.mnemonic)
     .orderBy('id')
     .executeTakeFirst();
-  const id =
-    existing?.id ??
-    (
-      await insertOneAttachmentData(
-        ctx.trx,
-        {
-          requestId,
-          mnemonic: attachment.mnemonic,
-          mimeType: attachment.mimeType,
-          blobData: attachment.bytes,
-          uploadFileName: attachment.uploadFileName,
-          systemOnlyManaged: 0,
-        },
-        ctx.stamp(),
-      )
-    ).id;
+  if (existing === undefined) {
+    const inserted = await insertOneAttachmentData(
+      ctx.trx,
+      {
+        requestId,
+        mnemonic: attachment.mnemonic,
+        mimeType: attachment.mimeType,
+        blobData: attachment.bytes,
+        uploadFileName: attachment.uploadFileName,
+        systemOnlyManaged: 0,
+        ...(attachment.thumbnails === undefined ? {} : { thumbnails: attachment.thumbnails }),
+      },
+      ctx.stamp(),
+    );
+    return inserted.id;
+  }
   const change: AttachmentDataChange = {
-    ...(existing === undefined
-      ? {}
-      : { blobData: attachment.bytes, hashCode: contentHash(attachment.bytes) }),
+    blobData: attachment.bytes,
+    hashCode: contentHash(attachment.bytes),
     thumbnails: {
       small: attachment.thumbnails?.small ?? null,
       medium: attachment.thumbnails?.medium ?? null,
       large: attachment.thumbnails?.large ?? null,
     },
   };
-  await updateAttachmentData(ctx.trx, ctx.dialect, { id }, change, ctx.stamp());
-  return id;
+  await updateAttachmentData(ctx.trx, ctx.dialect, { id: existing.id }, change, ctx.stamp());
+  return existing.id;
 }

@@ -1,6 +1,7 @@
 /**
  * `MAKE_THUMBNAILS`: small, medium and large JPEG thumbnails of every image payload of the request, into
- * `thumbnail_small_blob` / `_medium_blob` / `_large_blob`. Each size is encoded by its own `sharp`
+ * `thumbnail_small_blob` / `_medium_blob` / `_large_blob`. An image is decoded once, oriented, reduced to
+ * the large size and flattened on white; each size is then encoded from those pixels by its own `sharp`
  * pipeline into its own buffer (the original reused one output buffer, so larger thumbnails carried the
  * smaller ones in front). `sharp` works on its own thread pool; the images are made in `prepare`, so
  * on SQLite the write transaction only stores them. An image `sharp` cannot read is skipped with a log
@@ -26,25 +27,40 @@ export interface Thumbnails {
   readonly large: Buffer;
 }
 
-/** The three JPEG thumbnails of `image` (an encoded image, or raw pixels), each from a fresh pipeline and buffer. */
+/**
+ * The three JPEG thumbnails of `image` (an encoded image, or raw pixels with no orientation or alpha),
+ * each encoded from the same decoded pixels into a buffer of its own. Huffman tables are the standard
+ * ones (`optimiseCoding` off): a few percent more bytes for a third less encoding time.
+ */
 export async function makeThumbnails(image: Buffer | RawImage): Promise<Thumbnails> {
   const sharp = await loadSharp();
-  const make = (sizePx: number) =>
-    (Buffer.isBuffer(image)
-      ? sharp(image, { failOn: 'error', limitInputPixels: 100_000_000 })
-      : sharp(image.pixels, { raw: { width: image.width, height: image.height, channels: image.channels } })
-    )
+  const large = THUMBNAIL_SIZES_PX.large;
+  let pixels: Uint8Array;
+  let raw: { width: number; height: number; channels: 1 | 2 | 3 | 4 };
+  if (Buffer.isBuffer(image)) {
+    const decoded = await sharp(image, { failOn: 'error', limitInputPixels: 100_000_000 })
       .rotate()
-      .resize(sizePx, sizePx, { fit: 'inside', withoutEnlargement: true })
+      .resize(large, large, { fit: 'inside', withoutEnlargement: true })
       .flatten({ background: '#ffffff' })
-      .jpeg({ quality: 80 })
+      .raw()
+      .toBuffer({ resolveWithObject: true });
+    pixels = decoded.data;
+    raw = { width: decoded.info.width, height: decoded.info.height, channels: decoded.info.channels };
+  } else {
+    pixels = image.pixels;
+    raw = { width: image.width, height: image.height, channels: image.channels };
+  }
+  const make = (sizePx: number) =>
+    sharp(pixels, { raw })
+      .resize(sizePx, sizePx, { fit: 'inside', withoutEnlargement: true })
+      .jpeg({ quality: 80, optimiseCoding: false })
       .toBuffer();
-  const [small, medium, large] = await Promise.all([
+  const [small, medium, largeThumbnail] = await Promise.all([
     make(THUMBNAIL_SIZES_PX.small),
     make(THUMBNAIL_SIZES_PX.medium),
-    make(THUMBNAIL_SIZES_PX.large),
+    make(large),
   ]);
-  return { small, medium, large };
+  return { small, medium, large: largeThumbnail };
 }
 
 export const makeThumbnailsRoutine = defineRoutine<{ id: number; thumbnails: Thumbnails }[]>({
