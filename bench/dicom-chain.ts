@@ -100,18 +100,6 @@ function serverOf(dir: string): ServerChoice {
   return { entry: path.join(root, 'src/main/server.ts'), nodeFlags: startNodeFlagsOf(root) };
 }
 
-/**
- * CPU time of process `pid` so far, in clock ticks: utime + stime (every thread, those that ended too)
- * and cutime + cstime (its waited-for children).
- */
-async function readCpuTicks(pid: number): Promise<number> {
-  const text = await readFile(`/proc/${pid}/stat`, 'utf8');
-  // The fields after the command name, which is in parentheses and may hold spaces.
-  const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
-  // utime, stime, cutime, cstime are fields 14-17 of the line; fields[0] here is field 3.
-  return [11, 12, 13, 14].reduce((sum, i) => sum + Number(fields[i]), 0);
-}
-
 type Kind = 'ct' | 'fundus';
 
 const KIND_LABEL: Record<Kind, string> = {
@@ -258,13 +246,10 @@ async function readCpuMs(pid: number): Promise<{ allMs: number; mainMs: number }
     const text = await readFile(file, 'utf8');
     // Fields after the command name start at field 3; utime and stime are fields 14 and 15.
     const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
-    return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS_PER_SEC;
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / TICKS_PER_SECOND;
   };
   return { allMs: await ticks(`/proc/${pid}/stat`), mainMs: await ticks(`/proc/${pid}/task/${pid}/stat`) };
 }
-
-/** Linux's USER_HZ. */
-const CLOCK_TICKS_PER_SEC = 100;
 
 /** Counts the batch's routines in `statuses`. */
 async function countRoutines(
@@ -336,12 +321,11 @@ async function drainBatch(
     env: { ...prepared.env, ...SERVER_ENV, WORKER: 'in-process' },
   });
   const ready = performance.now();
-  const readyTicks = await readCpuTicks(server.pid);
+  const cpuAtReady = await readCpuMs(server.pid);
   await setBatchStatus('PAUSE', 'NEW');
   const releasedAt = performance.now();
   try {
     const idleRssBytes = await server.rssBytes();
-    const cpuAtReady = await readCpuMs(server.pid);
     const sampler = startRssSampler(server.pid, POLL_MS);
     const deadline = Date.now() + Math.max(300_000, total * 2000);
     // The time runs from the batch's release: a worker commits a batch of routines at once, so the
@@ -372,7 +356,6 @@ async function drainBatch(
       await new Promise((resolve) => setTimeout(resolve, POLL_MS));
     }
     const end = stageDoneAt.get('CLEAN_UP')!;
-    const cpuMs = ((await readCpuTicks(server.pid)) - readyTicks) * (1000 / TICKS_PER_SECOND);
     const cpuAtEnd = await readCpuMs(server.pid);
     const rssPeakBytes = await sampler.stop();
     const seconds = (end - firstAt) / 1000;
@@ -384,7 +367,7 @@ async function drainBatch(
       idleRssBytes,
       rssPeakBytes,
       rssAfterBytes: await server.rssBytes(),
-      cpuMs,
+      cpuMs: cpuAtEnd.allMs - cpuAtReady.allMs,
       cpuMsPerImage: (cpuAtEnd.allMs - cpuAtReady.allMs) / total,
       mainCpuMsPerImage: (cpuAtEnd.mainMs - cpuAtReady.mainMs) / total,
     };
