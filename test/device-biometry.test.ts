@@ -2,7 +2,7 @@
  * Biometry filing through the DICOM chain (DICOM_SEED -> EXTRACT_IMAGE -> PATIENT_MATCH -> FILE_BIOMETRY
  * -> CLEAN_UP), on every dialect: IOLMaster 500 objects, an IOLMaster 700 report and a standard axial
  * measurements object built with dcmtk, filed as one Biometry event per patient and study in OpenEyes's
- * tables. `DEVICE_PROFILE` names `FILE_BIOMETRY` as the filer of these devices; the test also sets
+ * tables. DICOM_SEED's device profile names `FILE_BIOMETRY` as the filer of these devices; the test also sets
  * `device_filer` in REQUEST_DATA once that routine has run, so that an object no profile calls biometry
  * can be sent down the biometry filer too.
  */
@@ -171,6 +171,25 @@ forEachDialect((dialect) => {
         .orderBy('i.id')
         .execute();
     }
+
+    it("gives an IOLMaster 500 v7.5 report without measurements or laterality its profile's eye (both)", async () => {
+      const { patientId, tags } = await newPatient();
+      const { ran } = await file(await iolMaster500(tags, newStudy(), { eyes: [] }));
+      assert.ok(ran.includes('FILE_BIOMETRY:COMPLETE'), ran.join(', '));
+      const [event] = await eventsOf(patientId);
+      assert.ok(event, 'a Biometry event');
+      const sites = await db
+        .selectFrom('event_attachment_item as i')
+        .innerJoin('event_attachment_group as g', 'g.id', 'i.event_attachment_group_id')
+        .innerJoin('attachment_data as ad', 'ad.id', 'i.attachment_data_id')
+        .select('ad.body_site_snomed_type')
+        .where('g.event_id', '=', event.event_id)
+        .execute();
+      assert.deepEqual(
+        sites.map((s): unknown => s.body_site_snomed_type),
+        ['40638003'],
+      );
+    });
 
     it('files an IOLMaster 500 object as a Biometry event with both eyes, the IOL table and its image', async () => {
       const { patientId, tags } = await newPatient();

@@ -593,10 +593,6 @@ async function findOrCreateSurgeon(db: Db, name: string): Promise<number> {
 }
 
 /**
- * Files the report rows under the event's attachment element (typed `Biometry Report`), skipping a row
- * whose content the event already has (same hash, then the same bytes). Returns how many were filed.
- */
-/**
  * The eye of a file's reports: the header's laterality, else the eyes the file has measurements for
  * (both when it has both), else the profile's fixed eye; null when none names one (no body site).
  */
@@ -608,6 +604,10 @@ function reportEyeOf(filing: BiometryFiling): 'L' | 'R' | 'B' | null {
   return filing.profileEye ?? null;
 }
 
+/**
+ * Files the report rows under the event's attachment element (typed `Biometry Report`), skipping a row
+ * whose content the event already has (same hash, then the same bytes). Returns how many were filed.
+ */
 async function attachReports(
   db: Db,
   deps: BiometryFilingDeps,

@@ -72,6 +72,7 @@ export const fileBiometryRoutine = defineRoutine<BiometryFile>({
         study: file.study,
         ...(file.kind === 'measurements' ? { reading: file.reading } : {}),
         attachmentIds: payloads.filter((p) => isReportMnemonic(p.attachment_mnemonic)).map((p) => p.id),
+        ...profileEyeOf(texts.REQUEST_DATA?.device_laterality),
       },
     );
     if (file.kind === 'measurements') {
@@ -80,3 +81,8 @@ export const fileBiometryRoutine = defineRoutine<BiometryFile>({
     await ctx.mergeRequestData({ event_id: result.eventId });
   },
 });
+
+/** The eye DICOM_SEED chose from the header or the device profile's rule, when it chose one. */
+function profileEyeOf(value: unknown): { profileEye?: 'L' | 'R' | 'B' } {
+  return value === 'L' || value === 'R' || value === 'B' ? { profileEye: value } : {};
+}
