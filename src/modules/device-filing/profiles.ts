@@ -38,7 +38,7 @@ export interface DeviceProfileMatch {
 export interface DeviceProfile {
   readonly name: string;
   readonly match: DeviceProfileMatch;
-  /** The `event_subtype` of the event; null files the event without a subtype item. */
+  /** The `event_subtype` of the event; null (or a subtype the database lacks) gives the fallback subtype. */
   readonly subtype: string | null;
   /** The `attachment_type` of the filed attachments. */
   readonly attachmentType: string;
