@@ -267,10 +267,18 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
               return void problems.push(
                 `upload ${index}: ${answer.status} ${answer.body.toString().slice(0, 200)}`,
               );
-            const id = await storedIdOf(database, way, answer);
+            const id = await storedIdOf(database, way, answer).catch((error: Error) => {
+              problems.push(`upload ${index}: stored row not read: ${error.message}`);
+              return null;
+            });
+            if (id === null) return;
             if (id === undefined)
               return void problems.push(`upload ${index}: no stored row for ${answer.body.toString()}`);
-            const download = await downloadSha256(server.url, id);
+            const download = await downloadSha256(server.url, id).catch((error: Error) => error);
+            if (download instanceof Error)
+              return void problems.push(
+                `upload ${index} (attachment ${id}): view failed: ${download.message}`,
+              );
             const expected = sha256Of(payloadChunks(base, wayIndex, index));
             if (download.status !== 200 || download.bytes !== UPLOAD_BYTES || download.sha256 !== expected)
               return void problems.push(
@@ -319,6 +327,8 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
               `${stored}/${CONCURRENCY}${stored === CONCURRENCY ? '' : ' FAILED'}; spool files left: ${spoolLeft}`,
             ...problems.map((p) => `${name}: ${p}`),
           );
+          // Each way takes minutes: its figures are shown as soon as they are known.
+          process.stderr.write(`${notes.at(-1 - problems.length)}\n`);
         } finally {
           await server.stop();
         }
