@@ -10,14 +10,21 @@
  * and its SHA-256 compared with the SHA-256 of what was sent, and the spool directory must be empty.
  * The files are distinct (each 1 MiB chunk is stamped with the way, the upload and the chunk number), and
  * start like a DICOM file (128-byte preamble, `DICM`), sent as `application/dicom`.
+ * Each way runs on a server of its own, started for it, so that no way's peak carries what an earlier way
+ * left behind.
  * Target: RSS < 600 MB with 16 concurrent 95 MB uploads. `npm run bench -- uploads`
- * (`BENCH_UPLOAD_MB`, default 95; `BENCH_UPLOAD_CONCURRENCY`, default 16).
+ * (`BENCH_UPLOAD_MB`, default 95; `BENCH_UPLOAD_CONCURRENCY`, default 16; `BENCH_UPLOAD_WAYS`, the ways
+ * whose name contains one of its comma-separated words, e.g. `queue` or `create (raw)`; all by default).
+ * `BENCH_BASELINE_DIR=/path/to/other/checkout`: each way also runs on that checkout's server (its
+ * `src/main/server.ts` with the Node flags of its `npm start`) on the same database, alternately before
+ * and after this checkout's, so that a change is measured against its baseline in the same run.
  * The memory target for downloads (16 parallel 20 MB downloads, then back near idle) is measured by
  * `bench/attachment.ts`.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { readdir } from 'node:fs/promises';
 import http from 'node:http';
+import path from 'node:path';
 import { Readable } from 'node:stream';
 import { loadConfig } from '../src/config.ts';
 import { openDatabase } from '../src/db/database.ts';
@@ -32,6 +39,7 @@ import {
   prepareDatabase,
   readRssBytes,
   sendRequest,
+  startNodeFlagsOf,
   startRssSampler,
   startServer,
 } from './lib.ts';
@@ -57,12 +65,18 @@ interface Way {
   readonly isQueue: boolean;
 }
 
-const WAYS: readonly Way[] = [
+const ALL_WAYS: readonly Way[] = [
   { name: 'POST attachmentdisplay/create (raw)', path: CREATE_PATH, isQueue: false },
   { name: 'POST attachmentdisplay/create (multipart)', path: CREATE_PATH, field: 'file', isQueue: false },
   { name: 'POST queue/add (raw)', path: ADD_PATH, isQueue: true },
   { name: 'POST queue/add (multipart)', path: ADD_PATH, field: 'scan', isQueue: true },
 ];
+
+const WAY_WORDS = (process.env.BENCH_UPLOAD_WAYS ?? '')
+  .split(',')
+  .map((word) => word.trim())
+  .filter((word) => word !== '');
+const WAYS = ALL_WAYS.filter((way) => WAY_WORDS.length === 0 || WAY_WORDS.some((w) => way.name.includes(w)));
 
 /**
  * The chunks of upload `index` of way `wayIndex`: `base` with a stamp at the start of each chunk; the
@@ -193,103 +207,137 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
   };
   const config = loadConfig({ ...serverEnv, LOG_LEVEL: 'warn' });
   const database = await openDatabase(config.database, { poolSize: 2 });
-  const server = await startServer({ env: serverEnv });
+  const baselineDir = process.env.BENCH_BASELINE_DIR;
+  const variants =
+    baselineDir === undefined || baselineDir === ''
+      ? [{ label: '', dir: undefined }]
+      : [
+          { label: ' [baseline]', dir: path.resolve(baselineDir) },
+          { label: ' [this checkout]', dir: undefined },
+        ];
   const base = randomBytes(CHUNK_BYTES);
   try {
     notes.push(
       `${CONCURRENCY} concurrent uploads of ${mb(UPLOAD_BYTES)} MiB each way; UPLOAD_MEMORY_BYTES ${mb(config.limits.uploadMemoryBytes)} MiB, ` +
         `RAW_BODY_LIMIT_BYTES ${mb(config.limits.rawBodyBytes)} MiB; server Node flags: ${START_NODE_FLAGS.join(' ') || 'none'}`,
     );
-    for (const [wayIndex, way] of WAYS.entries()) {
-      const idleRss = await readRssBytes(server.pid);
-      const agent = new http.Agent({ keepAlive: true, maxSockets: CONCURRENCY });
-      const answers: (HttpAnswer | Error)[] = new Array(CONCURRENCY);
-      const sampler = startRssSampler(server.pid, 100);
-      const started = performance.now();
-      await Promise.all(
-        Array.from({ length: CONCURRENCY }, async (_, index) => {
-          try {
-            answers[index] = await upload(server.url, base, way, wayIndex, index, agent);
-          } catch (error) {
-            answers[index] = error instanceof Error ? error : new Error(String(error));
+    for (const [wayNumber, way] of WAYS.entries()) {
+      const wayIndex = ALL_WAYS.indexOf(way);
+      // Baseline first on even ways, last on odd ones: drift falls on both alike.
+      for (const variant of wayNumber % 2 === 0 ? variants : [...variants].reverse()) {
+        const name = `${way.name}${variant.label}`;
+        const server = await startServer({
+          env: serverEnv,
+          ...(variant.dir === undefined
+            ? {}
+            : {
+                entry: path.join(variant.dir, 'src/main/server.ts'),
+                nodeFlags: startNodeFlagsOf(variant.dir),
+              }),
+        });
+        try {
+          const idleRss = await readRssBytes(server.pid);
+          const agent = new http.Agent({ keepAlive: true, maxSockets: CONCURRENCY });
+          const answers: (HttpAnswer | Error)[] = new Array(CONCURRENCY);
+          const sampler = startRssSampler(server.pid, 100);
+          const started = performance.now();
+          await Promise.all(
+            Array.from({ length: CONCURRENCY }, async (_, index) => {
+              try {
+                answers[index] = await upload(server.url, base, way, wayIndex, index, agent);
+              } catch (error) {
+                answers[index] = error instanceof Error ? error : new Error(String(error));
+              }
+            }),
+          );
+          const seconds = (performance.now() - started) / 1000;
+          const rssPeak = await sampler.stop();
+          const rssAfter = await readRssBytes(server.pid);
+          agent.destroy();
+
+          await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
+          const rssSettled = await readRssBytes(server.pid);
+          // Then every stored file, downloaded through attachment view and hashed.
+          let stored = 0;
+          const problems: string[] = [];
+          await inParallel(CONCURRENCY, VERIFY_CONNECTIONS, async (index) => {
+            const answer = answers[index]!;
+            if (answer instanceof Error) return void problems.push(`upload ${index}: ${answer.message}`);
+            if (answer.status !== 200)
+              return void problems.push(
+                `upload ${index}: ${answer.status} ${answer.body.toString().slice(0, 200)}`,
+              );
+            const id = await storedIdOf(database, way, answer).catch((error: Error) => {
+              problems.push(`upload ${index}: stored row not read: ${error.message}`);
+              return null;
+            });
+            if (id === null) return;
+            if (id === undefined)
+              return void problems.push(`upload ${index}: no stored row for ${answer.body.toString()}`);
+            const download = await downloadSha256(server.url, id).catch((error: Error) => error);
+            if (download instanceof Error)
+              return void problems.push(
+                `upload ${index} (attachment ${id}): view failed: ${download.message}`,
+              );
+            const expected = sha256Of(payloadChunks(base, wayIndex, index));
+            if (download.status !== 200 || download.bytes !== UPLOAD_BYTES || download.sha256 !== expected)
+              return void problems.push(
+                `upload ${index} (attachment ${id}): view ${download.status}, ${download.bytes} bytes, sha256 ${download.sha256 === expected ? 'equal' : 'DIFFERENT'}`,
+              );
+            stored += 1;
+          });
+          const spoolLeft = (await readdir(spoolDirOf(prepared.filesDir)).catch(() => [])).filter((f) =>
+            f.endsWith('.upload'),
+          ).length;
+
+          const statusCounts: Record<string, number> = {};
+          const latencies: number[] = [];
+          let errors = 0;
+          for (const answer of answers) {
+            if (answer instanceof Error) {
+              errors += 1;
+              continue;
+            }
+            statusCounts[String(answer.status)] = (statusCounts[String(answer.status)] ?? 0) + 1;
+            latencies.push(answer.ms);
           }
-        }),
-      );
-      const seconds = (performance.now() - started) / 1000;
-      const rssPeak = await sampler.stop();
-      const rssAfter = await readRssBytes(server.pid);
-      agent.destroy();
-
-      await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
-      const rssSettled = await readRssBytes(server.pid);
-      // Then every stored file, downloaded through attachment view and hashed.
-      let stored = 0;
-      const problems: string[] = [];
-      await inParallel(CONCURRENCY, VERIFY_CONNECTIONS, async (index) => {
-        const answer = answers[index]!;
-        if (answer instanceof Error) return void problems.push(`upload ${index}: ${answer.message}`);
-        if (answer.status !== 200)
-          return void problems.push(
-            `upload ${index}: ${answer.status} ${answer.body.toString().slice(0, 200)}`,
+          latencies.sort((a, b) => a - b);
+          rows.push({
+            name,
+            dialect,
+            connections: CONCURRENCY,
+            requestsPerSec: latencies.length / seconds,
+            bytesPerSec: (CONCURRENCY * UPLOAD_BYTES) / seconds,
+            p50Ms: percentile(latencies, 50),
+            p99Ms: percentile(latencies, 99),
+            totalRequests: latencies.length,
+            durationSeconds: seconds,
+            errors: errors + (CONCURRENCY - errors - stored),
+            timeouts: 0,
+            non2xx: latencies.length - (statusCounts['200'] ?? 0),
+            statusCounts,
+            rssPeakBytes: rssPeak,
+            rssAfterBytes: rssAfter,
+          });
+          notes.push(
+            `${name}: ${CONCURRENCY} x ${mb(UPLOAD_BYTES)} MiB in ${seconds.toFixed(1)} s (${((CONCURRENCY * UPLOAD_BYTES) / MiB / seconds).toFixed(0)} MiB/s, ` +
+              `slowest answer ${((latencies.at(-1) ?? 0) / 1000).toFixed(1)} s); RSS ${mb(idleRss)} MB before, peak ${mb(rssPeak)} MB, ` +
+              `${mb(rssAfter)} MB at the last answer, ${mb(rssSettled)} MB ${SETTLE_MS / 1000} s later; target < ${mb(RSS_TARGET_BYTES)} MB: ` +
+              `${rssPeak < RSS_TARGET_BYTES ? 'met' : 'MISSED'}; answered 200 and stored byte for byte (SHA-256 through attachment view): ` +
+              `${stored}/${CONCURRENCY}${stored === CONCURRENCY ? '' : ' FAILED'}; spool files left: ${spoolLeft}`,
+            ...problems.map((p) => `${name}: ${p}`),
           );
-        const id = await storedIdOf(database, way, answer);
-        if (id === undefined)
-          return void problems.push(`upload ${index}: no stored row for ${answer.body.toString()}`);
-        const download = await downloadSha256(server.url, id);
-        const expected = sha256Of(payloadChunks(base, wayIndex, index));
-        if (download.status !== 200 || download.bytes !== UPLOAD_BYTES || download.sha256 !== expected)
-          return void problems.push(
-            `upload ${index} (attachment ${id}): view ${download.status}, ${download.bytes} bytes, sha256 ${download.sha256 === expected ? 'equal' : 'DIFFERENT'}`,
-          );
-        stored += 1;
-      });
-      const spoolLeft = (await readdir(spoolDirOf(prepared.filesDir)).catch(() => [])).filter((f) =>
-        f.endsWith('.upload'),
-      ).length;
-
-      const statusCounts: Record<string, number> = {};
-      const latencies: number[] = [];
-      let errors = 0;
-      for (const answer of answers) {
-        if (answer instanceof Error) {
-          errors += 1;
-          continue;
+          // Each way takes minutes: its figures are shown as soon as they are known.
+          process.stderr.write(`${notes.at(-1 - problems.length)}\n`);
+        } finally {
+          await server.stop();
         }
-        statusCounts[String(answer.status)] = (statusCounts[String(answer.status)] ?? 0) + 1;
-        latencies.push(answer.ms);
       }
-      latencies.sort((a, b) => a - b);
-      rows.push({
-        name: way.name,
-        dialect,
-        connections: CONCURRENCY,
-        requestsPerSec: latencies.length / seconds,
-        bytesPerSec: (CONCURRENCY * UPLOAD_BYTES) / seconds,
-        p50Ms: percentile(latencies, 50),
-        p99Ms: percentile(latencies, 99),
-        totalRequests: latencies.length,
-        durationSeconds: seconds,
-        errors: errors + (CONCURRENCY - errors - stored),
-        timeouts: 0,
-        non2xx: latencies.length - (statusCounts['200'] ?? 0),
-        statusCounts,
-        rssPeakBytes: rssPeak,
-        rssAfterBytes: rssAfter,
-      });
-      notes.push(
-        `${way.name}: ${CONCURRENCY} x ${mb(UPLOAD_BYTES)} MiB in ${seconds.toFixed(1)} s (${((CONCURRENCY * UPLOAD_BYTES) / MiB / seconds).toFixed(0)} MiB/s, ` +
-          `slowest answer ${((latencies.at(-1) ?? 0) / 1000).toFixed(1)} s); RSS ${mb(idleRss)} MB before, peak ${mb(rssPeak)} MB, ` +
-          `${mb(rssAfter)} MB at the last answer, ${mb(rssSettled)} MB ${SETTLE_MS / 1000} s later; target < ${mb(RSS_TARGET_BYTES)} MB: ` +
-          `${rssPeak < RSS_TARGET_BYTES ? 'met' : 'MISSED'}; answered 200 and stored byte for byte (SHA-256 through attachment view): ` +
-          `${stored}/${CONCURRENCY}${stored === CONCURRENCY ? '' : ' FAILED'}; spool files left: ${spoolLeft}`,
-        ...problems.map((p) => `${way.name}: ${p}`),
-      );
     }
     notes.push(
       'downloads (16 parallel 20 MB attachment views, then back to idle): see bench/attachment.ts, its RSS run',
     );
   } finally {
-    await server.stop();
     await database.close();
     await prepared.cleanup();
   }

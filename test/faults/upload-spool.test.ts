@@ -115,6 +115,17 @@ forEachDialect((dialect) => {
         .where('attachment_mnemonic', '=', 'REQUEST_BLOB')
         .executeTakeFirstOrThrow();
       assert.ok(stored.blob_data?.equals(bytes));
+      // A large payload's rows are inserted one statement each: still in the order of a small one's.
+      const mnemonics = await app.db
+        .selectFrom('attachment_data')
+        .select('attachment_mnemonic')
+        .where('request_id', '=', requestId)
+        .orderBy('id')
+        .execute();
+      assert.deepEqual(
+        mnemonics.map((r) => r.attachment_mnemonic),
+        ['REQUEST_DATA', 'REQUEST_BLOB', 'HEADER_DATA'],
+      );
       await until(async () => (await spoolFiles()).length === 0, { what: 'no spool file left' });
     });
 

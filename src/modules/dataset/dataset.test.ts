@@ -274,6 +274,36 @@ forEachDialect((dialect) => {
       );
     });
 
+    it('imports a binary value of several MB, and refuses base64 with trailing bits set', async () => {
+      const bytes = Buffer.alloc(6 * 1024 * 1024 + 1);
+      for (let i = 0; i + 4 <= bytes.length; i += 4096) bytes.writeUInt32BE(i, i);
+      const row = (blob: string) => ({
+        id: 650,
+        request_id: 10,
+        attachment_mnemonic: 'large',
+        attachment_type: 'NONE',
+        mime_type: 'application/octet-stream',
+        blob_data: blob,
+      });
+      await expectRefused(
+        source,
+        withTables({ attachment_data: [row('AAA')] }),
+        /tables\.attachment_data\[0\]\.blob_data: expected standard base64/,
+      );
+      await expectRefused(
+        source,
+        withTables({ attachment_data: [row('AB==')] }),
+        /tables\.attachment_data\[0\]\.blob_data: expected canonical standard base64/,
+      );
+      await importDataset(source, withTables({ attachment_data: [row(bytes.toString('base64'))] }));
+      const stored = await source.db
+        .selectFrom('attachment_data')
+        .select('blob_data')
+        .where('id', '=', 650)
+        .executeTakeFirstOrThrow();
+      assert.ok(stored.blob_data !== null && Buffer.compare(stored.blob_data, bytes) === 0);
+    });
+
     it('refuses a broken reference, naming table, row and column', async () => {
       await expectRefused(
         source,

@@ -146,15 +146,26 @@ export async function insertUploadRequest(
   return request.id;
 }
 
-/** Inserts the request, its attachment rows (one multi-row INSERT) and its first routine in `trx`. */
+/** A blob from this size up is inserted by a single-row INSERT of its own (see insertQueuedRequest). */
+const LARGE_BLOB_BYTES = 1024 * 1024;
+
+/**
+ * Inserts the request, its attachment rows and its first routine in `trx`. The attachment rows go in one
+ * multi-row INSERT, except when one holds a large blob: then one INSERT per row, in order. An engine may
+ * stage the rows of a multi-row INSERT before inserting them (SQLite does for a table with triggers, as
+ * attachment_data has, in memory with `temp_store = MEMORY`): an extra copy of every blob per upload.
+ */
 export async function insertQueuedRequest(trx: Kysely<DB>, rows: QueuedRequestRows): Promise<number> {
   const request = await trx
     .insertInto('request')
     .values(requestRowOf(rows))
     .returning('id')
     .executeTakeFirstOrThrow();
-  if (rows.attachments.length > 0)
-    await trx.insertInto('attachment_data').values(attachmentRowsOf(request.id, rows)).execute();
+  const attachments = attachmentRowsOf(request.id, rows);
+  if (rows.attachments.some((a) => (a.blobData?.length ?? 0) >= LARGE_BLOB_BYTES)) {
+    for (const attachment of attachments)
+      await trx.insertInto('attachment_data').values(attachment).execute();
+  } else if (attachments.length > 0) await trx.insertInto('attachment_data').values(attachments).execute();
   await trx.insertInto('request_routine').values(firstRoutineRowOf(request.id, rows)).execute();
   return request.id;
 }
