@@ -155,6 +155,11 @@ export interface Config {
    * replace the built-in ones of device filing; empty without the file.
    */
   readonly deviceProfiles: readonly DeviceProfile[];
+  /**
+   * `DEVICE_FIRM_ID`: the firm (`firm.id`) of device events' episodes: an open episode in its subspecialty
+   * is preferred, and a new episode is opened for it; undefined without the setting.
+   */
+  readonly deviceFirmId: number | undefined;
   /** HTTPS served by the server itself: PEM certificate chain and key read at start (`TLS_CERT`, `TLS_KEY`). */
   readonly tls?: { readonly cert: Buffer; readonly key: Buffer };
   /** Refuse Basic credentials over plain HTTP (they would travel readable); on by default when NODE_ENV=production. */
@@ -571,6 +576,15 @@ const DEVICES = {
       'none',
       "a JSON file of the site's device profiles, added to or replacing the built-in ones; checked at start ([docs/DICOM.md](docs/DICOM.md#device-filing))",
       (raw, reader) => deviceProfilesOf(raw, reader.problems),
+    ),
+    deviceFirmId: optional(
+      'DEVICE_FIRM_ID',
+      'none',
+      "the firm (`firm.id`) of device events' episodes: the patient's open episode in that firm's subspecialty is chosen first (on OpenEyes; the same firm in the own schema), then any open episode, else a new one for this firm; without it, new episodes have no firm",
+      (raw, reader) =>
+        raw === undefined
+          ? undefined
+          : integer('DEVICE_FIRM_ID', 0, { min: 1, max: 2_147_483_647 }, '').parse(reader) || undefined,
     ),
   },
 } satisfies ConfigSection;

@@ -40,6 +40,11 @@ export interface SchemaProfile {
    */
   readonly hasEpisodeWorkflow: boolean;
   /**
+   * A `firm` table whose `service_subspecialty_assignment_id` places each firm in a subspecialty (the
+   * own schema has firm ids on episodes and events, and no firm table).
+   */
+  readonly hasFirmSubspecialties: boolean;
+  /**
    * The table of the attachment element (`OEModule\OphGeneric\models\Attachment`) that an event showing
    * attachments has a row in; undefined where the schema has none.
    */
@@ -74,6 +79,7 @@ export const OWN_SCHEMA: SchemaProfile = {
   hasUserActiveColumn: true,
   hasElementTableName: true,
   hasEpisodeWorkflow: false,
+  hasFirmSubspecialties: false,
   attachmentElementTable: undefined,
   uploadRequestType: 'attachment_upload',
   maxTextCodePoint: 0x10ffff,

@@ -691,4 +691,82 @@ describe('device profiles filed on an OpenEyes v6.8-shaped database', { skip }, 
       before,
     );
   });
+
+  it("files into the open episode of DEVICE_FIRM_ID's subspecialty, and refuses a firm the database lacks", async () => {
+    // Firms 20 and 21 share a service subspecialty assignment; 22 is another subspecialty's.
+    await sql`insert into firm (id, service_subspecialty_assignment_id, name) values (20, 7, 'Glaucoma A'), (21, 7, 'Glaucoma B'), (22, 8, 'Retina')`.execute(
+      admin,
+    );
+    // Patient 1 (0012345): an older open episode of firm 21 and the newest open one, of firm 22.
+    await sql`insert into episode (patient_id, firm_id, start_date, episode_status_id, created_user_id, last_modified_user_id)
+      values (1, 21, '2023-06-01 10:00:00', 1, 1, 1), (1, 22, '2025-01-01 10:00:00', 1, 1, 1)`.execute(admin);
+    const [ofSubspecialty] = await admin
+      .selectFrom('episode')
+      .select('id')
+      .where('patient_id', '=', 1)
+      .where('firm_id', '=', 21)
+      .execute();
+    const photograph = () =>
+      buildDeviceObject({
+        sopClassUid: OPHTHALMIC_PHOTOGRAPHY_8_BIT,
+        studyInstanceUid: newUid(),
+        patient: { id: '0012345', birthDate: '19700101', sex: 'F' },
+        modality: 'OP',
+        manufacturer: 'Kowa',
+        imageLaterality: 'R',
+        studyDate: '20240305',
+        content: 'image',
+      });
+    const fileWithFirm = async (firmId: number) => {
+      const firmEngine = createQueueEngine({
+        database,
+        config: { ...config, deviceFirmId: firmId },
+        catalog: defaultRoutineCatalog,
+      });
+      const form = new FormData();
+      form.append(
+        'scan',
+        new Blob([new Uint8Array(await photograph())], { type: 'application/dicom' }),
+        'a.dcm',
+      );
+      const queued = await fetch(`${baseUrl}/api/v1/request/queue/add?request_type=dicom_request`, {
+        method: 'POST',
+        headers: { authorization: API },
+        body: form,
+      });
+      assert.equal(queued.status, 200, await queued.clone().text());
+      const ran: string[] = [];
+      for (let i = 0; i < 30; i++) {
+        const outcome = await firmEngine.step();
+        if (outcome.kind !== 'ran') break;
+        ran.push(`${outcome.routineName}:${outcome.status}`);
+      }
+      await firmEngine.flushCounters();
+      return { requestId: ((await queued.json()) as { request_id: number }).request_id, ran };
+    };
+    const filed = await fileWithFirm(20);
+    assert.ok(
+      filed.ran.every((r) => r.endsWith(':COMPLETE')),
+      filed.ran.join(', '),
+    );
+    const [index] = await admin
+      .selectFrom('cra_device_event as d')
+      .innerJoin('event as e', 'e.id', 'd.event_id')
+      .select(['e.episode_id', 'e.firm_id'])
+      .where('d.patient_id', '=', 1)
+      .orderBy('d.id', 'desc')
+      .execute();
+    assert.deepEqual([Number(index!.episode_id), Number(index!.firm_id)], [ofSubspecialty!.id, 21]);
+
+    const refused = await fileWithFirm(999);
+    assert.equal(refused.ran.at(-1), 'ATTACH_TO_EVENT:FAILED', refused.ran.join(', '));
+    const [log] = await admin
+      .selectFrom('request_routine_execution as x')
+      .innerJoin('request_routine as r', 'r.id', 'x.request_routine_id')
+      .select('x.log_text')
+      .where('r.request_id', '=', refused.requestId)
+      .where('r.routine_name', '=', 'ATTACH_TO_EVENT')
+      .execute();
+    assert.match(String(log!.log_text), /DEVICE_FIRM_ID 999 is not a firm of this database/);
+  });
 });

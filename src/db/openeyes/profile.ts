@@ -40,6 +40,7 @@ export function createOpenEyesProfile(url: string): SchemaProfile {
     hasUserActiveColumn: false,
     hasElementTableName: false,
     hasEpisodeWorkflow: true,
+    hasFirmSubspecialties: true,
     attachmentElementTable: 'et_ophgeneric_attachment',
     uploadRequestType: undefined,
     maxTextCodePoint: 0xffff,

@@ -320,6 +320,8 @@ export const OPENEYES_TABLE_NEEDS: Readonly<Record<string, TableNeed>> = {
   // --- events, elements and sign/add --------------------------------------------------------------------
   event_type: { columns: { id: read('int'), class_name: read('text') } },
   element_type: { columns: { id: read('int'), class_name: read('text'), event_type_id: read('int') } },
+  // Device filing: the subspecialty (service assignment) of the configured firm and of episodes' firms.
+  firm: { columns: { id: read('int'), service_subspecialty_assignment_id: read('int') } },
   episode: {
     columns: {
       id: read('int'),
@@ -327,8 +329,9 @@ export const OPENEYES_TABLE_NEEDS: Readonly<Record<string, TableNeed>> = {
       start_date: inserted('datetime'),
       end_date: read('datetime'),
       deleted: read('flag'),
-      // Device filing chooses the most recent open episode that is not legacy or support services.
-      firm_id: read('int'),
+      // Device filing chooses the most recent open episode that is not legacy or support services,
+      // preferring the configured firm's subspecialty, and opens new ones for that firm.
+      firm_id: inserted('int', { isNullWritten: true }),
       legacy: read('flag'),
       support_services: read('flag'),
       change_tracker: read('flag'),

@@ -609,6 +609,65 @@ forEachDialect((dialect) => {
       );
     });
 
+    it("prefers the open episode of DEVICE_FIRM_ID's firm, and opens new episodes for that firm", async () => {
+      const firmEngine = createQueueEngine({
+        database: app.database,
+        config: { ...app.config, deviceFirmId: 5 },
+        catalog: defaultRoutineCatalog,
+      });
+      const photo = (patient: DevicePatient) => ({
+        sopClassUid: OPHTHALMIC_PHOTOGRAPHY_8_BIT,
+        studyInstanceUid: newUid(),
+        patient,
+        modality: 'OP',
+        manufacturer: 'Kowa',
+        imageLaterality: 'R',
+        studyDate: '20240305',
+        content: 'image' as const,
+      });
+      const fileWith = async (queue: QueueEngine, patient: DevicePatient) => {
+        await send(await buildDeviceObject(photo(patient)));
+        for (let i = 0; i < 40; i++) {
+          const outcome = await queue.step();
+          if (outcome.kind !== 'ran') return;
+          assert.equal(outcome.status, 'COMPLETE', outcome.routineName);
+        }
+      };
+      const episodeOfLastEvent = async (patientId: number) => {
+        const events = await eventsOf(patientId);
+        const row = await app.db
+          .selectFrom('event as e')
+          .innerJoin('episode as ep', 'ep.id', 'e.episode_id')
+          .select(['ep.id', 'ep.firm_id'])
+          .where('e.id', '=', events.at(-1)!.id)
+          .executeTakeFirstOrThrow();
+        return { id: row.id, firmId: row.firm_id };
+      };
+      // Two open episodes: the configured firm's (older) and another firm's (newer).
+      const { patientId, patient } = await newPatient();
+      const episode = (firmId: number, startDate: string) =>
+        app.db
+          .insertInto('episode')
+          .values({ patient_id: patientId, firm_id: firmId, start_date: startDate })
+          .returning('id')
+          .executeTakeFirstOrThrow();
+      const ofFirm = await episode(5, '2024-01-01 09:00:00');
+      const newer = await episode(9, '2024-02-01 09:00:00');
+      await fileWith(firmEngine, patient);
+      assert.deepEqual(await episodeOfLastEvent(patientId), { id: ofFirm.id, firmId: 5 });
+      // Without the setting: the most recent open episode, whatever its firm.
+      await fileWith(engine, patient);
+      assert.deepEqual(await episodeOfLastEvent(patientId), { id: newer.id, firmId: 9 });
+      // No open episode: a new one for the configured firm (none without the setting).
+      const fresh = await newPatient();
+      await fileWith(firmEngine, fresh.patient);
+      const opened = await episodeOfLastEvent(fresh.patientId);
+      assert.equal(opened.firmId, 5);
+      const bare = await newPatient();
+      await fileWith(engine, bare.patient);
+      assert.equal((await episodeOfLastEvent(bare.patientId)).firmId, null);
+    });
+
     it('files a Humphrey PDF whose private block has another creator without indices, and says why', async () => {
       const { patientId, patient } = await newPatient();
       const requestId = await fileObject({

@@ -49,6 +49,8 @@ export interface DeviceFiling {
   /** The event date as stored. */
   readonly eventDate: string;
   readonly institutionId: number | null;
+  /** `DEVICE_FIRM_ID`: the firm whose subspecialty's open episode is preferred, and of new episodes. */
+  readonly firmId: number | undefined;
   readonly eventTypeId: number;
   readonly attachmentElementTypeId: number;
   /** The attachments to file; `isExtracted` marks the images and PDFs taken from the DICOM file. */
@@ -84,19 +86,25 @@ type EpisodeWorkflowTables = {
   episode_status: { id: number; name: string };
 };
 
+/** OpenEyes's firms and their service subspecialty assignments (where the schema has them). */
+type FirmTables = { firm: { id: number; service_subspecialty_assignment_id: number | null } };
+
 /**
- * The patient's most recent open episode (not deleted, not legacy, not support services, not ended; on
- * OpenEyes also not a change-tracker episode and not Discharged), or a new one starting at the event
- * date.
+ * The patient's open episode (not deleted, not legacy, not support services, not ended; on OpenEyes
+ * also not a change-tracker episode and not Discharged): with a configured firm, the most recent one in
+ * that firm's subspecialty (on OpenEyes: a firm of the same service subspecialty assignment; in the own
+ * schema, which has no firm table: that firm), then the most recent of any firm; else a new one starting
+ * at the event date, for the configured firm (or none).
  */
 async function chooseEpisode(
   ctx: FilingContext,
   patientId: number,
   startDate: string,
+  firmId: number | undefined,
 ): Promise<{ id: number; firmId: number | null }> {
   const { trx, stamp } = ctx;
   let query = trx
-    .withTables<EpisodeWorkflowTables>()
+    .withTables<EpisodeWorkflowTables & FirmTables>()
     .selectFrom('episode')
     .select(['episode.id', 'episode.firm_id'])
     .where('episode.patient_id', '=', patientId)
@@ -119,6 +127,35 @@ async function chooseEpisode(
         ),
       );
   }
+  if (firmId !== undefined) {
+    // Episodes of the configured firm's subspecialty first (0), then the others (1).
+    query = query.orderBy((eb) =>
+      eb
+        .case()
+        .when(
+          ctx.schema.hasFirmSubspecialties
+            ? eb(
+                'episode.firm_id',
+                'in',
+                eb
+                  .selectFrom('firm as same')
+                  .innerJoin('firm as configured', (join) =>
+                    join.onRef(
+                      'configured.service_subspecialty_assignment_id',
+                      '=',
+                      'same.service_subspecialty_assignment_id',
+                    ),
+                  )
+                  .select('same.id')
+                  .where('configured.id', '=', firmId),
+              )
+            : eb('episode.firm_id', '=', firmId),
+        )
+        .then(0)
+        .else(1)
+        .end(),
+    );
+  }
   const open = await query
     .orderBy('episode.start_date', 'desc')
     .orderBy('episode.id', 'desc')
@@ -126,10 +163,10 @@ async function chooseEpisode(
   if (open !== undefined) return { id: open.id, firmId: open.firm_id };
   const created = await trx
     .insertInto('episode')
-    .values({ patient_id: patientId, start_date: startDate, ...audit(stamp) })
+    .values({ patient_id: patientId, firm_id: firmId ?? null, start_date: startDate, ...audit(stamp) })
     .returning('id')
     .executeTakeFirstOrThrow();
-  return { id: created.id, firmId: null };
+  return { id: created.id, firmId: firmId ?? null };
 }
 
 /** `name` when the reference table has that row, else undefined. */
@@ -190,7 +227,7 @@ async function createStudyEvent(
 ): Promise<{ eventId: number; deviceInformationId: number }> {
   const { trx, stamp } = ctx;
   const db = trx.withTables<DeviceTables>();
-  const episode = await chooseEpisode(ctx, filing.patientId, filing.eventDate);
+  const episode = await chooseEpisode(ctx, filing.patientId, filing.eventDate, filing.firmId);
   const event = await trx
     .insertInto('event')
     .values({

@@ -206,6 +206,20 @@ async function fileDevice(
   const eventDate = text('device_event_date');
   if (eventDate === null) throw new PermanentRoutineError('No device event date: DICOM_SEED must run first');
   const laterality = text('device_laterality');
+  const firmId = ctx.config.deviceFirmId;
+  if (firmId !== undefined && ctx.schema.hasFirmSubspecialties) {
+    const firm = await ctx.trx
+      .withTables<{ firm: { id: number } }>()
+      .selectFrom('firm')
+      .select('id')
+      .where('id', '=', firmId)
+      .executeTakeFirst();
+    if (firm === undefined) {
+      throw new PermanentRoutineError(
+        `DEVICE_FIRM_ID ${firmId} is not a firm of this database: correct the setting, then retry the request`,
+      );
+    }
+  }
   const outcome = await fileDeviceObject(
     {
       trx: ctx.trx,
@@ -227,6 +241,7 @@ async function fileDevice(
       eye: laterality === 'L' || laterality === 'R' || laterality === 'B' ? laterality : null,
       eventDate: storedEventDate(eventDate, ctx.config.timeZone),
       institutionId: input.institutionId,
+      firmId,
       eventTypeId: input.eventTypeId,
       attachmentElementTypeId: input.attachmentElementTypeId,
       attachments: input.attachments,
