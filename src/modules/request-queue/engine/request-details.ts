@@ -4,7 +4,7 @@
  * into `request_details`, one name/value row per key. A batch shreds the patches of its successful
  * routines together when it records them ({@link mirrorRequestDetailsMany}).
  */
-import type { Kysely, QueryCreator } from 'kysely';
+import type { DeleteQueryBuilder, DeleteResult, Insertable, Kysely, QueryCreator } from 'kysely';
 import type { Database } from '../../../db/database.ts';
 import type { DB } from '../../../db/schema.ts';
 import type { AuditStamp } from '../../attachment-data/index.ts';
@@ -50,8 +50,21 @@ export async function mirrorRequestDetails(
     if (rows.length > 0) await trx.insertInto('request_details').values(rows).execute();
     return;
   }
-  if (rows.length > 0 && database.dialect.hasWritableCte) {
-    // The insert does not see the deleted rows (one snapshot), and has no key they could collide on.
+  await replaceDetails(trx, database.dialect, deleteOld, rows);
+}
+
+/**
+ * Deletes the rows `deleteOld` selects and inserts `rows`: in one statement where the engine runs writes
+ * inside WITH (the insert does not see the deleted rows, one snapshot, and has no key they could collide
+ * on), else a delete then an insert.
+ */
+async function replaceDetails(
+  trx: Kysely<DB>,
+  dialect: Database['dialect'],
+  deleteOld: (db: QueryCreator<DB>) => DeleteQueryBuilder<DB, 'request_details', DeleteResult>,
+  rows: readonly Insertable<DB['request_details']>[],
+): Promise<void> {
+  if (rows.length > 0 && dialect.hasWritableCte) {
     await trx
       .with('old_details', (db) => deleteOld(db))
       .insertInto('request_details')
@@ -125,14 +138,5 @@ export async function mirrorRequestDetailsMany(
           ),
         ),
       );
-  if (rows.length > 0 && database.dialect.hasWritableCte) {
-    await trx
-      .with('old_details', (db) => deleteOld(db))
-      .insertInto('request_details')
-      .values(rows)
-      .execute();
-    return;
-  }
-  await deleteOld(trx).execute();
-  if (rows.length > 0) await trx.insertInto('request_details').values(rows).execute();
+  await replaceDetails(trx, database.dialect, deleteOld, rows);
 }
