@@ -197,8 +197,11 @@ describe('device profiles filed on an OpenEyes v6.8-shaped database', { skip }, 
     if (workDir !== undefined) await rm(workDir, { recursive: true, force: true });
   });
 
-  /** Queues `bytes` as a `dicom_request` and drains the queue; every routine must complete. */
-  async function file(bytes: Buffer): Promise<number> {
+  /** Queues `bytes` as a `dicom_request` and drains the queue with `queue`; the routines that ran. */
+  async function queueAndDrain(
+    bytes: Buffer,
+    queue: QueueEngine,
+  ): Promise<{ requestId: number; ran: string[] }> {
     const form = new FormData();
     form.append('scan', new Blob([new Uint8Array(bytes)], { type: 'application/dicom' }), 'scan.dcm');
     const queued = await fetch(`${baseUrl}/api/v1/request/queue/add?request_type=dicom_request`, {
@@ -210,11 +213,17 @@ describe('device profiles filed on an OpenEyes v6.8-shaped database', { skip }, 
     const { request_id: requestId } = (await queued.json()) as { request_id: number };
     const ran: string[] = [];
     for (let i = 0; i < 30; i++) {
-      const outcome = await engine.step();
+      const outcome = await queue.step();
       if (outcome.kind !== 'ran') break;
       ran.push(`${outcome.routineName}:${outcome.status}`);
     }
-    await engine.flushCounters();
+    await queue.flushCounters();
+    return { requestId, ran };
+  }
+
+  /** Queues `bytes` as a `dicom_request` and drains the queue; every routine must complete. */
+  async function file(bytes: Buffer): Promise<number> {
+    const { requestId, ran } = await queueAndDrain(bytes, engine);
     assert.ok(ran.length > 0 && ran.every((r) => r.endsWith(':COMPLETE')), ran.join(', '));
     // Filed at the first try: nothing waits in RETRY as the Java routine table makes unknown devices do.
     const routines = await admin
@@ -717,33 +726,15 @@ describe('device profiles filed on an OpenEyes v6.8-shaped database', { skip }, 
         studyDate: '20240305',
         content: 'image',
       });
-    const fileWithFirm = async (firmId: number) => {
-      const firmEngine = createQueueEngine({
-        database,
-        config: { ...config, deviceFirmId: firmId },
-        catalog: defaultRoutineCatalog,
-      });
-      const form = new FormData();
-      form.append(
-        'scan',
-        new Blob([new Uint8Array(await photograph())], { type: 'application/dicom' }),
-        'a.dcm',
+    const fileWithFirm = async (firmId: number) =>
+      queueAndDrain(
+        await photograph(),
+        createQueueEngine({
+          database,
+          config: { ...config, deviceFirmId: firmId },
+          catalog: defaultRoutineCatalog,
+        }),
       );
-      const queued = await fetch(`${baseUrl}/api/v1/request/queue/add?request_type=dicom_request`, {
-        method: 'POST',
-        headers: { authorization: API },
-        body: form,
-      });
-      assert.equal(queued.status, 200, await queued.clone().text());
-      const ran: string[] = [];
-      for (let i = 0; i < 30; i++) {
-        const outcome = await firmEngine.step();
-        if (outcome.kind !== 'ran') break;
-        ran.push(`${outcome.routineName}:${outcome.status}`);
-      }
-      await firmEngine.flushCounters();
-      return { requestId: ((await queued.json()) as { request_id: number }).request_id, ran };
-    };
     const filed = await fileWithFirm(20);
     assert.ok(
       filed.ran.every((r) => r.endsWith(':COMPLETE')),
