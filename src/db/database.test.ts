@@ -1,5 +1,8 @@
 import assert from 'node:assert/strict';
-import { stat } from 'node:fs/promises';
+import { mkdtemp, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
 import type { TestDatabase } from '../../test/harness.ts';
@@ -7,6 +10,7 @@ import { DIALECTS, createTestDatabase, forEachDialect } from '../../test/harness
 import { until } from '../../test/until.ts';
 import { sessionOptions } from './dialects/postgres.ts';
 import { castBoundLimits } from './dialects/sqlite.ts';
+import { startSqliteCheckpointer } from './dialects/sqlite-checkpointer.ts';
 
 // SQLite runs with `synchronous = NORMAL` and makes every commit durable itself with an fdatasync of the
 // WAL off the event loop (database.ts). These tests pin down when that flush happens: after every
@@ -243,6 +247,57 @@ describe('SQLite checkpoints run on their own thread', () => {
     assert.ok(first !== undefined && first > 5_000_000, `one burst fills the WAL (${first} bytes)`);
     assert.ok(largest < first * 3, `the WAL kept about the size of one burst: ${walSizes.join(', ')} bytes`);
     assert.ok(testDb.database.checkpointRounds() > startRounds, 'the checkpointer ran');
+  });
+});
+
+describe('SQLite checkpointer thread, started by commits and ended when idle', () => {
+  it('runs while another connection commits, ends once idle with the WAL copied, and starts again', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'cra-checkpointer-'));
+    const file = path.join(dir, 'db.sqlite');
+    const writer = new DatabaseSync(file);
+    writer.exec('PRAGMA journal_mode = WAL');
+    writer.exec('CREATE TABLE t (v TEXT)');
+    const autocheckpoint = () =>
+      (writer.prepare('PRAGMA wal_autocheckpoint').get() as { wal_autocheckpoint: number })
+        .wal_autocheckpoint;
+    const checkpointer = startSqliteCheckpointer(writer, file, { intervalMs: 20, idleMs: 400 });
+    try {
+      assert.equal(checkpointer.isRunning(), false, 'no thread before the first commit');
+      assert.equal(autocheckpoint(), 1000, 'the writer checkpoints itself while no thread runs');
+      const insert = writer.prepare('INSERT INTO t (v) VALUES (?)');
+      const commit = () => {
+        insert.run('x'.repeat(10_000));
+        checkpointer.wake();
+      };
+      commit();
+      assert.equal(checkpointer.isRunning(), true, 'the first commit starts the thread');
+      assert.equal(autocheckpoint(), 0, 'the writer leaves checkpoints to the thread');
+      // Commits every 50 ms for three times the idle time: the thread sees them and keeps running.
+      const busyUntil = Date.now() + 1200;
+      while (Date.now() < busyUntil) {
+        commit();
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        assert.equal(checkpointer.isRunning(), true, 'the thread keeps running while commits arrive');
+      }
+      const roundsBefore = checkpointer.rounds();
+      await until(() => !checkpointer.isRunning(), { what: 'the idle thread to end' });
+      assert.ok(checkpointer.rounds() > roundsBefore, 'it checkpointed before ending');
+      assert.equal(autocheckpoint(), 1000, 'the writer checkpoints itself again without the thread');
+      const wal = writer.prepare('PRAGMA wal_checkpoint(PASSIVE)').get() as {
+        log: number;
+        checkpointed: number;
+      };
+      assert.equal(wal.checkpointed, wal.log, 'the WAL was fully copied when it ended');
+      const roundsEnded = checkpointer.rounds();
+      commit();
+      assert.equal(checkpointer.isRunning(), true, 'the next commit starts a new thread');
+      assert.equal(autocheckpoint(), 0);
+      await until(() => checkpointer.rounds() > roundsEnded, { what: 'the new thread to checkpoint' });
+    } finally {
+      await checkpointer.close();
+      writer.close();
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
 

@@ -80,7 +80,13 @@ export async function openDatabase(
                 connection.adapter.bulkInsert(trx, table, columns, rows),
               close: async () => {},
             })
-          : openSqliteBackgroundWriter(target.file, { takeTurn: writeTransaction.betweenBatches }),
+          : openSqliteBackgroundWriter(target.file, {
+              // Its commits grow the WAL too: the checkpointer's thread must be running for them.
+              takeTurn: (batch) => {
+                connection.wakeCheckpointer();
+                return writeTransaction.betweenBatches(batch);
+              },
+            }),
       walFlushes: () => connection.walFlushes(),
       checkpointRounds: () => connection.checkpointRounds(),
       close: () => connection.close(),

@@ -7,8 +7,12 @@
  * (sqlite-checkpoint.worker.js). The WAL then restarts from its beginning as usual once it is fully
  * copied, so it stays small.
  *
- * If the thread fails or exits, the writer gets its automatic checkpoints back: the WAL never grows
- * without bound.
+ * The thread starts with the first committed write (`wake()`, called on every commit) and ends itself once
+ * no other connection has committed for `idleMs` and the WAL is fully copied, so an idle server does not
+ * keep its isolate (about 7 MB); the next commit starts it again.
+ *
+ * Whenever the thread is not running (not yet started, ended idle, failed or exited), the writer has its
+ * automatic checkpoints back: the WAL never grows without bound.
  */
 import type { DatabaseSync } from 'node:sqlite';
 import { Worker } from 'node:worker_threads';
@@ -18,44 +22,64 @@ const WORKER_URL = new URL('./sqlite-checkpoint.worker.js', import.meta.url);
 const AUTOMATIC_PAGES = 1000;
 
 export interface SqliteCheckpointer {
-  /** Completed checkpoint rounds of the thread (a metric, and what tests observe). */
+  /** Starts the thread unless it runs: called after every committed write. Cheap when it runs. */
+  wake(): void;
+  /** Whether the thread is running now (what tests observe). */
+  isRunning(): boolean;
+  /** Completed checkpoint rounds of the thread, over all its starts (a metric, and what tests observe). */
   rounds(): number;
   close(): Promise<void>;
+}
+
+export interface SqliteCheckpointerOptions {
+  /** How often the thread checkpoints. */
+  readonly intervalMs?: number;
+  /** How long without another connection's commit, the WAL fully copied, before the thread ends. */
+  readonly idleMs?: number;
 }
 
 export function startSqliteCheckpointer(
   writer: DatabaseSync,
   file: string,
-  intervalMs = 100,
+  options: SqliteCheckpointerOptions = {},
 ): SqliteCheckpointer {
-  writer.exec('PRAGMA wal_autocheckpoint = 0');
+  const workerData = { file, intervalMs: options.intervalMs ?? 100, idleMs: options.idleMs ?? 30_000 };
   let rounds = 0;
   let isClosing = false;
-  const worker = new Worker(WORKER_URL, { workerData: { file, intervalMs } });
-  worker.unref();
-  const fallBack = () => {
+  let worker: Worker | undefined;
+  const automaticCheckpoints = () => {
     if (!isClosing && writer.isOpen) writer.exec(`PRAGMA wal_autocheckpoint = ${AUTOMATIC_PAGES}`);
   };
-  worker.on('message', (message: { kind: string }) => {
-    if (message.kind === 'checkpoint') rounds += 1;
-  });
-  let hasExited = false;
-  worker.on('error', fallBack);
-  worker.on('exit', () => {
-    hasExited = true;
-    fallBack();
-  });
+  const start = () => {
+    const thread = new Worker(WORKER_URL, { workerData, name: 'sqlite-checkpointer' });
+    thread.unref();
+    thread.on('message', (message: { kind: string }) => {
+      if (message.kind === 'checkpoint') rounds += 1;
+    });
+    thread.on('error', automaticCheckpoints);
+    thread.on('exit', () => {
+      if (worker === thread) worker = undefined;
+      automaticCheckpoints();
+    });
+    writer.exec('PRAGMA wal_autocheckpoint = 0');
+    worker = thread;
+  };
   return {
+    wake() {
+      if (worker === undefined && !isClosing) start();
+    },
+    isRunning: () => worker !== undefined,
     rounds: () => rounds,
     async close() {
       isClosing = true;
-      if (hasExited) return;
+      const thread = worker;
+      if (thread === undefined) return;
       // Keep the process alive until the thread has closed its connection.
-      worker.ref();
-      const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
-      worker.postMessage('close');
+      thread.ref();
+      const exited = new Promise<void>((resolve) => thread.once('exit', () => resolve()));
+      thread.postMessage('close');
       await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 1000).unref())]);
-      await worker.terminate();
+      await thread.terminate();
     },
   };
 }

@@ -38,6 +38,8 @@ export interface SqliteConnection {
   readonly durability: SqliteDurability | undefined;
   walFlushes(): number;
   checkpointRounds(): number;
+  /** Has the checkpointer's thread running (another connection is about to commit to this file). */
+  wakeCheckpointer(): void;
   close(): Promise<void>;
 }
 
@@ -63,6 +65,11 @@ export function openSqlite(file: string): SqliteConnection {
   native.exec('PRAGMA temp_store = MEMORY');
   // Checkpoints (copying the WAL into the database file, with fsyncs) on a thread of their own.
   const checkpointer = wal === undefined ? undefined : startSqliteCheckpointer(native, file);
+  /** After a committed write: make it durable, and have the checkpointer's thread running. */
+  const flushWal = (log: WalFlusher) => {
+    checkpointer?.wake();
+    return log.flush();
+  };
   const prepare = createStatementCache(native);
   // Set by the batched write transaction for its own commit, which it flushes itself after releasing
   // the connection (write-transaction.ts): reads and the next batch then run during the fdatasync.
@@ -83,7 +90,7 @@ export function openSqlite(file: string): SqliteConnection {
         const rows = values.map((values) => rowFromValues(columnNames, values));
         // `insert ... returning` in autocommit mode is a committed write too.
         return wal !== undefined && !isSelect && leavesCommittedChange(query, native.isTransaction)
-          ? wal.flush().then(() => ({ rows }))
+          ? flushWal(wal).then(() => ({ rows }))
           : { rows };
       }
       // Taken before the statement runs, so that a failing commit cannot leave it set for another.
@@ -101,7 +108,7 @@ export function openSqlite(file: string): SqliteConnection {
         numAffectedRows: parseBigInt(result.changes),
       };
       return wal !== undefined && !isFlushDeferred && leavesCommittedChange(query, native.isTransaction)
-        ? wal.flush().then(() => answer)
+        ? flushWal(wal).then(() => answer)
         : answer;
     },
     close: () => {
@@ -120,10 +127,11 @@ export function openSqlite(file: string): SqliteConnection {
             deferFlushOfNextStatement: (isDeferred) => {
               flushDeferredOnce = isDeferred;
             },
-            flush: () => wal.flush(),
+            flush: () => flushWal(wal),
           },
     walFlushes: () => wal?.flushes() ?? 0,
     checkpointRounds: () => checkpointer?.rounds() ?? 0,
+    wakeCheckpointer: () => checkpointer?.wake(),
     close: async () => {
       await checkpointer?.close();
       await db.destroy();
