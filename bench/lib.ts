@@ -540,7 +540,11 @@ export interface FloorResponse {
  * request with `response` (status, headers, body). It is what "the same bytes with no framework, no
  * auth and no database" costs on this machine; each figure is reported as a ratio to it.
  */
-export async function startFloor(response: FloorResponse): Promise<RunningProcess> {
+export async function startFloor(
+  response: FloorResponse,
+  /** More environment for the floor's process (e.g. a loop-delay probe's). */
+  env: Record<string, string> = {},
+): Promise<RunningProcess> {
   const dir = await mkdtemp(path.join(tmpdir(), 'cra-floor-'));
   const specFile = path.join(dir, 'response.json');
   await writeFile(
@@ -555,6 +559,7 @@ export async function startFloor(response: FloorResponse): Promise<RunningProces
     spawn(process.execPath, ['bench/floor.ts', specFile], {
       cwd: ROOT_DIR,
       stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, ...env },
     }),
   );
   const stderr = collectOutput(child);

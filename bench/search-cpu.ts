@@ -205,7 +205,20 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
       const extra = [...Object.entries(baselineEnv).map(([k, v]) => `${k}=${v}`), ...baselineFlags];
       notes.push(`baseline: ${where}${extra.length > 0 ? ` with ${extra.join(' ')}` : ''}`);
     }
+    // The floor: a bare node:http server answering the very bytes of this search, so that what the
+    // service itself costs per search is the difference (its main thread's CPU per request bounds what
+    // any server on this Node and machine can reach).
+    const floorProbe = lib.createLoopProbe(probeDir, 'floor', process.env.NODE_OPTIONS);
+    const floorProcess = await lib.startFloor(
+      await lib.captureResponse(`${candidate.process.url}${urlPath}`, {
+        headers: { authorization: lib.BENCH_AUTHORIZATION },
+      }),
+      floorProbe.env,
+    );
+    running.push(floorProcess);
+    const floor: ProbedServer = { process: floorProcess, probe: floorProbe };
     for (const connections of options.connections) {
+      rows.push(await measureCpu('floor: same bytes, bare node:http', floor, urlPath, options, connections));
       const order =
         baseline === undefined
           ? [['this checkout', candidate] as const]
