@@ -130,6 +130,7 @@ describe('dialect adapters', () => {
   describe('queue claim', () => {
     const options = {
       queue: 'q',
+      status: 'NEW' as const,
       nowText: '2026-01-01 00:00:00',
       limit: 25,
       excludeRequestIds: new Set<number>(),
@@ -137,13 +138,24 @@ describe('dialect adapters', () => {
 
     it('PostgreSQL locks the routine and its request, skipping rows other workers hold', () => {
       const { sql } = claimQuery(postgres.db, postgres.dialect, options).compile();
-      assert.match(sql, /order by "rr"\."id" limit 25 for update of "r", "rr" skip locked$/);
+      assert.match(
+        sql,
+        /order by "rr"\."request_id", "rr"\."id" limit 25 for update of "r", "rr" skip locked$/,
+      );
       assert.match(sql, /not exists \(select 1 as "one" from "request_routine" as "sibling"/);
+    });
+
+    it("reads one status oldest request first, looking up each routine's request and siblings by row", () => {
+      const { sql } = claimQuery(postgres.db, postgres.dialect, { ...options, status: 'RETRY' }).compile();
+      assert.match(sql, /"rr"\."status" = 'RETRY'/);
+      assert.doesNotMatch(sql, /"rr"\."status" in/);
+      assert.match(sql, /inner join "request" as "r" on "r"\."id" = "rr"\."request_id" \+ 0/);
+      assert.match(sql, /"sibling"\."request_id" = "rr"\."request_id" \+ 0/);
     });
 
     it('writes the queue, the statuses and the limit into the SQL, so that a plan made once knows them', () => {
       const { sql, parameters } = claimQuery(postgres.db, postgres.dialect, options).compile();
-      assert.match(sql, /"rr"\."status" in \('NEW', 'RETRY'\)/);
+      assert.match(sql, /"rr"\."status" = 'NEW'/);
       assert.match(sql, /"sibling"\."status" not in \('COMPLETE', 'VOID'\)/);
       assert.match(sql, /"rr"\."execute_request_queue" = 'q'/);
       assert.deepEqual(parameters, ['2026-01-01 00:00:00']);
@@ -177,7 +189,7 @@ describe('dialect adapters', () => {
 
     it('MySQL locks with a plain FOR UPDATE (MariaDB has no OF), which locks both joined rows', () => {
       const { sql } = claimQuery(mysql.db, mysql.dialect, options).compile();
-      assert.match(sql, /order by `rr`\.`id` limit \d+ for update skip locked$/);
+      assert.match(sql, /order by `rr`\.`request_id`, `rr`\.`id` limit \d+ for update skip locked$/);
     });
 
     it('SQLite takes no row lock and leaves out the requests this process runs', () => {

@@ -812,7 +812,7 @@ describe('DATABASE_SCHEMA=openeyes on an OpenEyes v6.8-shaped database', { skip 
     assert.deepEqual(ddl.map((line) => /ADD INDEX `(\w+)`/.exec(line)?.[1]).sort(), [
       'cra_contact_first_name',
       'cra_contact_last_first_name',
-      'cra_request_routine_queue_status',
+      'cra_request_routine_claim',
       'cra_request_routine_request_sequence',
       'cra_unique_codes_code',
       'cra_user_authentication_username',

@@ -50,10 +50,11 @@ export const OPENEYES_INDEX_NEEDS: readonly IndexNeed[] = [
     purpose: 'Basic authentication: the login looked up by user name when it is not cached',
   },
   {
-    name: 'cra_request_routine_queue_status',
+    name: 'cra_request_routine_claim',
     table: 'request_routine',
-    columns: ['execute_request_queue', 'status', 'id'],
-    purpose: 'queue worker: claiming the eligible routines of a queue in id order; queue metrics',
+    columns: ['execute_request_queue', 'status', 'request_id', 'id'],
+    purpose:
+      'queue worker: claiming the eligible routines of a queue, oldest request first, without a sort; queue metrics',
   },
   {
     name: 'cra_request_routine_request_sequence',

@@ -1,6 +1,6 @@
 /**
  * The queue's families of `/metrics`, read from the database at scrape time: routines per queue and
- * status (one grouped query over the `request_routine_queue_status` index), and the routine outcomes
+ * status (one grouped query over an index that leads with queue and status), and the routine outcomes
  * that `request_queue` counts. The families of one scrape share one read; when it fails they have no
  * samples and `metrics_database_query_ok` is 0.
  */

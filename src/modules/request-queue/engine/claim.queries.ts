@@ -26,28 +26,45 @@ type RoutineScope = ExpressionBuilder<DB & { rr: DB['request_routine'] }, 'rr'>;
 const literal = (status: RoutineStatus) => sql.lit<RoutineStatus>(status);
 
 /**
- * Eligible: on `queue`, NEW or RETRY, next try null or reached, and no sibling of the same request
- * with a lower `execute_sequence` outside COMPLETE/VOID (strict per-request order). The routine table must
- * be aliased `rr`. The statuses are literals, not bound values: a plan made once for every value (a
- * prepared claim's generic plan) can use the partial index of the pending routines
- * (`request_routine_pending`) only when it can prove the index's condition from the query's.
+ * Eligible: on `queue`, NEW or RETRY (or only `status`), next try null or reached, and no sibling of the
+ * same request with a lower `execute_sequence` outside COMPLETE/VOID (strict per-request order). The
+ * routine table must be aliased `rr`. The statuses are literals, not bound values, so that a plan made
+ * once for every value (a prepared claim's generic plan) reads the one index range of its status.
  */
-export function isEligible(eb: RoutineScope, queue: string | RawBuilder<string>, nowText: unknown) {
+export function isEligible(
+  eb: RoutineScope,
+  queue: string | RawBuilder<string>,
+  nowText: unknown,
+  status?: RoutineStatus,
+) {
   return eb.and([
     eb('rr.execute_request_queue', '=', queue),
-    eb('rr.status', 'in', [literal('NEW'), literal('RETRY')]),
+    status === undefined
+      ? eb('rr.status', 'in', [literal('NEW'), literal('RETRY')])
+      : eb('rr.status', '=', literal(status)),
     eb.or([eb('rr.next_try_date_time', 'is', null), eb('rr.next_try_date_time', '<=', nowText as string)]),
     eb.not(
       eb.exists(
         eb
           .selectFrom('request_routine as sibling')
           .select(sql.lit(1).as('one'))
-          .whereRef('sibling.request_id', '=', 'rr.request_id')
+          .where('sibling.request_id', '=', unordered(sql.ref<number>('rr.request_id')))
           .whereRef('sibling.execute_sequence', '<', 'rr.execute_sequence')
           .where('sibling.status', 'not in', [literal('COMPLETE'), literal('VOID')]),
       ),
     ),
   ]);
+}
+
+/**
+ * `ref + 0`: the same value, which a planner does not know to be in the order of `ref`. The claim reads
+ * routines in request order and looks up each one's request and siblings by `request_id`; with the key
+ * itself PostgreSQL may instead merge-join the request and sibling indexes from their first rows (its
+ * estimate takes the claim to start near the oldest request, when the pending routines are the newest),
+ * reading the whole history of the queue on every claim. Through the expression each row is looked up.
+ */
+function unordered(ref: RawBuilder<number>) {
+  return sql<number>`${ref} + 0`;
 }
 
 /** What the engine needs to run claims: the database's compile cache and dialect. */
@@ -57,31 +74,60 @@ export interface ClaimDatabase {
 }
 
 /**
- * The first `limit` eligible routines of `queue` (by id), at most one per request, none of the requests
- * in `excludeRequestIds`; locked (skipping rows other transactions hold) where the engine has row locks,
- * so `db` must then be the transaction that will run them. The statement is compiled once per shape and
- * runs prepared (a worker with small batches claims hundreds of times a second, and planning the claim
- * costs more than running it).
+ * The statuses a claim takes, in order, one statement each: the RETRY routines whose next try has come,
+ * then the NEW ones. Both belong to the same eligibility rule; a RETRY routine's request has started, so
+ * it goes first (see {@link claimQuery} for the order within each).
+ */
+export const CLAIM_STATUSES = ['RETRY', 'NEW'] as const satisfies readonly RoutineStatus[];
+
+export type ClaimStatus = (typeof CLAIM_STATUSES)[number];
+
+/**
+ * The first `limit` eligible routines of `queue` (due RETRY ones first, then NEW ones, each oldest
+ * request first), at most one per request, none of the requests in `excludeRequestIds`; locked (skipping
+ * rows other transactions hold) where the engine has row locks, so `db` must then be the transaction that
+ * will run them. Each statement is compiled once per shape and runs prepared (a worker with small batches
+ * claims hundreds of times a second, and planning the claim costs more than running it).
  */
 export async function claimRoutines(
   db: Kysely<DB>,
   database: ClaimDatabase,
   options: ClaimOptions,
 ): Promise<ClaimedRoutine[]> {
-  const { rows } = await database.dialect.runPreparedOn(db, compileClaim(db, database, options));
+  const claimed: ClaimedRoutine[] = [];
   const seen = new Set<number>();
-  return rows.filter((r) => !seen.has(r.request_id) && seen.add(r.request_id));
+  for (const status of CLAIM_STATUSES) {
+    const limit = options.limit - claimed.length;
+    if (limit <= 0) break;
+    const compiled = compileClaim(db, database, { ...options, status, limit });
+    const { rows } = await database.dialect.runPreparedOn(db, compiled);
+    for (const row of rows) {
+      // Siblings of one sequence can be eligible together: one routine per request.
+      if (seen.has(row.request_id)) continue;
+      seen.add(row.request_id);
+      claimed.push(row);
+    }
+  }
+  return claimed;
 }
 
-/** The claim statement of `options`, compiled once per shape (queue, limit, count of excluded requests). */
-export function compileClaim(db: Kysely<DB>, database: ClaimDatabase, options: ClaimOptions) {
+/**
+ * The claim statement of `options` for one status, compiled once per shape (queue, status, limit, count
+ * of excluded requests).
+ */
+export function compileClaim(
+  db: Kysely<DB>,
+  database: ClaimDatabase,
+  options: ClaimOptions & { readonly status: ClaimStatus },
+) {
   const excluded = [...options.excludeRequestIds];
   return database.shapes.compile(
-    `queue:claim:${JSON.stringify(options.queue)}:${options.limit}:${excluded.length}`,
+    `queue:claim:${JSON.stringify(options.queue)}:${options.status}:${options.limit}:${excluded.length}`,
     [options.nowText, ...excluded],
     (slots) =>
       claimQuery(db, database.dialect, {
         queue: options.queue,
+        status: options.status,
         nowText: slots[0],
         limit: options.limit,
         excludeRequestIds: slots.slice(1),
@@ -97,18 +143,31 @@ export interface ClaimOptions {
 }
 
 /**
- * The claim statement of {@link claimRoutines} (its SQL is tested per dialect): bound time and excluded
- * request ids (values, or the compile cache's placeholders). The queue and the limit are literals, so
- * that a plan made once (a generic plan) knows how many pending routines the queue has and how few rows
- * it needs: with a bound queue PostgreSQL guesses the pending routines spread evenly over the queues,
- * and where there are several it hashes every unfinished routine per claim instead of walking the
- * queue's pending ones in id order. Queue names come from `request_queue`, never from a request.
+ * The claim statement of {@link claimRoutines} for the eligible routines of one status (its SQL is tested
+ * per dialect): bound time and excluded request ids (values, or the compile cache's placeholders).
+ *
+ * Order: oldest request first (request id), then routine id. A request's chained routine is inserted
+ * when its previous routine completes, so it has a newer id than the first routines of every request
+ * queued meanwhile; in routine id order it would wait behind all of them, and under steady intake a
+ * started request would not finish until intake stopped. By request, a started request is finished
+ * before newer ones start. One status per statement, so that one index range, (queue, status,
+ * request_id, id) (`request_routine_claim`; in OpenEyes mode the suggested `cra_request_routine_claim`),
+ * gives this order on every engine and the claim stops at `limit` eligible rows: a sort would read and
+ * test every pending routine of the queue, and on MariaDB a sorted `FOR UPDATE SKIP LOCKED` locks every
+ * row it read, so that concurrent claims would find nothing.
+ *
+ * The queue, the status and the limit are literals, so that a plan made once (a generic plan) knows how
+ * many pending routines the queue has and how few rows it needs: with a bound queue PostgreSQL guesses
+ * the pending routines spread evenly over the queues, and where there are several it hashes every
+ * unfinished routine per claim instead of walking the queue's pending ones in order. Queue names come
+ * from `request_queue`, never from a request.
  */
 export function claimQuery(
   db: Kysely<DB>,
   dialect: DialectAdapter,
   options: {
     readonly queue: string;
+    readonly status: ClaimStatus;
     readonly nowText: unknown;
     readonly limit: number;
     readonly excludeRequestIds: Iterable<unknown>;
@@ -117,7 +176,7 @@ export function claimQuery(
   const excluded = [...options.excludeRequestIds] as number[];
   let query = db
     .selectFrom('request_routine as rr')
-    .innerJoin('request as r', 'r.id', 'rr.request_id')
+    .innerJoin('request as r', (join) => join.on('r.id', '=', unordered(sql.ref<number>('rr.request_id'))))
     // Named columns, not `rr.*`: a prepared statement's result columns must not change under it.
     .select([
       'rr.id',
@@ -131,7 +190,8 @@ export function claimQuery(
       'rr.hash_code',
       'r.request_type',
     ])
-    .where((eb) => isEligible(eb, sql.lit(options.queue), options.nowText))
+    .where((eb) => isEligible(eb, sql.lit(options.queue), options.nowText, options.status))
+    .orderBy('rr.request_id')
     .orderBy('rr.id')
     .limit(sql.lit(Math.max(1, Math.floor(options.limit))));
   if (excluded.length > 0) query = query.where('rr.request_id', 'not in', excluded);

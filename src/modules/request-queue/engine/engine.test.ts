@@ -417,7 +417,7 @@ forEachDialect((dialect) => {
       );
     });
 
-    it('runs routines of a request in execute_sequence order and requests in routine id order', async () => {
+    it('runs routines of a request in execute_sequence order and requests oldest first', async () => {
       const type = await createRequestType(testDb.db, { routineName: names.ok! });
       const a = await enqueueRequest(testDb.database, { requestType: type.requestType, attachments: [] });
       const b = await enqueueRequest(testDb.database, { requestType: type.requestType, attachments: [] });
@@ -436,8 +436,63 @@ forEachDialect((dialect) => {
         if (outcome.kind !== 'ran') break;
         ran.push(outcome.routineId);
       }
-      // b's routine (lower id than `early`) is eligible first; a's first routine waits for `early`.
-      assert.deepEqual(ran, [bFirst!.id, early, aFirst!.id]);
+      // a's first routine waits for `early` (newer than b's routine), and a, the older request, goes first.
+      assert.deepEqual(ran, [early, aFirst!.id, bFirst!.id]);
+    });
+
+    it("finishes a started request first: its chained routine goes before newer requests' first routines", async () => {
+      const type = await createRequestType(testDb.db, { routineName: names.merger! });
+      const queue = type.queue;
+      const enqueue = async (key: string) =>
+        (
+          await enqueueRequest(testDb.database, {
+            requestType: type.requestType,
+            attachments: [jsonRow('REQUEST_DATA', { key })],
+          })
+        ).requestId;
+      const a = await enqueue('a');
+      const newer: number[] = [];
+      for (const key of ['b', 'c', 'd', 'e', 'f']) newer.push(await enqueue(key));
+      const first = await engine.step(queue);
+      assert.equal(first.kind === 'ran' && first.requestId, a);
+      // a's chained routine is the newest pending routine of the queue; b..f's first routines are older.
+      const chained = (await routinesOf(testDb.db, a)).find((r) => r.status === 'NEW')!;
+      const pendingFirst = await Promise.all(newer.map(async (id) => (await routinesOf(testDb.db, id))[0]!));
+      assert.ok(pendingFirst.every((r) => r.status === 'NEW' && r.id < chained.id));
+      // The next batch of two: a's chained routine, then the oldest of the others.
+      const batch = await engine.runBatch(queue, 2);
+      await engine.flushCounters();
+      assert.deepEqual(
+        batch.map((o) => o.kind === 'ran' && [o.requestId, o.routineId]),
+        [
+          [a, chained.id],
+          [newer[0], pendingFirst[0]!.id],
+        ],
+      );
+      while ((await engine.runBatch(queue, 10)).length > 0);
+      await engine.flushCounters();
+    });
+
+    it('runs a RETRY routine whose next try has come before NEW routines, even of older requests', async () => {
+      const type = await createRequestType(testDb.db, { routineName: names.ok! });
+      const older = await enqueueRequest(testDb.database, { requestType: type.requestType, attachments: [] });
+      const retrying = await enqueueRequest(testDb.database, {
+        requestType: type.requestType,
+        attachments: [],
+      });
+      const [retry] = await routinesOf(testDb.db, retrying.requestId);
+      await testDb.db
+        .updateTable('request_routine')
+        .set({ status: 'RETRY', try_count: 1, next_try_date_time: formatDateTime(clock) })
+        .where('id', '=', retry!.id)
+        .execute();
+      const ran: number[] = [];
+      for (;;) {
+        const outcome = await engine.step(type.queue);
+        if (outcome.kind !== 'ran') break;
+        ran.push(outcome.requestId);
+      }
+      assert.deepEqual(ran, [retrying.requestId, older.requestId]);
     });
 
     it('does not run a routine whose earlier sibling waits for its next try', async () => {
@@ -656,12 +711,14 @@ forEachDialect((dialect) => {
       await engine.flushCounters();
     });
 
-    it('claims through the index of pending routines, however many finished ones come before them', async () => {
+    it('claims through the index in request order, without a sort, however many finished ones come before them', async () => {
       const type = await createRequestType(testDb.db, { routineName: names.ok! });
       await testDb.db.transaction().execute(async (trx) => {
         const requests = await trx
           .insertInto('request')
-          .values(Array.from({ length: 600 }, () => ({ request_type: type.requestType, system_message: '' })))
+          .values(
+            Array.from({ length: 3000 }, () => ({ request_type: type.requestType, system_message: '' })),
+          )
           .returning('id')
           .execute();
         await trx
@@ -670,9 +727,9 @@ forEachDialect((dialect) => {
             requests.map((r, i) => ({
               request_id: r.id,
               execute_request_queue: type.queue,
-              status: i < 300 ? ('COMPLETE' as const) : ('NEW' as const),
+              status: i < 2700 ? ('COMPLETE' as const) : ('NEW' as const),
               routine_name: names.ok!,
-              try_count: i < 300 ? 1 : 0,
+              try_count: i < 2700 ? 1 : 0,
               next_try_date_time: null,
               execute_sequence: 10,
               hash_code: null,
@@ -683,6 +740,7 @@ forEachDialect((dialect) => {
       await (dialect === 'mysql' ? sql`analyze table request_routine` : sql`analyze`).execute(testDb.db);
       const claim = claimQuery(testDb.db, testDb.database.dialect, {
         queue: type.queue,
+        status: 'NEW',
         nowText: formatDateTime(clock),
         limit: 25,
         excludeRequestIds: new Set(),
@@ -698,10 +756,16 @@ forEachDialect((dialect) => {
           await sql`deallocate claim_plan`.execute(connection);
           return explained.rows.map((r) => r['QUERY PLAN']).join('\n');
         });
-        assert.match(plan, /Index Scan using request_routine_pending on request_routine rr/);
+        assert.match(plan, /Index Scan using request_routine_claim on request_routine rr/);
         assert.doesNotMatch(plan, /Sort/, 'no sort of every pending routine');
+        assert.doesNotMatch(
+          plan,
+          /Merge/,
+          'no merge join that reads the request and sibling indexes from their start',
+        );
       } else if (dialect === 'mysql') {
-        // No partial index: the (queue, status, id) index, whose statuses the claim names.
+        // An index that leads with the status the claim names and gives the request order. A sorted claim
+        // would also keep every pending routine it read locked, so that other workers' claims find none.
         const explained = await testDb.db.executeQuery<{
           table: string;
           key: string | null;
@@ -712,14 +776,15 @@ forEachDialect((dialect) => {
         });
         const rr = explained.rows.find((r) => r.table === 'rr');
         plan = JSON.stringify(explained.rows);
-        assert.equal(rr?.key, 'request_routine_queue_status', plan);
+        assert.ok(['request_routine_claim', 'request_routine_status_request'].includes(rr?.key ?? ''), plan);
+        assert.doesNotMatch(plan, /filesort/, plan);
       } else {
         const explained = await testDb.db.executeQuery<{ detail: string }>({
           ...claim,
           sql: `explain query plan ${claim.sql}`,
         });
         plan = explained.rows.map((r) => r.detail).join('\n');
-        assert.match(plan, /SEARCH rr USING INDEX request_routine_pending/);
+        assert.match(plan, /SEARCH rr USING INDEX request_routine_claim/);
         assert.doesNotMatch(plan, /TEMP B-TREE/, 'no sort of every pending routine');
       }
       const claimed = await engine.runBatch(type.queue, 25);
