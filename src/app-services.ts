@@ -12,7 +12,7 @@ import type { AuditTrail } from './modules/audit/index.ts';
 import { createAuditTrail } from './modules/audit/index.ts';
 import type { PatientSearchService } from './modules/patient/index.ts';
 import { createPatientSearchService } from './modules/patient/index.ts';
-import type { IntakeService } from './modules/request-queue/index.ts';
+import type { IntakePace, IntakeService } from './modules/request-queue/index.ts';
 import { createIntakeService } from './modules/request-queue/index.ts';
 
 export interface AppServices {
@@ -23,10 +23,18 @@ export interface AppServices {
 }
 
 /** Builds the shared services of one process from its dependencies. */
-export function createAppServices(deps: AppDeps): AppServices {
+export function createAppServices(
+  deps: AppDeps,
+  /** Intake paced to the queue worker of this process, when it runs one. */
+  options: { readonly intakePace?: IntakePace } = {},
+): AppServices {
   return {
     auditTrail: createAuditTrail(deps.database),
-    intake: createIntakeService({ database: deps.database, config: deps.config }),
+    intake: createIntakeService({
+      database: deps.database,
+      config: deps.config,
+      ...(options.intakePace === undefined ? {} : { pace: options.intakePace }),
+    }),
     attachments: createAttachmentService(deps),
     patients: createPatientSearchService(deps),
   };

@@ -129,6 +129,8 @@ export interface Config {
   readonly workerConcurrency: number;
   /** Queues the worker serves; empty = every queue in `request_queue`. */
   readonly workerQueues: readonly string[];
+  /** In-process worker: queue add answers wait while it is more than this behind (ms); 0 = never. */
+  readonly queueIntakePaceMs: number;
   /** Retry back-off table, from `<delay>[*n]@<below try>` steps (the Java processor's newest table by default). */
   readonly queueRetryBackoff: readonly BackoffStep[];
   /** Request types whose `REQUEST_BLOB.blob_data` the clean-up routine nulls after a successful attach. */
@@ -500,6 +502,12 @@ const QUEUE = {
       "requests run in parallel per queue; 0 = the queue's `maximum_active_threads`",
     ),
     workerQueues: commaList('WORKER_QUEUES', 'all', 'comma-separated queues this worker serves'),
+    queueIntakePaceMs: integer(
+      'QUEUE_INTAKE_PACE_MS',
+      2000,
+      { min: 0, max: 60_000 },
+      'with `WORKER=in-process`: while the worker is more than this behind the requests accepted, queue add, STOW-RS and C-STORE answers wait up to as long for it (the request is already stored); 0 = never',
+    ),
     queueRetryBackoff: optional(
       'QUEUE_RETRY_BACKOFF',
       code('2m*n@5,30m@13,6h@20'),

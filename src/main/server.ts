@@ -21,7 +21,11 @@ import { createLogger } from '../logger.ts';
 import { demoStartupLines, loadDemoData } from '../modules/dataset/index.ts';
 import type { DicomServer } from '../modules/dicom-receive/index.ts';
 import { startDicomServer } from '../modules/dicom-receive/index.ts';
-import { createQueueWorker, defaultRoutineCatalog } from '../modules/request-queue/index.ts';
+import {
+  createIntakePace,
+  createQueueWorker,
+  defaultRoutineCatalog,
+} from '../modules/request-queue/index.ts';
 import { createAuthenticator, hasActiveLogin } from '../modules/user/index.ts';
 import type { Bootstrapped } from './bootstrap.ts';
 import { bootstrap, isNewDatabase, loadConfigOrExit, lockQueueWorkerOrExit, runOrExit } from './bootstrap.ts';
@@ -99,14 +103,23 @@ async function serve(
     }),
   };
   // Built once: the app's routes and the DIMSE receiver share the audit trail and the queue intake.
-  const services = createAppServices(deps);
+  // With the worker in this process, queue add's answers are paced to it (QUEUE_INTAKE_PACE_MS).
+  const intakePace =
+    workerLock === undefined ? undefined : createIntakePace({ lagTargetMs: config.queueIntakePaceMs });
+  const services = createAppServices(deps, intakePace === undefined ? {} : { intakePace });
   const app = await buildApp(deps, { logger, services });
   // The in-process queue worker (WORKER=in-process); run `npm run worker` processes instead with WORKER=off.
   // On SQLite it holds the lock of the database's one queue worker (taken above) until the process ends.
   const worker =
     workerLock === undefined
       ? undefined
-      : createQueueWorker({ database, config, catalog: defaultRoutineCatalog, logger });
+      : createQueueWorker({
+          database,
+          config,
+          catalog: defaultRoutineCatalog,
+          logger,
+          ...(intakePace === undefined ? {} : { pace: intakePace }),
+        });
   await runOrExit(async () => worker?.start());
   const { orphanSweepIntervalMs: intervalMs, orphanSweepGraceMs: graceMs } = config;
   const sweeper = startOrphanSweep({ database, files, logger, intervalMs, graceMs });

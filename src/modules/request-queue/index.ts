@@ -22,6 +22,8 @@ export type { DicomInstanceSubmission, IntakeService } from './intake/intake.ser
 export { REQUEST_QUEUE_CHANNEL, onRequestQueued } from './engine/queue-events.ts';
 export type { RequestQueuedEvent, RequestQueuedListener } from './engine/queue-events.ts';
 export { createQueueWorker } from './engine/worker.ts';
+export type { IntakePace } from './engine/intake-pace.ts';
+export { createIntakePace } from './engine/intake-pace.ts';
 export type { QueueWorker, WorkerOptions } from './engine/worker.ts';
 export { createQueueEngine } from './engine/engine.ts';
 export type { QueueEngine, StepOutcome } from './engine/engine.ts';

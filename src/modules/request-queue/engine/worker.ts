@@ -17,6 +17,7 @@ import type { Subscription } from '../../../db/dialect.ts';
 import type { Logger } from '../../../logger.ts';
 import type { EngineOptions, QueueEngine } from './engine.ts';
 import { createQueueEngine } from './engine.ts';
+import type { IntakePace } from './intake-pace.ts';
 import { findQueues } from './claim.queries.ts';
 import { REQUEST_QUEUE_CHANNEL, onRequestQueued } from './queue-events.ts';
 
@@ -41,6 +42,8 @@ export interface WorkerOptions extends EngineOptions {
    * between the served queues (right for the worker inside the server, which shares the pool with HTTP).
    */
   readonly maxSlotsPerQueue?: number;
+  /** The intake of the same process, paced to this worker (see `intake-pace.ts`). */
+  readonly pace?: IntakePace;
 }
 
 export function createQueueWorker(options: WorkerOptions): QueueWorker {
@@ -92,6 +95,7 @@ export function createQueueWorker(options: WorkerOptions): QueueWorker {
       const generation = generations.get(queue) ?? 0;
       try {
         const outcomes = await engine.runBatch(queue, batchSize);
+        options.pace?.workerRan(queue, outcomes);
         // A full batch suggests more work: let the idle slots of this process help.
         if (outcomes.length >= batchSize) wake(queue, true);
         if (outcomes.length > 0) continue;
@@ -123,6 +127,7 @@ export function createQueueWorker(options: WorkerOptions): QueueWorker {
         },
       );
       isRunning = true;
+      options.pace?.workerServes(queues.map((q) => q.request_queue));
       subscription = await database.dialect.subscribe(REQUEST_QUEUE_CHANNEL, {
         onMessage: (queue) => wake(queue === '' ? undefined : queue),
         // Anything queued while the connection was down.
@@ -154,6 +159,7 @@ export function createQueueWorker(options: WorkerOptions): QueueWorker {
     async stop() {
       if (!isRunning) return;
       isRunning = false;
+      options.pace?.workerServes([]);
       clearInterval(flushTimer);
       unsubscribe?.();
       wake(undefined, true);

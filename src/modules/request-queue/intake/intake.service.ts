@@ -19,6 +19,7 @@ import type { FormObject, HandlerKind } from './content-type.ts';
 import { handlerKindOf, hasNulCharacter, nulCharacterMessage } from './content-type.ts';
 import type { AlongsideWrite } from './enqueue.ts';
 import { enqueueRequest } from './enqueue.ts';
+import type { IntakePace } from '../engine/intake-pace.ts';
 import type { AttachmentRowInput, RequestTypeRoute } from './intake.queries.ts';
 import { findKnownMimeTypes, findRequestTypeRoute } from './intake.queries.ts';
 import type { MultipartPart } from './payload.ts';
@@ -72,6 +73,8 @@ const DICOM_TYPE = 'application/dicom';
 export function createIntakeService(deps: {
   readonly database: Database;
   readonly config: Config;
+  /** Paces answers to the worker of this process (`WORKER=in-process`); see `intake-pace.ts`. */
+  readonly pace?: IntakePace;
 }): IntakeService {
   const reference = createReferenceCache(deps.database.db, deps.config.referenceCacheTtlMs);
   const service: IntakeService = {
@@ -140,6 +143,7 @@ export function createIntakeService(deps: {
         if (!attemptErrors.isEmpty || route === undefined || systemMessage === undefined) {
           throw new AppError('validation_failed', 'Unprocessable Entity', { fields: attemptErrors.map });
         }
+        let requestId: number;
         try {
           const queued = await enqueueRequest(deps.database, {
             requestType: route.requestType,
@@ -149,11 +153,15 @@ export function createIntakeService(deps: {
             userId: submission.userId,
             ...(submission.alongside === undefined ? {} : { alongside: submission.alongside }),
           });
-          return queued.requestId;
+          requestId = queued.requestId;
         } catch (error) {
           if (isFresh || deps.database.dialect.classifyError(error) !== 'foreign_key') throw error;
           reference.clear();
+          continue;
         }
+        // Committed: pacing delays the answer, never the request.
+        await deps.pace?.afterAccepted(route.queue, requestId);
+        return requestId;
       }
     },
   };
