@@ -504,7 +504,7 @@ const QUEUE = {
     workerQueues: commaList('WORKER_QUEUES', 'all', 'comma-separated queues this worker serves'),
     queueIntakePaceMs: integer(
       'QUEUE_INTAKE_PACE_MS',
-      2000,
+      1000,
       { min: 0, max: 60_000 },
       'with `WORKER=in-process`: while the worker is more than this behind the requests accepted, queue add, STOW-RS and C-STORE answers wait up to as long for it (the request is already stored); 0 = never',
     ),
