@@ -77,20 +77,34 @@ function transferListOf(result: DicomJobResult): ArrayBuffer[] {
 }
 
 parentPort!.on('message', (job: DicomJob) => {
-  run(job).then(
-    (result) => parentPort!.postMessage(result, transferListOf(result)),
-    (error: unknown) => {
-      const failure =
-        error instanceof DicomError
-          ? { code: error.code, message: error.message }
-          : {
-              code: 'decode-failed' as const,
-              message: `The file could not be read: ${messageOf(error).replace(/\s+/g, ' ').slice(0, 300)}`,
-            };
-      parentPort!.postMessage({ id: job.id, error: failure } satisfies DicomJobResult);
-    },
-  );
+  run(job)
+    .then(
+      (result) => parentPort!.postMessage(result, transferListOf(result)),
+      (error: unknown) => {
+        const failure =
+          error instanceof DicomError
+            ? { code: error.code, message: error.message }
+            : {
+                code: 'decode-failed' as const,
+                message: `The file could not be read: ${messageOf(error).replace(/\s+/g, ' ').slice(0, 300)}`,
+              };
+        parentPort!.postMessage({ id: job.id, error: failure } satisfies DicomJobResult);
+      },
+    )
+    .finally(() => releaseBytes(job.bytes));
 });
+
+/**
+ * Frees the file a finished job was given (the thread's own copy, which nothing holds any more) at once,
+ * rather than when the thread's heap is next collected: reading a header allocates so little that a
+ * thread could otherwise hold tens of MB of received files it is done with.
+ */
+function releaseBytes(bytes: Uint8Array): void {
+  const buffer = bytes.buffer as ArrayBuffer;
+  // Detaching the buffer (moving it to an empty one) frees its memory; the job's copy is a whole buffer.
+  if (!buffer.detached && bytes.byteOffset === 0 && bytes.byteLength === buffer.byteLength)
+    buffer.transfer(0);
+}
 
 // A job's time limit starts when a ready thread takes it.
 parentPort!.postMessage({ ready: true });
