@@ -1,12 +1,13 @@
 /**
  * A small pool of worker threads (`dicom.worker.ts`) that read and decode DICOM files off the event loop.
  * Threads start on first use (each loads the decoders on its first extraction, not before: see
- * `dicom.worker.ts`) and are ended after {@link DEFAULT_IDLE_MS} without work, so that their memory goes back soon after DICOM stops
- * arriving (a thread's isolate, its WebAssembly memory, which never shrinks, and the last file it was
- * given, held until its heap is next collected: tens of MiB each after large files); one job per
- * thread at a time, the others wait in order. Each job has a time limit, counted from when a
- * ready thread takes it (the time the thread spends loading its decoders for the job is not counted,
- * but bounded by {@link STARTUP_TIMEOUT_MS}), and each thread a heap cap (`resourceLimits`): a thread past either is
+ * `dicom.worker.ts`) and are ended after {@link DEFAULT_IDLE_MS} without work, so that their memory goes
+ * back soon after DICOM stops arriving (a thread's isolate, its WebAssembly memory, which never shrinks:
+ * tens of MiB each); one job per thread at a time, the others wait in order. Short jobs (header reads)
+ * start a thread beyond the first only when they would otherwise wait behind an extraction or a slow job
+ * (`needsAnotherThread`). Each job has a time limit, counted from when a ready thread takes it (the time
+ * the thread spends loading its decoders for the job is not counted, but bounded by
+ * {@link STARTUP_TIMEOUT_MS}), and each thread a heap cap (`resourceLimits`): a thread past either is
  * terminated and replaced, and its job fails with {@link DicomError} `timeout` or `out-of-memory`.
  *
  * Rendering a PDF page has a memory cap of its own: PDF.js holds decoded images in array buffers and
@@ -127,6 +128,8 @@ interface PoolThread {
   job?: {
     readonly id: number;
     readonly pending: PendingJob;
+    /** When the thread took the job (`performance.now()`). */
+    readonly startedAt: number;
     /** The time limit; while the thread loads its decoders, the start-up limit instead. */
     timer: NodeJS.Timeout;
     /** Set while the thread renders a PDF page. */
@@ -151,6 +154,8 @@ export const DEFAULT_IDLE_MS = 15_000;
 /** How often a working thread's array buffer memory is read. */
 const MEMORY_CHECK_MS = 100;
 const MiB = 1024 * 1024;
+/** A header read or file reader running this long no longer counts as short (see `needsAnotherThread`). */
+export const SHORT_JOB_MS = 1_000;
 
 export function createDicomPool(options: DicomPoolOptions): DicomPool {
   const idleMs = options.idleMs ?? DEFAULT_IDLE_MS;
@@ -158,6 +163,8 @@ export function createDicomPool(options: DicomPoolOptions): DicomPool {
   const waiting: PendingJob[] = [];
   let nextId = 1;
   let isClosed = false;
+  /** Calls {@link dispatch} again once a running short job stops counting as short. */
+  let recheckTimer: NodeJS.Timeout | undefined;
 
   const spawn = (): PoolThread => {
     const worker = new Worker(WORKER_URL, {
@@ -277,13 +284,14 @@ export function createDicomPool(options: DicomPoolOptions): DicomPool {
         // Threads still starting take the waiting jobs when they are ready.
         const starting = threads.filter((t) => !t.isReady).length;
         if (starting >= waiting.length || threads.length >= options.threads) return;
+        if (!needsAnotherThread()) return;
         spawn();
         continue;
       }
       const pending = waiting.shift()!;
       const id = nextId++;
       clearTimeout(thread.idleTimer);
-      thread.job = { id, pending, timer: startTimeLimit(thread) };
+      thread.job = { id, pending, startedAt: performance.now(), timer: startTimeLimit(thread) };
       thread.worker.ref();
       // A copy the thread owns, moved rather than cloned.
       const bytes = new Uint8Array(pending.bytes);
@@ -311,6 +319,36 @@ export function createDicomPool(options: DicomPoolOptions): DicomPool {
                 };
       thread.worker.postMessage(job, [bytes.buffer]);
     }
+  }
+
+  /**
+   * Whether the waiting jobs, none of which has a ready thread, are worth starting another thread for.
+   * Short jobs (reading a header, inspecting a received instance, another module's file reader: about a
+   * millisecond each) wait for a thread running a short job rather than each start a thread: one thread
+   * keeps up with them, and every thread holds tens of MB. A waiting extraction starts a thread, and so
+   * do short jobs when every thread is busy extracting (seconds, for a large file) or with a job that has
+   * run for {@link SHORT_JOB_MS} (a hostile file near the limits), so that they never queue behind those.
+   */
+  function needsAnotherThread(): boolean {
+    if (waiting.some((pending) => pending.input.kind === 'extract')) return true;
+    const now = performance.now();
+    let shortestWaitMs = Infinity;
+    for (const thread of threads) {
+      // A thread still starting takes the waiting short jobs when it is ready.
+      if (thread.job === undefined) return false;
+      if (thread.job.pending.input.kind === 'extract') continue;
+      const runMs = now - thread.job.startedAt;
+      if (runMs < SHORT_JOB_MS) shortestWaitMs = Math.min(shortestWaitMs, SHORT_JOB_MS - runMs);
+    }
+    if (shortestWaitMs === Infinity) return true;
+    if (recheckTimer === undefined) {
+      recheckTimer = setTimeout(() => {
+        recheckTimer = undefined;
+        dispatch();
+      }, Math.ceil(shortestWaitMs));
+      recheckTimer.unref();
+    }
+    return false;
   }
 
   /** Starts the time limit of the job `thread` runs: past it, the thread is retired and the job fails. */
@@ -386,6 +424,7 @@ export function createDicomPool(options: DicomPoolOptions): DicomPool {
     },
     async close() {
       isClosed = true;
+      clearTimeout(recheckTimer);
       for (const pending of waiting.splice(0)) pending.reject(new Error('The DICOM pool is closed'));
       const closing = new Error('The DICOM pool is closed');
       await Promise.all(
