@@ -155,7 +155,7 @@ export const DEFAULT_IDLE_MS = 15_000;
 const MEMORY_CHECK_MS = 100;
 const MiB = 1024 * 1024;
 /** A header read or file reader running this long no longer counts as short (see `needsAnotherThread`). */
-export const SHORT_JOB_MS = 1_000;
+const SHORT_JOB_MS = 1_000;
 
 export function createDicomPool(options: DicomPoolOptions): DicomPool {
   const idleMs = options.idleMs ?? DEFAULT_IDLE_MS;
