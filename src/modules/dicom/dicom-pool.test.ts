@@ -80,6 +80,21 @@ describe('DICOM pool threads', () => {
     assert.equal(pool.threadCount(), 1);
   });
 
+  it('does not count loading the decoders in the time limit of the first extraction', async () => {
+    // Loading extract.ts, dcmjs-imaging and its WebAssembly decoders takes well over 100 ms of a core
+    // (about 200 ms on an idle machine); rendering a 4 x 4 image takes a few ms.
+    const pool = createDicomPool({
+      threads: 1,
+      timeoutMs: 100,
+      memoryMb: config.dicom.decodeMemoryMb,
+      limits: dicomLimitsOf(config),
+      pageSizePx: 128,
+    });
+    pools.push(pool);
+    const extraction = await pool.extract(buildInstance({ pixelBytes: 48 }));
+    assert.equal(extraction.kind, 'images');
+  });
+
   it('runs concurrent header reads on one thread, and starts another for an extraction', async () => {
     const pool = poolOf(2);
     pools.push(pool);
