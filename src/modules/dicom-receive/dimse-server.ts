@@ -50,7 +50,13 @@ import {
   trackOpenAssociations,
 } from './dicom-metrics.ts';
 import type { FailureReason } from './instance.ts';
-import { FAILURE, IMPLEMENTATION_CLASS_UID, IMPLEMENTATION_VERSION_NAME, buildPart10 } from './instance.ts';
+import {
+  FAILURE,
+  IMPLEMENTATION_CLASS_UID,
+  IMPLEMENTATION_VERSION_NAME,
+  buildPart10,
+  releaseInstanceBytes,
+} from './instance.ts';
 import type { DicomReceiver, ReceiveOutcome } from './receive.ts';
 import { createDicomReceiver } from './receive.ts';
 import type { ContextKind, GateRefusal } from './pdu-gate.ts';
@@ -484,6 +490,7 @@ class StoreScp extends Scp {
         ? await this.context.uploadMemory.reserve(2 * spooled.bytes.sizeBytes)
         : () => {};
       try {
+        const loaded = await spooled.bytes.load();
         const file = buildPart10(
           {
             sopClassUid: request.getAffectedSopClassUid(),
@@ -491,10 +498,15 @@ class StoreScp extends Scp {
             transferSyntaxUid: dataSet!.getTransferSyntaxUid(),
             sourceAeTitle: this.callingAeTitle,
           },
-          await spooled.bytes.load(),
+          loaded,
         );
         await spooled.bytes.dispose();
-        outcome = await this.receive(file);
+        releaseInstanceBytes(loaded);
+        try {
+          outcome = await this.receive(file);
+        } finally {
+          releaseInstanceBytes(file);
+        }
       } finally {
         release();
         await spooled.bytes.dispose();

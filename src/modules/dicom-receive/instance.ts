@@ -157,6 +157,19 @@ function uidOf(value: string | null | undefined): string | undefined {
   return uid !== undefined && UID.test(uid) ? uid : undefined;
 }
 
+/**
+ * Frees the memory of an instance's bytes once the caller, which made them and hands them to nothing that
+ * keeps them, is done with them (the instance is queued or refused): detaching the buffer frees it at
+ * once, rather than when the heap is next collected, which allocates too little per received instance
+ * to run before tens of MB of them have piled up. Only a Buffer that is its whole ArrayBuffer is freed
+ * (never a slice of Node's shared pool); `bytes` is empty afterwards.
+ */
+export function releaseInstanceBytes(bytes: Uint8Array): void {
+  const buffer = bytes.buffer as ArrayBuffer;
+  if (!buffer.detached && bytes.byteOffset === 0 && bytes.byteLength === buffer.byteLength)
+    buffer.transfer(0);
+}
+
 // --- Part 10 from a C-STORE ---------------------------------------------------------------------------
 
 const require = createRequire(import.meta.url);

@@ -12,7 +12,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { UploadMemory } from '../../http/upload-spool.ts';
 import { loadSpooled } from '../../http/upload-spool.ts';
 import type { FailureReason } from './instance.ts';
-import { FAILURE } from './instance.ts';
+import { FAILURE, releaseInstanceBytes } from './instance.ts';
 import { MultipartFramingError, spoolMultipartParts } from './multipart-spool.ts';
 import type { DicomReceiver, InstanceSource } from './receive.ts';
 import type { FailedInstance, StoreOutcome, StoredInstance } from './store-response.ts';
@@ -86,6 +86,7 @@ export async function storeInstances(receiver: DicomReceiver, request: StowReque
             ...(request.expectedStudyUid === undefined ? {} : { expectedStudyUid: request.expectedStudyUid }),
           });
         } finally {
+          releaseInstanceBytes(loaded.buffers[0]!);
           loaded.release();
         }
       } finally {

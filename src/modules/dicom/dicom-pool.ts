@@ -1,11 +1,13 @@
 /**
  * A small pool of worker threads (`dicom.worker.ts`) that read and decode DICOM files off the event loop.
- * Threads start on first use (each loads the WebAssembly decoders once, then says it is ready) and are
- * ended after {@link DEFAULT_IDLE_MS} without work, so that their memory goes back soon after DICOM stops
- * arriving (a thread's isolate, its WebAssembly memory, which never shrinks, and the last file it was
- * given, held until its heap is next collected: tens of MiB each after large files); one job per
- * thread at a time, the others wait in order. Each job has a time limit, counted from when a
- * ready thread takes it, and each thread a heap cap (`resourceLimits`): a thread past either is
+ * Threads start on first use (each loads the decoders on its first extraction, not before: see
+ * `dicom.worker.ts`) and are ended after {@link DEFAULT_IDLE_MS} without work, so that their memory goes
+ * back soon after DICOM stops arriving (a thread's isolate, its WebAssembly memory, which never shrinks:
+ * tens of MiB each); one job per thread at a time, the others wait in order. Short jobs (header reads)
+ * start a thread beyond the first only when they would otherwise wait behind an extraction or a slow job
+ * (`needsAnotherThread`). Each job has a time limit, counted from when a ready thread takes it (the time
+ * the thread spends loading its decoders for the job is not counted, but bounded by
+ * {@link STARTUP_TIMEOUT_MS}), and each thread a heap cap (`resourceLimits`): a thread past either is
  * terminated and replaced, and its job fails with {@link DicomError} `timeout` or `out-of-memory`.
  *
  * Rendering a PDF page has a memory cap of its own: PDF.js holds decoded images in array buffers and
@@ -18,7 +20,8 @@
 import { Worker } from 'node:worker_threads';
 import type { DicomErrorData } from './dicom-error.ts';
 import { DicomError } from './dicom-error.ts';
-import type { DicomInspection, DicomLimits, DicomSummary, Extraction } from './extract.ts';
+import type { DicomLimits, Extraction } from './extract.ts';
+import type { DicomInspection, DicomSummary } from './inspect.ts';
 
 export type DicomJob =
   | { readonly id: number; readonly kind: 'read'; readonly bytes: Uint8Array; readonly limits: DicomLimits }
@@ -45,6 +48,12 @@ export type DicomJob =
       /** Extract the PDF without rendering its page, for this reason (the page's `pageError`). */
       readonly skipPageReason?: string;
     };
+
+/** What a thread says as it starts (`isDone` false) and ends loading its decoders for job `loading`. */
+export interface DicomLoading {
+  readonly loading: number;
+  readonly isDone: boolean;
+}
 
 /** What a thread says as it starts rendering a PDF page: its array buffer memory then (`v8` heap statistics). */
 export interface DicomRenderStart {
@@ -119,7 +128,10 @@ interface PoolThread {
   job?: {
     readonly id: number;
     readonly pending: PendingJob;
-    readonly timer: NodeJS.Timeout;
+    /** When the thread took the job (`performance.now()`). */
+    readonly startedAt: number;
+    /** The time limit; while the thread loads its decoders, the start-up limit instead. */
+    timer: NodeJS.Timeout;
     /** Set while the thread renders a PDF page. */
     memoryTimer?: NodeJS.Timeout;
   };
@@ -129,7 +141,10 @@ interface PoolThread {
 }
 
 const WORKER_URL = new URL('./dicom.worker.ts', import.meta.url);
-/** A thread that has not loaded its decoders by then is given up, with the jobs waiting for it. */
+/**
+ * A thread that has not started by then is given up, with the jobs waiting for it; so is one that has
+ * not loaded its decoders for a job by then, with that job.
+ */
 const STARTUP_TIMEOUT_MS = 60_000;
 /**
  * An idle thread is ended after this long. Starting one again costs loading its decoders (a few hundred
@@ -139,6 +154,8 @@ export const DEFAULT_IDLE_MS = 15_000;
 /** How often a working thread's array buffer memory is read. */
 const MEMORY_CHECK_MS = 100;
 const MiB = 1024 * 1024;
+/** A header read or file reader running this long no longer counts as short (see `needsAnotherThread`). */
+const SHORT_JOB_MS = 1_000;
 
 export function createDicomPool(options: DicomPoolOptions): DicomPool {
   const idleMs = options.idleMs ?? DEFAULT_IDLE_MS;
@@ -146,6 +163,8 @@ export function createDicomPool(options: DicomPoolOptions): DicomPool {
   const waiting: PendingJob[] = [];
   let nextId = 1;
   let isClosed = false;
+  /** Calls {@link dispatch} again once a running short job stops counting as short. */
+  let recheckTimer: NodeJS.Timeout | undefined;
 
   const spawn = (): PoolThread => {
     const worker = new Worker(WORKER_URL, {
@@ -163,7 +182,21 @@ export function createDicomPool(options: DicomPoolOptions): DicomPool {
         pending.reject(new DicomError('worker-failed', 'The decoding thread did not start'));
       }
     }, STARTUP_TIMEOUT_MS);
-    worker.on('message', (result: DicomJobResult | DicomRenderStart | { ready: true }) => {
+    worker.on('message', (result: DicomJobResult | DicomLoading | DicomRenderStart | { ready: true }) => {
+      if ('loading' in result) {
+        const job = thread.job;
+        if (job?.id !== result.loading) return;
+        clearTimeout(job.timer);
+        job.timer = result.isDone
+          ? startTimeLimit(thread)
+          : setTimeout(() => {
+              retire(
+                thread,
+                new DicomError('worker-failed', 'The decoding thread did not load its decoders'),
+              );
+            }, STARTUP_TIMEOUT_MS);
+        return;
+      }
       if ('renderStarted' in result) {
         const job = thread.job;
         if (job?.id === result.renderStarted && job.memoryTimer === undefined) {
@@ -251,22 +284,14 @@ export function createDicomPool(options: DicomPoolOptions): DicomPool {
         // Threads still starting take the waiting jobs when they are ready.
         const starting = threads.filter((t) => !t.isReady).length;
         if (starting >= waiting.length || threads.length >= options.threads) return;
+        if (!needsAnotherThread()) return;
         spawn();
         continue;
       }
       const pending = waiting.shift()!;
       const id = nextId++;
-      const timer = setTimeout(() => {
-        retire(
-          thread,
-          new DicomError(
-            'timeout',
-            `Decoding took longer than ${options.timeoutMs} ms (DICOM_DECODE_TIMEOUT_MS)`,
-          ),
-        );
-      }, options.timeoutMs);
       clearTimeout(thread.idleTimer);
-      thread.job = { id, pending, timer };
+      thread.job = { id, pending, startedAt: performance.now(), timer: startTimeLimit(thread) };
       thread.worker.ref();
       // A copy the thread owns, moved rather than cloned.
       const bytes = new Uint8Array(pending.bytes);
@@ -294,6 +319,49 @@ export function createDicomPool(options: DicomPoolOptions): DicomPool {
                 };
       thread.worker.postMessage(job, [bytes.buffer]);
     }
+  }
+
+  /**
+   * Whether the waiting jobs, none of which has a ready thread, are worth starting another thread for.
+   * Short jobs (reading a header, inspecting a received instance, another module's file reader: about a
+   * millisecond each) wait for a thread running a short job rather than each start a thread: one thread
+   * keeps up with them, and every thread holds tens of MB. A waiting extraction starts a thread, and so
+   * do short jobs when every thread is busy extracting (seconds, for a large file) or with a job that has
+   * run for {@link SHORT_JOB_MS} (a hostile file near the limits), so that they never queue behind those.
+   */
+  function needsAnotherThread(): boolean {
+    if (waiting.some((pending) => pending.input.kind === 'extract')) return true;
+    const now = performance.now();
+    let shortestWaitMs = Infinity;
+    for (const thread of threads) {
+      // A thread still starting takes the waiting short jobs when it is ready.
+      if (thread.job === undefined) return false;
+      if (thread.job.pending.input.kind === 'extract') continue;
+      const runMs = now - thread.job.startedAt;
+      if (runMs < SHORT_JOB_MS) shortestWaitMs = Math.min(shortestWaitMs, SHORT_JOB_MS - runMs);
+    }
+    if (shortestWaitMs === Infinity) return true;
+    if (recheckTimer === undefined) {
+      recheckTimer = setTimeout(() => {
+        recheckTimer = undefined;
+        dispatch();
+      }, Math.ceil(shortestWaitMs));
+      recheckTimer.unref();
+    }
+    return false;
+  }
+
+  /** Starts the time limit of the job `thread` runs: past it, the thread is retired and the job fails. */
+  function startTimeLimit(thread: PoolThread): NodeJS.Timeout {
+    return setTimeout(() => {
+      retire(
+        thread,
+        new DicomError(
+          'timeout',
+          `Decoding took longer than ${options.timeoutMs} ms (DICOM_DECODE_TIMEOUT_MS)`,
+        ),
+      );
+    }, options.timeoutMs);
   }
 
   /**
@@ -356,6 +424,7 @@ export function createDicomPool(options: DicomPoolOptions): DicomPool {
     },
     async close() {
       isClosed = true;
+      clearTimeout(recheckTimer);
       for (const pending of waiting.splice(0)) pending.reject(new Error('The DICOM pool is closed'));
       const closing = new Error('The DICOM pool is closed');
       await Promise.all(

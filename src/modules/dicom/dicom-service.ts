@@ -1,19 +1,22 @@
 /**
  * The DICOM module's calls, on the main thread: each hands the file to the decoding threads
  * (`dicom-pool.ts`, one pool per process and settings, created on first use) and, for extraction,
- * encodes the rendered frames with `sharp` (on libuv's thread pool): PNG for a lossless source, JPEG for
+ * encodes the rendered frames with `sharp` (on libuv's thread pool; loaded by the first extraction, so
+ * that a process that only checks received instances does not hold libvips): PNG for a lossless source, JPEG for
  * a lossy one (a lossy transfer syntax, or Lossy Image Compression "01"); colour baseline JPEG frames
  * that need no rendering are kept as the file holds them (and decoded here, for thumbnails and to refuse
  * corrupt ones).
  */
 import { availableParallelism } from 'node:os';
-import sharp from 'sharp';
+import type Sharp from 'sharp';
 import type { Config } from '../../config.ts';
 import type { DicomPool, DicomTask } from './dicom-pool.ts';
 import { createDicomPool } from './dicom-pool.ts';
-import type { DicomInspection, DicomLimits, DicomSummary, RenderedFrame } from './extract.ts';
+import type { DicomLimits, RenderedFrame } from './extract.ts';
+import type { DicomInspection, DicomSummary } from './inspect.ts';
 import { CORRUPT_JPEG_WARNING } from './codestream.ts';
 import { DicomError, messageOf } from './dicom-error.ts';
+import { loadSharp } from './sharp.ts';
 
 /** Raw 8-bit pixels, rows top to bottom: what thumbnails are made from without decoding again. */
 export interface RawImage {
@@ -145,11 +148,12 @@ export async function extractDicomImages(
       ...(extraction.pageError === undefined ? {} : { pageError: extraction.pageError }),
     };
   }
+  const sharp = await loadSharp();
   const images: ExtractedImage[] = [];
   for (const frame of extraction.frames) {
     if ('jpeg' in frame) {
       const jpeg = Buffer.from(frame.jpeg.buffer, frame.jpeg.byteOffset, frame.jpeg.byteLength);
-      const raw = await decodeStoredJpeg(jpeg, frame.frameNumber, options.previewSizePx);
+      const raw = await decodeStoredJpeg(sharp, jpeg, frame.frameNumber, options.previewSizePx);
       images.push({ frameNumber: frame.frameNumber, mimeType: 'image/jpeg', bytes: jpeg, raw });
       continue;
     }
@@ -188,7 +192,12 @@ export async function extractDicomImages(
  * full decoding warns about. Naming the pipeline's colour space (sRGB, which the decoded frame already
  * is) is what turns shrink-on-load off.
  */
-async function decodeStoredJpeg(jpeg: Buffer, frameNumber: number, sizePx?: number): Promise<RawImage> {
+async function decodeStoredJpeg(
+  sharp: typeof Sharp,
+  jpeg: Buffer,
+  frameNumber: number,
+  sizePx?: number,
+): Promise<RawImage> {
   const decode = (failOn: 'warning' | 'error') => {
     const input = sharp(jpeg, { failOn });
     const sized =

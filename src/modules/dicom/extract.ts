@@ -1,7 +1,8 @@
 /**
- * What the DICOM worker threads do: read a file's header, and extract its image frames or its
- * encapsulated PDF. Runs only on a worker thread (`dicom.worker.ts`): parsing and decoding are CPU-bound
- * and a hostile file must never hold the event loop.
+ * What the DICOM worker threads do to extract a file's image frames or its encapsulated PDF. Runs only on
+ * a worker thread (`dicom.worker.ts`, which loads this module and its decoders on the first extraction,
+ * not for reading headers: `inspect.ts`): parsing and decoding are CPU-bound and a hostile file must
+ * never hold the event loop.
  *
  * Pixel data is decoded and rendered by `dcmjs-imaging` (its LUT pipeline: Modality LUT from Rescale
  * Slope/Intercept, the file's first Window Center/Width or else a min/max window, MONOCHROME1 inversion,
@@ -15,7 +16,6 @@
  * Rows and Columns (`codestream.ts`).
  */
 import { createRequire } from 'node:module';
-import dicomParser from 'dicom-parser';
 import type * as Imaging from 'dcmjs-imaging';
 import { fileURLToPath } from 'node:url';
 import {
@@ -25,9 +25,6 @@ import {
   readFrameSize,
   withAdobeRgbMarker,
 } from './codestream.ts';
-import type { DicomHeader } from './dicom-header.ts';
-import { readDicomHeader } from './dicom-header.ts';
-import type { DicomErrorData } from './dicom-error.ts';
 import { DicomError } from './dicom-error.ts';
 import type { Part10Scan, ScanLimits } from './part10-scan.ts';
 import { TAG, readNumber, readText, readUl, readUs, scanPart10 } from './part10-scan.ts';
@@ -43,16 +40,6 @@ export interface DicomLimits extends ScanLimits {
   readonly maxFrames: number;
   /** Pixels extracted from one file at most, over all its frames; one frame over it is refused. */
   readonly maxPixels: number;
-}
-
-/** What reading a file gives (`DICOM_SEED`). */
-export interface DicomSummary {
-  readonly transferSyntaxUid: string;
-  readonly sopClassUid: string | null;
-  readonly elementCount: number;
-  readonly hasPixelData: boolean;
-  readonly numberOfFrames: number;
-  readonly header: DicomHeader;
 }
 
 /** One rendered frame: 8-bit samples, 1 (grey) or 3 (RGB) per pixel, rows top to bottom. */
@@ -96,71 +83,6 @@ export type Extraction =
       readonly code: 'no-pixel-data' | 'unsupported-transfer-syntax' | 'unsupported-photometric';
       readonly message: string;
     };
-
-/** Scans and reads the identifying header of `bytes`. */
-export function readDicom(bytes: Uint8Array, limits: ScanLimits): DicomSummary {
-  return summaryOf(scanPart10(bytes, limits));
-}
-
-function summaryOf(scan: Part10Scan): DicomSummary {
-  return {
-    transferSyntaxUid: scan.transferSyntax.uid,
-    sopClassUid: readText(scan, TAG.SOPClassUID) ?? null,
-    elementCount: scan.elementCount,
-    hasPixelData: scan.pixelData !== undefined,
-    numberOfFrames: Math.max(1, Math.trunc(readNumber(scan, TAG.NumberOfFrames) ?? 1)),
-    header: readDicomHeader(scan),
-  };
-}
-
-/** The identity of a file's meta information (group 0002), each value as the file gives it. */
-export interface DicomFileMeta {
-  readonly sopClassUid: string | undefined;
-  readonly sopInstanceUid: string | undefined;
-  readonly transferSyntaxUid: string | undefined;
-}
-
-/**
- * What checking a received instance needs: its file meta information (undefined when the file has none
- * readable), then either the scan's summary or why the scan refused the file.
- */
-export interface DicomInspection {
-  readonly meta: DicomFileMeta | undefined;
-  readonly summary?: DicomSummary;
-  /** The data set has an Encapsulated Document (0042,0011) at the top level. */
-  readonly hasEncapsulatedDocument?: boolean;
-  readonly error?: DicomErrorData;
-}
-
-/**
- * Reads the file meta information of `bytes` with `dicom-parser`, then scans the file and reads its
- * header as {@link readDicom} does. A refusal by the scan is returned with the meta information, so that
- * the caller can still name the instance and weigh its own checks of the meta information first.
- */
-export function inspectDicom(bytes: Uint8Array, limits: ScanLimits): DicomInspection {
-  let meta: DicomFileMeta;
-  try {
-    const group = dicomParser.readPart10Header(bytes);
-    meta = {
-      sopClassUid: group.string('x00020002'),
-      sopInstanceUid: group.string('x00020003'),
-      transferSyntaxUid: group.string('x00020010'),
-    };
-  } catch {
-    return { meta: undefined };
-  }
-  try {
-    const scan = scanPart10(bytes, limits);
-    return {
-      meta,
-      summary: summaryOf(scan),
-      hasEncapsulatedDocument: scan.elements.has(TAG.EncapsulatedDocument),
-    };
-  } catch (error) {
-    if (!(error instanceof DicomError)) throw error;
-    return { meta, error: { code: error.code, message: error.message } };
-  }
-}
 
 let isDecoderReady: Promise<void> | undefined;
 

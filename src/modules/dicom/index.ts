@@ -3,31 +3,32 @@
  * (every common transfer syntax, multi-frame) or encapsulated PDF, all on a pool of worker threads.
  * Other modules import it only through this file. docs/DICOM.md lists the supported transfer syntaxes.
  *
- * The service (`dicom-service.ts`, with `sharp` and libvips) is loaded on the first file read, and the
- * decoders (dcmjs-imaging, its WebAssembly codecs, PDF.js) only in the worker threads: a process that
- * never sees a DICOM file does not hold them.
+ * The service (`dicom-service.ts`) is loaded on the first file read, `sharp` and libvips on the first
+ * extraction, and the decoders (dcmjs-imaging, its WebAssembly codecs, PDF.js) only in the worker
+ * threads that extract: a process that never sees a DICOM file does not hold them, and one that only
+ * checks received instances holds none of them.
  */
 import type { Config } from '../../config.ts';
 import type { DicomTask } from './dicom-pool.ts';
-import type { DicomInspection, DicomSummary } from './extract.ts';
+import type { DicomInspection, DicomSummary } from './inspect.ts';
 import type * as DicomService from './dicom-service.ts';
 import type { DicomExtraction, ExtractOptions } from './dicom-service.ts';
-import { loadSharp } from './sharp.ts';
 
 export type { DicomErrorCode } from './dicom-error.ts';
 export { DicomError } from './dicom-error.ts';
 export type { DicomHeader } from './dicom-header.ts';
 export type { DicomTask } from './dicom-pool.ts';
-export type { DicomFileMeta, DicomInspection, DicomLimits, DicomSummary } from './extract.ts';
+export type { DicomLimits } from './extract.ts';
+export type { DicomFileMeta, DicomInspection, DicomSummary } from './inspect.ts';
 export type { DicomExtraction, ExtractOptions, ExtractedImage, RawImage } from './dicom-service.ts';
 export { describeTransferSyntax } from './transfer-syntaxes.ts';
 export { loadSharp } from './sharp.ts';
 
 let service: Promise<typeof DicomService> | undefined;
 
-/** The service, after `sharp` (which it imports) has been set up by {@link loadSharp}. */
+/** The service (which loads `sharp` on its first extraction, through `loadSharp`). */
 function loadService(): Promise<typeof DicomService> {
-  return (service ??= loadSharp().then(() => import('./dicom-service.ts')));
+  return (service ??= import('./dicom-service.ts'));
 }
 
 /**

@@ -11,18 +11,19 @@ import type { Part10Scan } from './part10-scan.ts';
 import { TAG, readNumber, readText, readUs } from './part10-scan.ts';
 
 const require = createRequire(import.meta.url);
-const codecs = require('dcmjs-codecs') as typeof Codecs;
-
+let codecs: typeof Codecs | undefined;
 let isCodecsReady: Promise<void> | undefined;
 
 /**
- * `dcmjs-codecs` for transcoding, loaded once per thread on first use: `dcmjs-imaging` bundles its own
- * copy of the decoders, whose instance this package cannot use.
+ * `dcmjs-codecs` for transcoding, loaded once per thread on first use (few files need it: its JavaScript
+ * and WebAssembly stay out of a thread that never transcodes): `dcmjs-imaging` bundles its own copy of
+ * the decoders, whose instance this package cannot use.
  */
 export async function loadCodecs(): Promise<typeof Codecs> {
-  isCodecsReady ??= codecs.NativeCodecs.initializeAsync({ logCodecsInfo: false, logCodecsTrace: false });
+  const loaded = (codecs ??= require('dcmjs-codecs') as typeof Codecs);
+  isCodecsReady ??= loaded.NativeCodecs.initializeAsync({ logCodecsInfo: false, logCodecsTrace: false });
   await isCodecsReady;
-  return codecs;
+  return loaded;
 }
 
 type Elements = Record<string, unknown>;
@@ -118,6 +119,7 @@ function storedFrame(
     if (!scan.isLittleEndian && bitsAllocated === 16) frame.swap16();
     return frame;
   }
+  if (codecs === undefined) throw new Error('the codecs are not loaded (loadCodecs)');
   const transcoder = new codecs.Transcoder(elements, transferSyntaxUid);
   transcoder.transcode(codecs.constants.TransferSyntax.ExplicitVRLittleEndian);
   const decoded = transcoder.getElements().PixelData as ArrayBuffer[];

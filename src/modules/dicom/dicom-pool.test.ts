@@ -1,0 +1,117 @@
+/**
+ * What the DICOM pool's threads load and how many it starts: a thread that only reads headers holds no
+ * decoder, and extracts on demand; header reads share one thread unless they would wait behind an
+ * extraction.
+ */
+import assert from 'node:assert/strict';
+import { after, describe, it } from 'node:test';
+import { loadConfig } from '../../config.ts';
+import { buildInstance, sopInstanceUidOf } from '../../../test/dicom-instances.ts';
+import { buildPart10File, dicomElement } from '../../../test/factories-queue.ts';
+import type { DicomPool, DicomTask } from './dicom-pool.ts';
+import { createDicomPool } from './dicom-pool.ts';
+import { dicomLimitsOf } from './dicom-service.ts';
+import { ENCAPSULATED_PDF_SOP_CLASS } from './extract.ts';
+
+const config = loadConfig({ DATABASE_URL: 'sqlite::memory:' });
+const LIBRARIES: DicomTask = {
+  moduleUrl: new URL('../../../test/dicom-thread-libraries.ts', import.meta.url),
+  exportName: 'loadedLibraries',
+};
+const DECODERS = ['dcmjs-imaging', 'dcmjs-codecs', 'pdfjs-dist', '@napi-rs/canvas'];
+
+function poolOf(threads: number): DicomPool {
+  return createDicomPool({
+    threads,
+    timeoutMs: 60_000,
+    memoryMb: config.dicom.decodeMemoryMb,
+    limits: dicomLimitsOf(config),
+    pageSizePx: 128,
+  });
+}
+
+/** An Encapsulated PDF of a one-page PDF. */
+function pdfInstance(): Buffer {
+  const text = (s: string) => Buffer.from(s, 'latin1');
+  const pdf = text(
+    '%PDF-1.4\n1 0 obj<</Type/Catalog/Pages 2 0 R>>endobj\n2 0 obj<</Type/Pages/Kids[3 0 R]/Count 1>>endobj\n3 0 obj<</Type/Page/Parent 2 0 R/MediaBox[0 0 120 90]>>endobj\ntrailer<</Root 1 0 R>>\n%%EOF\n',
+  );
+  const uid = '1.2.826.0.1.3680043.8.498.77';
+  return buildPart10File(
+    Buffer.concat([
+      dicomElement(0x0008, 0x0016, 'UI', text(ENCAPSULATED_PDF_SOP_CLASS)),
+      dicomElement(0x0008, 0x0018, 'UI', text(uid)),
+      dicomElement(0x0042, 0x0011, 'OB', pdf),
+      dicomElement(0x0042, 0x0012, 'LO', text('application/pdf')),
+    ]),
+    { sopClassUid: ENCAPSULATED_PDF_SOP_CLASS, sopInstanceUid: uid },
+  );
+}
+
+describe('DICOM pool threads', () => {
+  const pools: DicomPool[] = [];
+  after(() => Promise.all(pools.map((pool) => pool.close())));
+
+  it('loads no decoder on a thread that only inspects and reads headers, and extracts on it after that', async () => {
+    const pool = poolOf(1);
+    pools.push(pool);
+    const instance = buildInstance();
+    const inspection = await pool.inspect(instance);
+    assert.equal(inspection.summary?.header.SOPInstanceUID, sopInstanceUidOf(instance));
+    assert.equal((await pool.read(instance)).hasPixelData, true);
+    const beforeExtraction = (await pool.runTask(LIBRARIES, Buffer.alloc(0))) as string[];
+    assert.ok(beforeExtraction.includes('dicom-parser'), 'the task sees the packages the thread loaded');
+    assert.deepEqual(
+      beforeExtraction.filter((name) => DECODERS.includes(name)),
+      [],
+      'no decoder, PDF.js or canvas on a thread that only read headers',
+    );
+
+    const extraction = await pool.extract(instance);
+    assert.equal(extraction.kind, 'images');
+    const afterImage = (await pool.runTask(LIBRARIES, Buffer.alloc(0))) as string[];
+    assert.ok(afterImage.includes('dcmjs-imaging'), 'the image was rendered on the same thread');
+    assert.ok(!afterImage.includes('pdfjs-dist'), 'PDF.js only for a PDF');
+
+    const pdf = await pool.extract(pdfInstance());
+    assert.equal(pdf.kind, 'pdf');
+    assert.equal(pdf.kind === 'pdf' && pdf.pageError, undefined);
+    assert.ok(((await pool.runTask(LIBRARIES, Buffer.alloc(0))) as string[]).includes('pdfjs-dist'));
+    assert.equal(pool.threadCount(), 1);
+  });
+
+  it('does not count loading the decoders in the time limit of the first extraction', async () => {
+    // Loading extract.ts, dcmjs-imaging and its WebAssembly decoders takes well over 100 ms of a core
+    // (about 200 ms on an idle machine); rendering a 4 x 4 image takes a few ms.
+    const pool = createDicomPool({
+      threads: 1,
+      timeoutMs: 100,
+      memoryMb: config.dicom.decodeMemoryMb,
+      limits: dicomLimitsOf(config),
+      pageSizePx: 128,
+    });
+    pools.push(pool);
+    const extraction = await pool.extract(buildInstance({ pixelBytes: 48 }));
+    assert.equal(extraction.kind, 'images');
+  });
+
+  it('runs concurrent header reads on one thread, and starts another for an extraction', async () => {
+    const pool = poolOf(2);
+    pools.push(pool);
+    const instances = Array.from({ length: 8 }, () => buildInstance({ pixelBytes: 64 * 1024 }));
+    const inspections = await Promise.all(instances.map((instance) => pool.inspect(instance)));
+    inspections.forEach((inspection, i) =>
+      assert.equal(inspection.summary?.header.SOPInstanceUID, sopInstanceUidOf(instances[i]!)),
+    );
+    assert.equal(pool.threadCount(), 1, 'eight inspections at once shared one thread');
+
+    // The extraction takes the ready thread; the inspections would wait behind it, so a second starts.
+    const [extraction, ...more] = await Promise.all([
+      pool.extract(instances[0]!),
+      ...instances.map((instance) => pool.inspect(instance)),
+    ]);
+    assert.equal(extraction.kind, 'images');
+    assert.equal(more.length, 8);
+    assert.equal(pool.threadCount(), 2);
+  });
+});
