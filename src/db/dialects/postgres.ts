@@ -13,6 +13,7 @@ import type { DatabaseErrorKind, DialectAdapter, Subscription, SubscribeOptions 
 import { SOCKET_UNREACHABLE_CODES, someError } from '../dialect.ts';
 import type { DB } from '../schema.ts';
 import { copyOutRows } from './postgres-copy.ts';
+import { createPostgresSocket } from './postgres-socket.ts';
 import { onConflict } from './on-conflict.ts';
 import { prefixRangeMatch, prefixUpperBound } from './prefix-range.ts';
 
@@ -90,6 +91,8 @@ function createPool(url: string, max: number, extraOptions: string, statements: 
     idleTimeoutMillis: 30_000,
     connectionTimeoutMillis: 5_000,
     keepAlive: true,
+    // Reads into reused Buffers, so that large results leave no garbage per socket read.
+    stream: createPostgresSocket,
   });
   // An idle client that loses its server must not crash the process; the next query reconnects.
   pool.on('error', () => {});
