@@ -122,5 +122,17 @@ forEachDialect((dialect) => {
       await assert.rejects(pool.query('select 1 / 0'), /division by zero/);
       assert.deepEqual((await pool.query('select 2 as two')).rows, [{ two: 2 }]);
     });
+
+    it('reports a connection the server ends, and the pool connects again', async () => {
+      const client = await pool.connect();
+      const ended = new Promise<void>((resolve) => client.once('end', () => resolve()));
+      client.on('error', () => {});
+      const { rows } = await client.query<{ pid: number }>('select pg_backend_pid() as pid');
+      await testDb.db.executeQuery(sql`select pg_terminate_backend(${rows[0]!.pid})`.compile(testDb.db));
+      await ended;
+      await assert.rejects(client.query('select 1'));
+      client.release(true);
+      assert.deepEqual((await pool.query('select 3 as three')).rows, [{ three: 3 }]);
+    });
   });
 });
