@@ -387,11 +387,11 @@ const COPY_PIECE_BYTES = 64 * 1024;
 
 /**
  * A slice through a binary COPY (postgres-copy.ts), which brings the bytes as stored instead of as hex
- * text, one row per 64 KiB piece. One row per piece, not one for the whole slice: `pg` gathers each
- * protocol message whole in a buffer that it grows by doubling (and re-copies) as socket reads of 64 KiB
- * arrive, so a 1 MiB message costs several copies and 2 MiB of short-lived buffers, 64 KiB ones about one
- * copy. `substr` of an uncompressed out-of-line value reads only the slices it needs. No `order by`: each
- * row says where its piece goes.
+ * text, one row per 64 KiB piece. One row per piece, not one for the whole slice: each row is one
+ * protocol message, which the connection's socket gathers whole before `pg` parses it
+ * (postgres-socket.ts); a 64 KiB message fits the Buffer it keeps for that, a 1 MiB one would take a
+ * Buffer of its own on every read, for the garbage collector. `substr` of an uncompressed out-of-line
+ * value reads only the slices it needs. No `order by`: each row says where its piece goes.
  */
 async function readBlobSliceByCopy(
   db: Kysely<DB>,
