@@ -1,7 +1,8 @@
 /**
  * PostgreSQL 15+ through a `pg` pool: generic plans for the prepared hot statements (in transactions too),
  * commits that do not wait for the WAL flush on connections of their own, large binary values read
- * through a binary COPY, LISTEN/NOTIFY between processes.
+ * through a binary COPY, sockets read into reused Buffers (postgres-socket.ts), LISTEN/NOTIFY between
+ * processes.
  */
 import { createHash } from 'node:crypto';
 import type { Kysely, SelectQueryBuilder } from 'kysely';
