@@ -19,6 +19,8 @@ import {
   measureInterleaved,
   mergeLoadResults,
   prepareDatabase,
+  cpuPerRequest,
+  readCpuMs,
   readRssBytes,
   startFloor,
   startRssSampler,
@@ -170,9 +172,11 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
             [floor, []],
             [server, []],
           ]);
+          let serverCpuMs = { mainMs: 0, allMs: 0 };
           for (const [index, target] of order.entries()) {
             if (index < 2 && warmupSeconds > 0)
               await downloadInParallel(`${target.url}${path}`, headers, connections, warmupSeconds * 1000);
+            const cpuBefore = await readCpuMs(target.pid);
             results
               .get(target)!
               .push(
@@ -184,6 +188,12 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
                   target.pid,
                 ),
               );
+            const cpuAfter = await readCpuMs(target.pid);
+            if (target === server)
+              serverCpuMs = {
+                mainMs: serverCpuMs.mainMs + cpuAfter.mainMs - cpuBefore.mainMs,
+                allMs: serverCpuMs.allMs + cpuAfter.allMs - cpuBefore.allMs,
+              };
           }
           const floorRow: BenchRow = {
             name: `floor: ${name}`,
@@ -200,6 +210,10 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
             ...mergeLoadResults(results.get(server)!),
           };
           rows.push(floorRow, row);
+          notes.push(
+            `${name} at ${connections} conn: ` +
+              cpuPerRequest({ mainMs: 0, allMs: 0 }, serverCpuMs, row.totalRequests),
+          );
           if (size.label === '1 MB') {
             const ratio = row.bytesPerSec / floorRow.bytesPerSec;
             notes.push(

@@ -1133,3 +1133,34 @@ export function createLoopProbe(
     },
   };
 }
+
+// ---------------------------------------------------------------------------------------------------
+// CPU time of a process under test
+
+/**
+ * User + system CPU time of `pid` in milliseconds: its main thread (the event loop,
+ * `/proc/<pid>/task/<pid>/stat`) and all its threads (`/proc/<pid>/stat`: GC helpers, libuv's pool).
+ * Kernel accounting, so it stays comparable on a loaded machine, unlike rates; 10 ms resolution.
+ */
+export async function readCpuMs(pid: number): Promise<{ mainMs: number; allMs: number }> {
+  const ticksOf = async (file: string) => {
+    const text = await readFile(file, 'utf8');
+    // Fields after the command name (which may hold spaces); utime and stime are fields 14 and 15.
+    const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) * 10;
+  };
+  return {
+    mainMs: await ticksOf(`/proc/${pid}/task/${pid}/stat`),
+    allMs: await ticksOf(`/proc/${pid}/stat`),
+  };
+}
+
+/** `CPU per request: main thread X us, all threads Y us` between two {@link readCpuMs} readings. */
+export function cpuPerRequest(
+  before: { mainMs: number; allMs: number },
+  after: { mainMs: number; allMs: number },
+  requests: number,
+): string {
+  const us = (ms: number) => (requests === 0 ? 'n/a' : `${Math.round((ms * 1000) / requests)} us`);
+  return `CPU per request: main thread ${us(after.mainMs - before.mainMs)}, all threads ${us(after.allMs - before.allMs)}`;
+}

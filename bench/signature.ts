@@ -15,7 +15,16 @@ import { createBodyDecoder } from '../src/modules/signature/body-decoder.ts';
 import { readSignatureBody } from '../src/modules/signature/signature-body.ts';
 import { b64, createCviEventType, createSignableEvent, makePng } from '../test/factories-signature.ts';
 import type { BenchReport, BenchRow, BenchRunOptions, RunningProcess } from './lib.ts';
-import { captureResponse, measureInterleaved, prepareDatabase, startFloor, startServer } from './lib.ts';
+import {
+  captureResponse,
+  cpuPerRequest,
+  measureInterleaved,
+  prepareDatabase,
+  readCpuMs,
+  runLoad,
+  startFloor,
+  startServer,
+} from './lib.ts';
 
 const PATH = '/api/v1/sign/add';
 const EVENTS = 8;
@@ -96,6 +105,17 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
         { connections, durationSeconds, warmupSeconds },
       );
       rows.push(...measured);
+      // The server's CPU per accepted signature, over a further run of half the duration on its own.
+      const cpuBefore = await readCpuMs(server.pid);
+      const cpuRun = await runLoad({
+        url: `${server.url}${PATH}`,
+        requests,
+        connections,
+        durationSeconds: Math.max(1, durationSeconds / 2),
+      });
+      notes.push(
+        `${connections} conn: ${cpuPerRequest(cpuBefore, await readCpuMs(server.pid), cpuRun.statusCounts['200'] ?? 0)}`,
+      );
       const signs = measured[1]!;
       const accepted = (signs.statusCounts['200'] ?? 0) / signs.durationSeconds;
       if (signs.non2xx > 0 || signs.errors > 0)

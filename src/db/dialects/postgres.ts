@@ -1,7 +1,8 @@
 /**
  * PostgreSQL 15+ through a `pg` pool: generic plans for the prepared hot statements (in transactions too),
  * commits that do not wait for the WAL flush on connections of their own, large binary values read
- * through a binary COPY, LISTEN/NOTIFY between processes.
+ * through a binary COPY, sockets read into reused Buffers (postgres-socket.ts), LISTEN/NOTIFY between
+ * processes.
  */
 import { createHash } from 'node:crypto';
 import type { Kysely, SelectQueryBuilder } from 'kysely';
@@ -13,6 +14,7 @@ import type { DatabaseErrorKind, DialectAdapter, Subscription, SubscribeOptions 
 import { SOCKET_UNREACHABLE_CODES, someError } from '../dialect.ts';
 import type { DB } from '../schema.ts';
 import { copyOutRows } from './postgres-copy.ts';
+import { createPostgresSocket } from './postgres-socket.ts';
 import { onConflict } from './on-conflict.ts';
 import { prefixRangeMatch, prefixUpperBound } from './prefix-range.ts';
 
@@ -90,6 +92,8 @@ function createPool(url: string, max: number, extraOptions: string, statements: 
     idleTimeoutMillis: 30_000,
     connectionTimeoutMillis: 5_000,
     keepAlive: true,
+    // Reads into reused Buffers, so that large results leave no garbage per socket read.
+    stream: createPostgresSocket,
   });
   // An idle client that loses its server must not crash the process; the next query reconnects.
   pool.on('error', () => {});
@@ -384,11 +388,11 @@ const COPY_PIECE_BYTES = 64 * 1024;
 
 /**
  * A slice through a binary COPY (postgres-copy.ts), which brings the bytes as stored instead of as hex
- * text, one row per 64 KiB piece. One row per piece, not one for the whole slice: `pg` gathers each
- * protocol message whole in a buffer that it grows by doubling (and re-copies) as socket reads of 64 KiB
- * arrive, so a 1 MiB message costs several copies and 2 MiB of short-lived buffers, 64 KiB ones about one
- * copy. `substr` of an uncompressed out-of-line value reads only the slices it needs. No `order by`: each
- * row says where its piece goes.
+ * text, one row per 64 KiB piece. One row per piece, not one for the whole slice: each row is one
+ * protocol message, which the connection's socket gathers whole before `pg` parses it
+ * (postgres-socket.ts); a 64 KiB message fits the Buffer it keeps for that, a 1 MiB one would take a
+ * Buffer of its own on every read, for the garbage collector. `substr` of an uncompressed out-of-line
+ * value reads only the slices it needs. No `order by`: each row says where its piece goes.
  */
 async function readBlobSliceByCopy(
   db: Kysely<DB>,

@@ -16,6 +16,8 @@ export {
   insertOneAttachmentData,
   updateAttachmentData,
 } from './attachment-data.ts';
+export type { BinaryColumn, ChangeWhileReading, ExpectedBlob } from './blob-slices.ts';
+export { ChangedWhileReadingError, readBlobSlices } from './blob-slices.ts';
 export type { EventLink } from './event-link.ts';
 export { isAttachedToPatient, linkAttachmentsToEvent } from './event-link.ts';
 export type { PayloadRow, RequestContent } from './payloads.ts';

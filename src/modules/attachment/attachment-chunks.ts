@@ -1,24 +1,18 @@
 /**
- * Reading one large binary field in fixed-size chunks (the dialect's `blobSliceBytes`), each chunk its
- * own statement (`DialectAdapter.readBlobSlice`), so that a download in flight holds one chunk, not the
- * whole attachment, and no connection is held while a slow client reads. A write between two chunks is
- * detected by the row's `last_modified_date`, which moves forward on every write.
+ * Large binary fields of attachment view, read in the dialect's slices (attachment-data's
+ * `readBlobSlices`), so that a download in flight holds one slice, not the whole attachment, and no
+ * connection is held while a slow client reads.
  */
 import { createHash } from 'node:crypto';
 import type { Database } from '../../db/database.ts';
+import { ChangedWhileReadingError, readBlobSlices } from '../attachment-data/index.ts';
 import type { DataField } from './attachment.queries.ts';
-import { isThumbnail, readAttachmentChunk, upsertDigest } from './attachment.queries.ts';
+import { isThumbnail, upsertDigest } from './attachment.queries.ts';
 import { thumbnailTypeOf } from './content-type.ts';
 
-export type BinaryField = Exclude<DataField, 'text_data'>;
+export { ChangedWhileReadingError };
 
-/** The row changed (or vanished) between two chunks of one read. */
-export class ChangedWhileReadingError extends Error {
-  constructor() {
-    super('attachment changed while it was being read');
-    this.name = 'ChangedWhileReadingError';
-  }
-}
+export type BinaryField = Exclude<DataField, 'text_data'>;
 
 /**
  * Yields the `sizeBytes` bytes of `field` chunk by chunk, as stored while the row's date was
@@ -31,14 +25,7 @@ export async function* readInChunks(
   modifiedDate: string,
   sizeBytes: number,
 ): AsyncGenerator<Buffer> {
-  const chunkBytes = database.dialect.blobSliceBytes;
-  for (let offset = 0; offset < sizeBytes; offset += chunkBytes) {
-    const length = Math.min(chunkBytes, sizeBytes - offset);
-    const chunk = await readAttachmentChunk(database, id, field, offset, length);
-    if (chunk === undefined || chunk.lastModifiedDate !== modifiedDate || chunk.bytes?.length !== length)
-      throw new ChangedWhileReadingError();
-    yield chunk.bytes;
-  }
+  yield* readBlobSlices(database.dialect, id, field, { modifiedDate, sizeBytes });
 }
 
 /**

@@ -16,7 +16,6 @@ import {
 import type { TestApp } from '../../../test/harness.ts';
 import { forEachDialect, startTestApp } from '../../../test/harness.ts';
 import { ChangedWhileReadingError, readInChunks } from './attachment-chunks.ts';
-import { readAttachmentChunk } from './attachment.queries.ts';
 
 const VIEW = '/api/v1/attachmentdisplay/view';
 const IMMUTABLE = 'private, max-age=31536000, immutable';
@@ -270,6 +269,24 @@ forEachDialect((dialect) => {
     });
 
     it('reads a chunk as bytes, null for a null field, nothing for a deleted row', async () => {
+      const readAttachmentChunk = async (
+        database: TestApp['database'],
+        id: number,
+        column: 'blob_data' | 'thumbnail_small_blob',
+        offset: number,
+        lengthBytes: number,
+      ) => {
+        const slice = await database.dialect.readBlobSlice({
+          table: 'attachment_data',
+          idColumn: 'id',
+          id,
+          column,
+          offset,
+          lengthBytes,
+          versionColumn: 'last_modified_date',
+        });
+        return slice === undefined ? undefined : { lastModifiedDate: slice.version, bytes: slice.bytes };
+      };
       const bytes = randomBytes(1000);
       const id = await createAttachment(app.db, { blob_data: bytes });
       const modified = await lastModifiedOf(app, id);

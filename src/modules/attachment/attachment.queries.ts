@@ -275,39 +275,6 @@ export async function readAttachmentContent(
     : contentOf(row, 'text_data', row.text_bytes, row.text_bytes?.length ?? null);
 }
 
-/** Part of a binary field, with the row's date as read in the same statement. */
-export interface AttachmentChunk {
-  readonly lastModifiedDate: string;
-  /** Null when the field is null. */
-  readonly bytes: Buffer | null;
-}
-
-/**
- * `lengthBytes` (at least 1) bytes of a binary field from `offset`, with the row's date read in the
- * same statement (a reader compares it across chunks to detect a write in between). Undefined when the
- * row is gone.
- */
-export async function readAttachmentChunk(
-  database: Database,
-  id: number,
-  field: Exclude<DataField, 'text_data'>,
-  offset: number,
-  lengthBytes: number,
-): Promise<AttachmentChunk | undefined> {
-  for (const value of [id, offset, lengthBytes - 1])
-    if (!Number.isSafeInteger(value) || value < 0) throw new RangeError(`bad chunk bounds: ${value}`);
-  const slice = await database.dialect.readBlobSlice({
-    table: 'attachment_data',
-    idColumn: 'id',
-    id,
-    column: field,
-    offset,
-    lengthBytes,
-    versionColumn: 'last_modified_date',
-  });
-  return slice === undefined ? undefined : { lastModifiedDate: slice.version, bytes: slice.bytes };
-}
-
 function contentOf(
   row: DigestColumns & {
     id: number;

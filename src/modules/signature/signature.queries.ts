@@ -3,6 +3,7 @@
  */
 import type { Kysely, RawBuilder, Transaction } from 'kysely';
 import { sql } from 'kysely';
+import { runCompiled } from '../../db/compiled-queries.ts';
 import type { Database } from '../../db/database.ts';
 import type { DB } from '../../db/schema.ts';
 import { MAX_ID } from './signature-body.ts';
@@ -56,7 +57,7 @@ export interface CodeLookupOptions {
 }
 
 export async function findEventByCode(
-  db: Db,
+  database: Pick<Database, 'db' | 'dialect' | 'shapes'>,
   code: string,
   element: { elementTypeId: number; elementId: number } | undefined,
   options: CodeLookupOptions,
@@ -66,57 +67,23 @@ export async function findEventByCode(
     element !== undefined && element.elementId <= MAX_ID && element.elementTypeId <= MAX_ID
       ? element
       : undefined;
-  const row = await db
-    .selectFrom('unique_codes as uc')
-    .innerJoin('unique_codes_mapping as m', 'm.unique_code_id', 'uc.id')
-    .innerJoin('event as e', 'e.id', 'm.event_id')
-    .innerJoin('event_type as et', 'et.id', 'e.event_type_id')
-    .leftJoin('episode as ep', 'ep.id', 'e.episode_id')
-    .leftJoin('patient as p', 'p.id', 'ep.patient_id')
-    .leftJoin('contact as c', 'c.id', 'p.contact_id')
-    .where((eb) => eb(options.foldedKey('uc.code'), '=', code.toLowerCase()))
-    .where('e.deleted', '=', 0)
-    .select([
-      'e.id as eventId',
-      'e.event_type_id as eventTypeId',
-      'et.class_name as eventTypeClass',
-      'uc.active as active',
-      'e.info as info',
-      'c.first_name as firstName',
-      'c.last_name as lastName',
-    ])
-    // The element check rides along, saving a round trip on every import.
-    .select((eb) =>
+  // Run on every import: built and compiled once per shape, then run prepared.
+  const values =
+    elementIds === undefined
+      ? [code.toLowerCase()]
+      : [code.toLowerCase(), elementIds.elementId, elementIds.elementTypeId];
+  const key = `signature:event-by-code:${elementIds !== undefined}:${options.hasElementTableName}`;
+  const query = database.shapes.compile(key, values, (slots) =>
+    eventByCodeQuery(
+      database.db,
+      slots[0] as string,
       elementIds === undefined
-        ? sql<number>`0`.as('isElementOfEvent')
-        : eb
-            .exists(
-              eb
-                .selectFrom('element_type as t')
-                .innerJoin(`${SIGNATURE_ELEMENT_TABLE} as el`, (join) =>
-                  join.on('el.id', '=', elementIds.elementId).onRef('el.event_id', '=', 'e.id'),
-                )
-                .where('t.id', '=', elementIds.elementTypeId)
-                .whereRef('t.event_type_id', '=', 'e.event_type_id')
-                .where((inner) =>
-                  options.hasElementTableName
-                    ? inner.or([
-                        inner('t.table_name', '=', SIGNATURE_ELEMENT_TABLE),
-                        inner.and([
-                          inner('t.table_name', 'is', null),
-                          inner('t.class_name', 'in', SIGNATURE_ELEMENT_CLASSES),
-                        ]),
-                      ])
-                    : inner('t.class_name', 'in', SIGNATURE_ELEMENT_CLASSES),
-                )
-                .select('el.id'),
-            )
-            .as('isElementOfEvent'),
-    )
-    .orderBy('uc.active', 'desc')
-    .orderBy('uc.id')
-    .limit(1)
-    .executeTakeFirst();
+        ? undefined
+        : { elementId: slots[1] as number, elementTypeId: slots[2] as number },
+      options,
+    ),
+  );
+  const [row] = await runCompiled(database, query);
   if (row === undefined) return undefined;
   return {
     eventId: row.eventId,
@@ -128,6 +95,66 @@ export async function findEventByCode(
     patientFirstName: row.firstName,
     patientLastName: row.lastName,
   };
+}
+
+function eventByCodeQuery(
+  db: Kysely<DB>,
+  foldedCode: string,
+  elementIds: { elementTypeId: number; elementId: number } | undefined,
+  options: CodeLookupOptions,
+) {
+  return (
+    db
+      .selectFrom('unique_codes as uc')
+      .innerJoin('unique_codes_mapping as m', 'm.unique_code_id', 'uc.id')
+      .innerJoin('event as e', 'e.id', 'm.event_id')
+      .innerJoin('event_type as et', 'et.id', 'e.event_type_id')
+      .leftJoin('episode as ep', 'ep.id', 'e.episode_id')
+      .leftJoin('patient as p', 'p.id', 'ep.patient_id')
+      .leftJoin('contact as c', 'c.id', 'p.contact_id')
+      .where((eb) => eb(options.foldedKey('uc.code'), '=', foldedCode))
+      .where('e.deleted', '=', 0)
+      .select([
+        'e.id as eventId',
+        'e.event_type_id as eventTypeId',
+        'et.class_name as eventTypeClass',
+        'uc.active as active',
+        'e.info as info',
+        'c.first_name as firstName',
+        'c.last_name as lastName',
+      ])
+      // The element check rides along, saving a round trip on every import.
+      .select((eb) =>
+        elementIds === undefined
+          ? sql<number>`0`.as('isElementOfEvent')
+          : eb
+              .exists(
+                eb
+                  .selectFrom('element_type as t')
+                  .innerJoin(`${SIGNATURE_ELEMENT_TABLE} as el`, (join) =>
+                    join.on('el.id', '=', elementIds.elementId).onRef('el.event_id', '=', 'e.id'),
+                  )
+                  .where('t.id', '=', elementIds.elementTypeId)
+                  .whereRef('t.event_type_id', '=', 'e.event_type_id')
+                  .where((inner) =>
+                    options.hasElementTableName
+                      ? inner.or([
+                          inner('t.table_name', '=', SIGNATURE_ELEMENT_TABLE),
+                          inner.and([
+                            inner('t.table_name', 'is', null),
+                            inner('t.class_name', 'in', SIGNATURE_ELEMENT_CLASSES),
+                          ]),
+                        ])
+                      : inner('t.class_name', 'in', SIGNATURE_ELEMENT_CLASSES),
+                  )
+                  .select('el.id'),
+              )
+              .as('isElementOfEvent'),
+      )
+      .orderBy('uc.active', 'desc')
+      .orderBy('uc.id')
+      .limit(1)
+  );
 }
 
 export interface ImportLogRef {
@@ -168,21 +195,24 @@ export async function insertProtectedFiles(
 ): Promise<Map<string, number>> {
   const rows = await db
     .insertInto('protected_file')
-    .values(
-      files.map((file) => ({
-        uid: file.uid,
-        name: file.name,
-        title: '',
-        description: '',
-        mimetype: file.mimetype,
-        size: String(file.sizeBytes),
-        created_date: file.now,
-        last_modified_date: file.now,
-      })),
-    )
+    .values(files.map(protectedFileRowOf))
     .returning(['id', 'uid'])
     .execute();
   return new Map(rows.map((row) => [row.uid, row.id]));
+}
+
+/** The `protected_file` row of `file`. */
+export function protectedFileRowOf(file: NewProtectedFile) {
+  return {
+    uid: file.uid,
+    name: file.name,
+    title: '',
+    description: '',
+    mimetype: file.mimetype,
+    size: String(file.sizeBytes),
+    created_date: file.now,
+    last_modified_date: file.now,
+  };
 }
 
 export interface NewPatientSignature {
@@ -197,20 +227,25 @@ export interface NewPatientSignature {
 export async function insertPatientSignature(db: Db, signature: NewPatientSignature): Promise<number> {
   const row = await db
     .insertInto('ophcocvi_signature')
-    .values({
-      element_id: signature.elementId,
-      type: 3,
-      signature_file_id: signature.signatureFileId,
-      signed_user_id: null,
-      signatory_role: 'Patient',
-      signatory_name: signature.signatoryName,
-      timestamp: signature.timestamp,
-      created_date: signature.now,
-      last_modified_date: signature.now,
-    })
+    .values(patientSignatureRowOf(signature))
     .returning('id')
     .executeTakeFirstOrThrow();
   return row.id;
+}
+
+/** The `ophcocvi_signature` row of `signature`. */
+export function patientSignatureRowOf(signature: NewPatientSignature) {
+  return {
+    element_id: signature.elementId,
+    type: 3,
+    signature_file_id: signature.signatureFileId,
+    signed_user_id: null,
+    signatory_role: 'Patient',
+    signatory_name: signature.signatoryName,
+    timestamp: signature.timestamp,
+    created_date: signature.now,
+    last_modified_date: signature.now,
+  };
 }
 
 export interface NewImportLog {
@@ -223,22 +258,27 @@ export interface NewImportLog {
 }
 
 export async function insertImportLog(db: Db, log: NewImportLog): Promise<number> {
-  const today = log.now.slice(0, 10);
   const row = await db
     .insertInto('signature_import_log')
-    .values({
-      filename: log.filename,
-      import_datetime: log.now,
-      status_id: log.statusId,
-      return_message: log.returnMessage,
-      event_id: log.eventId,
-      cropped_file_id: log.croppedFileId,
-      created_date: today,
-      last_modified_date: today,
-    })
+    .values(importLogRowOf(log))
     .returning('id')
     .executeTakeFirstOrThrow();
   return row.id;
+}
+
+/** The `signature_import_log` row of `log`. */
+export function importLogRowOf(log: NewImportLog) {
+  const today = log.now.slice(0, 10);
+  return {
+    filename: log.filename,
+    import_datetime: log.now,
+    status_id: log.statusId,
+    return_message: log.returnMessage,
+    event_id: log.eventId,
+    cropped_file_id: log.croppedFileId,
+    created_date: today,
+    last_modified_date: today,
+  };
 }
 
 /**
@@ -258,10 +298,15 @@ export async function updateEventInfo(
   await database.schema.keepRowVersions(db, 'event', [change.eventId]);
   await db
     .updateTable('event')
-    .set({ info: change.next, last_modified_date: change.now, last_modified_user_id: SYSTEM_USER_ID })
+    .set(eventInfoChangeOf(change))
     .where('id', '=', change.eventId)
     .where('info', '=', change.previous)
     .execute();
+}
+
+/** The `event` columns a CVI status change sets. */
+export function eventInfoChangeOf(change: { next: string; now: string }) {
+  return { info: change.next, last_modified_date: change.now, last_modified_user_id: SYSTEM_USER_ID };
 }
 
 /** The user of anonymous writes: the system user 1 the migrations create. */

@@ -14,7 +14,8 @@ import type { SignatureInput } from './signature-body.ts';
 import { capText, MAX_RETURN_MESSAGE_CHARS } from './signature-body.ts';
 import type { DecodedImage } from './signature-image.ts';
 import { IMAGE_EXTENSIONS, IMAGE_MIME_TYPES } from './signature-image.ts';
-import type { CodeEvent } from './signature.queries.ts';
+import type { CodeEvent, NewProtectedFile } from './signature.queries.ts';
+import { saveSignatureInOneStatement } from './signature.queries.postgres.ts';
 import {
   findEventByCode,
   findImportLog,
@@ -89,7 +90,7 @@ export function createSignatureService(deps: SignatureServiceDeps): SignatureSer
     if (input.uniqueIdentifier !== undefined) {
       const hasIds = input.elementId !== undefined && input.elementTypeId !== undefined;
       event = await findEventByCode(
-        db,
+        deps.database,
         input.uniqueIdentifier,
         hasIds ? { elementId: input.elementId, elementTypeId: input.elementTypeId } : undefined,
         {
@@ -207,50 +208,61 @@ export function createSignatureService(deps: SignatureServiceDeps): SignatureSer
         capText(`${input.extraInfoText} ${input.uniqueIdentifier ?? ''}`, MAX_RETURN_MESSAGE_CHARS),
         deps.database.schema.maxTextCodePoint,
       );
-      const logId = await writeTransaction(async (trx) => {
-        // The original is stored first, then the signature, in that row order.
-        const newFiles = [];
-        if (originalFile !== undefined && original !== undefined)
-          newFiles.push(protectedFileOf(originalFile, original, `sign_${originalFile.uid}`, at));
-        newFiles.push(
-          protectedFileOf(
-            signatureFile,
-            signature,
-            `sign_${event.eventId}_${epochSeconds}_${signatureFile.uid}`,
-            at,
-          ),
-        );
-        const fileIds = await insertProtectedFiles(trx, newFiles);
-        const signatureFileId = fileIds.get(signatureFile.uid)!;
-        await insertPatientSignature(trx, {
-          elementId: input.elementId!,
-          signatureFileId,
-          signatoryName: signatoryNameOf(event),
-          timestamp: Math.floor(epochSeconds / 60) * 60,
-          now: at,
-        });
-        // Only CVI events carry the CVI status text (OpenEyes overwrote `event.info` of any event). A
-        // compare-and-set on the text read at validation: a concurrent change wins over this recomputation
-        // instead of being overwritten.
-        if (event.eventTypeClass === 'OphCoCvi' && event.info !== null) {
-          const next = cviInfoAfterPatientSignature(event.info);
-          if (next !== undefined)
-            await updateEventInfo(trx, deps.database, {
-              eventId: event.eventId,
-              previous: event.info,
-              next,
-              now: at,
+      // The original is stored first, then the signature, in that row order.
+      const newFiles: NewProtectedFile[] = [];
+      if (originalFile !== undefined && original !== undefined)
+        newFiles.push(protectedFileOf(originalFile, original, `sign_${originalFile.uid}`, at));
+      newFiles.push(
+        protectedFileOf(
+          signatureFile,
+          signature,
+          `sign_${event.eventId}_${epochSeconds}_${signatureFile.uid}`,
+          at,
+        ),
+      );
+      const newSignature = {
+        elementId: input.elementId,
+        signatoryName: signatoryNameOf(event),
+        timestamp: Math.floor(epochSeconds / 60) * 60,
+        now: at,
+      };
+      // Only CVI events carry the CVI status text (OpenEyes overwrote `event.info` of any event). A
+      // compare-and-set on the text read at validation: a concurrent change wins over this recomputation
+      // instead of being overwritten.
+      const nextInfo =
+        event.eventTypeClass === 'OphCoCvi' && event.info !== null
+          ? cviInfoAfterPatientSignature(event.info)
+          : undefined;
+      const infoChange =
+        nextInfo === undefined || event.info === null
+          ? undefined
+          : { eventId: event.eventId, previous: event.info, next: nextInfo, now: at };
+      const log = {
+        filename,
+        statusId: LOG_STATUS.success,
+        returnMessage,
+        eventId: event.eventId,
+        now: at,
+      } as const;
+      const { dialect, schema } = deps.database;
+      // One statement where the engine allows it; a schema that keeps row versions takes the
+      // transaction, whose status text update keeps the previous version first.
+      const logId =
+        dialect.hasWritableCte && (infoChange === undefined || !schema.keepsRowVersions)
+          ? await saveSignatureInOneStatement(deps.database, {
+              files: newFiles,
+              signatureUid: signatureFile.uid,
+              signature: newSignature,
+              ...(infoChange === undefined ? {} : { eventInfo: infoChange }),
+              log,
+            })
+          : await writeTransaction(async (trx) => {
+              const fileIds = await insertProtectedFiles(trx, newFiles);
+              const signatureFileId = fileIds.get(signatureFile.uid)!;
+              await insertPatientSignature(trx, { ...newSignature, signatureFileId });
+              if (infoChange !== undefined) await updateEventInfo(trx, deps.database, infoChange);
+              return insertImportLog(trx, { ...log, croppedFileId: signatureFileId });
             });
-        }
-        return insertImportLog(trx, {
-          filename,
-          statusId: LOG_STATUS.success,
-          returnMessage,
-          eventId: event.eventId,
-          croppedFileId: signatureFileId,
-          now: at,
-        });
-      });
       return { kind: 'saved', logId };
     } catch (error) {
       await Promise.allSettled(written.map((file) => files.remove(file.uid)));

@@ -1,10 +1,16 @@
 /**
  * The DICOM payload of a request, as the routines of the DICOM chain read it: its blob in the dialect's
- * slices (`DialectAdapter.readBlobSlice`), each as the engine brings binary data cheapest (PostgreSQL: a
+ * slices (attachment-data's `readBlobSlices`), each as the engine brings binary data cheapest (PostgreSQL: a
  * binary COPY rather than the hex text a plain query brings, a string twice the file's size for the
  * garbage collector to sweep); a payload held as text, as UTF-8.
  */
-import { findDicomPayload, readPayloadBytes } from '../../attachment-data/index.ts';
+import type { ChangeWhileReading } from '../../attachment-data/index.ts';
+import {
+  ChangedWhileReadingError,
+  findDicomPayload,
+  readBlobSlices,
+  readPayloadBytes,
+} from '../../attachment-data/index.ts';
 import type { DialectAdapter } from '../../../db/dialect.ts';
 import type { PrepareContext } from './catalog.ts';
 import { PermanentRoutineError } from './catalog.ts';
@@ -21,32 +27,28 @@ export async function readDicomPayload(ctx: PrepareContext): Promise<Buffer> {
  * changed between two slices (its `last_modified_date`) fails the read, and the routine's attempt with it.
  */
 async function readBlobInSlices(dialect: DialectAdapter, id: number): Promise<Buffer | undefined> {
-  const sliceBytes = dialect.blobSliceBytes;
   const slices: Buffer[] = [];
   let sizeBytes = 0;
-  let version: string | undefined;
-  for (;;) {
-    const slice = await dialect.readBlobSlice({
-      table: 'attachment_data',
-      idColumn: 'id',
-      id,
-      column: 'blob_data',
-      offset: sizeBytes,
-      lengthBytes: sliceBytes,
-      versionColumn: 'last_modified_date',
-    });
-    if (slice === undefined) throw new Error('The DICOM payload was deleted while it was read');
-    if (slice.bytes === null) {
-      if (version === undefined) return undefined;
-      throw new Error('The DICOM payload was emptied while it was read');
+  const reader = readBlobSlices(dialect, id, 'blob_data');
+  try {
+    for (;;) {
+      const next = await reader.next();
+      if (next.done === true) {
+        if (!next.value) return undefined;
+        break;
+      }
+      slices.push(next.value);
+      sizeBytes += next.value.length;
     }
-    if (version !== undefined && slice.version !== version) {
-      throw new Error('The DICOM payload changed while it was read');
-    }
-    version = slice.version;
-    if (slice.bytes.length > 0) slices.push(slice.bytes);
-    sizeBytes += slice.bytes.length;
-    if (slice.bytes.length < sliceBytes) break;
+  } catch (error) {
+    if (error instanceof ChangedWhileReadingError) throw new Error(CHANGE_MESSAGES[error.change]);
+    throw error;
   }
   return slices.length === 1 ? slices[0] : Buffer.concat(slices, sizeBytes);
 }
+
+const CHANGE_MESSAGES: Record<ChangeWhileReading, string> = {
+  deleted: 'The DICOM payload was deleted while it was read',
+  emptied: 'The DICOM payload was emptied while it was read',
+  changed: 'The DICOM payload changed while it was read',
+};
