@@ -33,6 +33,7 @@ import type { ColumnInfo, TableColumns } from './columns.ts';
 import { ValueError, decodeBase64, isSameValue, readTableColumns, toColumnValue } from './columns.ts';
 import type { DatasetProblem } from './dataset-errors.ts';
 import { DatasetError, ProblemList, formatProblem } from './dataset-errors.ts';
+import { Base64Value } from './dataset-strings.ts';
 import type { DatasetSource, DocumentOutline, TableRange } from './dataset-source.ts';
 import { bufferSource, fileSource, readTableRows, scanDocument } from './dataset-source.ts';
 import { FILE_UID, removeStoredFile, writeStoredFile } from './file-contents.ts';
@@ -327,7 +328,8 @@ function prepareRow(
   const values: Values = {};
   const row: PreparedRow = { index, values, key: undefined };
   let isBad = false;
-  for (const [column, value] of Object.entries(rowValue)) {
+  for (const [column, given] of Object.entries(rowValue)) {
+    const value = column === 'password' && given instanceof Base64Value ? given.toBase64() : given;
     if (table === 'user_authentication' && column === 'password') {
       if (typeof value !== 'string' || value === '') {
         problems.add(at(column, 'expected a non-empty string'));
@@ -342,7 +344,8 @@ function prepareRow(
     }
     if (table === 'protected_file' && column === 'content') {
       try {
-        if (typeof value !== 'string') throw new ValueError('expected base64 text');
+        if (typeof value !== 'string' && !(value instanceof Base64Value))
+          throw new ValueError('expected base64 text');
         row.content = decodeBase64(value);
       } catch (error) {
         problems.add(at(column, (error as Error).message));
@@ -762,5 +765,7 @@ function chunks<T>(items: readonly T[], size: number): T[][] {
 }
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
+  return (
+    typeof value === 'object' && value !== null && !Array.isArray(value) && !(value instanceof Base64Value)
+  );
 }

@@ -4,12 +4,13 @@
  * `format`, and notes where each table's array of rows starts and ends (byte offsets). `readTableRows`
  * then reads one table's array, row by row, as often as the importer needs (checks, then writes, in
  * foreign-key order whatever the order of the tables in the document). Memory is bounded by the largest
- * single row, never by the document.
+ * single row, never by the document; a long base64 value is held decoded, never as text.
  */
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
-import { JSONParser, TokenParser, TokenType, Tokenizer } from '@streamparser/json';
+import { TokenParser, TokenType } from '@streamparser/json';
 import { DatasetError } from './dataset-errors.ts';
+import { createDatasetTokenizer } from './dataset-strings.ts';
 
 /** Bytes of a dataset document that can be read more than once, in ranges. */
 export interface DatasetSource {
@@ -95,7 +96,8 @@ export async function scanDocument(
 
   // The token parser checks the grammar only: it is asked for no value, and keeps none.
   const grammar = new TokenParser({ paths: ['$.__none__'], keepStack: false });
-  const tokenizer = new Tokenizer({ stringBufferSize: 64 * 1024 });
+  // Long strings (binary values) are checked, not kept: this pass needs names and `format` only.
+  const tokenizer = createDatasetTokenizer({ isKeepingLongStrings: false });
 
   /** A value token (or the opening of one) at the current position. */
   const onValue = (token: TokenType, value: unknown, offset: number): Role => {
@@ -198,18 +200,27 @@ export async function scanDocument(
   return { format, unknownMembers, hasTablesObject, tables, repeatedTables };
 }
 
-/** The rows of one table's array, with their index in it, read from `range`. */
+/**
+ * The rows of one table's array, with their index in it, read from `range`. A long base64 string arrives
+ * decoded, as a `Base64Value` (`dataset-strings.ts`), never as one string.
+ */
 export async function* readTableRows(
   source: DatasetSource,
   range: TableRange,
 ): AsyncGenerator<{ readonly index: number; readonly value: unknown }> {
-  const parser = new JSONParser({ paths: ['$.*'], keepStack: false, stringBufferSize: 64 * 1024 });
+  const tokenizer = createDatasetTokenizer({ isKeepingLongStrings: true });
+  const parser = new TokenParser({ paths: ['$.*'], keepStack: false });
+  tokenizer.onToken = (token) => parser.write(token);
+  parser.onError = (error) => tokenizer.error(error);
+  parser.onEnd = () => {
+    if (!tokenizer.isEnded) tokenizer.end();
+  };
   let ready: { index: number; value: unknown }[] = [];
   parser.onValue = ({ value, key }) => {
     ready.push({ index: key as number, value });
   };
   for await (const chunk of source.read(range.start, range.end)) {
-    parser.write(chunk);
+    tokenizer.write(chunk);
     if (ready.length > 0) {
       const rows = ready;
       ready = [];
