@@ -33,7 +33,7 @@ import type { ColumnInfo, TableColumns } from './columns.ts';
 import { ValueError, decodeBase64, isSameValue, readTableColumns, toColumnValue } from './columns.ts';
 import type { DatasetProblem } from './dataset-errors.ts';
 import { DatasetError, ProblemList, formatProblem } from './dataset-errors.ts';
-import { Base64Value } from './dataset-strings.ts';
+import { Base64Value, LongValueSizes } from './dataset-strings.ts';
 import type { DatasetSource, DocumentOutline, TableRange } from './dataset-source.ts';
 import { bufferSource, fileSource, readTableRows, scanDocument } from './dataset-source.ts';
 import { FILE_UID, removeStoredFile, writeStoredFile } from './file-contents.ts';
@@ -103,6 +103,8 @@ interface TablePlan {
   keylessCount: number;
   /** Row index -> bcrypt hash of its plain password (`user_authentication`). */
   readonly hashes: Map<number, string>;
+  /** Sizes of the table's large binary values, learnt by the checking pass for the writing pass. */
+  readonly sizes: LongValueSizes;
 }
 
 /** Tables the migrations seed: their rows take the dataset's values (see the header). */
@@ -222,10 +224,11 @@ async function checkDocument(
       rowCount: 0,
       keylessCount: 0,
       hashes: new Map(),
+      sizes: new LongValueSizes(),
     };
     byName.set(name, plan);
     const seen = createKeySet();
-    for await (const { index, value } of readTableRows(source, range)) {
+    for await (const { index, value } of readTableRows(source, range, plan.sizes)) {
       plan.rowCount += 1;
       if (problems.isFull) continue;
       const row = prepareRow(plan, value, index, problems);
@@ -443,7 +446,7 @@ async function writeTable(
       batch = [];
       batchBytes = 0;
     };
-    for await (const { index, value } of readTableRows(source, plan.range)) {
+    for await (const { index, value } of readTableRows(source, plan.range, plan.sizes)) {
       const problems = new ProblemList();
       const row = prepareRow(plan, value, index, problems);
       // The checking pass read the same bytes: a row it accepted is accepted again.
@@ -451,8 +454,11 @@ async function writeTable(
       if ((row.key === undefined) !== (sweep === 'keyless')) continue;
       const hash = plan.hashes.get(index);
       if (hash !== undefined) row.values.password_hash = hash;
+      const rowBytes = sizeOf(row);
+      // A large row does not join a batch that would then hold more than its bytes.
+      if (batchBytes + rowBytes > BATCH_BYTES) await flush();
       batch.push(row);
-      batchBytes += sizeOf(row);
+      batchBytes += rowBytes;
       if (batch.length >= BATCH_ROWS || batchBytes >= BATCH_BYTES) await flush();
     }
     await flush();

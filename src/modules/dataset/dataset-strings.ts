@@ -39,9 +39,15 @@ export class Base64Value {
     this.head = head;
   }
 
-  /** The decoded bytes as one Buffer (joined once; the chunks are then let go). */
+  /** The decoded bytes as one Buffer (joined once; the chunks' memory is then given back at once). */
   toBuffer(): Buffer {
-    if (this.#chunks.length !== 1) this.#chunks = [Buffer.concat(this.#chunks, this.byteLength)];
+    if (this.#chunks.length !== 1) {
+      const joined = Buffer.concat(this.#chunks, this.byteLength);
+      // Each chunk has an ArrayBuffer of its own (allocUnsafeSlow): detaching it frees it now, not at
+      // the next garbage collection.
+      for (const chunk of this.#chunks) (chunk.buffer as ArrayBuffer).transfer(0);
+      this.#chunks = [joined];
+    }
     return this.#chunks[0]!;
   }
 
@@ -61,6 +67,38 @@ export interface DatasetStringOptions {
    * {@link SHORT_STRING_BYTES} followed by an ellipsis (the outline pass, which needs no value).
    */
   readonly isKeepingLongStrings: boolean;
+  /** Decoded sizes of the long base64 strings of a range, learnt by its first reading (see {@link LongValueSizes}). */
+  readonly sizes?: LongValueSizes;
+}
+
+/**
+ * The decoded sizes of the long base64 strings of one range of the document, in order. The first
+ * reading of the range records them; a later reading of the same bytes decodes each value straight into
+ * a Buffer of its size, instead of into chunks joined at the end (one copy less of every large value).
+ */
+export class LongValueSizes {
+  readonly #sizes: number[] = [];
+  #isKnown = false;
+  #next = 0;
+
+  /** Starts a reading of the range: the first records, the others replay. */
+  startReading(): void {
+    this.#isKnown = this.#isKnown || this.#sizes.length > 0;
+    this.#next = 0;
+  }
+
+  /** A long string starts decoding: its expected size (undefined: unknown), and its place in the list. */
+  nextValue(): { expectedBytes: number | undefined; place: number } {
+    const place = this.#next++;
+    if (!this.#isKnown) this.#sizes.push(-1);
+    const size = this.#sizes[place];
+    return { expectedBytes: this.#isKnown && size !== undefined && size >= 0 ? size : undefined, place };
+  }
+
+  /** The string at `place` ended as a value of `bytes` (or as text: -1). */
+  record(place: number, bytes: number): void {
+    if (!this.#isKnown) this.#sizes[place] = bytes;
+  }
 }
 
 /** A tokenizer whose strings are gathered by {@link DatasetStringBuilder}. */
@@ -73,6 +111,7 @@ export function createDatasetTokenizer(options: DatasetStringOptions): Tokenizer
     throw new Error('@streamparser/json: the tokenizer has no bufferedString to replace');
   }
   fields.bufferedString = new DatasetStringBuilder(options);
+  options.sizes?.startReading();
   return tokenizer;
 }
 
@@ -85,6 +124,9 @@ export class DatasetStringBuilder implements StringBuilder {
   /** Bytes of the string in the document, as the tokenizer counts them for its offsets. */
   byteLength = 0;
   readonly #isKeeping: boolean;
+  readonly #sizes: LongValueSizes | undefined;
+  /** This string's place in {@link LongValueSizes}, once it decodes. */
+  #place = -1;
   readonly #decoder = new TextDecoder('utf-8', { fatal: true });
   /** Bytes not yet turned into text or decoded. */
   readonly #bytes = new Uint8Array(SHORT_STRING_BYTES);
@@ -104,6 +146,7 @@ export class DatasetStringBuilder implements StringBuilder {
 
   constructor(options: DatasetStringOptions) {
     this.#isKeeping = options.isKeepingLongStrings;
+    this.#sizes = options.sizes;
   }
 
   reset(): void {
@@ -117,6 +160,7 @@ export class DatasetStringBuilder implements StringBuilder {
     this.#chunkUsed = 0;
     this.#head = '';
     this.#isTruncated = false;
+    this.#place = -1;
   }
 
   appendChar(char: number): void {
@@ -165,8 +209,10 @@ export class DatasetStringBuilder implements StringBuilder {
     if (this.#isBase64 && this.#chunk !== undefined && this.#isValidEnd()) {
       this.#decode(this.#length);
       this.#chunks.push(this.#chunk.subarray(0, this.#chunkUsed));
+      const value = new Base64Value(this.#chunks, this.#head);
+      if (this.#place >= 0) this.#sizes?.record(this.#place, value.byteLength);
       // The tokenizer types its values as strings; this reader's callers know the Base64Value.
-      return new Base64Value(this.#chunks, this.#head) as unknown as string;
+      return value as unknown as string;
     }
     this.#toText();
     this.#flushText();
@@ -193,7 +239,15 @@ export class DatasetStringBuilder implements StringBuilder {
   /** The buffer is full: decode what can be decoded, or turn the bytes into text. */
   #makeRoom(): void {
     if (this.#isBase64 && this.#isKeeping) {
-      if (this.#chunk === undefined) this.#head = this.#latin1(0, Math.min(HEAD_CHARS, this.#length));
+      if (this.#chunk === undefined) {
+        this.#head = this.#latin1(0, Math.min(HEAD_CHARS, this.#length));
+        const next = this.#sizes?.nextValue();
+        if (next !== undefined) this.#place = next.place;
+        if (next?.expectedBytes !== undefined) {
+          this.#chunk = Buffer.allocUnsafeSlow(next.expectedBytes);
+          this.#chunkUsed = 0;
+        }
+      }
       // Bytes before the padding are whole groups of four characters: the buffer's size is a multiple of four.
       const whole = this.#padding === 0 ? this.#length : Math.floor((this.#length - this.#padding) / 4) * 4;
       this.#decode(whole);
@@ -206,7 +260,8 @@ export class DatasetStringBuilder implements StringBuilder {
   /** Decodes the first `upTo` bytes (whole groups of four, or the valid end) into the chunks. */
   #decode(upTo: number): void {
     const text = this.#latin1(0, upTo);
-    const need = (upTo / 4) * 3;
+    // Whole groups decode to 3 bytes each; the padded end (when decoded) to one or two fewer.
+    const need = (upTo / 4) * 3 - (upTo === this.#length ? this.#padding : 0);
     if (this.#chunk === undefined || this.#chunk.length - this.#chunkUsed < need) {
       if (this.#chunk !== undefined) this.#chunks.push(this.#chunk.subarray(0, this.#chunkUsed));
       this.#chunk = Buffer.allocUnsafeSlow(Math.max(CHUNK_BYTES, need));
