@@ -25,6 +25,7 @@
 import type { Kysely, Transaction } from 'kysely';
 import { sql } from 'kysely';
 import type { Database } from '../../db/database.ts';
+import { hasLargeBlob } from '../../db/dialects/multi-row-insert.ts';
 import { AppError } from '../../errors.ts';
 import type { FileStore } from '../../files/file-store.ts';
 import type { PasswordPolicy } from '../user/index.ts';
@@ -665,25 +666,17 @@ async function findExisting(
  */
 const INSERT_PARAMETERS = 2000;
 
-/** A row holding a binary value from this size up is inserted by a statement of its own. */
-const LARGE_VALUE_BYTES = 1024 * 1024;
-
-function hasLargeValue(row: PreparedRow): boolean {
-  return Object.values(row.values).some((v) => v instanceof Uint8Array && v.length >= LARGE_VALUE_BYTES);
-}
-
 /**
  * Multi-row inserts of consecutive rows that give the same columns (Kysely would fill a column missing
  * from one row of a multi-row insert with NULL, not with the default). A row with a large binary value
- * goes alone: an engine may stage the rows of a multi-row INSERT before inserting them (SQLite does for a
- * table with triggers, as attachment_data has, in memory), which would hold one more copy of every value.
+ * goes alone (`hasLargeBlob`, which says why).
  */
 async function insertRows(trx: LooseTrx, plan: TablePlan, rows: readonly PreparedRow[]): Promise<void> {
   let start = 0;
   while (start < rows.length) {
     const signature = Object.keys(rows[start]!.values).join('\u0000');
     const columnCount = Math.max(1, Object.keys(rows[start]!.values).length);
-    const perBatch = hasLargeValue(rows[start]!)
+    const perBatch = hasLargeBlob(rows[start]!.values)
       ? 1
       : Math.max(1, Math.min(100, Math.floor(INSERT_PARAMETERS / columnCount)));
     let end = start + 1;
@@ -691,7 +684,7 @@ async function insertRows(trx: LooseTrx, plan: TablePlan, rows: readonly Prepare
       end < rows.length &&
       end - start < perBatch &&
       Object.keys(rows[end]!.values).join('\u0000') === signature &&
-      !hasLargeValue(rows[end]!)
+      !hasLargeBlob(rows[end]!.values)
     ) {
       end += 1;
     }
