@@ -49,11 +49,16 @@ export async function exportDatasetToFile(
 ): Promise<ExportSummary> {
   const temp = `${file}.${process.pid}.tmp`;
   const handle = await open(temp, 'w', 0o600);
+  // Text is encoded into one reused buffer (a Buffer per write would be garbage of the file's size).
+  let bytes = Buffer.allocUnsafeSlow(2 * WRITE_CHARS);
   try {
     const summary = await exportDataset(
       deps,
       async (text) => {
-        await handle.write(text);
+        const size = Buffer.byteLength(text);
+        if (size > bytes.length) bytes = Buffer.allocUnsafeSlow(size);
+        const length = bytes.write(text);
+        for (let at = 0; at < length;) at += (await handle.write(bytes, at, length - at)).bytesWritten;
       },
       options,
     );
