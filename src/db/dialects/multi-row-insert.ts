@@ -7,6 +7,19 @@ import type { Kysely } from 'kysely';
 import { CompiledQuery } from 'kysely';
 import type { DialectAdapter } from '../dialect.ts';
 
+/**
+ * A row holding a binary value of this size or more is inserted by a statement of its own, never in a
+ * multi-row INSERT: an engine may stage the rows of a multi-row INSERT before inserting them (SQLite does
+ * for a table with triggers, as attachment_data has, in memory with `temp_store = MEMORY`), which would
+ * hold one more copy of every value.
+ */
+export const LARGE_BLOB_BYTES = 1024 * 1024;
+
+/** Whether `row` holds a binary value of {@link LARGE_BLOB_BYTES} or more: it goes in an INSERT of its own. */
+export function hasLargeBlob(row: Readonly<Record<string, unknown>>): boolean {
+  return Object.values(row).some((v) => v instanceof Uint8Array && v.length >= LARGE_BLOB_BYTES);
+}
+
 /** A bulk inserter that keeps each statement under `maxParameters` bound values. */
 export function createMultiRowInsert(
   // eslint-disable-next-line @typescript-eslint/no-explicit-any

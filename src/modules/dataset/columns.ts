@@ -3,6 +3,7 @@
  * conversion of dataset values to and from column values.
  */
 import type { Database } from '../../db/database.ts';
+import { Base64Value } from './dataset-strings.ts';
 import { TABLE_SPECS } from './table-specs.ts';
 import type { DatasetTable } from './table-specs.ts';
 
@@ -68,8 +69,12 @@ const ISO_DATE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?
 const INT32_MIN = -2_147_483_648;
 const INT32_MAX = 2_147_483_647;
 
-/** Strict standard base64 (padding required, canonical trailing bits) to bytes. */
-export function decodeBase64(text: string): Buffer {
+/**
+ * Strict standard base64 (padding required, canonical trailing bits) to bytes. A long value arrives
+ * checked and decoded already (a {@link Base64Value}).
+ */
+export function decodeBase64(text: string | Base64Value): Buffer {
+  if (text instanceof Base64Value) return text.toBuffer();
   if (text.length % 4 !== 0 || !BASE64.test(text)) throw new ValueError('expected standard base64');
   // Only the last group of four can carry trailing bits that a decoder drops; checking it alone is
   // checking the whole text, without encoding a copy of a large value again.
@@ -99,6 +104,8 @@ export function toColumnValue(column: ColumnInfo, value: unknown): unknown {
       return value;
     }
     case 'text': {
+      // A long text of base64 characters only was decoded as it was read: it is its text again.
+      if (value instanceof Base64Value) value = value.toBase64();
       if (typeof value !== 'string') throw new ValueError(`expected a string, got ${describe(value)}`);
       if (column.maxLength !== undefined && [...value].length > column.maxLength) {
         throw new ValueError(`text longer than ${column.maxLength} characters`);
@@ -106,7 +113,8 @@ export function toColumnValue(column: ColumnInfo, value: unknown): unknown {
       return value;
     }
     case 'blob': {
-      if (typeof value !== 'string') throw new ValueError(`expected base64 text, got ${describe(value)}`);
+      if (typeof value !== 'string' && !(value instanceof Base64Value))
+        throw new ValueError(`expected base64 text, got ${describe(value)}`);
       return decodeBase64(value);
     }
     case 'date': {
@@ -147,6 +155,7 @@ export function normaliseDateTime(value: unknown): string {
 }
 
 function describe(value: unknown): string {
+  if (value instanceof Base64Value) return JSON.stringify(`${value.head}...`);
   if (typeof value === 'string')
     return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}...` : value);
   if (Array.isArray(value)) return 'an array';

@@ -3,8 +3,8 @@
  * binaries as base64 and protected files with their content, so that importing the file into an empty
  * database gives the same rows. Rows are read in keyset pages and written as they come, so memory stays
  * bounded: pages of tables with binary columns are cut at about 8 MB of values, and a large binary value
- * is written as base64 in pieces, never as one string. The file appears under its name only when
- * complete.
+ * is read in slices (`substr`, the same on every engine), each written as base64 as it comes: never
+ * held whole, nor as one string. The file appears under its name only when complete.
  */
 import { open, rename, rm } from 'node:fs/promises';
 import type { Kysely } from 'kysely';
@@ -35,8 +35,11 @@ const PAGE_ROWS = 1000;
 const PAGE_BYTES = 8 * 1024 * 1024;
 /** Text is handed to the writer once this much has gathered. */
 const WRITE_CHARS = 1024 * 1024;
-/** Binary values longer than this are written as base64 in pieces of this size (a multiple of 3). */
-const BASE64_PIECE_BYTES = 3 * 256 * 1024;
+/**
+ * Binary values longer than this are read and written as base64 in slices of this size: a multiple of 3,
+ * so that the slices' base64 put end to end is the value's.
+ */
+const SLICE_BYTES = 3 * 256 * 1024;
 
 /** Writes the dataset to `file` (atomically: a temporary file renamed into place). */
 export async function exportDatasetToFile(
@@ -46,11 +49,16 @@ export async function exportDatasetToFile(
 ): Promise<ExportSummary> {
   const temp = `${file}.${process.pid}.tmp`;
   const handle = await open(temp, 'w', 0o600);
+  // Text is encoded into one reused buffer (a Buffer per write would be garbage of the file's size).
+  let bytes = Buffer.allocUnsafeSlow(2 * WRITE_CHARS);
   try {
     const summary = await exportDataset(
       deps,
       async (text) => {
-        await handle.write(text);
+        const size = Buffer.byteLength(text);
+        if (size > bytes.length) bytes = Buffer.allocUnsafeSlow(size);
+        const length = bytes.write(text);
+        for (let at = 0; at < length;) at += (await handle.write(bytes, at, length - at)).bytesWritten;
       },
       options,
     );
@@ -102,8 +110,11 @@ export async function exportDataset(
     await out.text(`${isFirstTable ? '' : ','}\n    ${JSON.stringify(table)}: [`);
     isFirstTable = false;
     let count = 0;
-    for await (const row of readRows(db, table, columns)) {
-      const values: [string, unknown][] = [...columns.keys()].map((c) => [c, row[c]]);
+    for await (const { row, sliced } of readRows(db, table, columns)) {
+      const values: [string, unknown][] = [...columns.keys()].map((c) => {
+        const bytes = sliced?.get(c);
+        return [c, bytes === undefined ? row[c] : readSlices(db, table, row, c, bytes)];
+      });
       if (table === 'protected_file') {
         const content = await readStoredFile(deps.files, String(row.uid));
         if (content === undefined) summary.missingFiles += 1;
@@ -149,19 +160,23 @@ function createBufferedWriter(write: (text: string) => Promise<void>): BufferedW
   };
 }
 
-/** One row as a JSON object; binaries as base64, large ones in pieces. */
+/** A binary value read slice by slice. */
+type Slices = AsyncGenerator<Uint8Array>;
+
+/** One row as a JSON object; binaries as base64, large ones slice by slice (or piece by piece). */
 async function writeRow(out: BufferedWriter, values: readonly [string, unknown][]): Promise<void> {
   let text = '{';
   let isFirst = true;
   for (const [column, value] of values) {
     text += `${isFirst ? '' : ','}${JSON.stringify(column)}:`;
     isFirst = false;
-    if (value instanceof Uint8Array && value.length > BASE64_PIECE_BYTES) {
+    const isLarge = value instanceof Uint8Array && value.length > SLICE_BYTES;
+    if (isLarge || (typeof value === 'object' && value !== null && Symbol.asyncIterator in value)) {
       await out.text(`${text}"`);
       text = '';
-      const bytes = Buffer.from(value.buffer, value.byteOffset, value.byteLength);
-      for (let at = 0; at < bytes.length; at += BASE64_PIECE_BYTES) {
-        await out.text(bytes.subarray(at, at + BASE64_PIECE_BYTES).toString('base64'));
+      const slices = isLarge ? piecesOf(value) : (value as Slices);
+      for await (const slice of slices) {
+        await out.text(Buffer.from(slice.buffer, slice.byteOffset, slice.byteLength).toString('base64'));
       }
       text = '"';
     } else {
@@ -171,39 +186,75 @@ async function writeRow(out: BufferedWriter, values: readonly [string, unknown][
   await out.text(`${text}}`);
 }
 
+async function* piecesOf(value: Uint8Array): Slices {
+  for (let at = 0; at < value.length; at += SLICE_BYTES) yield value.subarray(at, at + SLICE_BYTES);
+}
+
+/**
+ * The binary value `column` of `row`, of `bytes` bytes, read slice by slice; refused if its size changed
+ * meanwhile (a value replaced during the export).
+ */
+async function* readSlices(
+  db: Kysely<LooseDb>,
+  table: DatasetTable,
+  row: Record<string, unknown>,
+  column: string,
+  bytes: number,
+): Slices {
+  const keyColumn = TABLE_SPECS[table].primaryKey[0]!;
+  for (let at = 0; at < bytes; at += SLICE_BYTES) {
+    const found = await db
+      .selectFrom(table)
+      .select([
+        sql<Uint8Array>`substr(${sql.ref(column)}, ${at + 1}, ${SLICE_BYTES})`.as('slice'),
+        sql<number>`length(${sql.ref(column)})`.as('size'),
+      ])
+      .where(keyColumn, '=', row[keyColumn])
+      .executeTakeFirst();
+    if (found === undefined || Number(found.size) !== bytes) {
+      throw new Error(
+        `${table}.${column} of ${keyColumn} ${String(row[keyColumn])} changed during the export`,
+      );
+    }
+    yield found.slice;
+  }
+}
+
+/** A row, and its binary values left out to be read in slices (column -> size in bytes). */
+interface ExportRow {
+  readonly row: Record<string, unknown>;
+  readonly sliced?: ReadonlyMap<string, number>;
+}
+
 /**
  * The rows of `table` in primary-key order, page by page (keyset pages for one-column keys; the
  * composite-key tables are the small RBAC links). Pages of a table with binary columns hold at most
- * about {@link PAGE_BYTES} of them: the sizes are read first, then the rows that fit.
+ * about {@link PAGE_BYTES} of them: the sizes are read first, then the rows that fit; a binary value
+ * over {@link SLICE_BYTES} is left out of the page (read as null), to be read in slices.
  */
 async function* readRows(
   db: Kysely<LooseDb>,
   table: DatasetTable,
   columns: TableColumns,
-): AsyncGenerator<Record<string, unknown>> {
+): AsyncGenerator<ExportRow> {
   const key = TABLE_SPECS[table].primaryKey;
   if (key.length !== 1) {
     let query = db.selectFrom(table).selectAll();
     for (const c of key) query = query.orderBy(c);
-    yield* await query.execute();
+    for (const row of await query.execute()) yield { row };
     return;
   }
   const keyColumn = key[0]!;
   const blobs = [...columns.values()].filter((c) => c.kind === 'blob').map((c) => c.name);
+  // length() is the size in bytes of a BLOB on SQLite, of a bytea on PostgreSQL, of a blob on MySQL.
+  const lengthOf = (column: string) => sql<number>`coalesce(length(${sql.ref(column)}), 0)`;
   let after: unknown;
   for (;;) {
     let keys: unknown[] | undefined;
     if (blobs.length > 0) {
-      // length() is the size in bytes of a BLOB on SQLite and of a bytea on PostgreSQL.
       let sizes = db
         .selectFrom(table)
-        .select([
-          sql.ref(keyColumn).as('key'),
-          sql<number>`${sql.join(
-            blobs.map((b) => sql`coalesce(length(${sql.ref(b)}), 0)`),
-            sql` + `,
-          )}`.as('size'),
-        ])
+        .select([sql.ref(keyColumn).as('key'), ...blobs.map((b, i) => lengthOf(b).as(`size${i}`))])
         .orderBy(keyColumn)
         .limit(PAGE_ROWS);
       if (after !== undefined) sizes = sizes.where(keyColumn, '>', after);
@@ -212,20 +263,44 @@ async function* readRows(
       keys = [];
       let bytes = 0;
       for (const r of found) {
-        if (keys.length > 0 && bytes + Number(r.size) > PAGE_BYTES) break;
+        // Values read in slices take no room in the page.
+        const rowBytes = blobs.reduce((sum, _b, i) => {
+          const size = Number(r[`size${i}`]);
+          return size > SLICE_BYTES ? sum : sum + size;
+        }, 0);
+        if (keys.length > 0 && bytes + rowBytes > PAGE_BYTES) break;
         keys.push(r.key);
-        bytes += Number(r.size);
+        bytes += rowBytes;
       }
     }
-    let query = db.selectFrom(table).selectAll().orderBy(keyColumn);
+    let query = db.selectFrom(table).orderBy(keyColumn);
     // The keys that fit, as a range: one statement shape whatever their number.
-    if (keys !== undefined) query = query.where(keyColumn, '>=', keys[0]).where(keyColumn, '<=', keys.at(-1));
-    else {
+    if (keys !== undefined) {
+      query = query.where(keyColumn, '>=', keys[0]).where(keyColumn, '<=', keys.at(-1));
+    } else {
       if (after !== undefined) query = query.where(keyColumn, '>', after);
       query = query.limit(PAGE_ROWS);
     }
-    const rows = await query.execute();
-    yield* rows;
+    // A large value is left out (null) and its size read beside it: the statement decides, row by row.
+    const isBlob = new Set(blobs);
+    const rows = await query
+      .select([
+        ...[...columns.keys()].map((c) =>
+          isBlob.has(c)
+            ? sql`case when ${lengthOf(c)} > ${SLICE_BYTES} then null else ${sql.ref(c)} end`.as(c)
+            : sql.ref(c).as(c),
+        ),
+        ...blobs.map((b, i) => lengthOf(b).as(`dataset_export_size${i}`)),
+      ])
+      .execute();
+    for (const row of rows) {
+      const large = new Map<string, number>();
+      blobs.forEach((b, i) => {
+        const size = Number(row[`dataset_export_size${i}`]);
+        if (size > SLICE_BYTES) large.set(b, size);
+      });
+      yield large.size === 0 ? { row } : { row, sliced: large };
+    }
     if (rows.length === 0 || (keys === undefined && rows.length < PAGE_ROWS)) return;
     after = keys === undefined ? rows.at(-1)![keyColumn] : keys.at(-1);
   }

@@ -25,6 +25,7 @@
 import type { Kysely, Transaction } from 'kysely';
 import { sql } from 'kysely';
 import type { Database } from '../../db/database.ts';
+import { hasLargeBlob } from '../../db/dialects/multi-row-insert.ts';
 import { AppError } from '../../errors.ts';
 import type { FileStore } from '../../files/file-store.ts';
 import type { PasswordPolicy } from '../user/index.ts';
@@ -33,6 +34,7 @@ import type { ColumnInfo, TableColumns } from './columns.ts';
 import { ValueError, decodeBase64, isSameValue, readTableColumns, toColumnValue } from './columns.ts';
 import type { DatasetProblem } from './dataset-errors.ts';
 import { DatasetError, ProblemList, formatProblem } from './dataset-errors.ts';
+import { Base64Value, LongValueSizes } from './dataset-strings.ts';
 import type { DatasetSource, DocumentOutline, TableRange } from './dataset-source.ts';
 import { bufferSource, fileSource, readTableRows, scanDocument } from './dataset-source.ts';
 import { FILE_UID, removeStoredFile, writeStoredFile } from './file-contents.ts';
@@ -102,6 +104,8 @@ interface TablePlan {
   keylessCount: number;
   /** Row index -> bcrypt hash of its plain password (`user_authentication`). */
   readonly hashes: Map<number, string>;
+  /** Sizes of the table's large binary values, learnt by the checking pass for the writing pass. */
+  readonly sizes: LongValueSizes;
 }
 
 /** Tables the migrations seed: their rows take the dataset's values (see the header). */
@@ -221,10 +225,11 @@ async function checkDocument(
       rowCount: 0,
       keylessCount: 0,
       hashes: new Map(),
+      sizes: new LongValueSizes(),
     };
     byName.set(name, plan);
     const seen = createKeySet();
-    for await (const { index, value } of readTableRows(source, range)) {
+    for await (const { index, value } of readTableRows(source, range, plan.sizes)) {
       plan.rowCount += 1;
       if (problems.isFull) continue;
       const row = prepareRow(plan, value, index, problems);
@@ -327,7 +332,8 @@ function prepareRow(
   const values: Values = {};
   const row: PreparedRow = { index, values, key: undefined };
   let isBad = false;
-  for (const [column, value] of Object.entries(rowValue)) {
+  for (const [column, given] of Object.entries(rowValue)) {
+    const value = column === 'password' && given instanceof Base64Value ? given.toBase64() : given;
     if (table === 'user_authentication' && column === 'password') {
       if (typeof value !== 'string' || value === '') {
         problems.add(at(column, 'expected a non-empty string'));
@@ -342,7 +348,8 @@ function prepareRow(
     }
     if (table === 'protected_file' && column === 'content') {
       try {
-        if (typeof value !== 'string') throw new ValueError('expected base64 text');
+        if (typeof value !== 'string' && !(value instanceof Base64Value))
+          throw new ValueError('expected base64 text');
         row.content = decodeBase64(value);
       } catch (error) {
         problems.add(at(column, (error as Error).message));
@@ -440,7 +447,7 @@ async function writeTable(
       batch = [];
       batchBytes = 0;
     };
-    for await (const { index, value } of readTableRows(source, plan.range)) {
+    for await (const { index, value } of readTableRows(source, plan.range, plan.sizes)) {
       const problems = new ProblemList();
       const row = prepareRow(plan, value, index, problems);
       // The checking pass read the same bytes: a row it accepted is accepted again.
@@ -448,8 +455,11 @@ async function writeTable(
       if ((row.key === undefined) !== (sweep === 'keyless')) continue;
       const hash = plan.hashes.get(index);
       if (hash !== undefined) row.values.password_hash = hash;
+      const rowBytes = sizeOf(row);
+      // A large row does not join a batch that would then hold more than its bytes.
+      if (batchBytes + rowBytes > BATCH_BYTES) await flush();
       batch.push(row);
-      batchBytes += sizeOf(row);
+      batchBytes += rowBytes;
       if (batch.length >= BATCH_ROWS || batchBytes >= BATCH_BYTES) await flush();
     }
     await flush();
@@ -656,25 +666,17 @@ async function findExisting(
  */
 const INSERT_PARAMETERS = 2000;
 
-/** A row holding a binary value from this size up is inserted by a statement of its own. */
-const LARGE_VALUE_BYTES = 1024 * 1024;
-
-function hasLargeValue(row: PreparedRow): boolean {
-  return Object.values(row.values).some((v) => v instanceof Uint8Array && v.length >= LARGE_VALUE_BYTES);
-}
-
 /**
  * Multi-row inserts of consecutive rows that give the same columns (Kysely would fill a column missing
  * from one row of a multi-row insert with NULL, not with the default). A row with a large binary value
- * goes alone: an engine may stage the rows of a multi-row INSERT before inserting them (SQLite does for a
- * table with triggers, as attachment_data has, in memory), which would hold one more copy of every value.
+ * goes alone (`hasLargeBlob`, which says why).
  */
 async function insertRows(trx: LooseTrx, plan: TablePlan, rows: readonly PreparedRow[]): Promise<void> {
   let start = 0;
   while (start < rows.length) {
     const signature = Object.keys(rows[start]!.values).join('\u0000');
     const columnCount = Math.max(1, Object.keys(rows[start]!.values).length);
-    const perBatch = hasLargeValue(rows[start]!)
+    const perBatch = hasLargeBlob(rows[start]!.values)
       ? 1
       : Math.max(1, Math.min(100, Math.floor(INSERT_PARAMETERS / columnCount)));
     let end = start + 1;
@@ -682,7 +684,7 @@ async function insertRows(trx: LooseTrx, plan: TablePlan, rows: readonly Prepare
       end < rows.length &&
       end - start < perBatch &&
       Object.keys(rows[end]!.values).join('\u0000') === signature &&
-      !hasLargeValue(rows[end]!)
+      !hasLargeBlob(rows[end]!.values)
     ) {
       end += 1;
     }
@@ -762,5 +764,7 @@ function chunks<T>(items: readonly T[], size: number): T[][] {
 }
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
+  return (
+    typeof value === 'object' && value !== null && !Array.isArray(value) && !(value instanceof Base64Value)
+  );
 }

@@ -4,34 +4,47 @@
  * `format`, and notes where each table's array of rows starts and ends (byte offsets). `readTableRows`
  * then reads one table's array, row by row, as often as the importer needs (checks, then writes, in
  * foreign-key order whatever the order of the tables in the document). Memory is bounded by the largest
- * single row, never by the document.
+ * single row, never by the document; a long base64 value is held decoded, never as text.
  */
-import { createReadStream } from 'node:fs';
-import { stat } from 'node:fs/promises';
-import { JSONParser, TokenParser, TokenType, Tokenizer } from '@streamparser/json';
+import { open, stat } from 'node:fs/promises';
+import { TokenParser, TokenType } from '@streamparser/json';
 import { DatasetError } from './dataset-errors.ts';
+import type { LongValueSizes } from './dataset-strings.ts';
+import { createDatasetTokenizer } from './dataset-strings.ts';
 
 /** Bytes of a dataset document that can be read more than once, in ranges. */
 export interface DatasetSource {
   readonly sizeBytes: number;
-  /** The bytes `[start, end)`. */
+  /** The bytes `[start, end)`; a chunk may be overwritten once the next one is asked for. */
   read(start: number, end: number): AsyncIterable<Uint8Array>;
 }
 
 const CHUNK_BYTES = 256 * 1024;
 
+/**
+ * A file read in chunks into one buffer per reading: a chunk is valid until the next is asked for (the
+ * readers parse each chunk before asking), so a reading of the whole file leaves no garbage behind.
+ */
 export async function fileSource(file: string): Promise<DatasetSource> {
   const { size } = await stat(file);
   return {
     sizeBytes: size,
-    read: (start, end) =>
-      end <= start
-        ? emptyChunks()
-        : (createReadStream(file, {
-            start,
-            end: end - 1,
-            highWaterMark: CHUNK_BYTES,
-          }) as AsyncIterable<Buffer>),
+    async *read(start, end) {
+      if (end <= start) return;
+      const handle = await open(file, 'r');
+      try {
+        const buffer = Buffer.allocUnsafeSlow(Math.min(CHUNK_BYTES, end - start));
+        for (let at = start; at < end;) {
+          const { bytesRead } = await handle.read(buffer, 0, Math.min(buffer.length, end - at), at);
+          if (bytesRead === 0)
+            throw new DatasetError([{ message: 'the file ended early (changed while read?)' }]);
+          at += bytesRead;
+          yield buffer.subarray(0, bytesRead);
+        }
+      } finally {
+        await handle.close();
+      }
+    },
   };
 }
 
@@ -44,8 +57,6 @@ export function bufferSource(bytes: Buffer): DatasetSource {
     },
   };
 }
-
-async function* emptyChunks(): AsyncIterable<Uint8Array> {}
 
 /** Where a table's array of rows is in the document: `[start, end)` covers `[` to `]`. */
 export interface TableRange {
@@ -95,7 +106,8 @@ export async function scanDocument(
 
   // The token parser checks the grammar only: it is asked for no value, and keeps none.
   const grammar = new TokenParser({ paths: ['$.__none__'], keepStack: false });
-  const tokenizer = new Tokenizer({ stringBufferSize: 64 * 1024 });
+  // Long strings (binary values) are checked, not kept: this pass needs names and `format` only.
+  const tokenizer = createDatasetTokenizer({ isKeepingLongStrings: false });
 
   /** A value token (or the opening of one) at the current position. */
   const onValue = (token: TokenType, value: unknown, offset: number): Role => {
@@ -198,18 +210,29 @@ export async function scanDocument(
   return { format, unknownMembers, hasTablesObject, tables, repeatedTables };
 }
 
-/** The rows of one table's array, with their index in it, read from `range`. */
+/**
+ * The rows of one table's array, with their index in it, read from `range`. A long base64 string arrives
+ * decoded, as a `Base64Value` (`dataset-strings.ts`), never as one string; give the same `sizes` to
+ * every reading of a range, so that the later ones decode each such value into a Buffer of its size.
+ */
 export async function* readTableRows(
   source: DatasetSource,
   range: TableRange,
+  sizes?: LongValueSizes,
 ): AsyncGenerator<{ readonly index: number; readonly value: unknown }> {
-  const parser = new JSONParser({ paths: ['$.*'], keepStack: false, stringBufferSize: 64 * 1024 });
+  const tokenizer = createDatasetTokenizer({ isKeepingLongStrings: true, ...(sizes ? { sizes } : {}) });
+  const parser = new TokenParser({ paths: ['$.*'], keepStack: false });
+  tokenizer.onToken = (token) => parser.write(token);
+  parser.onError = (error) => tokenizer.error(error);
+  parser.onEnd = () => {
+    if (!tokenizer.isEnded) tokenizer.end();
+  };
   let ready: { index: number; value: unknown }[] = [];
   parser.onValue = ({ value, key }) => {
     ready.push({ index: key as number, value });
   };
   for await (const chunk of source.read(range.start, range.end)) {
-    parser.write(chunk);
+    tokenizer.write(chunk);
     if (ready.length > 0) {
       const rows = ready;
       ready = [];

@@ -304,6 +304,91 @@ forEachDialect((dialect) => {
       assert.ok(stored.blob_data !== null && Buffer.compare(stored.blob_data, bytes) === 0);
     });
 
+    it('streams a 6 MiB value cut across read chunks at every offset mod 4, and exports it back byte for byte', async () => {
+      const bytes = Buffer.alloc(6 * 1024 * 1024 + 2);
+      for (let i = 0; i < bytes.length; i += 1) bytes[i] = (i * 131 + (i >> 10)) & 0xff;
+      const text = bytes.toString('base64');
+      const document = Buffer.from(
+        JSON.stringify(
+          withTables({
+            request: [{ id: 661, request_type: 'dicom_request' }],
+            attachment_data: [
+              {
+                id: 661,
+                request_id: 661,
+                attachment_mnemonic: 'streamed',
+                attachment_type: 'NONE',
+                mime_type: 'application/octet-stream',
+                blob_data: text,
+              },
+            ],
+          }),
+        ),
+      );
+      const start = document.indexOf(text);
+      for (let shift = 0; shift < 4; shift += 1) {
+        // The first cut falls `shift` characters past a group of four, the others 64 KiB apart.
+        const cuts = [start + 4 * 1000 + shift];
+        while (cuts.at(-1)! < document.length) cuts.push(cuts.at(-1)! + 64 * 1024);
+        const summary = await importDatasetFrom(source, {
+          sizeBytes: document.length,
+          async *read(from, to) {
+            let at = from;
+            for (const cut of [...cuts.filter((c) => c > from && c < to), to]) {
+              yield document.subarray(at, cut);
+              at = cut;
+            }
+          },
+        });
+        // The first import writes the row; the others find it there with the very same bytes.
+        const count = summary.tables.attachment_data!;
+        assert.equal(shift === 0 ? count.inserted : count.unchanged, 1, `shift ${shift}`);
+      }
+      const stored = await source.db
+        .selectFrom('attachment_data')
+        .select('blob_data')
+        .where('id', '=', 661)
+        .executeTakeFirstOrThrow();
+      assert.ok(stored.blob_data !== null && Buffer.compare(stored.blob_data, bytes) === 0);
+
+      const file = path.join(path.dirname(source.filesDir), 'export-large.json');
+      await exportDatasetToFile(source, file, { tables: ['request', 'attachment_data'] });
+      const exported = JSON.parse(await readFile(file, 'utf8')) as {
+        tables: { attachment_data: { id: number; blob_data: string }[] };
+      };
+      assert.equal(exported.tables.attachment_data.find((r) => r.id === 661)?.blob_data, text);
+    });
+
+    it('refuses invalid base64 in the middle of a large value, naming table, row and column, and writes nothing', async () => {
+      const text = Buffer.alloc(3 * 1024 * 1024, 7).toString('base64');
+      const row = (id: number, blob: string) => ({
+        id,
+        request_id: 662,
+        attachment_mnemonic: 'large',
+        attachment_type: 'NONE',
+        mime_type: 'application/octet-stream',
+        blob_data: blob,
+      });
+      const middle = 2_000_001;
+      for (const bad of ['!', '=', '\n', 'é']) {
+        await expectRefused(
+          source,
+          withTables({
+            request: [{ id: 662, request_type: 'dicom_request' }],
+            attachment_data: [
+              row(662, text),
+              row(663, `${text.slice(0, middle)}${bad}${text.slice(middle + 1)}`),
+            ],
+          }),
+          /tables\.attachment_data\[1\]\.blob_data: expected standard base64/,
+        );
+      }
+      assert.equal(
+        (await source.db.selectFrom('request').select('id').where('id', '=', 662).execute()).length,
+        0,
+      );
+    });
+
     it('refuses a broken reference, naming table, row and column', async () => {
       await expectRefused(
         source,

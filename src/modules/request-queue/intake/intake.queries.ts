@@ -4,6 +4,7 @@
  */
 import type { Expression, InsertObject, Kysely } from 'kysely';
 import { attachmentDataRow } from '../../attachment-data/index.ts';
+import { hasLargeBlob } from '../../../db/dialects/multi-row-insert.ts';
 import type { DB, NewRow } from '../../../db/schema.ts';
 
 /** Where a request type's work starts: its default routine and queue. */
@@ -146,14 +147,10 @@ export async function insertUploadRequest(
   return request.id;
 }
 
-/** A blob from this size up is inserted by a single-row INSERT of its own (see insertQueuedRequest). */
-const LARGE_BLOB_BYTES = 1024 * 1024;
-
 /**
  * Inserts the request, its attachment rows and its first routine in `trx`. The attachment rows go in one
- * multi-row INSERT, except when one holds a large blob: then one INSERT per row, in order. An engine may
- * stage the rows of a multi-row INSERT before inserting them (SQLite does for a table with triggers, as
- * attachment_data has, in memory with `temp_store = MEMORY`): an extra copy of every blob per upload.
+ * multi-row INSERT, except when one holds a large blob (`hasLargeBlob`, which says why): then one INSERT
+ * per row, in order.
  */
 export async function insertQueuedRequest(trx: Kysely<DB>, rows: QueuedRequestRows): Promise<number> {
   const request = await trx
@@ -162,7 +159,7 @@ export async function insertQueuedRequest(trx: Kysely<DB>, rows: QueuedRequestRo
     .returning('id')
     .executeTakeFirstOrThrow();
   const attachments = attachmentRowsOf(request.id, rows);
-  if (rows.attachments.some((a) => (a.blobData?.length ?? 0) >= LARGE_BLOB_BYTES)) {
+  if (attachments.some(hasLargeBlob)) {
     for (const attachment of attachments)
       await trx.insertInto('attachment_data').values(attachment).execute();
   } else if (attachments.length > 0) await trx.insertInto('attachment_data').values(attachments).execute();

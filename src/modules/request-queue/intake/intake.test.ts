@@ -979,6 +979,38 @@ forEachDialect((dialect) => {
     });
   });
 
+  describe(`POST ${ADD_PATH} with large files (${dialect})`, () => {
+    let app: TestApp;
+    let user: TestUser;
+    let type: TestRequestType;
+    before(async () => {
+      app = await startTestApp(dialect);
+      user = await createUser(app.db);
+      type = await createRequestType(app.db);
+    });
+    after(() => app.close());
+
+    it('stores a file of 1 MiB or more beside small ones byte for byte, in form order', async () => {
+      const large = Buffer.alloc(1024 * 1024 + 3);
+      for (let i = 0; i < large.length; i += 1) large[i] = (i * 7 + (i >> 12)) & 0xff;
+      const form = new FormData();
+      form.append('request_type', type.requestType);
+      form.append('small', new Blob(['%PDF-1.7 a'], { type: 'application/pdf' }), 'a.pdf');
+      form.append('large', new Blob([large], { type: 'application/octet-stream' }), 'large.bin');
+      form.append('after', new Blob(['%PDF-1.7 b'], { type: 'application/pdf' }), 'b.pdf');
+      const response = await submitToQueue(app, user.authorization, { body: form });
+      assert.equal(response.status, 200);
+      const { request_id: id } = (await response.json()) as { request_id: number };
+      const rows = await attachmentsByMnemonic(app.db, id);
+      assert.deepEqual(
+        [...rows.keys()].filter((m) => ['small', 'large', 'after'].includes(m)),
+        ['small', 'large', 'after'],
+      );
+      assert.ok(Buffer.from(rows.get('large')!.blob_data!).equals(large));
+      assert.equal(Buffer.from(rows.get('after')!.blob_data!).toString(), '%PDF-1.7 b');
+    });
+  });
+
   describe(`POST ${ADD_PATH} behind a trusted proxy (${dialect})`, () => {
     let app: TestApp;
     let user: TestUser;
