@@ -114,10 +114,15 @@ function poolFor(config: Config): DicomPool {
 
 /**
  * Checks `bytes` as a DICOM Part 10 file within the configured limits and reads its identifying header;
- * throws a `DicomError` naming the cause.
+ * throws a `DicomError` naming the cause. With `isHandedOver`, the caller gives `bytes` up: their buffer
+ * may be moved to the decoding thread instead of copied (then it is left detached, of length 0).
  */
-export function readDicomFile(bytes: Uint8Array, config: Config): Promise<DicomSummary> {
-  return poolFor(config).read(bytes);
+export function readDicomFile(
+  bytes: Uint8Array,
+  config: Config,
+  options: { readonly isHandedOver?: boolean } = {},
+): Promise<DicomSummary> {
+  return poolFor(config).read(bytes, options.isHandedOver);
 }
 
 /**
