@@ -80,6 +80,30 @@ describe('DICOM pool threads', () => {
     assert.equal(pool.threadCount(), 1);
   });
 
+  it('moves a handed-over buffer of its own to the thread, and copies any other', async () => {
+    const pool = poolOf(1);
+    pools.push(pool);
+    const instance = buildInstance();
+    const uid = sopInstanceUidOf(instance);
+    // A buffer of its own, handed over: moved, so the caller's view is left detached.
+    const own = new Uint8Array(instance);
+    assert.equal((await pool.read(own, true)).header.SOPInstanceUID, uid);
+    assert.equal(own.byteLength, 0);
+    assert.equal(own.buffer.detached, true);
+    // Not handed over: copied, the caller's bytes untouched.
+    const kept = new Uint8Array(instance);
+    assert.equal((await pool.read(kept)).header.SOPInstanceUID, uid);
+    assert.ok(Buffer.from(kept).equals(instance));
+    // Handed over but a slice of a larger buffer (as Node's pooled small Buffers are): copied, so the
+    // rest of that buffer is never taken from whoever shares it.
+    const shared = new Uint8Array(instance.length + 16);
+    shared.set(instance, 16);
+    const slice = shared.subarray(16);
+    assert.equal((await pool.read(slice, true)).header.SOPInstanceUID, uid);
+    assert.equal(shared.byteLength, instance.length + 16);
+    assert.ok(Buffer.from(slice).equals(instance));
+  });
+
   it('does not count loading the decoders in the time limit of the first extraction', async () => {
     // Loading extract.ts, dcmjs-imaging and its WebAssembly decoders takes well over 100 ms of a core
     // (about 200 ms on an idle machine); rendering a 4 x 4 image takes a few ms.

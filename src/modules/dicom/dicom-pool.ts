@@ -17,7 +17,7 @@
  * extracted, its `pageError` naming the cap. (Decoding images needs no such watch: every allocation is
  * checked against the pixel limit first.) Idle threads do not keep the process alive.
  */
-import { Worker } from 'node:worker_threads';
+import { Worker, isMarkedAsUntransferable } from 'node:worker_threads';
 import type { DicomErrorData } from './dicom-error.ts';
 import { DicomError } from './dicom-error.ts';
 import type { DicomLimits, Extraction } from './extract.ts';
@@ -87,7 +87,11 @@ export interface DicomPoolOptions {
 }
 
 export interface DicomPool {
-  read(bytes: Uint8Array): Promise<DicomSummary>;
+  /**
+   * With `isHandedOver`, the caller gives up `bytes`: when they are a whole buffer of their own, that
+   * buffer is moved to the thread (left detached, length 0) instead of copied; otherwise copied.
+   */
+  read(bytes: Uint8Array, isHandedOver?: boolean): Promise<DicomSummary>;
   inspect(bytes: Uint8Array): Promise<DicomInspection>;
   /** Calls `task` on a thread with the bytes; see {@link DicomTask}. */
   runTask(task: DicomTask, bytes: Uint8Array): Promise<unknown>;
@@ -118,6 +122,8 @@ type JobInput =
 interface PendingJob {
   readonly input: JobInput;
   readonly bytes: Uint8Array;
+  /** The caller gave up `bytes` (never for a job that can run again: an extraction). */
+  readonly isHandedOver?: boolean;
   readonly resolve: (result: DicomJobResult) => void;
   readonly reject: (error: Error) => void;
 }
@@ -293,8 +299,9 @@ export function createDicomPool(options: DicomPoolOptions): DicomPool {
       clearTimeout(thread.idleTimer);
       thread.job = { id, pending, startedAt: performance.now(), timer: startTimeLimit(thread) };
       thread.worker.ref();
-      // A copy the thread owns, moved rather than cloned.
-      const bytes = new Uint8Array(pending.bytes);
+      // A buffer the thread owns, moved rather than cloned: the caller's own when handed over, else a copy.
+      const bytes =
+        pending.isHandedOver === true ? movableOrCopy(pending.bytes) : new Uint8Array(pending.bytes);
       const input = pending.input;
       const job: DicomJob =
         input.kind === 'task'
@@ -395,10 +402,10 @@ export function createDicomPool(options: DicomPoolOptions): DicomPool {
     return timer;
   }
 
-  const submit = (input: JobInput, bytes: Uint8Array): Promise<DicomJobResult> => {
+  const submit = (input: JobInput, bytes: Uint8Array, isHandedOver = false): Promise<DicomJobResult> => {
     if (isClosed) return Promise.reject(new Error('The DICOM pool is closed'));
     return new Promise<DicomJobResult>((resolve, reject) => {
-      waiting.push({ input, bytes, resolve, reject });
+      waiting.push({ input, bytes, isHandedOver, resolve, reject });
       dispatch();
     }).then((result) => {
       if (result.error !== undefined) throw new DicomError(result.error.code, result.error.message);
@@ -407,8 +414,8 @@ export function createDicomPool(options: DicomPoolOptions): DicomPool {
   };
 
   return {
-    async read(bytes) {
-      return (await submit({ kind: 'read' }, bytes)).read!;
+    async read(bytes, isHandedOver) {
+      return (await submit({ kind: 'read' }, bytes, isHandedOver)).read!;
     },
     async inspect(bytes) {
       return (await submit({ kind: 'inspect' }, bytes)).inspection!;
@@ -438,6 +445,25 @@ export function createDicomPool(options: DicomPoolOptions): DicomPool {
       );
     },
   };
+}
+
+/**
+ * `bytes` as a view of their whole buffer when that buffer is theirs alone and can be moved to a thread
+ * (not a slice of a larger one, such as Node's pool of small Buffers; not shared; not marked
+ * untransferable), else a copy.
+ */
+function movableOrCopy(bytes: Uint8Array): Uint8Array<ArrayBuffer> {
+  const buffer = bytes.buffer;
+  if (
+    buffer instanceof ArrayBuffer &&
+    !buffer.detached &&
+    bytes.byteOffset === 0 &&
+    bytes.byteLength === buffer.byteLength &&
+    !isMarkedAsUntransferable(buffer)
+  ) {
+    return new Uint8Array(buffer);
+  }
+  return new Uint8Array(bytes);
 }
 
 function stopJobTimers(job: { readonly timer: NodeJS.Timeout; readonly memoryTimer?: NodeJS.Timeout }): void {

@@ -179,6 +179,53 @@ describe('DICOM decoding threads', () => {
   });
 });
 
+describe('Extracted PNG', () => {
+  after(() => closeDicomPools());
+
+  it('holds exactly the rendered pixels, within 2% of the size zlib level 6 gives', async () => {
+    // A 256 x 256 slice with smooth regions and noise, like a rendered CT slice.
+    const side = 256;
+    const stored = Buffer.alloc(side * side * 2);
+    let seed = 7;
+    for (let i = 0; i < side * side; i++) {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      const [x, y] = [i % side, Math.floor(i / side)];
+      const body = ((x - 128) / 110) ** 2 + ((y - 128) / 90) ** 2 <= 1 ? 1200 + y * 2 : 0;
+      stored.writeUInt16LE(body + (seed % 40), i * 2);
+    }
+    const file = buildPart10File(
+      Buffer.concat([
+        dicomElement(0x0028, 0x0002, 'US', us(1)),
+        dicomElement(0x0028, 0x0004, 'CS', text('MONOCHROME2')),
+        dicomElement(0x0028, 0x0010, 'US', us(side)),
+        dicomElement(0x0028, 0x0011, 'US', us(side)),
+        dicomElement(0x0028, 0x0100, 'US', us(16)),
+        dicomElement(0x0028, 0x0101, 'US', us(12)),
+        dicomElement(0x0028, 0x0102, 'US', us(11)),
+        dicomElement(0x0028, 0x0103, 'US', us(0)),
+        dicomElement(0x7fe0, 0x0010, 'OW', stored),
+      ]),
+    );
+    const extraction = await extractDicomImages(file, loadConfig({}));
+    assert.equal(extraction.kind, 'images');
+    const [image] = extraction.images;
+    assert.ok(image);
+    assert.equal(image.mimeType, 'image/png');
+    const decoded = await sharp(image.bytes).toColourspace('b-w').raw().toBuffer({ resolveWithObject: true });
+    assert.deepEqual([decoded.info.width, decoded.info.height, decoded.info.channels], [side, side, 1]);
+    assert.ok(decoded.data.equals(Buffer.from(image.raw.pixels)), 'the PNG holds the rendered pixels');
+    const raw = { width: side, height: side, channels: 1 } as const;
+    const level6 = await sharp(Buffer.from(image.raw.pixels), { raw })
+      .toColourspace('b-w')
+      .png({ compressionLevel: 6 })
+      .toBuffer();
+    assert.ok(
+      image.bytes.length <= level6.length * 1.02,
+      `PNG of ${image.bytes.length} bytes against ${level6.length} at zlib level 6`,
+    );
+  });
+});
+
 describe('Encapsulated PDF', () => {
   const hasTools = ['chromium', 'pdf2dcm'].every((tool) => {
     try {

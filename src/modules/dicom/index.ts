@@ -33,10 +33,15 @@ function loadService(): Promise<typeof DicomService> {
 
 /**
  * Checks `bytes` as a DICOM Part 10 file within the configured limits and reads its identifying header;
- * throws a `DicomError` naming the cause.
+ * throws a `DicomError` naming the cause. With `isHandedOver`, the caller gives `bytes` up: their buffer
+ * may be moved to the decoding thread instead of copied (then it is left detached, of length 0).
  */
-export async function readDicomFile(bytes: Uint8Array, config: Config): Promise<DicomSummary> {
-  return (await loadService()).readDicomFile(bytes, config);
+export async function readDicomFile(
+  bytes: Uint8Array,
+  config: Config,
+  options: { readonly isHandedOver?: boolean } = {},
+): Promise<DicomSummary> {
+  return (await loadService()).readDicomFile(bytes, config, options);
 }
 
 /**

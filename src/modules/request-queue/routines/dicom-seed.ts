@@ -28,7 +28,8 @@ export const dicomSeedRoutine = defineRoutine<Seed>({
     const bytes = await readDicomPayload(ctx);
     let summary: DicomSummary;
     try {
-      summary = await readDicomFile(bytes, ctx.config);
+      // The payload is read for this check alone: its buffer goes to the decoding thread uncopied.
+      summary = await readDicomFile(bytes, ctx.config, { isHandedOver: true });
     } catch (error) {
       if (error instanceof DicomError) {
         throw new PermanentRoutineError(`Not a readable DICOM file (${error.code}): ${error.message}`);

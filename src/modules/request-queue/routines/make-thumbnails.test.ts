@@ -110,6 +110,32 @@ describe('makeThumbnails', () => {
     });
   }
 
+  it('makes greyscale JPEGs of one-channel pixels that look like an sRGB pipeline per size', async () => {
+    const width = 512;
+    const height = 400;
+    const pixels = Buffer.alloc(width * height);
+    for (let i = 0; i < pixels.length; i++) {
+      const [x, y] = [i % width, Math.floor(i / width)];
+      pixels[i] = ((x >> 3) + (y >> 3)) % 2 === 0 ? (x * 255) / width : 30 + (y * 200) / height;
+    }
+    const raw = { width, height, channels: 1 } as const;
+    const thumbnails = await makeThumbnails({ pixels, ...raw });
+    for (const size of ['small', 'medium', 'large'] as const) {
+      const meta = await sharp(thumbnails[size]).metadata();
+      assert.deepEqual([meta.format, meta.channels, meta.space], ['jpeg', 1, 'b-w'], size);
+      const expectedPx = Math.min(THUMBNAIL_SIZES_PX[size], width);
+      assert.equal(meta.width, expectedPx, size);
+      // The same look as a colour thumbnail of the same pixels, read back as grey.
+      const reference = await referenceThumbnail(pixels, THUMBNAIL_SIZES_PX[size], raw);
+      const ours = await sharp(thumbnails[size]).toColourspace('b-w').raw().toBuffer();
+      const theirs = await sharp(reference).toColourspace('b-w').raw().toBuffer();
+      assert.equal(ours.length, theirs.length, size);
+      let sum = 0;
+      for (let i = 0; i < ours.length; i++) sum += Math.abs(ours[i]! - theirs[i]!);
+      assert.ok(sum / ours.length <= 3, `${size}: mean difference ${sum / ours.length}`);
+    }
+  });
+
   it('refuses an image that is not one', async () => {
     await assert.rejects(makeThumbnails(Buffer.from('not an image at all')));
   });
