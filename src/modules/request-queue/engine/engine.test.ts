@@ -902,13 +902,58 @@ forEachDialect((dialect) => {
           ],
         ],
       );
+      // REQUEST_DATA too is written when the batch records its attempts, each request's own, and the
+      // failed routine's merges are not.
       const requestData = await testDb.db
         .selectFrom('attachment_data')
-        .select('text_data')
-        .where('request_id', '=', ids[0]!)
+        .select(['request_id', 'text_data'])
+        .where('request_id', 'in', ids)
         .where('attachment_mnemonic', '=', 'REQUEST_DATA')
-        .executeTakeFirstOrThrow();
-      assert.deepEqual(JSON.parse(requestData.text_data!), { key: 'a', echoed: 'twice', first: 1 });
+        .orderBy('request_id')
+        .execute();
+      assert.deepEqual(
+        requestData.map((r) => JSON.parse(r.text_data!) as unknown),
+        [{ key: 'a', echoed: 'twice', first: 1 }, { key: 'b' }, { key: 'c', echoed: 'twice', first: 1 }],
+      );
+    });
+
+    it("creates the REQUEST_DATA rows of a batch's requests that have none", async () => {
+      const type = await createRequestType(testDb.db, { routineName: names.merger! });
+      const ids: number[] = [];
+      for (const key of ['with_row', 'without_row', 'also_with_row']) {
+        const queued = await enqueueRequest(testDb.database, {
+          requestType: type.requestType,
+          attachments: key === 'without_row' ? [] : [jsonRow('REQUEST_DATA', { key })],
+        });
+        ids.push(queued.requestId);
+      }
+      const outcomes = await engine.runBatch(type.queue, 10);
+      await engine.flushCounters();
+      assert.deepEqual(
+        outcomes.map((o) => o.kind === 'ran' && o.status),
+        ['COMPLETE', 'COMPLETE', 'COMPLETE'],
+      );
+      const rows = await testDb.db
+        .selectFrom('attachment_data')
+        .select(['request_id', 'text_data', 'mime_type', 'system_only_managed'])
+        .where('request_id', 'in', ids)
+        .where('attachment_mnemonic', '=', 'REQUEST_DATA')
+        .orderBy('request_id')
+        .execute();
+      assert.deepEqual(
+        rows.map((r) => [
+          r.request_id,
+          JSON.parse(r.text_data!) as unknown,
+          r.mime_type,
+          r.system_only_managed,
+        ]),
+        [
+          [ids[0], { key: 'with_row', with_row: 1 }, 'application/json', 0],
+          // Created as the worker creates a JSON row: system-managed.
+          [ids[1], { undefined: 1 }, 'application/json', 1],
+          [ids[2], { key: 'also_with_row', also_with_row: 1 }, 'application/json', 0],
+        ],
+      );
     });
 
     it('fails alone a routine whose writes the batch cannot store for all its routines at once', async () => {
