@@ -282,6 +282,31 @@ forEachDialect((dialect) => {
       assert.deepEqual(await drain(), ['PATIENT_MATCH:RETRY']);
     });
 
+    it('sees an identifier type added since the previous batch: a second patient under it refuses the match', async () => {
+      await createJane('6660001');
+      const request = () =>
+        enqueueRequest(testDb.database, {
+          requestType: 'imaging',
+          attachments: [
+            jsonRow('REQUEST_DATA', { hos_num: '6660001', dob: '1970-03-15' }),
+            blobRow('REQUEST_BLOB', 'image/png', photo),
+          ],
+        });
+      await request();
+      const first = await engine.step();
+      assert.equal(first.kind === 'ran' && `${first.routineName}:${first.status}`, 'PATIENT_MATCH:COMPLETE');
+      const newType = await createIdentifierType(testDb.db, {
+        institution_id: await createInstitution(testDb.db),
+        validate_regex: '/^[0-9]{9}$/',
+        pad: '%09s',
+      });
+      // Only the new type's rule finds this one: its value is the identifier padded to 9 digits.
+      await createJane('006660001', newType);
+      await drain();
+      await request();
+      assert.deepEqual(await drain(), ['PATIENT_MATCH:RETRY']);
+    });
+
     it('files events under the institution of INSTITUTION_CODE, as its rows are once REFERENCE_CACHE_TTL_MS has passed', async () => {
       const code = `TTL${Date.now() % 1_000_000}`;
       const first = await createInstitution(testDb.db, { remote_id: code });
