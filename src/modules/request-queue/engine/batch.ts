@@ -230,7 +230,10 @@ async function commitBatch(
     ran.filter((a) => !isCounted(a)).map((a) => a.claimed.id),
   );
   await trx.commit().execute();
-  for (const attempt of ran) rt.writingEachRoutineIds.delete(attempt.claimed.id);
+  for (const attempt of ran) {
+    rt.writingEachRoutineIds.delete(attempt.claimed.id);
+    rt.eagerSavepointIds.delete(attempt.claimed.id);
+  }
   // Routines added by this batch are eligible now: wake the idle workers of other processes. Sent after
   // the commit, not in the transaction: PostgreSQL serialises the commits of notifying transactions.
   if (ran.some((a) => a.effects.hasChained)) notifyQueueAfterCommit(rt.database, queue);

@@ -16,7 +16,7 @@ import {
 } from '../../../../test/factories-queue.ts';
 import type { TestDatabase } from '../../../../test/harness.ts';
 import { createTestDatabase, forEachDialect } from '../../../../test/harness.ts';
-import type { QueueEngine } from './engine.ts';
+import type { QueueEngine, StepOutcome } from './engine.ts';
 import { parseBackoff } from '../../../config.ts';
 import { claimQuery } from './claim.queries.ts';
 import { createQueueEngine, retryDelayMs } from './engine.ts';
@@ -130,6 +130,24 @@ function testCatalog(
       },
     }),
     defineRoutine({
+      name: names.reader!,
+      timeoutMs: 5000,
+      retry: 'backoff',
+      run: async (ctx) => {
+        const { key } = await ctx.readText('REQUEST_DATA');
+        if (key === 'quiet') throw new Error('fails before any write');
+        if (key === 'bad') {
+          // A plain read that fails: before any write, so before the routine's savepoint.
+          await ctx.trx
+            .withTables<{ no_such_table: { id: number } }>()
+            .selectFrom('no_such_table')
+            .select('id')
+            .execute();
+        }
+        await mark(ctx, `read ${String(key)}`);
+      },
+    }),
+    defineRoutine({
       name: names.merger!,
       timeoutMs: 5000,
       retry: 'backoff',
@@ -221,6 +239,7 @@ forEachDialect((dialect) => {
         'chainVoid',
         'echo',
         'merger',
+        'reader',
       ]) {
         names[key] = await createRoutineName(testDb.db);
       }
@@ -954,6 +973,45 @@ forEachDialect((dialect) => {
           [ids[2], { key: 'also_with_row', also_with_row: 1 }, 'application/json', 0],
         ],
       );
+    });
+
+    it('fails alone a routine that fails before writing, whether or not a statement of it failed', async () => {
+      const type = await createRequestType(testDb.db, { routineName: names.reader! });
+      const enqueue = async (keys: readonly string[]) => {
+        const ids: number[] = [];
+        for (const key of keys) {
+          const queued = await enqueueRequest(testDb.database, {
+            requestType: type.requestType,
+            attachments: [jsonRow('REQUEST_DATA', { key })],
+          });
+          ids.push(queued.requestId);
+        }
+        return ids;
+      };
+      const statuses = (outcomes: readonly StepOutcome[]) =>
+        outcomes.map((o) => o.kind === 'ran' && o.status);
+      const marks = (ids: readonly number[]) =>
+        Promise.all(ids.map(async (id) => (await details(id)).map((d) => d.name)));
+      // Nothing written, nothing failed in the database: no savepoint to roll back, the batch goes on.
+      const quiet = await enqueue(['a', 'quiet', 'c']);
+      assert.deepEqual(statuses(await engine.runBatch(type.queue, 10)), ['COMPLETE', 'RETRY', 'COMPLETE']);
+      assert.deepEqual(await marks(quiet), [['read a'], [], ['read c']]);
+      // A failed statement before the savepoint may have spoilt the transaction: the batch rolls back
+      // (nothing kept, no try counted), then the routine runs with its savepoint and fails alone.
+      const bad = await enqueue(['d', 'bad', 'e']);
+      await assert.rejects(engine.runBatch(type.queue, 10), /no_such_table/);
+      assert.deepEqual(await marks(bad), [[], [], []]);
+      for (const id of bad) {
+        assert.deepEqual(
+          (await routinesOf(testDb.db, id)).map((r) => [r.status, r.try_count]),
+          [['NEW', 0]],
+        );
+      }
+      assert.deepEqual(statuses(await engine.runBatch(type.queue, 10)), ['COMPLETE', 'RETRY', 'COMPLETE']);
+      await engine.flushCounters();
+      assert.deepEqual(await marks(bad), [['read d'], [], ['read e']]);
+      const [failed] = await routinesOf(testDb.db, bad[1]!);
+      assert.deepEqual([failed!.status, failed!.try_count], ['RETRY', 1]);
     });
 
     it('fails alone a routine whose writes the batch cannot store for all its routines at once', async () => {
