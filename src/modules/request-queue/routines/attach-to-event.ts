@@ -185,6 +185,7 @@ export const attachToEventRoutine = defineRoutine({
         isNewEvent: true,
       },
       ctx.stamp(),
+      ctx.dialect,
     );
     await ctx.mergeRequestData({ event_id: event.id });
     ctx.log(`event ${event.id}: ${toLink.length} attachment(s) linked`);
