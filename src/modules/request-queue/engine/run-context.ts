@@ -170,13 +170,15 @@ export function createRunContext(
   // REQUEST_DATA is written when the batch records this attempt, with the others' (only this attempt
   // reads it until then, through `texts`); other rows, or every row when the batch writes each
   // routine's own, at once.
+  // The copy kept is never changed in place (`texts` hands out copies), so the batch can write it as is.
   const putText = async (mnemonic: string, value: Record<string, unknown>) => {
+    const kept = structuredClone(value);
     if (mnemonic === 'REQUEST_DATA' && attempt.locks.isWritingEachRoutine !== true) {
-      attempt.effects.requestData = { value: structuredClone(value), stamp: stampOf(base.now()) };
+      attempt.effects.requestData = { value: kept, stamp: stampOf(base.now()) };
     } else {
       await writeRequestText(trx, dialect, routine.request_id, mnemonic, value, stampOf(base.now()));
     }
-    texts.set(mnemonic, structuredClone(value));
+    texts.set(mnemonic, kept);
   };
   return {
     ...base,
