@@ -2,7 +2,7 @@
  * Attachments filed under events: `event_attachment_group` (one per event and element type) and
  * `event_attachment_item` (one per attachment), the tables OpenEyes shows an event's attachments from.
  */
-import type { Kysely } from 'kysely';
+import type { Expression, Kysely } from 'kysely';
 import type { DialectAdapter } from '../../db/dialect.ts';
 import type { DB } from '../../db/schema.ts';
 import type { AuditStamp } from './attachment-data.ts';
@@ -20,12 +20,14 @@ export interface EventLink {
 
 /**
  * Files `attachmentIds` under the event's group of the element type, creating the group when the event
- * has none (an event made for them gets a new one).
+ * has none (an event made for them gets a new one). Given a `dialect` that runs writes inside WITH, a new
+ * group and its items are one statement.
  */
 export async function linkAttachmentsToEvent(
   trx: Kysely<DB>,
   link: EventLink,
   stamp: AuditStamp,
+  dialect?: Pick<DialectAdapter, 'hasWritableCte'>,
 ): Promise<void> {
   if (link.attachmentIds.length === 0) return;
   const audit = {
@@ -44,6 +46,27 @@ export async function linkAttachmentsToEvent(
           .where('element_type_id', '=', link.elementTypeId)
           .orderBy('id')
           .executeTakeFirst();
+  const items = (groupId: number | Expression<number>) =>
+    link.attachmentIds.map((attachmentId) => ({
+      event_attachment_group_id: groupId,
+      attachment_data_id: attachmentId,
+      system_only_managed: link.systemOnlyManaged,
+      event_document_view_set: null,
+      ...audit,
+    }));
+  if (existing === undefined && dialect?.hasWritableCte === true) {
+    await trx
+      .with('new_group', (db) =>
+        db
+          .insertInto('event_attachment_group')
+          .values({ event_id: link.eventId, element_type_id: link.elementTypeId, ...audit })
+          .returning('id'),
+      )
+      .insertInto('event_attachment_item')
+      .values((eb) => items(eb.selectFrom('new_group').select('new_group.id').$asScalar()))
+      .execute();
+    return;
+  }
   const groupId =
     existing?.id ??
     (
@@ -53,18 +76,7 @@ export async function linkAttachmentsToEvent(
         .returning('id')
         .executeTakeFirstOrThrow()
     ).id;
-  await trx
-    .insertInto('event_attachment_item')
-    .values(
-      link.attachmentIds.map((attachmentId) => ({
-        event_attachment_group_id: groupId,
-        attachment_data_id: attachmentId,
-        system_only_managed: link.systemOnlyManaged,
-        event_document_view_set: null,
-        ...audit,
-      })),
-    )
-    .execute();
+  await trx.insertInto('event_attachment_item').values(items(groupId)).execute();
 }
 
 /**

@@ -30,4 +30,4 @@ export {
   readRequestContent,
   readRequestContents,
 } from './payloads.ts';
-export { readRequestText, writeRequestText } from './text-rows.ts';
+export { readRequestText, writeRequestText, writeRequestTexts } from './text-rows.ts';

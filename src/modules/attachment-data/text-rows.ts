@@ -74,3 +74,63 @@ export async function writeRequestText(
     stamp,
   );
 }
+
+/**
+ * {@link writeRequestText} of several requests' `mnemonic` rows in one update (a CASE on the request id
+ * gives each its JSON), stamped alike; rows found missing are then created as `writeRequestText` would.
+ */
+export async function writeRequestTexts(
+  trx: Kysely<DB>,
+  dialect: DialectAdapter,
+  mnemonic: string,
+  values: readonly { readonly requestId: number; readonly value: Record<string, unknown> }[],
+  stamp: AuditStamp,
+): Promise<void> {
+  if (values.length === 0) return;
+  if (values.length === 1) {
+    const [only] = values;
+    await writeRequestText(trx, dialect, only!.requestId, mnemonic, only!.value, stamp);
+    return;
+  }
+  const texts = new Map(values.map((v) => [v.requestId, JSON.stringify(v.value)]));
+  const ids = [...texts.keys()];
+  const result = await trx
+    .updateTable('attachment_data')
+    .set((eb) => {
+      let text = eb.case('request_id').when(ids[0]!).then(texts.get(ids[0]!)!);
+      for (const id of ids.slice(1)) text = text.when(id).then(texts.get(id)!);
+      return {
+        text_data: text.end(),
+        last_modified_user_id: stamp.userId,
+        last_modified_date: dialect.nextModifiedDate('last_modified_date', stamp.now),
+      };
+    })
+    .where('request_id', 'in', ids)
+    .where('attachment_mnemonic', '=', mnemonic)
+    .where('body_site_snomed_type', 'is', null)
+    .executeTakeFirst();
+  if (Number(result.numUpdatedRows) >= ids.length) return;
+  const found = await trx
+    .selectFrom('attachment_data')
+    .select('request_id')
+    .where('request_id', 'in', ids)
+    .where('attachment_mnemonic', '=', mnemonic)
+    .where('body_site_snomed_type', 'is', null)
+    .execute();
+  const present = new Set(found.map((r) => r.request_id));
+  await insertAttachmentData(
+    trx,
+    ids
+      .filter((id) => !present.has(id))
+      .map((requestId) => ({
+        requestId,
+        mnemonic,
+        mimeType: 'application/json',
+        textData: texts.get(requestId)!,
+        hashCode: null,
+        systemOnlyManaged: 1 as const,
+        attachmentType: mnemonic === 'DICOM_HEADER' ? 'dicom_header' : 'NONE',
+      })),
+    stamp,
+  );
+}

@@ -23,6 +23,7 @@ import {
   keepUnfinishedCount,
   markAttemptsStarted,
 } from './claim.queries.ts';
+import type { AuditStamp } from '../../attachment-data/index.ts';
 import type { RequestDetailsPatch } from './request-details.ts';
 import type { RoutineDefinition } from './routine-catalog.ts';
 import { PermanentRoutineError } from './routine-catalog.ts';
@@ -60,6 +61,11 @@ export interface AttemptEffects {
   readonly chains: ChainTarget[];
   /** Its `REQUEST_DATA` patches, in order: the batch mirrors them into `request_details` with its others'. */
   readonly details: RequestDetailsPatch[];
+  /**
+   * Its request's `REQUEST_DATA` as it left it, not yet written: the batch writes every successful
+   * attempt's in one statement (a failed attempt's is dropped with it). Absent: unchanged, or written.
+   */
+  requestData?: { readonly value: Record<string, unknown>; readonly stamp: AuditStamp };
 }
 
 export interface Attempt {

@@ -43,6 +43,7 @@ import {
   stillEligibleIds,
 } from './claim.queries.ts';
 import { notifyQueueAfterCommit } from './queue-events.ts';
+import { writeRequestTexts } from '../../attachment-data/index.ts';
 import { mirrorRequestDetailsMany } from './request-details.ts';
 import type { BatchLocks } from './run-context.ts';
 import { createReadAhead } from './run-context.ts';
@@ -202,6 +203,7 @@ async function commitBatch(
       trx,
       succeeded.flatMap((a) => a.effects.chains),
     );
+    await writeRequestDataMany(rt, trx, succeeded);
     await mirrorRequestDetailsMany(
       trx,
       rt.database,
@@ -228,11 +230,32 @@ async function commitBatch(
     ran.filter((a) => !isCounted(a)).map((a) => a.claimed.id),
   );
   await trx.commit().execute();
-  for (const attempt of ran) rt.writingEachRoutineIds.delete(attempt.claimed.id);
+  for (const attempt of ran) {
+    rt.writingEachRoutineIds.delete(attempt.claimed.id);
+    rt.eagerSavepointIds.delete(attempt.claimed.id);
+  }
   // Routines added by this batch are eligible now: wake the idle workers of other processes. Sent after
   // the commit, not in the transaction: PostgreSQL serialises the commits of notifying transactions.
   if (ran.some((a) => a.effects.hasChained)) notifyQueueAfterCommit(rt.database, queue);
   return entries.map((a) => (typeof a === 'string' ? { kind: a } : reportAttempt(rt, a)));
+}
+
+/**
+ * The `REQUEST_DATA` rows the successful attempts left unwritten, in one statement, stamped with the
+ * latest of their stamps (the batch commits them together).
+ */
+async function writeRequestDataMany(rt: EngineRuntime, trx: Trx, succeeded: readonly Attempt[]) {
+  const written = succeeded.flatMap((a) =>
+    a.effects.requestData === undefined
+      ? []
+      : [{ requestId: a.claimed.request_id, ...a.effects.requestData }],
+  );
+  if (written.length === 0) return;
+  const stamp = written.reduce(
+    (latest, w) => (w.stamp.now > latest.now ? w.stamp : latest),
+    written[0]!.stamp,
+  );
+  await writeRequestTexts(trx, rt.dialect, 'REQUEST_DATA', written, stamp);
 }
 
 /**

@@ -249,14 +249,37 @@ export async function recordAttempts(
       set status = v.status, try_count = v.try_count, next_try_date_time = v.next_try
       from (values ${values}) as v(id, status, try_count, next_try)
       where rr.id = v.id`.execute(db);
+  } else if (attempts.length > 1) {
+    // Elsewhere one statement too: each column a CASE on the routine id.
+    const [first, ...rest] = attempts;
+    await db
+      .updateTable('request_routine')
+      .set((eb) => {
+        const column = <V extends string | number | null>(of: (a: AttemptRecord) => V) => {
+          let value = eb.case('id').when(first!.routineId).then(of(first!));
+          for (const a of rest) value = value.when(a.routineId).then(of(a));
+          return value.end();
+        };
+        return {
+          // Every row the update touches has its branch (the WHERE takes the same ids).
+          status: column((a) => a.status).$notNull(),
+          try_count: column((a) => a.tryCount).$notNull(),
+          next_try_date_time: column((a) => a.nextTry),
+        };
+      })
+      .where(
+        'id',
+        'in',
+        attempts.map((a) => a.routineId),
+      )
+      .execute();
   } else {
-    for (const attempt of attempts) {
-      await db
-        .updateTable('request_routine')
-        .set({ status: attempt.status, try_count: attempt.tryCount, next_try_date_time: attempt.nextTry })
-        .where('id', '=', attempt.routineId)
-        .execute();
-    }
+    const [only] = attempts;
+    await db
+      .updateTable('request_routine')
+      .set({ status: only!.status, try_count: only!.tryCount, next_try_date_time: only!.nextTry })
+      .where('id', '=', only!.routineId)
+      .execute();
   }
   await db
     .insertInto('request_routine_execution')

@@ -16,7 +16,7 @@ import {
 } from '../../../../test/factories-queue.ts';
 import type { TestDatabase } from '../../../../test/harness.ts';
 import { createTestDatabase, forEachDialect } from '../../../../test/harness.ts';
-import type { QueueEngine } from './engine.ts';
+import type { QueueEngine, StepOutcome } from './engine.ts';
 import { parseBackoff } from '../../../config.ts';
 import { claimQuery } from './claim.queries.ts';
 import { createQueueEngine, retryDelayMs } from './engine.ts';
@@ -130,6 +130,24 @@ function testCatalog(
       },
     }),
     defineRoutine({
+      name: names.reader!,
+      timeoutMs: 5000,
+      retry: 'backoff',
+      run: async (ctx) => {
+        const { key } = await ctx.readText('REQUEST_DATA');
+        if (key === 'quiet') throw new Error('fails before any write');
+        if (key === 'bad') {
+          // A plain read that fails: before any write, so before the routine's savepoint.
+          await ctx.trx
+            .withTables<{ no_such_table: { id: number } }>()
+            .selectFrom('no_such_table')
+            .select('id')
+            .execute();
+        }
+        await mark(ctx, `read ${String(key)}`);
+      },
+    }),
+    defineRoutine({
       name: names.merger!,
       timeoutMs: 5000,
       retry: 'backoff',
@@ -221,6 +239,7 @@ forEachDialect((dialect) => {
         'chainVoid',
         'echo',
         'merger',
+        'reader',
       ]) {
         names[key] = await createRoutineName(testDb.db);
       }
@@ -902,13 +921,105 @@ forEachDialect((dialect) => {
           ],
         ],
       );
+      // REQUEST_DATA too is written when the batch records its attempts, each request's own, and the
+      // failed routine's merges are not.
       const requestData = await testDb.db
         .selectFrom('attachment_data')
-        .select('text_data')
-        .where('request_id', '=', ids[0]!)
+        .select(['request_id', 'text_data'])
+        .where('request_id', 'in', ids)
         .where('attachment_mnemonic', '=', 'REQUEST_DATA')
-        .executeTakeFirstOrThrow();
-      assert.deepEqual(JSON.parse(requestData.text_data!), { key: 'a', echoed: 'twice', first: 1 });
+        .orderBy('request_id')
+        .execute();
+      assert.deepEqual(
+        requestData.map((r) => JSON.parse(r.text_data!) as unknown),
+        [{ key: 'a', echoed: 'twice', first: 1 }, { key: 'b' }, { key: 'c', echoed: 'twice', first: 1 }],
+      );
+    });
+
+    it("creates the REQUEST_DATA rows of a batch's requests that have none", async () => {
+      const type = await createRequestType(testDb.db, { routineName: names.merger! });
+      const ids: number[] = [];
+      for (const key of ['with_row', 'without_row', 'also_with_row']) {
+        const queued = await enqueueRequest(testDb.database, {
+          requestType: type.requestType,
+          attachments: key === 'without_row' ? [] : [jsonRow('REQUEST_DATA', { key })],
+        });
+        ids.push(queued.requestId);
+      }
+      const outcomes = await engine.runBatch(type.queue, 10);
+      await engine.flushCounters();
+      assert.deepEqual(
+        outcomes.map((o) => o.kind === 'ran' && o.status),
+        ['COMPLETE', 'COMPLETE', 'COMPLETE'],
+      );
+      const rows = await testDb.db
+        .selectFrom('attachment_data')
+        .select(['request_id', 'text_data', 'mime_type', 'system_only_managed'])
+        .where('request_id', 'in', ids)
+        .where('attachment_mnemonic', '=', 'REQUEST_DATA')
+        .orderBy('request_id')
+        .execute();
+      assert.deepEqual(
+        rows.map((r) => [
+          r.request_id,
+          JSON.parse(r.text_data!) as unknown,
+          r.mime_type,
+          r.system_only_managed,
+        ]),
+        [
+          [ids[0], { key: 'with_row', with_row: 1 }, 'application/json', 0],
+          // Created as the worker creates a JSON row: system-managed.
+          [ids[1], { undefined: 1 }, 'application/json', 1],
+          [ids[2], { key: 'also_with_row', also_with_row: 1 }, 'application/json', 0],
+        ],
+      );
+    });
+
+    it('fails alone a routine that fails before writing, whether or not a statement of it failed', async () => {
+      const type = await createRequestType(testDb.db, { routineName: names.reader! });
+      const enqueue = async (keys: readonly string[]) => {
+        const ids: number[] = [];
+        for (const key of keys) {
+          const queued = await enqueueRequest(testDb.database, {
+            requestType: type.requestType,
+            attachments: [jsonRow('REQUEST_DATA', { key })],
+          });
+          ids.push(queued.requestId);
+        }
+        return ids;
+      };
+      const statuses = (outcomes: readonly StepOutcome[]) =>
+        outcomes.map((o) => o.kind === 'ran' && o.status);
+      const marks = (ids: readonly number[]) =>
+        Promise.all(ids.map(async (id) => (await details(id)).map((d) => d.name)));
+      // Nothing written, nothing failed in the database: no savepoint to roll back, the batch goes on.
+      const quiet = await enqueue(['a', 'quiet', 'c']);
+      assert.deepEqual(statuses(await engine.runBatch(type.queue, 10)), ['COMPLETE', 'RETRY', 'COMPLETE']);
+      assert.deepEqual(await marks(quiet), [['read a'], [], ['read c']]);
+      // A failed statement before the savepoint may have spoilt the transaction: the batch rolls back
+      // (nothing kept, no try counted), then the routine runs with its savepoint and fails alone.
+      const bad = await enqueue(['d', 'bad', 'e']);
+      await assert.rejects(engine.runBatch(type.queue, 10), /no_such_table/);
+      assert.deepEqual(await marks(bad), [[], [], []]);
+      for (const id of bad) {
+        assert.deepEqual(
+          (await routinesOf(testDb.db, id)).map((r) => [r.status, r.try_count]),
+          [['NEW', 0]],
+        );
+      }
+      assert.deepEqual(statuses(await engine.runBatch(type.queue, 10)), ['COMPLETE', 'RETRY', 'COMPLETE']);
+      await engine.flushCounters();
+      assert.deepEqual(await marks(bad), [['read d'], [], ['read e']]);
+      // Each routine's own status, try count and next try, recorded for the batch at once.
+      const rows = await Promise.all(bad.map(async (id) => (await routinesOf(testDb.db, id))[0]!));
+      assert.deepEqual(
+        rows.map((r) => [r.status, r.try_count, r.next_try_date_time === null]),
+        [
+          ['COMPLETE', 1, true],
+          ['RETRY', 1, false],
+          ['COMPLETE', 1, true],
+        ],
+      );
     });
 
     it('fails alone a routine whose writes the batch cannot store for all its routines at once', async () => {

@@ -68,6 +68,12 @@ export interface RoutineContext extends PrepareContext {
    * reads.
    */
   reference<T>(key: string, load: (db: Kysely<DB>) => Promise<T>): Promise<T>;
+  /**
+   * Rows every routine of a batch reads alike, read by the batch's first routine that asks (in the batch's
+   * transaction) and shared by the others of the batch only: never older than the batch, unlike
+   * {@link reference}. A failed read is not kept.
+   */
+  batchReference<T>(key: string, load: (db: Kysely<DB>) => Promise<T>): Promise<T>;
   /** Writes `value` as JSON into the request's row `mnemonic` (created when missing). */
   putText(mnemonic: string, value: Record<string, unknown>): Promise<void>;
   /** Shallow-merges `patch` into `REQUEST_DATA` and shreds its scalar keys into `request_details`. */

@@ -32,6 +32,8 @@ export interface BatchLocks {
   isWritingEachRoutine?: boolean;
   /** Request content read ahead for the batch's routines (set once claimed); absent: each reads its own. */
   readAhead?: BatchReadAhead;
+  /** What `ctx.batchReference` read for this batch, by key. */
+  references?: Map<string, Promise<unknown>>;
 }
 
 /**
@@ -165,9 +167,18 @@ export function createRunContext(
   };
   const readTexts = async (mnemonics: readonly string[]) =>
     mnemonics.every((m) => texts.has(m)) ? cachedTexts(mnemonics) : (await readRequest(mnemonics)).texts;
+  // REQUEST_DATA is written when the batch records this attempt, with the others' (only this attempt
+  // reads it until then, through `texts`); other rows, or every row when the batch writes each
+  // routine's own, at once.
+  // The copy kept is never changed in place (`texts` hands out copies), so the batch can write it as is.
   const putText = async (mnemonic: string, value: Record<string, unknown>) => {
-    await writeRequestText(trx, dialect, routine.request_id, mnemonic, value, stampOf(base.now()));
-    texts.set(mnemonic, structuredClone(value));
+    const kept = structuredClone(value);
+    if (mnemonic === 'REQUEST_DATA' && attempt.locks.isWritingEachRoutine !== true) {
+      attempt.effects.requestData = { value: kept, stamp: stampOf(base.now()) };
+    } else {
+      await writeRequestText(trx, dialect, routine.request_id, mnemonic, value, stampOf(base.now()));
+    }
+    texts.set(mnemonic, kept);
   };
   return {
     ...base,
@@ -180,6 +191,15 @@ export function createRunContext(
     readTexts,
     readRequest,
     reference: (key, load) => rt.references.get(key, () => load(trx)),
+    batchReference: <T>(key: string, load: (db: Kysely<DB>) => Promise<T>): Promise<T> => {
+      const shared = (attempt.locks.references ??= new Map<string, Promise<unknown>>());
+      const found = shared.get(key);
+      if (found !== undefined) return found as Promise<T>;
+      const value = load(trx);
+      shared.set(key, value);
+      value.catch(() => shared.delete(key));
+      return value;
+    },
     putText,
     mergeRequestData: async (patch) => {
       const current = (await readTexts(['REQUEST_DATA'])).REQUEST_DATA!;

@@ -1,8 +1,8 @@
 /**
  * One attempt of a claimed routine: its `validate` and `prepare` (before the write transaction with a
- * single writer, inside it with row locks), then `run` in a savepoint of the batch's transaction, with the
- * routine's timeout. A failure rolls the savepoint back, so none of the routine's writes remain; a timeout
- * fails the whole batch (see {@link RoutineTimeoutError}).
+ * single writer, inside it with row locks), then `run` in a savepoint of the batch's transaction (opened
+ * before its first write), with the routine's timeout. A failure rolls the savepoint back, so none of the
+ * routine's writes remain; a timeout fails the whole batch (see {@link RoutineTimeoutError}).
  */
 import type { ControlledTransaction } from 'kysely';
 import type { DB } from '../../../db/schema.ts';
@@ -13,6 +13,7 @@ import type { PrepareContext, RoutineDefinition } from './routine-catalog.ts';
 import { PermanentRoutineError } from './routine-catalog.ts';
 import type { BatchLocks } from './run-context.ts';
 import { RoutineLockBusyError, createPrepareContext, createRunContext } from './run-context.ts';
+import { openLazySavepoint, rollbackToSavepoint } from './lazy-savepoint.ts';
 import type { EngineRuntime } from './runtime.ts';
 
 /** What `prepare` gave, run before the write transaction (engines without row locks). */
@@ -73,8 +74,9 @@ export async function prepareAhead(
 }
 
 /**
- * Runs `claimed` inside `trx` (held, not committed here): a savepoint, the routine (its `prepare` first,
- * unless `prepared` carries what it gave), and its outcome; on failure the savepoint is rolled back, so
+ * Runs `claimed` inside `trx` (held, not committed here): a savepoint before its first write
+ * (`lazy-savepoint.ts`), the routine (its `prepare` first, unless `prepared` carries what it gave), and
+ * its outcome; on failure the savepoint is rolled back, so
  * none of the routine's writes remain. The outcome is recorded by the caller, with the batch's others.
  * `deferred` when its routine lock is held by another batch (rolled back too, not a try).
  */
@@ -95,11 +97,11 @@ export async function runClaimed(
     if (definition === undefined) {
       failure = new PermanentRoutineError(`Unknown routine: ${claimed.routine_name}`);
     } else if (failure === undefined) {
-      const inSavepoint = await trx.savepoint('routine').execute();
+      const savepoint = await openLazySavepoint(trx, 'routine', rt.eagerSavepointIds.has(claimed.id));
       const keys: string[] = [];
       try {
         const prepareContext = createPrepareContext(rt, claimed, trx, logLines);
-        const context = createRunContext(rt, inSavepoint, prepareContext, definition, {
+        const context = createRunContext(rt, trx, prepareContext, definition, {
           startedAt,
           effects,
           locks,
@@ -117,10 +119,19 @@ export async function runClaimed(
         if (error instanceof RoutineTimeoutError) {
           throw new RoutineTimeoutError(definition.timeoutMs, claimed, logLines);
         }
-        await inSavepoint.rollbackToSavepoint('routine').execute();
+        if (savepoint.failedOutside) {
+          // The transaction may be unusable: the batch rolls back, and this routine runs next time
+          // with its savepoint open from the start, so that it fails alone.
+          rt.eagerSavepointIds.add(claimed.id);
+          throw error;
+        }
+        // No savepoint: the routine wrote nothing and took no lock.
+        if (savepoint.isOpen) await rollbackToSavepoint(trx, 'routine');
         for (const key of keys) locks.keys.delete(key);
         if (error instanceof RoutineLockBusyError) return 'deferred';
         failure = error;
+      } finally {
+        savepoint.restore();
       }
     }
     return {

@@ -65,6 +65,11 @@ export interface EngineRuntime {
    * it is in. Removed once recorded.
    */
   readonly writingEachRoutineIds: Set<number>;
+  /**
+   * Routines whose statement failed before their savepoint was open (see `lazy-savepoint.ts`): their batch
+   * rolled back, and their next run opens the savepoint at once. Removed once recorded.
+   */
+  readonly eagerSavepointIds: Set<number>;
 }
 
 export function createEngineRuntime(options: EngineOptions): EngineRuntime {
@@ -86,6 +91,7 @@ export function createEngineRuntime(options: EngineOptions): EngineRuntime {
     counters: createCounterBook(),
     activeCount: 0,
     writingEachRoutineIds: new Set(),
+    eagerSavepointIds: new Set(),
   };
 }
 

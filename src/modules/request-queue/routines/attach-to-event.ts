@@ -101,13 +101,16 @@ export const attachToEventRoutine = defineRoutine({
       return;
     }
     // The institution of INSTITUTION_CODE, as OpenEyes records the one an event was created in (NOT
-    // NULL there; the own schema allows none).
-    const institution = await ctx.trx
-      .selectFrom('institution')
-      .select('id')
-      .where('remote_id', '=', ctx.config.institutionCode)
-      .orderBy('id')
-      .executeTakeFirst();
+    // NULL there; the own schema allows none). Reference data: kept REFERENCE_CACHE_TTL_MS.
+    const code = ctx.config.institutionCode;
+    const institution = await ctx.reference(`institution ${code}`, (db) =>
+      db
+        .selectFrom('institution')
+        .select('id')
+        .where('remote_id', '=', code)
+        .orderBy('id')
+        .executeTakeFirst(),
+    );
     const requestData = texts.REQUEST_DATA ?? {};
     if (typeof requestData.device_profile === 'string') {
       const mnemonics = new Map(payloads.map((p) => [p.id, p.attachment_mnemonic]));
@@ -182,6 +185,7 @@ export const attachToEventRoutine = defineRoutine({
         isNewEvent: true,
       },
       ctx.stamp(),
+      ctx.dialect,
     );
     await ctx.mergeRequestData({ event_id: event.id });
     ctx.log(`event ${event.id}: ${toLink.length} attachment(s) linked`);

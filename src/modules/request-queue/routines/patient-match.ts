@@ -11,8 +11,9 @@
  * de-spaced value on any type is accepted. Deleted identifiers and patients are ignored. The date of birth
  * must be equal; the sex must be equal when the request gives M or F. None or several patients: a
  * retryable error (the patient may be registered later). Missing identifier or date of birth: FAILED at
- * once, since retrying cannot help. The identifier types are read on every run, never from a cache: a
- * type missing from a stale list could hide a second patient and let the match choose the wrong one.
+ * once, since retrying cannot help. The identifier types are read by every batch of the worker (its first
+ * match reads them for the others), never from the engine's longer-lived cache: a type missing from a
+ * stale list could hide a second patient and let the match choose the wrong one.
  */
 import type { Kysely } from 'kysely';
 import type { DialectAdapter } from '../../../db/dialect.ts';
@@ -167,7 +168,7 @@ export const patientMatchRoutine = defineRoutine({
   run: async (ctx) => {
     const { texts, payloads } = await ctx.readRequest(['REQUEST_DATA', 'FORM_DATA', 'REQUEST_BLOB']);
     const criteria = criteriaOf(texts);
-    const types = await readIdentifierTypeRules(ctx.trx);
+    const types = await ctx.batchReference('identifier type rules', readIdentifierTypeRules);
     const ids = await findMatchingPatients(ctx.trx, ctx.dialect, criteria, types);
     if (ids.length === 0) throw new Error('No patient matches the identifier, date of birth and sex');
     if (ids.length > 1) throw new Error(`${ids.length} patients match; refusing to choose`);

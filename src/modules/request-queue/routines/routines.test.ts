@@ -281,5 +281,85 @@ forEachDialect((dialect) => {
       });
       assert.deepEqual(await drain(), ['PATIENT_MATCH:RETRY']);
     });
+
+    it('sees an identifier type added since the previous batch: a second patient under it refuses the match', async () => {
+      await createJane('6660001');
+      const request = () =>
+        enqueueRequest(testDb.database, {
+          requestType: 'imaging',
+          attachments: [
+            jsonRow('REQUEST_DATA', { hos_num: '6660001', dob: '1970-03-15' }),
+            blobRow('REQUEST_BLOB', 'image/png', photo),
+          ],
+        });
+      await request();
+      const first = await engine.step();
+      assert.equal(first.kind === 'ran' && `${first.routineName}:${first.status}`, 'PATIENT_MATCH:COMPLETE');
+      const newType = await createIdentifierType(testDb.db, {
+        institution_id: await createInstitution(testDb.db),
+        validate_regex: '/^[0-9]{9}$/',
+        pad: '%09s',
+      });
+      // Only the new type's rule finds this one: its value is the identifier padded to 9 digits.
+      await createJane('006660001', newType);
+      await drain();
+      await request();
+      assert.deepEqual(await drain(), ['PATIENT_MATCH:RETRY']);
+    });
+
+    it('files events under the institution of INSTITUTION_CODE, as its rows are once REFERENCE_CACHE_TTL_MS has passed', async () => {
+      const code = `TTL${Date.now() % 1_000_000}`;
+      const first = await createInstitution(testDb.db, { remote_id: code });
+      const ttlMs = 1000;
+      const cached = createQueueEngine({
+        database: testDb.database,
+        config: loadConfig({ ...testDb.env, INSTITUTION_CODE: code, REFERENCE_CACHE_TTL_MS: String(ttlMs) }),
+        catalog: defaultRoutineCatalog,
+        now: () => clock,
+      });
+      await createJane('7770001');
+      const fileOne = async (red: number) => {
+        const image = await sharp({
+          create: { width: 8, height: 8, channels: 3, background: { r: red, g: 0, b: 0 } },
+        })
+          .png()
+          .toBuffer();
+        const { requestId } = await enqueueRequest(testDb.database, {
+          requestType: 'imaging',
+          attachments: [
+            jsonRow('REQUEST_DATA', { hos_num: '7770001', dob: '1970-03-15' }),
+            blobRow('REQUEST_BLOB', 'image/png', image),
+          ],
+        });
+        const ran: string[] = [];
+        for (let outcome = await cached.step(); outcome.kind === 'ran'; outcome = await cached.step()) {
+          ran.push(`${outcome.routineName}:${outcome.status}`);
+        }
+        assert.ok(ran.includes('ATTACH_TO_EVENT:COMPLETE'), ran.join(', '));
+        const row = await testDb.db
+          .selectFrom('attachment_data')
+          .select('text_data')
+          .where('request_id', '=', requestId)
+          .where('attachment_mnemonic', '=', 'REQUEST_DATA')
+          .executeTakeFirstOrThrow();
+        const eventId = (JSON.parse(row.text_data!) as { event_id: number }).event_id;
+        const event = await testDb.db
+          .selectFrom('event')
+          .select('institution_id')
+          .where('id', '=', eventId)
+          .executeTakeFirstOrThrow();
+        return event.institution_id;
+      };
+      assert.equal(await fileOne(10), first);
+      // The code now names another institution: seen once the cached row has expired.
+      await testDb.db
+        .updateTable('institution')
+        .set({ remote_id: 'moved' })
+        .where('id', '=', first)
+        .execute();
+      const second = await createInstitution(testDb.db, { remote_id: code });
+      await new Promise((resolve) => setTimeout(resolve, ttlMs + 200));
+      assert.equal(await fileOne(20), second);
+    });
   });
 });
