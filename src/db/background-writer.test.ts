@@ -40,6 +40,26 @@ forEachDialect((dialect) => {
       assert.equal(await countOf('Background'), 1200);
     });
 
+    it('writes every row of batches of every size, each row once, with its own values', async () => {
+      // SQLite's thread splits a batch into statements of a few fixed sizes (powers of 4).
+      const sizes = [...Array.from({ length: 70 }, (_, i) => i + 1), 255, 256, 257, 1023, 4097];
+      for (const size of sizes) {
+        const rows = Array.from({ length: size }, (_, i) => [`R${i}`, `Sized${size}`]);
+        await writer.insertRows('contact', COLUMNS, rows);
+      }
+      for (const size of [1, 5, 17, 69, 257, 4097]) {
+        const names = (
+          await testDb.db
+            .selectFrom('contact')
+            .select('first_name')
+            .where('last_name', '=', `Sized${size}`)
+            .execute()
+        ).map((r) => r.first_name);
+        assert.equal(names.length, size, `a batch of ${size} rows`);
+        assert.deepEqual(new Set(names), new Set(Array.from({ length: size }, (_, i) => `R${i}`)));
+      }
+    });
+
     it('writes all of a batch or none of it, and takes batches again after a failed one', async () => {
       await assert.rejects(
         writer.insertRows('contact', COLUMNS, [
