@@ -2,11 +2,27 @@
  * The request's JSON rows (as the Java processor's `bindTextObject` / `putText`): a text row is read as a
  * JSON object (or `{}`) and written back as JSON.
  */
-import type { Kysely } from 'kysely';
+import type { ExpressionBuilder, Kysely } from 'kysely';
 import type { DialectAdapter } from '../../db/dialect.ts';
 import type { DB } from '../../db/schema.ts';
 import type { AuditStamp } from './attachment-data.ts';
 import { insertAttachmentData, updateAttachmentData } from './attachment-data.ts';
+
+/**
+ * The request text rows of `mnemonic` of the requests `ids`: the rows without a body site (the per-eye
+ * rows of a device share the mnemonic).
+ */
+function isRequestText(
+  eb: ExpressionBuilder<DB, 'attachment_data'>,
+  ids: number | readonly number[],
+  mnemonic: string,
+) {
+  return eb.and([
+    typeof ids === 'number' ? eb('request_id', '=', ids) : eb('request_id', 'in', ids),
+    eb('attachment_mnemonic', '=', mnemonic),
+    eb('body_site_snomed_type', 'is', null),
+  ]);
+}
 
 /** The JSON object in `text`, or `{}` (no text, not JSON, or not an object). */
 export function jsonObjectOf(text: string | null | undefined): Record<string, unknown> {
@@ -30,9 +46,7 @@ export async function readRequestText(
   const row = await db
     .selectFrom('attachment_data')
     .select('text_data')
-    .where('request_id', '=', requestId)
-    .where('attachment_mnemonic', '=', mnemonic)
-    .where('body_site_snomed_type', 'is', null)
+    .where((eb) => isRequestText(eb, requestId, mnemonic))
     .executeTakeFirst();
   return jsonObjectOf(row?.text_data);
 }
@@ -105,17 +119,13 @@ export async function writeRequestTexts(
         last_modified_date: dialect.nextModifiedDate('last_modified_date', stamp.now),
       };
     })
-    .where('request_id', 'in', ids)
-    .where('attachment_mnemonic', '=', mnemonic)
-    .where('body_site_snomed_type', 'is', null)
+    .where((eb) => isRequestText(eb, ids, mnemonic))
     .executeTakeFirst();
   if (Number(result.numUpdatedRows) >= ids.length) return;
   const found = await trx
     .selectFrom('attachment_data')
     .select('request_id')
-    .where('request_id', 'in', ids)
-    .where('attachment_mnemonic', '=', mnemonic)
-    .where('body_site_snomed_type', 'is', null)
+    .where((eb) => isRequestText(eb, ids, mnemonic))
     .execute();
   const present = new Set(found.map((r) => r.request_id));
   await insertAttachmentData(
