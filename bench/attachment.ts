@@ -8,7 +8,6 @@
  * 304 >= 50% of the floor's requests/s; RSS < 600 MB during 16 parallel 20 MB downloads and, after them,
  * back within 50 MB of its idle RSS (read just before them) within a minute (sampled every second).
  */
-import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import type { Database } from '../src/db/database.ts';
 import type { BenchReport, BenchRow, BenchRunOptions, LoadResult, RunningProcess } from './lib.ts';
@@ -16,6 +15,7 @@ import {
   BENCH_AUTHORIZATION,
   captureResponse,
   ensureBenchAccount,
+  insertBenchBlob,
   measureInterleaved,
   mergeLoadResults,
   prepareDatabase,
@@ -50,25 +50,8 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
   const setup = async (database: Database) => {
     await ensureBenchAccount(database);
     for (const size of SIZES) {
-      const request = await database.db
-        .insertInto('request')
-        .values({ request_type: 'dicom_request', system_message: 'bench' })
-        .returning('id')
-        .executeTakeFirstOrThrow();
-      const row = await database.db
-        .insertInto('attachment_data')
-        .values({
-          request_id: request.id,
-          attachment_mnemonic: 'BENCH_BLOB',
-          attachment_type: 'NONE',
-          mime_type: 'application/octet-stream',
-          blob_data: randomBytes(size.bytes),
-          // Settled: outside the grace period, so the answers carry the spec's immutable header.
-          last_modified_date: '2020-01-01 00:00:00',
-        })
-        .returning('id')
-        .executeTakeFirstOrThrow();
-      ids.set(size.label, row.id);
+      // Settled: outside the grace period, so the answers carry the spec's immutable header.
+      ids.set(size.label, await insertBenchBlob(database, size.bytes, '2020-01-01 00:00:00'));
     }
   };
   const prepared = await prepareDatabase(dialect, { setup });

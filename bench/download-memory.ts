@@ -10,7 +10,6 @@
  * one server, in order, and `[{}, {...}]` measures both (default `[{}]`).
  * Target: 60 s after the downloads, RSS within 50 MB of its idle RSS before them.
  */
-import { randomBytes } from 'node:crypto';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
@@ -52,23 +51,7 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
   const prepared = await lib.prepareDatabase(dialect, {
     setup: async (database) => {
       await lib.ensureBenchAccount(database);
-      const request = await database.db
-        .insertInto('request')
-        .values({ request_type: 'dicom_request', system_message: 'bench' })
-        .returning('id')
-        .executeTakeFirstOrThrow();
-      const row = await database.db
-        .insertInto('attachment_data')
-        .values({
-          request_id: request.id,
-          attachment_mnemonic: 'BENCH_BLOB',
-          attachment_type: 'NONE',
-          mime_type: 'application/octet-stream',
-          blob_data: randomBytes(BLOB_BYTES),
-        })
-        .returning('id')
-        .executeTakeFirstOrThrow();
-      id = row.id;
+      id = await lib.insertBenchBlob(database, BLOB_BYTES);
     },
   });
   const probeDir = await mkdtemp(path.join(tmpdir(), 'cra-download-memory-'));

@@ -7,6 +7,7 @@
  */
 import type { ChildProcess } from 'node:child_process';
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import http from 'node:http';
@@ -311,6 +312,36 @@ export async function ensureBenchAccount(database: Database): Promise<void> {
     .where('username', '=', BENCH_ACCOUNT.username)
     .executeTakeFirst();
   if (existing === undefined) await createAccount(database.db, { ...BENCH_ACCOUNT, roles: ['API access'] });
+}
+
+/**
+ * Inserts a request holding one `attachment_data` row of `bytes` random bytes (a `BENCH_BLOB` payload
+ * that attachment view serves) and returns the row's id. `lastModifiedDate` settles it (outside the
+ * grace period, so that answers carry the immutable cache header).
+ */
+export async function insertBenchBlob(
+  database: Database,
+  bytes: number,
+  lastModifiedDate?: string,
+): Promise<number> {
+  const request = await database.db
+    .insertInto('request')
+    .values({ request_type: 'dicom_request', system_message: 'bench' })
+    .returning('id')
+    .executeTakeFirstOrThrow();
+  const row = await database.db
+    .insertInto('attachment_data')
+    .values({
+      request_id: request.id,
+      attachment_mnemonic: 'BENCH_BLOB',
+      attachment_type: 'NONE',
+      mime_type: 'application/octet-stream',
+      blob_data: randomBytes(bytes),
+      ...(lastModifiedDate === undefined ? {} : { last_modified_date: lastModifiedDate }),
+    })
+    .returning('id')
+    .executeTakeFirstOrThrow();
+  return row.id;
 }
 
 /** A patient that `PATIENT_MATCH` finds: a hospital number, date of birth and sex. */
