@@ -15,8 +15,13 @@ function allocate(mib: number, into: Buffer[] = []): Buffer[] {
   return into;
 }
 
-/** Lets the event loop sit idle for a moment (longer than the work before it, on a loaded machine too). */
-const idle = () => new Promise((resolve) => setTimeout(resolve, 1500));
+/**
+ * Lets the event loop sit idle for a moment: at least 1.5 s, and three times the work since the previous
+ * check (`since`, from `performance.now()`), so that the loop's utilization over both stays under a half
+ * however slowly a loaded machine ran that work.
+ */
+const idle = (since = performance.now()) =>
+  new Promise((resolve) => setTimeout(resolve, Math.max(1500, 3 * (performance.now() - since))));
 
 /** Keeps the event loop busy (synchronously) for a moment: a check right after finds it fully used. */
 function busy(): void {
@@ -27,11 +32,12 @@ function busy(): void {
 describe('idle collector', () => {
   it('collects dropped Buffers once the loop is idle, and not again while nothing new is dropped', async () => {
     const collector = createIdleCollector({ growthBytes: 32 * MiB, maxUtilization: 0.5 });
+    const workStart = performance.now();
     let held: Buffer[] | undefined = allocate(96);
     assert.ok(held.length > 0);
     held = undefined;
     const before = process.memoryUsage().arrayBuffers;
-    await idle();
+    await idle(workStart);
     assert.equal(collector.tick(), true, 'collected');
     const freed = before - process.memoryUsage().arrayBuffers;
     assert.ok(freed >= 80 * MiB, `freed ${Math.round(freed / MiB)} MiB of the 96 dropped`);
@@ -46,8 +52,9 @@ describe('idle collector', () => {
     dropped = undefined;
     busy();
     assert.equal(collector.tick(), false, 'a busy loop is not paused');
+    const workStart = performance.now();
     const live = allocate(64);
-    await idle();
+    await idle(workStart);
     assert.equal(collector.tick(), true, 'idle now: collected');
     await idle();
     assert.equal(collector.tick(), false, 'the live 64 MiB are not collected again');
