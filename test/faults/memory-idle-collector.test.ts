@@ -37,7 +37,10 @@ async function collectsDuring(check: () => boolean): Promise<boolean> {
   const majors: PerformanceEntry[] = [];
   const observer = new PerformanceObserver((list) => {
     for (const entry of list.getEntries())
-      if ((entry.detail as { kind?: number } | null)?.kind === constants.NODE_PERFORMANCE_GC_MAJOR)
+      // A `gc` entry's detail names the kind of collection (Node's PerformanceEntry type leaves it out).
+      if (
+        (entry as { detail?: { kind?: number } | null }).detail?.kind === constants.NODE_PERFORMANCE_GC_MAJOR
+      )
         majors.push(entry);
   });
   observer.observe({ entryTypes: ['gc'] });
