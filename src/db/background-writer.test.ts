@@ -92,31 +92,49 @@ forEachDialect((dialect) => {
 
     if (dialect === 'sqlite')
       it("takes its turn among the server connection's writes, however long they keep the lock busy", async () => {
-        // Server writes, each holding the write lock for 150 ms: a batch of ten would hold it for 1.5 s,
-        // longer than the writer's busy timeout (1 s). A batch takes no more writes after 100 ms, and the
-        // writer's turn comes right after the batch under way.
-        const hold = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+        // Server writes that each hold the write lock until the test lets them go: a batch of them would
+        // hold it for longer than the writer's busy timeout (1 s). A batch takes no more writes once it
+        // has run its budget (100 ms), and the writer's turn comes right after the batch under way,
+        // before the server's writes still waiting. Only lower bounds on time are used (a hold lasts
+        // at least 150 ms), so a loaded machine cannot change the order.
+        const gates: (() => void)[] = [];
+        const started: Promise<void>[] = [];
         const serverWrites = (wave: string) =>
-          Array.from({ length: 10 }, (_, i) =>
-            testDb.database.writeTransaction(async (trx) => {
+          Array.from({ length: 10 }, (_, i) => {
+            let markStarted!: () => void;
+            started.push(new Promise<void>((resolve) => (markStarted = resolve)));
+            const released = new Promise<void>((resolve) => gates.push(resolve));
+            return testDb.database.writeTransaction(async (trx) => {
               await trx
                 .insertInto('contact')
                 .values({ first_name: `S${i}`, last_name: wave })
                 .execute();
-              await hold(150);
-            }),
-          );
+              markStarted();
+              await released;
+            });
+          });
+        const releaseAll = () => gates.forEach((release) => release());
         await writer.insertRows('contact', COLUMNS, [['W', 'WarmUp']]); // its thread started
-        // A write under way, so that the first wave queues up behind it as one would-be batch of 1.5 s.
-        const blocker = testDb.database.writeTransaction(() => hold(100));
+        let releaseBlocker!: () => void;
+        const blockerReleased = new Promise<void>((resolve) => (releaseBlocker = resolve));
+        // A write under way, so that the first wave queues up behind it as one would-be batch.
+        const blocker = testDb.database.writeTransaction(() => blockerReleased);
         const first = serverWrites('FirstWave');
-        await hold(150);
+        releaseBlocker();
+        await started[0]; // the first wave's batch has begun: its first write holds the lock
         const inserted = writer.insertRows('contact', COLUMNS, [['G', 'InTurn']]);
-        await hold(20); // the writer has asked for its turn
+        await new Promise((resolve) => setImmediate(resolve)); // the writer has asked for its turn
         const second = serverWrites('SecondWave');
+        // The first write holds the lock past the batch's budget, then the batch commits it alone.
+        await new Promise((resolve) => setTimeout(resolve, 150));
+        gates[0]!();
+        // The rest are let go once the writer has had its turn (or after 10 s, so that a writer kept
+        // waiting fails the counts below instead of hanging): in its turn no server write is under way.
+        await Promise.race([inserted, new Promise((resolve) => setTimeout(resolve, 10_000).unref())]);
+        releaseAll();
         await inserted;
         // Committed rows, read on a connection of its own (the server connection's open transaction of
-        // the second wave would show its own rows).
+        // the next batch would show its own rows).
         const reader = new DatabaseSync(testDb.url.slice('sqlite:'.length));
         const committed = (lastName: string) =>
           (
@@ -126,14 +144,15 @@ forEachDialect((dialect) => {
           ).n;
         try {
           assert.equal(committed('InTurn'), 1);
-          // Its turn came after the batch under way and before the server's writes still waiting.
-          const firstWave = committed('FirstWave');
-          assert.ok(firstWave >= 1 && firstWave < 10, `first wave committed: ${firstWave}`);
+          // Its turn came after the batch under way (one write, past its budget) and before the server's
+          // writes still waiting, those queued before the turn (the first wave's rest) and after it.
+          assert.equal(committed('FirstWave'), 1);
           assert.equal(committed('SecondWave'), 0);
         } finally {
           reader.close();
         }
         await Promise.all([blocker, ...first, ...second]);
+        assert.equal(await countOf('FirstWave'), 10);
         assert.equal(await countOf('SecondWave'), 10);
       });
   });

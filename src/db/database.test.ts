@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtemp, rm, stat } from 'node:fs/promises';
+import { mkdtemp, open, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
@@ -226,10 +226,24 @@ describe('SQLite checkpoints run on their own thread', () => {
       const target = testDb.database.checkpointRounds() + count;
       await until(() => testDb.database.checkpointRounds() >= target, { what: 'the next checkpoint rounds' });
     };
-    // Six bursts of 50 large commits, each waiting for the checkpointer afterwards. Without checkpoints
-    // the WAL file would hold all six (six times the first); with them it restarts from its beginning
-    // once a burst is copied. The file never shrinks, so `first` is at least the larger part of a burst
-    // (a restart may come in the middle of one), and the final size about one burst.
+    /**
+     * The WAL header: its page size, and its checkpoint sequence number, which SQLite increments each
+     * time a writer restarts the WAL from its beginning (only once a checkpoint has copied all of it).
+     */
+    const walHeader = async () => {
+      const handle = await open(walFile);
+      try {
+        const { buffer } = await handle.read(Buffer.alloc(32), 0, 32, 0);
+        return { pageSize: buffer.readUInt32BE(8), restarts: buffer.readUInt32BE(12) };
+      } finally {
+        await handle.close();
+      }
+    };
+    // Six bursts of 50 large commits, each waiting for two checkpoint rounds afterwards (the second
+    // starts after the burst's last commit, with no reader open: it copies the whole WAL). The next
+    // burst's first commit then restarts the WAL, so it never holds more than about one burst. Without
+    // checkpoints it would hold all six. Nothing here depends on how fast the machine runs.
+    const restartsBefore = (await walHeader()).restarts;
     const walSizes: number[] = [];
     for (let burst = 0; burst < 6; burst += 1) {
       for (let i = 0; i < 50; i += 1) {
@@ -242,10 +256,18 @@ describe('SQLite checkpoints run on their own thread', () => {
       walSizes.push((await stat(walFile)).size);
       await nextRounds(2);
     }
-    const [first] = walSizes;
+    const { pageSize, restarts: restartsAfter } = await walHeader();
+    const restarts = restartsAfter - restartsBefore;
+    assert.ok(restarts >= 5, `the WAL restarted after each burst (${restarts} restarts)`);
+    // The rows of one burst alone take 50 times their overflow pages, each page a frame of 24 bytes and
+    // the page (a burst writes several times that with its deletes and the table's other pages).
+    // Without checkpoints the WAL would hold every frame of six bursts, many times this bound.
+    const sixBurstsRowsBytes = 6 * 50 * Math.ceil(filler.length / pageSize) * (24 + pageSize);
     const largest = Math.max(...walSizes);
-    assert.ok(first !== undefined && first > 5_000_000, `one burst fills the WAL (${first} bytes)`);
-    assert.ok(largest < first * 3, `the WAL kept about the size of one burst: ${walSizes.join(', ')} bytes`);
+    assert.ok(
+      largest < sixBurstsRowsBytes,
+      `the WAL kept about the size of one burst (${walSizes.join(', ')} bytes; the rows of six bursts: ${sixBurstsRowsBytes})`,
+    );
     assert.ok(testDb.database.checkpointRounds() > startRounds, 'the checkpointer ran');
   });
 });

@@ -1,11 +1,12 @@
 /**
  * The protected file store (OpenEyes `protected_file`): files named by a 40-hex uid from a CSPRNG, fanned out
- * as `<root>/<uid[0]>/<uid[1]>/<uid[2]>/<uid>`. Writes go to a temporary file that is flushed and renamed
- * into place, so a file either exists whole or not at all, and is durable when `write` resolves.
+ * as `<root>/<uid[0]>/<uid[1]>/<uid[2]>/<uid>`. Writes go through the durable writer (`durable-file.ts`): a
+ * file either exists whole or not at all, and is durable when `write` resolves.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdir, open, readFile, rename, rm, stat } from 'node:fs/promises';
+import { readFile, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
+import { writeFileDurably } from './durable-file.ts';
 
 export interface StoredFile {
   readonly uid: string;
@@ -30,6 +31,9 @@ export interface FileStore {
 
 const UID = /^[0-9a-f]{40}$/;
 
+/** How a stored file is written: group-readable, in its fan-out directory made on first use. */
+export const STORED_FILE = { mode: 0o640, createDirectory: true } as const;
+
 export function createLocalFileStore(root: string): FileStore {
   const absoluteRoot = path.resolve(root);
   const relativePathOf = (uid: string): string => {
@@ -50,7 +54,7 @@ export function createLocalFileStore(root: string): FileStore {
       const uid = randomBytes(20).toString('hex');
       const relativePath = relativePathOf(uid);
       const target = resolve(relativePath);
-      await writeFileDurably(target, bytes);
+      await writeFileDurably(target, bytes, STORED_FILE);
       return { uid, relativePath, sizeBytes: bytes.byteLength };
     },
     read: (uid) => readFile(resolve(relativePathOf(uid))),
@@ -66,37 +70,4 @@ export function createLocalFileStore(root: string): FileStore {
       await rm(resolve(relativePathOf(uid)), { force: true });
     },
   };
-}
-
-/**
- * Writes `bytes` at `target` so that the file exists whole or not at all and is on disk when this
- * resolves: temporary file, fsync, rename, directory fsync.
- */
-export async function writeFileDurably(target: string, bytes: Uint8Array): Promise<void> {
-  const dir = path.dirname(target);
-  await mkdir(dir, { recursive: true, mode: 0o770 });
-  const temp = `${target}.${randomBytes(6).toString('hex')}.tmp`;
-  const handle = await open(temp, 'wx', 0o640);
-  try {
-    await handle.writeFile(bytes);
-    await handle.sync();
-  } catch (error) {
-    await handle.close();
-    await rm(temp, { force: true });
-    throw error;
-  }
-  await handle.close();
-  try {
-    await rename(temp, target);
-    const dirHandle = await open(dir, 'r');
-    try {
-      await dirHandle.sync();
-    } finally {
-      await dirHandle.close();
-    }
-  } catch (error) {
-    await rm(temp, { force: true });
-    await rm(target, { force: true });
-    throw error;
-  }
 }

@@ -4,7 +4,6 @@
  * statements of its account, and the DDL of the indexes its queries use that the database lacks, for the
  * site's database administrator (the service never creates one itself).
  */
-import { writeFile } from 'node:fs/promises';
 import type { CliCommand, CliContext } from '../cli/cli-types.ts';
 import { EXIT_OK, EXIT_USAGE, UsageError } from '../cli/cli-types.ts';
 import { openEyesGrants } from '../db/openeyes/grants.ts';
@@ -12,6 +11,7 @@ import { findMissingIndexes, formatIndexSuggestions } from '../db/openeyes/index
 import { formatSchemaReport } from '../db/openeyes/schema-check.ts';
 import { findServingProblems } from '../db/openeyes/serving-check.ts';
 import { describeUploadLimit } from '../db/upload-limit.ts';
+import { writeFileDurably } from '../files/durable-file.ts';
 
 function refuseOwnSchema(ctx: CliContext): boolean {
   if (ctx.database.schema.name === 'openeyes') return false;
@@ -68,7 +68,8 @@ export const openEyesCommands: readonly CliCommand[] = [
       const script = `${openEyesGrants(account, await currentDatabase(ctx)).join('\n')}\n`;
       const output = ctx.options.output;
       if (typeof output === 'string') {
-        await writeFile(output, script);
+        // A script for the database's administrator (no secrets): readable by others, as a plain write makes it.
+        await writeFileDurably(output, script, { mode: 0o644 });
         ctx.err(`Wrote the grants of ${account} to ${output}`);
       } else {
         ctx.stdout.write(script);

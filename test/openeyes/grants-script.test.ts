@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -58,6 +58,11 @@ describe('openeyes grants as a script the mariadb client loads', { skip }, () =>
     assert.equal(written.stdout, '');
     const script = await readFile(file, 'utf8');
     assert.match(script, /^GRANT [A-Z, ]+ ON `/);
+    // Written by the durable writer: renamed into place, no temporary file left beside it.
+    assert.deepEqual(
+      (await readdir(dir)).filter((name) => name.startsWith('cra-grants.sql')),
+      ['cra-grants.sql'],
+    );
 
     // The README's other form: npm's own header lines are left out with -s.
     const npm = spawnSync('npm', ['run', '-s', 'cli', '--', 'openeyes', 'grants', accountName], {

@@ -1,9 +1,8 @@
 /** CLI commands of the audit module: `audit export --since T [--until T] [--file F]` (JSON lines). */
 import { once } from 'node:events';
-import { createWriteStream } from 'node:fs';
-import { rename, rm } from 'node:fs/promises';
 import type { Writable } from 'node:stream';
 import type { CliCommand, CliContext } from '../../cli/cli-types.ts';
+import { writeDurably } from '../../files/durable-file.ts';
 import { UsageError } from '../../cli/cli-types.ts';
 import { formatSeconds } from '../../cli/progress.ts';
 import { countAuditRange, exportAuditEvents, parseIsoDateTime } from './audit-export.ts';
@@ -66,23 +65,18 @@ const exportCommand: CliCommand = {
       ctx.err(`Exported ${count} audit rows in ${took()}`);
       return;
     }
-    // Written beside the target and renamed at the end: a failed export never leaves a truncated file
-    // that looks complete.
-    const partial = `${file}.partial`;
-    const stream = createWriteStream(partial, { mode: 0o600 });
+    // The durable writer: a failed export never leaves a truncated file that looks complete.
     let count: number;
     try {
-      count = await exportTo(stream);
-      stream.end();
-      await once(stream, 'finish');
-    } catch (error) {
-      stream.destroy();
-      await rm(partial, { force: true });
-      throw error;
+      count = await writeDurably(file, (write) =>
+        exportAuditEvents(ctx.database.db, range, async (line) => {
+          await write(`${line}\n`);
+          progress.increment();
+        }),
+      );
     } finally {
       progress.stop();
     }
-    await rename(partial, file);
     ctx.out(`Exported ${count} audit rows to ${file} in ${took()}`);
   },
 };

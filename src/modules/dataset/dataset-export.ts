@@ -6,9 +6,9 @@
  * is read in slices (`substr`, the same on every engine), each written as base64 as it comes: never
  * held whole, nor as one string. The file appears under its name only when complete.
  */
-import { open, rename, rm } from 'node:fs/promises';
 import type { Kysely } from 'kysely';
 import { sql } from 'kysely';
+import { writeDurably } from '../../files/durable-file.ts';
 import type { ImportDeps } from './dataset-import.ts';
 import { DATASET_FORMAT } from './dataset-import.ts';
 import type { TableColumns } from './columns.ts';
@@ -41,36 +41,29 @@ const WRITE_CHARS = 1024 * 1024;
  */
 const SLICE_BYTES = 3 * 256 * 1024;
 
-/** Writes the dataset to `file` (atomically: a temporary file renamed into place). */
+/**
+ * Writes the dataset to `file` with the durable writer: the file appears whole under its name, or the
+ * name is left as it was.
+ */
 export async function exportDatasetToFile(
   deps: ImportDeps,
   file: string,
   options: ExportOptions = {},
 ): Promise<ExportSummary> {
-  const temp = `${file}.${process.pid}.tmp`;
-  const handle = await open(temp, 'w', 0o600);
   // Text is encoded into one reused buffer (a Buffer per write would be garbage of the file's size).
   let bytes = Buffer.allocUnsafeSlow(2 * WRITE_CHARS);
-  try {
-    const summary = await exportDataset(
+  return writeDurably(file, (write) =>
+    exportDataset(
       deps,
       async (text) => {
         const size = Buffer.byteLength(text);
         if (size > bytes.length) bytes = Buffer.allocUnsafeSlow(size);
         const length = bytes.write(text);
-        for (let at = 0; at < length;) at += (await handle.write(bytes, at, length - at)).bytesWritten;
+        await write(bytes.subarray(0, length));
       },
       options,
-    );
-    await handle.sync();
-    await handle.close();
-    await rename(temp, file);
-    return summary;
-  } catch (error) {
-    await handle.close().catch(() => {});
-    await rm(temp, { force: true });
-    throw error;
-  }
+    ),
+  );
 }
 
 /** Unknown table names given to the export. */

@@ -4,7 +4,8 @@
  */
 import { readFile, rm } from 'node:fs/promises';
 import type { FileStore } from '../../files/file-store.ts';
-import { writeFileDurably } from '../../files/file-store.ts';
+import { writeFileDurably } from '../../files/durable-file.ts';
+import { STORED_FILE } from '../../files/file-store.ts';
 
 export const FILE_UID = /^[0-9a-f]{40}$/;
 
@@ -30,7 +31,7 @@ export async function writeStoredFile(files: FileStore, uid: string, bytes: Buff
     if (Buffer.compare(existing, bytes) === 0) return false;
     throw new Error('the file store already holds different content under this uid');
   }
-  await writeFileDurably(files.resolve(files.relativePathOf(uid)), bytes);
+  await writeFileDurably(files.resolve(files.relativePathOf(uid)), bytes, STORED_FILE);
   return true;
 }
 

@@ -4,11 +4,14 @@
  * extraction.
  */
 import assert from 'node:assert/strict';
+import diagnosticsChannel from 'node:diagnostics_channel';
 import { after, describe, it } from 'node:test';
+import type { Worker } from 'node:worker_threads';
 import { loadConfig } from '../../config.ts';
 import { buildInstance, sopInstanceUidOf } from '../../../test/dicom-instances.ts';
 import { buildPart10File, dicomElement } from '../../../test/factories-queue.ts';
-import type { DicomPool, DicomTask } from './dicom-pool.ts';
+import { DicomError } from './dicom-error.ts';
+import type { DicomLoading, DicomPool, DicomTask } from './dicom-pool.ts';
 import { createDicomPool } from './dicom-pool.ts';
 import { dicomLimitsOf } from './dicom-service.ts';
 import { ENCAPSULATED_PDF_SOP_CLASS } from './extract.ts';
@@ -28,6 +31,32 @@ function poolOf(threads: number): DicomPool {
     limits: dicomLimitsOf(config),
     pageSizePx: 128,
   });
+}
+
+/** A message a DICOM thread posts while it loads its decoders for a job (`DicomLoading`). */
+function isLoading(message: unknown): message is DicomLoading {
+  return typeof message === 'object' && message !== null && 'loading' in message;
+}
+
+/**
+ * Calls `onMessage` with every message of each worker thread started from now on, after the pool's own
+ * listener has handled it (a microtask later: listeners of one message run before the next arrives).
+ * Threads are seen through Node's `worker_threads` diagnostics channel.
+ */
+function onThreadMessages(onMessage: (message: unknown) => void): {
+  readonly messages: unknown[];
+  stop(): void;
+} {
+  const messages: unknown[] = [];
+  const subscriber = (created: unknown) => {
+    const { worker } = created as { worker: Worker };
+    worker.on('message', (message: unknown) => {
+      messages.push(message);
+      queueMicrotask(() => onMessage(message));
+    });
+  };
+  diagnosticsChannel.subscribe('worker_threads', subscriber);
+  return { messages, stop: () => diagnosticsChannel.unsubscribe('worker_threads', subscriber) };
 }
 
 /** An Encapsulated PDF of a one-page PDF. */
@@ -104,19 +133,51 @@ describe('DICOM pool threads', () => {
     assert.ok(Buffer.from(slice).equals(instance));
   });
 
-  it('does not count loading the decoders in the time limit of the first extraction', async () => {
-    // Loading extract.ts, dcmjs-imaging and its WebAssembly decoders takes well over 100 ms of a core
-    // (about 200 ms on an idle machine); rendering a 4 x 4 image takes a few ms.
-    const pool = createDicomPool({
-      threads: 1,
-      timeoutMs: 100,
-      memoryMb: config.dicom.decodeMemoryMb,
-      limits: dicomLimitsOf(config),
-      pageSizePx: 128,
+  it('does not count loading the decoders in the time limit of the first extraction, and counts the extraction', async (t) => {
+    // The pool's timers run on a mocked clock that moves only when the thread says where it is: ten
+    // seconds pass while it loads its decoders (a time limit of 100 ms in force then ends the job), and
+    // in a second pool 100 ms pass right after it has loaded them (the limit then ends the job). No
+    // real time is measured, so a loaded machine cannot change the outcome.
+    t.mock.timers.enable({ apis: ['setTimeout'] });
+    const limitedPool = () => {
+      const pool = createDicomPool({
+        threads: 1,
+        timeoutMs: 100,
+        memoryMb: config.dicom.decodeMemoryMb,
+        limits: dicomLimitsOf(config),
+        pageSizePx: 128,
+      });
+      pools.push(pool);
+      return pool;
+    };
+
+    const whileLoading = onThreadMessages((message) => {
+      if (isLoading(message) && !message.isDone) t.mock.timers.tick(10_000);
     });
-    pools.push(pool);
-    const extraction = await pool.extract(buildInstance({ pixelBytes: 48 }));
-    assert.equal(extraction.kind, 'images');
+    try {
+      const extraction = await limitedPool().extract(buildInstance({ pixelBytes: 48 }));
+      assert.equal(extraction.kind, 'images');
+    } finally {
+      whileLoading.stop();
+    }
+    assert.deepEqual(
+      whileLoading.messages.filter(isLoading).map((m) => m.isDone),
+      [false, true],
+      'the thread said when it started and ended loading its decoders',
+    );
+
+    const afterLoading = onThreadMessages((message) => {
+      if (isLoading(message) && message.isDone) t.mock.timers.tick(100);
+    });
+    try {
+      await assert.rejects(limitedPool().extract(buildInstance({ pixelBytes: 48 })), (error: unknown) => {
+        assert.ok(error instanceof DicomError);
+        assert.equal(error.code, 'timeout');
+        return true;
+      });
+    } finally {
+      afterLoading.stop();
+    }
   });
 
   it('runs concurrent header reads on one thread, and starts another for an extraction', async () => {

@@ -2,7 +2,13 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { itEnforcesBasicAuth } from '../../../test/auth-cases.ts';
 import type { TestUser } from '../../../test/factories.ts';
-import { countRows, createInstitution, createPatient, createUser } from '../../../test/factories.ts';
+import {
+  basicHeader,
+  countRows,
+  createInstitution,
+  createPatient,
+  createUser,
+} from '../../../test/factories.ts';
 import {
   addDisplayOrder,
   addIdentifier,
@@ -671,6 +677,32 @@ forEachDialect((dialect) => {
           const viaQuery = await search({ term: lastName }, { method });
           assert.deepEqual(ids(viaQuery.body), [p.patientId]);
         }
+      });
+
+      it('refuses an unauthenticated form POST or PUT before its body is read: 401, not 413', async () => {
+        // Larger than the form body limit (16 KiB): a body parsed before the guard would answer 413.
+        const body = new URLSearchParams({ term: 'x'.repeat(20 * 1024) }).toString();
+        const form = { 'content-type': 'application/x-www-form-urlencoded' };
+        for (const method of ['POST', 'PUT']) {
+          for (const headers of [form, { ...form, authorization: basicHeader(user.username, 'wrong') }]) {
+            const response = await app.request('/api/v1/patient/search', { method, headers, body });
+            assert.equal(
+              response.status,
+              401,
+              `${method} ${'authorization' in headers ? 'bad password' : 'anonymous'}`,
+            );
+            assert.equal(response.headers.get('www-authenticate'), 'Basic realm="OpenEyes"');
+            assert.equal(await response.json(), '401 Unauthorized');
+          }
+        }
+        // Authenticated, the same body meets the limit.
+        const authorized = await app.request('/api/v1/patient/search', {
+          method: 'POST',
+          headers: { ...form, authorization: user.authorization },
+          body,
+        });
+        assert.equal(authorized.status, 413);
+        await authorized.body?.cancel();
       });
 
       it('answers 405 with Allow to other methods, and 404 to other actions', async () => {

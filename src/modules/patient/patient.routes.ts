@@ -1,5 +1,6 @@
 /**
- * `GET api/v1/patient/search` (spec 4.1): Basic auth + `OprnApi`, then one service call.
+ * `GET api/v1/patient/search` (spec 4.1): Basic auth + `OprnApi` (at `onRequest`, before a form body is
+ * parsed), then one service call.
  * POST and PUT take the same parameters, from the query string first and then an urlencoded form body,
  * as the original's `getParam` did. Parameters are read by hand rather than by a schema because every
  * malformed value must answer 200 `[]` or a clamped page, as the original does, never a 400.
@@ -41,7 +42,8 @@ export const patientRoutes: FastifyPluginAsync<PatientRouteOptions> = async (
     url: SEARCH_URL,
     bodyLimit: FORM_BODY_LIMIT_BYTES,
     config: { doc: SEARCH_DOC, audit: { action: 'patient.search', label: 'Patient search', kind: 'read' } },
-    preHandler: basicAuth({ operation: 'OprnApi' }),
+    // Before the body is read: an unauthenticated form is refused 401 without being parsed.
+    onRequest: basicAuth({ operation: 'OprnApi' }),
     handler: async (request, reply) => {
       const results = await service.searchPatients(readSearchInput(request));
       // The audit trail (modules/audit) records which patients were shown, by internal id only.
