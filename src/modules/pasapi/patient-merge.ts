@@ -7,9 +7,10 @@
  *
  * Differences from OpenEyes (P23): patients are found by identifier of the URL's type, then by
  * `pasapi_assignment` (OpenEyes: assignment only); all four identifier values are stored; the
- * secondary's `Patient` assignment moves to the primary (or goes, when the primary has one) so a later PUT
- * with the old number updates the surviving patient; a refused merge leaves status 0 with its reason as
- * a warning (OpenEyes answers an HTML 500).
+ * secondary's `Patient` assignment moves to the primary (or goes, when the primary has one), so a later
+ * PUT with the retired number never updates the retired patient (it reaches the survivor and is refused
+ * as a renumbering, 409); a refused merge leaves status 0 with its reason as a warning (OpenEyes answers
+ * an HTML 500).
  *
  * What the merge writes: the secondary's episodes re-pointed to the primary; each of its identifiers
  * copied onto the primary (active `MERG ID =(<request>)`, or deleted `DEL ID=(<request>)` when the
@@ -106,6 +107,29 @@ export function createPatientMerges(database: Database): {
     const type = await findIdentifierType(trx, change.identifierTypeKey);
     if (type === undefined) throw unknownIdentifierType(change.identifierTypeKey);
     const primary = await resolve(trx, type, change.primaryNumber, 'primary');
+    // A merge already done retired the secondary and its numbers: the same request again is answered
+    // with it (OpenEyes finds the retired patient through its assignment).
+    const done = await trx
+      .selectFrom('patient_merge_request')
+      .select(['id', 'secondary_id'])
+      .where('primary_id', '=', primary.id)
+      .where('secondary_local_identifier_value', '=', change.secondaryNumber)
+      .where('status', '=', MERGE_STATUS.merged)
+      .where('deleted', '=', 0)
+      .orderBy('id', 'desc')
+      .executeTakeFirst();
+    if (done !== undefined) {
+      const live = await findPatientByIdentifier(trx, type.id, change.secondaryNumber);
+      if (live === undefined)
+        return {
+          outcome: 'updated',
+          requestId: done.id,
+          primaryId: primary.id,
+          secondaryId: done.secondary_id,
+          status: MERGE_STATUS.merged,
+          warnings: [],
+        };
+    }
     const secondary = await resolve(trx, type, change.secondaryNumber, 'secondary');
     if (primary.id === secondary.id) throw new PasapiError(400, ['primary and secondary patient are the same patient']);
 
