@@ -18,14 +18,18 @@ export interface PasInstallation {
 }
 
 export async function createPasInstallation(db: Kysely<DB>): Promise<PasInstallation> {
-  const institutionId = await createInstitution(db, { remote_id: unique('R').slice(0, 10), name: 'PAS Hospital' });
+  const institutionId = await createInstitution(db, {
+    remote_id: unique('R').slice(0, 10),
+    name: 'PAS Hospital',
+  });
   const globalInstitution = await db
     .selectFrom('institution')
     .select('id')
     .where('remote_id', '=', 'NHS')
     .executeTakeFirst();
   const globalInstitutionId =
-    globalInstitution?.id ?? (await createInstitution(db, { remote_id: 'NHS', name: 'National Health Service' }));
+    globalInstitution?.id ??
+    (await createInstitution(db, { remote_id: 'NHS', name: 'National Health Service' }));
   const typeKey = `LOCAL-${institutionId}-0`;
   const localTypeId = await createIdentifierType(db, {
     institution_id: institutionId,
@@ -50,14 +54,34 @@ export async function createPasInstallation(db: Kysely<DB>): Promise<PasInstalla
 }
 
 /** A GP (`nat_id`) and a practice (`code`) with their contacts, unless they exist. */
-export async function createGpAndPractice(db: Kysely<DB>, gpCode: string, practiceCode: string): Promise<void> {
-  if ((await db.selectFrom('gp').select('id').where('nat_id', '=', gpCode).executeTakeFirst()) === undefined) {
-    const contact = await db.insertInto('contact').values({ first_name: 'A', last_name: 'Doctor' }).returning('id').executeTakeFirstOrThrow();
+export async function createGpAndPractice(
+  db: Kysely<DB>,
+  gpCode: string,
+  practiceCode: string,
+): Promise<void> {
+  if (
+    (await db.selectFrom('gp').select('id').where('nat_id', '=', gpCode).executeTakeFirst()) === undefined
+  ) {
+    const contact = await db
+      .insertInto('contact')
+      .values({ first_name: 'A', last_name: 'Doctor' })
+      .returning('id')
+      .executeTakeFirstOrThrow();
     await db.insertInto('gp').values({ obj_prof: gpCode, nat_id: gpCode, contact_id: contact.id }).execute();
   }
-  if ((await db.selectFrom('practice').select('id').where('code', '=', practiceCode).executeTakeFirst()) === undefined) {
-    const contact = await db.insertInto('contact').values({ first_name: '', last_name: 'Surgery' }).returning('id').executeTakeFirstOrThrow();
-    await db.insertInto('practice').values({ code: practiceCode, phone: '0100', contact_id: contact.id }).execute();
+  if (
+    (await db.selectFrom('practice').select('id').where('code', '=', practiceCode).executeTakeFirst()) ===
+    undefined
+  ) {
+    const contact = await db
+      .insertInto('contact')
+      .values({ first_name: '', last_name: 'Surgery' })
+      .returning('id')
+      .executeTakeFirstOrThrow();
+    await db
+      .insertInto('practice')
+      .values({ code: practiceCode, phone: '0100', contact_id: contact.id })
+      .execute();
   }
 }
 
@@ -65,7 +89,9 @@ export async function createGpAndPractice(db: Kysely<DB>, gpCode: string, practi
 let numberCounter = 0;
 export function newHospitalNumber(): string {
   numberCounter += 1;
-  return String((process.pid % 9000) * 10000 + numberCounter).padStart(8, '1').slice(-8);
+  return String((process.pid % 9000) * 10000 + numberCounter)
+    .padStart(8, '1')
+    .slice(-8);
 }
 
 /** A valid NHS-number-shaped value, unique within the process. */

@@ -232,7 +232,6 @@ const BIOMETRY_TABLE_NEEDS: Readonly<Record<string, TableNeed>> = {
   },
 };
 
-
 /** What the PAS endpoint (PASAPI) reads and writes beyond patients, contacts and identifiers. */
 const PAS_TABLE_NEEDS: Readonly<Record<string, TableNeed>> = {
   country: { columns: { id: read('int'), code: read('text') } },

@@ -21,7 +21,11 @@ import type { TestApp } from '../../../test/harness.ts';
 import { forEachDialect, startTestApp } from '../../../test/harness.ts';
 import type { DB } from '../../db/schema.ts';
 
-const WRITTEN_TABLES = ['patient_merge_request', 'patient_identifier', 'pasapi_assignment'] as const satisfies readonly (keyof DB)[];
+const WRITTEN_TABLES = [
+  'patient_merge_request',
+  'patient_identifier',
+  'pasapi_assignment',
+] as const satisfies readonly (keyof DB)[];
 
 forEachDialect((dialect) => {
   describe(`PUT /PASAPI/V1/PatientMerge (${dialect})`, () => {
@@ -58,19 +62,31 @@ forEachDialect((dialect) => {
 
     async function setAutomerge(value: string | undefined) {
       await app.db.deleteFrom('setting_installation').where('key', '=', 'pasapi_automerge').execute();
-      if (value !== undefined) await app.db.insertInto('setting_installation').values({ key: 'pasapi_automerge', value }).execute();
+      if (value !== undefined)
+        await app.db.insertInto('setting_installation').values({ key: 'pasapi_automerge', value }).execute();
     }
 
     const requestRow = (id: number) =>
       app.db.selectFrom('patient_merge_request').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
     const isDeleted = async (patientId: number) =>
-      (await app.db.selectFrom('patient').select('deleted').where('id', '=', patientId).executeTakeFirstOrThrow()).deleted === 1;
+      (
+        await app.db
+          .selectFrom('patient')
+          .select('deleted')
+          .where('id', '=', patientId)
+          .executeTakeFirstOrThrow()
+      ).deleted === 1;
 
     it('merges matching patients by default (pasapi_automerge 1): status 20, secondary retired', async () => {
       await setAutomerge(undefined);
       const primary = await createPatient();
       const secondary = await createPatient();
-      const response = await pasapiPut(app, mergeUrl(primary.number), mergeXml(primary.number, secondary.number), auth);
+      const response = await pasapiPut(
+        app,
+        mergeUrl(primary.number),
+        mergeXml(primary.number, secondary.number),
+        auth,
+      );
       const text = await response.text();
       assert.equal(response.status, 201, text);
       assert.equal(xmlText(text, 'Message'), 'PatientMerge created.');
@@ -106,9 +122,18 @@ forEachDialect((dialect) => {
       assert.equal(copies.length, 4);
 
       // The secondary's assignment went (the primary has its own), so the old number reaches the primary.
-      const assignments = await app.db.selectFrom('pasapi_assignment').select('internal_id').where('resource_id', '=', secondary.number).execute();
+      const assignments = await app.db
+        .selectFrom('pasapi_assignment')
+        .select('internal_id')
+        .where('resource_id', '=', secondary.number)
+        .execute();
       assert.deepEqual(assignments, []);
-      const again = await pasapiPut(app, mergeUrl(primary.number), mergeXml(primary.number, secondary.number), auth);
+      const again = await pasapiPut(
+        app,
+        mergeUrl(primary.number),
+        mergeXml(primary.number, secondary.number),
+        auth,
+      );
       const againText = await again.text();
       assert.equal(again.status, 200, againText);
       assert.equal(xmlText(againText, 'Message'), 'PatientMerge updated.');
@@ -122,11 +147,20 @@ forEachDialect((dialect) => {
       await app.db.deleteFrom('pasapi_assignment').where('internal_id', '=', primary.id).execute();
       const response = await pasapiPut(app, mergeUrl('x'), mergeXml(primary.number, secondary.number), auth);
       assert.equal(response.status, 201, await response.text());
-      const moved = await app.db.selectFrom('pasapi_assignment').select('internal_id').where('resource_id', '=', secondary.number).executeTakeFirstOrThrow();
+      const moved = await app.db
+        .selectFrom('pasapi_assignment')
+        .select('internal_id')
+        .where('resource_id', '=', secondary.number)
+        .executeTakeFirstOrThrow();
       assert.equal(moved.internal_id, primary.id);
       // A later PUT with the retired number reaches the survivor, as a renumbering (OpenEyes: updates the
       // retired patient).
-      const put = await pasapiPut(app, `Patient/${secondary.number}/identifier-type/${pas.typeKey}`, fullPatientXml({ hospitalNumber: secondary.number, surname: 'Survivor' }), auth);
+      const put = await pasapiPut(
+        app,
+        `Patient/${secondary.number}/identifier-type/${pas.typeKey}`,
+        fullPatientXml({ hospitalNumber: secondary.number, surname: 'Survivor' }),
+        auth,
+      );
       const text = await put.text();
       assert.equal(put.status, 409, text);
       assert.match(text, /This patient has a different HospitalNumber/);
@@ -139,7 +173,10 @@ forEachDialect((dialect) => {
       const response = await pasapiPut(app, mergeUrl('1'), mergeXml(primary.number, secondary.number), auth);
       const text = await response.text();
       assert.equal(response.status, 201, text);
-      assert.deepEqual(xmlTexts(text, 'Warning'), ['Merge conflict: dob mismatch', 'Merge conflict: gender mismatch']);
+      assert.deepEqual(xmlTexts(text, 'Warning'), [
+        'Merge conflict: dob mismatch',
+        'Merge conflict: gender mismatch',
+      ]);
       assert.equal((await requestRow(Number(xmlText(text, 'Id')))).status, 0);
       assert.equal(await isDeleted(secondary.id), false);
     });
@@ -184,7 +221,11 @@ forEachDialect((dialect) => {
     for (const [label, body, message] of [
       ['an unknown patient', () => mergeXml('99999999', '99999998'), /primary patient not found/],
       ['an empty number', () => mergeXml('', '1'), /primary patient number not provided/],
-      ['a missing element', () => '<PatientMerge><PrimaryPatientNumber>1</PrimaryPatientNumber></PatientMerge>', /SecondaryPatientNumber is required/],
+      [
+        'a missing element',
+        () => '<PatientMerge><PrimaryPatientNumber>1</PrimaryPatientNumber></PatientMerge>',
+        /SecondaryPatientNumber is required/,
+      ],
       ['an unknown element', () => '<PatientMerge><Other/></PatientMerge>', /Unrecognised tag Other/],
       ['a wrong root', () => '<Patient/>', /Mismatched root tag Patient for resource type PatientMerge/],
     ] as const) {
@@ -200,7 +241,12 @@ forEachDialect((dialect) => {
 
     it('refuses an unknown identifier type with 404 Failure (OpenEyes: HTML 500)', async () => {
       const before = await counts();
-      const response = await pasapiPut(app, 'PatientMerge/1/identifier-type/NOPE-1-0', mergeXml('1', '2'), auth);
+      const response = await pasapiPut(
+        app,
+        'PatientMerge/1/identifier-type/NOPE-1-0',
+        mergeXml('1', '2'),
+        auth,
+      );
       assert.equal(response.status, 404);
       assert.match(await response.text(), /<Failure>/);
       assert.deepEqual(await counts(), before);

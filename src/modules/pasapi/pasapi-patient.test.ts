@@ -23,7 +23,13 @@ import type { TestApp } from '../../../test/harness.ts';
 import { forEachDialect, startTestApp } from '../../../test/harness.ts';
 import type { DB } from '../../db/schema.ts';
 
-const WRITTEN_TABLES = ['patient', 'contact', 'address', 'patient_identifier', 'pasapi_assignment'] as const satisfies readonly (keyof DB)[];
+const WRITTEN_TABLES = [
+  'patient',
+  'contact',
+  'address',
+  'patient_identifier',
+  'pasapi_assignment',
+] as const satisfies readonly (keyof DB)[];
 
 forEachDialect((dialect) => {
   describe(`PUT /PASAPI/V1/Patient (${dialect})`, () => {
@@ -44,7 +50,12 @@ forEachDialect((dialect) => {
     const url = (id: string) => `Patient/${encodeURIComponent(id)}/identifier-type/${pas.typeKey}`;
 
     /** Sends `body` and asserts the status, an XML Failure, and that no row was written. */
-    async function assertRefused(path: string, body: string | undefined, status: number, headers: Record<string, string> = {}) {
+    async function assertRefused(
+      path: string,
+      body: string | undefined,
+      status: number,
+      headers: Record<string, string> = {},
+    ) {
       const before = await counts();
       const response = await pasapiPut(app, path, body, { ...auth, ...headers });
       const text = await response.text();
@@ -60,14 +71,35 @@ forEachDialect((dialect) => {
       return app.db
         .selectFrom('patient as p')
         .innerJoin('contact as c', 'c.id', 'p.contact_id')
-        .select(['p.dob', 'p.gender', 'p.ethnic_group_id', 'p.gp_id', 'p.practice_id', 'p.is_deceased', 'p.date_of_death'])
-        .select(['c.title', 'c.first_name', 'c.last_name', 'c.mobile_phone', 'c.primary_phone', 'c.id as contact_id'])
+        .select([
+          'p.dob',
+          'p.gender',
+          'p.ethnic_group_id',
+          'p.gp_id',
+          'p.practice_id',
+          'p.is_deceased',
+          'p.date_of_death',
+        ])
+        .select([
+          'c.title',
+          'c.first_name',
+          'c.last_name',
+          'c.mobile_phone',
+          'c.primary_phone',
+          'c.id as contact_id',
+        ])
         .where('p.id', '=', id)
         .executeTakeFirstOrThrow();
     }
 
-    async function create(values: Parameters<typeof fullPatientXml>[0], headers: Record<string, string> = {}) {
-      const response = await pasapiPut(app, url(values.hospitalNumber), fullPatientXml(values), { ...auth, ...headers });
+    async function create(
+      values: Parameters<typeof fullPatientXml>[0],
+      headers: Record<string, string> = {},
+    ) {
+      const response = await pasapiPut(app, url(values.hospitalNumber), fullPatientXml(values), {
+        ...auth,
+        ...headers,
+      });
       const text = await response.text();
       assert.equal(response.status, 201, text);
       return Number(xmlText(text, 'Id'));
@@ -99,8 +131,16 @@ forEachDialect((dialect) => {
 
       it('answers 400 listing the required elements (testPatientResourceValidation)', async () => {
         const number = newHospitalNumber();
-        const text = await assertRefused(url(number), `<Patient><HospitalNumber>${number}</HospitalNumber></Patient>`, 400);
-        assert.deepEqual(xmlTexts(text, 'Error'), ['FirstName is required', 'Surname is required', 'DateOfBirth is required']);
+        const text = await assertRefused(
+          url(number),
+          `<Patient><HospitalNumber>${number}</HospitalNumber></Patient>`,
+          400,
+        );
+        assert.deepEqual(xmlTexts(text, 'Error'), [
+          'FirstName is required',
+          'Surname is required',
+          'DateOfBirth is required',
+        ]);
       });
 
       it('answers 422 for a hospital number the type refuses (testPatientModelValidation)', async () => {
@@ -113,7 +153,12 @@ forEachDialect((dialect) => {
       it('creates the patient with its rows (testCreatePatient)', async () => {
         const number = newHospitalNumber();
         const nhs = newNhsNumber();
-        const response = await pasapiPut(app, url(number), fullPatientXml({ hospitalNumber: number, nhsNumber: nhs }), auth);
+        const response = await pasapiPut(
+          app,
+          url(number),
+          fullPatientXml({ hospitalNumber: number, nhsNumber: nhs }),
+          auth,
+        );
         const text = await response.text();
         assert.equal(response.status, 201, text);
         assert.match(response.headers.get('content-type') ?? '', /^application\/xml/);
@@ -126,11 +171,19 @@ forEachDialect((dialect) => {
         assert.equal(patient.mobile_phone, '030406024378', 'phone stored without spaces');
         assert.equal(patient.dob, '1978-03-01');
         assert.equal(patient.gender, 'F');
-        const ethnic = await app.db.selectFrom('ethnic_group').select('id').where('code', '=', 'A').executeTakeFirstOrThrow();
+        const ethnic = await app.db
+          .selectFrom('ethnic_group')
+          .select('id')
+          .where('code', '=', 'A')
+          .executeTakeFirstOrThrow();
         assert.equal(patient.ethnic_group_id, ethnic.id);
         assert.notEqual(patient.gp_id, null);
         assert.notEqual(patient.practice_id, null);
-        const addresses = await app.db.selectFrom('address').selectAll().where('contact_id', '=', patient.contact_id).execute();
+        const addresses = await app.db
+          .selectFrom('address')
+          .selectAll()
+          .where('contact_id', '=', patient.contact_id)
+          .execute();
         assert.equal(addresses.length, 1);
         assert.equal(addresses[0]!.postcode, 'QA88 2GC');
         assert.equal(addresses[0]!.address1, '82 Scarisbrick Lane');
@@ -142,35 +195,57 @@ forEachDialect((dialect) => {
           .orderBy('patient_identifier_type_id')
           .execute();
         assert.deepEqual(
-          identifiers.map((i) => [i.patient_identifier_type_id, i.value, i.source_info, i.deleted, i.unique_row_string]),
+          identifiers.map((i) => [
+            i.patient_identifier_type_id,
+            i.value,
+            i.source_info,
+            i.deleted,
+            i.unique_row_string,
+          ]),
           [
             [pas.localTypeId, number, 'ACTIVE', 0, `${id}-${pas.localTypeId}-ACTIVE`],
             [pas.globalTypeId, nhs, 'ACTIVE', 0, `${id}-${pas.globalTypeId}-ACTIVE`],
           ].sort((a, b) => Number(a[0]) - Number(b[0])),
         );
-        const assignment = await app.db.selectFrom('pasapi_assignment').selectAll().where('resource_id', '=', number).execute();
+        const assignment = await app.db
+          .selectFrom('pasapi_assignment')
+          .selectAll()
+          .where('resource_id', '=', number)
+          .execute();
         assert.deepEqual(
           assignment.map((a) => [a.resource_type, a.internal_type, a.internal_id]),
           [['Patient', '\\Patient', id]],
         );
-        const audit = await app.db.selectFrom('audit_event' as keyof DB).selectAll().execute();
-        const row = (audit as unknown as { action: string; target_ids: string | null; outcome: number }[]).find(
-          (r) => r.action === 'pasapi.patient' && r.target_ids === String(id),
-        );
+        const audit = await app.db
+          .selectFrom('audit_event' as keyof DB)
+          .selectAll()
+          .execute();
+        const row = (
+          audit as unknown as { action: string; target_ids: string | null; outcome: number }[]
+        ).find((r) => r.action === 'pasapi.patient' && r.target_ids === String(id));
         assert.equal(row?.outcome, 201, 'the write is audited with the patient id');
       });
 
       it('does not create a patient with updateOnly="1", then creates it without (testUpdateOnlyDoesntCreatePatient)', async () => {
         const number = newHospitalNumber();
         const before = await counts();
-        const response = await pasapiPut(app, url(number), fullPatientXml({ hospitalNumber: number, rootAttributes: ' updateOnly="1"' }), auth);
+        const response = await pasapiPut(
+          app,
+          url(number),
+          fullPatientXml({ hospitalNumber: number, rootAttributes: ' updateOnly="1"' }),
+          auth,
+        );
         const text = await response.text();
         assert.equal(response.status, 200, text);
         assert.equal(xmlText(text, 'Message'), 'Patient not created');
         assert.equal(xmlText(text, 'Id'), undefined);
         assert.deepEqual(await counts(), before);
         const id = await create({ hospitalNumber: number });
-        const identifier = await app.db.selectFrom('patient_identifier').select('patient_id').where('value', '=', number).executeTakeFirstOrThrow();
+        const identifier = await app.db
+          .selectFrom('patient_identifier')
+          .select('patient_id')
+          .where('value', '=', number)
+          .executeTakeFirstOrThrow();
         assert.equal(identifier.patient_id, id);
       });
 
@@ -193,7 +268,10 @@ forEachDialect((dialect) => {
       it('does not create a patient with X-OE-Update-Only: 1 (testUpdateOnlyHeaderDoesNotCreatePatient)', async () => {
         const number = newHospitalNumber();
         const before = await counts();
-        const response = await pasapiPut(app, url(number), fullPatientXml({ hospitalNumber: number }), { ...auth, 'x-oe-update-only': '1' });
+        const response = await pasapiPut(app, url(number), fullPatientXml({ hospitalNumber: number }), {
+          ...auth,
+          'x-oe-update-only': '1',
+        });
         assert.equal(response.status, 200);
         assert.equal(xmlText(await response.text(), 'Message'), 'Patient not created');
         assert.deepEqual(await counts(), before);
@@ -212,8 +290,10 @@ forEachDialect((dialect) => {
         const number = newHospitalNumber();
         const nhs = newNhsNumber();
         const id = await create({ hospitalNumber: number, nhsNumber: nhs });
-        const update = fullPatientXml({ hospitalNumber: number, nhsNumber: nhs, title: 'Mr' })
-          .replace(/<EthnicGroup>.*<\/GpCode>/s, '');
+        const update = fullPatientXml({ hospitalNumber: number, nhsNumber: nhs, title: 'Mr' }).replace(
+          /<EthnicGroup>.*<\/GpCode>/s,
+          '',
+        );
         const response = await pasapiPut(app, url(number), update, auth);
         assert.equal(response.status, 200, await response.text());
         const patient = await patientOf(id);
@@ -226,19 +306,37 @@ forEachDialect((dialect) => {
       });
 
       for (const [partial, check] of [
-        ['<Patient><Title>Mr</Title></Patient>', (p: Awaited<ReturnType<typeof patientOf>>) => assert.deepEqual([p.title, p.gender, p.gp_id !== null], ['Mr', 'F', true])],
-        ['<Patient><Title>Dr</Title><Gender>M</Gender></Patient>', (p: Awaited<ReturnType<typeof patientOf>>) => assert.deepEqual([p.title, p.gender], ['Dr', 'M'])],
-        ['<Patient><Gender/></Patient>', (p: Awaited<ReturnType<typeof patientOf>>) => assert.deepEqual([p.title, p.gender], ['MRS', null])],
+        [
+          '<Patient><Title>Mr</Title></Patient>',
+          (p: Awaited<ReturnType<typeof patientOf>>) =>
+            assert.deepEqual([p.title, p.gender, p.gp_id !== null], ['Mr', 'F', true]),
+        ],
+        [
+          '<Patient><Title>Dr</Title><Gender>M</Gender></Patient>',
+          (p: Awaited<ReturnType<typeof patientOf>>) => assert.deepEqual([p.title, p.gender], ['Dr', 'M']),
+        ],
+        [
+          '<Patient><Gender/></Patient>',
+          (p: Awaited<ReturnType<typeof patientOf>>) => assert.deepEqual([p.title, p.gender], ['MRS', null]),
+        ],
         [
           '<Patient><EthnicGroup/><GpCode /><PracticeCode /></Patient>',
-          (p: Awaited<ReturnType<typeof patientOf>>) => assert.deepEqual([p.ethnic_group_id, p.gp_id, p.practice_id, p.title], [null, null, null, 'MRS']),
+          (p: Awaited<ReturnType<typeof patientOf>>) =>
+            assert.deepEqual([p.ethnic_group_id, p.gp_id, p.practice_id, p.title], [null, null, null, 'MRS']),
         ],
-        ['<Patient><Gender/><DateOfBirth>1990-08-03</DateOfBirth></Patient>', (p: Awaited<ReturnType<typeof patientOf>>) => assert.deepEqual([p.gender, p.dob, p.last_name], [null, '1990-08-03', 'API'])],
+        [
+          '<Patient><Gender/><DateOfBirth>1990-08-03</DateOfBirth></Patient>',
+          (p: Awaited<ReturnType<typeof patientOf>>) =>
+            assert.deepEqual([p.gender, p.dob, p.last_name], [null, '1990-08-03', 'API']),
+        ],
       ] as const) {
         it(`keeps what a partial record omits: ${partial} (testPartialUpdate)`, async () => {
           const number = newHospitalNumber();
           const id = await create({ hospitalNumber: number });
-          const response = await pasapiPut(app, url(number), partial, { ...auth, 'x-oe-partial-record': '1' });
+          const response = await pasapiPut(app, url(number), partial, {
+            ...auth,
+            'x-oe-partial-record': '1',
+          });
           assert.equal(response.status, 200, await response.text());
           check(await patientOf(id));
         });
@@ -260,7 +358,9 @@ forEachDialect((dialect) => {
 
       it('answers 401 for a wrong password', async () => {
         const user = await createUser(app.db);
-        const response = await pasapiPut(app, url('1234567'), body(), { authorization: basicHeader(user.username, 'wrong') });
+        const response = await pasapiPut(app, url('1234567'), body(), {
+          authorization: basicHeader(user.username, 'wrong'),
+        });
         assert.equal(response.status, 401);
       });
 
@@ -275,13 +375,19 @@ forEachDialect((dialect) => {
 
       it('answers 406 for Accept: application/json (testErrorForJsonAccept)', async () => {
         const before = await counts();
-        const response = await pasapiPut(app, url('1234567'), '<Patient />', { ...auth, accept: 'application/json' });
+        const response = await pasapiPut(app, url('1234567'), '<Patient />', {
+          ...auth,
+          accept: 'application/json',
+        });
         assert.equal(response.status, 406);
         assert.deepEqual(await counts(), before);
       });
 
       it('takes XML when a later Accept entry names it', async () => {
-        const response = await pasapiPut(app, url(newHospitalNumber()), '<Patient />', { ...auth, accept: 'text/html, application/xml' });
+        const response = await pasapiPut(app, url(newHospitalNumber()), '<Patient />', {
+          ...auth,
+          accept: 'text/html, application/xml',
+        });
         assert.equal(response.status, 400);
       });
 
@@ -321,7 +427,11 @@ forEachDialect((dialect) => {
 
       it('refuses an undeclared entity reference with 400', async () => {
         const number = newHospitalNumber();
-        await assertRefused(url(number), fullPatientXml({ hospitalNumber: number, firstName: '&nbsp;' }), 400);
+        await assertRefused(
+          url(number),
+          fullPatientXml({ hospitalNumber: number, firstName: '&nbsp;' }),
+          400,
+        );
       });
 
       it('refuses a deeply nested document with 400', async () => {
@@ -346,7 +456,11 @@ forEachDialect((dialect) => {
     describe('where OpenEyes is defective', () => {
       it('refuses a rolled-over date with 400 (OpenEyes stores 2021-03-02)', async () => {
         const number = newHospitalNumber();
-        const text = await assertRefused(url(number), fullPatientXml({ hospitalNumber: number, dob: '2021-02-30' }), 400);
+        const text = await assertRefused(
+          url(number),
+          fullPatientXml({ hospitalNumber: number, dob: '2021-02-30' }),
+          400,
+        );
         assert.match(text, /invalid date format for DateOfBirth/);
       });
 
@@ -360,26 +474,46 @@ forEachDialect((dialect) => {
         const number = newHospitalNumber();
         const id = await create({ hospitalNumber: number, extra: '<IsDeceased>false</IsDeceased>' });
         assert.equal((await patientOf(id)).is_deceased, 0);
-        const again = await pasapiPut(app, url(number), fullPatientXml({ hospitalNumber: number, extra: '<IsDeceased>TRUE</IsDeceased>' }), auth);
+        const again = await pasapiPut(
+          app,
+          url(number),
+          fullPatientXml({ hospitalNumber: number, extra: '<IsDeceased>TRUE</IsDeceased>' }),
+          auth,
+        );
         assert.equal(again.status, 200);
         assert.equal((await patientOf(id)).is_deceased, 1);
       });
 
       it('refuses an unreadable flag with 400 (OpenEyes: any text is true)', async () => {
         const number = newHospitalNumber();
-        await assertRefused(url(number), fullPatientXml({ hospitalNumber: number, extra: '<IsDeceased>maybe</IsDeceased>' }), 400);
-        await assertRefused(url(number), fullPatientXml({ hospitalNumber: number }), 400, { 'x-oe-partial-record': 'sometimes' });
+        await assertRefused(
+          url(number),
+          fullPatientXml({ hospitalNumber: number, extra: '<IsDeceased>maybe</IsDeceased>' }),
+          400,
+        );
+        await assertRefused(url(number), fullPatientXml({ hospitalNumber: number }), 400, {
+          'x-oe-partial-record': 'sometimes',
+        });
       });
 
       it('treats updateOnly="0" as off (OpenEyes: on)', async () => {
         const number = newHospitalNumber();
-        const response = await pasapiPut(app, url(number), fullPatientXml({ hospitalNumber: number, rootAttributes: ' updateOnly="0"' }), auth);
+        const response = await pasapiPut(
+          app,
+          url(number),
+          fullPatientXml({ hospitalNumber: number, rootAttributes: ' updateOnly="0"' }),
+          auth,
+        );
         assert.equal(response.status, 201);
       });
 
       it('refuses an unknown element with 400 Failure (OpenEyes: 500 with a stack trace)', async () => {
         const number = newHospitalNumber();
-        const text = await assertRefused(url(number), fullPatientXml({ hospitalNumber: number, extra: '<ContactList/>' }), 400);
+        const text = await assertRefused(
+          url(number),
+          fullPatientXml({ hospitalNumber: number, extra: '<ContactList/>' }),
+          400,
+        );
         assert.match(text, /Unrecognised tag ContactList/);
       });
 
@@ -390,14 +524,22 @@ forEachDialect((dialect) => {
 
       it('refuses a HospitalNumber that differs from the URL with 422', async () => {
         const number = newHospitalNumber();
-        const body = fullPatientXml({ hospitalNumber: number }).replace(`<HospitalNumber>${number}`, '<HospitalNumber>1');
+        const body = fullPatientXml({ hospitalNumber: number }).replace(
+          `<HospitalNumber>${number}`,
+          '<HospitalNumber>1',
+        );
         const text = await assertRefused(url(number), body, 422);
         assert.match(text, /HospitalNumber in URL and in XML must match/);
       });
 
       it('escapes its answers: a warning holding & and < is well-formed XML', async () => {
         const number = newHospitalNumber();
-        const response = await pasapiPut(app, url(number), fullPatientXml({ hospitalNumber: number }).replace('<GpCode>G3258868', '<GpCode>G&amp;&lt;1'), auth);
+        const response = await pasapiPut(
+          app,
+          url(number),
+          fullPatientXml({ hospitalNumber: number }).replace('<GpCode>G3258868', '<GpCode>G&amp;&lt;1'),
+          auth,
+        );
         const text = await response.text();
         assert.equal(response.status, 201, text);
         assert.equal(XMLValidator.validate(text), true);
@@ -413,7 +555,11 @@ forEachDialect((dialect) => {
         assert.equal(response.status, 200, text);
         assert.equal(Number(xmlText(text, 'Id')), existing.patientId);
         assert.equal((await patientOf(existing.patientId)).last_name, 'API');
-        const assignment = await app.db.selectFrom('pasapi_assignment').select('internal_id').where('resource_id', '=', number).executeTakeFirstOrThrow();
+        const assignment = await app.db
+          .selectFrom('pasapi_assignment')
+          .select('internal_id')
+          .where('resource_id', '=', number)
+          .executeTakeFirstOrThrow();
         assert.equal(assignment.internal_id, existing.patientId);
       });
 
@@ -421,7 +567,11 @@ forEachDialect((dialect) => {
         const nhs = newNhsNumber();
         await create({ hospitalNumber: newHospitalNumber(), nhsNumber: nhs, dob: '1950-01-01' });
         const number = newHospitalNumber();
-        const text = await assertRefused(url(number), fullPatientXml({ hospitalNumber: number, nhsNumber: nhs }), 409);
+        const text = await assertRefused(
+          url(number),
+          fullPatientXml({ hospitalNumber: number, nhsNumber: nhs }),
+          409,
+        );
         assert.match(text, /NHSNumber belongs to another patient/);
       });
 
@@ -429,13 +579,20 @@ forEachDialect((dialect) => {
         const nhs = newNhsNumber();
         await create({ hospitalNumber: newHospitalNumber(), nhsNumber: nhs });
         const number = newHospitalNumber();
-        const text = await assertRefused(url(number), fullPatientXml({ hospitalNumber: number, nhsNumber: nhs }), 409);
+        const text = await assertRefused(
+          url(number),
+          fullPatientXml({ hospitalNumber: number, nhsNumber: nhs }),
+          409,
+        );
         assert.match(text, /This patient has a different HospitalNumber/);
       });
 
       it('refuses an invalid phone number with 400 (OpenEyes accepts 1e5)', async () => {
         const number = newHospitalNumber();
-        const body = fullPatientXml({ hospitalNumber: number }).replace('<TelephoneNumber>03040 6024378', '<TelephoneNumber>1e5');
+        const body = fullPatientXml({ hospitalNumber: number }).replace(
+          '<TelephoneNumber>03040 6024378',
+          '<TelephoneNumber>1e5',
+        );
         const text = await assertRefused(url(number), body, 400);
         assert.match(text, /primary_phone: Phone number must be a valid telephone number/);
       });
@@ -446,7 +603,11 @@ forEachDialect((dialect) => {
         const number = newHospitalNumber();
         const id = await create({ hospitalNumber: number });
         const { contact_id: contactId } = await patientOf(id);
-        const [first] = await app.db.selectFrom('address').select('id').where('contact_id', '=', contactId).execute();
+        const [first] = await app.db
+          .selectFrom('address')
+          .select('id')
+          .where('contact_id', '=', contactId)
+          .execute();
         const two = fullPatientXml({ hospitalNumber: number })
           .replace('82 Scarisbrick Lane', '83 Scarisbrick Lane')
           .replace(
@@ -454,28 +615,55 @@ forEachDialect((dialect) => {
             '<Address><Line1>1 Other Road</Line1><City>Leeds</City><Postcode>LS1 1AA</Postcode><Country>GB</Country><Type>CORR</Type></Address></AddressList>',
           );
         assert.equal((await pasapiPut(app, url(number), two, auth)).status, 200);
-        const rows = await app.db.selectFrom('address').selectAll().where('contact_id', '=', contactId).orderBy('id').execute();
-        assert.deepEqual(rows.map((r) => [r.id === first!.id, r.address1, r.address_type_id]), [
-          [true, '83 Scarisbrick Lane', 2],
-          [false, '1 Other Road', 3],
-        ]);
-        const none = fullPatientXml({ hospitalNumber: number }).replace(/<AddressList>.*<\/AddressList>/s, '');
+        const rows = await app.db
+          .selectFrom('address')
+          .selectAll()
+          .where('contact_id', '=', contactId)
+          .orderBy('id')
+          .execute();
+        assert.deepEqual(
+          rows.map((r) => [r.id === first!.id, r.address1, r.address_type_id]),
+          [
+            [true, '83 Scarisbrick Lane', 2],
+            [false, '1 Other Road', 3],
+          ],
+        );
+        const none = fullPatientXml({ hospitalNumber: number }).replace(
+          /<AddressList>.*<\/AddressList>/s,
+          '',
+        );
         assert.equal((await pasapiPut(app, url(number), none, auth)).status, 200);
-        assert.equal((await app.db.selectFrom('address').select('id').where('contact_id', '=', contactId).execute()).length, 0);
+        assert.equal(
+          (await app.db.selectFrom('address').select('id').where('contact_id', '=', contactId).execute())
+            .length,
+          0,
+        );
       });
 
       it('skips an address with an unknown country, with a 1-based warning', async () => {
         const number = newHospitalNumber();
-        const response = await pasapiPut(app, url(number), fullPatientXml({ hospitalNumber: number }).replace('<Country>GB', '<Country>ZZ'), auth);
+        const response = await pasapiPut(
+          app,
+          url(number),
+          fullPatientXml({ hospitalNumber: number }).replace('<Country>GB', '<Country>ZZ'),
+          auth,
+        );
         const text = await response.text();
         assert.equal(response.status, 201);
-        assert.deepEqual(xmlTexts(text, 'Warning').filter((w) => w.startsWith('Address')), ['Address 1: Unrecognised country code ZZ', 'Address 1 not added']);
+        assert.deepEqual(
+          xmlTexts(text, 'Warning').filter((w) => w.startsWith('Address')),
+          ['Address 1: Unrecognised country code ZZ', 'Address 1 not added'],
+        );
       });
 
       it('soft-deletes the NHS number when a full record sends it empty', async () => {
         const number = newHospitalNumber();
         const id = await create({ hospitalNumber: number, nhsNumber: newNhsNumber() });
-        assert.equal((await pasapiPut(app, url(number), fullPatientXml({ hospitalNumber: number, nhsNumber: '' }), auth)).status, 200);
+        assert.equal(
+          (await pasapiPut(app, url(number), fullPatientXml({ hospitalNumber: number, nhsNumber: '' }), auth))
+            .status,
+          200,
+        );
         const global = await app.db
           .selectFrom('patient_identifier')
           .select(['deleted', 'source_info'])
@@ -492,22 +680,37 @@ forEachDialect((dialect) => {
           .values({ name: 'Ethnic', xpath: '/Patient/EthnicGroup', institution_id: pas.institutionId })
           .returning('id')
           .executeTakeFirstOrThrow();
-        await app.db.insertInto('pasapi_remap_value').values([
-          { xpath_id: remap.id, input: 'AX', output: 'B' },
-          { xpath_id: remap.id, input: 'DROP', output: null },
-        ]).execute();
+        await app.db
+          .insertInto('pasapi_remap_value')
+          .values([
+            { xpath_id: remap.id, input: 'AX', output: 'B' },
+            { xpath_id: remap.id, input: 'DROP', output: null },
+          ])
+          .execute();
         try {
           const number = newHospitalNumber();
-          const id = await create({ hospitalNumber: number, extra: '' , title: 'MRS' }).then(async (created) => {
-            const body = fullPatientXml({ hospitalNumber: number }).replace('<EthnicGroup>A', '<EthnicGroup>AX');
-            assert.equal((await pasapiPut(app, url(number), body, auth)).status, 200);
-            return created;
-          });
-          const b = await app.db.selectFrom('ethnic_group').select('id').where('code', '=', 'B').executeTakeFirstOrThrow();
+          const id = await create({ hospitalNumber: number, extra: '', title: 'MRS' }).then(
+            async (created) => {
+              const body = fullPatientXml({ hospitalNumber: number }).replace(
+                '<EthnicGroup>A',
+                '<EthnicGroup>AX',
+              );
+              assert.equal((await pasapiPut(app, url(number), body, auth)).status, 200);
+              return created;
+            },
+          );
+          const b = await app.db
+            .selectFrom('ethnic_group')
+            .select('id')
+            .where('code', '=', 'B')
+            .executeTakeFirstOrThrow();
           assert.equal((await patientOf(id)).ethnic_group_id, b.id);
           // Removed: absent from a partial record, so the stored value stays.
           const partial = '<Patient><EthnicGroup>DROP</EthnicGroup></Patient>';
-          assert.equal((await pasapiPut(app, url(number), partial, { ...auth, 'x-oe-partial-record': '1' })).status, 200);
+          assert.equal(
+            (await pasapiPut(app, url(number), partial, { ...auth, 'x-oe-partial-record': '1' })).status,
+            200,
+          );
           assert.equal((await patientOf(id)).ethnic_group_id, b.id);
         } finally {
           await app.db.deleteFrom('pasapi_remap_value').where('xpath_id', '=', remap.id).execute();
@@ -516,13 +719,22 @@ forEachDialect((dialect) => {
       });
 
       it('stores phone numbers as sent when validate_PASAPI_phone_number is off', async () => {
-        await app.db.insertInto('setting_installation').values({ key: 'validate_PASAPI_phone_number', value: 'off' }).execute();
+        await app.db
+          .insertInto('setting_installation')
+          .values({ key: 'validate_PASAPI_phone_number', value: 'off' })
+          .execute();
         try {
           const number = newHospitalNumber();
-          const body = fullPatientXml({ hospitalNumber: number }).replace('<TelephoneNumber>03040 6024378', '<TelephoneNumber>ext 12');
+          const body = fullPatientXml({ hospitalNumber: number }).replace(
+            '<TelephoneNumber>03040 6024378',
+            '<TelephoneNumber>ext 12',
+          );
           const response = await pasapiPut(app, url(number), body, auth);
           assert.equal(response.status, 201);
-          assert.equal((await patientOf(Number(xmlText(await response.text(), 'Id')))).primary_phone, 'ext12');
+          assert.equal(
+            (await patientOf(Number(xmlText(await response.text(), 'Id')))).primary_phone,
+            'ext12',
+          );
         } finally {
           await setSetting(app.db, 'validate_PASAPI_phone_number', 'on');
         }

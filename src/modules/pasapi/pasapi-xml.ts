@@ -110,7 +110,7 @@ function toElement(node: OrderedNode, depth: number, counter: { elements: number
   let text = '';
   const children: XmlElement[] = [];
   for (const child of (node[name] ?? []) as OrderedNode[]) {
-    if ('#text' in child) text += decodeXmlText(String(child['#text'] as string | number));
+    if ('#text' in child) text += decodeXmlText(String(child['#text']));
     else if (elementName(child) !== undefined) children.push(toElement(child, depth + 1, counter));
   }
   return { name, attributes, text, children };

@@ -83,7 +83,10 @@ export function acceptsXml(header: string | undefined): boolean {
 /** The external id of the URL: any segment up to 40 characters (the `resource_id` width), trimmed. */
 function readExternalId(raw: string): string {
   const id = raw.trim();
-  if (id === '') throw new PasapiError(400, ['Missing request parameter(s). Required parameter(s) are: id, identifier-type']);
+  if (id === '')
+    throw new PasapiError(400, [
+      'Missing request parameter(s). Required parameter(s) are: id, identifier-type',
+    ]);
   // eslint-disable-next-line no-control-regex
   if (/[\u0000-\u001f\u007f]/.test(id) || [...id].length > 40)
     throw new PasapiError(400, ['The external id must be 1 to 40 characters without control characters']);
@@ -96,9 +99,7 @@ function actorOf(request: FastifyRequest): ChangeActor {
   return { userId: principal.userId };
 }
 
-export interface PasapiRouteOptions extends ModuleOptions {}
-
-export const pasapiRoutes: FastifyPluginAsync<PasapiRouteOptions> = async (app, options) => {
+export const pasapiRoutes: FastifyPluginAsync<ModuleOptions> = async (app, options) => {
   const { deps, basicAuth } = options;
   const patients = createPatientChanges(deps.database);
   const merges = createPatientMerges(deps.database);
@@ -122,7 +123,13 @@ export const pasapiRoutes: FastifyPluginAsync<PasapiRouteOptions> = async (app, 
           context.actor,
         );
         if (result.outcome === 'not_created')
-          return { statusCode: 200, message: 'Patient not created', id: undefined, warnings: result.warnings, patientIds: [] };
+          return {
+            statusCode: 200,
+            message: 'Patient not created',
+            id: undefined,
+            warnings: result.warnings,
+            patientIds: [],
+          };
         return {
           statusCode: result.outcome === 'created' ? 201 : 200,
           message: result.outcome === 'created' ? 'Patient created.' : 'Patient updated.',
@@ -172,71 +179,102 @@ export const pasapiRoutes: FastifyPluginAsync<PasapiRouteOptions> = async (app, 
   ];
   const known = new Map(resources.map((r) => [r.name.toLowerCase(), r]));
 
-  await app.register(async (scope: FastifyInstance) => {
-    // Any content type: OpenEyes reads the raw body whatever the client declares.
-    scope.removeAllContentTypeParsers();
-    scope.addContentTypeParser('*', { parseAs: 'string', bodyLimit: BODY_LIMIT_BYTES }, (_request, body, done) => {
-      done(null, body);
-    });
-    scope.setErrorHandler((thrown, request, reply) => sendPasapiError(request, reply, thrown));
-    scope.setNotFoundHandler((request, reply) => {
-      const [, resourceName = ''] = /^\/PASAPI\/V1\/([^/?]*)/i.exec(request.url) ?? [];
-      const resource = known.get(decodeURIComponent(resourceName).toLowerCase());
-      if (request.method !== 'PUT')
-        return sendPasapiError(request, reply, new AppError('method_not_allowed', DEFAULT_MESSAGES.method_not_allowed, { headers: { allow: 'PUT' } }));
-      if (resource === undefined)
-        return sendPasapiError(request, reply, new PasapiError(404, [`Unrecognised Resource type ${resourceName}`]));
-      return sendPasapiError(
-        request,
-        reply,
-        new PasapiError(400, ['Missing request parameter(s). Required parameter(s) are: id, identifier-type']),
+  await app.register(
+    async (scope: FastifyInstance) => {
+      // Any content type: OpenEyes reads the raw body whatever the client declares.
+      scope.removeAllContentTypeParsers();
+      scope.addContentTypeParser(
+        '*',
+        { parseAs: 'string', bodyLimit: BODY_LIMIT_BYTES },
+        (_request, body, done) => {
+          done(null, body);
+        },
       );
-    });
+      scope.setErrorHandler((thrown, request, reply) => sendPasapiError(request, reply, thrown));
+      scope.setNotFoundHandler((request, reply) => {
+        const [, resourceName = ''] = /^\/PASAPI\/V1\/([^/?]*)/i.exec(request.url) ?? [];
+        const resource = known.get(decodeURIComponent(resourceName).toLowerCase());
+        if (request.method !== 'PUT')
+          return sendPasapiError(
+            request,
+            reply,
+            new AppError('method_not_allowed', DEFAULT_MESSAGES.method_not_allowed, {
+              headers: { allow: 'PUT' },
+            }),
+          );
+        if (resource === undefined)
+          return sendPasapiError(
+            request,
+            reply,
+            new PasapiError(404, [`Unrecognised Resource type ${resourceName}`]),
+          );
+        return sendPasapiError(
+          request,
+          reply,
+          new PasapiError(400, [
+            'Missing request parameter(s). Required parameter(s) are: id, identifier-type',
+          ]),
+        );
+      });
 
-    for (const resource of resources) {
-      const url = `/${resource.name}/:id/identifier-type/:type`;
-      scope.route<{ Params: { id: string; type: string } }>({
-        method: 'PUT',
-        url,
-        bodyLimit: BODY_LIMIT_BYTES,
-        config: { audit: resource.audit, openapi: false },
-        onRequest: (request, reply, done) => {
-          if (acceptsXml(request.headers.accept)) done();
-          else done(new PasapiError(406, []));
-        },
-        preHandler: basicAuth({ operation: 'OprnApi' }),
-        handler: async (request, reply) => {
-          const actor = actorOf(request);
-          const externalId = readExternalId(request.params.id);
-          const identifierTypeKey = request.params.type;
-          const isPartial = readFlagHeader('X-OE-Partial-Record', request.headers['x-oe-partial-record']);
-          const isUpdateOnly = readFlagHeader('X-OE-Update-Only', request.headers['x-oe-update-only']);
-          const type = await findIdentifierType(db, identifierTypeKey);
-          if (type === undefined) throw unknownIdentifierType(identifierTypeKey);
-          const body = typeof request.body === 'string' ? request.body : '';
-          const parsed = readXml(body);
-          const remapped = applyRemaps(parsed, await loadRemapRules(db, parsed.name, type.institutionId));
-          if (remapped.skipped.length > 0)
-            request.log.warn({ count: remapped.skipped.length }, 'pasapi remaps skipped: unsupported xpath syntax');
-          const answer = await resource.put({ externalId, identifierTypeKey, root: remapped.root, isPartial, isUpdateOnly, actor });
-          request.audit = { targetType: 'patient', targetIds: answer.patientIds };
-          return reply
-            .code(answer.statusCode)
-            .header('content-type', XML_TYPE)
-            .send(successXml(answer.message, answer.id, answer.warnings));
-        },
-      });
-      scope.route({
-        method: ['DELETE', 'GET', 'HEAD', 'PATCH', 'POST', 'OPTIONS'],
-        url,
-        exposeHeadRoute: false,
-        config: { openapi: false },
-        handler: async () => {
-          throw new AppError('method_not_allowed', DEFAULT_MESSAGES.method_not_allowed, { headers: { allow: 'PUT' } });
-        },
-      });
-    }
-  }, { prefix: PREFIX });
+      for (const resource of resources) {
+        const url = `/${resource.name}/:id/identifier-type/:type`;
+        scope.route<{ Params: { id: string; type: string } }>({
+          method: 'PUT',
+          url,
+          bodyLimit: BODY_LIMIT_BYTES,
+          config: { audit: resource.audit, openapi: false },
+          onRequest: (request, reply, done) => {
+            if (acceptsXml(request.headers.accept)) done();
+            else done(new PasapiError(406, []));
+          },
+          preHandler: basicAuth({ operation: 'OprnApi' }),
+          handler: async (request, reply) => {
+            const actor = actorOf(request);
+            const externalId = readExternalId(request.params.id);
+            const identifierTypeKey = request.params.type;
+            const isPartial = readFlagHeader('X-OE-Partial-Record', request.headers['x-oe-partial-record']);
+            const isUpdateOnly = readFlagHeader('X-OE-Update-Only', request.headers['x-oe-update-only']);
+            const type = await findIdentifierType(db, identifierTypeKey);
+            if (type === undefined) throw unknownIdentifierType(identifierTypeKey);
+            const body = typeof request.body === 'string' ? request.body : '';
+            const parsed = readXml(body);
+            const remapped = applyRemaps(parsed, await loadRemapRules(db, parsed.name, type.institutionId));
+            if (remapped.skipped.length > 0)
+              request.log.warn(
+                { count: remapped.skipped.length },
+                'pasapi remaps skipped: unsupported xpath syntax',
+              );
+            const answer = await resource.put({
+              externalId,
+              identifierTypeKey,
+              root: remapped.root,
+              isPartial,
+              isUpdateOnly,
+              actor,
+            });
+            request.audit = { targetType: 'patient', targetIds: answer.patientIds };
+            return reply
+              .code(answer.statusCode)
+              .header('content-type', XML_TYPE)
+              .send(successXml(answer.message, answer.id, answer.warnings));
+          },
+        });
+        scope.route({
+          method: ['DELETE', 'GET', 'HEAD', 'PATCH', 'POST', 'OPTIONS'],
+          url,
+          exposeHeadRoute: false,
+          config: { openapi: false },
+          handler: async () => {
+            throw new AppError('method_not_allowed', DEFAULT_MESSAGES.method_not_allowed, {
+              headers: { allow: 'PUT' },
+            });
+          },
+        });
+      }
+    },
+    { prefix: PREFIX },
+  );
 };
 
 /**

@@ -238,7 +238,7 @@ function normalisePhone(
 }
 
 function addressTypeId(type: string | undefined): number | null {
-  switch (type?.trim().toUpperCase()) {
+  switch ((type ?? '').trim().toUpperCase()) {
     case 'HOME':
     case 'H':
     case 'P':
@@ -290,7 +290,12 @@ export function createPatientChanges(database: Database): {
       ]);
     const globalType = await findGlobalType(trx);
     const nhsNumber = record.nhsNumber === undefined ? undefined : stripSpaces(record.nhsNumber);
-    if (nhsNumber !== undefined && nhsNumber !== '' && globalType !== undefined && !isValidForType(nhsNumber, globalType))
+    if (
+      nhsNumber !== undefined &&
+      nhsNumber !== '' &&
+      globalType !== undefined &&
+      !isValidForType(nhsNumber, globalType)
+    )
       throw new PasapiError(422, [
         `Patient NHSNumber (format) in XML is invalid: '${record.nhsNumber}'. Acceptable: ${globalType.validateRegex}`,
       ]);
@@ -366,8 +371,10 @@ export function createPatientChanges(database: Database): {
         if (!has(key)) errors.push(`${tag} is required`);
       }
     }
-    if (record.firstName !== undefined && record.firstName.trim() === '') errors.push('first_name: First name cannot be blank.');
-    if (record.surname !== undefined && record.surname.trim() === '') errors.push('last_name: Last name cannot be blank.');
+    if (record.firstName !== undefined && record.firstName.trim() === '')
+      errors.push('first_name: First name cannot be blank.');
+    if (record.surname !== undefined && record.surname.trim() === '')
+      errors.push('last_name: Last name cannot be blank.');
     const lengths: [keyof PatientRecord, string, number][] = [
       ['title', 'title: Title', 20],
       ['firstName', 'first_name: First name', 300],
@@ -397,9 +404,17 @@ export function createPatientChanges(database: Database): {
     if (mobilePhone !== undefined && mobilePhone.length > 50)
       errors.push('mobile_phone: Mobile number is too long (maximum is 50 characters).');
     for (const [key, value] of Object.entries(record)) {
-      const texts = typeof value === 'string' ? [value] : Array.isArray(value) ? value.flatMap((a: AddressRecord) => Object.values(a)) : [];
+      const texts =
+        typeof value === 'string'
+          ? [value]
+          : Array.isArray(value)
+            ? (value as readonly AddressRecord[]).flatMap((a): unknown[] => Object.values(a))
+            : [];
       for (const text of texts) {
-        if (typeof text === 'string' && findUnstorableCharacter(text, schema.maxTextCodePoint) !== undefined) {
+        if (
+          typeof text === 'string' &&
+          findUnstorableCharacter(text, schema.maxTextCodePoint) !== undefined
+        ) {
           errors.push(unstorableCharacterMessage(key));
           break;
         }
@@ -430,23 +445,47 @@ export function createPatientChanges(database: Database): {
     const ethnicGroupId = await lookup(
       record.ethnicGroup,
       async (code) =>
-        (await trx.selectFrom('ethnic_group').select('id').where('code', '=', code).where('deleted', '=', 0).executeTakeFirst())?.id,
+        (
+          await trx
+            .selectFrom('ethnic_group')
+            .select('id')
+            .where('code', '=', code)
+            .where('deleted', '=', 0)
+            .executeTakeFirst()
+        )?.id,
       (code) => `Unrecognised ethnic group code ${code}`,
     );
     const gpId = await lookup(
       record.gpCode,
-      async (code) => (await trx.selectFrom('gp').select('id').where('nat_id', '=', code).orderBy('id').executeTakeFirst())?.id,
+      async (code) =>
+        (await trx.selectFrom('gp').select('id').where('nat_id', '=', code).orderBy('id').executeTakeFirst())
+          ?.id,
       (code) => `Could not find GP for code ${code}`,
     );
     const practiceId = await lookup(
       record.practiceCode,
-      async (code) => (await trx.selectFrom('practice').select('id').where('code', '=', code).orderBy('id').executeTakeFirst())?.id,
+      async (code) =>
+        (
+          await trx
+            .selectFrom('practice')
+            .select('id')
+            .where('code', '=', code)
+            .orderBy('id')
+            .executeTakeFirst()
+        )?.id,
       (code) => `Could not find Practice for code ${code}`,
     );
     const institutionId = await lookup(
       record.primaryInstitution,
       async (code) =>
-        (await trx.selectFrom('institution').select('id').where('remote_id', '=', code).orderBy('id').executeTakeFirst())?.id,
+        (
+          await trx
+            .selectFrom('institution')
+            .select('id')
+            .where('remote_id', '=', code)
+            .orderBy('id')
+            .executeTakeFirst()
+        )?.id,
       (code) => `Unrecognised institution code ${code}`,
     );
     for (const [key, label] of [
@@ -455,7 +494,8 @@ export function createPatientChanges(database: Database): {
       ['interpreterRequired', 'InterpreterRequired'],
       ['risks', 'Risks'],
     ] as const) {
-      if (record[key] !== undefined && record[key] !== '') warnings.push(`${label} is not stored by this service`);
+      if (record[key] !== undefined && record[key] !== '')
+        warnings.push(`${label} is not stored by this service`);
     }
 
     // Addresses: the rows of the contact, matched by postcode and type, then postcode.
@@ -466,11 +506,16 @@ export function createPatientChanges(database: Database): {
       for (const [index, address] of (record.addresses ?? []).entries()) {
         const code = (address.country ?? '').trim().toUpperCase();
         if (!countries.has(code))
-          countries.set(code, (await trx.selectFrom('country').select('id').where('code', '=', code).executeTakeFirst())?.id);
+          countries.set(
+            code,
+            (await trx.selectFrom('country').select('id').where('code', '=', code).executeTakeFirst())?.id,
+          );
         const countryId = countries.get(code);
         const problems: string[] = [];
-        if (countryId === undefined) problems.push(`Address ${index + 1}: Unrecognised country code ${address.country ?? ''}`);
-        if ((address.postcode ?? '').length > 10) problems.push(`Address ${index + 1}: postcode: Postcode is too long (maximum is 10 characters).`);
+        if (countryId === undefined)
+          problems.push(`Address ${index + 1}: Unrecognised country code ${address.country ?? ''}`);
+        if ((address.postcode ?? '').length > 10)
+          problems.push(`Address ${index + 1}: postcode: Postcode is too long (maximum is 10 characters).`);
         for (const [field, value] of Object.entries(address))
           if (field !== 'postcode' && typeof value === 'string' && value.length > 255)
             problems.push(`Address ${index + 1}: ${field}: is too long (maximum is 255 characters).`);
@@ -513,13 +558,22 @@ export function createPatientChanges(database: Database): {
     };
   }
 
-  async function apply(trx: Transaction<DB>, change: PatientChange, actor: ChangeActor): Promise<PatientChangeResult> {
+  async function apply(
+    trx: Transaction<DB>,
+    change: PatientChange,
+    actor: ChangeActor,
+  ): Promise<PatientChangeResult> {
     const planned = await plan(trx, change, actor);
     if (planned.kind === 'skip') return { outcome: 'not_created', patientId: undefined, warnings: [] };
     const { record, externalId } = change;
     const { keepsAbsent } = planned;
     const now = nowDateTime();
-    const created = { created_user_id: actor.userId, created_date: now, last_modified_user_id: actor.userId, last_modified_date: now };
+    const created = {
+      created_user_id: actor.userId,
+      created_date: now,
+      last_modified_user_id: actor.userId,
+      last_modified_date: now,
+    };
     const modified = { last_modified_user_id: actor.userId, last_modified_date: now };
     const defined = <T extends Record<string, unknown>>(values: T): Partial<T> =>
       Object.fromEntries(Object.entries(values).filter(([, v]) => v !== undefined)) as Partial<T>;
@@ -529,14 +583,26 @@ export function createPatientChanges(database: Database): {
       // Required unless the record is partial: absent means left alone.
       first_name: record.firstName,
       last_name: record.surname,
-      primary_phone: chooseValue(planned.primaryPhone !== undefined, planned.primaryPhone ?? null, keepsAbsent),
+      primary_phone: chooseValue(
+        planned.primaryPhone !== undefined,
+        planned.primaryPhone ?? null,
+        keepsAbsent,
+      ),
       mobile_phone: chooseValue(planned.mobilePhone !== undefined, planned.mobilePhone ?? null, keepsAbsent),
       email: chooseValue(record.email !== undefined, record.email ?? null, keepsAbsent),
     });
-    const isDeceased = chooseValue(record.isDeceased !== undefined, record.isDeceased === true ? 1 : 0, keepsAbsent);
+    const isDeceased = chooseValue(
+      record.isDeceased !== undefined,
+      record.isDeceased === true ? 1 : 0,
+      keepsAbsent,
+    );
     const patientValues = defined({
       dob: chooseValue(record.dateOfBirth !== undefined, record.dateOfBirth ?? null, keepsAbsent),
-      gender: chooseValue(planned.gender !== undefined, planned.gender === '' ? null : (planned.gender ?? null), keepsAbsent),
+      gender: chooseValue(
+        planned.gender !== undefined,
+        planned.gender === '' ? null : (planned.gender ?? null),
+        keepsAbsent,
+      ),
       ethnic_group_id: planned.ethnicGroupId,
       gp_id: planned.gpId,
       practice_id: planned.practiceId,
@@ -557,7 +623,12 @@ export function createPatientChanges(database: Database): {
       contactId = contact.id;
       const patient = await trx
         .insertInto('patient')
-        .values({ ...created, contact_id: contactId, ...patientValues, is_deceased: patientValues.is_deceased ?? 0 })
+        .values({
+          ...created,
+          contact_id: contactId,
+          ...patientValues,
+          is_deceased: patientValues.is_deceased ?? 0,
+        })
         .returning('id')
         .executeTakeFirstOrThrow();
       patientId = patient.id;
@@ -570,18 +641,33 @@ export function createPatientChanges(database: Database): {
       if (patientValues.date_of_death === undefined && (patientValues.is_deceased ?? row.is_deceased) === 0)
         patientValues.date_of_death = null;
       await schema.keepRowVersions(trx, 'contact', [contactId]);
-      await trx.updateTable('contact').set({ ...modified, ...contactValues }).where('id', '=', contactId).execute();
+      await trx
+        .updateTable('contact')
+        .set({ ...modified, ...contactValues })
+        .where('id', '=', contactId)
+        .execute();
       await schema.keepRowVersions(trx, 'patient', [patientId]);
-      await trx.updateTable('patient').set({ ...modified, ...patientValues }).where('id', '=', patientId).execute();
+      await trx
+        .updateTable('patient')
+        .set({ ...modified, ...patientValues })
+        .where('id', '=', patientId)
+        .execute();
     }
 
-    if (planned.addresses !== undefined) await writeAddresses(trx, contactId, planned.addresses, created, modified);
+    if (planned.addresses !== undefined)
+      await writeAddresses(trx, contactId, planned.addresses, created, modified);
     await writeIdentifiers(trx, patientId, planned, change, created, modified);
 
     if (planned.assignmentId === undefined) {
       await trx
         .insertInto('pasapi_assignment')
-        .values({ ...created, resource_type: PATIENT_RESOURCE, resource_id: externalId, internal_type: PATIENT_INTERNAL_TYPE, internal_id: patientId })
+        .values({
+          ...created,
+          resource_type: PATIENT_RESOURCE,
+          resource_id: externalId,
+          internal_type: PATIENT_INTERNAL_TYPE,
+          internal_id: patientId,
+        })
         .execute();
     } else {
       await trx
@@ -590,7 +676,11 @@ export function createPatientChanges(database: Database): {
         .where('id', '=', planned.assignmentId)
         .execute();
     }
-    return { outcome: planned.patientId === undefined ? 'created' : 'updated', patientId, warnings: planned.warnings };
+    return {
+      outcome: planned.patientId === undefined ? 'created' : 'updated',
+      patientId,
+      warnings: planned.warnings,
+    };
   }
 
   async function writeAddresses(
@@ -611,13 +701,21 @@ export function createPatientChanges(database: Database): {
     for (const address of addresses) {
       const wanted = key(address.values.postcode);
       const candidates = [...unmatched.values()].filter((row) => key(row.postcode) === wanted);
-      const match = candidates.find((row) => row.address_type_id === address.values.address_type_id) ?? candidates[0];
+      const match =
+        candidates.find((row) => row.address_type_id === address.values.address_type_id) ?? candidates[0];
       if (match === undefined) {
-        await trx.insertInto('address').values({ ...created, ...address.values, contact_id: contactId }).execute();
+        await trx
+          .insertInto('address')
+          .values({ ...created, ...address.values, contact_id: contactId })
+          .execute();
       } else {
         unmatched.delete(match.id);
         await schema.keepRowVersions(trx, 'address', [match.id]);
-        await trx.updateTable('address').set({ ...modified, ...address.values }).where('id', '=', match.id).execute();
+        await trx
+          .updateTable('address')
+          .set({ ...modified, ...address.values })
+          .where('id', '=', match.id)
+          .execute();
       }
     }
     // The PAS is the master: addresses it no longer sends go, their last version kept.
@@ -660,7 +758,8 @@ export function createPatientChanges(database: Database): {
         .execute();
     }
     if (globalType === undefined || nhsNumber === undefined) {
-      if (globalType !== undefined && !keepsAbsent) await removeGlobal(trx, patientId, globalType.id, modified);
+      if (globalType !== undefined && !keepsAbsent)
+        await removeGlobal(trx, patientId, globalType.id, modified);
       return;
     }
     if (nhsNumber === '') {
@@ -692,7 +791,13 @@ export function createPatientChanges(database: Database): {
       await schema.keepRowVersions(trx, 'patient_identifier', [existing.id]);
       await trx
         .updateTable('patient_identifier')
-        .set({ ...modified, value: nhsNumber, source_info: 'ACTIVE', deleted: 0, unique_row_string: `${patientId}-${globalType.id}-ACTIVE` })
+        .set({
+          ...modified,
+          value: nhsNumber,
+          source_info: 'ACTIVE',
+          deleted: 0,
+          unique_row_string: `${patientId}-${globalType.id}-ACTIVE`,
+        })
         .where('id', '=', existing.id)
         .execute();
     }

@@ -87,10 +87,20 @@ export function createPatientMerges(database: Database): {
             .where('deleted', '=', 0)
             .executeTakeFirst();
     if (row === undefined) throw new PasapiError(400, [`${role} patient not found`]);
-    return { id: row.id, dob: row.dob, gender: row.gender, isDeceased: row.is_deceased, isLocal: row.is_local };
+    return {
+      id: row.id,
+      dob: row.dob,
+      gender: row.gender,
+      isDeceased: row.is_deceased,
+      isLocal: row.is_local,
+    };
   }
 
-  async function valueOf(trx: Transaction<DB>, patientId: number, typeId: number | undefined): Promise<string> {
+  async function valueOf(
+    trx: Transaction<DB>,
+    patientId: number,
+    typeId: number | undefined,
+  ): Promise<string> {
     if (typeId === undefined) return '';
     const row = await trx
       .selectFrom('patient_identifier')
@@ -103,7 +113,11 @@ export function createPatientMerges(database: Database): {
     return row?.value ?? '';
   }
 
-  async function apply(trx: Transaction<DB>, change: PatientMergeChange, actor: ChangeActor): Promise<PatientMergeResult> {
+  async function apply(
+    trx: Transaction<DB>,
+    change: PatientMergeChange,
+    actor: ChangeActor,
+  ): Promise<PatientMergeResult> {
     const type = await findIdentifierType(trx, change.identifierTypeKey);
     if (type === undefined) throw unknownIdentifierType(change.identifierTypeKey);
     const primary = await resolve(trx, type, change.primaryNumber, 'primary');
@@ -131,7 +145,8 @@ export function createPatientMerges(database: Database): {
         };
     }
     const secondary = await resolve(trx, type, change.secondaryNumber, 'secondary');
-    if (primary.id === secondary.id) throw new PasapiError(400, ['primary and secondary patient are the same patient']);
+    if (primary.id === secondary.id)
+      throw new PasapiError(400, ['primary and secondary patient are the same patient']);
 
     const existing = await database.dialect
       .lockRows(
@@ -195,7 +210,8 @@ export function createPatientMerges(database: Database): {
     if (strategy === 1) {
       if (primary.dob !== secondary.dob) warnings.push('Merge conflict: dob mismatch');
       if (primary.gender !== secondary.gender) warnings.push('Merge conflict: gender mismatch');
-      if (warnings.length > 0) return { ...base, outcome, requestId, status: MERGE_STATUS.notProcessed, warnings };
+      if (warnings.length > 0)
+        return { ...base, outcome, requestId, status: MERGE_STATUS.notProcessed, warnings };
     }
     const refusal =
       primary.isLocal === 1 && secondary.isLocal !== 1
@@ -228,13 +244,25 @@ export function createPatientMerges(database: Database): {
     modified: { last_modified_user_id: number; last_modified_date: string },
   ): Promise<string[]> {
     const log: string[] = [];
-    const created = { ...modified, created_user_id: modified.last_modified_user_id, created_date: modified.last_modified_date };
+    const created = {
+      ...modified,
+      created_user_id: modified.last_modified_user_id,
+      created_date: modified.last_modified_date,
+    };
 
-    const episodes = await trx.selectFrom('episode').select('id').where('patient_id', '=', secondaryId).execute();
+    const episodes = await trx
+      .selectFrom('episode')
+      .select('id')
+      .where('patient_id', '=', secondaryId)
+      .execute();
     if (episodes.length > 0) {
       const ids = episodes.map((e) => e.id);
       await schema.keepRowVersions(trx, 'episode', ids);
-      await trx.updateTable('episode').set({ ...modified, patient_id: primaryId }).where('id', 'in', ids).execute();
+      await trx
+        .updateTable('episode')
+        .set({ ...modified, patient_id: primaryId })
+        .where('id', 'in', ids)
+        .execute();
       log.push(`Episodes moved from patient ${secondaryId} to patient ${primaryId}: ${ids.join(', ')}`);
     }
 
@@ -252,12 +280,18 @@ export function createPatientMerges(database: Database): {
     const stamp = Math.floor(Date.now() / 1000);
     for (const identifier of secondaryIdentifiers) {
       const typeId = identifier.patient_identifier_type_id;
-      const isHeld = primaryIdentifiers.some((p) => p.patient_identifier_type_id === typeId && p.value === identifier.value);
+      const isHeld = primaryIdentifiers.some(
+        (p) => p.patient_identifier_type_id === typeId && p.value === identifier.value,
+      );
       if (!isHeld) {
-        const hasType = primaryIdentifiers.some((p) => p.patient_identifier_type_id === typeId && p.deleted === 0);
+        const hasType = primaryIdentifiers.some(
+          (p) => p.patient_identifier_type_id === typeId && p.deleted === 0,
+        );
         const isDeletedCopy = hasType || identifier.deleted === 1;
         const previous = identifier.source_info !== 'ACTIVE' ? `, ${identifier.source_info}` : '';
-        const sourceInfo = isDeletedCopy ? `DEL ID=(${requestId})${previous}` : `MERG ID =(${requestId})${previous}`;
+        const sourceInfo = isDeletedCopy
+          ? `DEL ID=(${requestId})${previous}`
+          : `MERG ID =(${requestId})${previous}`;
         await trx
           .insertInto('patient_identifier')
           .values({
@@ -272,7 +306,11 @@ export function createPatientMerges(database: Database): {
               : `${primaryId}-${typeId}-ACTIVE`,
           })
           .execute();
-        primaryIdentifiers.push({ patient_identifier_type_id: typeId, value: identifier.value, deleted: isDeletedCopy ? 1 : 0 });
+        primaryIdentifiers.push({
+          patient_identifier_type_id: typeId,
+          value: identifier.value,
+          deleted: isDeletedCopy ? 1 : 0,
+        });
       }
       if (identifier.deleted === 0) {
         const sourceInfo = `DEL ID=(${requestId})[${stamp}]`;
@@ -289,7 +327,9 @@ export function createPatientMerges(database: Database): {
           .execute();
       }
     }
-    log.push(`Identifiers of patient ${secondaryId} copied to patient ${primaryId}: ${secondaryIdentifiers.length}`);
+    log.push(
+      `Identifiers of patient ${secondaryId} copied to patient ${primaryId}: ${secondaryIdentifiers.length}`,
+    );
 
     // The secondary's assignment follows the surviving patient (one assignment per patient).
     const primaryAssignment = await trx
@@ -308,8 +348,13 @@ export function createPatientMerges(database: Database): {
     if (moved.length > 0) {
       const ids = moved.map((m) => m.id);
       if (primaryAssignment === undefined) {
-        await trx.updateTable('pasapi_assignment').set({ ...modified, internal_id: primaryId }).where('id', '=', ids[0]!).execute();
-        if (ids.length > 1) await trx.deleteFrom('pasapi_assignment').where('id', 'in', ids.slice(1)).execute();
+        await trx
+          .updateTable('pasapi_assignment')
+          .set({ ...modified, internal_id: primaryId })
+          .where('id', '=', ids[0]!)
+          .execute();
+        if (ids.length > 1)
+          await trx.deleteFrom('pasapi_assignment').where('id', 'in', ids.slice(1)).execute();
       } else {
         await trx.deleteFrom('pasapi_assignment').where('id', 'in', ids).execute();
       }
@@ -317,7 +362,11 @@ export function createPatientMerges(database: Database): {
     }
 
     await schema.keepRowVersions(trx, 'patient', [secondaryId]);
-    await trx.updateTable('patient').set({ ...modified, deleted: 1 }).where('id', '=', secondaryId).execute();
+    await trx
+      .updateTable('patient')
+      .set({ ...modified, deleted: 1 })
+      .where('id', '=', secondaryId)
+      .execute();
     log.push(`Patient ${secondaryId} flagged as deleted.`);
     return log;
   }

@@ -66,7 +66,8 @@ function textOf(element: XmlElement, errors: string[], prefix: string): string {
 /** The patient record of a `<Patient>` root, or a 400 with every problem. */
 export function readPatientResource(root: XmlElement): { record: PatientRecord; flags: RootFlags } {
   const errors: string[] = [];
-  if (root.name !== 'Patient') throw new PasapiError(400, [`Mismatched root tag ${root.name} for resource type Patient`]);
+  if (root.name !== 'Patient')
+    throw new PasapiError(400, [`Mismatched root tag ${root.name} for resource type Patient`]);
   const flags = readRootFlags(root, errors);
   const record: Record<string, unknown> = {};
   const seen = new Set<string>();
@@ -96,7 +97,7 @@ export function readPatientResource(root: XmlElement): { record: PatientRecord; 
     }
   }
   if (errors.length > 0) throw new PasapiError(400, errors);
-  return { record: record as PatientRecord, flags };
+  return { record: record, flags };
 }
 
 function readAddressList(list: XmlElement, errors: string[]): AddressRecord[] {
@@ -117,6 +118,6 @@ function readAddressList(list: XmlElement, errors: string[]): AddressRecord[] {
         record[key] = textOf(element, errors, prefix);
       }
     }
-    return record as AddressRecord;
+    return record;
   });
 }
