@@ -25,6 +25,7 @@ import { attachmentRoutes } from './modules/attachment/index.ts';
 import { auditSinkGauges, installAuditTrail } from './modules/audit/index.ts';
 import { consoleRoutes } from './modules/console/index.ts';
 import { dicomWebRoutes, registerDicomReceiveMetrics } from './modules/dicom-receive/index.ts';
+import { pasapiRoutes } from './modules/pasapi/index.ts';
 import { patientRoutes } from './modules/patient/index.ts';
 import { registerQueueGauges, requestQueueRoutes } from './modules/request-queue/index.ts';
 import { signatureRoutes } from './modules/signature/index.ts';
@@ -115,6 +116,7 @@ export async function buildApp(deps: AppDeps, options: BuildAppOptions = {}): Pr
   await app.register(attachmentRoutes, { ...moduleOptions, attachments: services.attachments });
   await app.register(requestQueueRoutes, { ...moduleOptions, intake: services.intake });
   await app.register(dicomWebRoutes, { ...moduleOptions, intake: services.intake });
+  await app.register(pasapiRoutes, moduleOptions);
   if (deps.config.console)
     await app.register(consoleRoutes, {
       ...moduleOptions,

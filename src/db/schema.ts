@@ -424,6 +424,102 @@ export type RequestDetailsTable = Audit & {
   value: string | null;
 };
 
+export type AddressTypeTable = Audit & { id: Generated<number>; name: string };
+
+export type CountryTable = Audit & { id: Generated<number>; code: string | null; name: string | null };
+
+export type EthnicGroupTable = Audit & {
+  id: Generated<number>;
+  name: string;
+  code: string;
+  display_order: Generated<number>;
+  deleted: Generated<number>;
+};
+
+export type AddressTable = Audit & {
+  id: Generated<number>;
+  address1: string | null;
+  address2: string | null;
+  city: string | null;
+  postcode: string | null;
+  county: string | null;
+  country_id: number;
+  email: string | null;
+  contact_id: number;
+  date_start: string | null;
+  date_end: string | null;
+  /** 2 Home, 3 Correspondence (OpenEyes's `AddressType` constants). */
+  address_type_id: number | null;
+};
+
+export type GpTable = Audit & {
+  id: Generated<number>;
+  obj_prof: string;
+  nat_id: string;
+  is_active: Generated<number | null>;
+  contact_id: number;
+};
+
+export type PracticeTable = Audit & {
+  id: Generated<number>;
+  code: string;
+  phone: string;
+  is_active: Generated<number | null>;
+  contact_id: number;
+};
+
+export type ContactPracticeAssociateTable = Audit & {
+  id: Generated<number>;
+  gp_id: number;
+  practice_id: number;
+  provider_no: string | null;
+};
+
+export type PasapiAssignmentTable = Audit & {
+  id: Generated<number>;
+  /** `Patient` or `PatientAppointment`. */
+  resource_type: string | null;
+  /** The external id of the URL. */
+  resource_id: string | null;
+  /** `\Patient` or `\WorklistPatient`. */
+  internal_type: string | null;
+  internal_id: number;
+};
+
+export type PasapiXpathRemapTable = Audit & {
+  id: Generated<number>;
+  name: string;
+  xpath: string;
+  institution_id: number | null;
+};
+
+export type PasapiRemapValueTable = Audit & {
+  id: Generated<number>;
+  xpath_id: number;
+  input: string;
+  /** NULL removes the element. */
+  output: string | null;
+};
+
+export type PatientMergeRequestTable = Audit & {
+  id: Generated<number>;
+  primary_id: number;
+  primary_local_identifier_value: string | null;
+  primary_global_identifier_value: string | null;
+  primary_dob: string | null;
+  primary_gender: string | null;
+  secondary_id: number;
+  secondary_local_identifier_value: string | null;
+  secondary_global_identifier_value: string | null;
+  secondary_dob: string | null;
+  secondary_gender: string | null;
+  merge_json: string | null;
+  comment: string | null;
+  /** 0 Not processed, 10 Conflict, 20 Merged. */
+  status: Generated<number | null>;
+  deleted: Generated<number>;
+};
+
 /** Every table of the service, by its OpenEyes name. */
 export interface DB {
   user: UserTable;
@@ -468,6 +564,17 @@ export interface DB {
   request_routine_execution: RequestRoutineExecutionTable;
   request_routine_lock: RequestRoutineLockTable;
   request_details: RequestDetailsTable;
+  address_type: AddressTypeTable;
+  country: CountryTable;
+  ethnic_group: EthnicGroupTable;
+  address: AddressTable;
+  gp: GpTable;
+  practice: PracticeTable;
+  contact_practice_associate: ContactPracticeAssociateTable;
+  pasapi_assignment: PasapiAssignmentTable;
+  pasapi_xpath_remap: PasapiXpathRemapTable;
+  pasapi_remap_value: PasapiRemapValueTable;
+  patient_merge_request: PatientMergeRequestTable;
 }
 
 export type TableName = keyof DB;

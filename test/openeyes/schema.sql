@@ -1615,4 +1615,231 @@ CREATE TABLE `et_ophinbiometry_iol_ref_values_version` LIKE `et_ophinbiometry_io
 ALTER TABLE `et_ophinbiometry_iol_ref_values_version` MODIFY `id` int(11) NOT NULL, DROP PRIMARY KEY,
   ADD `version_date` datetime NOT NULL, ADD `version_id` int(11) NOT NULL AUTO_INCREMENT PRIMARY KEY;
 
+-- Demographics and PASAPI (PAS feed): address, address_type, country, ethnic_group, gp, practice as
+-- m130913_000000_consolidation creates them, with m140210 (address.contact_id replaces parent_class /
+-- parent_id), m160202 (gp/practice is_active), m221124 (ethnic_group.deleted); contact_practice_associate
+-- (m190613, provider_no m190827); pasapi_assignment (m160114, resource_key dropped by m200812),
+-- pasapi_xpath_remap / pasapi_remap_value (m160202_131808, institution_id m210408); patient_merge_request
+-- (m160425, deleted m160520, renamed columns m200403: in the base table only, so its twin keeps
+-- primary_nhsnum, secondary_hos_num and secondary_nhsnum).
+CREATE TABLE `address_type` (
+  `id` int(10) unsigned NOT NULL AUTO_INCREMENT,
+  `name` varchar(64) NOT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  PRIMARY KEY (`id`),
+  CONSTRAINT `address_type_created_user_id_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `address_type_last_modified_user_id_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `country` (
+  `id` int(10) unsigned NOT NULL AUTO_INCREMENT,
+  `code` varchar(2) DEFAULT NULL,
+  `name` varchar(50) DEFAULT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  PRIMARY KEY (`id`),
+  UNIQUE KEY `code` (`code`),
+  UNIQUE KEY `name` (`name`),
+  CONSTRAINT `country_created_user_id_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `country_last_modified_user_id_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `ethnic_group` (
+  `id` int(10) unsigned NOT NULL AUTO_INCREMENT,
+  `name` varchar(64) NOT NULL,
+  `code` varchar(1) NOT NULL,
+  `display_order` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  `deleted` tinyint(1) unsigned NOT NULL DEFAULT '0',
+  PRIMARY KEY (`id`),
+  CONSTRAINT `ethnic_group_created_user_id_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `ethnic_group_last_modified_user_id_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `address` (
+  `id` int(10) unsigned NOT NULL AUTO_INCREMENT,
+  `address1` varchar(255) DEFAULT NULL,
+  `address2` varchar(255) DEFAULT NULL,
+  `city` varchar(255) DEFAULT NULL,
+  `postcode` varchar(10) DEFAULT NULL,
+  `county` varchar(255) DEFAULT NULL,
+  `country_id` int(10) unsigned NOT NULL,
+  `email` varchar(255) DEFAULT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  `contact_id` int(10) unsigned NOT NULL,
+  `date_start` datetime DEFAULT NULL,
+  `date_end` datetime DEFAULT NULL,
+  `address_type_id` int(10) unsigned DEFAULT NULL,
+  PRIMARY KEY (`id`),
+  KEY `address_country_id_fk` (`country_id`),
+  KEY `address_contact_id_fk` (`contact_id`),
+  KEY `address_address_type_id_fk` (`address_type_id`),
+  CONSTRAINT `address_address_type_id_fk` FOREIGN KEY (`address_type_id`) REFERENCES `address_type` (`id`),
+  CONSTRAINT `address_contact_id_fk` FOREIGN KEY (`contact_id`) REFERENCES `contact` (`id`),
+  CONSTRAINT `address_country_id_fk` FOREIGN KEY (`country_id`) REFERENCES `country` (`id`),
+  CONSTRAINT `address_created_user_id_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `address_last_modified_user_id_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `gp` (
+  `id` int(10) unsigned NOT NULL AUTO_INCREMENT,
+  `obj_prof` varchar(20) NOT NULL,
+  `nat_id` varchar(20) NOT NULL,
+  `is_active` tinyint(1) DEFAULT '1',
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  `contact_id` int(10) unsigned NOT NULL,
+  PRIMARY KEY (`id`),
+  KEY `gp_contact_id_fk` (`contact_id`),
+  CONSTRAINT `gp_contact_id_fk` FOREIGN KEY (`contact_id`) REFERENCES `contact` (`id`),
+  CONSTRAINT `gp_created_user_id_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `gp_last_modified_user_id_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `practice` (
+  `id` int(10) unsigned NOT NULL AUTO_INCREMENT,
+  `code` varchar(64) NOT NULL,
+  `phone` varchar(64) NOT NULL,
+  `is_active` tinyint(1) DEFAULT '1',
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  `contact_id` int(10) unsigned NOT NULL,
+  PRIMARY KEY (`id`),
+  KEY `practice_contact_id_fk` (`contact_id`),
+  CONSTRAINT `practice_contact_id_fk` FOREIGN KEY (`contact_id`) REFERENCES `contact` (`id`),
+  CONSTRAINT `practice_created_user_id_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `practice_last_modified_user_id_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `contact_practice_associate` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `gp_id` int(10) unsigned NOT NULL,
+  `practice_id` int(10) unsigned NOT NULL,
+  `provider_no` varchar(255) DEFAULT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  PRIMARY KEY (`id`),
+  CONSTRAINT `contact_practice_associate_practice_fk` FOREIGN KEY (`practice_id`) REFERENCES `practice` (`id`),
+  CONSTRAINT `contact_practice_associate_gp_fk` FOREIGN KEY (`gp_id`) REFERENCES `gp` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `pasapi_assignment` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `resource_type` varchar(40) DEFAULT NULL,
+  `resource_id` varchar(40) DEFAULT NULL,
+  `internal_type` varchar(40) DEFAULT NULL,
+  `internal_id` int(10) unsigned NOT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  PRIMARY KEY (`id`),
+  UNIQUE KEY `internal_key` (`internal_id`,`internal_type`),
+  CONSTRAINT `pasapi_assignment_created_user_id_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `pasapi_assignment_last_modified_user_id_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `pasapi_xpath_remap` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `name` varchar(127) NOT NULL,
+  `xpath` varchar(511) NOT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  `institution_id` int(10) unsigned DEFAULT NULL,
+  PRIMARY KEY (`id`),
+  CONSTRAINT `pasapi_xpath_remap_institution_fk` FOREIGN KEY (`institution_id`) REFERENCES `institution` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `pasapi_remap_value` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `xpath_id` int(11) NOT NULL,
+  `input` varchar(31) NOT NULL,
+  `output` varchar(31) DEFAULT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  PRIMARY KEY (`id`),
+  CONSTRAINT `pasapi_remap_value_xpath_id_fk` FOREIGN KEY (`xpath_id`) REFERENCES `pasapi_xpath_remap` (`id`) ON DELETE CASCADE
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `patient_merge_request` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `primary_id` int(10) unsigned NOT NULL,
+  `primary_local_identifier_value` varchar(40) DEFAULT NULL,
+  `primary_global_identifier_value` varchar(40) DEFAULT NULL,
+  `primary_dob` date DEFAULT NULL,
+  `primary_gender` varchar(1) DEFAULT NULL,
+  `secondary_id` int(10) unsigned NOT NULL,
+  `secondary_local_identifier_value` varchar(40) DEFAULT NULL,
+  `secondary_global_identifier_value` varchar(40) DEFAULT NULL,
+  `secondary_dob` date DEFAULT NULL,
+  `secondary_gender` varchar(1) DEFAULT NULL,
+  `merge_json` text,
+  `comment` text,
+  `status` smallint(5) unsigned DEFAULT '0',
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  `deleted` tinyint(1) unsigned NOT NULL DEFAULT '0',
+  PRIMARY KEY (`id`),
+  CONSTRAINT `patient_merge_request_fk1` FOREIGN KEY (`primary_id`) REFERENCES `patient` (`id`),
+  CONSTRAINT `patient_merge_request_fk2` FOREIGN KEY (`secondary_id`) REFERENCES `patient` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `address_type_version` LIKE `address_type`;
+ALTER TABLE `address_type_version` MODIFY `id` int(10) unsigned NOT NULL, DROP PRIMARY KEY,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(10) unsigned NOT NULL AUTO_INCREMENT PRIMARY KEY;
+CREATE TABLE `country_version` LIKE `country`;
+ALTER TABLE `country_version` MODIFY `id` int(10) unsigned NOT NULL, DROP PRIMARY KEY,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(10) unsigned NOT NULL AUTO_INCREMENT PRIMARY KEY;
+CREATE TABLE `ethnic_group_version` LIKE `ethnic_group`;
+ALTER TABLE `ethnic_group_version` MODIFY `id` int(10) unsigned NOT NULL, DROP PRIMARY KEY,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(10) unsigned NOT NULL AUTO_INCREMENT PRIMARY KEY;
+CREATE TABLE `address_version` LIKE `address`;
+ALTER TABLE `address_version` MODIFY `id` int(10) unsigned NOT NULL, DROP PRIMARY KEY,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(10) unsigned NOT NULL AUTO_INCREMENT PRIMARY KEY;
+CREATE TABLE `gp_version` LIKE `gp`;
+ALTER TABLE `gp_version` MODIFY `id` int(10) unsigned NOT NULL, DROP PRIMARY KEY,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(10) unsigned NOT NULL AUTO_INCREMENT PRIMARY KEY;
+CREATE TABLE `practice_version` LIKE `practice`;
+ALTER TABLE `practice_version` MODIFY `id` int(10) unsigned NOT NULL, DROP PRIMARY KEY,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(10) unsigned NOT NULL AUTO_INCREMENT PRIMARY KEY;
+CREATE TABLE `contact_practice_associate_version` LIKE `contact_practice_associate`;
+ALTER TABLE `contact_practice_associate_version` MODIFY `id` int(11) NOT NULL, DROP PRIMARY KEY,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(10) unsigned NOT NULL AUTO_INCREMENT PRIMARY KEY;
+CREATE TABLE `pasapi_xpath_remap_version` LIKE `pasapi_xpath_remap`;
+ALTER TABLE `pasapi_xpath_remap_version` MODIFY `id` int(11) NOT NULL, DROP PRIMARY KEY,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(10) unsigned NOT NULL AUTO_INCREMENT PRIMARY KEY;
+CREATE TABLE `pasapi_remap_value_version` LIKE `pasapi_remap_value`;
+ALTER TABLE `pasapi_remap_value_version` MODIFY `id` int(11) NOT NULL, DROP PRIMARY KEY,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(10) unsigned NOT NULL AUTO_INCREMENT PRIMARY KEY;
+CREATE TABLE `patient_merge_request_version` LIKE `patient_merge_request`;
+ALTER TABLE `patient_merge_request_version` MODIFY `id` int(11) NOT NULL, DROP PRIMARY KEY,
+  CHANGE `secondary_local_identifier_value` `secondary_hos_num` varchar(40) DEFAULT NULL,
+  CHANGE `primary_global_identifier_value` `primary_nhsnum` varchar(40) DEFAULT NULL,
+  CHANGE `secondary_global_identifier_value` `secondary_nhsnum` varchar(40) DEFAULT NULL,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(10) unsigned NOT NULL AUTO_INCREMENT PRIMARY KEY;
+
+
 SET foreign_key_checks = 1;

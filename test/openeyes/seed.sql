@@ -171,4 +171,15 @@ INSERT INTO `attachment_type` (`attachment_type`, `title_full`, `title_short`, `
   ('Clinical Photograph Colour', 'Clinical Photograph Colour', 'Clinical Photograph Colour', 'Clinical Photograph Colour', 'CP');
 INSERT INTO `patient_statistic_type` (`mnem`, `title`) VALUES ('md', 'Mean Deviation'), ('mdr', 'Mean Deviation Rate'), ('vfi', 'Visual Field Index');
 
+-- Demographics lookups as m130913_000000_consolidation seeds them (address types, the United Kingdom,
+-- the ethnic groups), and the PASAPI settings' metadata (m210705, m230309).
+INSERT INTO `address_type` (`id`, `name`) VALUES (1, 'Reply to'), (2, 'Home'), (3, 'Correspondence'), (4, 'Transport');
+INSERT INTO `country` (`id`, `code`, `name`) VALUES (1, 'GB', 'United Kingdom');
+INSERT INTO `ethnic_group` (`id`, `name`, `code`, `display_order`) VALUES
+  (1, 'White - British', 'A', 10), (2, 'White - Irish', 'B', 20), (3, 'White - Any other background', 'C', 30),
+  (17, 'Not Stated', 'Z', 170);
+INSERT INTO `setting_metadata` (`element_type_id`, `field_type_id`, `key`, `name`, `description`, `group_id`, `data`, `default_value`) VALUES
+  (NULL, 2, 'pasapi_automerge', 'Automatic patient merge strategy', '', 1, 'a:3:{i:0;s:11:"Never merge";i:1;s:29:"Merge if DOB and gender match";i:2;s:12:"Always merge";}', '1'),
+  (NULL, 3, 'validate_PASAPI_phone_number', 'Validate PASAPI phone numbers', '', 1, 'a:2:{s:2:"on";s:2:"On";s:3:"off";s:3:"Off";}', 'on');
+
 SET foreign_key_checks = 1;

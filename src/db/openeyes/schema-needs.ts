@@ -10,7 +10,8 @@
  * - `event` rows are inserted with `institution_id` and `created_user_id`, which have no default, and
  *   with a row of the attachment element's table (`et_ophgeneric_attachment`);
  * - `authassignment.userid` is an integer there (compared with the user id, never written);
- * - nothing is written to users, roles, patients, identifiers or request types.
+ * - nothing is written to users, roles or request types; patients, contacts, addresses, identifiers and
+ *   merge requests only by the PAS endpoint (PASAPI), with their `_version` copies.
  * A query that reads or writes an OpenEyes column not listed here is a bug of this list.
  */
 
@@ -231,6 +232,66 @@ const BIOMETRY_TABLE_NEEDS: Readonly<Record<string, TableNeed>> = {
   },
 };
 
+/** What the PAS endpoint (PASAPI) reads and writes beyond patients, contacts and identifiers. */
+const PAS_TABLE_NEEDS: Readonly<Record<string, TableNeed>> = {
+  country: { columns: { id: read('int'), code: read('text') } },
+  ethnic_group: { columns: { id: read('int'), code: read('text'), deleted: read('flag') } },
+  gp: { columns: { id: read('int'), nat_id: read('text') } },
+  practice: { columns: { id: read('int'), code: read('text') } },
+  address: {
+    // The PAS is the master: addresses it no longer sends are deleted, their last version kept.
+    isVersionedWrite: true,
+    isDeleted: true,
+    columns: {
+      id: read('int'),
+      contact_id: inserted('int'),
+      address1: inserted('text', { isUpdated: true, isNullWritten: true, minChars: 255 }),
+      address2: inserted('text', { isUpdated: true, isNullWritten: true, minChars: 255 }),
+      city: inserted('text', { isUpdated: true, isNullWritten: true, minChars: 255 }),
+      county: inserted('text', { isUpdated: true, isNullWritten: true, minChars: 255 }),
+      postcode: inserted('text', { isUpdated: true, isNullWritten: true, minChars: 10 }),
+      country_id: inserted('int', { isUpdated: true }),
+      address_type_id: inserted('int', { isUpdated: true, isNullWritten: true }),
+      ...WRITTEN_AUDIT,
+    },
+  },
+  pasapi_assignment: {
+    isDeleted: true,
+    columns: {
+      id: read('int'),
+      resource_type: inserted('text', { minChars: 40 }),
+      resource_id: inserted('text', { minChars: 40 }),
+      internal_type: inserted('text', { isUpdated: true, minChars: 40 }),
+      internal_id: inserted('int', { isUpdated: true }),
+      ...WRITTEN_AUDIT,
+    },
+  },
+  pasapi_xpath_remap: { columns: { id: read('int'), xpath: read('text'), institution_id: read('int') } },
+  pasapi_remap_value: {
+    columns: { id: read('int'), xpath_id: read('int'), input: read('text'), output: read('text') },
+  },
+  patient_merge_request: {
+    isVersionedWrite: true,
+    columns: {
+      id: read('int'),
+      primary_id: inserted('int'),
+      primary_local_identifier_value: inserted('text', { minChars: 40 }),
+      primary_global_identifier_value: inserted('text', { minChars: 40 }),
+      primary_dob: inserted('date', { isNullWritten: true }),
+      primary_gender: inserted('text', { isNullWritten: true }),
+      secondary_id: inserted('int'),
+      secondary_local_identifier_value: inserted('text', { minChars: 40 }),
+      secondary_global_identifier_value: inserted('text', { minChars: 40 }),
+      secondary_dob: inserted('date', { isNullWritten: true }),
+      secondary_gender: inserted('text', { isNullWritten: true }),
+      merge_json: updated('text', { minBytes: 64 * 1024 - 1 }),
+      status: inserted('flag', { isUpdated: true }),
+      deleted: read('flag'),
+      ...WRITTEN_AUDIT,
+    },
+  },
+};
+
 /** Every OpenEyes table the service reads or writes, by name. */
 export const OPENEYES_TABLE_NEEDS: Readonly<Record<string, TableNeed>> = {
   // --- logins and roles: read only ------------------------------------------------------------------------
@@ -261,32 +322,49 @@ export const OPENEYES_TABLE_NEEDS: Readonly<Record<string, TableNeed>> = {
   setting_installation: { columns: { key: read('text'), value: read('text') } },
   setting_institution: { columns: { institution_id: read('int'), key: read('text'), value: read('text') } },
   setting_site: { columns: { site_id: read('int'), key: read('text'), value: read('text') } },
+  // PASAPI writes patients, their contacts and identifiers (and retires a merged patient).
   patient: {
+    isVersionedWrite: true,
     columns: {
       id: read('int'),
-      contact_id: read('int'),
-      dob: read('date'),
-      date_of_death: read('date'),
-      is_deceased: read('flag'),
-      gender: read('text'),
-      deleted: read('flag'),
+      contact_id: inserted('int'),
+      dob: inserted('date', { isUpdated: true, isNullWritten: true }),
+      date_of_death: inserted('date', { isUpdated: true, isNullWritten: true }),
+      is_deceased: inserted('flag', { isUpdated: true }),
+      gender: inserted('text', { isUpdated: true, isNullWritten: true, minChars: 1 }),
+      deleted: updated('flag'),
+      is_local: read('flag'),
+      ethnic_group_id: updated('int', { isNullWritten: true }),
+      gp_id: updated('int', { isNullWritten: true }),
+      practice_id: updated('int', { isNullWritten: true }),
+      primary_institution_id: updated('int', { isNullWritten: true }),
+      ...WRITTEN_AUDIT,
     },
   },
   contact: {
+    isVersionedWrite: true,
     columns: {
       id: read('int'),
-      title: read('text'),
-      first_name: read('text', { isCaseInsensitive: true }),
-      last_name: read('text', { isCaseInsensitive: true }),
+      title: inserted('text', { isUpdated: true, isNullWritten: true, minChars: 20 }),
+      first_name: inserted('text', { isUpdated: true, isCaseInsensitive: true, minChars: 300 }),
+      last_name: inserted('text', { isUpdated: true, isCaseInsensitive: true, minChars: 100 }),
+      primary_phone: updated('text', { isNullWritten: true, minChars: 20 }),
+      mobile_phone: updated('text', { isNullWritten: true, minChars: 50 }),
+      email: updated('text', { isNullWritten: true, minChars: 255 }),
+      ...WRITTEN_AUDIT,
     },
   },
   patient_identifier: {
+    isVersionedWrite: true,
     columns: {
       id: read('int'),
-      patient_id: read('int'),
-      patient_identifier_type_id: read('int'),
-      value: read('text', { isCaseInsensitive: true }),
-      deleted: read('flag'),
+      patient_id: inserted('int'),
+      patient_identifier_type_id: inserted('int'),
+      value: inserted('text', { isUpdated: true, isCaseInsensitive: true, minChars: 40 }),
+      source_info: inserted('text', { isUpdated: true, minChars: 255 }),
+      deleted: inserted('flag', { isUpdated: true }),
+      unique_row_string: inserted('text', { isUpdated: true, minChars: 255 }),
+      ...WRITTEN_AUDIT,
     },
   },
   patient_identifier_type: {
@@ -325,7 +403,8 @@ export const OPENEYES_TABLE_NEEDS: Readonly<Record<string, TableNeed>> = {
   episode: {
     columns: {
       id: read('int'),
-      patient_id: inserted('int'),
+      // A PAS merge moves the retired patient's episodes to the survivor.
+      patient_id: inserted('int', { isUpdated: true }),
       start_date: inserted('datetime'),
       end_date: read('datetime'),
       deleted: read('flag'),
@@ -606,4 +685,7 @@ export const OPENEYES_TABLE_NEEDS: Readonly<Record<string, TableNeed>> = {
 
   // --- biometry (OphInBiometry) --------------------------------------------------------------------------
   ...BIOMETRY_TABLE_NEEDS,
+
+  // --- the PAS endpoint (PASAPI) -------------------------------------------------------------------------
+  ...PAS_TABLE_NEEDS,
 };

@@ -204,6 +204,32 @@ export const TABLE_SPECS = {
   }),
   request_routine_lock: spec({ primaryKey: ['routine_lock'] }),
   request_details: spec({ audit: 'dateTime', references: { request_id: ref('request') } }),
+  address_type: spec({ audit: 'dateTime' }),
+  country: spec({ audit: 'dateTime' }),
+  ethnic_group: spec({ audit: 'dateTime' }),
+  address: spec({
+    audit: 'dateTime',
+    references: {
+      country_id: ref('country'),
+      contact_id: ref('contact'),
+      address_type_id: ref('address_type'),
+    },
+    dateTimes: ['date_start', 'date_end'],
+  }),
+  gp: spec({ audit: 'dateTime', references: { contact_id: ref('contact') } }),
+  practice: spec({ audit: 'dateTime', references: { contact_id: ref('contact') } }),
+  contact_practice_associate: spec({
+    audit: 'dateTime',
+    references: { gp_id: ref('gp'), practice_id: ref('practice') },
+  }),
+  pasapi_assignment: spec({ audit: 'dateTime' }),
+  pasapi_xpath_remap: spec({ audit: 'dateTime', references: { institution_id: ref('institution') } }),
+  pasapi_remap_value: spec({ audit: 'dateTime', references: { xpath_id: ref('pasapi_xpath_remap') } }),
+  patient_merge_request: spec({
+    audit: 'dateTime',
+    references: { primary_id: ref('patient'), secondary_id: ref('patient') },
+    dates: ['primary_dob', 'secondary_dob'],
+  }),
   attachment_data_digest: spec({
     primaryKey: ['attachment_data_id'],
     references: { attachment_data_id: ref('attachment_data') },

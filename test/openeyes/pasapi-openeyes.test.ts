@@ -1,0 +1,189 @@
+/**
+ * PASAPI on an OpenEyes database (`DATABASE_SCHEMA=openeyes`, MariaDB/MySQL) with the tables OpenEyes's
+ * migrations create (schema.sql): the seed's `api` user (role API access) creates and updates a patient
+ * at `LOCAL-1-0`, the previous rows are kept in the `_version` twins, a hand-registered patient is
+ * adopted, and a merge writes `patient_merge_request` and its twin (which keeps three old column names).
+ */
+import assert from 'node:assert/strict';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import type { FastifyInstance } from 'fastify';
+import type { Kysely } from 'kysely';
+import { buildApp } from '../../src/app.ts';
+import { loadConfig } from '../../src/config.ts';
+import type { Bootstrapped } from '../../src/main/bootstrap.ts';
+import { bootstrap } from '../../src/main/bootstrap.ts';
+import { createAuthenticator } from '../../src/modules/user/index.ts';
+import { basicHeader } from '../factories.ts';
+import { fullPatientXml, pasapiPut, xmlText } from '../factories-pasapi.ts';
+import type { OpenEyesTestDatabase } from './openeyes-database.ts';
+import { createOpenEyesDatabase, openKysely, testMysqlUrl } from './openeyes-database.ts';
+
+const adminUrl = testMysqlUrl();
+const skip = adminUrl === undefined ? 'TEST_MYSQL_URL is not set (no MariaDB/MySQL server)' : false;
+const auth = { authorization: basicHeader('api', 'api-password') };
+
+describe('PASAPI on an OpenEyes database', { skip }, () => {
+  let oe: OpenEyesTestDatabase;
+  let booted: Bootstrapped;
+  let app: FastifyInstance;
+  let baseUrl: string;
+  let filesDir: string;
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  let db: Kysely<any>;
+  const client = { request: (p: string, init?: RequestInit) => fetch(`${baseUrl}${p}`, init) };
+
+  before(async () => {
+    oe = await createOpenEyesDatabase(adminUrl!);
+    filesDir = await mkdtemp(path.join(tmpdir(), 'cra-oe-pasapi-'));
+    const config = loadConfig({
+      DATABASE_URL: oe.url,
+      DATABASE_SCHEMA: 'openeyes',
+      TIME_ZONE: 'UTC',
+      FILES_DIR: filesDir,
+      AUTH_FAILURE_LIMIT_PER_MINUTE: '0',
+      AUTH_CACHE_TTL_MS: '0',
+      WORKER: 'off',
+      DEMO_DATA: 'off',
+      LOG_LEVEL: 'silent',
+    });
+    booted = await bootstrap(config);
+    app = await buildApp({
+      config: booted.config,
+      database: booted.database,
+      files: booted.files,
+      authenticator: createAuthenticator(booted.database.db, { cacheTtlMs: 0, database: booted.database }),
+    });
+    await app.listen({ host: '127.0.0.1', port: 0 });
+    baseUrl = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
+    db = openKysely(oe.url);
+  });
+  after(async () => {
+    await db?.destroy();
+    await app?.close();
+    await booted?.database.close();
+    await oe?.drop();
+    if (filesDir !== undefined) await rm(filesDir, { recursive: true, force: true });
+  });
+
+  const count = async (table: string) =>
+    Number(
+      (
+        await db
+          .selectFrom(table)
+          .select((eb) => eb.fn.countAll().as('n'))
+          .executeTakeFirstOrThrow()
+      ).n,
+    );
+
+  it('creates, then updates with the previous rows in the _version twins', async () => {
+    const create = await pasapiPut(
+      client,
+      'Patient/7654321/identifier-type/LOCAL-1-0',
+      fullPatientXml({ hospitalNumber: '7654321', nhsNumber: '4857773456' }),
+      auth,
+    );
+    const text = await create.text();
+    assert.equal(create.status, 201, text);
+    const id = Number(xmlText(text, 'Id'));
+    const patient = await db.selectFrom('patient').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
+    assert.equal(patient.dob, '1978-03-01');
+    assert.notEqual(patient.created_user_id, 1, 'audit columns name the api user');
+    const identifiers = await db
+      .selectFrom('patient_identifier')
+      .select(['patient_identifier_type_id', 'value', 'unique_row_string'])
+      .where('patient_id', '=', id)
+      .orderBy('patient_identifier_type_id')
+      .execute();
+    assert.deepEqual(identifiers, [
+      { patient_identifier_type_id: 1, value: '7654321', unique_row_string: `${id}-1-ACTIVE` },
+      { patient_identifier_type_id: 2, value: '4857773456', unique_row_string: `${id}-2-ACTIVE` },
+    ]);
+    const address = await db
+      .selectFrom('address')
+      .selectAll()
+      .where('contact_id', '=', patient.contact_id)
+      .executeTakeFirstOrThrow();
+    assert.equal(address.country_id, 1);
+
+    const versionsBefore = await Promise.all(
+      ['patient_version', 'contact_version', 'address_version'].map(count),
+    );
+    const update = await pasapiPut(
+      client,
+      'Patient/7654321/identifier-type/LOCAL-1-0',
+      fullPatientXml({ hospitalNumber: '7654321', nhsNumber: '4857773456', surname: 'Changed' }),
+      auth,
+    );
+    assert.equal(update.status, 200, await update.text());
+    const versionsAfter = await Promise.all(
+      ['patient_version', 'contact_version', 'address_version'].map(count),
+    );
+    assert.deepEqual(
+      versionsAfter,
+      versionsBefore.map((n) => n + 1),
+    );
+    const kept = await db
+      .selectFrom('contact_version')
+      .select('last_name')
+      .where('id', '=', patient.contact_id)
+      .executeTakeFirstOrThrow();
+    assert.equal(kept.last_name, 'API');
+  });
+
+  it('adopts a patient OpenEyes registered by hand (seed patient 2, 0067890)', async () => {
+    const assignmentsBefore = await count('pasapi_assignment');
+    const response = await pasapiPut(
+      client,
+      'Patient/0067890/identifier-type/LOCAL-1-0',
+      fullPatientXml({ hospitalNumber: '0067890' }),
+      auth,
+    );
+    const text = await response.text();
+    assert.equal(response.status, 200, text);
+    assert.equal(Number(xmlText(text, 'Id')), 2);
+    assert.equal(await count('pasapi_assignment'), assignmentsBefore + 1);
+  });
+
+  it("merges two patients and keeps the request versions under the twin's old column names", async () => {
+    const response = await pasapiPut(
+      client,
+      'PatientMerge/7654321/identifier-type/LOCAL-1-0',
+      '<PatientMerge><PrimaryPatientNumber>7654321</PrimaryPatientNumber><SecondaryPatientNumber>0067890</SecondaryPatientNumber></PatientMerge>',
+      auth,
+    );
+    const text = await response.text();
+    assert.equal(response.status, 201, text);
+    const requestId = Number(xmlText(text, 'Id'));
+    const row = await db
+      .selectFrom('patient_merge_request')
+      .selectAll()
+      .where('id', '=', requestId)
+      .executeTakeFirstOrThrow();
+    assert.equal(row.status, 20);
+    assert.equal(row.secondary_id, 2);
+    const version = await db
+      .selectFrom('patient_merge_request_version')
+      .selectAll()
+      .where('id', '=', requestId)
+      .executeTakeFirstOrThrow();
+    assert.equal(version.status, 0, 'the version before the merge');
+    assert.equal(version.primary_local_identifier_value, '7654321');
+    const retired = await db
+      .selectFrom('patient')
+      .select('deleted')
+      .where('id', '=', 2)
+      .executeTakeFirstOrThrow();
+    assert.equal(retired.deleted, 1);
+    assert.ok((await count('patient_version')) > 0);
+  });
+
+  it('refuses the seed user without OprnApi with 403', async () => {
+    const response = await pasapiPut(client, 'Patient/1/identifier-type/LOCAL-1-0', '<Patient/>', {
+      authorization: basicHeader('clinician', 'clinician-password'),
+    });
+    assert.equal(response.status, 403);
+  });
+});
