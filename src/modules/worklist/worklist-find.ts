@@ -23,7 +23,7 @@ import type { Logger } from '../../logger.ts';
 import { encodeAnswer } from './answer-encoding.ts';
 import { readIdentifier } from './identifier.ts';
 import type { WorklistCharacterSet, WorklistStation } from './stations.ts';
-import type { BookingRow } from './worklist.queries.ts';
+import type { BookingRow, EntryIds } from './worklist.queries.ts';
 import {
   ensureEntryIds,
   readBookingAttributes,
@@ -110,9 +110,15 @@ export function createWorklistFinder(deps: WorklistFinderDeps): WorklistFinder {
         const rows = await readBookingsPage(database.db, { ...filter, afterId, limit: PAGE_ROWS });
         if (rows.length === 0) break;
         afterId = rows.at(-1)!.id;
-        const entries = await entriesOf(rows);
-        for (const entry of entries) {
-          if (!matchesQuery(query, entry, { isStationless: station === undefined })) continue;
+        const matched = (await entriesOf(rows)).filter((entry) =>
+          matchesQuery(query, entry.values, { isStationless: station === undefined }),
+        );
+        // Ids are handed out to the entries answered only (one transaction per page).
+        const created = await ensureEntryIds(
+          database,
+          matched.filter((e) => e.studyInstanceUid === undefined).map((e) => e.bookingId),
+        );
+        for (const entry of matched) {
           if (sink.isCancelled()) return { status: FIND_STATUS.cancel, answers };
           if (answers >= config.worklist.maxAnswers) {
             deps.logger.warn({ answers }, 'worklist C-FIND stopped at DICOM_WORKLIST_MAX_ANSWERS');
@@ -122,10 +128,11 @@ export function createWorklistFinder(deps: WorklistFinderDeps): WorklistFinder {
               answers,
             };
           }
-          pendingStatus ??= hasUnsupportedMatchingKey(query, entry)
+          const values = withIds(entry, created.get(entry.bookingId));
+          pendingStatus ??= hasUnsupportedMatchingKey(query, values)
             ? FIND_STATUS.pendingWithUnsupportedKeys
             : FIND_STATUS.pending;
-          const answer = answerOf(query, entry);
+          const answer = answerOf(query, values);
           if (answerNeedsCharacterSet(answer))
             answer.push({ tag: TAG.specificCharacterSet, vr: 'CS', value: characterSet });
           await sink.answer(
@@ -138,11 +145,13 @@ export function createWorklistFinder(deps: WorklistFinderDeps): WorklistFinder {
       }
       return { status: FIND_STATUS.success, answers };
 
-      /** The entries of a page: bookings with a Patient ID, their ids handed out, their values. */
-      async function entriesOf(rows: readonly BookingRow[]): Promise<WorklistEntryValues[]> {
+      /**
+       * The entries of a page: bookings with a Patient ID and their values. One without ids handed out
+       * yet is matched with its accession number to be (the booking's id) and no Study Instance UID (none
+       * exists that a query could name).
+       */
+      async function entriesOf(rows: readonly BookingRow[]): Promise<PageEntry[]> {
         const usable = rows.filter((r) => r.identifier !== null && r.identifier !== '');
-        const missing = usable.filter((r) => r.studyInstanceUid === null).map((r) => r.id);
-        const created = await ensureEntryIds(database, missing);
         const [identifiers, attributes] = await Promise.all([
           readPatientIdentifiers(
             database.db,
@@ -154,10 +163,10 @@ export function createWorklistFinder(deps: WorklistFinderDeps): WorklistFinder {
           ),
         ]);
         return usable.map((row) => {
-          const ids =
-            row.studyInstanceUid !== null && row.accessionNumber !== null
-              ? { studyInstanceUid: row.studyInstanceUid, accessionNumber: row.accessionNumber }
-              : created.get(row.id)!;
+          const ids = {
+            studyInstanceUid: row.studyInstanceUid ?? '',
+            accessionNumber: row.accessionNumber ?? String(row.id),
+          };
           const physician = attributes.find(
             (a) => a.bookingId === row.id && a.name.toLowerCase() === physicianAttribute,
           )?.value;
@@ -167,7 +176,7 @@ export function createWorklistFinder(deps: WorklistFinderDeps): WorklistFinder {
           const scheduled = localParts(row.when ?? row.start);
           const physicianName = physician === undefined || physician === null ? '' : asPersonName(physician);
           const description = row.worklistName.slice(0, 64);
-          return {
+          const values: WorklistEntryValues = {
             attributes: new Map<number, string>([
               [TAG.patientName, personName(row.lastName, row.firstName, row.title)],
               [TAG.patientId, row.identifier!],
@@ -198,6 +207,11 @@ export function createWorklistFinder(deps: WorklistFinderDeps): WorklistFinder {
             ]),
             otherPatientIds: others,
           };
+          return {
+            bookingId: row.id,
+            ...(row.studyInstanceUid !== null ? { studyInstanceUid: row.studyInstanceUid } : {}),
+            values,
+          };
         });
       }
     },
@@ -222,6 +236,25 @@ export function createWorklistFinder(deps: WorklistFinderDeps): WorklistFinder {
       time: `${hour}${parts.minute}${parts.second}`,
     };
   }
+}
+
+/** An entry of a page: its booking, its Study Instance UID if handed out already, its values. */
+interface PageEntry {
+  readonly bookingId: number;
+  readonly studyInstanceUid?: string;
+  readonly values: WorklistEntryValues;
+}
+
+/** An entry's values with the ids just handed out to it (the accession number is the booking's id). */
+function withIds(entry: PageEntry, ids: EntryIds | undefined): WorklistEntryValues {
+  if (ids === undefined) return entry.values;
+  const attributes = new Map(entry.values.attributes);
+  attributes.set(TAG.studyInstanceUid, ids.studyInstanceUid);
+  attributes.set(TAG.accessionNumber, ids.accessionNumber);
+  attributes.set(TAG.requestedProcedureId, ids.accessionNumber);
+  const step = new Map(entry.values.step);
+  step.set(TAG.stepId, ids.accessionNumber);
+  return { ...entry.values, attributes, step };
 }
 
 /** The step's Modality, Scheduled Station AE Title and Station Name for a caller. */

@@ -12,14 +12,14 @@ import type { DB } from '../../db/schema.ts';
 import { nowDateTime } from '../../db/stored-time.ts';
 
 /** `mwl_entry`: the service's own table, not in `DB`. */
-interface EntryTables {
+type EntryTables = {
   mwl_entry: {
     worklist_patient_id: number;
     study_instance_uid: string;
     accession_number: string;
     created_date: string;
   };
-}
+};
 
 export interface BookingRow {
   readonly id: number;
