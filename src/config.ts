@@ -14,6 +14,8 @@ import { availableParallelism } from 'node:os';
 import path from 'node:path';
 import type { DeviceProfile } from './modules/device-filing/profiles.ts';
 import { readDeviceProfilesFile } from './modules/device-filing/profile-file.ts';
+import type { WorklistCharacterSet, WorklistStation } from './modules/worklist/stations.ts';
+import { WORKLIST_CHARACTER_SETS, readWorklistStationsFile } from './modules/worklist/stations.ts';
 
 export type DatabaseTarget =
   | { readonly kind: 'sqlite'; readonly file: string }
@@ -196,6 +198,7 @@ export interface Config {
   };
   /** DICOM receiving: STOW-RS (always) and the C-STORE SCP (when `port` is set). */
   readonly dicomNetwork: DicomNetworkConfig;
+  readonly worklist: WorklistConfig;
 }
 
 /** A calling AE title allowed to open associations from an address, a subnet, or anywhere. */
@@ -228,6 +231,18 @@ export interface DicomNetworkConfig {
   readonly maxUnassociatedConnections: number;
   /** `DICOM_ASSOCIATION_TIMEOUT_MS`: time from connection to a whole A-ASSOCIATE-RQ; then it is closed. */
   readonly associationTimeoutMs: number;
+}
+
+/** The Modality Worklist SCP on the DICOM port (its own section of settings). */
+export interface WorklistConfig {
+  /** `DICOM_WORKLIST_STATIONS_FILE`: the stations by calling AE title; none = every caller sees every worklist. */
+  readonly stations: readonly WorklistStation[];
+  /** `DICOM_WORKLIST_MAX_ANSWERS`: answers of one C-FIND; a query matching more ends with A700. */
+  readonly maxAnswers: number;
+  /** `DICOM_WORKLIST_CHARACTER_SET`: the answers' character set when neither query nor station names one. */
+  readonly characterSet: WorklistCharacterSet;
+  /** `DICOM_WORKLIST_PHYSICIAN_ATTRIBUTE`: the booking attribute that names the referring physician. */
+  readonly physicianAttribute: string;
 }
 
 export class ConfigError extends Error {
@@ -889,6 +904,41 @@ const DICOM_NETWORK = {
   },
 } satisfies ConfigSection;
 
+const WORKLIST = {
+  title: 'DICOM Modality Worklist',
+  settings: {
+    stations: optional(
+      'DICOM_WORKLIST_STATIONS_FILE',
+      'none (every allowed caller sees every worklist)',
+      'a JSON file of the worklist stations by calling AE title (modality, station name, worklist definitions, site, character set); checked at start ([docs/DICOM.md](docs/DICOM.md#modality-worklist))',
+      (raw, reader): readonly WorklistStation[] => {
+        if (raw === undefined) return [];
+        const outcome = readWorklistStationsFile(path.resolve(raw));
+        reader.problems.push(...outcome.problems);
+        return outcome.stations;
+      },
+    ),
+    maxAnswers: integer(
+      'DICOM_WORKLIST_MAX_ANSWERS',
+      1000,
+      { min: 1, max: 100_000 },
+      'answers to one worklist C-FIND; a query matching more gets these, then status A700 (out of resources)',
+    ),
+    characterSet: choice(
+      'DICOM_WORKLIST_CHARACTER_SET',
+      'ISO_IR 100',
+      WORKLIST_CHARACTER_SETS,
+      "the worklist answers' character set when neither the query nor the station names one (`ISO_IR 100` Latin-1, `ISO_IR 192` UTF-8)",
+    ),
+    physicianAttribute: optional(
+      'DICOM_WORKLIST_PHYSICIAN_ATTRIBUTE',
+      code('Doctor'),
+      "the booking attribute (`worklist_attribute.name`, any case) whose value is the worklist entry's referring physician",
+      (raw) => raw ?? 'Doctor',
+    ),
+  },
+} satisfies ConfigSection;
+
 const CONSOLE = {
   title: 'Operations console',
   settings: {
@@ -926,6 +976,7 @@ export const CONFIG_SECTIONS: readonly ConfigSection[] = [
   LIMITS,
   OBSERVABILITY,
   DICOM_NETWORK,
+  WORKLIST,
   CONSOLE,
 ];
 
@@ -1003,6 +1054,7 @@ export function loadConfig(env: Env = process.env): Config {
     auditMaxBacklog: observability.auditMaxBacklog,
     auditMaxLagMs: observability.auditMaxLagMs,
     dicomNetwork: parsed(DICOM_NETWORK.settings),
+    worklist: parsed(WORKLIST.settings),
     console: consoleSettings.console,
     consoleIdleMinutes: consoleSettings.consoleIdleMinutes,
     consoleSessionHours: consoleSettings.consoleSessionHours,

@@ -521,6 +521,77 @@ export type PatientMergeRequestTable = Audit & {
 };
 
 /** Every table of the service, by its OpenEyes name. */
+/** OpenEyes's worklist tables (migration 0021); the worklist module reads them for the Modality Worklist. */
+export type WorklistDefinitionTable = Audit & {
+  id: Generated<number>;
+  name: string;
+  description: string | null;
+  worklist_name: string | null;
+  rrule: string | null;
+  /** `HH:MM:SS`. */
+  start_time: string;
+  end_time: string;
+  active_from: string;
+  active_until: string | null;
+  scheduled: Generated<number>;
+  display_order: number;
+  patient_identifier_type_id: number;
+  pathway_type_id: Generated<number>;
+};
+
+export type WorklistDefinitionMappingTable = Audit & {
+  id: Generated<number>;
+  worklist_definition_id: number;
+  key: string;
+  display_order: number | null;
+};
+
+export type WorklistDefinitionMappingValueTable = Audit & {
+  id: Generated<number>;
+  worklist_definition_mapping_id: number;
+  mapping_value: string;
+};
+
+export type WorklistDefinitionDisplayContextTable = Audit & {
+  id: Generated<number>;
+  worklist_definition_id: number;
+  firm_id: number | null;
+  subspecialty_id: number | null;
+  site_id: number | null;
+  institution_id: number | null;
+};
+
+export type WorklistTable = Audit & {
+  id: Generated<number>;
+  name: string;
+  description: string | null;
+  start: string | null;
+  end: string | null;
+  scheduled: Generated<number>;
+  worklist_definition_id: number | null;
+};
+
+export type WorklistAttributeTable = Audit & {
+  id: Generated<number>;
+  worklist_id: number;
+  name: string;
+  display_order: number | null;
+};
+
+export type WorklistPatientTable = Audit & {
+  id: Generated<number>;
+  worklist_id: number;
+  patient_id: number;
+  when: string | null;
+};
+
+export type WorklistPatientAttributeTable = Audit & {
+  id: Generated<number>;
+  worklist_attribute_id: number;
+  worklist_patient_id: number;
+  attribute_value: string | null;
+};
+
 export interface DB {
   user: UserTable;
   contact: ContactTable;
@@ -575,6 +646,14 @@ export interface DB {
   pasapi_xpath_remap: PasapiXpathRemapTable;
   pasapi_remap_value: PasapiRemapValueTable;
   patient_merge_request: PatientMergeRequestTable;
+  worklist_definition: WorklistDefinitionTable;
+  worklist_definition_mapping: WorklistDefinitionMappingTable;
+  worklist_definition_mapping_value: WorklistDefinitionMappingValueTable;
+  worklist_definition_display_context: WorklistDefinitionDisplayContextTable;
+  worklist: WorklistTable;
+  worklist_attribute: WorklistAttributeTable;
+  worklist_patient: WorklistPatientTable;
+  worklist_patient_attribute: WorklistPatientAttributeTable;
 }
 
 export type TableName = keyof DB;

@@ -235,6 +235,45 @@ export const TABLE_SPECS = {
     references: { attachment_data_id: ref('attachment_data') },
     dateTimes: ['source_modified_date'],
   }),
+  worklist_definition: spec({
+    audit: 'dateTime',
+    references: { patient_identifier_type_id: ref('patient_identifier_type') },
+    dateTimes: ['active_from', 'active_until'],
+  }),
+  worklist_definition_mapping: spec({
+    audit: 'dateTime',
+    references: { worklist_definition_id: ref('worklist_definition') },
+  }),
+  worklist_definition_mapping_value: spec({
+    audit: 'dateTime',
+    references: { worklist_definition_mapping_id: ref('worklist_definition_mapping') },
+  }),
+  worklist_definition_display_context: spec({
+    audit: 'dateTime',
+    references: {
+      worklist_definition_id: ref('worklist_definition'),
+      site_id: ref('site'),
+      institution_id: ref('institution'),
+    },
+  }),
+  worklist: spec({
+    audit: 'dateTime',
+    references: { worklist_definition_id: ref('worklist_definition') },
+    dateTimes: ['start', 'end'],
+  }),
+  worklist_attribute: spec({ audit: 'dateTime', references: { worklist_id: ref('worklist') } }),
+  worklist_patient: spec({
+    audit: 'dateTime',
+    references: { worklist_id: ref('worklist'), patient_id: ref('patient') },
+    dateTimes: ['when'],
+  }),
+  worklist_patient_attribute: spec({
+    audit: 'dateTime',
+    references: {
+      worklist_attribute_id: ref('worklist_attribute'),
+      worklist_patient_id: ref('worklist_patient'),
+    },
+  }),
 } satisfies Record<DatasetTable, TableSpec>;
 
 export const TABLE_NAMES = Object.keys(TABLE_SPECS) as DatasetTable[];

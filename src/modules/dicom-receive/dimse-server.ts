@@ -23,10 +23,13 @@
  *   stored and queued in one transaction; its audit row is committed before the response is sent. The
  *   next request is read only once the response is sent. A connection lost before the data set is
  *   complete leaves nothing.
+ * - C-FIND on the Modality Worklist context: answered by the worklist module (`worklist-find.ts`), one
+ *   pending response per entry, the next sent once the peer took the last; a C-CANCEL-RQ ends it.
  * - Logs and metrics per association and per store: AE titles, peer address, outcome, status; never a
  *   UID or anything from the data set.
  */
 import { randomUUID } from 'node:crypto';
+import { once } from 'node:events';
 import type { AddressInfo, Socket } from 'node:net';
 import { BlockList, createServer, isIPv6 } from 'node:net';
 import { PassThrough, Writable } from 'node:stream';
@@ -42,6 +45,8 @@ import { createUploadMemory } from '../../http/upload-spool.ts';
 import type { Logger } from '../../logger.ts';
 import type { AuditTrail } from '../audit/index.ts';
 import type { IntakeService } from '../request-queue/index.ts';
+import type { WorklistFinder } from '../worklist/index.ts';
+import { MODALITY_WORKLIST_FIND, createWorklistFinder } from '../worklist/index.ts';
 import type { AssociationOutcome } from './dicom-metrics.ts';
 import {
   countAssociation,
@@ -72,6 +77,9 @@ type CEchoRequest = Dimse.requests.CEchoRequest;
 type CStoreRequest = Dimse.requests.CStoreRequest;
 type CEchoResponse = Dimse.responses.CEchoResponse;
 type CStoreResponse = Dimse.responses.CStoreResponse;
+type CFindRequest = Dimse.requests.CFindRequest;
+type CCancelRequest = Dimse.requests.CCancelRequest;
+type CFindResponse = Dimse.responses.CFindResponse;
 /** Why a connection was closed at once: the total or per-address limit, or evicted as the oldest unassociated. */
 type ConnectionRefusal = 'total' | 'address' | 'unassociated';
 
@@ -82,6 +90,10 @@ export const C_STORE_SOURCE = 'C-STORE';
 const MAX_PDU_BYTES = 256 * 1024;
 /** Idle time after which an associated connection is closed, in ms. */
 const TIMEOUT_MS = 60_000;
+const IMPLICIT_VR_LITTLE_ENDIAN = '1.2.840.10008.1.2';
+const EXPLICIT_VR_LITTLE_ENDIAN = '1.2.840.10008.1.2.1';
+/** C-FIND "unable to process" (PS3.4 C.4.1.1.4), when the worklist cannot be read. */
+const WORKLIST_UNABLE_TO_PROCESS = 0xc000;
 /** At most one log line per this interval about refused connections (a flood would fill the log). */
 const REFUSAL_LOG_INTERVAL_MS = 10_000;
 
@@ -114,6 +126,7 @@ interface ServerContext {
   readonly config: Config;
   readonly logger: Logger;
   readonly receiver: DicomReceiver;
+  readonly worklist: WorklistFinder;
   readonly audit: AuditTrail;
   readonly uploadMemory: UploadMemory;
   readonly allowedCallers: AllowedCallers;
@@ -145,6 +158,7 @@ export async function startDicomServer(deps: DicomServerDeps): Promise<DicomServ
     config,
     logger,
     receiver: deps.receiver ?? createDicomReceiver({ database, config, intake: deps.intake }),
+    worklist: createWorklistFinder({ database, config, logger }),
     audit: deps.auditTrail,
     uploadMemory: deps.uploadMemory ?? createUploadMemory(config.limits.uploadMemoryBytes),
     allowedCallers: compileAllowedCallers(config.dicomNetwork.allowedCallers),
@@ -308,7 +322,25 @@ class DataSetCollector extends Writable {
   }
 }
 
-/** One connection: at most one association, its C-ECHOs and C-STOREs. */
+/** A worklist answer, encoded by the worklist module: the library sends its bytes as they are. */
+class EncodedDataSet extends Dataset {
+  private readonly bytes: Buffer;
+  constructor(bytes: Buffer, transferSyntaxUid: string) {
+    super({}, transferSyntaxUid);
+    this.bytes = bytes;
+  }
+
+  override getDenaturalizedDataset(): Buffer {
+    return this.bytes;
+  }
+}
+
+/** The library's sender of one DIMSE message (`Network._sendDimse`, dcmjs-dimse 0.3). */
+interface LibrarySender {
+  _sendDimse(message: { context: PresentationContext; command: CFindResponse }): void;
+}
+
+/** One connection: at most one association, its C-ECHOs, C-STOREs and C-FINDs. */
 class StoreScp extends Scp {
   private readonly context: ServerContext;
   private readonly peer: Socket;
@@ -320,6 +352,8 @@ class StoreScp extends Scp {
   private isAssociated = false;
   private callingAeTitle = '';
   private stores = 0;
+  /** Message ids of C-FINDs whose C-CANCEL-RQ came. */
+  private readonly cancelledFinds = new Set<number>();
   /** The data set being received, until it is handed to the store. */
   private collector: DataSetCollector | undefined;
 
@@ -390,9 +424,12 @@ class StoreScp extends Scp {
       );
 
     const accepted = new Map<number, ContextKind>();
+    const explicitVr = new Set<number>();
     for (const { context } of association.getPresentationContexts()) {
       const kind = acceptOrRefuse(context);
       if (kind !== undefined) accepted.set(context.getPresentationContextId(), kind);
+      if (context.getAcceptedTransferSyntaxUid() === EXPLICIT_VR_LITTLE_ENDIAN)
+        explicitVr.add(context.getPresentationContextId());
     }
     association.setMaxPduLength(MAX_PDU_BYTES);
     this.isAssociated = true;
@@ -404,7 +441,7 @@ class StoreScp extends Scp {
     countAssociation('accepted');
     this.log('info', {}, 'DICOM association accepted');
     this.sendAssociationAccept();
-    this.gate.accept(MAX_PDU_BYTES, accepted);
+    this.gate.accept(MAX_PDU_BYTES, accepted, explicitVr);
   }
 
   override associationReleaseRequested(): void {
@@ -460,6 +497,76 @@ class StoreScp extends Scp {
     });
     this.context.inFlight.add(work);
     void work.finally(() => this.context.inFlight.delete(work));
+  }
+
+  override cFindRequest(request: CFindRequest, callback: (responses: CFindResponse[]) => void): void {
+    const messageId = request.getMessageId();
+    const transferSyntax = request.getDataset()?.getTransferSyntaxUid() ?? IMPLICIT_VR_LITTLE_ENDIAN;
+    const taken = this.gate.takeIdentifier();
+    const responseOf = (status: number, identifier?: Buffer, comment?: string) => {
+      const response = responses.CFindResponse.fromRequest(request);
+      response.setStatus(status);
+      if (identifier !== undefined) response.setDataset(new EncodedDataSet(identifier, transferSyntax));
+      if (comment !== undefined) response.setErrorComment(comment);
+      return response;
+    };
+    // The library's callback may be called once, with every response; pending responses go out one at a
+    // time instead, through the library's own sender (on the request's presentation context), so that a
+    // C-CANCEL-RQ can stop them and none waits in memory for the others. The final one goes through the
+    // callback.
+    const sendPending = (response: CFindResponse) =>
+      (this as unknown as LibrarySender)._sendDimse({
+        context: this.association!.getPresentationContext(taken?.contextId ?? 0),
+        command: response,
+      });
+    const respond = (status: number, identifier?: Buffer, comment?: string) =>
+      callback([responseOf(status, identifier, comment)]);
+    const find = this.context.worklist.find(
+      {
+        identifier: taken?.identifier ?? Buffer.alloc(0),
+        isExplicitVr: transferSyntax === EXPLICIT_VR_LITTLE_ENDIAN,
+        callingAeTitle: this.callingAeTitle,
+      },
+      {
+        answer: async (identifier, status) => {
+          if (this.peer.destroyed) throw new Error('connection closed');
+          sendPending(responseOf(status, identifier));
+          // The next answer waits for the socket to take this one, and a turn of the event loop lets a
+          // C-CANCEL-RQ in.
+          if (this.peer.writableNeedDrain) await once(this.peer, 'drain');
+          await new Promise<void>((resolve) => setImmediate(resolve));
+        },
+        isCancelled: () => this.cancelledFinds.has(messageId) || this.peer.destroyed,
+      },
+    );
+    const work = find.then(
+      (outcome) => {
+        this.log(
+          outcome.status === Status.Success ? 'info' : 'warn',
+          {
+            status: `0x${outcome.status.toString(16).toUpperCase().padStart(4, '0')}`,
+            answers: outcome.answers,
+          },
+          'DICOM worklist C-FIND answered',
+        );
+        if (this.peer.destroyed) return;
+        respond(outcome.status, undefined, outcome.comment);
+      },
+      (error: unknown) => {
+        this.log('error', { err: error }, 'DICOM worklist C-FIND failed');
+        if (!this.peer.destroyed) respond(WORKLIST_UNABLE_TO_PROCESS, undefined, 'worklist not available');
+      },
+    );
+    this.context.inFlight.add(work);
+    void work.finally(() => {
+      this.context.inFlight.delete(work);
+      this.cancelledFinds.delete(messageId);
+      this.gate.answered();
+    });
+  }
+
+  override cCancelRequest(request: CCancelRequest): void {
+    this.cancelledFinds.add(request.getMessageIdBeingRespondedTo());
   }
 
   override abort(): void {
@@ -610,6 +717,17 @@ class StoreScp extends Scp {
  */
 function acceptOrRefuse(context: PresentationContext): ContextKind | undefined {
   const abstractSyntax = context.getAbstractSyntaxUid();
+  if (abstractSyntax === MODALITY_WORKLIST_FIND) {
+    // The worklist identifiers are read and written in Little Endian, Explicit VR preferred.
+    const proposed = context.getTransferSyntaxUids();
+    const chosen = [EXPLICIT_VR_LITTLE_ENDIAN, IMPLICIT_VR_LITTLE_ENDIAN].find((ts) => proposed.includes(ts));
+    if (chosen === undefined) {
+      context.setResult(PresentationContextResult.RejectTransferSyntaxesNotSupported);
+      return undefined;
+    }
+    context.setResult(PresentationContextResult.Accept, chosen);
+    return 'worklist';
+  }
   const kind: ContextKind | undefined =
     abstractSyntax === VERIFICATION_SOP_CLASS
       ? 'verification'

@@ -15,13 +15,17 @@
  *   most {@link MAX_COMMAND_BYTES} (read here from its group 0000 elements, Implicit VR Little Endian per
  *   PS3.7 6.3.1, with a bounded linear scan); only C-ECHO-RQ without a data set on the Verification
  *   context and C-STORE-RQ with one on a storage context are allowed, and data set fragments only after a
- *   C-STORE-RQ on its context. Anything else aborts the association (A-ABORT from the service provider)
+ *   C-STORE-RQ on its context. On a Modality Worklist context, a C-FIND-RQ with an identifier of at most
+ *   `MAX_IDENTIFIER_BYTES`, whose elements and sequence depth the worklist module's bounded reader checks
+ *   before the library sees it; while its answers go out, only a C-CANCEL-RQ for it is read. Anything else aborts the association (A-ABORT from the service provider)
  *   before a byte of it reaches the library: no data set of another command is ever buffered or parsed.
  *
  * Buffering is linear: chunks are kept in a list and each PDU is copied out once when whole.
  */
 import { EventEmitter } from 'node:events';
 import type { Socket } from 'node:net';
+import type { IdentifierRefusal } from '../worklist/index.ts';
+import { MAX_IDENTIFIER_BYTES, readIdentifier } from '../worklist/index.ts';
 
 /** Largest A-ASSOCIATE-RQ read (a request proposing 128 presentation contexts is about 20 KiB). */
 export const MAX_ASSOCIATE_RQ_BYTES = 64 * 1024;
@@ -38,6 +42,8 @@ const PDU = {
 /** Command Field values (PS3.7 E.1). */
 const C_STORE_RQ = 0x0001;
 const C_ECHO_RQ = 0x0030;
+const C_FIND_RQ = 0x0020;
+const C_CANCEL_RQ = 0x0fff;
 /** Command Data Set Type (0000,0800) meaning "no data set". */
 const NO_DATA_SET = 0x0101;
 /** A-ABORT source "service provider" and reasons (PS3.8 9.3.8). */
@@ -48,7 +54,7 @@ const ABORT_INVALID_PARAMETER = 6;
 const LINGER_MS = 2000;
 
 /** What an accepted presentation context carries. */
-export type ContextKind = 'verification' | 'storage';
+export type ContextKind = 'verification' | 'storage' | 'worklist';
 
 /** Why the gate closed the connection (for the log and metrics; never a value the peer sent). */
 export type GateRefusal =
@@ -64,7 +70,9 @@ export type GateRefusal =
   | 'data-set-not-allowed'
   | 'command-not-implemented'
   | 'unexpected-data-set'
-  | 'request-before-answer';
+  | 'request-before-answer'
+  | 'identifier-too-large'
+  | IdentifierRefusal;
 
 export interface PduGateOptions {
   readonly associationTimeoutMs: number;
@@ -93,6 +101,15 @@ export class PduGate extends EventEmitter {
   private commandBytes = 0;
   /** The presentation context of the C-STORE data set being received, if one is. */
   private dataSetContext: number | undefined;
+  /** Contexts whose data sets are in Explicit VR (the worklist identifiers' reader needs to know). */
+  private explicitVrContexts: ReadonlySet<number> = new Set();
+  /** The C-FIND identifier being received, and the last one received whole (for the SCP to take). */
+  private identifierChunks: Buffer[] = [];
+  private identifierBytes = 0;
+  private identifier: { identifier: Buffer; contextId: number } | undefined;
+  /** The context of the C-FIND being answered, and whether its C-CANCEL-RQ came. */
+  private findContext: number | undefined;
+  private isCancelSeen = false;
   /** A whole request passed and is not answered yet: nothing more is read until it is. */
   private isAwaitingAnswer = false;
   private isDraining = false;
@@ -131,9 +148,14 @@ export class PduGate extends EventEmitter {
   }
 
   /** The association was accepted with these contexts (id -> kind) and this maximum PDU length. */
-  accept(maxPduBytes: number, contexts: ReadonlyMap<number, ContextKind>): void {
+  accept(
+    maxPduBytes: number,
+    contexts: ReadonlyMap<number, ContextKind>,
+    explicitVrContexts: ReadonlySet<number> = new Set(),
+  ): void {
     if (this.phase !== 'deciding') return;
     this.phase = 'associated';
+    this.explicitVrContexts = explicitVrContexts;
     this.maxPduBytes = maxPduBytes;
     this.contexts = contexts;
     // Called while a PDU is being passed on, the loop under way goes on reading.
@@ -147,6 +169,8 @@ export class PduGate extends EventEmitter {
   answered(): void {
     if (!this.isAwaitingAnswer) return;
     this.isAwaitingAnswer = false;
+    this.findContext = undefined;
+    this.isCancelSeen = false;
     if (!this.isDraining) this.drain();
   }
 
@@ -161,6 +185,13 @@ export class PduGate extends EventEmitter {
     this.bufferedBytes = 0;
     this.socket.resume();
     setTimeout(() => this.socket.destroy(), LINGER_MS).unref();
+  }
+
+  /** The identifier of the C-FIND-RQ passed last and its presentation context (once). */
+  takeIdentifier(): { identifier: Buffer; contextId: number } | undefined {
+    const identifier = this.identifier;
+    this.identifier = undefined;
+    return identifier;
   }
 
   private receive(chunk: Buffer): void {
@@ -201,7 +232,12 @@ export class PduGate extends EventEmitter {
   }
 
   private isReading(): boolean {
-    return this.phase === 'awaiting-request' || (this.phase === 'associated' && !this.isAwaitingAnswer);
+    // While a C-FIND is answered, reading goes on for its C-CANCEL-RQ (and stops once that came).
+    const isAwaitingCancel = this.findContext !== undefined && !this.isCancelSeen;
+    return (
+      this.phase === 'awaiting-request' ||
+      (this.phase === 'associated' && (!this.isAwaitingAnswer || isAwaitingCancel))
+    );
   }
 
   /** A refusal for a PDU header the phase does not allow, before its body is buffered. */
@@ -230,7 +266,8 @@ export class PduGate extends EventEmitter {
   private checkPData(pdu: Buffer): { refusal: GateRefusal; detail?: string } | undefined {
     let offset = PDU_HEADER_BYTES;
     while (offset < pdu.length) {
-      if (this.isAwaitingAnswer) return { refusal: 'request-before-answer' };
+      if (this.isAwaitingAnswer && (this.findContext === undefined || this.isCancelSeen))
+        return { refusal: 'request-before-answer' };
       if (offset + 6 > pdu.length) return { refusal: 'malformed-pdu' };
       const itemLength = pdu.readUInt32BE(offset);
       const end = offset + 4 + itemLength;
@@ -244,6 +281,34 @@ export class PduGate extends EventEmitter {
       if (control > 3) return { refusal: 'malformed-pdu' };
       const isCommand = (control & 1) === 1;
       const isLast = (control & 2) === 2;
+      if (this.isAwaitingAnswer) {
+        // Only the C-CANCEL-RQ of the C-FIND being answered, whole in one PDV, without a data set.
+        const fields = isCommand && isLast && this.command.length === 0 ? readCommand(value) : undefined;
+        if (fields?.commandField !== C_CANCEL_RQ || contextId !== this.findContext)
+          return { refusal: 'request-before-answer' };
+        if (fields.dataSetType !== NO_DATA_SET)
+          return { refusal: 'data-set-not-allowed', detail: 'C-CANCEL-RQ' };
+        this.isCancelSeen = true;
+        continue;
+      }
+      if (!isCommand && kind === 'worklist') {
+        if (this.dataSetContext !== contextId) return { refusal: 'unexpected-data-set' };
+        this.identifierBytes += value.length;
+        if (this.identifierBytes > MAX_IDENTIFIER_BYTES) return { refusal: 'identifier-too-large' };
+        this.identifierChunks.push(value);
+        if (isLast) {
+          const identifier = Buffer.concat(this.identifierChunks, this.identifierBytes);
+          this.identifierChunks = [];
+          this.identifierBytes = 0;
+          this.dataSetContext = undefined;
+          const reading = readIdentifier(identifier, this.explicitVrContexts.has(contextId));
+          if (!reading.ok) return { refusal: reading.refusal };
+          this.identifier = { identifier, contextId };
+          this.findContext = contextId;
+          this.isAwaitingAnswer = true;
+        }
+        continue;
+      }
       if (!isCommand) {
         if (this.dataSetContext !== contextId) return { refusal: 'unexpected-data-set' };
         if (isLast) {
@@ -265,6 +330,9 @@ export class PduGate extends EventEmitter {
       if (fields.commandField === C_ECHO_RQ && kind === 'verification') {
         if (hasDataSet) return { refusal: 'data-set-not-allowed', detail: 'C-ECHO-RQ' };
         this.isAwaitingAnswer = true;
+      } else if (fields.commandField === C_FIND_RQ && kind === 'worklist') {
+        if (!hasDataSet) return { refusal: 'malformed-command' };
+        this.dataSetContext = contextId;
       } else if (fields.commandField === C_STORE_RQ && kind === 'storage') {
         if (!hasDataSet) return { refusal: 'malformed-command' };
         this.dataSetContext = contextId;

@@ -1,0 +1,22 @@
+/**
+ * The worklist module's face: the Modality Worklist C-FIND answered from OpenEyes's worklist tables
+ * (the DICOM port's SCP calls it), the bounded reader of C-FIND identifiers (the PDU gate calls it), and
+ * the station settings.
+ */
+export type {
+  WorklistFinder,
+  WorklistFindOutcome,
+  WorklistFindRequest,
+  WorklistFindSink,
+} from './worklist-find.ts';
+export { createWorklistFinder } from './worklist-find.ts';
+export type { IdentifierRefusal } from './identifier.ts';
+export {
+  MAX_IDENTIFIER_BYTES,
+  MAX_IDENTIFIER_DEPTH,
+  MAX_IDENTIFIER_ELEMENTS,
+  readIdentifier,
+} from './identifier.ts';
+export { FIND_STATUS } from './worklist-query.ts';
+/** Modality Worklist Information Model - FIND (PS3.4 K.6.1). */
+export const MODALITY_WORKLIST_FIND = '1.2.840.10008.5.1.4.31';

@@ -1,0 +1,204 @@
+/**
+ * The worklist module's SQL: the bookings of automatic worklists (`worklist_patient` of a `worklist` with
+ * a definition) with their patient, names, the identifier of the definition's type and its issuer, in
+ * pages of booking ids; the patients' other identifiers and the bookings' attributes of a page; and the
+ * owner's writes of `mwl_entry` (`cra_mwl_entry` on OpenEyes), the ids handed out per booking.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Kysely } from 'kysely';
+import { sql } from 'kysely';
+import type { Database } from '../../db/database.ts';
+import type { DB } from '../../db/schema.ts';
+import { nowDateTime } from '../../db/stored-time.ts';
+
+/** `mwl_entry`: the service's own table, not in `DB`. */
+type EntryTables = {
+  mwl_entry: {
+    worklist_patient_id: number;
+    study_instance_uid: string;
+    accession_number: string;
+    created_date: string;
+  };
+};
+
+export interface BookingRow {
+  readonly id: number;
+  readonly when: string | null;
+  readonly start: string | null;
+  readonly worklistName: string;
+  readonly identifierTypeId: number;
+  readonly patientId: number;
+  readonly dob: string | null;
+  readonly gender: string | null;
+  readonly title: string | null;
+  readonly firstName: string;
+  readonly lastName: string;
+  readonly identifier: string | null;
+  readonly issuer: string | null;
+  readonly studyInstanceUid: string | null;
+  readonly accessionNumber: string | null;
+}
+
+export interface BookingFilter {
+  /** Bookings with a larger id only (the page before ended there). */
+  readonly afterId: number;
+  readonly limit: number;
+  /** Stored date-times bounding the booking's time (`when`, else the worklist's start), inclusive. */
+  readonly fromStored?: string;
+  readonly toStored?: string;
+  readonly definitionIds?: readonly number[];
+  /** Definitions without a display context, or with one of this site or of no site. */
+  readonly siteId?: number;
+}
+
+/** One page of bookings in id order. */
+export async function readBookingsPage(db: Kysely<DB>, filter: BookingFilter): Promise<BookingRow[]> {
+  const edb = db.withTables<EntryTables>();
+  const bookingTime = sql<string>`coalesce(${sql.ref('wp.when')}, ${sql.ref('w.start')})`;
+  let query = edb
+    .selectFrom('worklist_patient as wp')
+    .innerJoin('worklist as w', 'w.id', 'wp.worklist_id')
+    .innerJoin('worklist_definition as d', 'd.id', 'w.worklist_definition_id')
+    .innerJoin('patient as p', 'p.id', 'wp.patient_id')
+    .innerJoin('contact as c', 'c.id', 'p.contact_id')
+    .innerJoin('patient_identifier_type as t', 't.id', 'd.patient_identifier_type_id')
+    .leftJoin('institution as i', 'i.id', 't.institution_id')
+    .leftJoin('patient_identifier as pi', (join) =>
+      join
+        .onRef('pi.patient_id', '=', 'p.id')
+        .onRef('pi.patient_identifier_type_id', '=', 'd.patient_identifier_type_id')
+        .on('pi.deleted', '=', 0),
+    )
+    .leftJoin('mwl_entry as e', 'e.worklist_patient_id', 'wp.id')
+    .select([
+      'wp.id as id',
+      'wp.when as when',
+      'w.start as start',
+      'w.name as worklistName',
+      'd.patient_identifier_type_id as identifierTypeId',
+      'p.id as patientId',
+      'p.dob as dob',
+      'p.gender as gender',
+      'c.title as title',
+      'c.first_name as firstName',
+      'c.last_name as lastName',
+      'pi.value as identifier',
+      'i.remote_id as issuer',
+      'e.study_instance_uid as studyInstanceUid',
+      'e.accession_number as accessionNumber',
+    ])
+    .where('p.deleted', '=', 0)
+    .where('wp.id', '>', filter.afterId);
+  if (filter.fromStored !== undefined) query = query.where(bookingTime, '>=', filter.fromStored);
+  if (filter.toStored !== undefined) query = query.where(bookingTime, '<=', filter.toStored);
+  if (filter.definitionIds !== undefined) query = query.where('d.id', 'in', [...filter.definitionIds]);
+  const { siteId } = filter;
+  if (siteId !== undefined)
+    query = query.where((eb) =>
+      eb.or([
+        eb.not(
+          eb.exists(
+            eb
+              .selectFrom('worklist_definition_display_context as x')
+              .select('x.id')
+              .whereRef('x.worklist_definition_id', '=', 'd.id'),
+          ),
+        ),
+        eb.exists(
+          eb
+            .selectFrom('worklist_definition_display_context as x')
+            .select('x.id')
+            .whereRef('x.worklist_definition_id', '=', 'd.id')
+            .where((inner) => inner.or([inner('x.site_id', 'is', null), inner('x.site_id', '=', siteId)])),
+        ),
+      ]),
+    );
+  return query.orderBy('wp.id').limit(filter.limit).execute();
+}
+
+export interface OtherIdentifierRow {
+  readonly patientId: number;
+  readonly typeId: number;
+  readonly value: string;
+  readonly issuer: string | null;
+}
+
+/** The identifiers (not deleted) of `patientIds`, with their type's institution code. */
+export async function readPatientIdentifiers(
+  db: Kysely<DB>,
+  patientIds: readonly number[],
+): Promise<OtherIdentifierRow[]> {
+  if (patientIds.length === 0) return [];
+  return db
+    .selectFrom('patient_identifier as pi')
+    .innerJoin('patient_identifier_type as t', 't.id', 'pi.patient_identifier_type_id')
+    .leftJoin('institution as i', 'i.id', 't.institution_id')
+    .select(['pi.patient_id as patientId', 't.id as typeId', 'pi.value as value', 'i.remote_id as issuer'])
+    .where('pi.patient_id', 'in', [...new Set(patientIds)])
+    .where('pi.deleted', '=', 0)
+    .orderBy('pi.id')
+    .execute();
+}
+
+export interface BookingAttributeRow {
+  readonly bookingId: number;
+  readonly name: string;
+  readonly value: string | null;
+}
+
+/** The attribute values of `bookingIds`, by attribute name. */
+export async function readBookingAttributes(
+  db: Kysely<DB>,
+  bookingIds: readonly number[],
+): Promise<BookingAttributeRow[]> {
+  if (bookingIds.length === 0) return [];
+  return db
+    .selectFrom('worklist_patient_attribute as a')
+    .innerJoin('worklist_attribute as wa', 'wa.id', 'a.worklist_attribute_id')
+    .select(['a.worklist_patient_id as bookingId', 'wa.name as name', 'a.attribute_value as value'])
+    .where('a.worklist_patient_id', 'in', [...bookingIds])
+    .execute();
+}
+
+export interface EntryIds {
+  readonly studyInstanceUid: string;
+  readonly accessionNumber: string;
+}
+
+/**
+ * The ids handed out for `bookingIds`, created for those that have none yet (a Study Instance UID of
+ * the UUID form `2.25.<decimal>`, PS3.5 B.2; the booking's id as accession number and procedure ids).
+ * A booking answered by two queries at once gets one row: the second insert is ignored, and both read it.
+ */
+export async function ensureEntryIds(
+  database: Database,
+  bookingIds: readonly number[],
+): Promise<Map<number, EntryIds>> {
+  const ids = new Map<number, EntryIds>();
+  if (bookingIds.length === 0) return ids;
+  const now = nowDateTime();
+  await database.writeTransaction(async (trx) => {
+    const edb = trx.withTables<EntryTables>();
+    const insert = edb.insertInto('mwl_entry').values(
+      bookingIds.map((id) => ({
+        worklist_patient_id: id,
+        study_instance_uid: `2.25.${BigInt(`0x${randomUUID().replace(/-/g, '')}`).toString()}`,
+        accession_number: String(id),
+        created_date: now,
+      })),
+    );
+    await database.dialect.insertOrIgnore(insert, ['worklist_patient_id']).execute();
+  });
+  const rows = await database.db
+    .withTables<EntryTables>()
+    .selectFrom('mwl_entry')
+    .select(['worklist_patient_id', 'study_instance_uid', 'accession_number'])
+    .where('worklist_patient_id', 'in', [...bookingIds])
+    .execute();
+  for (const row of rows)
+    ids.set(row.worklist_patient_id, {
+      studyInstanceUid: row.study_instance_uid,
+      accessionNumber: row.accession_number,
+    });
+  return ids;
+}

@@ -1,0 +1,371 @@
+/**
+ * The Modality Worklist C-FIND SCP on the DICOM port, asked by dcmtk's `findscu -W`: the answers' values
+ * for the bookings of OpenEyes's worklist tables (patient, identifiers, the ids handed out once, the step
+ * in TIME_ZONE), the matching rules, character sets, stations, the cap, C-CANCEL, and hostile identifiers.
+ */
+import assert from 'node:assert/strict';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { createStandardInstitutions, addIdentifier } from '../../../test/factories-patient.ts';
+import { countRows, createPatient } from '../../../test/factories.ts';
+import { startDicomTestApp } from '../../../test/dicom-receiving.ts';
+import type { TestApp } from '../../../test/harness.ts';
+import { forEachDialect } from '../../../test/harness.ts';
+import {
+  createBooking,
+  createWorklist,
+  dumpToDicom,
+  findWorklist,
+  itemOf,
+  nameOf,
+} from '../../../test/worklist-fixtures.ts';
+import type { DicomServer } from '../dicom-receive/index.ts';
+
+const DAY = '2026-07-15';
+/** The step keys a broad query of the day asks for. */
+const STEP_KEYS = [
+  'ScheduledProcedureStepSequence[0].ScheduledProcedureStepStartDate=20260715',
+  'ScheduledProcedureStepSequence[0].ScheduledProcedureStepStartTime',
+  'ScheduledProcedureStepSequence[0].Modality',
+  'ScheduledProcedureStepSequence[0].ScheduledStationAETitle',
+  'ScheduledProcedureStepSequence[0].ScheduledProcedureStepID',
+  'ScheduledProcedureStepSequence[0].ScheduledProcedureStepDescription',
+];
+const PATIENT_KEYS = [
+  'PatientName',
+  'PatientID',
+  'IssuerOfPatientID',
+  'PatientBirthDate',
+  'PatientSex',
+  'AccessionNumber',
+  'RequestedProcedureID',
+  'StudyInstanceUID',
+  'ReferringPhysicianName',
+  'RequestedProcedureDescription',
+  'OtherPatientIDsSequence',
+];
+
+interface Fixture {
+  app: TestApp;
+  server: DicomServer;
+  bookings: { ann: number; jose: number; late: number; other: number };
+}
+
+/**
+ * The day's worklist "Cataract clinic" (hospital numbers) with Ann Smith at 10:30 and José Müller at
+ * 14:05 local time (Europe/London, BST), a booking of Ann the next day, one in "Glaucoma clinic", and
+ * bookings that are no entry: a patient without a hospital number, a deleted patient, a manual worklist.
+ */
+async function setUp(app: TestApp): Promise<Fixture['bookings']> {
+  const db = app.db;
+  const { localTypeId, globalTypeId } = await createStandardInstitutions(db, 'NEW');
+  const cataract = await createWorklist(db, {
+    typeId: localTypeId,
+    name: 'Cataract clinic',
+    day: DAY,
+    attributes: ['Clinic', 'Doctor'],
+  });
+  const glaucoma = await createWorklist(db, { typeId: localTypeId, name: 'Glaucoma clinic', day: DAY });
+  const ann = await createPatient(db, {
+    firstName: 'Ann Marie',
+    lastName: 'Smith',
+    title: 'Mrs',
+    patient: { dob: '1950-03-04', gender: 'F' },
+  });
+  await addIdentifier(db, ann.patientId, localTypeId, '1000001');
+  await addIdentifier(db, ann.patientId, globalTypeId, '4505577104');
+  const jose = await createPatient(db, {
+    firstName: 'José',
+    lastName: 'Müller',
+    patient: { dob: '1961-12-31', gender: 'M' },
+  });
+  await addIdentifier(db, jose.patientId, localTypeId, '1000002');
+  const nobody = await createPatient(db, { lastName: 'Nonumber' });
+  const deleted = await createPatient(db, { lastName: 'Deleted', patient: { deleted: 1 } });
+  await addIdentifier(db, deleted.patientId, localTypeId, '1000009');
+
+  const doctor = cataract.attributeIds.get('Doctor')!;
+  const bookings = {
+    ann: await createBooking(db, {
+      worklistId: cataract.worklistId,
+      patientId: ann.patientId,
+      whenUtc: `${DAY}T09:30:00Z`,
+      attributes: new Map([[doctor, 'Mr A Surgeon']]),
+    }),
+    jose: await createBooking(db, {
+      worklistId: cataract.worklistId,
+      patientId: jose.patientId,
+      whenUtc: `${DAY}T13:05:00Z`,
+    }),
+    late: await createBooking(db, {
+      worklistId: cataract.worklistId,
+      patientId: ann.patientId,
+      whenUtc: '2026-07-16T08:00:00Z',
+    }),
+    other: await createBooking(db, {
+      worklistId: glaucoma.worklistId,
+      patientId: jose.patientId,
+      whenUtc: `${DAY}T15:00:00Z`,
+    }),
+  };
+  await createBooking(db, {
+    worklistId: cataract.worklistId,
+    patientId: nobody.patientId,
+    whenUtc: `${DAY}T11:00:00Z`,
+  });
+  await createBooking(db, {
+    worklistId: cataract.worklistId,
+    patientId: deleted.patientId,
+    whenUtc: `${DAY}T11:00:00Z`,
+  });
+  const manual = await db
+    .insertInto('worklist')
+    .values({ name: 'Manual list', start: `${DAY} 08:00:00`, end: `${DAY} 17:00:00` })
+    .returning('id')
+    .executeTakeFirstOrThrow();
+  await createBooking(db, { worklistId: manual.id, patientId: ann.patientId, whenUtc: `${DAY}T12:00:00Z` });
+  return bookings;
+}
+
+/** The answers' values of one attribute, sorted. */
+function valuesOf(answers: readonly Record<string, unknown>[], keyword: string): string[] {
+  return answers
+    .map((a) => {
+      const value = a[keyword];
+      return typeof value === 'string' || typeof value === 'number' ? String(value) : '';
+    })
+    .sort();
+}
+
+forEachDialect((dialect) => {
+  describe(`Modality Worklist C-FIND (${dialect})`, () => {
+    let fixture: Fixture;
+    let dir: string;
+
+    before(async () => {
+      dir = await mkdtemp(path.join(tmpdir(), 'cra-mwl-test-'));
+      const stations = path.join(dir, 'stations.json');
+      await writeFile(stations, JSON.stringify({ stations: [] }));
+      const { app, server } = await startDicomTestApp(dialect, 'DEV@127.0.0.1,OCT1@127.0.0.1', {
+        TIME_ZONE: 'Europe/London',
+        DICOM_WORKLIST_STATIONS_FILE: stations,
+      });
+      fixture = { app, server, bookings: await setUp(app) };
+      // The station of OCT1 names the Glaucoma clinic's definition only (written once its id is known; the
+      // file is read at start, so a second app reads it).
+      void stations;
+    });
+
+    after(async () => {
+      await fixture.server.stop(1000);
+      await fixture.app.close();
+      await rm(dir, { recursive: true, force: true });
+    });
+
+    it("answers the day's entries with the patient, the ids handed out and the step in TIME_ZONE", async () => {
+      const { answers, code, output } = await findWorklist(fixture.server.port, {
+        keys: [...PATIENT_KEYS, ...STEP_KEYS, 'ScheduledProcedureStepSequence[0].Modality=OAM'],
+      });
+      assert.equal(code, 0, output);
+      assert.match(output, /Received Final Find Response \(Success\)/);
+      // Ann and José in the Cataract clinic, José in the Glaucoma clinic; not tomorrow's booking, the
+      // patient without a hospital number, the deleted patient or the manual worklist.
+      assert.equal(answers.length, 3, output);
+      const accessions = valuesOf(answers, 'AccessionNumber');
+      const { ann, jose, other } = fixture.bookings;
+      assert.deepEqual(accessions, [String(ann), String(jose), String(other)].sort());
+
+      const annAnswer = answers.find((a) => a.AccessionNumber === String(ann))!;
+      assert.equal(nameOf(annAnswer.PatientName), 'Smith^Ann^Marie^Mrs');
+      assert.equal(annAnswer.PatientID, '1000001');
+      assert.equal(annAnswer.IssuerOfPatientID, 'NEW');
+      assert.equal(annAnswer.PatientBirthDate, '19500304');
+      assert.equal(annAnswer.PatientSex, 'F');
+      assert.equal(annAnswer.RequestedProcedureID, String(ann));
+      assert.match(String(annAnswer.StudyInstanceUID), /^2\.25\.[1-9]\d{0,38}$/);
+      assert.equal(nameOf(annAnswer.ReferringPhysicianName), 'Mr A Surgeon');
+      assert.equal(annAnswer.RequestedProcedureDescription, 'Cataract clinic');
+      const other1 = itemOf(annAnswer.OtherPatientIDsSequence);
+      assert.equal(other1.PatientID, '4505577104');
+      assert.equal(other1.IssuerOfPatientID, 'NHS');
+      const annStep = itemOf(annAnswer.ScheduledProcedureStepSequence);
+      assert.equal(annStep.ScheduledProcedureStepStartDate, '20260715');
+      // 09:30 UTC is 10:30 in London in July (BST).
+      assert.equal(annStep.ScheduledProcedureStepStartTime, '103000');
+      assert.equal(annStep.Modality, 'OAM');
+      assert.equal(annStep.ScheduledStationAETitle, 'DEV');
+      assert.equal(annStep.ScheduledProcedureStepID, String(ann));
+      assert.equal(annStep.ScheduledProcedureStepDescription, 'Cataract clinic');
+
+      const joseAnswer = answers.find((a) => a.AccessionNumber === String(jose))!;
+      assert.equal(nameOf(joseAnswer.PatientName), 'Müller^José');
+      assert.equal(joseAnswer.PatientSex, 'M');
+      assert.equal(nameOf(joseAnswer.ReferringPhysicianName), '');
+      assert.deepEqual(joseAnswer.OtherPatientIDsSequence ?? [], []);
+      assert.equal(
+        itemOf(joseAnswer.ScheduledProcedureStepSequence).ScheduledProcedureStepStartTime,
+        '140500',
+      );
+      assert.notEqual(joseAnswer.StudyInstanceUID, annAnswer.StudyInstanceUID);
+    });
+
+    it('hands out the same Study Instance UID and accession number for an entry on every query', async () => {
+      const keys = ['AccessionNumber', 'StudyInstanceUID', ...STEP_KEYS];
+      const first = await findWorklist(fixture.server.port, { keys });
+      const again = await findWorklist(fixture.server.port, { keys, callingAe: 'OCT1' });
+      const pairs = (r: typeof first) =>
+        r.answers.map((a) => `${String(a.AccessionNumber)} ${String(a.StudyInstanceUID)}`).sort();
+      assert.equal(first.answers.length, 3, first.output);
+      assert.deepEqual(pairs(again), pairs(first));
+      // One row per entry answered: the three of today, none for the bookings that are no entry.
+      assert.equal(await countRows(fixture.app.db, 'mwl_entry' as never), 3);
+      const byUid = await findWorklist(fixture.server.port, {
+        keys: ['AccessionNumber', `StudyInstanceUID=${String(first.answers[0]!.StudyInstanceUID)}`],
+      });
+      assert.deepEqual(valuesOf(byUid.answers, 'AccessionNumber'), [
+        String(first.answers[0]!.AccessionNumber),
+      ]);
+    });
+
+    it('matches names without regard to case or accents, with wildcards, and ids exactly', async () => {
+      const accessionsFor = async (...keys: string[]) =>
+        valuesOf(
+          (await findWorklist(fixture.server.port, { keys: ['AccessionNumber', ...keys] })).answers,
+          'AccessionNumber',
+        );
+      const { ann, jose, late, other } = fixture.bookings;
+      assert.deepEqual(await accessionsFor('PatientName=smith*'), [String(ann), String(late)].sort());
+      assert.deepEqual(await accessionsFor('PatientName=MULLER^JOSE'), [String(jose), String(other)].sort());
+      assert.deepEqual(await accessionsFor('PatientName=M?LLER*'), [String(jose), String(other)].sort());
+      assert.deepEqual(await accessionsFor('PatientName=Smith'), []);
+      assert.deepEqual(await accessionsFor('PatientID=1000002'), [String(jose), String(other)].sort());
+      assert.deepEqual(await accessionsFor('PatientID=10000?1'), [String(ann), String(late)].sort());
+      assert.deepEqual(await accessionsFor('PatientID=100000'), []);
+      assert.deepEqual(await accessionsFor(`AccessionNumber=${ann}`), [String(ann)]);
+      assert.deepEqual(
+        await accessionsFor('PatientBirthDate=19600101-19611231'),
+        [String(jose), String(other)].sort(),
+      );
+      assert.deepEqual(await accessionsFor('PatientSex=F'), [String(ann), String(late)].sort());
+    });
+
+    it('matches the step date and time as single values and ranges, apart', async () => {
+      const accessionsFor = async (date: string, time: string) =>
+        valuesOf(
+          (
+            await findWorklist(fixture.server.port, {
+              keys: [
+                'AccessionNumber',
+                `ScheduledProcedureStepSequence[0].ScheduledProcedureStepStartDate=${date}`,
+                `ScheduledProcedureStepSequence[0].ScheduledProcedureStepStartTime=${time}`,
+              ],
+            })
+          ).answers,
+          'AccessionNumber',
+        );
+      const { ann, jose, late, other } = fixture.bookings;
+      const all = [ann, jose, late, other].map(String).sort();
+      assert.deepEqual(await accessionsFor('', ''), all);
+      assert.deepEqual(await accessionsFor('20260716', ''), [String(late)]);
+      assert.deepEqual(await accessionsFor('20260716-', ''), [String(late)]);
+      assert.deepEqual(await accessionsFor('-20260715', ''), [ann, jose, other].map(String).sort());
+      assert.deepEqual(
+        await accessionsFor('20260715-20260716', '0900-1100'),
+        [String(ann), String(late)].sort(),
+      );
+      assert.deepEqual(await accessionsFor('20260715', '14-'), [String(jose), String(other)].sort());
+      assert.deepEqual(await accessionsFor('20260715', '103000'), [String(ann)]);
+      assert.deepEqual(await accessionsFor('20260714', ''), []);
+    });
+
+    it('decodes the query in its character set and answers in it (ISO_IR 192 and ISO_IR 100)', async () => {
+      const utf8 = await findWorklist(fixture.server.port, {
+        keys: ['SpecificCharacterSet=ISO_IR 192', 'PatientName=Müller*', 'AccessionNumber'],
+      });
+      assert.deepEqual(
+        valuesOf(utf8.answers, 'AccessionNumber'),
+        [fixture.bookings.jose, fixture.bookings.other].map(String).sort(),
+      );
+      for (const file of utf8.files) {
+        assert.ok(file.includes(Buffer.from('ISO_IR 192')), 'answer names ISO_IR 192');
+        assert.ok(file.includes(Buffer.from('Müller^José', 'utf8')), 'name in UTF-8');
+      }
+      const latin1Query = await dumpToDicom(
+        dir,
+        'latin1.dcm',
+        ['(0008,0005) CS [ISO_IR 100]', '(0010,0010) PN [MÜLLER*]', '(0008,0050) SH []'],
+        'latin1',
+      );
+      const latin1 = await findWorklist(fixture.server.port, { queryFile: latin1Query });
+      assert.equal(latin1.answers.length, 2, latin1.output);
+      for (const file of latin1.files) {
+        assert.ok(file.includes(Buffer.from('ISO_IR 100')), 'answer names ISO_IR 100');
+        assert.ok(file.includes(Buffer.from('Müller^José', 'latin1')), 'name in Latin-1');
+        assert.ok(!file.includes(Buffer.from('ü', 'utf8')), 'no UTF-8 bytes');
+      }
+      // No character set in the query: the default (ISO_IR 100) is named in the answer, which needs one.
+      const plain = await findWorklist(fixture.server.port, {
+        keys: ['PatientName=MULLER*', 'AccessionNumber'],
+      });
+      assert.ok(plain.files.every((f) => f.includes(Buffer.from('ISO_IR 100'))));
+      // An answer all in ASCII names no character set.
+      const ascii = await findWorklist(fixture.server.port, { keys: ['PatientName=SMITH*', 'PatientID'] });
+      assert.ok(ascii.files.every((f) => !f.includes(Buffer.from('ISO_IR'))));
+      const unsupported = await findWorklist(fixture.server.port, {
+        keys: ['SpecificCharacterSet=ISO 2022 IR 87', 'PatientName'],
+      });
+      assert.equal(unsupported.answers.length, 0);
+      assert.match(unsupported.output, /Final Find Response \(Failed: UnableToProcess\)/);
+    });
+
+    it('refuses an identifier too large, of too many elements or nested too deep, and answers the next', async () => {
+      const before = await countRows(fixture.app.db, 'mwl_entry' as never);
+      const big = await dumpToDicom(dir, 'big.dcm', [
+        `(0010,4000) LT [${'x'.repeat(17_000)}]`,
+        '(0010,0020) LO []',
+      ]);
+      const items = Array.from({ length: 300 }, () => [
+        '(fffe,e000) na',
+        '(0010,0020) LO []',
+        '(fffe,e00d) na',
+      ]).flat();
+      const many = await dumpToDicom(dir, 'many.dcm', [
+        '(0010,1002) SQ',
+        ...items,
+        '(fffe,e0dd) na',
+        '(0010,0020) LO []',
+      ]);
+      const deep = await dumpToDicom(dir, 'deep.dcm', [
+        '(0040,0100) SQ',
+        '(fffe,e000) na',
+        '(0040,0008) SQ',
+        '(fffe,e000) na',
+        '(0040,0440) SQ',
+        '(fffe,e000) na',
+        '(0040,a168) SQ',
+        '(fffe,e000) na',
+        '(0008,0100) SH []',
+        '(fffe,e00d) na',
+        '(fffe,e0dd) na',
+        '(fffe,e00d) na',
+        '(fffe,e0dd) na',
+        '(fffe,e00d) na',
+        '(fffe,e0dd) na',
+        '(fffe,e00d) na',
+        '(fffe,e0dd) na',
+      ]);
+      for (const queryFile of [big, many, deep]) {
+        const refused = await findWorklist(fixture.server.port, { queryFile });
+        assert.equal(refused.answers.length, 0, refused.output);
+        assert.match(refused.output, /abort/i, refused.output);
+      }
+      assert.equal(await countRows(fixture.app.db, 'mwl_entry' as never), before);
+      const next = await findWorklist(fixture.server.port, {
+        keys: ['PatientID=1000001', 'AccessionNumber'],
+      });
+      assert.equal(next.answers.length, 2, next.output);
+    });
+  });
+});
