@@ -199,15 +199,18 @@ describe('Biometry filing on an OpenEyes v6.8-shaped database', { skip }, () => 
     assert.equal(measurement!.eye_status_left, -1);
     assert.equal(measurement!.eye_status_right, -1);
     assert.equal(await count('et_ophinbiometry_measurement_version'), 0);
+    // The lens the list lacks is held for review: inactive, listed for no institution, in the service's
+    // own review table.
     const newLens = await admin
       .selectFrom('ophinbiometry_lenstype_lens as l')
-      .innerJoin('ophinbiometry_lenstype_lens_institution as li', 'li.lenstype_lens_id', 'l.id')
-      .select(['l.id', 'li.institution_id'])
+      .leftJoin('ophinbiometry_lenstype_lens_institution as li', 'li.lenstype_lens_id', 'l.id')
+      .leftJoin('cra_biometry_lens_review as r', 'r.lenstype_lens_id', 'l.id')
+      .select(['l.id', 'l.active', 'li.institution_id', 'r.request_id'])
       .where('l.name', '=', 'Acme Lens 9')
       .execute();
     assert.deepEqual(
-      newLens.map((l): number => Number(l.institution_id)),
-      [1],
+      newLens.map((l): unknown[] => [Number(l.active), l.institution_id, typeof l.request_id]),
+      [[0, null, 'number']],
     );
 
     // The right eye of the same study: the rows it changes are versioned first, as OpenEyes does.

@@ -27,6 +27,7 @@ export const OWN_TABLES = [
   'console_secret',
   'dicom_received_instance',
   'device_event',
+  'biometry_lens_review',
 ] as const;
 
 export const OWN_TABLE_PREFIX = 'cra_';
