@@ -107,7 +107,9 @@ export function readIolMaster(root: PrivateReader, comments: string | undefined)
   }
 
   const calculations: IolCalculation[] = [];
-  const counter = createCalculationCounter((reason) => new BiometryFileError(`The file carries ${reason}`));
+  const counter = createCalculationCounter(
+    (reason) => new BiometryFileError(`Biometry file refused: ${reason}`),
+  );
   let surgeonName: string | undefined;
   const seenContainer = new Set<Side>();
   // One lens, several formulas: the items of xx03 name formulas, the lens is xx0A of the parent.

@@ -82,7 +82,9 @@ export function isStandardBiometry(sopClassUid: string | undefined): boolean {
 export function readStandardBiometry(dataSet: DataSet, sopClassUid: string): BiometryReading {
   const eyes: Partial<Record<Side, EyeMeasurement>> = {};
   const calculations: IolCalculation[] = [];
-  const counter = createCalculationCounter((reason) => new BiometryFileError(`The file carries ${reason}`));
+  const counter = createCalculationCounter(
+    (reason) => new BiometryFileError(`Biometry file refused: ${reason}`),
+  );
   for (const [side, sequence] of EYE_SEQUENCES[sopClassUid] ?? []) {
     const items = readItems(dataSet, sequence);
     if (items.length === 0) continue;
