@@ -17,6 +17,7 @@ import { iolMasterCalculations } from './biometry-objects.ts';
 import { newUid } from './dicom-instances.ts';
 import type { TestUser } from './factories.ts';
 import { createInstitution, createPatient, createUser } from './factories.ts';
+import { ConsoleClient, createOperator } from './factories-console.ts';
 import { addIdentifier, createIdentifierType } from './factories-patient.ts';
 import { executionsOf, routinesOf, submitToQueue } from './factories-queue.ts';
 import type { TestApp } from './harness.ts';
@@ -30,7 +31,16 @@ const names = (count: number, prefix = 'Lens') =>
   Array.from({ length: count }, (_, i) => `${prefix} ${String(i).padStart(5, '0')}`);
 
 /** Rows of the tables filing writes, counted: what a refused file must leave as it was. */
-async function biometryCounts(db: AnyDb, patientId: number): Promise<Record<string, number>> {
+interface BiometryCounts {
+  readonly imported: number;
+  readonly lenses: number;
+  readonly formulas: number;
+  readonly iolRows: number;
+  readonly reviews: number;
+  readonly events: number;
+}
+
+async function biometryCounts(db: AnyDb, patientId: number): Promise<BiometryCounts> {
   const count = async (table: string) =>
     Number(
       (
@@ -241,6 +251,39 @@ forEachDialect((dialect) => {
         ],
       );
       assert.ok(await db.selectFrom('patient').select('id').where('id', '=', patientId).executeTakeFirst());
+    });
+
+    it("lists the held lens types on the console's Biometry lenses page, their names escaped", async () => {
+      const { tags } = await newPatient();
+      const name = `<script>alert("held")</script> Lens`;
+      const { ran } = await file(await iolMasterCalculations(tags, newStudy(), { lensNames: [name] }));
+      assert.ok(ran.includes('FILE_BIOMETRY:COMPLETE'), ran.join(', '));
+      const lens = await db
+        .selectFrom('ophinbiometry_lenstype_lens')
+        .select('id')
+        .where('name', '=', name)
+        .executeTakeFirstOrThrow();
+      const operator = await createOperator(app.db);
+      const client = new ConsoleClient(app);
+      assert.equal((await client.signIn(operator)).status, 303);
+      const page = await client.get('/console/biometry-lenses');
+      assert.equal(page.status, 200);
+      const html = await page.text();
+      assert.ok(
+        html.includes('&lt;script&gt;alert(&quot;held&quot;)&lt;/script&gt; Lens'),
+        'the name, escaped',
+      );
+      assert.ok(!html.includes('<script>alert('), 'never the raw name');
+      assert.match(html, new RegExp(`<td class="num">${lens.id}</td>`));
+
+      // Activated in OpenEyes's lens admin: off the list.
+      await db
+        .updateTable('ophinbiometry_lenstype_lens')
+        .set({ active: 1 })
+        .where('id', '=', lens.id)
+        .execute();
+      const after = await (await client.get('/console/biometry-lenses')).text();
+      assert.ok(!after.includes(`<td class="num">${lens.id}</td>`), 'an active lens is not listed');
     });
 
     it('offers a new lens type at once where the site opts in (BIOMETRY_OFFER_NEW_LENSES=on)', async () => {

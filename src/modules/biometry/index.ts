@@ -22,3 +22,5 @@ export {
   readBiometryTypes,
 } from './biometry-store.ts';
 export type { BiometryReading, EyeMeasurement, IolCalculation, Side } from './reading.ts';
+export type { HeldLens } from './lens-review.ts';
+export { listHeldLenses } from './lens-review.ts';
