@@ -16,6 +16,7 @@ import type { DeviceProfile } from './modules/device-filing/profiles.ts';
 import { readDeviceProfilesFile } from './modules/device-filing/profile-file.ts';
 import type { WorklistCharacterSet, WorklistStation } from './modules/worklist/stations.ts';
 import { WORKLIST_CHARACTER_SETS, readWorklistStationsFile } from './modules/worklist/stations.ts';
+import { BIOMETRY_CALCULATION_CEILING } from './modules/biometry/limits.ts';
 
 export type DatabaseTarget =
   | { readonly kind: 'sqlite'; readonly file: string }
@@ -164,6 +165,18 @@ export interface Config {
    * is preferred, and a new episode is opened for it; undefined without the setting.
    */
   readonly deviceFirmId: number | undefined;
+  /**
+   * What one biometry file may carry per eye (`BIOMETRY_MAX_*_PER_EYE`): distinct lenses, distinct
+   * formulas, IOL calculations; a file beyond any of them is refused whole.
+   */
+  readonly biometryMaxLensesPerEye: number;
+  readonly biometryMaxFormulasPerEye: number;
+  readonly biometryMaxCalculationsPerEye: number;
+  /**
+   * `BIOMETRY_OFFER_NEW_LENSES`: lens types a device file names that the lens list lacks are offered to
+   * clinicians at once (listed for the institution, active); off: they are held for review.
+   */
+  readonly biometryOffersNewLenses: boolean;
   /** HTTPS served by the server itself: PEM certificate chain and key read at start (`TLS_CERT`, `TLS_KEY`). */
   readonly tls?: { readonly cert: Buffer; readonly key: Buffer };
   /** Refuse Basic credentials over plain HTTP (they would travel readable); on by default when NODE_ENV=production. */
@@ -608,6 +621,29 @@ const DEVICES = {
         raw === undefined
           ? undefined
           : integer('DEVICE_FIRM_ID', 0, { min: 1, max: 2_147_483_647 }, '').parse(reader) || undefined,
+    ),
+    biometryMaxLensesPerEye: integer(
+      'BIOMETRY_MAX_LENSES_PER_EYE',
+      20,
+      { min: 1, max: BIOMETRY_CALCULATION_CEILING },
+      'distinct lenses one biometry file may carry per eye (an IOLMaster sends a handful); a file beyond it is refused whole, with the reason in the queue',
+    ),
+    biometryMaxFormulasPerEye: integer(
+      'BIOMETRY_MAX_FORMULAS_PER_EYE',
+      10,
+      { min: 1, max: BIOMETRY_CALCULATION_CEILING },
+      'distinct formulas one biometry file may carry per eye; a file beyond it is refused whole',
+    ),
+    biometryMaxCalculationsPerEye: integer(
+      'BIOMETRY_MAX_CALCULATIONS_PER_EYE',
+      100,
+      { min: 1, max: BIOMETRY_CALCULATION_CEILING },
+      `IOL calculations (lens and formula pairs) one biometry file may carry per eye (at most ${BIOMETRY_CALCULATION_CEILING}); a file beyond it is refused whole`,
+    ),
+    biometryOffersNewLenses: onOff(
+      'BIOMETRY_OFFER_NEW_LENSES',
+      false,
+      "`on`: a lens type a biometry file names that the lens list lacks is listed for the institution and offered to clinicians at once; `off`: it is created inactive and held for review (the console's *Biometry lenses* page)",
     ),
   },
 } satisfies ConfigSection;

@@ -372,3 +372,47 @@ export function iolCalculation(patient: PatientTags, study: StudyTags): Promise<
     ]),
   ]);
 }
+
+/**
+ * An "IOLMaster 700" object (default: Ophthalmic Axial Measurements, 78.7) whose 99CZM block carries the
+ * calculations `lensNames` gives (one formula, "SRK®/T"), for the eyes `eyes`: one calculation per name
+ * and eye, each with the lens's name and, unless `isBare`, a constant and one IOL/REF pair. Names are
+ * written as the dump's LO values (no backslash or bracket in them). The attack objects of the hostile
+ * tests: thousands of lens names, or tens of thousands of calculations of one lens.
+ */
+export function iolMasterCalculations(
+  patient: PatientTags,
+  study: StudyTags,
+  options: {
+    lensNames: readonly string[];
+    eyes?: readonly ('R' | 'L')[];
+    sopClass?: string;
+    /** Only each calculation's lens name (two elements per calculation). */
+    isBare?: boolean;
+  },
+): Promise<Buffer> {
+  const eyes = options.eyes ?? ['R'];
+  const calculation = (name: string): string[] =>
+    options.isBare === true
+      ? [`${z('06')} LO [${name}]`]
+      : [
+          `${z('06')} LO [${name}]`,
+          `${z('07')} FD 118.5`,
+          `${z('2b')} FD 21`,
+          ...sequence(z('05'), [[`${z('2a')} FD 21`, `${z('28')} FD 0.1`]]),
+        ];
+  const perEye = eyes.map((side) => [
+    `${z('08')} CS [${side}]`,
+    ...sequence(z('02'), [[`${z('29')} FD 0`, `${z('25')} IS [0]`, `${z('45')} CS [NO]`]]),
+    ...sequence(z('03'), options.lensNames.map(calculation)),
+  ]);
+  return dumpToDicom([
+    ...commonTags(patient, study, options.sopClass ?? '1.2.840.10008.5.1.4.1.1.78.7', 'IOLMaster 700'),
+    `(771b,00${BLOCK}) LO [99CZM]`,
+    ...sequence(
+      z('30'),
+      eyes.map((side) => [`${z('08')} CS [${side}]`, `${z('43')} FD 23.5`]),
+    ),
+    ...sequence(z('36'), [[`${z('09')} LO [SRK\u00ae/T]`, ...sequence(z('01'), perEye)]]),
+  ]);
+}

@@ -23,7 +23,7 @@ import { bootstrap } from '../../src/main/bootstrap.ts';
 import { closeDicomPools } from '../../src/modules/dicom/index.ts';
 import { createQueueEngine, defaultRoutineCatalog } from '../../src/modules/request-queue/index.ts';
 import { createAuthenticator } from '../../src/modules/user/index.ts';
-import { iolMaster500, iolMaster700Report } from '../biometry-objects.ts';
+import { iolMaster500, iolMaster700Report, iolMasterCalculations } from '../biometry-objects.ts';
 import { newUid } from '../dicom-instances.ts';
 import { basicHeader } from '../factories.ts';
 import { runCli } from '../run-cli.ts';
@@ -199,15 +199,18 @@ describe('Biometry filing on an OpenEyes v6.8-shaped database', { skip }, () => 
     assert.equal(measurement!.eye_status_left, -1);
     assert.equal(measurement!.eye_status_right, -1);
     assert.equal(await count('et_ophinbiometry_measurement_version'), 0);
+    // The lens the list lacks is held for review: inactive, listed for no institution, in the service's
+    // own review table.
     const newLens = await admin
       .selectFrom('ophinbiometry_lenstype_lens as l')
-      .innerJoin('ophinbiometry_lenstype_lens_institution as li', 'li.lenstype_lens_id', 'l.id')
-      .select(['l.id', 'li.institution_id'])
+      .leftJoin('ophinbiometry_lenstype_lens_institution as li', 'li.lenstype_lens_id', 'l.id')
+      .leftJoin('cra_biometry_lens_review as r', 'r.lenstype_lens_id', 'l.id')
+      .select(['l.id', 'l.active', 'li.institution_id', 'r.request_id'])
       .where('l.name', '=', 'Acme Lens 9')
       .execute();
     assert.deepEqual(
-      newLens.map((l): number => Number(l.institution_id)),
-      [1],
+      newLens.map((l): unknown[] => [Number(l.active), l.institution_id, typeof l.request_id]),
+      [[0, null, 'number']],
     );
 
     // The right eye of the same study: the rows it changes are versioned first, as OpenEyes does.
@@ -275,5 +278,35 @@ describe('Biometry filing on an OpenEyes v6.8-shaped database', { skip }, () => 
       },
     ]);
     assert.equal((await tableRows('et_ophgeneric_attachment', eventId)).length, 1);
+  });
+
+  it("cuts a lens name longer than OpenEyes's varchar(128) to the column, so that strict mode never refuses it and a re-send finds the same lens", async () => {
+    const long = `Long ${'L'.repeat(195)}`;
+    const study = { studyUid: newUid(), acquisition: '20240302103512' };
+    const lensRows = () =>
+      admin
+        .selectFrom('ophinbiometry_lenstype_lens')
+        .select(['id', 'name'])
+        .where('name', 'like', 'Long L%')
+        .execute();
+    let ran = await file(
+      await iolMasterCalculations(PATIENT, { ...study, sopUid: newUid() }, { lensNames: [long] }),
+    );
+    assert.ok(ran.includes('FILE_BIOMETRY:COMPLETE'), ran.join(', '));
+    const [lens, ...others] = await lensRows();
+    assert.equal(others.length, 0);
+    assert.equal(lens!.name, long.slice(0, 128));
+    const logs = await admin
+      .selectFrom('request_routine_execution')
+      .select('log_text')
+      .where('log_text', 'like', '%ophinbiometry_lenstype_lens.name: 200 characters cut to the column%')
+      .execute();
+    assert.equal(logs.length, 1, 'the cut is logged, with lengths only');
+
+    ran = await file(
+      await iolMasterCalculations(PATIENT, { ...study, sopUid: newUid() }, { lensNames: [long] }),
+    );
+    assert.ok(ran.includes('FILE_BIOMETRY:COMPLETE'), ran.join(', '));
+    assert.deepEqual(await lensRows(), [lens], 'the re-sent file finds the cut lens, no second one');
   });
 });

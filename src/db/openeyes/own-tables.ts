@@ -28,6 +28,7 @@ export const OWN_TABLES = [
   'dicom_received_instance',
   'device_event',
   'mwl_entry',
+  'biometry_lens_review',
 ] as const;
 
 export const OWN_TABLE_PREFIX = 'cra_';

@@ -141,6 +141,7 @@ const BIOMETRY_TABLE_NEEDS: Readonly<Record<string, TableNeed>> = {
       comments: inserted('text', { minChars: 30 }),
       position_id: inserted('int'),
       acon: inserted('decimal'),
+      active: inserted('flag'),
       deleted: read('flag'),
       ...INSERTED_AUDIT,
     },

@@ -8,7 +8,7 @@
 import { parseDataSet, readString, tagKey } from './data-set.ts';
 import { readIolMaster, zeissReader, zeissVrOf } from './iolmaster.ts';
 import type { BiometryReading } from './reading.ts';
-import { sideOf } from './reading.ts';
+import { BiometryFileError, sideOf } from './reading.ts';
 import { isStandardBiometry, readStandardBiometry } from './standard-objects.ts';
 
 export const ENCAPSULATED_PDF = '1.2.840.10008.5.1.4.1.1.104.1';
@@ -48,13 +48,7 @@ export type BiometryFile =
   | { readonly kind: 'report'; readonly study: BiometryStudy }
   | { readonly kind: 'other'; readonly reason: string };
 
-/** A file that cannot be filed as biometry whatever is retried (no study, no date). */
-export class BiometryFileError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'BiometryFileError';
-  }
-}
+export { BiometryFileError };
 
 const t = tagKey;
 

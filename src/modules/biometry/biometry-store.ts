@@ -7,6 +7,13 @@
  * to both; a file whose values are already stored changes nothing. Reports (the IOLMaster's PDF, its
  * images) are filed under the event's attachment element, whichever file of the study comes first.
  * Rows are copied into their `_version` twins before an update where the schema keeps versions.
+ *
+ * The lens, formula and IOL table rows are read and written set-based (one lookup of every name, multi-row
+ * inserts), in chunks of {@link ROWS_PER_CHUNK} with the event loop given a turn and the routine's time
+ * limit checked between chunks (`yieldTurn`). A lens type the lens list lacks is created inactive, listed
+ * for no institution and recorded in `biometry_lens_review` (held for review: OpenEyes does not offer it)
+ * unless the site offers new lenses at once (`BIOMETRY_OFFER_NEW_LENSES`). Device text goes through
+ * `fitColumn` (device-filing/column-width.ts) before it is written to a fixed-width column.
  */
 import type { Generated, Kysely } from 'kysely';
 import type { DialectAdapter } from '../../db/dialect.ts';
@@ -19,9 +26,11 @@ import {
   readPayloadBytes,
   updateAttachmentData,
 } from '../attachment-data/index.ts';
-import { bodySiteOf } from '../device-filing/index.ts';
+import type { ColumnWidth, FitOptions } from '../device-filing/index.ts';
+import { bodySiteOf, fitColumn, fitOptionalColumn } from '../device-filing/index.ts';
 import type { BiometryStudy } from './biometry-file.ts';
 import type { BiometryTables, ElementTableName } from './biometry-tables.ts';
+import { BIOMETRY_COLUMNS } from './biometry-tables.ts';
 import type { BiometryReading, EyeMeasurement, IolCalculation, Side } from './reading.ts';
 import { SIDES, hasData } from './reading.ts';
 
@@ -31,6 +40,11 @@ const MEASUREMENT_CLASS = 'Element_OphInBiometry_Measurement';
 /** OphGeneric's attachment element, which the Biometry event type has too. */
 const ATTACHMENT_CLASSES = ['OEModule\\OphGeneric\\models\\Attachment', 'Element_OphGeneric_Attachment'];
 const DEFAULT_FORMULA = 'SRK/T';
+/** Rows per statement, and between two turns of the event loop. */
+export const ROWS_PER_CHUNK = 50;
+/** Names per lookup statement. */
+const NAMES_PER_LOOKUP = 200;
+const IOL_TABLE = 'et_ophinbiometry_iol_ref_values';
 
 export interface BiometryFilingDeps {
   readonly trx: Kysely<DB>;
@@ -40,7 +54,14 @@ export interface BiometryFilingDeps {
   /** `INSTITUTION_CODE`: the institution events are created in and new lenses are listed for. */
   readonly institutionCode: string;
   readonly requestId: number;
+  /**
+   * `BIOMETRY_OFFER_NEW_LENSES`: a new lens type is listed for the institution at once; otherwise it is
+   * created inactive and held for review.
+   */
+  readonly offersNewLenses: boolean;
   log(line: string): void;
+  /** The routine's `ctx.yieldTurn`: a turn of the event loop, and its time limit checked. */
+  yieldTurn(): Promise<void>;
 }
 
 export interface BiometryFiling {
@@ -102,8 +123,16 @@ const suffix = (side: Side) => (side === 'R' ? 'right' : 'left');
 const round = (value: number, places: number) => Math.round(value * 10 ** places) / 10 ** places;
 const eyeIdOf = (sides: ReadonlySet<Side>) => (sides.has('R') && sides.has('L') ? 3 : sides.has('R') ? 2 : 1);
 const sidesOfEyeId = (eyeId: number): Side[] => (eyeId === 3 ? ['R', 'L'] : eyeId === 2 ? ['R'] : ['L']);
-const clip = (value: string | undefined, length: number) =>
-  value === undefined ? null : value.slice(0, length);
+const fitOptionsOf = (deps: BiometryFilingDeps): FitOptions => ({
+  maxCodePoint: deps.schema.maxTextCodePoint,
+  log: (line) => deps.log(line),
+});
+
+function chunksOf<T>(items: readonly T[], size: number): T[][] {
+  const chunks: T[][] = [];
+  for (let start = 0; start < items.length; start += size) chunks.push(items.slice(start, start + size));
+  return chunks;
+}
 
 /** The measurement columns of one eye (`_left`/`_right`), as the element stores them. */
 function measurementColumns(
@@ -177,12 +206,18 @@ export async function fileBiometry(
 ): Promise<BiometryFilingResult> {
   const db = deps.trx.withTables<BiometryTables>();
   const { study } = filing;
+  const fit = fitOptionsOf(deps);
+  const text = (value: string | undefined, column: ColumnWidth) => fitOptionalColumn(value, column, fit);
+  // Refused before anything is written: an identifier longer than its column.
+  const studyId = fitColumn(study.studyInstanceUid, BIOMETRY_COLUMNS.studyId, fit);
+  const sopUid = text(study.sopInstanceUid, BIOMETRY_COLUMNS.sopUid);
+  text(study.seriesInstanceUid, BIOMETRY_COLUMNS.seriesId);
   const existing = await db
     .selectFrom('ophinbiometry_imported_events as ie')
     .innerJoin('event as e', 'e.id', 'ie.event_id')
     .selectAll('ie')
     .where('ie.patient_id', '=', filing.patientId)
-    .where('ie.study_id', '=', study.studyInstanceUid)
+    .where('ie.study_id', '=', studyId)
     .where('e.deleted', '=', 0)
     .orderBy('ie.event_id', 'desc')
     .executeTakeFirst();
@@ -209,10 +244,10 @@ export async function fileBiometry(
       await db
         .updateTable('ophinbiometry_imported_events')
         .set({
-          sop_uid: clip(study.sopInstanceUid, 255),
+          sop_uid: sopUid,
           ...(isLater ? { content_datetime: study.contentDateTime, is_merged: 1 } : {}),
           ...(existing.surgeon_name === null && reading.surgeonName !== undefined
-            ? { surgeon_name: clip(reading.surgeonName, 255) }
+            ? { surgeon_name: text(reading.surgeonName, BIOMETRY_COLUMNS.importedSurgeonName) }
             : {}),
           last_modified_user_id: deps.stamp.userId,
           last_modified_date: deps.stamp.now,
@@ -245,6 +280,8 @@ async function createEvent(
 ): Promise<number> {
   const { stamp } = deps;
   const { study } = filing;
+  const fit = fitOptionsOf(deps);
+  const text = (value: string | undefined, column: ColumnWidth) => fitOptionalColumn(value, column, fit);
   const audit = {
     created_user_id: stamp.userId,
     last_modified_user_id: stamp.userId,
@@ -277,26 +314,26 @@ async function createEvent(
     .values({
       event_id: event.id,
       patient_id: filing.patientId,
-      study_id: clip(study.studyInstanceUid, 255),
-      device_id: clip(study.stationName, 255),
-      device_name: clip(study.institutionName, 255),
-      device_model: clip(study.model, 255),
-      device_manufacturer: clip(study.manufacturer, 255),
-      device_software_version: clip(study.softwareVersion, 20),
+      study_id: text(study.studyInstanceUid, BIOMETRY_COLUMNS.studyId),
+      device_id: text(study.stationName, BIOMETRY_COLUMNS.deviceId),
+      device_name: text(study.institutionName, BIOMETRY_COLUMNS.deviceName),
+      device_model: text(study.model, BIOMETRY_COLUMNS.deviceModel),
+      device_manufacturer: text(study.manufacturer, BIOMETRY_COLUMNS.deviceManufacturer),
+      device_software_version: text(study.softwareVersion, BIOMETRY_COLUMNS.deviceSoftwareVersion),
       is_linked: 0,
       is_merged: 0,
       content_datetime: study.contentDateTime ?? null,
-      surgeon_name: clip(filing.reading?.surgeonName, 255),
-      series_id: clip(study.seriesInstanceUid, 255),
-      device_serial_number: clip(study.serialNumber, 20),
+      surgeon_name: text(filing.reading?.surgeonName, BIOMETRY_COLUMNS.importedSurgeonName),
+      series_id: text(study.seriesInstanceUid, BIOMETRY_COLUMNS.seriesId),
+      device_serial_number: text(study.serialNumber, BIOMETRY_COLUMNS.deviceSerialNumber),
       // The column holds 25 characters, one fewer than the longest DT: a long value loses its offset.
-      acquisition_datetime: clip(
+      acquisition_datetime: text(
         study.acquisitionDateTime !== undefined && study.acquisitionDateTime.length > 25
           ? study.acquisitionDateTime.replace(/[+-]\d{4}$/, '')
           : study.acquisitionDateTime,
-        25,
+        BIOMETRY_COLUMNS.acquisitionDatetime,
       ),
-      sop_uid: clip(study.sopInstanceUid, 255),
+      sop_uid: text(study.sopInstanceUid, BIOMETRY_COLUMNS.sopUid),
       ...audit,
     })
     .execute();
@@ -304,37 +341,31 @@ async function createEvent(
 }
 
 /**
- * Inserts or merges one element row of the event: `perSide` gives the columns of each eye the file
- * carries, `common` the columns written on insert only. With `isReplacedOnChange` (an IOL table whose
- * measurements were changed by hand), a stored row the file changes is kept as it was with `active` = 0
- * and a new row takes the merged values, so the calculation made from the earlier measurements stays on
- * record. Returns 1 when a row was written.
+ * Inserts or merges one element row of the event (measurement, calculation, selection): `perSide` gives
+ * the columns of each eye the file carries, `common` the columns written on insert only. Returns 1 when a
+ * row was written.
  */
 async function mergeElement(
   db: Db,
   deps: BiometryFilingDeps,
-  table: ElementTableName,
-  match: { eventId: number; lensId?: number; formulaId?: number },
+  table: Exclude<ElementTableName, typeof IOL_TABLE>,
+  eventId: number,
   sides: readonly Side[],
   perSide: (side: Side) => Values,
   common: Values,
   absentSide: (side: Side) => Values = () => ({}),
-  isReplacedOnChange = false,
 ): Promise<number> {
-  let query = db.selectFrom(table).selectAll().where('event_id', '=', match.eventId).orderBy('id', 'desc');
-  if (table === 'et_ophinbiometry_iol_ref_values') {
-    query = query
-      .where('lens_id', '=', match.lensId!)
-      .where('formula_id', '=', match.formulaId!)
-      .where('active', '=', 1);
-  } else {
-    query = query.where('deleted', '=', 0);
-  }
-  const stored = (await query.executeTakeFirst()) as Record<string, unknown> | undefined;
+  const stored = (await db
+    .selectFrom(table)
+    .selectAll()
+    .where('event_id', '=', eventId)
+    .where('deleted', '=', 0)
+    .orderBy('id', 'desc')
+    .executeTakeFirst()) as Record<string, unknown> | undefined;
   const audit = { last_modified_user_id: deps.stamp.userId, last_modified_date: deps.stamp.now };
   if (stored === undefined) {
     const values: Values = {
-      event_id: match.eventId,
+      event_id: eventId,
       eye_id: eyeIdOf(new Set(sides)),
       ...common,
       ...mergeValues(SIDES.map((side) => (sides.includes(side) ? perSide(side) : absentSide(side)))),
@@ -353,29 +384,6 @@ async function mergeElement(
   });
   if (Object.keys(change).length === 0) return 0;
   const id = Number(stored.id);
-  if (isReplacedOnChange) {
-    await deps.schema.keepRowVersions(db, table, [id]);
-    await db
-      .updateTable(table)
-      .set({ active: 0, ...audit } as never)
-      .where('id', '=', id)
-      .execute();
-    // The new row: the stored row's values (the other eye's among them), then what the file changes.
-    const { id: _storedId, ...kept } = stored;
-    await db
-      .insertInto(table)
-      .values({
-        ...kept,
-        ...change,
-        active: 1,
-        ...audit,
-        created_user_id: deps.stamp.userId,
-        created_date: deps.stamp.now,
-      })
-      .execute();
-    deps.log(`${table} ${id}: measurements changed by hand, kept inactive and replaced by a new row`);
-    return 1;
-  }
   await deps.schema.keepRowVersions(db, table, [id]);
   await db
     .updateTable(table)
@@ -399,18 +407,18 @@ async function writeElements(
   const knownStatuses = new Set(
     (await db.selectFrom('dicom_eye_status').select('id').execute()).map((r) => Number(r.id)),
   );
-  const formulaIds = new Map<Side, number>();
-  for (const side of sides) {
-    formulaIds.set(
-      side,
-      await findOrCreateFormula(db, deps, reading.eyes[side]?.formulaName ?? DEFAULT_FORMULA),
-    );
-  }
+  const eyeFormula = (side: Side) => reading.eyes[side]?.formulaName ?? DEFAULT_FORMULA;
+  // Every formula the file names, found (or created) in one go.
+  const formulaIds = await findOrCreateFormulas(db, deps, [
+    ...sides.map(eyeFormula),
+    ...reading.calculations.map((c) => c.formulaName),
+  ]);
+  const formulaIdOf = (side: Side) => formulaIds.get(eyeFormula(side))!;
   let written = await mergeElement(
     db,
     deps,
     'et_ophinbiometry_measurement',
-    { eventId },
+    eventId,
     sides,
     (side) => measurementColumns(side, reading.eyes[side], knownStatuses),
     {},
@@ -420,173 +428,379 @@ async function writeElements(
     db,
     deps,
     'et_ophinbiometry_calculation',
-    { eventId },
+    eventId,
     sides,
     (side) => {
       const target = reading.eyes[side]?.targetRefraction;
       return {
         [`target_refraction_${suffix(side)}`]: target === undefined ? null : round(target, 2),
-        [`formula_id_${suffix(side)}`]: formulaIds.get(side)!,
+        [`formula_id_${suffix(side)}`]: formulaIdOf(side),
       };
     },
-    { comments: reading.comments ?? null },
+    {
+      comments: fitOptionalColumn(reading.comments, BIOMETRY_COLUMNS.calculationComments, fitOptionsOf(deps)),
+    },
   );
   written += await mergeElement(
     db,
     deps,
     'et_ophinbiometry_selection',
-    { eventId },
+    eventId,
     sides,
-    (side) => ({ [`formula_id_${suffix(side)}`]: formulaIds.get(side)! }),
+    (side) => ({ [`formula_id_${suffix(side)}`]: formulaIdOf(side) }),
     { lens_id_left: 0, lens_id_right: 0 },
   );
-  written += await writeIolTables(db, deps, eventId, reading);
+  await deps.yieldTurn();
+  written += await writeIolTables(db, deps, eventId, reading, formulaIds);
   return written;
 }
 
-/** One IOL table row per lens and formula, with each eye's IOL/REF pairs and emmetropia power. */
+/** One lens and formula of the file: its calculations by eye. */
+interface IolGroup {
+  readonly lensName: string;
+  readonly formulaName: string;
+  readonly bySide: Map<Side, IolCalculation>;
+  constant: number | undefined;
+}
+
+/**
+ * One IOL table row per lens and formula, with each eye's IOL/REF pairs and emmetropia power: the event's
+ * active rows read once, new rows inserted a chunk at a time, changed rows updated (or, where the
+ * measurements were changed by hand, kept inactive beside a new row, so that the calculation made from
+ * the earlier measurements stays on record).
+ */
 async function writeIolTables(
   db: Db,
   deps: BiometryFilingDeps,
   eventId: number,
   reading: BiometryReading,
+  formulaIds: ReadonlyMap<string, number>,
 ): Promise<number> {
-  const groups = new Map<string, IolCalculation[]>();
+  if (reading.calculations.length === 0) return 0;
+  const fit = fitOptionsOf(deps);
+  const lensNames = new Map<string, string>();
+  const lensNameOf = (name: string) => {
+    let fitted = lensNames.get(name);
+    if (fitted === undefined) {
+      fitted = fitColumn(name, BIOMETRY_COLUMNS.lensName, fit);
+      lensNames.set(name, fitted);
+    }
+    return fitted;
+  };
+  const groups = new Map<string, IolGroup>();
   for (const calculation of reading.calculations) {
-    const key = JSON.stringify([calculation.lensName, calculation.formulaName]);
-    groups.set(key, [...(groups.get(key) ?? []), calculation]);
+    const lensName = lensNameOf(calculation.lensName);
+    const key = JSON.stringify([lensName, calculation.formulaName]);
+    let group = groups.get(key);
+    if (group === undefined) {
+      group = { lensName, formulaName: calculation.formulaName, bySide: new Map(), constant: undefined };
+      groups.set(key, group);
+    }
+    // The last calculation of an eye is the one filed; the first constant given is the lens's.
+    group.bySide.set(calculation.side, calculation);
+    group.constant ??= calculation.constant;
   }
+  const lensConstants = new Map<string, number | undefined>();
+  for (const group of groups.values()) {
+    if (!lensConstants.has(group.lensName) || lensConstants.get(group.lensName) === undefined) {
+      lensConstants.set(group.lensName, group.constant);
+    }
+  }
+  const lensIds = await findOrCreateLenses(db, deps, lensConstants);
   const surgeonId =
-    reading.surgeonName === undefined ? null : await findOrCreateSurgeon(db, reading.surgeonName);
+    reading.surgeonName === undefined ? null : await findOrCreateSurgeon(db, deps, reading.surgeonName);
   // A hand-changed AL, K or ACD makes the earlier calculations stale: they are kept, inactive.
   const isHandChanged = SIDES.some((side) => {
     const eye = reading.eyes[side];
     return eye?.isAlModified === true || eye?.isKModified === true || eye?.isAcdModified === true;
   });
-  let written = 0;
-  for (const calculations of groups.values()) {
-    const first = calculations[0]!;
-    const lensId = await findOrCreateLens(db, deps, first.lensName, first.constant);
-    const formulaId = await findOrCreateFormula(db, deps, first.formulaName);
-    const bySide = new Map(calculations.map((c) => [c.side, c]));
-    const constant = calculations.find((c) => c.constant !== undefined)?.constant;
-    written += await mergeElement(
-      db,
-      deps,
-      'et_ophinbiometry_iol_ref_values',
-      { eventId, lensId, formulaId },
-      [...bySide.keys()],
-      (side) => {
-        const calculation = bySide.get(side)!;
-        return {
-          [`iol_ref_values_${suffix(side)}`]: JSON.stringify({
-            IOL: calculation.pairs.map((p) => round(p.iol, 2)),
-            REF: calculation.pairs.map((p) => round(p.ref, 2)),
-          }),
-          [`emmetropia_${suffix(side)}`]:
-            calculation.emmetropia === undefined ? null : round(calculation.emmetropia, 2),
-        };
-      },
-      {
+
+  const storedRows = (await db
+    .selectFrom(IOL_TABLE)
+    .selectAll()
+    .where('event_id', '=', eventId)
+    .where('active', '=', 1)
+    .orderBy('id', 'desc')
+    .execute()) as Record<string, unknown>[];
+  const storedByKey = new Map<string, Record<string, unknown>>();
+  for (const row of storedRows) {
+    const key = `${String(row.lens_id)}:${String(row.formula_id)}`;
+    if (!storedByKey.has(key)) storedByKey.set(key, row);
+  }
+
+  const audit = { last_modified_user_id: deps.stamp.userId, last_modified_date: deps.stamp.now };
+  const created = { created_user_id: deps.stamp.userId, created_date: deps.stamp.now };
+  const newRows: Values[] = [];
+  const replacements: Values[] = [];
+  const replacedIds: number[] = [];
+  const updates: { id: number; change: Values }[] = [];
+  for (const group of groups.values()) {
+    const lensId = lensIds.get(group.lensName)!;
+    const formulaId = formulaIds.get(group.formulaName)!;
+    const perSide = (side: Side): Values => {
+      const calculation = group.bySide.get(side);
+      if (calculation === undefined) {
+        return { [`iol_ref_values_${suffix(side)}`]: null, [`emmetropia_${suffix(side)}`]: null };
+      }
+      return {
+        [`iol_ref_values_${suffix(side)}`]: JSON.stringify({
+          IOL: calculation.pairs.map((p) => round(p.iol, 2)),
+          REF: calculation.pairs.map((p) => round(p.ref, 2)),
+        }),
+        [`emmetropia_${suffix(side)}`]:
+          calculation.emmetropia === undefined ? null : round(calculation.emmetropia, 2),
+      };
+    };
+    const sides = [...group.bySide.keys()];
+    const stored = storedByKey.get(`${lensId}:${formulaId}`);
+    if (stored === undefined) {
+      // Every new row has the same columns (both eyes'), as one multi-row INSERT needs.
+      newRows.push({
+        event_id: eventId,
+        eye_id: eyeIdOf(new Set(sides)),
         lens_id: lensId,
         formula_id: formulaId,
-        constant: constant === undefined ? null : round(constant, 3),
+        constant: group.constant === undefined ? null : round(group.constant, 3),
         active: 1,
         surgeon_id: surgeonId,
-      },
-      () => ({}),
-      isHandChanged,
+        ...mergeValues(SIDES.map(perSide)),
+        ...audit,
+        ...created,
+      });
+      continue;
+    }
+    const change = changedColumns(stored, {
+      eye_id: eyeIdOf(new Set([...sidesOfEyeId(Number(stored.eye_id)), ...sides])),
+      ...mergeValues(sides.map(perSide)),
+    });
+    if (Object.keys(change).length === 0) continue;
+    const id = Number(stored.id);
+    if (isHandChanged) {
+      // The new row: the stored row's values (the other eye's among them), then what the file changes.
+      const { id: _storedId, ...kept } = stored as Values;
+      replacedIds.push(id);
+      replacements.push({ ...kept, ...change, active: 1, ...audit, ...created });
+    } else {
+      updates.push({ id, change });
+    }
+  }
+
+  const changedIds = [...replacedIds, ...updates.map((u) => u.id)];
+  for (const ids of chunksOf(changedIds, ROWS_PER_CHUNK)) {
+    await deps.schema.keepRowVersions(db, IOL_TABLE, ids);
+    await deps.yieldTurn();
+  }
+  for (const ids of chunksOf(replacedIds, ROWS_PER_CHUNK)) {
+    await db
+      .updateTable(IOL_TABLE)
+      .set({ active: 0, ...audit } as never)
+      .where('id', 'in', ids)
+      .execute();
+    await deps.yieldTurn();
+  }
+  for (const chunk of chunksOf(updates, ROWS_PER_CHUNK)) {
+    for (const { id, change } of chunk) {
+      await db
+        .updateTable(IOL_TABLE)
+        .set({ ...change, ...audit } as never)
+        .where('id', '=', id)
+        .execute();
+    }
+    await deps.yieldTurn();
+  }
+  for (const rows of [newRows, replacements]) {
+    for (const chunk of chunksOf(rows, ROWS_PER_CHUNK)) {
+      await db.insertInto(IOL_TABLE).values(chunk).execute();
+      await deps.yieldTurn();
+    }
+  }
+  if (replacedIds.length > 0) {
+    deps.log(
+      `${IOL_TABLE} ${replacedIds.join(', ')}: measurements changed by hand, kept inactive and replaced by new rows`,
     );
   }
-  return written;
+  return newRows.length + replacements.length + updates.length;
 }
 
-async function findOrCreateFormula(db: Db, deps: BiometryFilingDeps, name: string): Promise<number> {
-  const candidates = [...new Set([name, name.replace(/®/g, '').trim()])];
-  const found = await db
-    .selectFrom('ophinbiometry_calculation_formula')
-    .select(['id', 'name'])
-    .where('name', 'in', candidates)
-    .orderBy('id')
-    .execute();
-  const match = candidates.map((c) => found.find((f) => f.name === c)).find((f) => f !== undefined);
-  if (match !== undefined) return match.id;
-  const created = await db
-    .insertInto('ophinbiometry_calculation_formula')
-    .values({
-      name: name.slice(0, 128),
-      display_order: 0,
-      created_user_id: deps.stamp.userId,
-      last_modified_user_id: deps.stamp.userId,
-      created_date: deps.stamp.now,
-      last_modified_date: deps.stamp.now,
-    })
-    .returning('id')
-    .executeTakeFirstOrThrow();
-  deps.log(`formula ${created.id} created`);
-  return created.id;
+/**
+ * Collation-aware equality of names, for a database whose comparison ignores case and accents (MariaDB's
+ * `utf8_unicode_ci`, which also ignores trailing spaces).
+ */
+const COLLATOR = new Intl.Collator('en', { sensitivity: 'base' });
+
+/**
+ * The ids of the rows of `table` named by each of `names` (the first by `deleted`, then id), in one
+ * statement per {@link NAMES_PER_LOOKUP} names. A name matches its own row first; a row whose name is
+ * none of those asked for was matched by the engine's collation (case- or accent-insensitive), and is
+ * the row of the name it equals that way.
+ */
+async function findIdsByName(
+  db: Db,
+  table: 'ophinbiometry_lenstype_lens' | 'ophinbiometry_calculation_formula',
+  names: readonly string[],
+): Promise<Map<string, number>> {
+  const found = new Map<string, number>();
+  for (const chunk of chunksOf([...new Set(names)], NAMES_PER_LOOKUP)) {
+    const rows = await db
+      .selectFrom(table)
+      .select(['id', 'name'])
+      .where('name', 'in', chunk)
+      .orderBy('deleted')
+      .orderBy('id')
+      .execute();
+    const asked = new Set(chunk);
+    for (const row of rows) if (!found.has(row.name) && asked.has(row.name)) found.set(row.name, row.id);
+    const collated = rows.filter((row) => !asked.has(row.name));
+    for (const name of chunk) {
+      if (found.has(name)) continue;
+      const row = collated.find((r) => COLLATOR.compare(r.name.trimEnd(), name.trimEnd()) === 0);
+      if (row !== undefined) found.set(name, row.id);
+    }
+  }
+  return found;
 }
 
-/** The lens of `name`; a new lens is listed for the configured institution, as OpenEyes lists lenses. */
-async function findOrCreateLens(
+/** The ids of the formulas `names` (a name with ® also matches its plain form), created when missing. */
+async function findOrCreateFormulas(
   db: Db,
   deps: BiometryFilingDeps,
-  name: string,
-  constant: number | undefined,
-): Promise<number> {
-  const found = await db
-    .selectFrom('ophinbiometry_lenstype_lens')
-    .select('id')
-    .where('name', '=', name)
-    .orderBy('deleted')
-    .orderBy('id')
-    .executeTakeFirst();
-  if (found !== undefined) return found.id;
+  names: readonly string[],
+): Promise<Map<string, number>> {
+  const fit = fitOptionsOf(deps);
+  const fitted = new Map<string, string>();
+  for (const name of new Set(names)) fitted.set(name, fitColumn(name, BIOMETRY_COLUMNS.formulaName, fit));
+  const candidatesOf = (name: string) => {
+    const own = fitted.get(name)!;
+    return [...new Set([own, own.replace(/®/g, '').trim()])];
+  };
+  const ids = new Map<string, number>();
+  const resolve = (found: ReadonlyMap<string, number>) => {
+    for (const name of fitted.keys()) {
+      if (ids.has(name)) continue;
+      const id = candidatesOf(name)
+        .map((c) => found.get(c))
+        .find((c) => c !== undefined);
+      if (id !== undefined) ids.set(name, id);
+    }
+  };
+  resolve(
+    await findIdsByName(db, 'ophinbiometry_calculation_formula', [...fitted.keys()].flatMap(candidatesOf)),
+  );
+  const missing = [...new Set([...fitted.keys()].filter((n) => !ids.has(n)).map((n) => fitted.get(n)!))];
+  if (missing.length === 0) return ids;
+  for (const chunk of chunksOf(missing, ROWS_PER_CHUNK)) {
+    await db
+      .insertInto('ophinbiometry_calculation_formula')
+      .values(
+        chunk.map((name) => ({
+          name,
+          display_order: 0,
+          created_user_id: deps.stamp.userId,
+          last_modified_user_id: deps.stamp.userId,
+          created_date: deps.stamp.now,
+          last_modified_date: deps.stamp.now,
+        })),
+      )
+      .execute();
+    await deps.yieldTurn();
+  }
+  resolve(await findIdsByName(db, 'ophinbiometry_calculation_formula', missing));
+  deps.log(`${missing.length} formula(s) created`);
+  return ids;
+}
+
+/**
+ * The ids of the lenses `constants` names (names as their column stores them, with the A-constant a new
+ * lens gets). A missing lens is created: listed for the configured institution (as OpenEyes lists
+ * lenses) when the site offers new lenses at once, else inactive, listed for no institution and recorded
+ * in `biometry_lens_review` (held for review).
+ */
+async function findOrCreateLenses(
+  db: Db,
+  deps: BiometryFilingDeps,
+  constants: ReadonlyMap<string, number | undefined>,
+): Promise<Map<string, number>> {
+  const ids = await findIdsByName(db, 'ophinbiometry_lenstype_lens', [...constants.keys()]);
+  const missing = [...constants.keys()].filter((name) => !ids.has(name));
+  if (missing.length === 0) return ids;
   const audit = {
     created_user_id: deps.stamp.userId,
     last_modified_user_id: deps.stamp.userId,
     created_date: deps.stamp.now,
     last_modified_date: deps.stamp.now,
   };
-  const created = await db
-    .insertInto('ophinbiometry_lenstype_lens')
-    .values({
-      name: name.slice(0, 128),
-      display_name: name.slice(0, 255),
-      description: name.slice(0, 255),
-      comments: 'Created by the biometry import',
-      position_id: 0,
-      acon: round(constant ?? 0, 4),
-      ...audit,
-    })
-    .returning('id')
-    .executeTakeFirstOrThrow();
-  const institution = await db
-    .selectFrom('institution')
-    .select('id')
-    .where('remote_id', '=', deps.institutionCode)
-    .orderBy('id')
-    .executeTakeFirst();
-  if (institution !== undefined) {
+  const isOffered = deps.offersNewLenses;
+  for (const chunk of chunksOf(missing, ROWS_PER_CHUNK)) {
     await db
-      .insertInto('ophinbiometry_lenstype_lens_institution')
-      .values({ lenstype_lens_id: created.id, institution_id: institution.id, ...audit })
+      .insertInto('ophinbiometry_lenstype_lens')
+      .values(
+        chunk.map((name) => ({
+          // The name fits its column (128); the display name and description hold 255.
+          name,
+          display_name: name,
+          description: name,
+          comments: isOffered
+            ? 'Created by the biometry import'
+            : 'Created by the biometry import, held for review',
+          position_id: 0,
+          acon: round(constants.get(name) ?? 0, 4),
+          active: isOffered ? 1 : 0,
+          ...audit,
+        })),
+      )
       .execute();
+    await deps.yieldTurn();
   }
-  deps.log(`lens ${created.id} created`);
-  return created.id;
+  const created = await findIdsByName(db, 'ophinbiometry_lenstype_lens', missing);
+  const createdIds = missing.map((name) => created.get(name)!);
+  for (const [name, id] of created) ids.set(name, id);
+  if (isOffered) {
+    const institution = await db
+      .selectFrom('institution')
+      .select('id')
+      .where('remote_id', '=', deps.institutionCode)
+      .orderBy('id')
+      .executeTakeFirst();
+    if (institution !== undefined) {
+      for (const chunk of chunksOf(createdIds, ROWS_PER_CHUNK)) {
+        await db
+          .insertInto('ophinbiometry_lenstype_lens_institution')
+          .values(chunk.map((id) => ({ lenstype_lens_id: id, institution_id: institution.id, ...audit })))
+          .execute();
+        await deps.yieldTurn();
+      }
+    }
+    deps.log(`${createdIds.length} lens type(s) created: ${createdIds.join(', ')}`);
+    return ids;
+  }
+  for (const chunk of chunksOf(createdIds, ROWS_PER_CHUNK)) {
+    await db
+      .insertInto('biometry_lens_review')
+      .values(
+        chunk.map((id) => ({
+          lenstype_lens_id: id,
+          request_id: deps.requestId,
+          created_date: deps.stamp.now,
+        })),
+      )
+      .execute();
+    await deps.yieldTurn();
+  }
+  deps.log(`${createdIds.length} lens type(s) created and held for review: ${createdIds.join(', ')}`);
+  return ids;
 }
 
-async function findOrCreateSurgeon(db: Db, name: string): Promise<number> {
+async function findOrCreateSurgeon(db: Db, deps: BiometryFilingDeps, name: string): Promise<number> {
+  const fitted = fitColumn(name, BIOMETRY_COLUMNS.surgeonName, fitOptionsOf(deps));
   const found = await db
     .selectFrom('ophinbiometry_surgeon')
     .select('id')
-    .where('name', '=', name)
+    .where('name', '=', fitted)
     .executeTakeFirst();
   if (found !== undefined) return found.id;
   const created = await db
     .insertInto('ophinbiometry_surgeon')
-    .values({ name: name.slice(0, 255) })
+    .values({ name: fitted })
     .returning('id')
     .executeTakeFirstOrThrow();
   return created.id;

@@ -7,6 +7,8 @@
 export type { BiometryFile, BiometryStudy } from './biometry-file.ts';
 export { BiometryFileError, readBiometryFile } from './biometry-file.ts';
 export { readBiometryFileOnThread } from './read-on-thread.ts';
+export type { BiometryLimits } from './limits.ts';
+export { BIOMETRY_CALCULATION_CEILING, MAX_PAIRS_PER_CALCULATION, biometryLimitRefusal } from './limits.ts';
 export type {
   BiometryFiling,
   BiometryFilingDeps,
@@ -20,3 +22,5 @@ export {
   readBiometryTypes,
 } from './biometry-store.ts';
 export type { BiometryReading, EyeMeasurement, IolCalculation, Side } from './reading.ts';
+export type { HeldLens } from './lens-review.ts';
+export { listHeldLenses } from './lens-review.ts';

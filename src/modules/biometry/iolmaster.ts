@@ -13,7 +13,8 @@
 import type { DataSet, PrivateReader } from './data-set.ts';
 import { findPrivateBlock, privateReader } from './data-set.ts';
 import type { BiometryReading, EyeMeasurement, IolCalculation, Side } from './reading.ts';
-import { sideOf } from './reading.ts';
+import { createCalculationCounter } from './limits.ts';
+import { BiometryFileError, sideOf } from './reading.ts';
 
 export const ZEISS_GROUP = 0x771b;
 export const ZEISS_CREATOR = '99CZM';
@@ -106,6 +107,9 @@ export function readIolMaster(root: PrivateReader, comments: string | undefined)
   }
 
   const calculations: IolCalculation[] = [];
+  const counter = createCalculationCounter(
+    (reason) => new BiometryFileError(`Biometry file refused: ${reason}`),
+  );
   let surgeonName: string | undefined;
   const seenContainer = new Set<Side>();
   // One lens, several formulas: the items of xx03 name formulas, the lens is xx0A of the parent.
@@ -124,8 +128,10 @@ export function readIolMaster(root: PrivateReader, comments: string | undefined)
         const lensName = name.lens ?? itemName;
         const formulaName = name.formula ?? itemName;
         if (lensName === undefined || formulaName === undefined) continue;
+        const pairItems = calculation.items(IOL_PAIR_SEQUENCE);
+        counter.count(side, pairItems.length);
         target.formulaName ??= formulaName;
-        const pairs = calculation.items(IOL_PAIR_SEQUENCE).flatMap((pair) => {
+        const pairs = pairItems.flatMap((pair) => {
           const iol = pair.number(0x2a, 'FD');
           const ref = pair.number(0x28, 'FD');
           return iol === undefined || ref === undefined ? [] : [{ iol, ref }];

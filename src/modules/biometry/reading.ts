@@ -1,6 +1,17 @@
 /** What a biometry object says, per eye, whatever the device: the values of OpenEyes's biometry elements. */
 
 export type Side = 'R' | 'L';
+
+/**
+ * A file that cannot be filed as biometry whatever is retried (no study, no date, more than a reader's
+ * ceiling).
+ */
+export class BiometryFileError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'BiometryFileError';
+  }
+}
 export const SIDES: readonly Side[] = ['R', 'L'];
 
 /** One eye's measurements (et_ophinbiometry_measurement) and calculation inputs. */

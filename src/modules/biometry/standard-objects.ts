@@ -12,6 +12,8 @@
 import type { DataSet, NumberVr } from './data-set.ts';
 import { readItems, readNumber, readString, tagKey } from './data-set.ts';
 import type { BiometryReading, EyeMeasurement, IolCalculation, Side } from './reading.ts';
+import { createCalculationCounter } from './limits.ts';
+import { BiometryFileError } from './reading.ts';
 
 export const AXIAL_MEASUREMENTS_SOP_CLASS = '1.2.840.10008.5.1.4.1.1.78.7';
 export const IOL_CALCULATION_SOP_CLASS = '1.2.840.10008.5.1.4.1.1.78.8';
@@ -80,6 +82,9 @@ export function isStandardBiometry(sopClassUid: string | undefined): boolean {
 export function readStandardBiometry(dataSet: DataSet, sopClassUid: string): BiometryReading {
   const eyes: Partial<Record<Side, EyeMeasurement>> = {};
   const calculations: IolCalculation[] = [];
+  const counter = createCalculationCounter(
+    (reason) => new BiometryFileError(`Biometry file refused: ${reason}`),
+  );
   for (const [side, sequence] of EYE_SEQUENCES[sopClassUid] ?? []) {
     const items = readItems(dataSet, sequence);
     if (items.length === 0) continue;
@@ -110,6 +115,7 @@ export function readStandardBiometry(dataSet: DataSet, sopClassUid: string): Bio
     if (formulaName !== undefined) measurement.formulaName = formulaName;
     eyes[side] = measurement;
     const powers = readItems(item, IOL_POWER_SEQUENCE);
+    counter.count(side, powers.length);
     if (lensName !== undefined && formulaName !== undefined) {
       const constantItem = readItems(
         findHolder(item, LENS_CONSTANT_SEQUENCE) ?? item,

@@ -26,6 +26,7 @@ import { readWorkerHealth } from '../request-queue/index.ts';
 import type { Verification } from '../user/index.ts';
 import { registerAttachmentPages } from './attachments.pages.ts';
 import { registerAuditPages } from './audit.pages.ts';
+import { registerBiometryLensPages } from './biometry-lenses.pages.ts';
 import { loadConsoleAssets } from './console-assets.ts';
 import type { ConsoleContext } from './console-context.ts';
 import { ConsolePageError, OPERATIONS, can, createConsoleContext, textField } from './console-context.ts';
@@ -96,6 +97,7 @@ export const consoleRoutes: FastifyPluginAsync<ConsoleRouteOptions> = async (
       registerSignaturePages(scope, ctx, guard);
       registerAttachmentPages(scope, ctx, guard);
       registerAuditPages(scope, ctx, guard);
+      registerBiometryLensPages(scope, ctx, guard);
     },
     { prefix: CONSOLE_PREFIX },
   );

@@ -100,6 +100,13 @@ export interface RoutineContext extends PrepareContext {
    * propagate (when the batch already holds another key, it does not wait: see run-context.ts).
    */
   lock(key: string): Promise<void>;
+  /**
+   * Gives the event loop a turn, then throws the engine's timeout error once the routine has run past
+   * its `timeoutMs` (by the engine's clock). A routine that works through many rows calls it between
+   * bounded chunks: on an engine whose driver runs on the main thread (SQLite's `node:sqlite`) nothing
+   * else, the routine's timer included, runs until the routine awaits something that is not a query.
+   */
+  yieldTurn(): Promise<void>;
 }
 
 export interface RoutineDefinition<P = unknown> {

@@ -89,6 +89,8 @@ export interface AttemptScope {
   readonly locks: BatchLocks;
   /** The keys this attempt took: released with its savepoint when it fails. */
   readonly keys: string[];
+  /** `ctx.yieldTurn`: a turn of the event loop, then the attempt's time limit checked. */
+  readonly yieldTurn: () => Promise<void>;
 }
 
 /**
@@ -218,6 +220,7 @@ export function createRunContext(
       await voidNewRoutines(trx, routine.request_id, current ?? routine.routine_name);
     },
     lock: (key) => lockRoutineKey(rt, trx, definition, attempt, key),
+    yieldTurn: attempt.yieldTurn,
   };
 }
 

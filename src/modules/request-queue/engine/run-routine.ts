@@ -38,6 +38,19 @@ export class RoutineTimeoutError extends Error {
   }
 }
 
+/**
+ * `ctx.yieldTurn` of an attempt that started at `startedAtMs` by the engine's clock: a turn of the event
+ * loop (`setImmediate`, after which due timers and I/O run: the routine's own timeout timer, HTTP
+ * requests), then a {@link RoutineTimeoutError} once `timeoutMs` have passed, so that work done in
+ * chunks stops at its limit even where every query runs on the main thread.
+ */
+function createYieldTurn(rt: EngineRuntime, timeoutMs: number, startedAtMs: number): () => Promise<void> {
+  return async () => {
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    if (rt.now().getTime() - startedAtMs >= timeoutMs) throw new RoutineTimeoutError(timeoutMs);
+  };
+}
+
 function withTimeout<T>(promise: Promise<T>, timeoutMs: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
@@ -106,6 +119,7 @@ export async function runClaimed(
           effects,
           locks,
           keys,
+          yieldTurn: createYieldTurn(rt, definition.timeoutMs, rt.now().getTime()),
         });
         const run = async () => {
           const input =

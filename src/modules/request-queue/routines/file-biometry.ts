@@ -8,14 +8,21 @@
  * before the measurements creates the event, which the measurements join later. A file that is no
  * biometry after all is filed generically by `ATTACH_TO_EVENT`. Holds the patient's lock, as
  * `ATTACH_TO_EVENT` does, so that two files of one study never create two events.
+ *
+ * A file beyond the site's caps (`BIOMETRY_MAX_*_PER_EYE`: lenses, formulas, calculations per eye) fails
+ * at once, before anything is written, with the reason in the routine's log; so does an identifier longer
+ * than its column. The writes give the event loop a turn between chunks (`ctx.yieldTurn`), where the time
+ * limit stops them.
  */
 import type { BiometryFile } from '../../biometry/index.ts';
 import {
   BiometryFileError,
+  biometryLimitRefusal,
   fileBiometry,
   readBiometryFileOnThread,
   readBiometryTypes,
 } from '../../biometry/index.ts';
+import { ColumnWidthError } from '../../device-filing/index.ts';
 import { DicomError } from '../../dicom/index.ts';
 import { PermanentRoutineError, defineRoutine } from './catalog.ts';
 import { readDicomPayload } from './dicom-payload.ts';
@@ -30,8 +37,9 @@ export const fileBiometryRoutine = defineRoutine<BiometryFile>({
   retry: 'backoff',
   prepare: async (ctx) => {
     const bytes = await readDicomPayload(ctx);
+    let file: BiometryFile;
     try {
-      return await readBiometryFileOnThread(bytes, ctx.config);
+      file = await readBiometryFileOnThread(bytes, ctx.config);
     } catch (error) {
       if (error instanceof BiometryFileError) throw new PermanentRoutineError(error.message);
       if (error instanceof DicomError) {
@@ -41,6 +49,15 @@ export const fileBiometryRoutine = defineRoutine<BiometryFile>({
       }
       throw error;
     }
+    if (file.kind === 'measurements') {
+      const refusal = biometryLimitRefusal(file.reading, {
+        maxLensesPerEye: ctx.config.biometryMaxLensesPerEye,
+        maxFormulasPerEye: ctx.config.biometryMaxFormulasPerEye,
+        maxCalculationsPerEye: ctx.config.biometryMaxCalculationsPerEye,
+      });
+      if (refusal !== undefined) throw new PermanentRoutineError(`Biometry file refused: ${refusal}`);
+    }
+    return file;
   },
   run: async (ctx, file) => {
     if (file.kind === 'other') {
@@ -58,6 +75,8 @@ export const fileBiometryRoutine = defineRoutine<BiometryFile>({
     await ctx.lock(`patient:${patientId}`);
     const result = await fileBiometry(
       {
+        offersNewLenses: ctx.config.biometryOffersNewLenses,
+        yieldTurn: () => ctx.yieldTurn(),
         trx: ctx.trx,
         dialect: ctx.dialect,
         schema: ctx.schema,
@@ -74,7 +93,11 @@ export const fileBiometryRoutine = defineRoutine<BiometryFile>({
         attachmentIds: payloads.filter((p) => isReportMnemonic(p.attachment_mnemonic)).map((p) => p.id),
         ...profileEyeOf(texts.REQUEST_DATA?.device_laterality),
       },
-    );
+    ).catch((error: unknown) => {
+      if (error instanceof ColumnWidthError)
+        throw new PermanentRoutineError(`Biometry file refused: ${error.message}`);
+      throw error;
+    });
     if (file.kind === 'measurements') {
       ctx.log(`${file.source}: ${result.changedRows} biometry row(s) written`);
     }
