@@ -282,7 +282,7 @@ describe('SQLite checkpointer thread, started by commits and ended when idle', (
     const autocheckpoint = () =>
       (writer.prepare('PRAGMA wal_autocheckpoint').get() as { wal_autocheckpoint: number })
         .wal_autocheckpoint;
-    const checkpointer = startSqliteCheckpointer(writer, file, { intervalMs: 20, idleMs: 400 });
+    const checkpointer = startSqliteCheckpointer(writer, file, { intervalMs: 20, idleMs: 1000 });
     try {
       assert.equal(checkpointer.isRunning(), false, 'no thread before the first commit');
       assert.equal(autocheckpoint(), 1000, 'the writer checkpoints itself while no thread runs');
@@ -294,8 +294,9 @@ describe('SQLite checkpointer thread, started by commits and ended when idle', (
       commit();
       assert.equal(checkpointer.isRunning(), true, 'the first commit starts the thread');
       assert.equal(autocheckpoint(), 0, 'the writer leaves checkpoints to the thread');
-      // Commits every 50 ms for three times the idle time: the thread sees them and keeps running.
-      const busyUntil = Date.now() + 1200;
+      // Commits every 50 ms for twice the idle time: the thread sees them and keeps running. The idle
+      // time is twenty gaps between commits, so that a loaded machine's late timers do not end it.
+      const busyUntil = Date.now() + 2000;
       while (Date.now() < busyUntil) {
         commit();
         await new Promise((resolve) => setTimeout(resolve, 50));

@@ -64,6 +64,10 @@ function withManyElements(file: Buffer, count: number): Buffer {
   return Buffer.concat([file.subarray(0, first), inserted, file.subarray(first)]);
 }
 
+// Watched from before the first app starts: the DICOM threads are the process's, shared by the suites.
+const threads = threadMessages();
+after(() => threads.stop());
+
 forEachDialect((dialect) => {
   describe(`received DICOM is parsed off the main thread [${dialect}]`, () => {
     let app: TestApp;
@@ -84,28 +88,23 @@ forEachDialect((dialect) => {
       });
 
     it('checks an instance of nearly DICOM_MAX_ELEMENTS elements on a DICOM thread, never on the event loop', async () => {
-      const threads = threadMessages();
-      try {
-        // A first store starts the DICOM threads (and is itself checked on one).
-        const small = buildInstance();
-        assert.equal((await store(multipartRelated([small]))).status, 200);
-        assert.ok(threads.messages.some((m) => headerUidOf(m) === sopInstanceUidOf(small)));
+      // A small instance first (in the first suite it starts the DICOM threads), itself checked on one.
+      const small = buildInstance();
+      assert.equal((await store(multipartRelated([small]))).status, 200);
+      assert.ok(threads.messages.some((m) => headerUidOf(m) === sopInstanceUidOf(small)));
 
-        const instance = withManyElements(buildInstance(), EXTRA_ELEMENTS);
-        const body = multipartRelated([instance]);
-        const response = await store(body);
-        const text = await response.text();
-        assert.equal(response.status, 200, text);
-        // Stored: the elements were all read and counted, and the instance queued.
-        const receipt = await receiptOf(app.db, sopInstanceUidOf(instance));
-        assert.ok(receipt !== undefined, 'the instance was queued');
-        assert.ok(
-          threads.messages.some((m) => headerUidOf(m) === sopInstanceUidOf(instance)),
-          'its header was read on a DICOM thread',
-        );
-      } finally {
-        threads.stop();
-      }
+      const instance = withManyElements(buildInstance(), EXTRA_ELEMENTS);
+      const body = multipartRelated([instance]);
+      const response = await store(body);
+      const text = await response.text();
+      assert.equal(response.status, 200, text);
+      // Stored: the elements were all read and counted, and the instance queued.
+      const receipt = await receiptOf(app.db, sopInstanceUidOf(instance));
+      assert.ok(receipt !== undefined, 'the instance was queued');
+      assert.ok(
+        threads.messages.some((m) => headerUidOf(m) === sopInstanceUidOf(instance)),
+        'its header was read on a DICOM thread',
+      );
     });
   });
 });
