@@ -50,6 +50,8 @@ export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' |
 export interface Config {
   readonly port: number;
   readonly host: string;
+  /** `HOST` was given: with demo data the server listens on 127.0.0.1 only while it is not. */
+  readonly isHostSet?: boolean;
   readonly database: DatabaseTarget;
   /** PostgreSQL connections per process. */
   readonly dbPoolSize: number;
@@ -387,7 +389,11 @@ const SERVER = {
   title: 'Server',
   settings: {
     port: integer('PORT', 8080, { min: 0, max: 65535 }, 'TCP port of the HTTP server'),
-    host: text('HOST', '0.0.0.0', 'address the server (and the DICOM SCP) listens on'),
+    host: text(
+      'HOST',
+      '0.0.0.0',
+      "address the server (and the DICOM SCP) listens on; unset while demo data is loaded at start: `127.0.0.1` (the demo accounts' passwords are public)",
+    ),
     serverProcesses: optional(
       'SERVER_PROCESSES',
       code(1),
@@ -1045,6 +1051,7 @@ export function loadConfig(env: Env = process.env): Config {
 
   const config: Config = {
     ...server,
+    isHostSet: reader.read('HOST') !== undefined,
     database,
     ...siteConfig,
     orphanSweepIntervalMs: orphanSweepIntervalMs.parse(reader, { isOpenEyes }),

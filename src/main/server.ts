@@ -45,8 +45,13 @@ if (cluster.isPrimary && config.serverProcesses > 1) {
     logger,
     readyMessage: READY,
     // The queue worker and the orphan sweep run in the first process only.
-    envOf: (slot): Record<string, string> =>
-      slot === 0 ? { DEMO_DATA: 'off' } : { DEMO_DATA: 'off', WORKER: 'off', ORPHAN_SWEEP_INTERVAL_MS: '0' },
+    envOf: (slot): Record<string, string> => ({
+      ...(slot === 0
+        ? { DEMO_DATA: 'off' }
+        : { DEMO_DATA: 'off', WORKER: 'off', ORPHAN_SWEEP_INTERVAL_MS: '0' }),
+      // The address the primary chose (127.0.0.1 with demo data and no HOST).
+      HOST: prepared.config.host,
+    }),
   });
 } else if (cluster.isPrimary) {
   await serve(await prepare(config, logger), READY);
@@ -70,7 +75,16 @@ async function prepare(config: Config, logger: Logger): Promise<Bootstrapped> {
   const wantsDemo =
     config.demoData === 'on' ||
     (config.demoData === 'auto' && config.database.kind === 'sqlite' && isNewDatabase(migrations));
+  let served = prepared;
   if (wantsDemo) {
+    // The demo accounts' passwords are in the README: unless HOST says otherwise, only this machine.
+    if (config.isHostSet !== true) {
+      served = { ...prepared, config: { ...prepared.config, host: '127.0.0.1' } };
+      const line =
+        'demo data: listening on 127.0.0.1 only (the demo passwords are public); set HOST to listen elsewhere';
+      if (process.stdout.isTTY) process.stdout.write(`${line}\n`);
+      else logger.info(line);
+    }
     const account = await loadDemoData({ database, files, config });
     // On a terminal, plain lines that can be copied as the README shows them; otherwise log entries.
     for (const line of account === undefined ? [] : demoStartupLines(account)) {
@@ -84,7 +98,7 @@ async function prepare(config: Config, logger: Logger): Promise<Bootstrapped> {
       'no user can log in yet: create one with ' +
         `printf 'a-long-password' | npm run cli -- user create <name> --role 'API access'`,
     );
-  return prepared;
+  return served;
 }
 
 async function serve(
@@ -171,5 +185,5 @@ async function serve(
       intake: services.intake,
     });
   await runOrExit(async () => worker?.start());
-  logger.info({ database: config.database.kind, filesDir: config.filesDir }, readyMessage);
+  logger.info({ database: config.database.kind, filesDir: config.filesDir, host: config.host }, readyMessage);
 }

@@ -10,6 +10,8 @@ import { Eta } from 'eta';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { AttachmentService } from '../attachment/index.ts';
 import type { PatientSearchService } from '../patient/index.ts';
+import type { WaitingForPatient } from '../request-queue/index.ts';
+import { describeWaitingDetails, maxTriesOf } from '../request-queue/index.ts';
 import type { AppDeps } from '../../deps.ts';
 import type { Principal } from '../user/index.ts';
 import type { ConsoleAssets } from './console-assets.ts';
@@ -190,6 +192,7 @@ export function createConsoleContext(options: {
   assets: ConsoleAssets;
 }): ConsoleContext {
   const { siteTime } = options;
+  const maxTries = maxTriesOf(options.deps.config.queueRetryBackoff);
   // Tokens carry their own salt; a session's secret never leaves the server.
   const tokens = Tokens();
   const eta = new Eta({ views: VIEWS_DIR, cache: true, autoEscape: true, autoTrim: [false, 'nl'] });
@@ -204,6 +207,11 @@ export function createConsoleContext(options: {
           : `${(n / 1048576).toFixed(1)} MiB`,
     cut: (text: string) =>
       text.length > 20_000 ? `${text.slice(0, 20_000)}\n… (${text.length - 20_000} more characters)` : text,
+    /** The waiting request's reason, try and next try (`request-queue`'s waiting rule), in the site's zone. */
+    waitingDetails: (waiting: WaitingForPatient, reason?: string | null) =>
+      describeWaitingDetails(reason === undefined ? waiting : { ...waiting, reason }, maxTries, (stored) =>
+        siteTime.format(stored),
+      ),
     overallLabel: (state: { status: string; routineName: string | null; tryCount: number | null }) =>
       state.routineName === null
         ? state.status

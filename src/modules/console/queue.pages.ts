@@ -78,7 +78,7 @@ export function registerQueuePages(app: FastifyInstance, ctx: ConsoleContext, gu
   /** The list filter of the query (400 for values that cannot be one) and the form's echo. */
   function readFilter(query: Query): { filter: RequestListFilter; form: { from: string; to: string } } {
     const overall = optionalText(query, 'overall', 20);
-    if (overall !== undefined && !['complete', 'incomplete', 'failed'].includes(overall))
+    if (overall !== undefined && !['complete', 'incomplete', 'failed', 'waiting'].includes(overall))
       throw badRequestPage('Unknown overall status.');
     const status = optionalText(query, 'status', 20);
     if (status !== undefined && !ROUTINE_STATUSES.includes(status as RoutineStatus))

@@ -47,6 +47,8 @@ export { RETRYABLE, VOIDABLE, requeueRequest, retryRoutine, voidRoutine } from '
 export type { QueueChoices, QueueHealth, WorkerHealth } from './admin/queue-health.ts';
 export { COUNT_CAP, readQueueChoices, readWorkerHealth } from './admin/queue-health.ts';
 export { readQueueGauges, registerQueueGauges } from './admin/queue-gauges.ts';
+export type { WaitingForPatient } from './status/waiting.ts';
+export { describeWaiting, describeWaitingDetails, maxTriesOf } from './status/waiting.ts';
 export { javaStringHash, registerRoutineNames } from './engine/routine-library.ts';
 export type { QueueGauges } from './admin/queue-gauges.ts';
 export type { RequestSource, RequestSummary } from './admin/request-summary.ts';

@@ -84,6 +84,22 @@ const ROUTINE_STATUS = {
   },
 };
 
+const WAITING_FOR_PATIENT = {
+  type: ['object', 'null'],
+  description:
+    'Set when the RUNNING request waits for a patient (its PATIENT_MATCH found none, or several, and waits ' +
+    'for its next try), not for a worker; null otherwise.',
+  required: ['message', 'reason', 'try_count', 'max_tries', 'next_try_date_time'],
+  additionalProperties: false,
+  properties: {
+    message: { type: 'string', description: 'Waiting for a patient: <reason>; try 3 of 20, next at <time>' },
+    reason: { type: ['string', 'null'] },
+    try_count: { type: 'integer', description: 'Tries so far.' },
+    max_tries: { type: 'integer', description: 'The try after which the routine fails for good.' },
+    next_try_date_time: { type: ['string', 'null'], description: 'YYYY-MM-DD HH:MM:SS (as stored).' },
+  },
+};
+
 const queueStatus: OperationDoc = {
   summary: 'Status of a queued request',
   description: 'Basic auth + OprnApi. FAILED if a routine failed, RUNNING while one is pending.',
@@ -93,11 +109,12 @@ const queueStatus: OperationDoc = {
       description: 'The request and its routines in execution order.',
       schema: {
         type: 'object',
-        required: ['request_id', 'status', 'routines'],
+        required: ['request_id', 'status', 'waiting_for_patient', 'routines'],
         additionalProperties: false,
         properties: {
           request_id: { type: 'integer' },
           status: { type: 'string', enum: ['COMPLETE', 'RUNNING', 'FAILED'] },
+          waiting_for_patient: WAITING_FOR_PATIENT,
           routines: { type: 'array', items: ROUTINE_STATUS },
         },
       },

@@ -105,7 +105,7 @@ export async function registerRequestQueueRoutes(
     limitBytes: rawBodyBytes,
   };
   const { intake } = options;
-  const status = createStatusService({ db: database.db });
+  const status = createStatusService({ db: database.db, retryBackoff: config.queueRetryBackoff });
 
   // Own parsers for this plugin only: each returns the raw bytes, and intake decodes them strictly.
   app.removeAllContentTypeParsers();

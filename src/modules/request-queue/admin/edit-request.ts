@@ -23,6 +23,7 @@ import type { Database } from '../../../db/database.ts';
 import { formatDateTime } from '../../../db/database.ts';
 import type { DB } from '../../../db/schema.ts';
 import { readRequestContent, writeRequestText } from '../../attachment-data/index.ts';
+import { emitRequestQueued, notifyQueueAfterCommit } from '../engine/queue-events.ts';
 import { mirrorRequestDetails } from '../engine/request-details.ts';
 import type { CriteriaRows } from '../routines/patient-match.ts';
 import {
@@ -50,6 +51,19 @@ function routinesToRunOn(
   return routines
     .filter((r) => r.routine_name === MATCH_ROUTINE && RUN_ON.includes(r.status))
     .map((r) => r.id);
+}
+
+/**
+ * Why an edit is refused when the request's patient match neither failed nor waits: the data `PATIENT_MATCH`
+ * reads is only changed while it can still act on it, so that `REQUEST_DATA` never names one patient while
+ * the filing stays on another.
+ */
+function refusalOf(routines: readonly { routine_name: string; status: string }[]): string {
+  const match = routines.find((r) => r.routine_name === MATCH_ROUTINE);
+  if (match === undefined) return 'This request has no patient match, so its patient cannot be chosen here.';
+  if (match.status === 'COMPLETE')
+    return 'The patient match of this request is complete: the request goes on with the patient it matched. Choosing or correcting the patient applies only while the match waits or failed.';
+  return `The patient match of this request is ${match.status}: choosing or correcting the patient applies only while the match waits or failed.`;
 }
 
 /** The `REQUEST_DATA` key of the edit history. */
@@ -108,6 +122,8 @@ export type EditOutcome =
       readonly routineIds: readonly number[];
       /** The `REQUEST_DATA` keys whose values changed. */
       readonly changedKeys: readonly string[];
+      /** The queues of the routines run on (their workers are woken). */
+      readonly queues: readonly string[];
     };
 
 /**
@@ -242,13 +258,11 @@ export async function editRequestMatchData(
   const outcome = await withRequestLocks(database, requestId, async (trx): Promise<EditOutcome> => {
     const { routines, rows, version } = await readState(trx, requestId);
     if (version !== input.expectedVersion) return { kind: 'changed', requestId, current: 'edited' };
-    const runOn = routines.filter((r) => RUN_ON.includes(r.status)).map((r) => r.id);
-    if (runOn.length === 0)
-      return {
-        kind: 'refused',
-        requestId,
-        reason: 'No routine of this request failed or waits for a retry.',
-      };
+    const runOn = routinesToRunOn(routines);
+    if (runOn.length === 0) return { kind: 'refused', requestId, reason: refusalOf(routines) };
+    const queues = [
+      ...new Set(routines.filter((r) => runOn.includes(r.id)).map((r) => r.execute_request_queue)),
+    ];
     const fields = fieldsOf(rows);
     const requestData = rows.REQUEST_DATA ?? {};
     const patch: Record<string, string> = {};
@@ -287,7 +301,15 @@ export async function editRequestMatchData(
       .set({ status: 'NEW', try_count: 0, next_try_date_time: null })
       .where('id', 'in', runOn)
       .execute();
-    return { kind: 'done', requestId, routineIds: runOn, changedKeys: Object.keys(patch) };
+    return { kind: 'done', requestId, routineIds: runOn, changedKeys: Object.keys(patch), queues };
   });
-  return outcome === 'busy' ? { kind: 'busy', requestId } : outcome;
+  if (outcome === 'busy') return { kind: 'busy', requestId };
+  // The match runs at once: the worker of this process, and (with notifications) every other, is woken
+  // instead of finding the request at its next poll.
+  if (outcome.kind === 'done')
+    for (const queue of outcome.queues) {
+      emitRequestQueued({ requestId, queue });
+      notifyQueueAfterCommit(database, queue);
+    }
+  return outcome;
 }

@@ -1,6 +1,7 @@
 /**
  * The queue's families of `/metrics`, read from the database at scrape time: routines per queue and
- * status (one grouped query over an index that leads with queue and status), and the routine outcomes
+ * status (one grouped query over an index that leads with queue and status), the requests waiting for a
+ * patient per queue, and the routine outcomes
  * that `request_queue` counts. The families of one scrape share one read; when it fails they have no
  * samples and `metrics_database_query_ok` is 0.
  */
@@ -10,15 +11,18 @@ import { sql } from 'kysely';
 import type { Registry } from 'prom-client';
 import type { DB } from '../../../db/schema.ts';
 import type { AppDeps } from '../../../deps.ts';
+import { waitingForPatientRoutines } from './queue-health.ts';
 
 export interface QueueGauges {
   readonly routines: readonly { queue: string; status: string; count: number }[];
   readonly queues: readonly { queue: string; executed: number; succeeded: number; failed: number }[];
+  /** Requests waiting for a patient, per queue (`status/waiting.ts`). */
+  readonly waitingForPatient: readonly { queue: string; count: number }[];
 }
 
 /** Routine counts per queue and status, and each queue's outcome counters. */
 export async function readQueueGauges(db: Kysely<DB>): Promise<QueueGauges> {
-  const [routines, queues] = await Promise.all([
+  const [routines, queues, waiting] = await Promise.all([
     db
       .selectFrom('request_routine')
       .select(['execute_request_queue as queue', 'status', sql<number>`count(*)`.as('count')])
@@ -33,6 +37,10 @@ export async function readQueueGauges(db: Kysely<DB>): Promise<QueueGauges> {
         'total_fail_count as failed',
       ])
       .execute(),
+    waitingForPatientRoutines(db)
+      .select(['w.execute_request_queue as queue', sql<number>`count(*)`.as('count')])
+      .groupBy('w.execute_request_queue')
+      .execute(),
   ]);
   return {
     routines: routines.map((r) => ({ queue: r.queue, status: r.status, count: Number(r.count) })),
@@ -42,6 +50,7 @@ export async function readQueueGauges(db: Kysely<DB>): Promise<QueueGauges> {
       succeeded: Number(q.succeeded),
       failed: Number(q.failed),
     })),
+    waitingForPatient: waiting.map((w) => ({ queue: w.queue, count: Number(w.count) })),
   };
 }
 
@@ -85,6 +94,18 @@ export async function registerQueueGauges(
       const gauges = await read();
       this.reset();
       for (const r of gauges?.routines ?? []) this.set({ queue: r.queue, status: r.status }, r.count);
+    },
+  });
+  new Gauge({
+    name: 'request_queue_waiting_for_patient',
+    help: 'Requests whose PATIENT_MATCH found no patient (or several) and waits for its next try, by queue.',
+    labelNames: ['queue'] as const,
+    registers: [registry],
+    async collect() {
+      const gauges = await read();
+      this.reset();
+      for (const q of gauges?.queues ?? []) this.set({ queue: q.queue }, 0);
+      for (const w of gauges?.waitingForPatient ?? []) this.set({ queue: w.queue }, w.count);
     },
   });
   const outcome = (name: string, help: string, valueOf: (q: QueueGauges['queues'][number]) => number) =>

@@ -3,6 +3,7 @@
  */
 import type { Kysely } from 'kysely';
 import type { DB, RoutineStatus } from '../../../db/schema.ts';
+import { PATIENT_MATCH_ROUTINE } from '../status/waiting.ts';
 
 /** Live routine counts are exact up to this many per queue and status, then shown as "at least". */
 export const COUNT_CAP = 100_000;
@@ -11,6 +12,8 @@ export interface QueueHealth {
   readonly queue: string;
   /** Routines per pending or stuck status (NEW, RETRY, FAILED, PAUSE), capped at {@link COUNT_CAP}. */
   readonly counts: Readonly<Record<'NEW' | 'RETRY' | 'FAILED' | 'PAUSE', number>>;
+  /** Requests of this queue waiting for a patient (`status/waiting.ts`; a part of RETRY), capped too. */
+  readonly waitingForPatient: number;
   readonly totalExecuted: number;
   readonly totalSucceeded: number;
   readonly totalFailed: number;
@@ -30,6 +33,28 @@ export interface WorkerHealth {
 }
 
 const LIVE_STATUSES = ['NEW', 'RETRY', 'FAILED', 'PAUSE'] as const;
+
+/**
+ * The routines that make their requests wait for a patient (`status/waiting.ts`): RETRY patient matches of
+ * requests with no FAILED routine; the caller adds its queue condition, count or grouping.
+ */
+export function waitingForPatientRoutines(db: Kysely<DB>) {
+  return db
+    .selectFrom('request_routine as w')
+    .where('w.routine_name', '=', PATIENT_MATCH_ROUTINE)
+    .where('w.status', '=', 'RETRY')
+    .where((eb) =>
+      eb.not(
+        eb.exists(
+          eb
+            .selectFrom('request_routine as f')
+            .select('f.id')
+            .whereRef('f.request_id', '=', 'w.request_id')
+            .where('f.status', '=', 'FAILED'),
+        ),
+      ),
+    );
+}
 
 /**
  * Counts per queue and pending or stuck status, read from the (queue, status, id) index alone (covering)
@@ -54,10 +79,23 @@ export async function readWorkerHealth(db: Kysely<DB>): Promise<WorkerHealth> {
       .then((row) => Number(row.n));
   const health = await Promise.all(
     queues.map(async (q): Promise<QueueHealth> => {
-      const counts = await Promise.all(LIVE_STATUSES.map((status) => capped(q.request_queue, status)));
+      const [counts, waiting] = await Promise.all([
+        Promise.all(LIVE_STATUSES.map((status) => capped(q.request_queue, status))),
+        db
+          .selectFrom(
+            waitingForPatientRoutines(db)
+              .select('w.id')
+              .where('w.execute_request_queue', '=', q.request_queue)
+              .limit(COUNT_CAP)
+              .as('capped'),
+          )
+          .select((eb) => eb.fn.countAll<number>().as('n'))
+          .executeTakeFirstOrThrow(),
+      ]);
       return {
         queue: q.request_queue,
         counts: { NEW: counts[0]!, RETRY: counts[1]!, FAILED: counts[2]!, PAUSE: counts[3]! },
+        waitingForPatient: Number(waiting.n),
         totalExecuted: q.total_execute_count,
         totalSucceeded: q.total_success_count,
         totalFailed: q.total_fail_count,

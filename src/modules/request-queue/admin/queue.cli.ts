@@ -123,7 +123,10 @@ export const queueCommands: readonly CliCommand[] = [
     summary: 'show a request: its status and each routine with its last execution log',
     async run(ctx) {
       const requestId = requestIdOf(ctx);
-      const status = createStatusService({ db: ctx.database.db });
+      const status = createStatusService({
+        db: ctx.database.db,
+        retryBackoff: ctx.config.queueRetryBackoff,
+      });
       let shown;
       try {
         shown = await status.readStatus(String(requestId));
@@ -133,6 +136,7 @@ export const queueCommands: readonly CliCommand[] = [
         return EXIT_FAILURE;
       }
       ctx.out(`Request ${shown.request_id}: ${shown.status}`);
+      if (shown.waiting_for_patient !== null) ctx.out(shown.waiting_for_patient.message);
       for (const r of shown.routines) {
         const next = r.next_try_date_time === null ? '' : `, next try ${r.next_try_date_time}`;
         ctx.out(`\n${r.execute_sequence}\t${r.routine_name}\t${r.status}\t${r.try_count} tries${next}`);

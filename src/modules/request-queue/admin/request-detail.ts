@@ -1,13 +1,16 @@
 /**
  * One request as the console shows it: its routines in run order with their executions
- * (logs masked of credentials), its details and the versions the admin actions compare.
+ * (logs masked of credentials, an expected condition's stack dropped), its details and the versions the admin actions compare.
  */
 import { createHash } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import type { DB, RoutineStatus } from '../../../db/schema.ts';
-import { maskSecrets } from '../status/status.ts';
+import { operatorExecutionLog } from '../status/status.ts';
 import type { OverallState } from '../status/overall-status.ts';
 import { overallStateOf } from '../status/overall-status.ts';
+import type { WaitingForPatient } from '../status/waiting.ts';
+import { waitingForPatientOf } from '../status/waiting.ts';
+import { failureReasonOf } from './request-summary.ts';
 
 export interface ExecutionDetail {
   readonly id: number;
@@ -37,6 +40,8 @@ export interface RequestDetail {
   readonly overrideQueue: string | null;
   readonly createdDate: string;
   readonly overall: OverallState;
+  /** Set when the request waits for a patient (`waiting.ts`). */
+  readonly waiting: WaitingForPatient | null;
   /** Routines in the order the worker runs them (sequence, then id). */
   readonly routines: readonly RoutineDetail[];
   /** `request_details` rows (name/value pairs written by the routines), at most {@link MAX_DETAILS}. */
@@ -98,13 +103,17 @@ export async function readRequestDetail(
           .orderBy('id')
           .execute();
   const ordered = [...routines].sort((a, b) => a.execute_sequence - b.execute_sequence || a.id - b.id);
+  const overall = overallStateOf(routines);
+  const lastLog = (routineId: number) =>
+    executions.findLast((e) => e.request_routine_id === routineId)?.log_text ?? '';
   return {
     id: request.id,
     requestType: request.request_type,
     systemMessage: request.system_message,
     overrideQueue: request.request_override_default_queue,
     createdDate: request.created_date,
-    overall: overallStateOf(routines),
+    overall,
+    waiting: waitingForPatientOf(overall.status, routines, (r) => failureReasonOf(lastLog(r.id))),
     routines: ordered.map((r) => ({
       id: r.id,
       name: r.routine_name,
@@ -121,7 +130,7 @@ export async function readRequestDetail(
           executedAt: e.execution_date_time,
           status: e.status,
           tryNumber: e.try_number,
-          logText: (e.log_text ?? '').split('\n').map(maskSecrets).join('\n'),
+          logText: operatorExecutionLog(e.log_text ?? ''),
         })),
     })),
     details,

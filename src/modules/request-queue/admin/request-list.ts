@@ -8,6 +8,8 @@ import type { DB, RoutineStatus } from '../../../db/schema.ts';
 import { scanPage } from '../../../db/window-scan.ts';
 import type { OverallState, OverallStatus } from '../status/overall-status.ts';
 import { overallStateOf, overallStatusCondition, routineStatusesOf } from '../status/overall-status.ts';
+import type { WaitingForPatient } from '../status/waiting.ts';
+import { waitingForPatientCondition, waitingForPatientOf } from '../status/waiting.ts';
 
 export const ROUTINE_STATUSES: readonly RoutineStatus[] = [
   'NEW',
@@ -18,11 +20,14 @@ export const ROUTINE_STATUSES: readonly RoutineStatus[] = [
   'PAUSE',
 ];
 
-/** The list's filter on the overall status of a request (see `overall-status.ts`). */
-export type OverallFilter = 'complete' | 'incomplete' | 'failed';
+/**
+ * The list's filter on the overall status of a request (see `overall-status.ts`); `waiting`: RUNNING
+ * requests waiting for a patient (see `waiting.ts`), a part of `incomplete`.
+ */
+export type OverallFilter = 'complete' | 'incomplete' | 'failed' | 'waiting';
 
 /** The overall status each list filter selects (the rule of `overall-status.ts`). */
-const STATUS_OF_FILTER: Readonly<Record<OverallFilter, OverallStatus>> = {
+const STATUS_OF_FILTER: Readonly<Record<Exclude<OverallFilter, 'waiting'>, OverallStatus>> = {
   complete: 'COMPLETE',
   incomplete: 'RUNNING',
   failed: 'FAILED',
@@ -53,6 +58,8 @@ export interface RequestListRow {
   readonly systemMessage: string;
   readonly createdDate: string;
   readonly overall: OverallState;
+  /** Set when the request waits for a patient (its reason comes with the page's summaries). */
+  readonly waiting: WaitingForPatient | null;
   readonly routineCount: number;
 }
 
@@ -86,6 +93,7 @@ function drivingStatuses(filter: RequestListFilter): RoutineStatus[] | undefined
     const isCommon = filter.routineStatus === 'COMPLETE' || filter.routineStatus === 'VOID';
     return isCommon && filter.routineName !== undefined ? undefined : [filter.routineStatus];
   }
+  if (filter.overall === 'waiting') return ['RETRY'];
   // A FAILED or RUNNING request has a routine of the statuses that make it so; a COMPLETE one has none.
   const statuses =
     filter.overall === undefined ? undefined : routineStatusesOf(STATUS_OF_FILTER[filter.overall]);
@@ -181,7 +189,14 @@ function matchesFilter(eb: RequestScope, filter: RequestListFilter) {
   const routines = () =>
     eb.selectFrom('request_routine as x').select(sql.lit(1).as('one')).whereRef('x.request_id', '=', 'r.id');
   const conditions = [];
-  if (filter.overall !== undefined) {
+  if (filter.overall === 'waiting') {
+    conditions.push(
+      waitingForPatientCondition(eb, ({ status, routineName }) => {
+        const query = routines().where('x.status', '=', status);
+        return eb.exists(routineName === undefined ? query : query.where('x.routine_name', '=', routineName));
+      }),
+    );
+  } else if (filter.overall !== undefined) {
     conditions.push(
       overallStatusCondition(eb, STATUS_OF_FILTER[filter.overall], (statuses) =>
         eb.exists(routines().where('x.status', 'in', [...statuses])),
@@ -255,7 +270,7 @@ export async function listRequests(
       ? []
       : await db
           .selectFrom('request_routine')
-          .select(['request_id', 'routine_name', 'status', 'try_count'])
+          .select(['request_id', 'routine_name', 'status', 'try_count', 'next_try_date_time'])
           .where('request_id', 'in', ids)
           .orderBy('request_id')
           .orderBy('id')
@@ -267,14 +282,19 @@ export async function listRequests(
     else list.push(routine);
   }
   return {
-    rows: page.rows.map((r) => ({
-      id: r.id,
-      requestType: r.request_type,
-      systemMessage: r.system_message,
-      createdDate: r.created_date,
-      overall: overallStateOf(byRequest.get(r.id) ?? []),
-      routineCount: byRequest.get(r.id)?.length ?? 0,
-    })),
+    rows: page.rows.map((r) => {
+      const own = byRequest.get(r.id) ?? [];
+      const overall = overallStateOf(own);
+      return {
+        id: r.id,
+        requestType: r.request_type,
+        systemMessage: r.system_message,
+        createdDate: r.created_date,
+        overall,
+        waiting: waitingForPatientOf(overall.status, own, () => null),
+        routineCount: own.length,
+      };
+    }),
     nextBefore: page.next,
     isPartial: page.isPartial,
   };

@@ -8,6 +8,7 @@ import type { Kysely } from 'kysely';
 import { sql } from 'kysely';
 import type { DB } from '../../../db/schema.ts';
 import { maskSecrets } from '../status/status.ts';
+import { PATIENT_MATCH_ROUTINE } from '../status/waiting.ts';
 
 /** How a request arrived. STOW-RS and C-STORE intake write `source` into `REQUEST_DATA`; queue add does not. */
 export type RequestSource =
@@ -18,6 +19,8 @@ export type RequestSource =
 export interface RequestSummary {
   /** `ROUTINE: reason` of the failing routine (first FAILED one in id order), else null. */
   readonly failure: string | null;
+  /** The reason of the last attempt of a patient match waiting for its next try (RETRY), else null. */
+  readonly waitingReason: string | null;
   readonly source: RequestSource;
   /** `REQUEST_DATA.matched_patient_id` when set. */
   readonly matchedPatientId: number | null;
@@ -77,19 +80,27 @@ function positiveId(value: unknown): number | null {
   return typeof id === 'number' && Number.isInteger(id) && id > 0 ? id : null;
 }
 
-/** The summaries of requests `requestIds` (three statements for the whole page). */
+/** The summaries of requests `requestIds` (a few statements for the whole page). */
 export async function readRequestSummaries(
   db: Kysely<DB>,
   requestIds: readonly number[],
 ): Promise<Map<number, RequestSummary>> {
   const ids = [...new Set(requestIds)];
   if (ids.length === 0) return new Map();
-  const [failedRoutines, dataRows, thumbnails] = await Promise.all([
+  const [failedRoutines, waitingRoutines, dataRows, thumbnails] = await Promise.all([
     db
       .selectFrom('request_routine')
       .select(['id', 'request_id', 'routine_name'])
       .where('request_id', 'in', ids)
       .where('status', '=', 'FAILED')
+      .orderBy('id')
+      .execute(),
+    db
+      .selectFrom('request_routine')
+      .select(['id', 'request_id'])
+      .where('request_id', 'in', ids)
+      .where('status', '=', 'RETRY')
+      .where('routine_name', '=', PATIENT_MATCH_ROUTINE)
       .orderBy('id')
       .execute(),
     db
@@ -111,7 +122,10 @@ export async function readRequestSummaries(
   for (const routine of failedRoutines)
     if (!failing.has(routine.request_id))
       failing.set(routine.request_id, { id: routine.id, name: routine.routine_name });
-  const routineIds = [...failing.values()].map((r) => r.id);
+  const waiting = new Map<number, number>();
+  for (const routine of waitingRoutines)
+    if (!waiting.has(routine.request_id)) waiting.set(routine.request_id, routine.id);
+  const routineIds = [...[...failing.values()].map((r) => r.id), ...waiting.values()];
   const lastLogs =
     routineIds.length === 0
       ? []
@@ -137,10 +151,12 @@ export async function readRequestSummaries(
       const data = dataByRequest.get(id) ?? {};
       const failed = failing.get(id);
       const reason = failed === undefined ? undefined : reasonByRoutine.get(failed.id);
+      const waitingId = waiting.get(id);
       return [
         id,
         {
           failure: failed === undefined ? null : `${failed.name}: ${reason ?? 'no reason recorded'}`,
+          waitingReason: waitingId === undefined ? null : (reasonByRoutine.get(waitingId) ?? null),
           source: sourceOf(data),
           matchedPatientId: positiveId(data.matched_patient_id),
           thumbnailPartId: thumbnailByRequest.get(id) ?? null,

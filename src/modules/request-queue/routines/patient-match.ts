@@ -170,8 +170,13 @@ export const patientMatchRoutine = defineRoutine({
     const criteria = criteriaOf(texts);
     const types = await ctx.batchReference('identifier type rules', readIdentifierTypeRules);
     const ids = await findMatchingPatients(ctx.trx, ctx.dialect, criteria, types);
-    if (ids.length === 0) throw new Error('No patient matches the identifier, date of birth and sex');
-    if (ids.length > 1) throw new Error(`${ids.length} patients match; refusing to choose`);
+    // The reason a person reads on the waiting request ("Waiting for a patient: no patient matches ..."):
+    // the criteria by name only, never their values.
+    const criteriaNames =
+      criteria.sex === null ? 'the identifier and date of birth' : 'the identifier, date of birth and sex';
+    if (ids.length === 0) throw new Error(`No patient matches ${criteriaNames}`);
+    if (ids.length > 1)
+      throw new Error(`${ids.length} patients match ${criteriaNames}; choose the patient in the console`);
     await ctx.mergeRequestData({ matched_patient_id: ids[0] });
     ctx.log(`matched patient ${ids[0]}`);
     const needsThumbnails = payloads.some((p) => isImageMime(p.mime_type) && !p.hasThumbnails);

@@ -13,7 +13,7 @@ import type { OverallStatus } from './overall-status.ts';
 import { overallStateOf, overallStatus } from './overall-status.ts';
 
 const STATUSES: readonly RoutineStatus[] = ['NEW', 'RETRY', 'COMPLETE', 'FAILED', 'VOID', 'PAUSE'];
-const FILTERS: Readonly<Record<OverallFilter, OverallStatus>> = {
+const FILTERS: Readonly<Record<Exclude<OverallFilter, 'waiting'>, OverallStatus>> = {
   complete: 'COMPLETE',
   incomplete: 'RUNNING',
   failed: 'FAILED',

@@ -111,6 +111,7 @@ forEachDialect((dialect) => {
       assert.deepEqual(await response.json(), {
         request_id: id,
         status: 'RUNNING',
+        waiting_for_patient: null,
         routines: [
           {
             routine_name: type.routineName,

@@ -9,6 +9,9 @@ import { AppError } from '../../../errors.ts';
 import type { OverallStatus } from './overall-status.ts';
 import { overallStatus } from './overall-status.ts';
 import { findRequestRoutines } from './status.queries.ts';
+import type { BackoffStep } from '../../../config.ts';
+import { storedTimeZone } from '../../../db/stored-time.ts';
+import { describeWaiting, lastErrorMessage, maxTriesOf, waitingForPatientOf } from './waiting.ts';
 
 export type { OverallStatus } from './overall-status.ts';
 export { overallStatus } from './overall-status.ts';
@@ -23,9 +26,21 @@ export interface RoutineStatusView {
   readonly execution_log: string | null;
 }
 
+/** A RUNNING request that waits for a patient rather than for a worker (`waiting.ts`). */
+export interface WaitingForPatientView {
+  /** `Waiting for a patient: <reason>; try 3 of 20, next at <time and zone as stored>`. */
+  readonly message: string;
+  readonly reason: string | null;
+  readonly try_count: number;
+  readonly max_tries: number;
+  readonly next_try_date_time: string | null;
+}
+
 export interface RequestStatus {
   readonly request_id: number;
   readonly status: OverallStatus;
+  /** Set when the RUNNING request waits for a patient, else null. */
+  readonly waiting_for_patient: WaitingForPatientView | null;
   readonly routines: readonly RoutineStatusView[];
 }
 
@@ -37,7 +52,12 @@ export interface StatusService {
   readStatus(rawId: unknown): Promise<RequestStatus>;
 }
 
-export function createStatusService(deps: { readonly db: Kysely<DB> }): StatusService {
+export function createStatusService(deps: {
+  readonly db: Kysely<DB>;
+  /** The worker's back-off (`QUEUE_RETRY_BACKOFF`): how many tries a waiting match has. */
+  readonly retryBackoff: readonly BackoffStep[];
+}): StatusService {
+  const maxTries = maxTriesOf(deps.retryBackoff);
   return {
     async readStatus(rawId) {
       if (rawId === undefined || rawId === '') {
@@ -53,9 +73,23 @@ export function createStatusService(deps: { readonly db: Kysely<DB> }): StatusSe
       const requestId = Number(rawId);
       const routines = await findRequestRoutines(deps.db, requestId);
       if (routines === undefined) throw new AppError('not_found', 'Request not found.');
+      const status = overallStatus(routines.map((r) => r.status));
+      const waiting = waitingForPatientOf(status, routines, (r) =>
+        r.last_log_text === null ? null : lastErrorMessage(redactExecutionLog(r.last_log_text)),
+      );
       return {
         request_id: requestId,
-        status: overallStatus(routines.map((r) => r.status)),
+        status,
+        waiting_for_patient:
+          waiting === null
+            ? null
+            : {
+                message: describeWaiting(waiting, maxTries, (stored) => `${stored} ${storedTimeZone()}`),
+                reason: waiting.reason,
+                try_count: waiting.tryCount,
+                max_tries: maxTries,
+                next_try_date_time: waiting.nextTry,
+              },
         routines: routines.map((r) => ({
           routine_name: r.routine_name,
           status: r.status,
@@ -106,6 +140,27 @@ export function redactExecutionLog(logText: string): string {
     ? maskSecrets(lines[head]!)
     : `${name} (message withheld; see the execution log)`;
   return [...lines.slice(0, head).map(maskSecrets), errorLine].join('\n');
+}
+
+/**
+ * An execution's log as an operator sees it (the console's attempts): the stack of an expected condition
+ * (an error of {@link SHOWN_ERRORS}: a routine's own words, the timeout) dropped as
+ * {@link redactExecutionLog} drops it, since its frames name only the server's files; the log of any other
+ * error kept whole (its message and frames are what a bug report needs), credentials masked in both.
+ */
+export function operatorExecutionLog(logText: string): string {
+  const lines = logText.split('\n');
+  const firstFrame = lines.findIndex((line) => STACK_FRAME.test(line));
+  if (firstFrame === -1) return lines.map(maskSecrets).join('\n');
+  let name = 'Error';
+  for (let i = firstFrame - 1; i >= 0; i -= 1) {
+    const head = ERROR_HEAD.exec(lines[i]!);
+    if (head !== null) {
+      name = head[1]!;
+      break;
+    }
+  }
+  return SHOWN_ERRORS.has(name) ? redactExecutionLog(logText) : lines.map(maskSecrets).join('\n');
 }
 
 /** `line` with credentials in URLs and `password=`-style values masked. */
