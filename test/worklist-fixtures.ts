@@ -139,7 +139,10 @@ function readAnswerFile(bytes: Buffer): WorklistAnswer {
     DicomMessage: { readFile(buffer: ArrayBuffer): { dict: Record<string, unknown> } };
     DicomMetaDictionary: { naturalizeDataset(dict: Record<string, unknown>): WorklistAnswer };
   };
-  const arrayBuffer = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer;
+  const arrayBuffer = bytes.buffer.slice(
+    bytes.byteOffset,
+    bytes.byteOffset + bytes.byteLength,
+  ) as ArrayBuffer;
   return data.DicomMetaDictionary.naturalizeDataset(data.DicomMessage.readFile(arrayBuffer).dict);
 }
 

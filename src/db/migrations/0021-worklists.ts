@@ -106,7 +106,10 @@ export async function up(db: AnyDb, dialect: DialectAdapter): Promise<void> {
     )
     .addColumn('attribute_value', 'varchar(255)')
     .$call((b) => auditColumns(b, t))
-    .addUniqueConstraint('worklist_patient_attribute_unique', ['worklist_attribute_id', 'worklist_patient_id'])
+    .addUniqueConstraint('worklist_patient_attribute_unique', [
+      'worklist_attribute_id',
+      'worklist_patient_id',
+    ])
     .execute();
 
   await s

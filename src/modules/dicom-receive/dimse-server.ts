@@ -543,7 +543,10 @@ class StoreScp extends Scp {
       (outcome) => {
         this.log(
           outcome.status === Status.Success ? 'info' : 'warn',
-          { status: `0x${outcome.status.toString(16).toUpperCase().padStart(4, '0')}`, answers: outcome.answers },
+          {
+            status: `0x${outcome.status.toString(16).toUpperCase().padStart(4, '0')}`,
+            answers: outcome.answers,
+          },
           'DICOM worklist C-FIND answered',
         );
         if (this.peer.destroyed) return;

@@ -286,7 +286,8 @@ export class PduGate extends EventEmitter {
         const fields = isCommand && isLast && this.command.length === 0 ? readCommand(value) : undefined;
         if (fields?.commandField !== C_CANCEL_RQ || contextId !== this.findContext)
           return { refusal: 'request-before-answer' };
-        if (fields.dataSetType !== NO_DATA_SET) return { refusal: 'data-set-not-allowed', detail: 'C-CANCEL-RQ' };
+        if (fields.dataSetType !== NO_DATA_SET)
+          return { refusal: 'data-set-not-allowed', detail: 'C-CANCEL-RQ' };
         this.isCancelSeen = true;
         continue;
       }

@@ -53,7 +53,8 @@ export function encodeAnswer(
       let value: Buffer;
       if (typeof element.value === 'string') {
         value = text(element.value);
-        if (value.length % 2 === 1) value = Buffer.concat([value, Buffer.from(element.vr === 'UI' ? [0] : [0x20])]);
+        if (value.length % 2 === 1)
+          value = Buffer.concat([value, Buffer.from(element.vr === 'UI' ? [0] : [0x20])]);
       } else {
         const items: Buffer[] = [];
         for (const item of element.value) {

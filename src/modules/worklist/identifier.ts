@@ -31,7 +31,8 @@ export interface IdentifierLimits {
   readonly maxDepth: number;
 }
 
-export type IdentifierRefusal = 'identifier-too-many-elements' | 'identifier-too-deep' | 'malformed-identifier';
+export type IdentifierRefusal =
+  'identifier-too-many-elements' | 'identifier-too-deep' | 'malformed-identifier';
 
 export type IdentifierReading =
   | { readonly ok: true; readonly elements: readonly DataElement[] }

@@ -3,7 +3,12 @@
  * (the DICOM port's SCP calls it), the bounded reader of C-FIND identifiers (the PDU gate calls it), and
  * the station settings.
  */
-export type { WorklistFinder, WorklistFindOutcome, WorklistFindRequest, WorklistFindSink } from './worklist-find.ts';
+export type {
+  WorklistFinder,
+  WorklistFindOutcome,
+  WorklistFindRequest,
+  WorklistFindSink,
+} from './worklist-find.ts';
 export { createWorklistFinder } from './worklist-find.ts';
 export type { IdentifierRefusal } from './identifier.ts';
 export {

@@ -78,7 +78,9 @@ export function readWorklistStationsFile(file: string): StationFileOutcome {
   } catch (error) {
     return {
       stations: [],
-      problems: [`DICOM_WORKLIST_STATIONS_FILE ${file}: ${(error as NodeJS.ErrnoException).code ?? 'unreadable'}`],
+      problems: [
+        `DICOM_WORKLIST_STATIONS_FILE ${file}: ${(error as NodeJS.ErrnoException).code ?? 'unreadable'}`,
+      ],
     };
   }
   let json: unknown;

@@ -276,14 +276,23 @@ function stepValuesOf(
  * characters; trailing empty components dropped.
  */
 export function personName(last: string, first: string, title: string | null): string {
-  const clean = (text: string) => text.replace(/[\^=\\]/g, ' ').replace(/\s+/g, ' ').trim().slice(0, 64);
+  const clean = (text: string) =>
+    text
+      .replace(/[\^=\\]/g, ' ')
+      .replace(/\s+/g, ' ')
+      .trim()
+      .slice(0, 64);
   const [given = '', ...middle] = clean(first).split(' ');
   return [clean(last), given, middle.join(' '), clean(title ?? '')].join('^').replace(/\^+$/, '');
 }
 
 /** A free-text name (a booking's doctor) as a PN: the whole text as the family name. */
 function asPersonName(text: string): string {
-  return text.replace(/[\^=\\]/g, ' ').replace(/\s+/g, ' ').trim().slice(0, 64);
+  return text
+    .replace(/[\^=\\]/g, ' ')
+    .replace(/\s+/g, ' ')
+    .trim()
+    .slice(0, 64);
 }
 
 /** OpenEyes's gender as DICOM's Patient's Sex: M, F, O (U and O are both "other"), else empty. */

@@ -114,7 +114,10 @@ export function readQuery(elements: readonly DataElement[]): QueryReading {
   const charsetElement = elements.find((e) => e.tag === TAG.specificCharacterSet);
   const declared =
     charsetElement !== undefined && Buffer.isBuffer(charsetElement.value)
-      ? charsetElement.value.toString('latin1').replace(/[\0 ]+$/, '').trim()
+      ? charsetElement.value
+          .toString('latin1')
+          .replace(/[\0 ]+$/, '')
+          .trim()
       : '';
   let characterSet: WorklistCharacterSet | undefined;
   if (declared === 'ISO_IR 100' || declared === 'ISO_IR 192') characterSet = declared;
@@ -154,7 +157,8 @@ export function readQuery(elements: readonly DataElement[]): QueryReading {
 export function stepDateRange(query: WorklistQuery): { low?: string; high?: string } | undefined {
   if (query.step === undefined || query.step === 'all') return undefined;
   const key = query.step.find((k) => k.tag === TAG.stepStartDate);
-  if (key === undefined || typeof key.value !== 'string' || key.value === '' || key.value === '*') return undefined;
+  if (key === undefined || typeof key.value !== 'string' || key.value === '' || key.value === '*')
+    return undefined;
   const range = rangeOf(key.value, normaliseDate);
   if (range === undefined) return { low: '99999999', high: '00000000' };
   return range;
@@ -170,7 +174,11 @@ export interface MatchContext {
 }
 
 /** True when `entry` matches every key of `query`. */
-export function matchesQuery(query: WorklistQuery, entry: WorklistEntryValues, context: MatchContext): boolean {
+export function matchesQuery(
+  query: WorklistQuery,
+  entry: WorklistEntryValues,
+  context: MatchContext,
+): boolean {
   for (const key of query.keys) {
     if (typeof key.value !== 'string') continue;
     if (!matchesValue(key.vr, key.value, entry.attributes.get(key.tag) ?? '')) return false;
@@ -279,7 +287,10 @@ function matchesRange(pattern: string, actual: string, normalise: (v: string) =>
 }
 
 /** `A-B`, `A-`, `-B` or a single value `A` (= `A-A`); undefined when neither end is a value. */
-function rangeOf(pattern: string, normalise: (v: string) => string): { low?: string; high?: string } | undefined {
+function rangeOf(
+  pattern: string,
+  normalise: (v: string) => string,
+): { low?: string; high?: string } | undefined {
   const dash = pattern.indexOf('-');
   if (dash === -1) {
     const single = normalise(pattern);
@@ -288,7 +299,10 @@ function rangeOf(pattern: string, normalise: (v: string) => string): { low?: str
   const low = pattern.slice(0, dash).trim();
   const high = pattern.slice(dash + 1).trim();
   if (low === '' && high === '') return undefined;
-  return { ...(low !== '' ? { low: normalise(low) } : {}), ...(high !== '' ? { high: normalise(high) } : {}) };
+  return {
+    ...(low !== '' ? { low: normalise(low) } : {}),
+    ...(high !== '' ? { high: normalise(high) } : {}),
+  };
 }
 
 /** `YYYYMMDD` (the ACR-NEMA form `YYYY.MM.DD` too). */
@@ -317,11 +331,7 @@ function wildcard(pattern: string): RegExp {
 
 /** A name compared without case or accents; trailing empty components do not count. */
 function foldName(name: string): string {
-  return name
-    .normalize('NFD')
-    .replace(/\p{M}/gu, '')
-    .toUpperCase()
-    .replace(/\^+$/, '');
+  return name.normalize('NFD').replace(/\p{M}/gu, '').toUpperCase().replace(/\^+$/, '');
 }
 
 /** A decoded value without its padding (PS3.5 6.2: trailing spaces, and NUL for UI; leading spaces too). */

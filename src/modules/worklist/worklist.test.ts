@@ -21,7 +21,11 @@ import {
   itemOf,
   nameOf,
 } from '../../../test/worklist-fixtures.ts';
+import { createAppServices } from '../../app-services.ts';
+import { loadConfig } from '../../config.ts';
+import { createLogger } from '../../logger.ts';
 import type { DicomServer } from '../dicom-receive/index.ts';
+import { startDicomServer } from '../dicom-receive/index.ts';
 
 const DAY = '2026-07-15';
 /** The step keys a broad query of the day asks for. */
@@ -110,8 +114,16 @@ async function setUp(app: TestApp): Promise<Fixture['bookings']> {
       whenUtc: `${DAY}T15:00:00Z`,
     }),
   };
-  await createBooking(db, { worklistId: cataract.worklistId, patientId: nobody.patientId, whenUtc: `${DAY}T11:00:00Z` });
-  await createBooking(db, { worklistId: cataract.worklistId, patientId: deleted.patientId, whenUtc: `${DAY}T11:00:00Z` });
+  await createBooking(db, {
+    worklistId: cataract.worklistId,
+    patientId: nobody.patientId,
+    whenUtc: `${DAY}T11:00:00Z`,
+  });
+  await createBooking(db, {
+    worklistId: cataract.worklistId,
+    patientId: deleted.patientId,
+    whenUtc: `${DAY}T11:00:00Z`,
+  });
   const manual = await db
     .insertInto('worklist')
     .values({ name: 'Manual list', start: `${DAY} 08:00:00`, end: `${DAY} 17:00:00` })
@@ -133,17 +145,21 @@ forEachDialect((dialect) => {
 
     before(async () => {
       dir = await mkdtemp(path.join(tmpdir(), 'cra-mwl-test-'));
-      const stations = path.join(dir, 'stations.json');
-      await writeFile(stations, JSON.stringify({ stations: [] }));
       const { app, server } = await startDicomTestApp(dialect, 'DEV@127.0.0.1,OCT1@127.0.0.1', {
         TIME_ZONE: 'Europe/London',
-        DICOM_WORKLIST_STATIONS_FILE: stations,
       });
       fixture = { app, server, bookings: await setUp(app) };
-      // The station of OCT1 names the Glaucoma clinic's definition only (written once its id is known; the
-      // file is read at start, so a second app reads it).
-      void stations;
     });
+
+    /** A second SCP on the same database with other worklist settings (stations, cap). */
+    async function startScp(worklist: Partial<TestApp['config']['worklist']>): Promise<DicomServer> {
+      return startDicomServer({
+        database: fixture.app.database,
+        config: { ...fixture.app.config, worklist: { ...fixture.app.config.worklist, ...worklist } },
+        logger: createLogger('silent'),
+        ...createAppServices(fixture.app.deps),
+      });
+    }
 
     after(async () => {
       await fixture.server.stop(1000);
@@ -191,7 +207,10 @@ forEachDialect((dialect) => {
       assert.equal(joseAnswer.PatientSex, 'M');
       assert.equal(nameOf(joseAnswer.ReferringPhysicianName), '');
       assert.deepEqual(joseAnswer.OtherPatientIDsSequence ?? [], []);
-      assert.equal(itemOf(joseAnswer.ScheduledProcedureStepSequence).ScheduledProcedureStepStartTime, '140500');
+      assert.equal(
+        itemOf(joseAnswer.ScheduledProcedureStepSequence).ScheduledProcedureStepStartTime,
+        '140500',
+      );
       assert.notEqual(joseAnswer.StudyInstanceUID, annAnswer.StudyInstanceUID);
     });
 
@@ -199,7 +218,8 @@ forEachDialect((dialect) => {
       const keys = ['AccessionNumber', 'StudyInstanceUID', ...STEP_KEYS];
       const first = await findWorklist(fixture.server.port, { keys });
       const again = await findWorklist(fixture.server.port, { keys, callingAe: 'OCT1' });
-      const pairs = (r: typeof first) => r.answers.map((a) => `${String(a.AccessionNumber)} ${String(a.StudyInstanceUID)}`).sort();
+      const pairs = (r: typeof first) =>
+        r.answers.map((a) => `${String(a.AccessionNumber)} ${String(a.StudyInstanceUID)}`).sort();
       assert.equal(first.answers.length, 3, first.output);
       assert.deepEqual(pairs(again), pairs(first));
       // One row per entry answered: the three of today, none for the bookings that are no entry.
@@ -207,12 +227,17 @@ forEachDialect((dialect) => {
       const byUid = await findWorklist(fixture.server.port, {
         keys: ['AccessionNumber', `StudyInstanceUID=${String(first.answers[0]!.StudyInstanceUID)}`],
       });
-      assert.deepEqual(valuesOf(byUid.answers, 'AccessionNumber'), [String(first.answers[0]!.AccessionNumber)]);
+      assert.deepEqual(valuesOf(byUid.answers, 'AccessionNumber'), [
+        String(first.answers[0]!.AccessionNumber),
+      ]);
     });
 
     it('matches names without regard to case or accents, with wildcards, and ids exactly', async () => {
       const accessionsFor = async (...keys: string[]) =>
-        valuesOf((await findWorklist(fixture.server.port, { keys: ['AccessionNumber', ...keys] })).answers, 'AccessionNumber');
+        valuesOf(
+          (await findWorklist(fixture.server.port, { keys: ['AccessionNumber', ...keys] })).answers,
+          'AccessionNumber',
+        );
       const { ann, jose, late, other } = fixture.bookings;
       assert.deepEqual(await accessionsFor('PatientName=smith*'), [String(ann), String(late)].sort());
       assert.deepEqual(await accessionsFor('PatientName=MULLER^JOSE'), [String(jose), String(other)].sort());
@@ -222,7 +247,10 @@ forEachDialect((dialect) => {
       assert.deepEqual(await accessionsFor('PatientID=10000?1'), [String(ann), String(late)].sort());
       assert.deepEqual(await accessionsFor('PatientID=100000'), []);
       assert.deepEqual(await accessionsFor(`AccessionNumber=${ann}`), [String(ann)]);
-      assert.deepEqual(await accessionsFor('PatientBirthDate=19600101-19611231'), [String(jose), String(other)].sort());
+      assert.deepEqual(
+        await accessionsFor('PatientBirthDate=19600101-19611231'),
+        [String(jose), String(other)].sort(),
+      );
       assert.deepEqual(await accessionsFor('PatientSex=F'), [String(ann), String(late)].sort());
     });
 
@@ -246,7 +274,10 @@ forEachDialect((dialect) => {
       assert.deepEqual(await accessionsFor('20260716', ''), [String(late)]);
       assert.deepEqual(await accessionsFor('20260716-', ''), [String(late)]);
       assert.deepEqual(await accessionsFor('-20260715', ''), [ann, jose, other].map(String).sort());
-      assert.deepEqual(await accessionsFor('20260715-20260716', '0900-1100'), [String(ann), String(late)].sort());
+      assert.deepEqual(
+        await accessionsFor('20260715-20260716', '0900-1100'),
+        [String(ann), String(late)].sort(),
+      );
       assert.deepEqual(await accessionsFor('20260715', '14-'), [String(jose), String(other)].sort());
       assert.deepEqual(await accessionsFor('20260715', '103000'), [String(ann)]);
       assert.deepEqual(await accessionsFor('20260714', ''), []);
@@ -256,7 +287,10 @@ forEachDialect((dialect) => {
       const utf8 = await findWorklist(fixture.server.port, {
         keys: ['SpecificCharacterSet=ISO_IR 192', 'PatientName=Müller*', 'AccessionNumber'],
       });
-      assert.deepEqual(valuesOf(utf8.answers, 'AccessionNumber'), [fixture.bookings.jose, fixture.bookings.other].map(String).sort());
+      assert.deepEqual(
+        valuesOf(utf8.answers, 'AccessionNumber'),
+        [fixture.bookings.jose, fixture.bookings.other].map(String).sort(),
+      );
       for (const file of utf8.files) {
         assert.ok(file.includes(Buffer.from('ISO_IR 192')), 'answer names ISO_IR 192');
         assert.ok(file.includes(Buffer.from('Müller^José', 'utf8')), 'name in UTF-8');
@@ -275,7 +309,9 @@ forEachDialect((dialect) => {
         assert.ok(!file.includes(Buffer.from('ü', 'utf8')), 'no UTF-8 bytes');
       }
       // No character set in the query: the default (ISO_IR 100) is named in the answer, which needs one.
-      const plain = await findWorklist(fixture.server.port, { keys: ['PatientName=MULLER*', 'AccessionNumber'] });
+      const plain = await findWorklist(fixture.server.port, {
+        keys: ['PatientName=MULLER*', 'AccessionNumber'],
+      });
       assert.ok(plain.files.every((f) => f.includes(Buffer.from('ISO_IR 100'))));
       // An answer all in ASCII names no character set.
       const ascii = await findWorklist(fixture.server.port, { keys: ['PatientName=SMITH*', 'PatientID'] });
@@ -289,9 +325,21 @@ forEachDialect((dialect) => {
 
     it('refuses an identifier too large, of too many elements or nested too deep, and answers the next', async () => {
       const before = await countRows(fixture.app.db, 'mwl_entry' as never);
-      const big = await dumpToDicom(dir, 'big.dcm', [`(0010,4000) LT [${'x'.repeat(17_000)}]`, '(0010,0020) LO []']);
-      const items = Array.from({ length: 300 }, () => ['(fffe,e000) na', '(0010,0020) LO []', '(fffe,e00d) na']).flat();
-      const many = await dumpToDicom(dir, 'many.dcm', ['(0010,1002) SQ', ...items, '(fffe,e0dd) na', '(0010,0020) LO []']);
+      const big = await dumpToDicom(dir, 'big.dcm', [
+        `(0010,4000) LT [${'x'.repeat(17_000)}]`,
+        '(0010,0020) LO []',
+      ]);
+      const items = Array.from({ length: 300 }, () => [
+        '(fffe,e000) na',
+        '(0010,0020) LO []',
+        '(fffe,e00d) na',
+      ]).flat();
+      const many = await dumpToDicom(dir, 'many.dcm', [
+        '(0010,1002) SQ',
+        ...items,
+        '(fffe,e0dd) na',
+        '(0010,0020) LO []',
+      ]);
       const deep = await dumpToDicom(dir, 'deep.dcm', [
         '(0040,0100) SQ',
         '(fffe,e000) na',
@@ -317,8 +365,165 @@ forEachDialect((dialect) => {
         assert.match(refused.output, /abort/i, refused.output);
       }
       assert.equal(await countRows(fixture.app.db, 'mwl_entry' as never), before);
-      const next = await findWorklist(fixture.server.port, { keys: ['PatientID=1000001', 'AccessionNumber'] });
+      const next = await findWorklist(fixture.server.port, {
+        keys: ['PatientID=1000001', 'AccessionNumber'],
+      });
       assert.equal(next.answers.length, 2, next.output);
     });
+
+    it("shows a station only its definitions' bookings, with its modality, AE title and name", async () => {
+      const glaucoma = await fixture.app.db
+        .selectFrom('worklist_definition')
+        .select('id')
+        .where('name', '=', 'Glaucoma clinic')
+        .executeTakeFirstOrThrow();
+      const scp = await startScp({
+        stations: [
+          {
+            aeTitle: 'OCT1',
+            modality: 'OPT',
+            stationName: 'OCT room 1',
+            worklistDefinitionIds: [glaucoma.id],
+          },
+        ],
+      });
+      try {
+        const keys = [
+          'AccessionNumber',
+          'ScheduledProcedureStepSequence[0].Modality',
+          'ScheduledProcedureStepSequence[0].ScheduledStationAETitle',
+          'ScheduledProcedureStepSequence[0].ScheduledStationName',
+        ];
+        const station = await findWorklist(scp.port, { keys, callingAe: 'OCT1' });
+        assert.deepEqual(valuesOf(station.answers, 'AccessionNumber'), [String(fixture.bookings.other)]);
+        const step = itemOf(station.answers[0]!.ScheduledProcedureStepSequence);
+        assert.deepEqual(
+          [step.Modality, step.ScheduledStationAETitle, step.ScheduledStationName],
+          ['OPT', 'OCT1', 'OCT room 1'],
+        );
+        // The station's modality is matched: a query for another modality finds nothing.
+        const otherModality = await findWorklist(scp.port, {
+          keys: ['AccessionNumber', 'ScheduledProcedureStepSequence[0].Modality=OAM'],
+          callingAe: 'OCT1',
+        });
+        assert.equal(otherModality.answers.length, 0);
+        // A caller without a station sees every worklist; the modality and AE title it sends exclude nothing.
+        const stationless = await findWorklist(scp.port, {
+          keys: [
+            'AccessionNumber',
+            'ScheduledProcedureStepSequence[0].Modality=XX',
+            'ScheduledProcedureStepSequence[0].ScheduledStationAETitle=NOTME',
+          ],
+        });
+        assert.equal(stationless.answers.length, 4, stationless.output);
+      } finally {
+        await scp.stop(1000);
+      }
+    });
+
+    it('sends at most DICOM_WORKLIST_MAX_ANSWERS answers, then A700', async () => {
+      const scp = await startScp({ maxAnswers: 2 });
+      try {
+        const capped = await findWorklist(scp.port, { keys: ['AccessionNumber'] });
+        assert.equal(capped.answers.length, 2, capped.output);
+        assert.match(capped.output, /Received Final Find Response \(Refused: OutOfResources\)/);
+        const narrow = await findWorklist(scp.port, { keys: ['AccessionNumber', 'PatientID=1000002'] });
+        assert.equal(narrow.answers.length, 2);
+        assert.match(narrow.output, /Received Final Find Response \(Success\)/);
+      } finally {
+        await scp.stop(1000);
+      }
+    });
+
+    it('stops the answers at a C-CANCEL-RQ and ends with status FE00', async () => {
+      const { localTypeId } = await fixture.app.db
+        .selectFrom('worklist_definition')
+        .select('patient_identifier_type_id as localTypeId')
+        .where('name', '=', 'Cataract clinic')
+        .executeTakeFirstOrThrow();
+      const busy = await createWorklist(fixture.app.db, {
+        typeId: localTypeId,
+        name: 'Busy clinic',
+        day: '2026-08-03',
+      });
+      const patient = await createPatient(fixture.app.db, { lastName: 'Busy' });
+      await addIdentifier(fixture.app.db, patient.patientId, localTypeId, '2000001');
+      for (let i = 0; i < 600; i += 1)
+        await createBooking(fixture.app.db, {
+          worklistId: busy.worklistId,
+          patientId: patient.patientId,
+          whenUtc: '2026-08-03T09:00:00Z',
+        });
+      const cancelled = await findWorklist(fixture.server.port, {
+        keys: [
+          'AccessionNumber',
+          'ScheduledProcedureStepSequence[0].ScheduledProcedureStepStartDate=20260803',
+        ],
+        extra: ['--cancel', '1'],
+      });
+      assert.match(cancelled.output, /Received Final Find Response \(Cancel/, cancelled.output.slice(-2000));
+      assert.ok(
+        cancelled.answers.length >= 1 && cancelled.answers.length < 600,
+        `${cancelled.answers.length} answers`,
+      );
+    });
+  });
+});
+
+describe('DICOM_WORKLIST_STATIONS_FILE', () => {
+  it('refuses the start with every problem of the file listed', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'cra-mwl-stations-'));
+    try {
+      const file = path.join(dir, 'stations.json');
+      await writeFile(
+        file,
+        JSON.stringify({
+          stations: [
+            { aeTitle: 'IOLM', modality: 'OAM' },
+            { aeTitle: 'IOLM', modality: 'OAM' },
+            { aeTitle: 'OCT', modality: 'opt', characterSet: 'ISO_IR 13' },
+          ],
+        }),
+      );
+      const env = { DATABASE_URL: 'sqlite::memory:', DICOM_WORKLIST_STATIONS_FILE: file };
+      assert.throws(
+        () => loadConfig(env),
+        (error: Error & { problems?: string[] }) => {
+          const problems = error.problems ?? [];
+          assert.ok(
+            problems.some((p) => p.includes('/stations/2/modality')),
+            problems.join('\n'),
+          );
+          assert.ok(
+            problems.some((p) => p.includes('/stations/2/characterSet')),
+            problems.join('\n'),
+          );
+          return true;
+        },
+      );
+      await writeFile(
+        file,
+        JSON.stringify({
+          stations: [
+            { aeTitle: 'IOLM', modality: 'OAM' },
+            { aeTitle: 'IOLM ', modality: 'OPT' },
+          ],
+        }),
+      );
+      assert.throws(() => loadConfig(env), /"IOLM" is listed twice/);
+      await writeFile(
+        file,
+        JSON.stringify({ stations: [{ aeTitle: 'IOLM', modality: 'OAM', worklistDefinitionIds: [3] }] }),
+      );
+      assert.deepEqual(loadConfig(env).worklist.stations, [
+        { aeTitle: 'IOLM', modality: 'OAM', worklistDefinitionIds: [3] },
+      ]);
+      assert.throws(
+        () => loadConfig({ ...env, DICOM_WORKLIST_STATIONS_FILE: path.join(dir, 'missing.json') }),
+        /ENOENT/,
+      );
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
