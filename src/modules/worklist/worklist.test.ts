@@ -135,7 +135,12 @@ async function setUp(app: TestApp): Promise<Fixture['bookings']> {
 
 /** The answers' values of one attribute, sorted. */
 function valuesOf(answers: readonly Record<string, unknown>[], keyword: string): string[] {
-  return answers.map((a) => String(a[keyword] ?? '')).sort();
+  return answers
+    .map((a) => {
+      const value = a[keyword];
+      return typeof value === 'string' || typeof value === 'number' ? String(value) : '';
+    })
+    .sort();
 }
 
 forEachDialect((dialect) => {
