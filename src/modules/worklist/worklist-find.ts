@@ -30,7 +30,7 @@ import {
   readBookingsPage,
   readPatientIdentifiers,
 } from './worklist.queries.ts';
-import type { WorklistEntryValues, WorklistQuery } from './worklist-query.ts';
+import type { QueryKey, WorklistEntryValues, WorklistQuery } from './worklist-query.ts';
 import {
   FIND_STATUS,
   TAG,
@@ -265,9 +265,8 @@ function stepValuesOf(
 ): { modality: string; aeTitle: string; stationName: string } {
   if (station !== undefined)
     return { modality: station.modality, aeTitle: station.aeTitle, stationName: station.stationName ?? '' };
-  const step = query.step;
-  const asked =
-    step !== 'all' && step !== undefined ? step.find((k) => k.tag === TAG.modality)?.value : undefined;
+  const keys: readonly QueryKey[] = query.step === undefined || query.step === 'all' ? [] : query.step;
+  const asked = keys.find((k) => k.tag === TAG.modality)?.value;
   const modality = typeof asked === 'string' && !/[*?\\]/.test(asked) ? asked : '';
   return { modality, aeTitle: callingAeTitle, stationName: '' };
 }

@@ -200,7 +200,7 @@ export function hasUnsupportedMatchingKey(query: WorklistQuery, entry: WorklistE
     typeof key.value === 'string' && key.value !== '' && key.value !== '*' && !known.has(key.tag);
   return (
     query.keys.some((k) => unsupported(k, entry.attributes)) ||
-    (query.step !== 'all' && query.step !== undefined && query.step.some((k) => unsupported(k, entry.step)))
+    (query.step !== undefined && query.step !== 'all' && query.step.some((k) => unsupported(k, entry.step)))
   );
 }
 

@@ -21,7 +21,11 @@ import {
   itemOf,
   nameOf,
 } from '../../../test/worklist-fixtures.ts';
+import { createAppServices } from '../../app-services.ts';
+import { loadConfig } from '../../config.ts';
+import { createLogger } from '../../logger.ts';
 import type { DicomServer } from '../dicom-receive/index.ts';
+import { startDicomServer } from '../dicom-receive/index.ts';
 
 const DAY = '2026-07-15';
 /** The step keys a broad query of the day asks for. */
@@ -146,17 +150,21 @@ forEachDialect((dialect) => {
 
     before(async () => {
       dir = await mkdtemp(path.join(tmpdir(), 'cra-mwl-test-'));
-      const stations = path.join(dir, 'stations.json');
-      await writeFile(stations, JSON.stringify({ stations: [] }));
       const { app, server } = await startDicomTestApp(dialect, 'DEV@127.0.0.1,OCT1@127.0.0.1', {
         TIME_ZONE: 'Europe/London',
-        DICOM_WORKLIST_STATIONS_FILE: stations,
       });
       fixture = { app, server, bookings: await setUp(app) };
-      // The station of OCT1 names the Glaucoma clinic's definition only (written once its id is known; the
-      // file is read at start, so a second app reads it).
-      void stations;
     });
+
+    /** A second SCP on the same database with other worklist settings (stations, cap). */
+    async function startScp(worklist: Partial<TestApp['config']['worklist']>): Promise<DicomServer> {
+      return startDicomServer({
+        database: fixture.app.database,
+        config: { ...fixture.app.config, worklist: { ...fixture.app.config.worklist, ...worklist } },
+        logger: createLogger('silent'),
+        ...createAppServices(fixture.app.deps),
+      });
+    }
 
     after(async () => {
       await fixture.server.stop(1000);
@@ -367,5 +375,160 @@ forEachDialect((dialect) => {
       });
       assert.equal(next.answers.length, 2, next.output);
     });
+
+    it("shows a station only its definitions' bookings, with its modality, AE title and name", async () => {
+      const glaucoma = await fixture.app.db
+        .selectFrom('worklist_definition')
+        .select('id')
+        .where('name', '=', 'Glaucoma clinic')
+        .executeTakeFirstOrThrow();
+      const scp = await startScp({
+        stations: [
+          {
+            aeTitle: 'OCT1',
+            modality: 'OPT',
+            stationName: 'OCT room 1',
+            worklistDefinitionIds: [glaucoma.id],
+          },
+        ],
+      });
+      try {
+        const keys = [
+          'AccessionNumber',
+          'ScheduledProcedureStepSequence[0].Modality',
+          'ScheduledProcedureStepSequence[0].ScheduledStationAETitle',
+          'ScheduledProcedureStepSequence[0].ScheduledStationName',
+        ];
+        const station = await findWorklist(scp.port, { keys, callingAe: 'OCT1' });
+        assert.deepEqual(valuesOf(station.answers, 'AccessionNumber'), [String(fixture.bookings.other)]);
+        const step = itemOf(station.answers[0]!.ScheduledProcedureStepSequence);
+        assert.deepEqual(
+          [step.Modality, step.ScheduledStationAETitle, step.ScheduledStationName],
+          ['OPT', 'OCT1', 'OCT room 1'],
+        );
+        // The station's modality is matched: a query for another modality finds nothing.
+        const otherModality = await findWorklist(scp.port, {
+          keys: ['AccessionNumber', 'ScheduledProcedureStepSequence[0].Modality=OAM'],
+          callingAe: 'OCT1',
+        });
+        assert.equal(otherModality.answers.length, 0);
+        // A caller without a station sees every worklist; the modality and AE title it sends exclude nothing.
+        const stationless = await findWorklist(scp.port, {
+          keys: [
+            'AccessionNumber',
+            'ScheduledProcedureStepSequence[0].Modality=XX',
+            'ScheduledProcedureStepSequence[0].ScheduledStationAETitle=NOTME',
+          ],
+        });
+        assert.equal(stationless.answers.length, 4, stationless.output);
+      } finally {
+        await scp.stop(1000);
+      }
+    });
+
+    it('sends at most DICOM_WORKLIST_MAX_ANSWERS answers, then A700', async () => {
+      const scp = await startScp({ maxAnswers: 2 });
+      try {
+        const capped = await findWorklist(scp.port, { keys: ['AccessionNumber'] });
+        assert.equal(capped.answers.length, 2, capped.output);
+        assert.match(capped.output, /Received Final Find Response \(Refused: OutOfResources\)/);
+        const narrow = await findWorklist(scp.port, { keys: ['AccessionNumber', 'PatientID=1000002'] });
+        assert.equal(narrow.answers.length, 2);
+        assert.match(narrow.output, /Received Final Find Response \(Success\)/);
+      } finally {
+        await scp.stop(1000);
+      }
+    });
+
+    it('stops the answers at a C-CANCEL-RQ and ends with status FE00', async () => {
+      const { localTypeId } = await fixture.app.db
+        .selectFrom('worklist_definition')
+        .select('patient_identifier_type_id as localTypeId')
+        .where('name', '=', 'Cataract clinic')
+        .executeTakeFirstOrThrow();
+      const busy = await createWorklist(fixture.app.db, {
+        typeId: localTypeId,
+        name: 'Busy clinic',
+        day: '2026-08-03',
+      });
+      const patient = await createPatient(fixture.app.db, { lastName: 'Busy' });
+      await addIdentifier(fixture.app.db, patient.patientId, localTypeId, '2000001');
+      for (let i = 0; i < 600; i += 1)
+        await createBooking(fixture.app.db, {
+          worklistId: busy.worklistId,
+          patientId: patient.patientId,
+          whenUtc: '2026-08-03T09:00:00Z',
+        });
+      const cancelled = await findWorklist(fixture.server.port, {
+        keys: [
+          'AccessionNumber',
+          'ScheduledProcedureStepSequence[0].ScheduledProcedureStepStartDate=20260803',
+        ],
+        extra: ['--cancel', '1'],
+      });
+      assert.match(cancelled.output, /Received Final Find Response \(Cancel/, cancelled.output.slice(-2000));
+      assert.ok(
+        cancelled.answers.length >= 1 && cancelled.answers.length < 600,
+        `${cancelled.answers.length} answers`,
+      );
+    });
+  });
+});
+
+describe('DICOM_WORKLIST_STATIONS_FILE', () => {
+  it('refuses the start with every problem of the file listed', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'cra-mwl-stations-'));
+    try {
+      const file = path.join(dir, 'stations.json');
+      await writeFile(
+        file,
+        JSON.stringify({
+          stations: [
+            { aeTitle: 'IOLM', modality: 'OAM' },
+            { aeTitle: 'IOLM', modality: 'OAM' },
+            { aeTitle: 'OCT', modality: 'opt', characterSet: 'ISO_IR 13' },
+          ],
+        }),
+      );
+      const env = { DATABASE_URL: 'sqlite::memory:', DICOM_WORKLIST_STATIONS_FILE: file };
+      assert.throws(
+        () => loadConfig(env),
+        (error: Error & { problems?: string[] }) => {
+          const problems = error.problems ?? [];
+          assert.ok(
+            problems.some((p) => p.includes('/stations/2/modality')),
+            problems.join('\n'),
+          );
+          assert.ok(
+            problems.some((p) => p.includes('/stations/2/characterSet')),
+            problems.join('\n'),
+          );
+          return true;
+        },
+      );
+      await writeFile(
+        file,
+        JSON.stringify({
+          stations: [
+            { aeTitle: 'IOLM', modality: 'OAM' },
+            { aeTitle: 'IOLM ', modality: 'OPT' },
+          ],
+        }),
+      );
+      assert.throws(() => loadConfig(env), /"IOLM" is listed twice/);
+      await writeFile(
+        file,
+        JSON.stringify({ stations: [{ aeTitle: 'IOLM', modality: 'OAM', worklistDefinitionIds: [3] }] }),
+      );
+      assert.deepEqual(loadConfig(env).worklist.stations, [
+        { aeTitle: 'IOLM', modality: 'OAM', worklistDefinitionIds: [3] },
+      ]);
+      assert.throws(
+        () => loadConfig({ ...env, DICOM_WORKLIST_STATIONS_FILE: path.join(dir, 'missing.json') }),
+        /ENOENT/,
+      );
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
