@@ -15,14 +15,14 @@ const SECONDARY_CAPTURE = '1.2.840.10008.5.1.4.1.1.7';
 
 const LONG_VRS = new Set(['OB', 'OD', 'OF', 'OL', 'OV', 'OW', 'SQ', 'SV', 'UC', 'UN', 'UR', 'UT', 'UV']);
 
-/** One element: `vr` undefined writes implicit VR, else explicit VR (little endian); padded to even. */
-function element(tag: number, vr: string | undefined, value: Buffer): Buffer {
+/** One element, in implicit VR or explicit VR little endian; padded to even as its VR is. */
+function element(tag: number, vr: string, value: Buffer, isImplicit: boolean): Buffer {
   const padded =
     value.length % 2 === 0
       ? value
       : Buffer.concat([value, Buffer.from([vr === 'OB' || vr === 'UI' ? 0 : 0x20])]);
   let head: Buffer;
-  if (vr === undefined) {
+  if (isImplicit) {
     head = Buffer.alloc(8);
     head.writeUInt32LE(padded.length, 4);
   } else if (LONG_VRS.has(vr)) {
@@ -94,7 +94,7 @@ export function instanceWith(options: HostileOptions = {}): Buffer {
     { tag: 0x7fe00010, vr: 'OB', value: Buffer.from([0, 64, 128, 255]) },
     ...(options.extra ?? []),
   ].sort((a, b) => a.tag - b.tag);
-  const dataSet = Buffer.concat(elements.map((e) => element(e.tag, isImplicit ? undefined : e.vr, e.value)));
+  const dataSet = Buffer.concat(elements.map((e) => element(e.tag, e.vr, e.value, isImplicit)));
   const file = buildPart10File(dataSet, {
     transferSyntaxUid: syntax,
     sopClassUid: SECONDARY_CAPTURE,
