@@ -45,10 +45,10 @@ describe('DICOM value-length limits', () => {
     const refusal = refusalOf(file);
     assert.equal(refusal?.code, 'value-too-long');
     assert.match(
-      refusal!.message,
+      refusal.message,
       /^A value of element \(0008,0060\) \(VR CS\) at byte \d+ has 70 bytes, over the 65/,
     );
-    assert.ok(!refusal!.message.includes('AAAA'));
+    assert.ok(!refusal.message.includes('AAAA'));
     // Within 4 bytes a character of the maximum: a PN of 64 characters in UTF-8's widest, or a DS too precise.
     assert.equal(refusalOf(buildPart10File(dicomElement(0x0010, 0x0010, 'PN', filled(776)))), undefined);
     assert.equal(
@@ -66,7 +66,7 @@ describe('DICOM value-length limits', () => {
     const refusal = refusalOf(buildPart10File(dicomElement(0x0008, 0x1070, 'PN', names)));
     assert.equal(refusal?.code, 'text-too-long');
     assert.match(
-      refusal!.message,
+      refusal.message,
       /\(0008,1070\) \(VR PN\).*over the limit of 16384 \(DICOM_MAX_TEXT_BYTES\)/,
     );
   });
