@@ -156,6 +156,10 @@ export interface Config {
     readonly decodeMemoryMb: number;
     /** Decoding threads; 0 = one per core. */
     readonly workerThreads: number;
+    /** Longest standard long-text value (ST, LT, UT, UC, UR), and longest element read as text, in bytes. */
+    readonly maxTextBytes: number;
+    /** Decoding threads that check received instances (STOW-RS, C-STORE), apart from the filing ones; 0 = one per core. */
+    readonly receiptThreads: number;
   };
   /**
    * `DEVICE_PROFILES_FILE`: the site's device profiles (JSON, read and checked at start), which add to or
@@ -606,6 +610,18 @@ const DICOM = {
       0,
       { min: 0, max: 256 },
       'DICOM decoding threads; 0 = one per core',
+    ),
+    maxTextBytes: integer(
+      'DICOM_MAX_TEXT_BYTES',
+      16 * 1024,
+      { min: 1024, max: 64 * MiB },
+      'longest long-text value (ST, LT, UT, UC, UR) of a standard DICOM element, and longest element read as text; other string values are limited by their VR ([limits](docs/DICOM.md#value-lengths))',
+    ),
+    receiptThreads: integer(
+      'DICOM_RECEIPT_THREADS',
+      0,
+      { min: 0, max: 256 },
+      "DICOM decoding threads that check received instances (STOW-RS, C-STORE), apart from those of the queue's routines; 0 = one per core",
     ),
   },
 } satisfies ConfigSection;

@@ -130,6 +130,8 @@ export async function checkInstance(
 function reasonOf(code: DicomErrorCode): FailureReason {
   if (code === 'unsupported-transfer-syntax') return FAILURE.transferSyntaxNotSupported;
   if (OUT_OF_RESOURCES.has(code)) return FAILURE.outOfResources;
+  // A value longer than its VR allows: the data set does not conform to its class's attributes.
+  if (code === 'value-too-long') return FAILURE.dataSetDoesNotMatchSopClass;
   return code === 'worker-failed' ? FAILURE.processingFailure : FAILURE.cannotUnderstand;
 }
 
@@ -138,6 +140,7 @@ const OUT_OF_RESOURCES: ReadonlySet<DicomErrorCode> = new Set([
   'too-many-elements',
   'nesting-too-deep',
   'too-large',
+  'text-too-long',
   'timeout',
   'out-of-memory',
 ]);

@@ -26,6 +26,10 @@ export type DicomErrorCode =
   | 'too-many-elements'
   | 'nesting-too-deep'
   | 'too-large'
+  /** A string value longer than its VR allows (PS3.5 Table 6.2-1; `value-limits.ts`). */
+  | 'value-too-long'
+  /** A long text, or an element read as text, over the site's limit (`DICOM_MAX_TEXT_BYTES`). */
+  | 'text-too-long'
   | 'no-pixel-data'
   /** Rows, Columns, Bits Allocated or Samples per Pixel missing or impossible. */
   | 'bad-image-attributes'

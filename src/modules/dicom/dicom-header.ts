@@ -68,6 +68,22 @@ export type DicomHeader = Record<
   string | null
 >;
 
+/**
+ * The text of element `tag` as dicom-parser's `string()` gives it (each byte one character, up to the
+ * first NUL, trimmed), decoded in one native call rather than a character at a time: undefined when
+ * absent or empty. The scan has bounded its length by its VR (`value-limits.ts`).
+ */
+function textOf(dataSet: dicomParser.DataSet, tag: string): string | undefined {
+  const element = dataSet.elements[tag];
+  if (element === undefined || element.length === 0) return undefined;
+  const bytes = dataSet.byteArray;
+  const value = bytes.subarray(element.dataOffset, element.dataOffset + element.length);
+  const nul = value.indexOf(0);
+  return Buffer.from(value.buffer, value.byteOffset, nul === -1 ? value.length : nul)
+    .toString('latin1')
+    .trim();
+}
+
 /** The value of `tag` as text by its VR: binary floats and integers as decimals; null when absent or empty. */
 function valueText(dataSet: dicomParser.DataSet, tag: string): string | null {
   const element = dataSet.elements[tag];
@@ -93,7 +109,7 @@ function valueText(dataSet: dicomParser.DataSet, tag: string): string | null {
       value = dataSet.uint16(tag);
       break;
     default:
-      value = dataSet.string(tag);
+      value = textOf(dataSet, tag);
   }
   if (value === undefined) return null;
   const text = String(value).trim();
@@ -109,7 +125,7 @@ function firstItem(dataSet: dicomParser.DataSet, tag: string): dicomParser.DataS
 function readZeissHfaValues(dataSet: dicomParser.DataSet): [string | null, string | null] {
   for (let block = 0x10; block <= 0xff; block++) {
     const hex = block.toString(16).padStart(2, '0');
-    const creator = dataSet.string(`x771700${hex}`);
+    const creator = textOf(dataSet, `x771700${hex}`);
     if (creator?.trim().startsWith('99CZM') === true) {
       return [valueText(dataSet, `x7717${hex}16`), valueText(dataSet, `x7717${hex}34`)];
     }
@@ -124,8 +140,9 @@ function readVisualFieldIndex(dataSet: dicomParser.DataSet): string | null {
     const concept = observation === undefined ? undefined : firstItem(observation, 'x0040a043');
     if (
       observation !== undefined &&
-      concept?.string('x00080100')?.trim() === '111852' &&
-      concept.string('x00080102')?.trim() === 'DCM'
+      concept !== undefined &&
+      textOf(concept, 'x00080100') === '111852' &&
+      textOf(concept, 'x00080102') === 'DCM'
     ) {
       return valueText(observation, 'x0040a30a');
     }
@@ -147,8 +164,8 @@ export function readDicomHeader(scan: Part10Scan): DicomHeader {
   }
   const header = {} as DicomHeader;
   for (const [keyword, tag] of Object.entries(DICOM_HEADER_TAGS) as [keyof DicomHeader, string][]) {
-    const value = dataSet.string(tag);
-    header[keyword] = value === undefined || value.trim() === '' ? null : value.trim();
+    const value = textOf(dataSet, tag);
+    header[keyword] = value === undefined || value === '' ? null : value;
   }
   [header.ZeissHfaMeanDeviation, header.ZeissHfaVisualFieldIndex] = readZeissHfaValues(dataSet);
   const normals = firstItem(dataSet, 'x00240064');

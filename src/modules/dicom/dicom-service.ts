@@ -92,18 +92,28 @@ export function dicomLimitsOf(config: Config): DicomLimits {
     maxBytes: config.dicom.decodeMemoryMb * 1024 * 1024,
     maxFrames: config.dicom.maxFrames,
     maxPixels: config.dicom.maxPixels,
+    maxTextBytes: config.dicom.maxTextBytes,
   };
 }
 
-function poolFor(config: Config): DicomPool {
+/**
+ * The pools' lanes: `receipt` checks received instances (STOW-RS, C-STORE) while the sender waits for
+ * its answer; `filing` runs the queue's routines (header reads, extraction, other modules' readers). Each
+ * lane has threads of its own, so that a receipt check never waits behind filing work however long that
+ * runs (a hostile file near the limits, a burst of extractions).
+ */
+type Lane = 'receipt' | 'filing';
+
+function poolFor(config: Config, lane: Lane = 'filing'): DicomPool {
+  const threads = lane === 'receipt' ? config.dicom.receiptThreads : config.dicom.workerThreads;
   const options = {
-    threads: config.dicom.workerThreads === 0 ? availableParallelism() : config.dicom.workerThreads,
+    threads: threads === 0 ? availableParallelism() : threads,
     timeoutMs: config.dicom.decodeTimeoutMs,
     memoryMb: config.dicom.decodeMemoryMb,
     limits: dicomLimitsOf(config),
     pageSizePx: PDF_PAGE_SIZE_PX,
   };
-  const key = JSON.stringify(options);
+  const key = JSON.stringify({ lane, ...options });
   let pool = pools.get(key);
   if (pool === undefined) {
     pool = createDicomPool(options);
@@ -131,7 +141,7 @@ export function readDicomFile(
  * `DicomError` only for a thread past its limits (`timeout`, `out-of-memory`, `worker-failed`).
  */
 export function inspectDicomFile(bytes: Uint8Array, config: Config): Promise<DicomInspection> {
-  return poolFor(config).inspect(bytes);
+  return poolFor(config, 'receipt').inspect(bytes);
 }
 
 /**

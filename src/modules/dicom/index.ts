@@ -12,6 +12,7 @@ import type { Config } from '../../config.ts';
 import type { DicomTask } from './dicom-pool.ts';
 import type { DicomInspection, DicomSummary } from './inspect.ts';
 import type * as DicomService from './dicom-service.ts';
+import { findOverlongValueError } from './part10-scan.ts';
 import type { DicomExtraction, ExtractOptions } from './dicom-service.ts';
 
 export type { DicomErrorCode } from './dicom-error.ts';
@@ -25,6 +26,27 @@ export { describeTransferSyntax } from './transfer-syntaxes.ts';
 export { loadSharp } from './sharp.ts';
 
 let service: Promise<typeof DicomService> | undefined;
+
+/**
+ * Elements of a body that queue add checks on its own thread for an overlong value
+ * ({@link findOverlongDicomValue}): the pass over their headers takes well under a millisecond.
+ */
+const PRECHECK_ELEMENTS = 20_000;
+
+/**
+ * Why `bytes`, a DICOM body queue add received, is refused for a string value over its limit (PS3.5's
+ * maximum for its VR, or DICOM_MAX_TEXT_BYTES), when one is among its first elements; undefined
+ * otherwise, anything else being left to the queue's full check of the file (`DICOM_SEED`). The message
+ * names the element and the limit, never the value.
+ */
+export function findOverlongDicomValue(bytes: Uint8Array, config: Config): string | undefined {
+  return findOverlongValueError(bytes, {
+    maxElements: Math.min(config.dicom.maxElements, PRECHECK_ELEMENTS),
+    maxDepth: config.dicom.maxDepth,
+    maxBytes: bytes.length,
+    maxTextBytes: config.dicom.maxTextBytes,
+  })?.message;
+}
 
 /** The service (which loads `sharp` on its first extraction, through `loadSharp`). */
 function loadService(): Promise<typeof DicomService> {

@@ -12,7 +12,9 @@
  * - every element's, item's and fragment's length against the end of the file and of its enclosing
  *   item, the pixel data's included (a truncated file fails);
  * - the VR of every explicit-VR element, and lengths the encoding forbids;
- * - the element count, the sequence nesting depth and the size (of a deflated data set once inflated).
+ * - the element count, the sequence nesting depth and the size (of a deflated data set once inflated);
+ * - the length of every string value against its VR's limit (`value-limits.ts`), so that no library
+ *   is handed a header value megabytes long to decode.
  *
  * It records where the few top-level elements that extraction needs are, and the pixel data's fragments.
  */
@@ -20,6 +22,7 @@ import { inflateRawSync } from 'node:zlib';
 import { DicomError, formatTag } from './dicom-error.ts';
 import type { TransferSyntax } from './transfer-syntaxes.ts';
 import { describeTransferSyntax, findTransferSyntax } from './transfer-syntaxes.ts';
+import { DEFAULT_MAX_TEXT_BYTES, checkedVrOf, findOverlongValue } from './value-limits.ts';
 
 export interface ScanLimits {
   /** Elements, items and fragments counted over the whole file. */
@@ -28,6 +31,11 @@ export interface ScanLimits {
   readonly maxDepth: number;
   /** The file, and a deflated data set once inflated. */
   readonly maxBytes: number;
+  /**
+   * The longest long-text value (ST, LT, UT, UC, UR) of a standard element, and the longest element the
+   * service reads as text (`value-limits.ts`); default {@link DEFAULT_MAX_TEXT_BYTES}.
+   */
+  readonly maxTextBytes?: number;
 }
 
 export interface ElementRef {
@@ -137,6 +145,33 @@ export function scanPart10(file: Uint8Array, limits: ScanLimits): Part10Scan {
   return { transferSyntax: syntax, bytes, isLittleEndian, ...walked };
 }
 
+/**
+ * The refusal of the first string value over its limit among the first `limits.maxElements` elements of
+ * `file`, on the caller's thread in one bounded pass (element headers only, no inflating: a deflated
+ * data set, like anything else this pass cannot read, is left to {@link scanPart10}); undefined when
+ * none is found. Queue add calls it so that a body whose header holds an overlong value is refused
+ * before it is stored; the whole scan still checks the whole file when the queue reads it.
+ */
+export function findOverlongValueError(file: Uint8Array, limits: ScanLimits): DicomError | undefined {
+  try {
+    if (file.length < 132 || latin1(file, 128, 4) !== 'DICM') return undefined;
+    const meta = readFileMeta(file, limits);
+    const syntax = findTransferSyntax(meta.transferSyntaxUid);
+    if (syntax === undefined || syntax.encoding === 'deflated-le') return undefined;
+    walkDataSet(file, meta.end, {
+      isImplicit: syntax.encoding === 'implicit-le',
+      isLittleEndian: syntax.encoding !== 'explicit-be',
+      limits,
+      elementCount: meta.elementCount,
+    });
+    return undefined;
+  } catch (error) {
+    if (error instanceof DicomError && (error.code === 'value-too-long' || error.code === 'text-too-long'))
+      return error;
+    return undefined;
+  }
+}
+
 /** Group 0002, always explicit VR little endian; returns the transfer syntax and where the data set starts. */
 function readFileMeta(
   file: Uint8Array,
@@ -173,6 +208,7 @@ function readFileMeta(
       );
     }
     if (pos + length > file.length) throw pastEnd(tag, pos, length, file.length);
+    throwIfOverlong(file, pos, length, tag, vr, limits.maxTextBytes ?? DEFAULT_MAX_TEXT_BYTES);
     if (tag === 0x00020010) transferSyntaxUid = trimValue(latin1(file, pos, length));
     pos += length;
     if (++elementCount > limits.maxElements) throw tooMany(limits.maxElements);
@@ -215,6 +251,7 @@ function walkDataSet(
   options: WalkOptions,
 ): Pick<Part10Scan, 'elementCount' | 'elements' | 'pixelData' | 'hasOverlays'> {
   const { limits } = options;
+  const maxTextBytes = limits.maxTextBytes ?? DEFAULT_MAX_TEXT_BYTES;
   const fileEnd = bytes.length;
   const stack: Container[] = [];
   const elements = new Map<number, ElementRef>();
@@ -382,6 +419,7 @@ function walkDataSet(
     const isSequence =
       vr === 'SQ' ||
       ((vr === undefined || vr === 'UN') && length >= 8 && readTag(bytes, pos, vr === 'UN' || le) === ITEM);
+    if (!isSequence) throwIfOverlong(bytes, pos, length, tag, vr, maxTextBytes);
     if (isSequence) {
       const isUn = vr === 'UN';
       open({
@@ -397,6 +435,30 @@ function walkDataSet(
     pos += length;
   }
   return { elementCount: count, elements, hasOverlays, ...(pixelData === undefined ? {} : { pixelData }) };
+}
+
+/** Refuses a string value over its limit (`value-limits.ts`), naming the element, never its value. */
+function throwIfOverlong(
+  bytes: Uint8Array,
+  pos: number,
+  length: number,
+  tag: number,
+  vr: string | undefined,
+  maxTextBytes: number,
+): void {
+  const checkedVr = checkedVrOf(tag, vr);
+  if (checkedVr === undefined) return;
+  const overlong = findOverlongValue(bytes, pos, length, tag, checkedVr, maxTextBytes);
+  if (overlong === undefined) return;
+  throw overlong.limit === 'vr'
+    ? new DicomError(
+        'value-too-long',
+        `A value of element ${formatTag(tag)} (VR ${checkedVr}) at byte ${pos} has ${overlong.valueBytes} bytes, over the ${overlong.maxBytes} its VR allows (PS3.5 Table 6.2-1)`,
+      )
+    : new DicomError(
+        'text-too-long',
+        `Element ${formatTag(tag)} (VR ${checkedVr}) at byte ${pos} has ${overlong.valueBytes} bytes, over the limit of ${overlong.maxBytes} (DICOM_MAX_TEXT_BYTES)`,
+      );
 }
 
 // --- reading values of the recorded elements ---------------------------------------------------------

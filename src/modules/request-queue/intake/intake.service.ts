@@ -22,6 +22,7 @@ import { enqueueRequest } from './enqueue.ts';
 import type { IntakePace } from '../engine/intake-pace.ts';
 import type { AttachmentRowInput, RequestTypeRoute } from './intake.queries.ts';
 import { findKnownMimeTypes, findRequestTypeRoute } from './intake.queries.ts';
+import { findOverlongDicomValue } from '../../dicom/index.ts';
 import type { MultipartPart } from './payload.ts';
 import { FieldErrors, MAX_ECHO, jsonRow, readPayload, textRow } from './payload.ts';
 
@@ -92,6 +93,7 @@ export function createIntakeService(deps: {
     async submit(submission) {
       const errors = new FieldErrors();
       const payload = readPayload(submission, errors);
+      refuseOverlongDicomValues(payload.rows, deps.config, errors);
       const formFields = payload.form?.fields;
       const requestType = readRequestType(
         submission.query,
@@ -166,6 +168,23 @@ export function createIntakeService(deps: {
     },
   };
   return service;
+}
+
+/**
+ * A DICOM payload (a raw `application/dicom` body, or a file part of that type) whose header holds a
+ * string value over its limit is refused here, before anything is stored (`findOverlongDicomValue`: a
+ * bounded pass over its first element headers; the rest of the file is checked by `DICOM_SEED`).
+ */
+function refuseOverlongDicomValues(
+  rows: readonly AttachmentRowInput[],
+  config: Config,
+  errors: FieldErrors,
+): void {
+  for (const row of rows) {
+    if (row.mimeType !== DICOM_TYPE || row.blobData === null) continue;
+    const refusal = findOverlongDicomValue(row.blobData, config);
+    if (refusal !== undefined) errors.add('data', `The DICOM file is refused: ${refusal}`);
+  }
 }
 
 /**
