@@ -104,6 +104,16 @@ forEachDialect((dialect) => {
       );
       // What the service never writes by itself gets a row too, so that every table is in the backup.
       const institution = await app.db.selectFrom('institution').select('id').executeTakeFirstOrThrow();
+      const patient = await app.db
+        .selectFrom('patient')
+        .select(['id', 'contact_id'])
+        .executeTakeFirstOrThrow();
+      const country = await app.db.selectFrom('country').select('id').executeTakeFirstOrThrow();
+      const addressType = await app.db.selectFrom('address_type').select('id').executeTakeFirstOrThrow();
+      const identifierType = await app.db
+        .selectFrom('patient_identifier_type')
+        .select('id')
+        .executeTakeFirstOrThrow();
       await importDataset(app, {
         format: 'clinical-records-dataset/1',
         tables: {
@@ -121,6 +131,84 @@ forEachDialect((dialect) => {
           ],
           event_attachment_item: [
             { id: 900, event_attachment_group_id: 900, attachment_data_id: attachmentId },
+          ],
+          contact: [
+            { id: 901, first_name: 'A', last_name: 'Doctor' },
+            { id: 902, first_name: '', last_name: 'Surgery' },
+          ],
+          address: [
+            {
+              id: 900,
+              contact_id: patient.contact_id,
+              address1: '1 Backup Street',
+              postcode: 'LS1 1AA',
+              country_id: country.id,
+              address_type_id: addressType.id,
+            },
+          ],
+          gp: [{ id: 900, obj_prof: 'G8123456', nat_id: 'G8123456', contact_id: 901 }],
+          practice: [{ id: 900, code: 'B82001', phone: '0113 000 0000', contact_id: 902 }],
+          contact_practice_associate: [{ id: 900, gp_id: 900, practice_id: 900 }],
+          pasapi_assignment: [
+            {
+              id: 900,
+              resource_type: 'Patient',
+              resource_id: 'backup-1',
+              internal_type: '\\Patient',
+              internal_id: patient.id,
+            },
+          ],
+          pasapi_xpath_remap: [
+            { id: 900, name: 'Ethnic group', xpath: '/Patient/EthnicGroup', institution_id: institution.id },
+          ],
+          pasapi_remap_value: [{ id: 900, xpath_id: 900, input: 'AX', output: null }],
+          patient_merge_request: [
+            {
+              id: 900,
+              primary_id: patient.id,
+              secondary_id: patient.id,
+              primary_local_identifier_value: '1234567',
+              secondary_local_identifier_value: '7654321',
+              primary_dob: '1980-02-01',
+              secondary_dob: '1980-02-01',
+              status: 10,
+            },
+          ],
+          worklist_definition: [
+            {
+              id: 900,
+              name: 'Backup clinic',
+              start_time: '08:00:00',
+              end_time: '17:00:00',
+              active_from: '2026-01-01 00:00:00',
+              display_order: 1,
+              patient_identifier_type_id: identifierType.id,
+            },
+          ],
+          worklist_definition_mapping: [
+            { id: 900, worklist_definition_id: 900, key: 'Clinic', display_order: 1 },
+          ],
+          worklist_definition_mapping_value: [
+            { id: 900, worklist_definition_mapping_id: 900, mapping_value: 'EYE1' },
+          ],
+          worklist_definition_display_context: [
+            { id: 900, worklist_definition_id: 900, institution_id: institution.id },
+          ],
+          worklist: [
+            {
+              id: 900,
+              name: 'Backup clinic',
+              start: '2026-12-02 08:00:00',
+              end: '2026-12-02 17:00:00',
+              worklist_definition_id: 900,
+            },
+          ],
+          worklist_attribute: [{ id: 900, worklist_id: 900, name: 'Clinic', display_order: 1 }],
+          worklist_patient: [
+            { id: 900, worklist_id: 900, patient_id: patient.id, when: '2026-12-02 09:00:00' },
+          ],
+          worklist_patient_attribute: [
+            { id: 900, worklist_attribute_id: 900, worklist_patient_id: 900, attribute_value: 'EYE1' },
           ],
         },
       });

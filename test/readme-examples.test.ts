@@ -290,7 +290,10 @@ forEachDialect((dialect) => {
       const result = await runBash(script, workDir);
       assert.equal(result.status, 0, result.output);
       assert.match(result.output, /"Correct signature saved!"/);
-      assert.match(result.output, /"request_id":\d+,"status":"(RUNNING|COMPLETE)","routines":\[/);
+      assert.match(
+        result.output,
+        /"request_id":\d+,"status":"(RUNNING|COMPLETE)","waiting_for_patient":null,"routines":\[/,
+      );
       assert.deepEqual(
         await readFile(path.join(workDir, 'viewed.png')),
         await readFile(path.join(workDir, 'demo.png')),
