@@ -190,6 +190,8 @@ describe('DATABASE_SCHEMA=openeyes on an OpenEyes v6.8-shaped database', { skip 
       '0002-dicom-received-instances',
       '0003-console-session-credential',
       '0004-device-events',
+      '0005-biometry-lens-review',
+      '0005-worklist-entry-ids',
     ]);
     assert.deepEqual(booted.migrations.applied, []);
     const { rows: tables } = await sql<{ name: string }>`
@@ -200,12 +202,14 @@ describe('DATABASE_SCHEMA=openeyes on an OpenEyes v6.8-shaped database', { skip 
       [
         'cra_attachment_data_digest',
         'cra_audit_event',
+        'cra_biometry_lens_review',
         'cra_console_secret',
         'cra_console_session',
         'cra_device_event',
         'cra_dicom_received_instance',
         'cra_migration',
         'cra_migration_lock',
+        'cra_mwl_entry',
         'cra_rate_limit_counter',
         'cra_request_routine_attempt',
       ],
@@ -760,7 +764,9 @@ describe('DATABASE_SCHEMA=openeyes on an OpenEyes v6.8-shaped database', { skip 
     const lines = printedGrants.stdout.trim().split('\n');
     const on = (table: string) => `ON \`${oe.name}\`.\`${table}\` TO '${account}'@'127.0.0.1';`;
     assert.ok(lines.every((line) => line.startsWith('GRANT ')));
-    assert.ok(lines.includes(`GRANT SELECT ${on('patient')}`));
+    // The PAS endpoint writes patients (never deletes them).
+    assert.ok(lines.includes(`GRANT SELECT, INSERT, UPDATE ${on('patient')}`));
+    assert.ok(lines.includes(`GRANT SELECT ${on('patient_identifier_type')}`));
     assert.ok(lines.includes(`GRANT SELECT ${on('user_authentication')}`));
     assert.ok(lines.includes(`GRANT SELECT, INSERT, UPDATE ${on('event')}`));
     assert.ok(lines.includes(`GRANT INSERT ${on('event_version')}`));
