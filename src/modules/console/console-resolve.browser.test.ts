@@ -8,13 +8,10 @@
  * on any request that leaves 127.0.0.1.
  */
 import assert from 'node:assert/strict';
-import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
-import { createRequire } from 'node:module';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import type { BrowserContext, Page } from 'playwright-core';
-import { chromium } from 'playwright-core';
+import { openConsoleBrowser } from '../../../test/console-browser.ts';
+import type { ConsoleBrowser } from '../../../test/console-browser.ts';
 import type { TestUser } from '../../../test/factories.ts';
 import { createPatient, createUser } from '../../../test/factories.ts';
 import { addIdentifier, createStandardInstitutions } from '../../../test/factories-patient.ts';
@@ -32,21 +29,8 @@ import {
   defineRoutine,
 } from '../request-queue/routines/index.ts';
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const SCREENSHOT_DIR = path.resolve('test-output/console');
-const AXE_SOURCE = await readFile(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
-const TABLET = { width: 768, height: 1024 };
-const DESKTOP = { width: 1280, height: 800 };
 const CODE = 'RESOLVEB';
-
-/** Polls `expression` in the page until it is true (the console's CSP forbids `waitForFunction`'s eval). */
-async function waitUntil(page: Page, expression: string, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await page.evaluate(expression))) {
-    if (Date.now() > deadline) throw new Error(`still false after ${timeoutMs} ms: ${expression}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 function hospitalNumber(): string {
   return String(Math.floor(1_000_000 + Math.random() * 8_999_999));
@@ -55,13 +39,10 @@ function hospitalNumber(): string {
 forEachDialect((dialect) => {
   describe(`console resolves failures in a browser [${dialect}]`, () => {
     let app: TestApp;
-    let context: BrowserContext;
-    let profileDir: string;
+    let browser: ConsoleBrowser;
     let operator: TestUser;
     let engine: QueueEngine;
     let localTypeId: number;
-    const outside: string[] = [];
-    const pageErrors: string[] = [];
     const failing = `OFFLINE_${dialect.toUpperCase()}`;
 
     before(async () => {
@@ -85,49 +66,11 @@ forEachDialect((dialect) => {
           }),
         ]),
       });
-      await mkdir(SCREENSHOT_DIR, { recursive: true });
-      profileDir = await mkdtemp(path.join(tmpdir(), 'cra-chromium-'));
-      context = await chromium.launchPersistentContext(profileDir, {
-        executablePath: CHROMIUM,
-        headless: true,
-        args: [
-          '--no-sandbox',
-          '--disable-gpu',
-          '--disable-quic',
-          '--no-first-run',
-          '--disable-background-networking',
-          '--disable-component-update',
-          '--disable-sync',
-        ],
-        viewport: DESKTOP,
-      });
-      await context.route('**/*', async (route) => {
-        const url = route.request().url();
-        if (url.startsWith(`${app.baseUrl}/`)) return route.continue();
-        outside.push(url);
-        return route.abort();
-      });
-      const watch = (page: Page) => {
-        page.on('console', (message) => {
-          if (
-            message.type() === 'error' &&
-            !message.text().startsWith('Failed to load resource: the server responded')
-          )
-            pageErrors.push(`${page.url()}: ${message.text()}`);
-        });
-        page.on('response', (response) => {
-          if (response.request().resourceType() !== 'document' && response.status() >= 400)
-            pageErrors.push(`${page.url()}: ${response.url()} answered ${response.status()}`);
-        });
-        page.on('pageerror', (error) => pageErrors.push(`${page.url()}: ${error.message}`));
-      };
-      context.pages().forEach(watch);
-      context.on('page', watch);
+      browser = await openConsoleBrowser(app, SCREENSHOT_DIR, `${dialect}-resolve`);
     });
 
     after(async () => {
-      await context?.close();
-      await rm(profileDir, { recursive: true, force: true });
+      await browser?.close();
       await app?.close();
     });
 
@@ -148,46 +91,6 @@ forEachDialect((dialect) => {
       });
       await addIdentifier(app.db, patient.patientId, localTypeId, number);
       return patient.patientId;
-    }
-
-    async function newPage(): Promise<Page> {
-      await context.clearCookies();
-      return context.newPage();
-    }
-
-    async function capture(page: Page, screen: string): Promise<void> {
-      await waitUntil(page, 'Array.from(document.images).every((i) => i.complete && i.naturalWidth > 0)');
-      await page.evaluate(AXE_SOURCE);
-      const violations = await page.evaluate<{ id: string; impact: string | null }[]>(`axe
-        .run(document, { resultTypes: ['violations'] })
-        .then((result) => result.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.length })))`);
-      const serious = violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
-      assert.deepEqual(serious, [], `${screen}: ${JSON.stringify(serious)}`);
-      await page.screenshot({
-        path: path.join(SCREENSHOT_DIR, `${dialect}-resolve-${screen}.png`),
-        fullPage: true,
-      });
-      await page.setViewportSize(TABLET);
-      await page.evaluate(
-        'new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve)))',
-      );
-      const overflow = await page.evaluate<number>(
-        'document.documentElement.scrollWidth - document.documentElement.clientWidth',
-      );
-      assert.ok(overflow <= 0, `${screen} scrolls sideways at tablet width (${overflow} px)`);
-      await page.screenshot({
-        path: path.join(SCREENSHOT_DIR, `${dialect}-resolve-${screen}-tablet.png`),
-        fullPage: true,
-      });
-      await page.setViewportSize(DESKTOP);
-    }
-
-    async function signIn(page: Page, user: { username: string; password: string }, next: string) {
-      await page.goto(`${app.baseUrl}${next}`);
-      await page.getByLabel('Username').fill(user.username);
-      await page.getByLabel('Password').fill(user.password);
-      await page.getByLabel('Password').press('Enter');
-      await page.waitForURL((url) => !url.pathname.endsWith('/login'));
     }
 
     it('fixes a missing date of birth from the list: reason, source, thumbnail, then the request runs on', async () => {
@@ -245,8 +148,8 @@ forEachDialect((dialect) => {
         ])
         .execute();
 
-      const page = await newPage();
-      await signIn(page, operator, '/console/requests');
+      const page = await browser.newPage();
+      await browser.signIn(page, operator, '/console/requests');
       await page.getByLabel('Overall status').selectOption('failed');
       await page.getByRole('button', { name: 'Filter' }).click();
       const dicomRow = page.locator('tr', { has: page.getByRole('link', { name: `#${requestId}` }) });
@@ -258,13 +161,13 @@ forEachDialect((dialect) => {
       await storedRow.getByText('from FUNDUS_CAM').waitFor();
       await storedRow.getByText(`${stored.routineName}: device offline`).waitFor();
       await storedRow.getByAltText(`Image of request ${stored.requestId}`).waitFor();
-      await capture(page, 'requests');
+      await browser.capture(page, 'requests');
 
       await page.getByRole('link', { name: `#${requestId}`, exact: true }).click();
       await page.getByRole('heading', { name: 'Fix the data and run on' }).waitFor();
       assert.equal(await page.getByLabel('Patient identifier (hospital or NHS number)').inputValue(), number);
       assert.equal(await page.getByLabel('Date of birth').inputValue(), '');
-      await capture(page, 'request-fix');
+      await browser.capture(page, 'request-fix');
       await page.getByLabel('Date of birth').fill('1970-03-15');
       await page.getByLabel('Sex').selectOption('F');
       await page.getByRole('button', { name: 'Save and run on' }).click();
@@ -273,7 +176,7 @@ forEachDialect((dialect) => {
         .getByRole('table', { name: 'Details changed by hand, oldest first' })
         .getByRole('cell', { name: '1970-03-15', exact: true })
         .waitFor();
-      await capture(page, 'request-fixed');
+      await browser.capture(page, 'request-fixed');
 
       const ran = await drain();
       assert.equal(ran[0], 'PATIENT_MATCH:COMPLETE');
@@ -288,7 +191,7 @@ forEachDialect((dialect) => {
       await done.getByText(`Doe${number}, Jane`).waitFor();
       await done.getByText(`Hosp. no. ${number}`).waitFor();
       assert.ok(patientId > 0);
-      await capture(page, 'requests-matched');
+      await browser.capture(page, 'requests-matched');
       await page.close();
     });
 
@@ -301,15 +204,15 @@ forEachDialect((dialect) => {
         attachments: [jsonRow('REQUEST_DATA', { hos_num: '0000001', dob: '1970-03-15' })],
       });
       assert.deepEqual(await drain(), ['PATIENT_MATCH:RETRY']);
-      const page = await newPage();
-      await signIn(page, operator, `/console/requests/${requestId}`);
+      const page = await browser.newPage();
+      await browser.signIn(page, operator, `/console/requests/${requestId}`);
       await page.getByLabel('Find the patient by hospital number or name').fill(number);
       await page.getByRole('button', { name: 'Find patient' }).click();
       await page.getByRole('cell', { name: `Doe${number}, Jane` }).waitFor();
-      await capture(page, 'patient-search');
+      await browser.capture(page, 'patient-search');
       await page.getByRole('button', { name: `Use Jane Doe${number}` }).click();
       await page.getByText('The patient is chosen and the request runs on').waitFor();
-      await capture(page, 'patient-chosen');
+      await browser.capture(page, 'patient-chosen');
       assert.equal((await drain())[0], 'PATIENT_MATCH:COMPLETE');
       const data = await app.db
         .selectFrom('attachment_data')
@@ -326,8 +229,8 @@ forEachDialect((dialect) => {
 
     it('shows the retry message once: a reload shows the routine failed again, attempts numbered', async () => {
       const failed = await createFailedRequest(app.db, { routineName: failing });
-      const page = await newPage();
-      await signIn(page, operator, `/console/requests/${failed.requestId}`);
+      const page = await browser.newPage();
+      await browser.signIn(page, operator, `/console/requests/${failed.requestId}`);
       await page.getByRole('button', { name: 'Retry', exact: true }).click();
       await page.getByText('The routine is queued again.').waitFor();
       assert.deepEqual(await drain(), [`${failing}:FAILED`]);
@@ -339,7 +242,7 @@ forEachDialect((dialect) => {
         headings.map((h) => h.split(':')[0]),
         ['Attempt 1', 'Attempt 2'],
       );
-      await capture(page, 'retry-reloaded');
+      await browser.capture(page, 'retry-reloaded');
       await page.close();
     });
 
@@ -353,18 +256,18 @@ forEachDialect((dialect) => {
         .where('id', '=', logId)
         .executeTakeFirstOrThrow();
       await app.deps.files.remove(log.filename.split('/').at(-1)!);
-      const page = await newPage();
-      await signIn(page, operator, '/console/signatures?status=3');
+      const page = await browser.newPage();
+      await browser.signIn(page, operator, '/console/signatures?status=3');
       const row = page.locator('tr', { has: page.getByRole('link', { name: `#${logId}` }) });
       await row.getByText(`Hosp. no. ${number}`).waitFor();
       assert.equal(await row.locator('img').count(), 0);
-      await capture(page, 'signatures');
+      await browser.capture(page, 'signatures');
       await page.getByRole('link', { name: `#${logId}` }).click();
       await page.getByText('The original capture of this import is missing from the file store').waitFor();
       await page.getByText(`hospital number ${number}`).waitFor();
       assert.equal(await page.getByRole('button', { name: 'Save cropped signature' }).count(), 0);
       assert.equal(await page.locator('img').count(), 0);
-      await capture(page, 'signature-missing');
+      await browser.capture(page, 'signature-missing');
       await page.getByRole('button', { name: 'Manual ignore' }).click();
       await page.getByText('This import is now Manual Ignore.').waitFor();
       await page.close();
@@ -379,20 +282,20 @@ forEachDialect((dialect) => {
       });
       assert.equal(created.status, 200);
       const { id } = (await created.json()) as { id: number };
-      const page = await newPage();
-      await signIn(page, operator, '/console/attachments');
+      const page = await browser.newPage();
+      await browser.signIn(page, operator, '/console/attachments');
       await page.getByLabel('Attachment id').fill(String(id));
       await page.getByRole('button', { name: 'Find' }).click();
       await page.getByRole('link', { name: `Open attachment ${id}` }).click();
       await page.getByRole('heading', { name: `Attachment ${id}` }).waitFor();
       await page.getByText('Not filed under an event (an upload)').waitFor();
-      await capture(page, 'attachment-unfiled');
+      await browser.capture(page, 'attachment-unfiled');
       await page.close();
     });
 
     it('made no request outside 127.0.0.1 and logged no error in any page', () => {
-      assert.deepEqual(outside, []);
-      assert.deepEqual(pageErrors, []);
+      assert.deepEqual(browser.outside, []);
+      assert.deepEqual(browser.pageErrors, []);
     });
   });
 });

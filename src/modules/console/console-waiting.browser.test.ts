@@ -7,13 +7,11 @@
  * `$SCREENSHOT_DIR` (default `<tmp>/cra-console-waiting/<dialect>-waiting-*.png`).
  */
 import assert from 'node:assert/strict';
-import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
-import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import type { BrowserContext, Page } from 'playwright-core';
-import { chromium } from 'playwright-core';
+import { openConsoleBrowser } from '../../../test/console-browser.ts';
+import type { ConsoleBrowser } from '../../../test/console-browser.ts';
 import type { TestUser } from '../../../test/factories.ts';
 import { createPatient } from '../../../test/factories.ts';
 import { addIdentifier, createStandardInstitutions } from '../../../test/factories-patient.ts';
@@ -26,21 +24,8 @@ import { createQueueEngine, enqueueRequest, readRequestMatchData } from '../requ
 import { DEFAULT_ROUTINES, createRoutineCatalog } from '../request-queue/routines/index.ts';
 import { createSiteTime } from './site-time.ts';
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const SCREENSHOT_DIR = process.env.SCREENSHOT_DIR ?? path.join(tmpdir(), 'cra-console-waiting');
-const AXE_SOURCE = await readFile(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
-const TABLET = { width: 768, height: 1024 };
-const DESKTOP = { width: 1280, height: 800 };
 const CODE = 'WAITB';
-
-/** Polls `expression` in the page until it is true (the console's CSP forbids `waitForFunction`'s eval). */
-async function waitUntil(page: Page, expression: string, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await page.evaluate(expression))) {
-    if (Date.now() > deadline) throw new Error(`still false after ${timeoutMs} ms: ${expression}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 function hospitalNumber(): string {
   return String(Math.floor(1_000_000 + Math.random() * 8_999_999));
@@ -49,13 +34,10 @@ function hospitalNumber(): string {
 forEachDialect((dialect) => {
   describe(`console: requests waiting for a patient, in a browser [${dialect}]`, () => {
     let app: TestApp;
-    let context: BrowserContext;
-    let profileDir: string;
+    let browser: ConsoleBrowser;
     let operator: TestUser;
     let engine: QueueEngine;
     let localTypeId: number;
-    const outside: string[] = [];
-    const pageErrors: string[] = [];
 
     before(async () => {
       app = await startTestApp(dialect, {
@@ -68,49 +50,11 @@ forEachDialect((dialect) => {
         config: app.config,
         catalog: createRoutineCatalog(DEFAULT_ROUTINES),
       });
-      await mkdir(SCREENSHOT_DIR, { recursive: true });
-      profileDir = await mkdtemp(path.join(tmpdir(), 'cra-chromium-'));
-      context = await chromium.launchPersistentContext(profileDir, {
-        executablePath: CHROMIUM,
-        headless: true,
-        args: [
-          '--no-sandbox',
-          '--disable-gpu',
-          '--disable-quic',
-          '--no-first-run',
-          '--disable-background-networking',
-          '--disable-component-update',
-          '--disable-sync',
-        ],
-        viewport: DESKTOP,
-      });
-      await context.route('**/*', async (route) => {
-        const url = route.request().url();
-        if (url.startsWith(`${app.baseUrl}/`)) return route.continue();
-        outside.push(url);
-        return route.abort();
-      });
-      const watch = (page: Page) => {
-        page.on('console', (message) => {
-          if (
-            message.type() === 'error' &&
-            !message.text().startsWith('Failed to load resource: the server responded')
-          )
-            pageErrors.push(`${page.url()}: ${message.text()}`);
-        });
-        page.on('response', (response) => {
-          if (response.request().resourceType() !== 'document' && response.status() >= 400)
-            pageErrors.push(`${page.url()}: ${response.url()} answered ${response.status()}`);
-        });
-        page.on('pageerror', (error) => pageErrors.push(`${page.url()}: ${error.message}`));
-      };
-      context.pages().forEach(watch);
-      context.on('page', watch);
+      browser = await openConsoleBrowser(app, SCREENSHOT_DIR, `${dialect}-waiting`);
     });
 
     after(async () => {
-      await context?.close();
-      await rm(profileDir, { recursive: true, force: true });
+      await browser?.close();
       await app?.close();
     });
 
@@ -133,46 +77,6 @@ forEachDialect((dialect) => {
       return patient.patientId;
     }
 
-    async function newPage(): Promise<Page> {
-      await context.clearCookies();
-      return context.newPage();
-    }
-
-    async function capture(page: Page, screen: string): Promise<void> {
-      await waitUntil(page, 'Array.from(document.images).every((i) => i.complete && i.naturalWidth > 0)');
-      await page.evaluate(AXE_SOURCE);
-      const violations = await page.evaluate<{ id: string; impact: string | null }[]>(`axe
-        .run(document, { resultTypes: ['violations'] })
-        .then((result) => result.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.length })))`);
-      const serious = violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
-      assert.deepEqual(serious, [], `${screen}: ${JSON.stringify(serious)}`);
-      await page.screenshot({
-        path: path.join(SCREENSHOT_DIR, `${dialect}-waiting-${screen}.png`),
-        fullPage: true,
-      });
-      await page.setViewportSize(TABLET);
-      await page.evaluate(
-        'new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve)))',
-      );
-      const overflow = await page.evaluate<number>(
-        'document.documentElement.scrollWidth - document.documentElement.clientWidth',
-      );
-      assert.ok(overflow <= 0, `${screen} scrolls sideways at tablet width (${overflow} px)`);
-      await page.screenshot({
-        path: path.join(SCREENSHOT_DIR, `${dialect}-waiting-${screen}-tablet.png`),
-        fullPage: true,
-      });
-      await page.setViewportSize(DESKTOP);
-    }
-
-    async function signIn(page: Page, user: { username: string; password: string }, next: string) {
-      await page.goto(`${app.baseUrl}${next}`);
-      await page.getByLabel('Username').fill(user.username);
-      await page.getByLabel('Password').fill(user.password);
-      await page.getByLabel('Password').press('Enter');
-      await page.waitForURL((url) => !url.pathname.endsWith('/login'));
-    }
-
     /** A PATIENT_MATCH request for a patient nobody registered, tried once. */
     async function createWaiting() {
       const type = await createRequestType(app.db, { routineName: 'PATIENT_MATCH' });
@@ -191,8 +95,8 @@ forEachDialect((dialect) => {
       const nextAt = createSiteTime('Europe/London').format(match!.next_try_date_time);
       const details = `no patient matches the identifier and date of birth; try 2 of 20, next at ${nextAt}`;
 
-      const page = await newPage();
-      await signIn(page, operator, `/console/requests?type=${waiting.requestType}`);
+      const page = await browser.newPage();
+      await browser.signIn(page, operator, `/console/requests?type=${waiting.requestType}`);
       const row = page.locator('tr', {
         has: page.getByRole('link', { name: `#${waiting.requestId}`, exact: true }),
       });
@@ -204,13 +108,13 @@ forEachDialect((dialect) => {
       });
       assert.match(await pendingRow.innerText(), /RUNNING/);
       assert.doesNotMatch(await pendingRow.innerText(), /Waiting/);
-      await capture(page, 'list');
+      await browser.capture(page, 'list');
 
       await page.getByLabel('Overall status').selectOption('waiting');
       await page.getByRole('button', { name: 'Filter' }).click();
       await row.waitFor();
       assert.equal(await pendingRow.count(), 0);
-      await capture(page, 'list-filtered');
+      await browser.capture(page, 'list-filtered');
 
       await page.getByRole('link', { name: `#${waiting.requestId}`, exact: true }).click();
       const status = page.locator('dd', { hasText: 'Waiting for a patient' });
@@ -225,14 +129,14 @@ forEachDialect((dialect) => {
       const log = await attempt.innerText();
       assert.match(log, /Error: No patient matches the identifier and date of birth/);
       assert.doesNotMatch(log, /\.ts:\d+|^\s+at /m);
-      await capture(page, 'detail');
+      await browser.capture(page, 'detail');
 
       await page.goto(`${app.baseUrl}/console/`);
       const line = page.locator('tr', {
         has: page.getByRole('rowheader', { name: waiting.queue, exact: true }),
       });
       assert.equal(await line.locator('a[href*="overall=waiting"]').innerText(), '1');
-      await capture(page, 'home');
+      await browser.capture(page, 'home');
       await page.close();
     });
 
@@ -263,8 +167,8 @@ forEachDialect((dialect) => {
       });
       const routinesBefore = await routinesOf(app.db, requestId);
       const version = (await readRequestMatchData(app.db, requestId))!.version;
-      const page = await newPage();
-      await signIn(page, operator, `/console/requests/${requestId}`);
+      const page = await browser.newPage();
+      await browser.signIn(page, operator, `/console/requests/${requestId}`);
       assert.equal(await page.getByRole('heading', { name: 'Fix the data and run on' }).count(), 0);
       // A form from a page loaded before the match completed, sent now.
       await page.evaluate(`(() => {
@@ -287,14 +191,14 @@ forEachDialect((dialect) => {
           'The patient match of this request is complete: the request goes on with the patient it matched. Choosing or correcting the patient applies only while the match waits or failed. Nothing was changed.',
         )
         .waitFor();
-      await capture(page, 'choose-refused');
+      await browser.capture(page, 'choose-refused');
       assert.deepEqual(await routinesOf(app.db, requestId), routinesBefore);
       await page.close();
     });
 
     it('made no request outside 127.0.0.1 and logged no error in any page', () => {
-      assert.deepEqual(outside, []);
-      assert.deepEqual(pageErrors, []);
+      assert.deepEqual(browser.outside, []);
+      assert.deepEqual(browser.pageErrors, []);
     });
   });
 });
