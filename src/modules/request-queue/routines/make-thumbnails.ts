@@ -8,10 +8,11 @@
  * line (retrying cannot help); an image that already has thumbnails (one extracted from DICOM by
  * `EXTRACT_IMAGE`) is left as it is.
  *
- * Memory: libvips streams a baseline JPEG, a non-interlaced PNG, WebP and TIFF row by row while it
- * shrinks them (JPEG and WebP shrink on load), so their decoding holds a few rows whatever the image's
- * size. It decodes an interlaced PNG, a progressive JPEG (its DCT coefficients) and a GIF frame whole
- * first: the bytes that holds follow from the header (`metadata()`, read before any pixel), and beyond
+ * Memory: libvips streams a baseline JPEG, a non-interlaced PNG, WebP and a TIFF in strips row by row
+ * while it shrinks them (JPEG and WebP shrink on load), so their decoding holds a few rows whatever the
+ * image's size. It decodes an interlaced PNG, a progressive JPEG (its DCT coefficients) and a GIF frame
+ * whole first, and reads a tiled TIFF two rows of tiles at a time: the bytes that holds follow from the
+ * header (`metadata()`, read before any pixel; a TIFF's tile height from its first directory), and beyond
  * `THUMBNAIL_MAX_DECODE_MB` the image gets no thumbnails, with the reason in the routine's log (it is
  * filed all the same; the same bytes always give the same answer, so nothing is retried). EXIF
  * orientation costs nothing: `sharp` orients after the reduction. A payload whose bytes are another
@@ -64,10 +65,13 @@ export class ThumbnailRefusedError extends Error {
   }
 }
 
-/** How libvips decodes an image: row by row as it shrinks it, or whole first (and then the bytes held). */
+/**
+ * How libvips decodes an image: row by row as it shrinks it (a few rows held), holding `bytes` at once
+ * (`how`), or not at all here.
+ */
 type DecodePlan =
   | { readonly kind: 'streamed' }
-  | { readonly kind: 'whole'; readonly bytes: number; readonly what: string }
+  | { readonly kind: 'held'; readonly bytes: number; readonly what: string; readonly how: string }
   | { readonly kind: 'unsupported'; readonly what: string };
 
 const SAMPLE_BYTES: Readonly<Record<string, number>> = {
@@ -84,32 +88,80 @@ const SAMPLE_BYTES: Readonly<Record<string, number>> = {
 };
 
 /**
- * The decode plan of an image from its header (`sharp().metadata()`, which reads no pixels). A whole
- * decoding holds width x height x channels x bytes per sample; a progressive JPEG holds a 16-bit DCT
- * coefficient per sample (at most: chroma subsampling lowers it); a GIF frame is RGBA.
+ * The tile height of the first image of a TIFF file (tag 323, TileLength), 0 when it is in strips, or
+ * undefined when its first directory cannot be read here (BigTIFF, a directory past the end).
  */
-function planDecode(meta: Sharp.Metadata): DecodePlan {
+function tiffTileRowsOf(bytes: Buffer): number | undefined {
+  if (bytes.length < 8) return undefined;
+  const order = bytes.toString('latin1', 0, 2);
+  if (order !== 'II' && order !== 'MM') return undefined;
+  const isLittleEndian = order === 'II';
+  const u16 = (at: number) => (isLittleEndian ? bytes.readUInt16LE(at) : bytes.readUInt16BE(at));
+  const u32 = (at: number) => (isLittleEndian ? bytes.readUInt32LE(at) : bytes.readUInt32BE(at));
+  if (u16(2) !== 42) return undefined;
+  const directory = u32(4);
+  if (directory + 2 > bytes.length) return undefined;
+  const count = u16(directory);
+  if (directory + 2 + count * 12 > bytes.length) return undefined;
+  for (let i = 0; i < count; i++) {
+    const at = directory + 2 + i * 12;
+    if (u16(at) !== 323) continue;
+    const type = u16(at + 2);
+    return type === 3 ? u16(at + 8) : type === 4 ? u32(at + 8) : undefined;
+  }
+  return 0;
+}
+
+/**
+ * The decode plan of `image` from its header (`sharp().metadata()`, which reads no pixels). Decoded
+ * whole, an image holds width x height x channels x bytes per sample; a progressive JPEG holds a 16-bit
+ * DCT coefficient per sample (at most: chroma subsampling lowers it); a GIF frame is RGBA; a tiled TIFF
+ * is read through a cache of two rows of its tiles.
+ */
+function planDecode(meta: Sharp.Metadata, image: Buffer): DecodePlan {
   const format = meta.format;
   const pixels = meta.width * meta.height;
   const channels = meta.channels;
   const sampleBytes = SAMPLE_BYTES[meta.depth] ?? 8;
   const size = `${meta.width} x ${meta.height}`;
+  const whole = 'decoded whole';
   if (format === 'jpeg') {
     return meta.isProgressive === true
-      ? { kind: 'whole', bytes: pixels * channels * 2, what: `a progressive JPEG of ${size}` }
+      ? {
+          kind: 'held',
+          bytes: pixels * channels * 2,
+          what: `a progressive JPEG of ${size}`,
+          how: whole,
+        }
       : { kind: 'streamed' };
   }
   if (format === 'png') {
     return meta.isProgressive === true
       ? {
-          kind: 'whole',
+          kind: 'held',
           bytes: pixels * channels * sampleBytes,
           what: `an interlaced PNG of ${size}, ${channels} channels of ${sampleBytes * 8} bits`,
+          how: whole,
         }
       : { kind: 'streamed' };
   }
-  if (format === 'webp' || format === 'tiff') return { kind: 'streamed' };
-  if (format === 'gif') return { kind: 'whole', bytes: pixels * 4, what: `a GIF of ${size}` };
+  if (format === 'webp') return { kind: 'streamed' };
+  if (format === 'tiff') {
+    const tileRows = tiffTileRowsOf(image);
+    if (tileRows === 0) return { kind: 'streamed' };
+    const what = `a TIFF of ${size}, ${channels} channels of ${sampleBytes * 8} bits`;
+    return tileRows === undefined
+      ? { kind: 'held', bytes: pixels * channels * sampleBytes, what, how: whole }
+      : {
+          kind: 'held',
+          bytes: meta.width * Math.min(tileRows, meta.height) * 2 * channels * sampleBytes,
+          what,
+          how: `decoded two rows of ${tileRows}-pixel tiles at a time`,
+        };
+  }
+  if (format === 'gif') {
+    return { kind: 'held', bytes: pixels * 4, what: `a GIF of ${size}`, how: whole };
+  }
   return { kind: 'unsupported', what: `a ${format} image` };
 }
 
@@ -162,13 +214,13 @@ function openImage(sharp: typeof Sharp, image: Buffer): Sharp.Sharp {
  */
 async function decodeReduced(sharp: typeof Sharp, image: Buffer, options: ThumbnailOptions) {
   const meta = await openImage(sharp, image).metadata();
-  const plan = planDecode(meta);
+  const plan = planDecode(meta, image);
   if (plan.kind === 'unsupported') {
     throw new ThumbnailRefusedError(`${plan.what}: not a format thumbnails are made of`);
   }
-  if (plan.kind === 'whole' && plan.bytes > options.maxDecodeBytes) {
+  if (plan.kind === 'held' && plan.bytes > options.maxDecodeBytes) {
     throw new ThumbnailRefusedError(
-      `${plan.what} is decoded whole (${Math.ceil(plan.bytes / MiB)} MiB), over THUMBNAIL_MAX_DECODE_MB (${Math.floor(options.maxDecodeBytes / MiB)})`,
+      `${plan.what} is ${plan.how} (${Math.ceil(plan.bytes / MiB)} MiB), over THUMBNAIL_MAX_DECODE_MB (${Math.floor(options.maxDecodeBytes / MiB)})`,
     );
   }
   const large = THUMBNAIL_SIZES_PX.large;

@@ -78,6 +78,21 @@ describe('makeThumbnails of an image decoded whole', () => {
     assert.equal((await sharp((await makeThumbnails(small, limit)).large).metadata()).width, 600);
   });
 
+  it('refuses a tiled TIFF whose two rows of tiles exceed the limit, and streams the same image in strips', async () => {
+    // 2000 x 512 rows x 2 x 3 channels = 5.9 MiB held by the tile cache.
+    const tiled = await square(2000)
+      .removeAlpha()
+      .tiff({ tile: true, tileWidth: 512, tileHeight: 512 })
+      .toBuffer();
+    await assert.rejects(makeThumbnails(tiled, limit), {
+      name: 'ThumbnailRefusedError',
+      message:
+        'a TIFF of 2000 x 2000, 3 channels of 8 bits is decoded two rows of 512-pixel tiles at a time (6 MiB), over THUMBNAIL_MAX_DECODE_MB (4)',
+    });
+    const strips = await square(2000).removeAlpha().tiff().toBuffer();
+    assert.equal((await sharp((await makeThumbnails(strips, limit)).large).metadata()).width, 640);
+  });
+
   it('refuses a format that thumbnails are not made of, whatever the payload says it is', async () => {
     const svg = Buffer.from(
       '<svg xmlns="http://www.w3.org/2000/svg" width="4000" height="4000"><rect width="10" height="10"/></svg>',
