@@ -71,6 +71,11 @@ export interface Config {
   readonly attachmentBase64Compat: boolean;
   /** Attachments written less than this long ago are sent `no-cache` instead of `immutable`: the worker may still add thumbnails or clear blobs. */
   readonly attachmentImmutableGraceSeconds: number;
+  /**
+   * MiB the decoding of one image that libvips does not stream (an interlaced PNG, a progressive JPEG, a
+   * GIF, a tiled TIFF) may hold before `MAKE_THUMBNAILS` makes its thumbnails; beyond, it gets none (logged).
+   */
+  readonly thumbnailMaxDecodeMb: number;
   /** Body limits, in bytes. */
   readonly limits: {
     readonly signatureBodyBytes: number;
@@ -754,6 +759,12 @@ const ATTACHMENTS = {
       600,
       { min: 0, max: 31_536_000 },
       'attachments younger than this are sent `no-cache`, not `immutable`',
+    ),
+    thumbnailMaxDecodeMb: integer(
+      'THUMBNAIL_MAX_DECODE_MB',
+      256,
+      { min: 1, max: 16_384 },
+      'MiB that decoding one image for its thumbnails may hold where it is not streamed (interlaced PNG, progressive JPEG, GIF: width x height x channels x sample bytes; a tiled TIFF: two rows of tiles); beyond, the image is filed without thumbnails and the reason logged. Images are decoded one at a time per process',
     ),
     signRateLimitPerMinute: integer(
       'SIGN_RATE_LIMIT_PER_MINUTE',

@@ -21,7 +21,7 @@ import { PermanentRoutineError, defineRoutine } from './catalog.ts';
 import { readDicomPayload } from './dicom-payload.ts';
 import type { ExtractedAttachment } from './extracted-attachments.ts';
 import { writeExtractedAttachment } from './extracted-attachments.ts';
-import { THUMBNAIL_SIZES_PX, makeThumbnails } from './make-thumbnails.ts';
+import { THUMBNAIL_SIZES_PX, makeThumbnails, thumbnailOptionsOf } from './make-thumbnails.ts';
 
 interface Extracted {
   readonly attachments: readonly ExtractedAttachment[];
@@ -55,7 +55,7 @@ export const extractImageRoutine = defineRoutine<Extracted>({
           mimeType: image.mimeType,
           bytes: image.bytes,
           uploadFileName: `frame-${image.frameNumber}.${extension}`,
-          thumbnails: await makeThumbnails(image.raw),
+          thumbnails: await makeThumbnails(image.raw, thumbnailOptionsOf(ctx.config)),
         });
       }
     } else if (extraction.kind === 'pdf') {
@@ -64,7 +64,9 @@ export const extractImageRoutine = defineRoutine<Extracted>({
         mimeType: 'application/pdf',
         bytes: extraction.pdf,
         uploadFileName: 'document.pdf',
-        ...(extraction.page === undefined ? {} : { thumbnails: await makeThumbnails(extraction.page) }),
+        ...(extraction.page === undefined
+          ? {}
+          : { thumbnails: await makeThumbnails(extraction.page, thumbnailOptionsOf(ctx.config)) }),
       });
     }
     return { attachments, extraction };

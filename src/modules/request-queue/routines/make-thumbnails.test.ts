@@ -3,6 +3,8 @@ import { describe, it } from 'node:test';
 import sharp from 'sharp';
 import { THUMBNAIL_SIZES_PX, makeThumbnails } from './make-thumbnails.ts';
 
+const OPTIONS = { maxDecodeBytes: 256 * 1024 * 1024 };
+
 /** A colour photograph-like image: gradients with fine stripes, `width` x `height`, RGB. */
 function pattern(width: number, height: number): Buffer {
   const pixels = Buffer.alloc(width * height * 3);
@@ -97,7 +99,7 @@ describe('makeThumbnails', () => {
   for (const [name, build] of cases) {
     it(`makes thumbnails of ${name} that look like a fresh pipeline per size`, async () => {
       const { input, ref, raw } = await build();
-      const thumbnails = await makeThumbnails(input);
+      const thumbnails = await makeThumbnails(input, OPTIONS);
       for (const size of ['small', 'medium', 'large'] as const) {
         const reference = await referenceThumbnail(ref, THUMBNAIL_SIZES_PX[size], raw);
         const { meanAbs, channelMeanDiff } = await compare(thumbnails[size], reference);
@@ -119,7 +121,7 @@ describe('makeThumbnails', () => {
       pixels[i] = ((x >> 3) + (y >> 3)) % 2 === 0 ? (x * 255) / width : 30 + (y * 200) / height;
     }
     const raw = { width, height, channels: 1 } as const;
-    const thumbnails = await makeThumbnails({ pixels, ...raw });
+    const thumbnails = await makeThumbnails({ pixels, ...raw }, OPTIONS);
     for (const size of ['small', 'medium', 'large'] as const) {
       const meta = await sharp(thumbnails[size]).metadata();
       assert.deepEqual([meta.format, meta.channels, meta.space], ['jpeg', 1, 'b-w'], size);
@@ -137,6 +139,6 @@ describe('makeThumbnails', () => {
   });
 
   it('refuses an image that is not one', async () => {
-    await assert.rejects(makeThumbnails(Buffer.from('not an image at all')));
+    await assert.rejects(makeThumbnails(Buffer.from('not an image at all'), OPTIONS));
   });
 });
