@@ -381,6 +381,8 @@ class StoreScp extends Scp {
   private collector: DataSetCollector | undefined;
   /** Storage commitment reports sent on this association and not answered yet. */
   private readonly unansweredReports = new Set<CommitmentReport>();
+  /** The peer asked to release: nothing more is sent on this association. */
+  private isReleaseRequested = false;
 
   constructor(socket: Socket, address: string, context: ServerContext) {
     let onRefused: (refusal: GateRefusal, detail?: string) => void = () => {};
@@ -472,6 +474,7 @@ class StoreScp extends Scp {
   }
 
   override associationReleaseRequested(): void {
+    this.isReleaseRequested = true;
     this.log('info', { stores: this.stores }, 'DICOM association released');
     this.sendAssociationReleaseResponse();
   }
@@ -639,7 +642,8 @@ class StoreScp extends Scp {
   /** Sends a report on this association while it is open, else on a new one to the caller's node. */
   private deliverReport(report: CommitmentReport, transferSyntax: string): void {
     const counts = { committed: report.committed.length, failed: report.failed.length };
-    if (!this.isAssociated || this.peer.destroyed) return this.deliverElsewhere(report);
+    if (!this.isAssociated || this.isReleaseRequested || this.peer.destroyed)
+      return this.deliverElsewhere(report);
     const request = reportRequest(report, transferSyntax);
     this.unansweredReports.add(report);
     request.on('response', (response: NEventReportResponse) => {
