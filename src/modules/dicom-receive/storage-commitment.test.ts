@@ -8,9 +8,9 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import dcmjsDimse from 'dcmjs-dimse';
-import type * as Dimse from 'dcmjs-dimse';
 import { buildInstance, newUid, sopInstanceUidOf } from '../../../test/dicom-instances.ts';
+import type { CommitmentReference as Reference } from '../../../test/storage-commitment-client.ts';
+import { commitWithClient, pairsOf } from '../../../test/storage-commitment-client.ts';
 import { receiptOf, startDicomTestApp } from '../../../test/dicom-receiving.ts';
 import type { TestApp } from '../../../test/harness.ts';
 import { forEachDialect } from '../../../test/harness.ts';
@@ -23,83 +23,9 @@ import { createLogger } from '../../logger.ts';
 import type { DicomServer } from './index.ts';
 import { startDicomServer } from './index.ts';
 
-const { Client, Dataset, constants, requests, responses } = dcmjsDimse;
-const STGCMT = '1.2.840.10008.1.20.1';
-const STGCMT_INSTANCE = '1.2.840.10008.1.20.1.1';
 const SECONDARY_CAPTURE = '1.2.840.10008.5.1.4.1.1.7';
 const PHOTOGRAPHY = '1.2.840.10008.5.1.4.1.1.77.1.5.1';
 const missing = orthancMissing();
-
-interface Reference {
-  readonly sopClassUid: string;
-  readonly sopInstanceUid: string;
-}
-
-/** What dcmjs-dimse's Client got: the N-ACTION status and the report sent on its association. */
-interface ClientOutcome {
-  readonly actionStatus: number | undefined;
-  readonly report?: { readonly eventType: number; readonly elements: Record<string, unknown> };
-}
-
-/** A Storage Commitment request from dcmjs-dimse's Client, which keeps the association open 3 s. */
-function commitWithClient(
-  port: number,
-  transactionUid: string,
-  references: readonly Reference[],
-): Promise<ClientOutcome> {
-  return new Promise((resolve, reject) => {
-    const client = new Client();
-    const request = new requests.NActionRequest(STGCMT, STGCMT_INSTANCE, 1);
-    request.setDataset(
-      new Dataset(
-        {
-          TransactionUID: transactionUid,
-          ReferencedSOPSequence: references.map((r) => ({
-            ReferencedSOPClassUID: r.sopClassUid,
-            ReferencedSOPInstanceUID: r.sopInstanceUid,
-          })),
-        },
-        constants.TransferSyntax.ExplicitVRLittleEndian,
-      ),
-    );
-    let actionStatus: number | undefined;
-    let report: ClientOutcome['report'];
-    request.on('response', (response: Dimse.responses.NActionResponse) => {
-      actionStatus = response.getStatus();
-    });
-    client.on(
-      'nEventReportRequest',
-      (
-        event: Dimse.requests.NEventReportRequest,
-        callback: (response: Dimse.responses.NEventReportResponse) => void,
-      ) => {
-        report = {
-          eventType: event.getEventTypeId(),
-          elements: event.getDataset()?.getElements() as Record<string, unknown>,
-        };
-        const response = responses.NEventReportResponse.fromRequest(event);
-        response.setStatus(0);
-        callback(response);
-      },
-    );
-    client.addRequest(request);
-    client.on('networkError', (error: Error) => reject(error));
-    client.on('closed', () => resolve({ actionStatus, ...(report === undefined ? {} : { report }) }));
-    client.send('127.0.0.1', port, 'STGCMT', 'CRA_TEST', { associationLingerTimeout: 3000 });
-  });
-}
-
-/** The (class, instance) pairs of a naturalized sequence, sorted; with the failure reason if any. */
-function pairsOf(sequence: unknown): string[] {
-  return ((sequence ?? []) as Record<string, unknown>[])
-    .map((item) =>
-      [item.ReferencedSOPClassUID, item.ReferencedSOPInstanceUID, item.FailureReason]
-        .filter((v) => v !== undefined)
-        .map((v) => String(v as string | number))
-        .join(' '),
-    )
-    .sort();
-}
 
 forEachDialect((dialect) => {
   describe(`Storage Commitment Push Model SCP [${dialect}]`, { skip: missing ?? false }, () => {
@@ -197,7 +123,7 @@ forEachDialect((dialect) => {
     it('reports on the request association while the client keeps it open (dcmjs-dimse Client)', async () => {
       const transactionUid = newUid();
       const unknown = { sopClassUid: PHOTOGRAPHY, sopInstanceUid: newUid() };
-      const outcome = await commitWithClient(server.port, transactionUid, [...stored, unknown]);
+      const outcome = await commitWithClient(server.port, 'STGCMT', transactionUid, [...stored, unknown]);
       assert.equal(outcome.actionStatus, 0);
       assert.ok(outcome.report !== undefined, 'the report came on the same association');
       assert.equal(outcome.report.eventType, 2, 'failures exist');
@@ -210,7 +136,7 @@ forEachDialect((dialect) => {
         `${unknown.sopClassUid} ${unknown.sopInstanceUid} ${0x0112}`,
       ]);
 
-      const all = await commitWithClient(server.port, newUid(), stored);
+      const all = await commitWithClient(server.port, 'STGCMT', newUid(), stored);
       assert.equal(all.report?.eventType, 1, 'every instance committed');
       assert.equal(all.report?.elements.FailedSOPSequence, undefined);
     });
@@ -220,12 +146,12 @@ forEachDialect((dialect) => {
         Array.from({ length: count }, () => ({ sopClassUid: SECONDARY_CAPTURE, sopInstanceUid: newUid() }));
       // Past the count, read whole; far past it, cut off by the PDU gate before the library parses it.
       for (const count of [51, 5000]) {
-        const outcome = await commitWithClient(server.port, newUid(), many(count));
+        const outcome = await commitWithClient(server.port, 'STGCMT', newUid(), many(count));
         assert.equal(outcome.actionStatus, 0x0213, `${count} instances`);
         assert.equal(outcome.report, undefined);
       }
       // The SCP still serves a request after the refusals.
-      const after = await commitWithClient(server.port, newUid(), stored);
+      const after = await commitWithClient(server.port, 'STGCMT', newUid(), stored);
       assert.equal(after.report?.eventType, 1);
     });
   });

@@ -1,12 +1,15 @@
 /**
- * The Modality Worklist on an OpenEyes database (`DATABASE_SCHEMA=openeyes`, MariaDB/MySQL), asked by
- * dcmtk's `findscu -W`: OpenEyes's own worklist tables (schema.sql, as v6.8's migrations leave them) are
- * read in place on the account `openeyes grants` prints, the start-up check covers them, the answer
- * carries the seed's patient with the definition's identifier type as Patient ID and `when` as local
- * time, and the ids handed out are kept in `cra_mwl_entry`.
+ * What devices ask of the DICOM port on an OpenEyes database (`DATABASE_SCHEMA=openeyes`, MariaDB/MySQL),
+ * on the account `openeyes grants` prints:
+ * - the Modality Worklist, asked by dcmtk's `findscu -W`: OpenEyes's own worklist tables (schema.sql, as
+ *   v6.8's migrations leave them) are read in place, the start-up check covers them, the answer carries
+ *   the seed's patient with the definition's identifier type as Patient ID and `when` as local time, and
+ *   the ids handed out are kept in `cra_mwl_entry`;
+ * - Storage Commitment, asked by dcmjs-dimse's Client after a dcmtk `storescu`: the instance stored in
+ *   OpenEyes's `request` / `attachment_data` with its `cra_dicom_received_instance` receipt is committed.
  */
 import assert from 'node:assert/strict';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -23,6 +26,10 @@ import { bootstrap } from '../../src/main/bootstrap.ts';
 import type { DicomServer } from '../../src/modules/dicom-receive/index.ts';
 import { startDicomServer } from '../../src/modules/dicom-receive/index.ts';
 import { createAuthenticator } from '../../src/modules/user/index.ts';
+import { runDcmtk } from '../dcmtk.ts';
+import { buildInstance, newUid, sopInstanceUidOf } from '../dicom-instances.ts';
+import { commitWithClient, pairsOf } from '../storage-commitment-client.ts';
+import { until } from '../until.ts';
 import { findWorklist, itemOf, nameOf } from '../worklist-fixtures.ts';
 import { runCli } from '../run-cli.ts';
 import type { OpenEyesTestDatabase } from './openeyes-database.ts';
@@ -50,7 +57,7 @@ const KEYS = [
   'ScheduledProcedureStepSequence[0].ScheduledProcedureStepDescription',
 ];
 
-describe('Modality Worklist on an OpenEyes v6.8-shaped database', { skip }, () => {
+describe('Modality Worklist and Storage Commitment on an OpenEyes v6.8-shaped database', { skip }, () => {
   let oe: OpenEyesTestDatabase;
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   let admin: Kysely<any>;
@@ -245,5 +252,44 @@ describe('Modality Worklist on an OpenEyes v6.8-shaped database', { skip }, () =
     );
     const count = await sql<{ n: number }>`select count(*) as n from cra_mwl_entry`.execute(admin);
     assert.equal(Number(count.rows[0]!.n), 2);
+  });
+
+  it("commits an instance stored by storescu in OpenEyes's request tables, and fails an unknown one", async () => {
+    const file = buildInstance();
+    const filePath = path.join(filesDir, 'commit.dcm');
+    await writeFile(filePath, file);
+    const stored = await runDcmtk('storescu', [
+      '-aet',
+      'DEV',
+      '-aec',
+      'CRA_TEST',
+      '127.0.0.1',
+      String(server.port),
+      filePath,
+    ]);
+    assert.equal(stored.code, 0, stored.output);
+    const uid = sopInstanceUidOf(file);
+    await until(
+      async () =>
+        (await admin
+          .selectFrom('cra_dicom_received_instance')
+          .select('sop_instance_uid')
+          .where('sop_instance_uid', '=', uid)
+          .executeTakeFirst()) !== undefined,
+      { what: 'the receipt in cra_dicom_received_instance' },
+    );
+    const secondaryCapture = '1.2.840.10008.5.1.4.1.1.7';
+    const unknown = newUid();
+    const outcome = await commitWithClient(server.port, 'DEV', newUid(), [
+      { sopClassUid: secondaryCapture, sopInstanceUid: uid },
+      { sopClassUid: secondaryCapture, sopInstanceUid: unknown },
+    ]);
+    assert.equal(outcome.actionStatus, 0);
+    assert.ok(outcome.report !== undefined, 'the report came on the same association');
+    assert.equal(outcome.report.eventType, 2);
+    assert.deepEqual(pairsOf(outcome.report.elements.ReferencedSOPSequence), [`${secondaryCapture} ${uid}`]);
+    assert.deepEqual(pairsOf(outcome.report.elements.FailedSOPSequence), [
+      `${secondaryCapture} ${unknown} ${0x0112}`,
+    ]);
   });
 });
