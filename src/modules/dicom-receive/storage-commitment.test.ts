@@ -123,7 +123,12 @@ forEachDialect((dialect) => {
     it('reports on the request association while the client keeps it open (dcmjs-dimse Client)', async () => {
       const transactionUid = newUid();
       const unknown = { sopClassUid: PHOTOGRAPHY, sopInstanceUid: newUid() };
-      const outcome = await commitWithClient(server.port, 'STGCMT', transactionUid, [...stored, unknown]);
+      const unsupported = { sopClassUid: '1.2.826.0.1.3680043.2.1143.99', sopInstanceUid: newUid() };
+      const outcome = await commitWithClient(server.port, 'STGCMT', transactionUid, [
+        ...stored,
+        unknown,
+        unsupported,
+      ]);
       assert.equal(outcome.actionStatus, 0);
       assert.ok(outcome.report !== undefined, 'the report came on the same association');
       assert.equal(outcome.report.eventType, 2, 'failures exist');
@@ -132,9 +137,13 @@ forEachDialect((dialect) => {
         pairsOf(outcome.report.elements.ReferencedSOPSequence),
         stored.map((r) => `${r.sopClassUid} ${r.sopInstanceUid}`).sort(),
       );
-      assert.deepEqual(pairsOf(outcome.report.elements.FailedSOPSequence), [
-        `${unknown.sopClassUid} ${unknown.sopInstanceUid} ${0x0112}`,
-      ]);
+      assert.deepEqual(
+        pairsOf(outcome.report.elements.FailedSOPSequence),
+        [
+          `${unknown.sopClassUid} ${unknown.sopInstanceUid} ${0x0112}`,
+          `${unsupported.sopClassUid} ${unsupported.sopInstanceUid} ${0x0122}`,
+        ].sort(),
+      );
 
       const all = await commitWithClient(server.port, 'STGCMT', newUid(), stored);
       assert.equal(all.report?.eventType, 1, 'every instance committed');

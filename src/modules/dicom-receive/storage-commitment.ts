@@ -7,9 +7,9 @@
  *
  * - Committed means held durably: the instance's receipt (`dicom_received_instance`, written in the
  *   transaction of the request it became) names the same SOP Class UID, and that request still holds the
- *   received bytes (`REQUEST_BLOB`). An unknown instance, one whose bytes were dropped by the clean-up
- *   policy, or a class the service never stores fails with 0112 (no such object instance); a known
- *   instance named with another class fails with 0119 (class-instance conflict).
+ *   received bytes (`REQUEST_BLOB`). An unknown instance or one whose bytes were dropped by the clean-up
+ *   policy fails with 0112 (no such object instance); a known instance named with another class with
+ *   0119 (class-instance conflict); a class the service never stores with 0122 (SOP class not supported).
  * - A request naming more than `DICOM_COMMITMENT_MAX_INSTANCES` instances (or whose data set the PDU gate
  *   cut off) is refused with N-ACTION status 0213 (resource limitation); a malformed one with 0115.
  * - A report to a new association is tried three times, then logged as lost; it is not kept across a
@@ -49,6 +49,7 @@ export const COMMITMENT_STATUS = {
 export const FAILURE_REASON = {
   noSuchObjectInstance: 0x0112,
   classInstanceConflict: 0x0119,
+  referencedSopClassNotSupported: 0x0122,
 } as const;
 
 /** UIDs queried per statement. */
@@ -135,7 +136,9 @@ export async function checkCommitment(db: Kysely<DB>, request: CommitmentRequest
   const failed: (CommitmentReference & { reason: number })[] = [];
   for (const reference of request.references) {
     const row = held.get(reference.sopInstanceUid);
-    if (row === undefined || findStorageClass(reference.sopClassUid) === undefined || !row.isHeld)
+    if (findStorageClass(reference.sopClassUid) === undefined)
+      failed.push({ ...reference, reason: FAILURE_REASON.referencedSopClassNotSupported });
+    else if (row === undefined || !row.isHeld)
       failed.push({ ...reference, reason: FAILURE_REASON.noSuchObjectInstance });
     else if (row.sopClassUid !== reference.sopClassUid)
       failed.push({ ...reference, reason: FAILURE_REASON.classInstanceConflict });
