@@ -83,6 +83,8 @@ describe('loadConfig', () => {
       maxConnectionsPerAddress: 16,
       maxUnassociatedConnections: 32,
       associationTimeoutMs: 5000,
+      remoteNodes: [],
+      commitmentMaxInstances: 10_000,
     });
     const on = loadConfig({
       DICOM_PORT: '11112',
@@ -119,6 +121,30 @@ describe('loadConfig', () => {
       },
     );
     assert.throws(() => loadConfig({ DICOM_DUPLICATES: 'ignore' }), /DICOM_DUPLICATES/);
+  });
+
+  it('reads the remote nodes as TITLE@host:port, every bad item listed', () => {
+    const { remoteNodes } = loadConfig({
+      DICOM_REMOTE_NODES: 'IOLM700@10.1.2.3:104, HFA3@[::1]:11112 ,CIRRUS@cirrus-1.example:4242',
+    }).dicomNetwork;
+    assert.deepEqual(remoteNodes, [
+      { aeTitle: 'IOLM700', host: '10.1.2.3', port: 104 },
+      { aeTitle: 'HFA3', host: '::1', port: 11112 },
+      { aeTitle: 'CIRRUS', host: 'cirrus-1.example', port: 4242 },
+    ]);
+    assert.throws(
+      () => loadConfig({ DICOM_REMOTE_NODES: 'NOPORT@10.1.2.3,A@10.1.2.3:0,B@bad_host!:104,A@10.1.2.4:104' }),
+      (error: unknown) => {
+        assert.ok(error instanceof ConfigError);
+        assert.deepEqual(error.problems, [
+          'DICOM_REMOTE_NODES: "NOPORT@10.1.2.3" must be TITLE@host:port',
+          'DICOM_REMOTE_NODES: "A@10.1.2.3:0" must end with a port from 1 to 65535',
+          'DICOM_REMOTE_NODES: "B@bad_host!:104" must name an IP address or a host name before the port',
+          'DICOM_REMOTE_NODES: "A" is listed twice',
+        ]);
+        return true;
+      },
+    );
   });
 });
 

@@ -255,6 +255,18 @@ export interface DicomNetworkConfig {
   readonly maxUnassociatedConnections: number;
   /** `DICOM_ASSOCIATION_TIMEOUT_MS`: time from connection to a whole A-ASSOCIATE-RQ; then it is closed. */
   readonly associationTimeoutMs: number;
+  /** `DICOM_REMOTE_NODES`: the devices the service opens associations to, by AE title. */
+  readonly remoteNodes: readonly DicomRemoteNode[];
+  /** `DICOM_COMMITMENT_MAX_INSTANCES`: instances one storage commitment request may name. */
+  readonly commitmentMaxInstances: number;
+}
+
+/** A device the service opens associations to (a storage commitment report after its request's closed). */
+export interface DicomRemoteNode {
+  readonly aeTitle: string;
+  /** An IP address or a host name. */
+  readonly host: string;
+  readonly port: number;
 }
 
 /** The Modality Worklist SCP on the DICOM port (its own section of settings). */
@@ -970,6 +982,18 @@ const DICOM_NETWORK = {
       { min: 100, max: 60_000 },
       'a connection sends its whole A-ASSOCIATE-RQ within this, or is closed ([limits](docs/OPERATIONS.md#dicom-port-limits))',
     ),
+    remoteNodes: optional(
+      'DICOM_REMOTE_NODES',
+      'none',
+      "comma-separated `TITLE@host:port` (`TITLE@[ipv6]:port`): where the service opens an association to a device, for a storage commitment report once the device's request association has closed ([docs/DICOM.md](docs/DICOM.md#storage-commitment))",
+      (raw, reader) => dicomRemoteNodes(raw, reader.problems),
+    ),
+    commitmentMaxInstances: integer(
+      'DICOM_COMMITMENT_MAX_INSTANCES',
+      10_000,
+      { min: 1, max: 100_000 },
+      'instances one storage commitment request may name; more are refused with status 0213 (resource limitation)',
+    ),
   },
 } satisfies ConfigSection;
 
@@ -1185,6 +1209,40 @@ function dicomCallers(raw: string | undefined, isScpOn: boolean, problems: strin
   if (isScpOn && callers.length === 0)
     problems.push('DICOM_ALLOWED_CALLERS must name at least one calling AE title when DICOM_PORT is set');
   return callers;
+}
+
+/**
+ * `DICOM_REMOTE_NODES`: `TITLE@host:port` items (an IPv6 address in brackets), one per AE title. The
+ * service connects only to the nodes listed here, never to an address a peer names.
+ */
+function dicomRemoteNodes(raw: string | undefined, problems: string[]): DicomRemoteNode[] {
+  const nodes: DicomRemoteNode[] = [];
+  for (const item of list(raw)) {
+    const at = item.lastIndexOf('@');
+    const colon = item.lastIndexOf(':');
+    if (at === -1 || colon < at) {
+      problems.push(`DICOM_REMOTE_NODES: "${item}" must be TITLE@host:port`);
+      continue;
+    }
+    const title = aeTitle('DICOM_REMOTE_NODES', item.slice(0, at), problems);
+    let host = item.slice(at + 1, colon).trim();
+    if (host.startsWith('[') && host.endsWith(']')) host = host.slice(1, -1);
+    const portText = item.slice(colon + 1).trim();
+    const port = Number(portText);
+    if (!(
+      isIP(host) !== 0 ||
+      /^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*$/.test(
+        host,
+      )
+    ))
+      problems.push(`DICOM_REMOTE_NODES: "${item}" must name an IP address or a host name before the port`);
+    if (!/^[0-9]{1,5}$/.test(portText) || port < 1 || port > 65535)
+      problems.push(`DICOM_REMOTE_NODES: "${item}" must end with a port from 1 to 65535`);
+    if (nodes.some((n) => n.aeTitle === title))
+      problems.push(`DICOM_REMOTE_NODES: "${title}" is listed twice`);
+    nodes.push({ aeTitle: title, host, port });
+  }
+  return nodes;
 }
 
 /** An IP address, or a subnet `ip/bits` with bits within the address family's length. */

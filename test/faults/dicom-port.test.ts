@@ -1,6 +1,6 @@
 /**
  * Hostile clients on the DICOM port, each attack at a reduced scale: a C-ECHO or C-FIND carrying a large
- * data set, a flood of connections that never associate, a PDU declaring gigabytes then trickling, one
+ * data set, an N-EVENT-REPORT-RSP to no report or an N-ACTION without its data set, a flood of connections that never associate, a PDU declaring gigabytes then trickling, one
  * calling AE or address taking every association, and C-STORE data sets held to the upload memory budget.
  * Throughout each, `/healthz` answers within a second. The peers are raw sockets (`node:net`) speaking
  * the upper layer protocol (PS3.8) byte by byte, from 127.0.0.x addresses (every 127.0.0.0/8 address
@@ -32,6 +32,7 @@ import { until } from '../until.ts';
 const AE = 'CRA_TEST';
 const VERIFICATION = '1.2.840.10008.1.1';
 const SECONDARY_CAPTURE = '1.2.840.10008.5.1.4.1.1.7';
+const STORAGE_COMMITMENT = '1.2.840.10008.1.20.1';
 const IMPLICIT_LE = '1.2.840.10008.1.2';
 const EXPLICIT_LE = '1.2.840.10008.1.2.1';
 const HEALTH_BOUND_MS = 1000;
@@ -86,7 +87,10 @@ function aeField(title: string): Buffer {
   return Buffer.from(title.padEnd(16, ' '), 'ascii');
 }
 
-/** An A-ASSOCIATE-RQ proposing Verification (context 1) and Secondary Capture (context 3). */
+/**
+ * An A-ASSOCIATE-RQ proposing Verification (context 1), Secondary Capture (context 3) and Storage
+ * Commitment Push Model (context 5).
+ */
 function associateRq(callingAe: string): Buffer {
   const fixed = Buffer.alloc(68);
   fixed.writeUInt16BE(1, 0);
@@ -111,6 +115,7 @@ function associateRq(callingAe: string): Buffer {
       item(0x10, Buffer.from('1.2.840.10008.3.1.1.1')),
       context(1, VERIFICATION, [IMPLICIT_LE]),
       context(3, SECONDARY_CAPTURE, [EXPLICIT_LE]),
+      context(5, STORAGE_COMMITMENT, [IMPLICIT_LE]),
       userInfo,
     ]),
   );
@@ -244,6 +249,22 @@ forEachDialect((dialect) => {
         assert.ok((await health.stop()) < HEALTH_BOUND_MS, '/healthz answered within a second');
       });
     }
+
+    it('aborts an N-EVENT-REPORT-RSP to no report and an N-ACTION without a data set on the commitment context', async () => {
+      for (const commandField of [0x8100, 0x0130]) {
+        const peer = new Peer(server.port);
+        await peer.connected();
+        assert.equal(await peer.associate('MODALITY1'), 0x02);
+        peer.received = Buffer.alloc(0);
+        peer.socket.write(pData(5, true, true, commandSet(commandField, STORAGE_COMMITMENT, false)));
+        await until(() => peer.isClosed, { what: 'the association aborted', timeoutMs: 10_000 });
+        assert.deepEqual(
+          peer.pduTypes(),
+          [0x07],
+          `an A-ABORT and nothing else (0x${commandField.toString(16)})`,
+        );
+      }
+    });
 
     it('closes connections beyond the per-address and unassociated limits, and idle ones after the association timeout', async () => {
       const health = watchHealth(app);

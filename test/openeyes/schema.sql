@@ -1843,3 +1843,199 @@ ALTER TABLE `patient_merge_request_version` MODIFY `id` int(11) NOT NULL, DROP P
 
 
 SET foreign_key_checks = 1;
+
+-- --- worklists (m160503_142416, m160510_075145, m160714_084347, m200818_130923, m210111_035237,
+-- m210829_025416, m221124_154300) ------------------------------------------------------------------------
+-- The worklists the Modality Worklist answers from: definitions (with their mappings, accepted values and
+-- display contexts), generated instances (worklist, worklist_attribute, worklist_display_context),
+-- bookings (worklist_patient) and their attribute values. All are createOETable tables (signed int(11)
+-- ids, 1901 audit dates); worklist, worklist_patient, worklist_patient_attribute and worklist_definition
+-- are versioned. Foreign keys to pathway_type and subspecialty are left out with those tables, and
+-- event.worklist_patient_id keeps no key (see the header). Each table is created only where another block
+-- has not.
+
+SET foreign_key_checks = 0;
+
+CREATE TABLE IF NOT EXISTS `worklist_definition` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `name` varchar(255) NOT NULL,
+  `description` text DEFAULT NULL,
+  `worklist_name` varchar(255) DEFAULT NULL,
+  `rrule` text DEFAULT NULL,
+  `start_time` time NOT NULL,
+  `end_time` time NOT NULL,
+  `active_from` datetime NOT NULL,
+  `active_until` datetime DEFAULT NULL,
+  `scheduled` tinyint(1) NOT NULL DEFAULT '0',
+  `display_order` int(8) NOT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  -- m200818: the number space the definition serves (the Patient ID of its worklist answers).
+  `patient_identifier_type_id` int(11) NOT NULL,
+  -- m210829: `int NOT NULL DEFAULT 1`.
+  `pathway_type_id` int(11) NOT NULL DEFAULT '1',
+  PRIMARY KEY (`id`),
+  CONSTRAINT `worklist_definition_fk_patient_identifier_type` FOREIGN KEY (`patient_identifier_type_id`) REFERENCES `patient_identifier_type` (`id`),
+  CONSTRAINT `worklist_definition_lmui_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `worklist_definition_cui_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE IF NOT EXISTS `worklist_definition_mapping` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `worklist_definition_id` int(11) NOT NULL,
+  `key` varchar(255) NOT NULL,
+  `display_order` int(2) DEFAULT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  PRIMARY KEY (`id`),
+  CONSTRAINT `worklist_definition_mapping_wl_fk` FOREIGN KEY (`worklist_definition_id`) REFERENCES `worklist_definition` (`id`) ON DELETE CASCADE,
+  CONSTRAINT `worklist_definition_mapping_lmui_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `worklist_definition_mapping_cui_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE IF NOT EXISTS `worklist_definition_mapping_value` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `worklist_definition_mapping_id` int(11) NOT NULL,
+  `mapping_value` varchar(1024) NOT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  PRIMARY KEY (`id`),
+  CONSTRAINT `worklist_definition_mapping_value_wldm_fk` FOREIGN KEY (`worklist_definition_mapping_id`) REFERENCES `worklist_definition_mapping` (`id`) ON DELETE CASCADE,
+  CONSTRAINT `worklist_definition_mapping_value_lmui_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `worklist_definition_mapping_value_cui_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE IF NOT EXISTS `worklist_definition_display_context` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `worklist_definition_id` int(11) NOT NULL,
+  `firm_id` int(10) unsigned DEFAULT NULL,
+  `subspecialty_id` int(10) unsigned DEFAULT NULL,
+  `site_id` int(10) unsigned DEFAULT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  -- m210111 (not versioned).
+  `institution_id` int(10) unsigned DEFAULT NULL,
+  PRIMARY KEY (`id`),
+  CONSTRAINT `worklist_definition_dispctxt_wl_fk` FOREIGN KEY (`worklist_definition_id`) REFERENCES `worklist_definition` (`id`) ON DELETE CASCADE,
+  CONSTRAINT `worklist_definition_dispctxt_firm_fk` FOREIGN KEY (`firm_id`) REFERENCES `firm` (`id`) ON DELETE CASCADE,
+  CONSTRAINT `worklist_definition_dispctxt_site_fk` FOREIGN KEY (`site_id`) REFERENCES `site` (`id`) ON DELETE CASCADE,
+  CONSTRAINT `worklist_definition_display_context_institution_id_fk` FOREIGN KEY (`institution_id`) REFERENCES `institution` (`id`),
+  CONSTRAINT `worklist_definition_display_context_lmui_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `worklist_definition_display_context_cui_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE IF NOT EXISTS `worklist` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `name` varchar(255) NOT NULL,
+  `description` text DEFAULT NULL,
+  `start` datetime DEFAULT NULL,
+  `end` datetime DEFAULT NULL,
+  `scheduled` tinyint(1) NOT NULL DEFAULT '0',
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  -- m160510: NULL for a manual worklist.
+  `worklist_definition_id` int(11) DEFAULT NULL,
+  PRIMARY KEY (`id`),
+  KEY `worklist_start_IDX` (`start`) USING BTREE,
+  KEY `worklist_end_IDX` (`end`) USING BTREE,
+  CONSTRAINT `worklist_wldfn_fk` FOREIGN KEY (`worklist_definition_id`) REFERENCES `worklist_definition` (`id`) ON DELETE CASCADE,
+  CONSTRAINT `worklist_lmui_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `worklist_cui_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE IF NOT EXISTS `worklist_attribute` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `worklist_id` int(11) NOT NULL,
+  `name` varchar(255) NOT NULL,
+  `display_order` int(3) DEFAULT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  PRIMARY KEY (`id`),
+  UNIQUE KEY `worklist_attribute_unique_order` (`display_order`,`worklist_id`),
+  CONSTRAINT `worklist_attribute_wl_fk` FOREIGN KEY (`worklist_id`) REFERENCES `worklist` (`id`) ON DELETE CASCADE,
+  CONSTRAINT `worklist_attribute_lmui_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `worklist_attribute_cui_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE IF NOT EXISTS `worklist_display_context` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `worklist_id` int(11) NOT NULL,
+  `firm_id` int(10) unsigned DEFAULT NULL,
+  `subspecialty_id` int(10) unsigned DEFAULT NULL,
+  `site_id` int(10) unsigned DEFAULT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `institution_id` int(10) unsigned DEFAULT NULL,
+  PRIMARY KEY (`id`),
+  CONSTRAINT `worklist_dispctxt_wl_fk` FOREIGN KEY (`worklist_id`) REFERENCES `worklist` (`id`) ON DELETE CASCADE,
+  CONSTRAINT `worklist_dispctxt_firm_fk` FOREIGN KEY (`firm_id`) REFERENCES `firm` (`id`) ON DELETE CASCADE,
+  CONSTRAINT `worklist_dispctxt_site_fk` FOREIGN KEY (`site_id`) REFERENCES `site` (`id`) ON DELETE CASCADE,
+  CONSTRAINT `worklist_display_context_institution_id_fk` FOREIGN KEY (`institution_id`) REFERENCES `institution` (`id`),
+  CONSTRAINT `worklist_display_context_lmui_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `worklist_display_context_cui_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE IF NOT EXISTS `worklist_patient` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `worklist_id` int(11) NOT NULL,
+  `patient_id` int(10) unsigned NOT NULL,
+  `when` datetime DEFAULT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  PRIMARY KEY (`id`),
+  CONSTRAINT `worklist_patient_wl_fk` FOREIGN KEY (`worklist_id`) REFERENCES `worklist` (`id`) ON DELETE CASCADE,
+  CONSTRAINT `worklist_patient_p_fk` FOREIGN KEY (`patient_id`) REFERENCES `patient` (`id`) ON DELETE CASCADE,
+  CONSTRAINT `worklist_patient_lmui_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `worklist_patient_cui_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE IF NOT EXISTS `worklist_patient_attribute` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `worklist_attribute_id` int(11) NOT NULL,
+  `worklist_patient_id` int(11) NOT NULL,
+  `attribute_value` varchar(255) DEFAULT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  PRIMARY KEY (`id`),
+  -- m160714, on the base table only.
+  UNIQUE KEY `worklist_patient_attribute_p_unique` (`worklist_attribute_id`,`worklist_patient_id`),
+  CONSTRAINT `worklist_patient_attribute_attr_fk` FOREIGN KEY (`worklist_attribute_id`) REFERENCES `worklist_attribute` (`id`) ON DELETE CASCADE,
+  CONSTRAINT `worklist_patient_attribute_pat_fk` FOREIGN KEY (`worklist_patient_id`) REFERENCES `worklist_patient` (`id`) ON DELETE CASCADE,
+  CONSTRAINT `worklist_patient_attribute_lmui_fk` FOREIGN KEY (`last_modified_user_id`) REFERENCES `user` (`id`),
+  CONSTRAINT `worklist_patient_attribute_cui_fk` FOREIGN KEY (`created_user_id`) REFERENCES `user` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+-- The twins (createOETable(..., true); addOEColumn(..., true) for the definition's two later columns).
+CREATE TABLE `worklist_definition_version` LIKE `worklist_definition`;
+ALTER TABLE `worklist_definition_version` MODIFY `id` int(11) NOT NULL, DROP PRIMARY KEY,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(11) NOT NULL AUTO_INCREMENT PRIMARY KEY;
+CREATE TABLE `worklist_version` LIKE `worklist`;
+ALTER TABLE `worklist_version` MODIFY `id` int(11) NOT NULL, DROP PRIMARY KEY,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(11) NOT NULL AUTO_INCREMENT PRIMARY KEY;
+CREATE TABLE `worklist_patient_version` LIKE `worklist_patient`;
+ALTER TABLE `worklist_patient_version` MODIFY `id` int(11) NOT NULL, DROP PRIMARY KEY,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(11) NOT NULL AUTO_INCREMENT PRIMARY KEY;
+CREATE TABLE `worklist_patient_attribute_version` LIKE `worklist_patient_attribute`;
+ALTER TABLE `worklist_patient_attribute_version` MODIFY `id` int(11) NOT NULL, DROP PRIMARY KEY,
+  DROP INDEX `worklist_patient_attribute_p_unique`,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(11) NOT NULL AUTO_INCREMENT PRIMARY KEY;
+
+SET foreign_key_checks = 1;

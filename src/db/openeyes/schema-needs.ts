@@ -293,6 +293,36 @@ const PAS_TABLE_NEEDS: Readonly<Record<string, TableNeed>> = {
   },
 };
 
+/**
+ * What the Modality Worklist reads: the bookings of automatic worklists (read in place, never written
+ * by the worklist SCP), their instances, definitions, display contexts and attribute values.
+ */
+const WORKLIST_TABLE_NEEDS: Readonly<Record<string, TableNeed>> = {
+  worklist_definition: { columns: { id: read('int'), patient_identifier_type_id: read('int') } },
+  worklist_definition_display_context: {
+    columns: { id: read('int'), worklist_definition_id: read('int'), site_id: read('int') },
+  },
+  worklist: {
+    columns: {
+      id: read('int'),
+      name: read('text'),
+      start: read('datetime'),
+      worklist_definition_id: read('int'),
+    },
+  },
+  worklist_attribute: { columns: { id: read('int'), name: read('text') } },
+  worklist_patient: {
+    columns: { id: read('int'), worklist_id: read('int'), patient_id: read('int'), when: read('datetime') },
+  },
+  worklist_patient_attribute: {
+    columns: {
+      worklist_attribute_id: read('int'),
+      worklist_patient_id: read('int'),
+      attribute_value: read('text'),
+    },
+  },
+};
+
 /** Every OpenEyes table the service reads or writes, by name. */
 export const OPENEYES_TABLE_NEEDS: Readonly<Record<string, TableNeed>> = {
   // --- logins and roles: read only ------------------------------------------------------------------------
@@ -689,4 +719,7 @@ export const OPENEYES_TABLE_NEEDS: Readonly<Record<string, TableNeed>> = {
 
   // --- the PAS endpoint (PASAPI) -------------------------------------------------------------------------
   ...PAS_TABLE_NEEDS,
+
+  // --- the Modality Worklist -----------------------------------------------------------------------------
+  ...WORKLIST_TABLE_NEEDS,
 };

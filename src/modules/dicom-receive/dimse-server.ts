@@ -10,13 +10,14 @@
  *   associated), so that a flood of idle connections can take neither the process's file descriptors
  *   (the HTTP side's) nor every place of the senders. Every PDU goes through `pdu-gate.ts`, which closes a connection that sends no
  *   whole A-ASSOCIATE-RQ within `DICOM_ASSOCIATION_TIMEOUT_MS`, and aborts one that sends a PDU longer
- *   than announced, a command other than C-ECHO and C-STORE, or a data set with a C-ECHO.
+ *   than announced, or a command or data set that the gate does not allow on its context.
  * - Associations: the called AE title must be `DICOM_AE_TITLE`; the calling AE title and the peer address
  *   must match an item of `DICOM_ALLOWED_CALLERS`; beyond `DICOM_MAX_ASSOCIATIONS` open ones, or
  *   `DICOM_MAX_ASSOCIATIONS_PER_AE` of the calling AE title, or `DICOM_MAX_ASSOCIATIONS_PER_ADDRESS` from
  *   the peer's address, a new one is refused as "local limit exceeded" (transient).
  * - Presentation contexts: Verification and the storage classes of `storage-classes.ts`, each with the
- *   first acceptable transfer syntax the sender proposes; anything else is refused per context.
+ *   first acceptable transfer syntax the sender proposes; Modality Worklist FIND and Storage Commitment
+ *   Push Model in Little Endian (Explicit VR preferred); anything else is refused per context.
  * - C-STORE: the data set is kept in memory up to 1 MiB and beyond in a temporary file (`files/spool.ts`),
  *   up to `RAW_BODY_LIMIT_BYTES` (beyond, the store fails with A700 and nothing is kept); it is loaded
  *   under the process's upload memory budget (`UPLOAD_MEMORY_BYTES`, shared with the HTTP uploads), then
@@ -25,6 +26,9 @@
  *   complete leaves nothing.
  * - C-FIND on the Modality Worklist context: answered by the worklist module (`worklist-find.ts`), one
  *   pending response per entry, the next sent once the peer took the last; a C-CANCEL-RQ ends it.
+ * - N-ACTION on the Storage Commitment Push Model context (`storage-commitment.ts`): answered at once,
+ *   then the report (N-EVENT-REPORT-RQ) on this association while it is open; one not answered before
+ *   the association ends goes on a new association to the caller's `DICOM_REMOTE_NODES` entry.
  * - Logs and metrics per association and per store: AE titles, peer address, outcome, status; never a
  *   UID or anything from the data set.
  */
@@ -45,6 +49,7 @@ import { createUploadMemory } from '../../http/upload-spool.ts';
 import type { Logger } from '../../logger.ts';
 import type { AuditTrail } from '../audit/index.ts';
 import type { IntakeService } from '../request-queue/index.ts';
+import type { DicomRemoteNode } from '../../config.ts';
 import type { WorklistFinder } from '../worklist/index.ts';
 import { MODALITY_WORKLIST_FIND, createWorklistFinder } from '../worklist/index.ts';
 import type { AssociationOutcome } from './dicom-metrics.ts';
@@ -67,6 +72,17 @@ import { createDicomReceiver } from './receive.ts';
 import type { ContextKind, GateRefusal } from './pdu-gate.ts';
 import { PduGate } from './pdu-gate.ts';
 import { VERIFICATION_SOP_CLASS, chooseTransferSyntax, findStorageClass } from './storage-classes.ts';
+import type { CommitmentReport } from './storage-commitment.ts';
+import {
+  COMMITMENT_STATUS,
+  REQUEST_COMMITMENT_ACTION,
+  STORAGE_COMMITMENT_INSTANCE,
+  STORAGE_COMMITMENT_PUSH,
+  checkCommitment,
+  readCommitmentRequest,
+  reportRequest,
+  sendReportToNode,
+} from './storage-commitment.ts';
 
 const { Dataset, Implementation, Scp, constants, log: dimseLog, responses } = dcmjsDimse;
 const { PresentationContextResult, RejectReason, RejectResult, RejectSource, Status } = constants;
@@ -80,6 +96,9 @@ type CStoreResponse = Dimse.responses.CStoreResponse;
 type CFindRequest = Dimse.requests.CFindRequest;
 type CCancelRequest = Dimse.requests.CCancelRequest;
 type CFindResponse = Dimse.responses.CFindResponse;
+type NActionRequest = Dimse.requests.NActionRequest;
+type NActionResponse = Dimse.responses.NActionResponse;
+type NEventReportResponse = Dimse.responses.NEventReportResponse;
 /** Why a connection was closed at once: the total or per-address limit, or evicted as the oldest unassociated. */
 type ConnectionRefusal = 'total' | 'address' | 'unassociated';
 
@@ -94,6 +113,8 @@ const IMPLICIT_VR_LITTLE_ENDIAN = '1.2.840.10008.1.2';
 const EXPLICIT_VR_LITTLE_ENDIAN = '1.2.840.10008.1.2.1';
 /** C-FIND "unable to process" (PS3.4 C.4.1.1.4), when the worklist cannot be read. */
 const WORKLIST_UNABLE_TO_PROCESS = 0xc000;
+/** Bytes of a Storage Commitment N-ACTION data set per instance it may name (two UIDs of 64, item tags). */
+const COMMITMENT_BYTES_PER_INSTANCE = 176;
 /** At most one log line per this interval about refused connections (a flood would fill the log). */
 const REFUSAL_LOG_INTERVAL_MS = 10_000;
 
@@ -125,6 +146,7 @@ export interface DicomServerDeps {
 interface ServerContext {
   readonly config: Config;
   readonly logger: Logger;
+  readonly database: Database;
   readonly receiver: DicomReceiver;
   readonly worklist: WorklistFinder;
   readonly audit: AuditTrail;
@@ -157,6 +179,7 @@ export async function startDicomServer(deps: DicomServerDeps): Promise<DicomServ
   const context: ServerContext = {
     config,
     logger,
+    database,
     receiver: deps.receiver ?? createDicomReceiver({ database, config, intake: deps.intake }),
     worklist: createWorklistFinder({ database, config, logger }),
     audit: deps.auditTrail,
@@ -356,11 +379,17 @@ class StoreScp extends Scp {
   private readonly cancelledFinds = new Set<number>();
   /** The data set being received, until it is handed to the store. */
   private collector: DataSetCollector | undefined;
+  /** Storage commitment reports sent on this association and not answered yet. */
+  private readonly unansweredReports = new Set<CommitmentReport>();
+  /** The peer asked to release: nothing more is sent on this association. */
+  private isReleaseRequested = false;
 
   constructor(socket: Socket, address: string, context: ServerContext) {
     let onRefused: (refusal: GateRefusal, detail?: string) => void = () => {};
     const gate = new PduGate(socket, {
       associationTimeoutMs: context.config.dicomNetwork.associationTimeoutMs,
+      commitmentRequestMaxBytes:
+        4096 + context.config.dicomNetwork.commitmentMaxInstances * COMMITMENT_BYTES_PER_INSTANCE,
       onRefused: (refusal, detail) => onRefused(refusal, detail),
     });
     // The library reads and writes through the gate, never the socket itself.
@@ -445,6 +474,7 @@ class StoreScp extends Scp {
   }
 
   override associationReleaseRequested(): void {
+    this.isReleaseRequested = true;
     this.log('info', { stores: this.stores }, 'DICOM association released');
     this.sendAssociationReleaseResponse();
   }
@@ -565,6 +595,101 @@ class StoreScp extends Scp {
     });
   }
 
+  override nActionRequest(request: NActionRequest, callback: (response: NActionResponse) => void): void {
+    const isOverflow = this.gate.takeCommitmentOverflow();
+    const respond = (status: number, comment?: string) => {
+      const response = responses.NActionResponse.fromRequest(request);
+      response.setStatus(status);
+      if (comment !== undefined) response.setErrorComment(comment);
+      this.log(
+        status === Status.Success ? 'info' : 'warn',
+        { status: hex(status) },
+        'DICOM storage commitment request answered',
+      );
+      if (this.peer.destroyed) return;
+      callback(response);
+      this.gate.answered();
+    };
+    if (request.getRequestedSopClassUid() !== STORAGE_COMMITMENT_PUSH)
+      return respond(COMMITMENT_STATUS.invalidObjectInstance, 'not the Storage Commitment Push Model');
+    if (request.getRequestedSopInstanceUid() !== STORAGE_COMMITMENT_INSTANCE)
+      return respond(COMMITMENT_STATUS.invalidObjectInstance, 'not the well-known SOP Instance');
+    if (request.getActionTypeId() !== REQUEST_COMMITMENT_ACTION)
+      return respond(COMMITMENT_STATUS.noSuchAction);
+    const { commitmentMaxInstances } = this.context.config.dicomNetwork;
+    if (isOverflow)
+      return respond(
+        COMMITMENT_STATUS.resourceLimitation,
+        `more than ${commitmentMaxInstances} instances (DICOM_COMMITMENT_MAX_INSTANCES)`,
+      );
+    const reading = readCommitmentRequest(request.getDataset()?.getElements(), commitmentMaxInstances);
+    if (!reading.ok) return respond(reading.status, reading.comment);
+    respond(COMMITMENT_STATUS.success);
+    const transferSyntax =
+      this.association?.getAcceptedPresentationContextFromRequest(request)?.getAcceptedTransferSyntaxUid() ??
+      IMPLICIT_VR_LITTLE_ENDIAN;
+    const work = checkCommitment(this.context.database.db, reading.request).then(
+      (report) => this.deliverReport(report, transferSyntax),
+      (error: unknown) => {
+        // No report can be given: the device sees no answer and asks again (PS3.4 J.3.3).
+        this.log('error', { err: error }, 'DICOM storage commitment check failed');
+      },
+    );
+    this.context.inFlight.add(work);
+    void work.finally(() => this.context.inFlight.delete(work));
+  }
+
+  /** Sends a report on this association while it is open, else on a new one to the caller's node. */
+  private deliverReport(report: CommitmentReport, transferSyntax: string): void {
+    const counts = { committed: report.committed.length, failed: report.failed.length };
+    if (!this.isAssociated || this.isReleaseRequested || this.peer.destroyed)
+      return this.deliverElsewhere(report);
+    const request = reportRequest(report, transferSyntax);
+    this.unansweredReports.add(report);
+    request.on('response', (response: NEventReportResponse) => {
+      this.unansweredReports.delete(report);
+      this.log(
+        'info',
+        { ...counts, status: hex(response.getStatus()) },
+        'DICOM storage commitment report sent on the request association',
+      );
+    });
+    this.gate.expectEventReportResponse();
+    this.sendRequests(request);
+  }
+
+  /** A report that this association cannot carry: on a new association to the caller's remote node. */
+  private deliverElsewhere(report: CommitmentReport): void {
+    const counts = { committed: report.committed.length, failed: report.failed.length };
+    const node: DicomRemoteNode | undefined = this.context.config.dicomNetwork.remoteNodes.find(
+      (n) => n.aeTitle === this.callingAeTitle,
+    );
+    if (node === undefined) {
+      this.log(
+        'warn',
+        counts,
+        'DICOM storage commitment report lost: the caller has no DICOM_REMOTE_NODES entry',
+      );
+      return;
+    }
+    const work = sendReportToNode(
+      report,
+      node,
+      this.context.config.dicomNetwork.aeTitle,
+      this.context.logger,
+    ).then((status) =>
+      this.log(
+        status === undefined ? 'error' : 'info',
+        { ...counts, status: status === undefined ? undefined : hex(status) },
+        status === undefined
+          ? 'DICOM storage commitment report lost: the remote node did not answer'
+          : 'DICOM storage commitment report sent on a new association',
+      ),
+    );
+    this.context.inFlight.add(work);
+    void work.finally(() => this.context.inFlight.delete(work));
+  }
+
   override cCancelRequest(request: CCancelRequest): void {
     this.cancelledFinds.add(request.getMessageIdBeingRespondedTo());
   }
@@ -670,6 +795,8 @@ class StoreScp extends Scp {
   closed(): void {
     this.collector?.destroy();
     this.collector = undefined;
+    for (const report of this.unansweredReports) this.deliverElsewhere(report);
+    this.unansweredReports.clear();
     this.context.unassociated.delete(this);
     if (this.isAssociated) {
       this.isAssociated = false;
@@ -717,6 +844,16 @@ class StoreScp extends Scp {
  */
 function acceptOrRefuse(context: PresentationContext): ContextKind | undefined {
   const abstractSyntax = context.getAbstractSyntaxUid();
+  if (abstractSyntax === STORAGE_COMMITMENT_PUSH) {
+    const proposed = context.getTransferSyntaxUids();
+    const chosen = [EXPLICIT_VR_LITTLE_ENDIAN, IMPLICIT_VR_LITTLE_ENDIAN].find((ts) => proposed.includes(ts));
+    if (chosen === undefined) {
+      context.setResult(PresentationContextResult.RejectTransferSyntaxesNotSupported);
+      return undefined;
+    }
+    context.setResult(PresentationContextResult.Accept, chosen);
+    return 'commitment';
+  }
   if (abstractSyntax === MODALITY_WORKLIST_FIND) {
     // The worklist identifiers are read and written in Little Endian, Explicit VR preferred.
     const proposed = context.getTransferSyntaxUids();
@@ -794,7 +931,7 @@ function normaliseAddress(address: string): string {
   return address.startsWith('::ffff:') && address.includes('.') ? address.slice(7) : address;
 }
 
-function hex(status: FailureReason): string {
+function hex(status: number): string {
   return `0x${status.toString(16).toUpperCase().padStart(4, '0')}`;
 }
 

@@ -17,8 +17,14 @@
  *   context and C-STORE-RQ with one on a storage context are allowed, and data set fragments only after a
  *   C-STORE-RQ on its context. On a Modality Worklist context, a C-FIND-RQ with an identifier of at most
  *   `MAX_IDENTIFIER_BYTES`, whose elements and sequence depth the worklist module's bounded reader checks
- *   before the library sees it; while its answers go out, only a C-CANCEL-RQ for it is read. Anything else aborts the association (A-ABORT from the service provider)
- *   before a byte of it reaches the library: no data set of another command is ever buffered or parsed.
+ *   before the library sees it; while its answers go out, only a C-CANCEL-RQ for it is read. On a Storage
+ *   Commitment context, an N-ACTION-RQ whose data set the gate holds back until it is whole (so that the
+ *   library buffers nothing unbounded): up to `commitmentRequestMaxBytes` it is handed on as received;
+ *   beyond, the rest is discarded and the library gets a stand-in data set, the SCP is told
+ *   ({@link PduGate.takeCommitmentOverflow}) and refuses the request with a status; and the peer's
+ *   N-EVENT-REPORT-RSP to a report the SCP sent ({@link PduGate.expectEventReportResponse}). Anything else
+ *   aborts the association (A-ABORT from the service provider) before a byte of it reaches the library:
+ *   no data set of another command is ever buffered or parsed.
  *
  * Buffering is linear: chunks are kept in a list and each PDU is copied out once when whole.
  */
@@ -44,6 +50,8 @@ const C_STORE_RQ = 0x0001;
 const C_ECHO_RQ = 0x0030;
 const C_FIND_RQ = 0x0020;
 const C_CANCEL_RQ = 0x0fff;
+const N_ACTION_RQ = 0x0130;
+const N_EVENT_REPORT_RSP = 0x8100;
 /** Command Data Set Type (0000,0800) meaning "no data set". */
 const NO_DATA_SET = 0x0101;
 /** A-ABORT source "service provider" and reasons (PS3.8 9.3.8). */
@@ -54,7 +62,7 @@ const ABORT_INVALID_PARAMETER = 6;
 const LINGER_MS = 2000;
 
 /** What an accepted presentation context carries. */
-export type ContextKind = 'verification' | 'storage' | 'worklist';
+export type ContextKind = 'verification' | 'storage' | 'worklist' | 'commitment';
 
 /** Why the gate closed the connection (for the log and metrics; never a value the peer sent). */
 export type GateRefusal =
@@ -76,6 +84,8 @@ export type GateRefusal =
 
 export interface PduGateOptions {
   readonly associationTimeoutMs: number;
+  /** Largest Storage Commitment N-ACTION data set handed on; a longer one is cut off and flagged. */
+  readonly commitmentRequestMaxBytes: number;
   /** Called once when the gate closes the connection. */
   readonly onRefused: (refusal: GateRefusal, detail?: string) => void;
 }
@@ -110,6 +120,15 @@ export class PduGate extends EventEmitter {
   /** The context of the C-FIND being answered, and whether its C-CANCEL-RQ came. */
   private findContext: number | undefined;
   private isCancelSeen = false;
+  /** The N-ACTION data set's PDVs held back (each a whole PDV item), their size, and whether it overflowed. */
+  private commitmentItems: Buffer[] = [];
+  private commitmentBytes = 0;
+  private isCommitmentOverflow = false;
+  private overflowSeen = false;
+  /** N-EVENT-REPORT-RQs the SCP sent whose responses have not come. */
+  private expectedReportResponses = 0;
+  /** The PDUs to hand on instead of the one checked (set by `checkPData` when it holds PDVs back). */
+  private replacement: Buffer[] | undefined;
   /** A whole request passed and is not answered yet: nothing more is read until it is. */
   private isAwaitingAnswer = false;
   private isDraining = false;
@@ -187,6 +206,18 @@ export class PduGate extends EventEmitter {
     setTimeout(() => this.socket.destroy(), LINGER_MS).unref();
   }
 
+  /** Whether the N-ACTION data set handed on last was cut off at the limit (once). */
+  takeCommitmentOverflow(): boolean {
+    const overflow = this.overflowSeen;
+    this.overflowSeen = false;
+    return overflow;
+  }
+
+  /** The SCP sent an N-EVENT-REPORT-RQ: its N-EVENT-REPORT-RSP may come. */
+  expectEventReportResponse(): void {
+    this.expectedReportResponses += 1;
+  }
+
   /** The identifier of the C-FIND-RQ passed last and its presentation context (once). */
   takeIdentifier(): { identifier: Buffer; contextId: number } | undefined {
     const identifier = this.identifier;
@@ -256,8 +287,15 @@ export class PduGate extends EventEmitter {
       clearTimeout(this.timer);
       this.phase = 'deciding';
     } else if (pdu[0] === PDU.pData) {
+      this.replacement = undefined;
       const refusal = this.checkPData(pdu);
       if (refusal !== undefined) return this.close(refusal.refusal, refusal.detail);
+      const replacement = this.replacement as Buffer[] | undefined;
+      if (replacement !== undefined) {
+        this.replacement = undefined;
+        for (const part of replacement) this.emit('data', part);
+        return;
+      }
     }
     this.emit('data', pdu);
   }
@@ -265,11 +303,14 @@ export class PduGate extends EventEmitter {
   /** Checks the PDVs of a P-DATA-TF (PS3.8 9.3.5) against the DIMSE state, advancing it. */
   private checkPData(pdu: Buffer): { refusal: GateRefusal; detail?: string } | undefined {
     let offset = PDU_HEADER_BYTES;
+    /** The PDV items handed on as they are, when some of this PDU's are held back. */
+    const passed: Buffer[] = [];
+    let isHolding = false;
+    const release: Buffer[] = [];
     while (offset < pdu.length) {
-      if (this.isAwaitingAnswer && (this.findContext === undefined || this.isCancelSeen))
-        return { refusal: 'request-before-answer' };
       if (offset + 6 > pdu.length) return { refusal: 'malformed-pdu' };
       const itemLength = pdu.readUInt32BE(offset);
+      const start = offset;
       const end = offset + 4 + itemLength;
       if (itemLength < 2 || end > pdu.length) return { refusal: 'malformed-pdu' };
       const contextId = pdu[offset + 4]!;
@@ -281,6 +322,20 @@ export class PduGate extends EventEmitter {
       if (control > 3) return { refusal: 'malformed-pdu' };
       const isCommand = (control & 1) === 1;
       const isLast = (control & 2) === 2;
+      // The peer's answer to a report the SCP sent may come at any time, whole in one PDV.
+      if (isCommand && isLast && kind === 'commitment' && this.command.length === 0) {
+        const fields = readCommand(value);
+        if (fields?.commandField === N_EVENT_REPORT_RSP) {
+          if (this.expectedReportResponses === 0) return { refusal: 'unexpected-pdu' };
+          if (fields.dataSetType !== NO_DATA_SET)
+            return { refusal: 'data-set-not-allowed', detail: 'N-EVENT-REPORT-RSP' };
+          this.expectedReportResponses -= 1;
+          passed.push(pdu.subarray(start, end));
+          continue;
+        }
+      }
+      if (this.isAwaitingAnswer && (this.findContext === undefined || this.isCancelSeen))
+        return { refusal: 'request-before-answer' };
       if (this.isAwaitingAnswer) {
         // Only the C-CANCEL-RQ of the C-FIND being answered, whole in one PDV, without a data set.
         const fields = isCommand && isLast && this.command.length === 0 ? readCommand(value) : undefined;
@@ -309,7 +364,33 @@ export class PduGate extends EventEmitter {
         }
         continue;
       }
+      if (!isCommand && kind === 'commitment') {
+        if (this.dataSetContext !== contextId) return { refusal: 'unexpected-data-set' };
+        isHolding = true;
+        if (!this.isCommitmentOverflow) {
+          this.commitmentBytes += value.length;
+          if (this.commitmentBytes > this.options.commitmentRequestMaxBytes) {
+            this.isCommitmentOverflow = true;
+            this.commitmentItems = [];
+          } else this.commitmentItems.push(Buffer.from(pdu.subarray(start, end)));
+        }
+        if (isLast) {
+          release.push(
+            ...(this.isCommitmentOverflow
+              ? [standInDataSet(contextId, this.explicitVrContexts.has(contextId))]
+              : this.commitmentItems),
+          );
+          this.overflowSeen = this.isCommitmentOverflow;
+          this.commitmentItems = [];
+          this.commitmentBytes = 0;
+          this.isCommitmentOverflow = false;
+          this.dataSetContext = undefined;
+          this.isAwaitingAnswer = true;
+        }
+        continue;
+      }
       if (!isCommand) {
+        passed.push(pdu.subarray(start, end));
         if (this.dataSetContext !== contextId) return { refusal: 'unexpected-data-set' };
         if (isLast) {
           this.dataSetContext = undefined;
@@ -317,6 +398,7 @@ export class PduGate extends EventEmitter {
         }
         continue;
       }
+      passed.push(pdu.subarray(start, end));
       if (this.dataSetContext !== undefined) return { refusal: 'unexpected-data-set' };
       this.commandBytes += value.length;
       if (this.commandBytes > MAX_COMMAND_BYTES) return { refusal: 'command-too-large' };
@@ -336,10 +418,18 @@ export class PduGate extends EventEmitter {
       } else if (fields.commandField === C_STORE_RQ && kind === 'storage') {
         if (!hasDataSet) return { refusal: 'malformed-command' };
         this.dataSetContext = contextId;
+      } else if (fields.commandField === N_ACTION_RQ && kind === 'commitment') {
+        if (!hasDataSet) return { refusal: 'malformed-command' };
+        this.dataSetContext = contextId;
       } else {
         return { refusal: 'command-not-implemented', detail: hex(fields.commandField) };
       }
     }
+    if (isHolding)
+      this.replacement = [
+        ...(passed.length > 0 ? [pDataOf(passed)] : []),
+        ...release.map((item) => pDataOf([item])),
+      ];
     return undefined;
   }
 
@@ -410,6 +500,23 @@ export function readCommand(bytes: Buffer): { commandField: number; dataSetType:
     offset += 8 + length;
   }
   return commandField === undefined ? undefined : { commandField, dataSetType };
+}
+
+/** A P-DATA-TF PDU of whole PDV items. */
+function pDataOf(items: readonly Buffer[]): Buffer {
+  const length = items.reduce((sum, item) => sum + item.length, 0);
+  const header = Buffer.from([PDU.pData, 0, 0, 0, 0, 0]);
+  header.writeUInt32BE(length, 2);
+  return Buffer.concat([header, ...items], PDU_HEADER_BYTES + length);
+}
+
+/**
+ * The last data set PDV handed on in place of a cut-off N-ACTION data set: one empty Transaction UID
+ * (0008,1195) in the context's transfer syntax (Implicit or Explicit VR Little Endian).
+ */
+function standInDataSet(contextId: number, isExplicitVr: boolean): Buffer {
+  const lengthOrVr = isExplicitVr ? [0x55, 0x49, 0, 0] : [0, 0, 0, 0];
+  return Buffer.from([0, 0, 0, 10, contextId, 0x02, 0x08, 0x00, 0x95, 0x11, ...lengthOrVr]);
 }
 
 function hex(value: number): string {

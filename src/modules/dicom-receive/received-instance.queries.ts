@@ -77,3 +77,45 @@ export async function findReceipt(
     .where('sop_instance_uid', '=', sopInstanceUid)
     .executeTakeFirst();
 }
+
+export interface HeldInstanceRow {
+  readonly sopInstanceUid: string;
+  readonly sopClassUid: string;
+  /** The instance's last request still holds its bytes (`REQUEST_BLOB.blob_data` not dropped). */
+  readonly isHeld: boolean;
+}
+
+/**
+ * The receipts of `sopInstanceUids`, each with whether the request it last became still holds the
+ * received bytes. A receipt is written in the transaction of its request, so a row means a committed
+ * request; the bytes may since have been dropped by the clean-up policy (`QUEUE_DROP_BLOB_REQUEST_TYPES`).
+ */
+export async function findHeldInstances(
+  db: Kysely<DB>,
+  sopInstanceUids: readonly string[],
+): Promise<HeldInstanceRow[]> {
+  if (sopInstanceUids.length === 0) return [];
+  const rows = await receivedDb(db)
+    .selectFrom('dicom_received_instance as r')
+    .select((eb) => [
+      'r.sop_instance_uid as sopInstanceUid',
+      'r.sop_class_uid as sopClassUid',
+      eb
+        .exists(
+          eb
+            .selectFrom('attachment_data as a')
+            .select('a.id')
+            .whereRef('a.request_id', '=', 'r.last_request_id')
+            .where('a.attachment_mnemonic', '=', 'REQUEST_BLOB')
+            .where('a.blob_data', 'is not', null),
+        )
+        .as('held'),
+    ])
+    .where('r.sop_instance_uid', 'in', [...sopInstanceUids])
+    .execute();
+  return rows.map((row) => ({
+    sopInstanceUid: row.sopInstanceUid,
+    sopClassUid: row.sopClassUid,
+    isHeld: Number(row.held) === 1 || (row.held as unknown) === true,
+  }));
+}
