@@ -2,7 +2,8 @@
  * Signature import: validation, files, signature row, CVI text and import log. Validates everything before
  * writing anything, then stores the files durably and commits every row in one transaction; a failure removes
  * the files it wrote. Every attempt that reaches this service leaves exactly one import log row; a body
- * refused before validation (400, 413) never reaches it and leaves none.
+ * refused before validation (400, 413) never reaches it and leaves none. A refused attempt keeps its
+ * original only when its code resolved to an event.
  */
 import path from 'node:path';
 import type { Database } from '../../db/database.ts';
@@ -132,13 +133,17 @@ export function createSignatureService(deps: SignatureServiceDeps): SignatureSer
     return file === undefined ? undefined : { filename: log.filename };
   }
 
-  /** Refused: a status 3 log, with the original stored only when it is a valid image. */
+  /**
+   * Refused: a status 3 log, with the original stored only when it is a valid image of a resolved
+   * event (staff can crop it by hand). A code that resolves to no event stores nothing but its log
+   * row: the endpoint is anonymous, and a kept original per wrong code would let anyone fill the disk.
+   */
   async function recordInvalid(input: SignatureInput, checked: Checked): Promise<SignatureOutcome> {
     const message = capText(checked.messages.join(' '), MAX_RETURN_MESSAGE_CHARS);
     const eventId = checked.event?.eventId ?? null;
     const at = formatDateTime(now());
     const originalField = input.origImage.state === 'absent' ? input.image : input.origImage;
-    if (checked.reused !== undefined || originalField.state !== 'valid') {
+    if (checked.reused !== undefined || checked.event === undefined || originalField.state !== 'valid') {
       const logId = await writeTransaction((trx) =>
         insertImportLog(trx, {
           filename: checked.reused?.filename ?? '',
