@@ -11,6 +11,7 @@ import type { DB } from '../../db/schema.ts';
 import { formatDateTime } from '../../db/stored-time.ts';
 import { scanPage } from '../../db/window-scan.ts';
 import type { FileStore } from '../../files/file-store.ts';
+import { importLogAuditDates } from './signature.queries.ts';
 
 export const IMPORT_LOG_STATUS = { failed: 3, success: 4, manual: 5, manualIgnore: 6 } as const;
 export type ImportLogStatusId = (typeof IMPORT_LOG_STATUS)[keyof typeof IMPORT_LOG_STATUS];
@@ -267,12 +268,16 @@ export async function markImportLog(
   },
 ): Promise<ImportLogChange> {
   const { id, statusId } = change;
-  // The date as the insert writes it (the stored time zone: local time on OpenEyes).
-  const today = formatDateTime(change.now ?? new Date()).slice(0, 10);
+  // As the insert writes it: the stored time zone (local time on OpenEyes), the date alone in a DATE column.
+  const { lastModifiedDate } = await importLogAuditDates(database, formatDateTime(change.now ?? new Date()));
   const updated = await database.writeTransaction(async (trx) => {
     const result = await trx
       .updateTable('signature_import_log')
-      .set({ status_id: statusId, last_modified_date: today, last_modified_user_id: change.userId })
+      .set({
+        status_id: statusId,
+        last_modified_date: lastModifiedDate,
+        last_modified_user_id: change.userId,
+      })
       .where('id', '=', id)
       .where('status_id', '=', IMPORT_LOG_STATUS.failed)
       .executeTakeFirst();

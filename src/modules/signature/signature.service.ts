@@ -15,12 +15,13 @@ import type { SignatureInput } from './signature-body.ts';
 import { capText, MAX_RETURN_MESSAGE_CHARS } from './signature-body.ts';
 import type { DecodedImage } from './signature-image.ts';
 import { IMAGE_EXTENSIONS, IMAGE_MIME_TYPES } from './signature-image.ts';
-import type { CodeEvent, NewProtectedFile } from './signature.queries.ts';
+import type { CodeEvent, ImportLogAuditDates, NewProtectedFile } from './signature.queries.ts';
 import { saveSignatureInOneStatement } from './signature.queries.postgres.ts';
 import {
   findEventByCode,
   findImportLog,
   findProtectedFileByUid,
+  importLogAuditDates,
   insertImportLog,
   insertPatientSignature,
   insertProtectedFiles,
@@ -76,6 +77,11 @@ export function createSignatureService(deps: SignatureServiceDeps): SignatureSer
   const { db, writeTransaction } = deps.database;
   const files = deps.files;
   const now = deps.now ?? (() => new Date());
+
+  /** The time columns of an import log row written at `at` (stored date-time text). */
+  async function logStampOf(at: string): Promise<{ now: string; auditDates: ImportLogAuditDates }> {
+    return { now: at, auditDates: await importLogAuditDates(deps.database, at) };
+  }
 
   /** The validation messages, in the original's exact order. */
   async function check(input: SignatureInput): Promise<Checked> {
@@ -142,6 +148,7 @@ export function createSignatureService(deps: SignatureServiceDeps): SignatureSer
     const message = capText(checked.messages.join(' '), MAX_RETURN_MESSAGE_CHARS);
     const eventId = checked.event?.eventId ?? null;
     const at = formatDateTime(now());
+    const stamp = await logStampOf(at);
     const originalField = input.origImage.state === 'absent' ? input.image : input.origImage;
     if (checked.reused !== undefined || checked.event === undefined || originalField.state !== 'valid') {
       const logId = await writeTransaction((trx) =>
@@ -151,7 +158,7 @@ export function createSignatureService(deps: SignatureServiceDeps): SignatureSer
           returnMessage: message,
           eventId,
           croppedFileId: null,
-          now: at,
+          ...stamp,
         }),
       );
       return { kind: 'invalid', message, logId };
@@ -167,7 +174,7 @@ export function createSignatureService(deps: SignatureServiceDeps): SignatureSer
           returnMessage: message,
           eventId,
           croppedFileId: null,
-          now: at,
+          ...stamp,
         });
       });
       return { kind: 'invalid', message, logId };
@@ -193,6 +200,7 @@ export function createSignatureService(deps: SignatureServiceDeps): SignatureSer
           : signature;
     const date = now();
     const at = formatDateTime(date);
+    const stamp = await logStampOf(at);
     const epochSeconds = Math.floor(date.getTime() / 1000);
     const written: StoredFile[] = [];
     try {
@@ -247,7 +255,7 @@ export function createSignatureService(deps: SignatureServiceDeps): SignatureSer
         statusId: LOG_STATUS.success,
         returnMessage,
         eventId: event.eventId,
-        now: at,
+        ...stamp,
       } as const;
       const { dialect, schema } = deps.database;
       // One statement where the engine allows it; a schema that keeps row versions takes the
@@ -272,6 +280,7 @@ export function createSignatureService(deps: SignatureServiceDeps): SignatureSer
     } catch (error) {
       await Promise.allSettled(written.map((file) => files.remove(file.uid)));
       const errorClass = errorClassOf(error);
+      const failedStamp = await logStampOf(formatDateTime(now()));
       const logId = await writeTransaction((trx) =>
         insertImportLog(trx, {
           filename: reused?.filename ?? '',
@@ -279,7 +288,7 @@ export function createSignatureService(deps: SignatureServiceDeps): SignatureSer
           returnMessage: `${MESSAGES.failed} ${errorClass}`,
           eventId: event.eventId,
           croppedFileId: null,
-          now: formatDateTime(now()),
+          ...failedStamp,
         }),
       );
       return { kind: 'failed', logId, errorClass };
