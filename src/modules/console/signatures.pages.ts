@@ -1,7 +1,8 @@
 /**
  * Signature import log pages (OpenEyes's viewer of `signature_import_log`): the list with the original's
  * filters, one attempt with its original capture, the manual crop (re-posted through the signature module's
- * import, as sign/add with `original_log_id`, then marked 5 Manual) and "Manual ignore" (6).
+ * import, as sign/add with `original_log_id`, then marked 5 Manual) and "Manual ignore" (6). A crop and
+ * the import made from it link to each other, and the crop shows its import's event and patient.
  */
 import { createHash } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
@@ -10,6 +11,7 @@ import type { ImportLogFilter, ImportLogStatusId } from '../signature/index.ts';
 import {
   IMPORT_LOG_STATUS,
   createManualCropper,
+  findCropLinks,
   findImportLogDetail,
   findMissingOriginals,
   listImportLogs,
@@ -66,10 +68,14 @@ export function registerSignaturePages(app: FastifyInstance, ctx: ConsoleContext
       ...(to === undefined ? {} : { to }),
     };
     const page = await listImportLogs(db, filter, before === undefined ? {} : { before });
+    const links = await findCropLinks(db, page.rows);
     const [patients, missingOriginals] = await Promise.all([
       describePatients(
         db,
-        page.rows.flatMap((r) => (r.patientId === null ? [] : [r.patientId])),
+        page.rows.flatMap((r) => {
+          const patientId = r.patientId ?? links.get(r.id)?.importedAs?.patientId ?? null;
+          return patientId === null ? [] : [patientId];
+        }),
       ),
       findMissingOriginals(
         db,
@@ -91,6 +97,7 @@ export function registerSignaturePages(app: FastifyInstance, ctx: ConsoleContext
       form: { from: ctx.siteTime.toLocalInput(from), to: ctx.siteTime.toLocalInput(to) },
       statusChoices: STATUS_CHOICES,
       page,
+      links,
       patients,
       missingOriginals,
       firstUrl: before === undefined ? undefined : consoleUrl('/console/signatures', echo),
@@ -116,8 +123,10 @@ export function registerSignaturePages(app: FastifyInstance, ctx: ConsoleContext
     request.consoleAudit ??= { targetType: 'signature_import_log', targetIds: [id] };
     const log = await findImportLogDetail(db, id, files);
     if (log === undefined) throw notFoundPage(`Signature import ${id}`);
-    const patient =
-      log.patientId === null ? undefined : (await describePatients(db, [log.patientId])).get(log.patientId);
+    const link = (await findCropLinks(db, [log])).get(id);
+    // A crop's own row may have resolved no event: it shows the event and patient of its import.
+    const patientId = log.patientId ?? link?.importedAs?.patientId ?? null;
+    const patient = patientId === null ? undefined : (await describePatients(db, [patientId])).get(patientId);
     return ctx.render(
       request,
       reply,
@@ -126,6 +135,7 @@ export function registerSignaturePages(app: FastifyInstance, ctx: ConsoleContext
         title: `Signature import #${id}`,
         nav: 'signatures',
         log,
+        link,
         patient,
         code: options.code ?? log.eventCode ?? '',
         crop: log.original !== undefined && log.statusId === IMPORT_LOG_STATUS.failed,

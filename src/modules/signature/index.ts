@@ -27,6 +27,7 @@
  */
 export { signatureRoutes } from './signature.routes.ts';
 export type {
+  CropLink,
   ImportLogChange,
   ImportLogDetail,
   ImportLogFilter,
@@ -37,6 +38,7 @@ export type {
 } from './import-log.ts';
 export {
   IMPORT_LOG_STATUS,
+  findCropLinks,
   findImportLogDetail,
   findMissingOriginals,
   importLogStatusName,
