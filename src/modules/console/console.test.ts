@@ -646,6 +646,24 @@ forEachDialect((dialect) => {
         assert.match(importRow, new RegExp(`<td>${lastName}, `));
       });
 
+      it('accepts a crop larger than the sign/add body limit (a PNG crop may outweigh its original)', async () => {
+        const user = await createOperator(app.db);
+        const { event, logId } = await createFailedUpload(app);
+        const client = new ConsoleClient(app);
+        await client.signIn(user);
+        const page = `/console/signatures/${logId}`;
+        const html = await (await client.get(page)).text();
+        const image = `data:image/png;base64,${b64(makePng(1000, 560, { isNoisy: true }))}`;
+        assert.ok(image.length > app.config.limits.signatureBodyBytes, String(image.length));
+        const response = await client.post(`${page}/crop`, {
+          _csrf: csrfOf(html, `${page}/crop`),
+          code: event.code,
+          image,
+        });
+        assert.equal(response.status, 303);
+        assert.match(response.headers.get('location') ?? '', /result=saved&import=\d+&marked=1$/);
+      });
+
       it("shows sign/add's 422 messages for a crop that cannot be saved, and keeps the import failed", async () => {
         const user = await createOperator(app.db);
         const { logId } = await createFailedUpload(app);

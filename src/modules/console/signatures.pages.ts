@@ -33,6 +33,14 @@ import type { ConsoleGuard } from './console-guard.ts';
 
 type Query = Record<string, string | string[] | undefined>;
 
+/**
+ * The crop form's body: the cropped image travels in it as a PNG data URL of at most 1600 x 900 pixels
+ * (assets/crop.js), which is about 4.3 MB of PNG at worst, 6.2 MB once base64 and form-encoded. It is
+ * sized for that rather than by SIGN_BODY_LIMIT_BYTES: a PNG of a crop can be larger than the
+ * (JPEG) original it was cut from, and this route is behind a console login.
+ */
+const CROP_BODY_LIMIT_BYTES = 8 * 1024 * 1024;
+
 const STATUS_CHOICES: readonly [ImportLogStatusId, string][] = [
   [3, 'Failed'],
   [4, 'Success'],
@@ -41,7 +49,7 @@ const STATUS_CHOICES: readonly [ImportLogStatusId, string][] = [
 ];
 
 export function registerSignaturePages(app: FastifyInstance, ctx: ConsoleContext, guard: ConsoleGuard): void {
-  const { database, files, config } = ctx.deps;
+  const { database, files } = ctx.deps;
   const db = database.db;
   const cropper = createManualCropper({ database, files });
   const guardClinical = guard(OPERATIONS.clinical);
@@ -196,8 +204,7 @@ export function registerSignaturePages(app: FastifyInstance, ctx: ConsoleContext
     {
       preHandler: guardClinical,
       config: { consoleAction: 'console.signature.crop' },
-      // The cropped image travels as a data URL in the form: the sign/add body limit applies.
-      bodyLimit: config.limits.signatureBodyBytes,
+      bodyLimit: CROP_BODY_LIMIT_BYTES,
     },
     async (request, reply) => {
       const id = logIdOf(request.params);
