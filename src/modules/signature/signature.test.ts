@@ -142,6 +142,11 @@ forEachDialect((dialect) => {
       assert.equal(log.return_message, `${body.extra_info as string} ${event.code}`);
       assert.equal(log.cropped_file_id, signature.signature_file_id);
       assert.ok(!path.isAbsolute(log.filename), 'the log stores a path relative to FILES_DIR');
+      // The own schema's audit dates of the import log are DATE columns (as OpenEyes first declared them).
+      const importDate = String(log.import_datetime).slice(0, 10);
+      assert.match(importDate, /^\d{4}-\d{2}-\d{2}$/);
+      assert.equal(String(log.created_date), importDate);
+      assert.equal(String(log.last_modified_date), importDate);
 
       const sigFile = await app.db
         .selectFrom('protected_file')
