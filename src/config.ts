@@ -792,10 +792,10 @@ const LIMITS = {
   settings: {
     signatureBodyBytes: integer(
       'SIGN_BODY_LIMIT_BYTES',
-      10 * MiB,
+      2 * MiB,
       { min: 1024, max: 1024 * MiB },
-      'sign/add body limit (413)',
-      '10 MiB',
+      'sign/add body limit (413): the JSON with the base64 signature and original capture',
+      '2 MiB',
     ),
     jsonBodyBytes: integer(
       'JSON_BODY_LIMIT_BYTES',

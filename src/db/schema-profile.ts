@@ -57,6 +57,13 @@ export interface SchemaProfile {
   readonly uploadRequestType: string | undefined;
   /** The highest code point a text column holds (U+FFFF for utf8mb3). */
   readonly maxTextCodePoint: number;
+  /**
+   * Which of `signature_import_log.created_date` / `last_modified_date` hold a time of day. The own
+   * schema declares both DATE (as OpenEyes first did); an OpenEyes database created by its migrations has
+   * datetime columns, an older table altered by hand may still have DATE. Read once per process.
+   */
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  readonly importLogTimedDates: (db: Kysely<any>) => Promise<TimedAuditDates>;
   /** True where {@link keepRowVersions} writes anything (the schema has `_version` twins). */
   readonly keepsRowVersions: boolean;
   /** Keeps the previous versions of the rows `ids` of `table` before they are updated or deleted. */
@@ -72,6 +79,12 @@ export interface SchemaProfile {
   ) => Promise<{ release(): Promise<void> }>;
 }
 
+/** Which audit date columns of a table hold a date-time (true) rather than a date (false). */
+export interface TimedAuditDates {
+  readonly createdDate: boolean;
+  readonly lastModifiedDate: boolean;
+}
+
 /** The service's own schema (every engine). */
 export const OWN_SCHEMA: SchemaProfile = {
   name: 'own',
@@ -83,6 +96,7 @@ export const OWN_SCHEMA: SchemaProfile = {
   attachmentElementTable: undefined,
   uploadRequestType: 'attachment_upload',
   maxTextCodePoint: 0x10ffff,
+  importLogTimedDates: async () => ({ createdDate: false, lastModifiedDate: false }),
   keepsRowVersions: false,
   keepRowVersions: async () => {},
 };

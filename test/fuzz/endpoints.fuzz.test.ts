@@ -752,7 +752,7 @@ async function check(world: World, c: FuzzCase, tally: Tally): Promise<void> {
         fail,
       );
     } else if (response.status === 422 && carriesImage(c.request.body)) {
-      // A refused post keeps its decodable original image, for an operator's manual crop.
+      // A refused post keeps at most its decodable original image (for a resolved event), for a manual crop.
       const added = after.protected_file - before.protected_file;
       if (added > 1 || after.files - before.files !== added)
         fail('a refused signature kept more than its original');

@@ -814,12 +814,13 @@ describe('DATABASE_SCHEMA=openeyes on an OpenEyes v6.8-shaped database', { skip 
     const suggested = await runCli(env, ['openeyes', 'suggest-indexes']);
     assert.equal(suggested.status, 0, suggested.stderr);
     const ddl = suggested.stdout.split('\n').filter((line) => line.startsWith('ALTER TABLE'));
-    // The v6.8 schema serves identifier search and the foreign keys; these six it lacks.
+    // The v6.8 schema serves identifier search and the foreign keys; these seven it lacks.
     assert.deepEqual(ddl.map((line) => /ADD INDEX `(\w+)`/.exec(line)?.[1]).sort(), [
       'cra_contact_first_name',
       'cra_contact_last_first_name',
       'cra_request_routine_claim',
       'cra_request_routine_request_sequence',
+      'cra_signature_import_log_filename',
       'cra_unique_codes_code',
       'cra_user_authentication_username',
     ]);

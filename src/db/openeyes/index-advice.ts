@@ -62,6 +62,13 @@ export const OPENEYES_INDEX_NEEDS: readonly IndexNeed[] = [
     columns: ['request_id', 'execute_sequence'],
     purpose: 'queue worker and status: the routines of one request in execution order (the ordering rule)',
   },
+  {
+    name: 'cra_signature_import_log_filename',
+    table: 'signature_import_log',
+    columns: ['filename', 'id'],
+    purpose:
+      'console signature imports: a manual crop and the import made from it (rows sharing one original)',
+  },
 ];
 
 interface IndexColumnRow {

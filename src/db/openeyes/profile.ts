@@ -4,12 +4,14 @@
  * are copied into `<table>_version` with `version_date` = now, as OpenEyes's `BaseActiveRecordVersioned`
  * does, so that OpenEyes's history screens stay right. The copy names its columns: those of the table that
  * its twin also has (twins can drift from their table), read once per table from `information_schema`.
+ * The types of `signature_import_log`'s audit dates are read from there once too (DATE or datetime).
  */
 import type { Kysely } from 'kysely';
 import { sql } from 'kysely';
-import type { SchemaProfile } from '../schema-profile.ts';
+import type { SchemaProfile, TimedAuditDates } from '../schema-profile.ts';
 import { nowDateTime } from '../stored-time.ts';
 import { holdQueueLocks } from './queue-guard.ts';
+import { readColumns } from './schema-check.ts';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type AnyKysely = Kysely<any>;
@@ -31,9 +33,20 @@ async function sharedColumns(db: AnyKysely, table: string): Promise<string[]> {
   return shared;
 }
 
+/** Whether the audit date columns of `signature_import_log` are datetime (or timestamp) rather than DATE. */
+async function readImportLogTimedDates(db: AnyKysely): Promise<TimedAuditDates> {
+  const columns = (await readColumns(db, ['signature_import_log'])).get('signature_import_log');
+  const isTimed = (name: string) => {
+    const type = columns?.get(name)?.dataType;
+    return type === 'datetime' || type === 'timestamp';
+  };
+  return { createdDate: isTimed('created_date'), lastModifiedDate: isTimed('last_modified_date') };
+}
+
 /** The profile of the OpenEyes database at `url`. */
 export function createOpenEyesProfile(url: string): SchemaProfile {
   const columnsOf = new Map<string, Promise<string[]>>();
+  let importLogDates: Promise<TimedAuditDates> | undefined;
   return {
     name: 'openeyes',
     managesAccounts: false,
@@ -45,6 +58,16 @@ export function createOpenEyesProfile(url: string): SchemaProfile {
     uploadRequestType: undefined,
     maxTextCodePoint: 0xffff,
     holdQueues: (queues, onLost) => holdQueueLocks(url, queues, onLost),
+    importLogTimedDates: (db) => {
+      if (importLogDates === undefined) {
+        const read = readImportLogTimedDates(db);
+        importLogDates = read;
+        read.catch(() => {
+          if (importLogDates === read) importLogDates = undefined;
+        });
+      }
+      return importLogDates;
+    },
     keepsRowVersions: true,
     keepRowVersions: async (trx, table, ids) => {
       if (ids.length === 0) return;

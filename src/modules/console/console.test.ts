@@ -576,6 +576,94 @@ forEachDialect((dialect) => {
         );
       });
 
+      it('links a manual crop and the import made from it both ways, the crop showing its event and patient', async () => {
+        const user = await createOperator(app.db);
+        const { event, logId } = await createFailedUpload(app);
+        // A failed row whose code resolved no event, with its original kept (written before the service kept
+        // originals for resolved events only, or by OpenEyes's own sign/add).
+        await app.db
+          .updateTable('signature_import_log')
+          .set({ event_id: null })
+          .where('id', '=', logId)
+          .execute();
+        const { last_name: lastName } = await app.db
+          .selectFrom('contact')
+          .select('last_name')
+          .where('id', '=', event.patient.contactId)
+          .executeTakeFirstOrThrow();
+        const client = new ConsoleClient(app);
+        await client.signIn(user);
+        const page = `/console/signatures/${logId}`;
+        const html = await (await client.get(page)).text();
+        assert.match(html, /<dt>Event<\/dt><dd>—<\/dd>/);
+        const response = await client.post(`${page}/crop`, {
+          _csrf: csrfOf(html, `${page}/crop`),
+          code: event.code,
+          image: `data:image/png;base64,${b64(makePng(160, 90))}`,
+        });
+        assert.equal(response.status, 303);
+        const importId = Number(/import=(\d+)/.exec(response.headers.get('location') ?? '')?.[1]);
+        assert.ok(importId > logId);
+
+        const crop = await (await client.get(page)).text();
+        assert.match(
+          crop,
+          new RegExp(
+            `<dt>Imported as</dt><dd><a href="/console/signatures/${importId}">import #${importId}</a> \\(Success\\)`,
+          ),
+        );
+        assert.match(
+          crop,
+          new RegExp(
+            `<dt>Event</dt><dd>${event.eventId} \\(OphCoCvi\\) <span class="hint">\\(of import #${importId}\\)`,
+          ),
+        );
+        assert.match(crop, new RegExp(`<dt>Patient</dt><dd>${lastName}, `));
+        const imported = await (await client.get(`/console/signatures/${importId}`)).text();
+        assert.match(
+          imported,
+          new RegExp(`<dt>Cropped from</dt><dd><a href="/console/signatures/${logId}">import #${logId}</a>`),
+        );
+        assert.match(imported, new RegExp(`<dt>Event</dt><dd>${event.eventId} \\(OphCoCvi\\)</dd>`));
+
+        const list = await (await client.get('/console/signatures')).text();
+        const rowOf = (id: number) =>
+          new RegExp(`<tr>\\s*<td><a href="/console/signatures/${id}">#${id}</a></td>[\\s\\S]*?</tr>`).exec(
+            list,
+          )?.[0] ?? '';
+        const cropRow = rowOf(logId);
+        assert.match(
+          cropRow,
+          new RegExp(`Imported as <a href="/console/signatures/${importId}">#${importId}</a>`),
+        );
+        assert.match(cropRow, new RegExp(`<td>${event.eventId} \\(OphCoCvi\\)</td>`));
+        assert.match(cropRow, new RegExp(`<td>${lastName}, `));
+        const importRow = rowOf(importId);
+        assert.match(
+          importRow,
+          new RegExp(`Cropped from <a href="/console/signatures/${logId}">#${logId}</a>`),
+        );
+        assert.match(importRow, new RegExp(`<td>${lastName}, `));
+      });
+
+      it('accepts a crop larger than the sign/add body limit (a PNG crop may outweigh its original)', async () => {
+        const user = await createOperator(app.db);
+        const { event, logId } = await createFailedUpload(app);
+        const client = new ConsoleClient(app);
+        await client.signIn(user);
+        const page = `/console/signatures/${logId}`;
+        const html = await (await client.get(page)).text();
+        const image = `data:image/png;base64,${b64(makePng(1000, 560, { isNoisy: true }))}`;
+        assert.ok(image.length > app.config.limits.signatureBodyBytes, String(image.length));
+        const response = await client.post(`${page}/crop`, {
+          _csrf: csrfOf(html, `${page}/crop`),
+          code: event.code,
+          image,
+        });
+        assert.equal(response.status, 303);
+        assert.match(response.headers.get('location') ?? '', /result=saved&import=\d+&marked=1$/);
+      });
+
       it("shows sign/add's 422 messages for a crop that cannot be saved, and keeps the import failed", async () => {
         const user = await createOperator(app.db);
         const { logId } = await createFailedUpload(app);

@@ -1,7 +1,8 @@
 /**
  * Signature import log pages (OpenEyes's viewer of `signature_import_log`): the list with the original's
  * filters, one attempt with its original capture, the manual crop (re-posted through the signature module's
- * import, as sign/add with `original_log_id`, then marked 5 Manual) and "Manual ignore" (6).
+ * import, as sign/add with `original_log_id`, then marked 5 Manual) and "Manual ignore" (6). A crop and
+ * the import made from it link to each other, and the crop shows its import's event and patient.
  */
 import { createHash } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
@@ -10,6 +11,7 @@ import type { ImportLogFilter, ImportLogStatusId } from '../signature/index.ts';
 import {
   IMPORT_LOG_STATUS,
   createManualCropper,
+  findCropLinks,
   findImportLogDetail,
   findMissingOriginals,
   listImportLogs,
@@ -31,6 +33,14 @@ import type { ConsoleGuard } from './console-guard.ts';
 
 type Query = Record<string, string | string[] | undefined>;
 
+/**
+ * The crop form's body: the cropped image travels in it as a PNG data URL of at most 1600 x 900 pixels
+ * (assets/crop.js), which is about 4.3 MB of PNG at worst, 6.2 MB once base64 and form-encoded. It is
+ * sized for that rather than by SIGN_BODY_LIMIT_BYTES: a PNG of a crop can be larger than the
+ * (JPEG) original it was cut from, and this route is behind a console login.
+ */
+const CROP_BODY_LIMIT_BYTES = 8 * 1024 * 1024;
+
 const STATUS_CHOICES: readonly [ImportLogStatusId, string][] = [
   [3, 'Failed'],
   [4, 'Success'],
@@ -39,7 +49,7 @@ const STATUS_CHOICES: readonly [ImportLogStatusId, string][] = [
 ];
 
 export function registerSignaturePages(app: FastifyInstance, ctx: ConsoleContext, guard: ConsoleGuard): void {
-  const { database, files, config } = ctx.deps;
+  const { database, files } = ctx.deps;
   const db = database.db;
   const cropper = createManualCropper({ database, files });
   const guardClinical = guard(OPERATIONS.clinical);
@@ -66,10 +76,14 @@ export function registerSignaturePages(app: FastifyInstance, ctx: ConsoleContext
       ...(to === undefined ? {} : { to }),
     };
     const page = await listImportLogs(db, filter, before === undefined ? {} : { before });
+    const links = await findCropLinks(db, page.rows);
     const [patients, missingOriginals] = await Promise.all([
       describePatients(
         db,
-        page.rows.flatMap((r) => (r.patientId === null ? [] : [r.patientId])),
+        page.rows.flatMap((r) => {
+          const patientId = r.patientId ?? links.get(r.id)?.importedAs?.patientId ?? null;
+          return patientId === null ? [] : [patientId];
+        }),
       ),
       findMissingOriginals(
         db,
@@ -91,6 +105,7 @@ export function registerSignaturePages(app: FastifyInstance, ctx: ConsoleContext
       form: { from: ctx.siteTime.toLocalInput(from), to: ctx.siteTime.toLocalInput(to) },
       statusChoices: STATUS_CHOICES,
       page,
+      links,
       patients,
       missingOriginals,
       firstUrl: before === undefined ? undefined : consoleUrl('/console/signatures', echo),
@@ -116,8 +131,10 @@ export function registerSignaturePages(app: FastifyInstance, ctx: ConsoleContext
     request.consoleAudit ??= { targetType: 'signature_import_log', targetIds: [id] };
     const log = await findImportLogDetail(db, id, files);
     if (log === undefined) throw notFoundPage(`Signature import ${id}`);
-    const patient =
-      log.patientId === null ? undefined : (await describePatients(db, [log.patientId])).get(log.patientId);
+    const link = (await findCropLinks(db, [log])).get(id);
+    // A crop's own row may have resolved no event: it shows the event and patient of its import.
+    const patientId = log.patientId ?? link?.importedAs?.patientId ?? null;
+    const patient = patientId === null ? undefined : (await describePatients(db, [patientId])).get(patientId);
     return ctx.render(
       request,
       reply,
@@ -126,6 +143,7 @@ export function registerSignaturePages(app: FastifyInstance, ctx: ConsoleContext
         title: `Signature import #${id}`,
         nav: 'signatures',
         log,
+        link,
         patient,
         code: options.code ?? log.eventCode ?? '',
         crop: log.original !== undefined && log.statusId === IMPORT_LOG_STATUS.failed,
@@ -186,8 +204,7 @@ export function registerSignaturePages(app: FastifyInstance, ctx: ConsoleContext
     {
       preHandler: guardClinical,
       config: { consoleAction: 'console.signature.crop' },
-      // The cropped image travels as a data URL in the form: the sign/add body limit applies.
-      bodyLimit: config.limits.signatureBodyBytes,
+      bodyLimit: CROP_BODY_LIMIT_BYTES,
     },
     async (request, reply) => {
       const id = logIdOf(request.params);

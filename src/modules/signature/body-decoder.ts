@@ -1,6 +1,6 @@
 /**
  * Reads sign/add bodies without blocking the event loop for long. Parsing JSON, decoding base64 and
- * checking a 1 MB image takes several milliseconds, and a body may be 10 MiB, so bodies above
+ * checking a 1 MB image takes several milliseconds, and a body may be several MiB (`SIGN_BODY_LIMIT_BYTES`), so bodies above
  * `inlineMaxBytes` are read on a small pool of worker threads;
  * small bodies (the usual 20 KB signature) are read inline, where a worker's hand-off would cost more
  * than the work.

@@ -11,6 +11,7 @@ import type { DB } from '../../db/schema.ts';
 import { formatDateTime } from '../../db/stored-time.ts';
 import { scanPage } from '../../db/window-scan.ts';
 import type { FileStore } from '../../files/file-store.ts';
+import { importLogAuditDates } from './signature.queries.ts';
 
 export const IMPORT_LOG_STATUS = { failed: 3, success: 4, manual: 5, manualIgnore: 6 } as const;
 export type ImportLogStatusId = (typeof IMPORT_LOG_STATUS)[keyof typeof IMPORT_LOG_STATUS];
@@ -56,6 +57,8 @@ export interface ImportLogRow {
   readonly patientId: number | null;
   /** The row names a stored original capture. */
   readonly hasOriginal: boolean;
+  /** The original's path relative to the file store ('' for none); shared by a crop and its imports. */
+  readonly filename: string;
   readonly croppedFileId: number | null;
 }
 
@@ -105,6 +108,7 @@ function toRow(row: {
     eventTypeClass: row.class_name,
     patientId: row.patient_id,
     hasOriginal: row.filename !== '',
+    filename: row.filename,
     croppedFileId: row.cropped_file_id,
   };
 }
@@ -144,6 +148,68 @@ export async function listImportLogs(
     },
   });
   return { rows: page.rows, nextBefore: page.next, isPartial: page.isPartial };
+}
+
+/**
+ * How a row is tied to a manual crop. A crop's import reuses the cropped row's original
+ * (`original_log_id`), so the rows sharing one `filename` are the row that stored it (the first) and
+ * the re-posts of its original (OpenEyes's own crop screen does the same).
+ */
+export interface CropLink {
+  /** This row re-posted the original of that row: the crop it came from. */
+  readonly croppedFromId?: number;
+  /** The first successful import made from this row's original. */
+  readonly importedAs?: ImportLogRow;
+}
+
+/** The crop links of `rows`, by row id (rows without one are absent). */
+export async function findCropLinks(
+  db: Kysely<DB>,
+  rows: readonly ImportLogRow[],
+): Promise<Map<number, CropLink>> {
+  const links = new Map<number, CropLink>();
+  const names = [...new Set(rows.map((r) => r.filename).filter((name) => name !== ''))];
+  if (names.length === 0) return links;
+  const firsts = await db
+    .selectFrom('signature_import_log')
+    .select((eb) => ['filename', eb.fn.min<number>('id').as('id')])
+    .where('filename', 'in', names)
+    .groupBy('filename')
+    .execute();
+  const firstOf = new Map(firsts.map((r) => [r.filename, Number(r.id)]));
+  const firstIds = [...firstOf.values()];
+  const imports = await db
+    .selectFrom('signature_import_log')
+    .select((eb) => ['filename', eb.fn.min<number>('id').as('id')])
+    .where('filename', 'in', names)
+    .where('status_id', '=', IMPORT_LOG_STATUS.success)
+    .where('id', 'not in', firstIds)
+    .groupBy('filename')
+    .execute();
+  const importRows =
+    imports.length === 0
+      ? []
+      : (
+          await baseQuery(db)
+            .where(
+              'l.id',
+              'in',
+              imports.map((r) => Number(r.id)),
+            )
+            .execute()
+        ).map(toRow);
+  const importOf = new Map(importRows.map((r) => [r.filename, r]));
+  for (const row of rows) {
+    if (row.filename === '') continue;
+    const first = firstOf.get(row.filename);
+    if (first !== undefined && first !== row.id) {
+      links.set(row.id, { croppedFromId: first });
+      continue;
+    }
+    const imported = importOf.get(row.filename);
+    if (imported !== undefined) links.set(row.id, { importedAs: imported });
+  }
+  return links;
 }
 
 export interface ImportLogDetail extends ImportLogRow {
@@ -267,12 +333,16 @@ export async function markImportLog(
   },
 ): Promise<ImportLogChange> {
   const { id, statusId } = change;
-  // The date as the insert writes it (the stored time zone: local time on OpenEyes).
-  const today = formatDateTime(change.now ?? new Date()).slice(0, 10);
+  // As the insert writes it: the stored time zone (local time on OpenEyes), the date alone in a DATE column.
+  const { lastModifiedDate } = await importLogAuditDates(database, formatDateTime(change.now ?? new Date()));
   const updated = await database.writeTransaction(async (trx) => {
     const result = await trx
       .updateTable('signature_import_log')
-      .set({ status_id: statusId, last_modified_date: today, last_modified_user_id: change.userId })
+      .set({
+        status_id: statusId,
+        last_modified_date: lastModifiedDate,
+        last_modified_user_id: change.userId,
+      })
       .where('id', '=', id)
       .where('status_id', '=', IMPORT_LOG_STATUS.failed)
       .executeTakeFirst();

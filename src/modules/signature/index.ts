@@ -5,6 +5,9 @@
  * - Every POST whose body is a JSON object writes exactly one import log row (a 422, a save or a failed save).
  *   A body refused before validation (400 not a JSON object, 413 too large), a throttled call (429), other
  *   methods (400) and preflights write nothing: no log row and no file.
+ * - A 422 keeps the valid original capture (for a manual crop) only when the code resolved to an event:
+ *   a wrong or missing code writes its log row with an empty `filename` and no file, so that the
+ *   anonymous endpoint cannot fill the disk. The body is bounded by `SIGN_BODY_LIMIT_BYTES` (2 MiB).
  * - The original capture is stored before the signature: the signature is the second `protected_file`
  *   row of the call, and `signature_file_id` / `cropped_file_id` point at it.
  * - `e_id` / `e_t_id`: a positive integer as a JSON number or its plain decimal text (`"12"`); anything
@@ -24,6 +27,7 @@
  */
 export { signatureRoutes } from './signature.routes.ts';
 export type {
+  CropLink,
   ImportLogChange,
   ImportLogDetail,
   ImportLogFilter,
@@ -34,6 +38,7 @@ export type {
 } from './import-log.ts';
 export {
   IMPORT_LOG_STATUS,
+  findCropLinks,
   findImportLogDetail,
   findMissingOriginals,
   importLogStatusName,

@@ -37,7 +37,14 @@ function rowsOf(
     ...(info === undefined
       ? {}
       : { eventInfo: { eventId, previous: info.previous, next: 'Complete', now: NOW } }),
-    log: { filename: 'a/b/c/original', statusId: 4, returnMessage: '{"e_id":1} CODE', eventId, now: NOW },
+    log: {
+      filename: 'a/b/c/original',
+      statusId: 4,
+      returnMessage: '{"e_id":1} CODE',
+      eventId,
+      now: NOW,
+      auditDates: { createdDate: NOW.slice(0, 10), lastModifiedDate: NOW.slice(0, 10) },
+    },
   };
   return rows;
 }

@@ -255,6 +255,30 @@ export interface NewImportLog {
   readonly eventId: number | null;
   readonly croppedFileId: number | null;
   readonly now: string;
+  /** `created_date` and `last_modified_date`, from {@link importLogAuditDates}. */
+  readonly auditDates: ImportLogAuditDates;
+}
+
+/** The values of an import log row's audit date columns. */
+export interface ImportLogAuditDates {
+  readonly createdDate: string;
+  readonly lastModifiedDate: string;
+}
+
+/**
+ * The audit dates of an import log row written at `now` (stored date-time text): the date-time where the
+ * column holds a time of day, its date where the column is DATE (see `SchemaProfile.importLogTimedDates`).
+ */
+export async function importLogAuditDates(
+  database: Pick<Database, 'db' | 'schema'>,
+  now: string,
+): Promise<ImportLogAuditDates> {
+  const timed = await database.schema.importLogTimedDates(database.db);
+  const today = now.slice(0, 10);
+  return {
+    createdDate: timed.createdDate ? now : today,
+    lastModifiedDate: timed.lastModifiedDate ? now : today,
+  };
 }
 
 export async function insertImportLog(db: Db, log: NewImportLog): Promise<number> {
@@ -268,7 +292,6 @@ export async function insertImportLog(db: Db, log: NewImportLog): Promise<number
 
 /** The `signature_import_log` row of `log`. */
 export function importLogRowOf(log: NewImportLog) {
-  const today = log.now.slice(0, 10);
   return {
     filename: log.filename,
     import_datetime: log.now,
@@ -276,8 +299,8 @@ export function importLogRowOf(log: NewImportLog) {
     return_message: log.returnMessage,
     event_id: log.eventId,
     cropped_file_id: log.croppedFileId,
-    created_date: today,
-    last_modified_date: today,
+    created_date: log.auditDates.createdDate,
+    last_modified_date: log.auditDates.lastModifiedDate,
   };
 }
 

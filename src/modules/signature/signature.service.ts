@@ -2,7 +2,8 @@
  * Signature import: validation, files, signature row, CVI text and import log. Validates everything before
  * writing anything, then stores the files durably and commits every row in one transaction; a failure removes
  * the files it wrote. Every attempt that reaches this service leaves exactly one import log row; a body
- * refused before validation (400, 413) never reaches it and leaves none.
+ * refused before validation (400, 413) never reaches it and leaves none. A refused attempt keeps its
+ * original only when its code resolved to an event.
  */
 import path from 'node:path';
 import type { Database } from '../../db/database.ts';
@@ -14,12 +15,13 @@ import type { SignatureInput } from './signature-body.ts';
 import { capText, MAX_RETURN_MESSAGE_CHARS } from './signature-body.ts';
 import type { DecodedImage } from './signature-image.ts';
 import { IMAGE_EXTENSIONS, IMAGE_MIME_TYPES } from './signature-image.ts';
-import type { CodeEvent, NewProtectedFile } from './signature.queries.ts';
+import type { CodeEvent, ImportLogAuditDates, NewProtectedFile } from './signature.queries.ts';
 import { saveSignatureInOneStatement } from './signature.queries.postgres.ts';
 import {
   findEventByCode,
   findImportLog,
   findProtectedFileByUid,
+  importLogAuditDates,
   insertImportLog,
   insertPatientSignature,
   insertProtectedFiles,
@@ -75,6 +77,11 @@ export function createSignatureService(deps: SignatureServiceDeps): SignatureSer
   const { db, writeTransaction } = deps.database;
   const files = deps.files;
   const now = deps.now ?? (() => new Date());
+
+  /** The time columns of an import log row written at `at` (stored date-time text). */
+  async function logStampOf(at: string): Promise<{ now: string; auditDates: ImportLogAuditDates }> {
+    return { now: at, auditDates: await importLogAuditDates(deps.database, at) };
+  }
 
   /** The validation messages, in the original's exact order. */
   async function check(input: SignatureInput): Promise<Checked> {
@@ -132,13 +139,18 @@ export function createSignatureService(deps: SignatureServiceDeps): SignatureSer
     return file === undefined ? undefined : { filename: log.filename };
   }
 
-  /** Refused: a status 3 log, with the original stored only when it is a valid image. */
+  /**
+   * Refused: a status 3 log, with the original stored only when it is a valid image of a resolved
+   * event (staff can crop it by hand). A code that resolves to no event stores nothing but its log
+   * row: the endpoint is anonymous, and a kept original per wrong code would let anyone fill the disk.
+   */
   async function recordInvalid(input: SignatureInput, checked: Checked): Promise<SignatureOutcome> {
     const message = capText(checked.messages.join(' '), MAX_RETURN_MESSAGE_CHARS);
     const eventId = checked.event?.eventId ?? null;
     const at = formatDateTime(now());
+    const stamp = await logStampOf(at);
     const originalField = input.origImage.state === 'absent' ? input.image : input.origImage;
-    if (checked.reused !== undefined || originalField.state !== 'valid') {
+    if (checked.reused !== undefined || checked.event === undefined || originalField.state !== 'valid') {
       const logId = await writeTransaction((trx) =>
         insertImportLog(trx, {
           filename: checked.reused?.filename ?? '',
@@ -146,7 +158,7 @@ export function createSignatureService(deps: SignatureServiceDeps): SignatureSer
           returnMessage: message,
           eventId,
           croppedFileId: null,
-          now: at,
+          ...stamp,
         }),
       );
       return { kind: 'invalid', message, logId };
@@ -162,7 +174,7 @@ export function createSignatureService(deps: SignatureServiceDeps): SignatureSer
           returnMessage: message,
           eventId,
           croppedFileId: null,
-          now: at,
+          ...stamp,
         });
       });
       return { kind: 'invalid', message, logId };
@@ -188,6 +200,7 @@ export function createSignatureService(deps: SignatureServiceDeps): SignatureSer
           : signature;
     const date = now();
     const at = formatDateTime(date);
+    const stamp = await logStampOf(at);
     const epochSeconds = Math.floor(date.getTime() / 1000);
     const written: StoredFile[] = [];
     try {
@@ -242,7 +255,7 @@ export function createSignatureService(deps: SignatureServiceDeps): SignatureSer
         statusId: LOG_STATUS.success,
         returnMessage,
         eventId: event.eventId,
-        now: at,
+        ...stamp,
       } as const;
       const { dialect, schema } = deps.database;
       // One statement where the engine allows it; a schema that keeps row versions takes the
@@ -267,6 +280,7 @@ export function createSignatureService(deps: SignatureServiceDeps): SignatureSer
     } catch (error) {
       await Promise.allSettled(written.map((file) => files.remove(file.uid)));
       const errorClass = errorClassOf(error);
+      const failedStamp = await logStampOf(formatDateTime(now()));
       const logId = await writeTransaction((trx) =>
         insertImportLog(trx, {
           filename: reused?.filename ?? '',
@@ -274,7 +288,7 @@ export function createSignatureService(deps: SignatureServiceDeps): SignatureSer
           returnMessage: `${MESSAGES.failed} ${errorClass}`,
           eventId: event.eventId,
           croppedFileId: null,
-          now: formatDateTime(now()),
+          ...failedStamp,
         }),
       );
       return { kind: 'failed', logId, errorClass };

@@ -142,6 +142,11 @@ forEachDialect((dialect) => {
       assert.equal(log.return_message, `${body.extra_info as string} ${event.code}`);
       assert.equal(log.cropped_file_id, signature.signature_file_id);
       assert.ok(!path.isAbsolute(log.filename), 'the log stores a path relative to FILES_DIR');
+      // The own schema's audit dates of the import log are DATE columns (as OpenEyes first declared them).
+      const importDate = String(log.import_datetime).slice(0, 10);
+      assert.match(importDate, /^\d{4}-\d{2}-\d{2}$/);
+      assert.equal(String(log.created_date), importDate);
+      assert.equal(String(log.last_modified_date), importDate);
 
       const sigFile = await app.db
         .selectFrom('protected_file')
@@ -474,8 +479,8 @@ forEachDialect((dialect) => {
           const resolves =
             typeof body.unique_identifier === 'string' && body.unique_identifier === event.code;
           assert.equal(log.event_id, resolves ? event.eventId : null);
-          // The original is kept only when it is a valid image (staff can process it by hand).
-          const isValidOriginal = !/Missing image|Invalid image data/.test(message);
+          // The original is kept only when it is a valid image of a resolved event (staff can crop it).
+          const isValidOriginal = resolves && !/Missing image|Invalid image data/.test(message);
           if (isValidOriginal) {
             await assertDelta(app, start, { files: 1, protectedFiles: 1, logs: 1 });
             assert.notEqual(log.filename, '');
@@ -484,6 +489,43 @@ forEachDialect((dialect) => {
             assert.equal(log.filename, '');
           }
         });
+      }
+    });
+
+    it('stores no file and no protected_file row for a code that resolves to no event, only its log row', async () => {
+      const event = await createSignableEvent(app.db);
+      const deleted = await createSignableEvent(app.db, { isDeleted: true });
+      // A large valid capture beside a valid signature, as the disk-filling attack sends it.
+      const capture = b64(makePng(400, 300, { isNoisy: true }));
+      const bodies: [Record<string, unknown>, string][] = [
+        [validBody(event, { unique_identifier: 'QQQQ77', origImage: capture }), 'Event not found'],
+        [validBody(event, { unique_identifier: 'QQQQ78', image: capture }), 'Event not found'],
+        [validBody(deleted, { origImage: capture }), 'Event not found'],
+        [validBody(event, { unique_identifier: undefined, origImage: capture }), 'Missing unique_identifier'],
+      ];
+      for (const [body, message] of bodies) {
+        const start = await counts(app);
+        await assertJsonAnswer(await post(body), 422, message);
+        await assertDelta(app, start, { logs: 1 });
+        const log = await lastLog(app);
+        assert.equal(log.filename, '');
+        assert.equal(log.event_id, null);
+        assert.equal(log.status_id, 3);
+      }
+    });
+
+    it('answers 413 "Payload too large" to a body above the default 2 MiB, writing nothing', async () => {
+      const event = await createSignableEvent(app.db);
+      // About 2.1 MiB of base64: a valid PNG that a 10 MiB limit would have let through to the import.
+      const big = b64(makePng(1000, 560, { isNoisy: true }));
+      assert.ok(big.length > 2 * 1024 * 1024 && big.length < 3 * 1024 * 1024, String(big.length));
+      for (const body of [
+        validBody(event, { origImage: big }),
+        validBody(event, { unique_identifier: 'QQQQ79', origImage: big }),
+      ]) {
+        const start = await counts(app);
+        await assertJsonAnswer(await post(body), 413, 'Payload too large');
+        await assertDelta(app, start, {});
       }
     });
 
