@@ -1,8 +1,9 @@
 /**
  * PASAPI V1 as OpenEyes v6.8 routes it: `PUT /PASAPI/V1/<Resource>/<id>/identifier-type/<type key>`, XML
- * bodies in and out, and `DELETE /PASAPI/V1/PatientAppointment/<id>`. One route table: each resource
+ * bodies in and out, `DELETE /PASAPI/V1/PatientAppointment/<id>` and `PUT /PASAPI/V1/DidNotAttend`
+ * (no id, no identifier type: the body names them). One route table: each resource
  * names its audit action and the handler that reads its body and calls its core function
- * (patient-change.ts, patient-appointment.ts, patient-merge.ts).
+ * (patient-change.ts, patient-appointment.ts, patient-merge.ts, did-not-attend.ts).
  *
  * In order, as OpenEyes's `beforeAction`: other verbs 405 with `Allow` (no authentication), `Accept`
  * without XML 406, Basic credentials 401, `OprnApi` 403 (empty bodies, `Content-Type: application/xml`);
@@ -19,6 +20,8 @@ import { createPatientChanges, findIdentifierType, unknownIdentifierType } from 
 import { createPatientMerges } from './patient-merge.ts';
 import { readAppointmentResource } from './appointment-resource.ts';
 import { createPatientAppointments } from './patient-appointment.ts';
+import { createDidNotAttends } from './did-not-attend.ts';
+import { identifierTypeOf, readDidNotAttendResource } from './did-not-attend-resource.ts';
 import { applyRemaps, loadRemapRules } from './pasapi-remap.ts';
 import { PasapiError, readFlagHeader } from './pasapi-values.ts';
 import type { XmlElement } from './pasapi-xml.ts';
@@ -106,6 +109,7 @@ export const pasapiRoutes: FastifyPluginAsync<ModuleOptions> = async (app, optio
   const patients = createPatientChanges(deps.database);
   const merges = createPatientMerges(deps.database);
   const appointments = createPatientAppointments(deps.database, { timeZone: deps.config.timeZone });
+  const didNotAttends = createDidNotAttends(deps.database);
   const { db } = deps.database;
 
   const resources: readonly PasapiResource[] = [
@@ -284,6 +288,55 @@ export const pasapiRoutes: FastifyPluginAsync<ModuleOptions> = async (app, optio
           const result = await appointments.deleteAppointment(readExternalId(id), actor);
           request.audit = { targetType: 'patient', targetIds: [result.patientId] };
           return reply.code(204).header('content-type', XML_TYPE).send();
+        },
+      });
+
+      // DidNotAttend takes PUT only, without id or identifier type (OpenEyes's `create` action).
+      scope.route({
+        method: 'PUT',
+        url: '/DidNotAttend',
+        bodyLimit: BODY_LIMIT_BYTES,
+        config: {
+          audit: {
+            action: 'pasapi.did_not_attend',
+            label: 'PAS did not attend',
+            kind: 'write',
+            renderRefusal: xmlRefusal,
+          },
+          openapi: false,
+        },
+        onRequest: (request, reply, done) => {
+          if (acceptsXml(request.headers.accept)) done();
+          else done(new PasapiError(406, []));
+        },
+        preHandler: basicAuth({ operation: 'OprnApi' }),
+        handler: async (request, reply) => {
+          const actor = actorOf(request);
+          const parsed = readXml(typeof request.body === 'string' ? request.body : '');
+          // Remaps of the institution of the identifier type the body names (OpenEyes: none apply, P26).
+          const typeKey = parsed.name === 'DidNotAttend' ? identifierTypeOf(parsed) : undefined;
+          const type = typeKey === undefined ? undefined : await findIdentifierType(db, typeKey);
+          const remapped = applyRemaps(parsed, await loadRemapRules(db, parsed.name, type?.institutionId));
+          const result = await didNotAttends.recordDidNotAttend(
+            readDidNotAttendResource(remapped.root),
+            actor,
+          );
+          if (result.outcome === 'disabled')
+            return reply
+              .code(200)
+              .header('content-type', XML_TYPE)
+              .send(
+                successXml(
+                  'DidNotAttend not created as it is disabled in the admin settings.',
+                  undefined,
+                  [],
+                ),
+              );
+          request.audit = { targetType: 'patient', targetIds: [result.patientId] };
+          return reply
+            .code(201)
+            .header('content-type', XML_TYPE)
+            .send(successXml('Successfully created DidNotAttend.', result.eventId, []));
         },
       });
 
