@@ -271,6 +271,38 @@ describe('PASAPI on an OpenEyes database', { skip }, () => {
     assert.equal(await count('worklist_patient_attribute_version'), 2);
   });
 
+  it('records a Did Not Attend event in the open episode of seed patient 1 (0012345)', async () => {
+    await db
+      .insertInto('event_type')
+      .values({ name: 'Did Not Attend', event_group_id: 1, class_name: 'OphCiDidNotAttend' })
+      .execute();
+    await db.insertInto('setting_installation').values({ key: 'DNA_autogen_enabled', value: 'on' }).execute();
+    const response = await pasapiPut(
+      client,
+      'DidNotAttend',
+      '<DidNotAttend><HospitalNumber>0012345</HospitalNumber><IdentifierType>LOCAL-1-0</IdentifierType><Date>2031-06-10</Date><Comments>Missed CATA1</Comments></DidNotAttend>',
+      auth,
+    );
+    const text = await response.text();
+    assert.equal(response.status, 201, text);
+    const event = await db
+      .selectFrom('event')
+      .selectAll()
+      .where('id', '=', Number(xmlText(text, 'Id')))
+      .executeTakeFirstOrThrow();
+    assert.equal(event.episode_id, 1);
+    assert.equal(event.event_date, '2031-06-10 00:00:00');
+    assert.equal(event.is_automated, 1);
+    assert.equal(event.institution_id, 1);
+    assert.notEqual(event.created_user_id, 1, 'audit columns name the api user');
+    const comment = await db
+      .selectFrom('et_ophcididnotattend_comments')
+      .select('comment')
+      .where('event_id', '=', event.id)
+      .executeTakeFirstOrThrow();
+    assert.equal(comment.comment, 'Missed CATA1');
+  });
+
   it('refuses the seed user without OprnApi with 403', async () => {
     const response = await pasapiPut(client, 'Patient/1/identifier-type/LOCAL-1-0', '<Patient/>', {
       authorization: basicHeader('clinician', 'clinician-password'),

@@ -1970,5 +1970,21 @@ ALTER TABLE `worklist_patient_attribute_version` MODIFY `id` int(11) NOT NULL, D
   DROP INDEX `worklist_patient_attribute_unique`,
   ADD `version_date` datetime NOT NULL, ADD `version_id` int(10) unsigned NOT NULL AUTO_INCREMENT PRIMARY KEY;
 
+-- --- Did Not Attend events (OphCiDidNotAttend, m210319_135357 for its settings) ------------------------
+CREATE TABLE `et_ophcididnotattend_comments` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `event_id` int(10) unsigned NOT NULL,
+  `comment` text DEFAULT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  PRIMARY KEY (`id`),
+  CONSTRAINT `et_ophcididnotattend_comments_ev_fk` FOREIGN KEY (`event_id`) REFERENCES `event` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+CREATE TABLE `et_ophcididnotattend_comments_version` LIKE `et_ophcididnotattend_comments`;
+ALTER TABLE `et_ophcididnotattend_comments_version` MODIFY `id` int(11) NOT NULL, DROP PRIMARY KEY,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(10) unsigned NOT NULL AUTO_INCREMENT PRIMARY KEY;
+
 
 SET foreign_key_checks = 1;

@@ -339,6 +339,15 @@ const PAS_TABLE_NEEDS: Readonly<Record<string, TableNeed>> = {
       ...WRITTEN_AUDIT,
     },
   },
+  // DidNotAttend: the automated event's comments element.
+  et_ophcididnotattend_comments: {
+    columns: {
+      id: read('int'),
+      event_id: inserted('int'),
+      comment: inserted('text', { minBytes: 64 * 1024 - 1 }),
+      ...INSERTED_AUDIT,
+    },
+  },
 };
 
 /** Every OpenEyes table the service reads or writes, by name. */
