@@ -355,7 +355,7 @@ forEachDialect((dialect) => {
           .selectFrom('audit_event' as keyof DB)
           .selectAll()
           .execute()) as unknown as { action: string; outcome: number }[];
-        assert.ok(audit.some((r) => r.action === 'pasapi.appointment_delete' && r.outcome === 204));
+        assert.ok(audit.some((r) => r.action === 'pasapi.appointment-delete' && r.outcome === 204));
 
         const again = await app.request(`/PASAPI/V1/PatientAppointment/${encodeURIComponent(visitId)}`, {
           method: 'DELETE',

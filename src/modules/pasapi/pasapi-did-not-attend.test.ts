@@ -155,7 +155,7 @@ forEachDialect((dialect) => {
           .selectAll()
           .execute()) as unknown as { action: string; target_ids: string | null; outcome: number }[];
         assert.equal(
-          audit.find((r) => r.action === 'pasapi.did_not_attend' && r.target_ids === String(patientId))
+          audit.find((r) => r.action === 'pasapi.did-not-attend' && r.target_ids === String(patientId))
             ?.outcome,
           201,
         );

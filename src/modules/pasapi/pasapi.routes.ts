@@ -269,7 +269,7 @@ export const pasapiRoutes: FastifyPluginAsync<ModuleOptions> = async (app, optio
         url: '/PatientAppointment/:id',
         config: {
           audit: {
-            action: 'pasapi.appointment_delete',
+            action: 'pasapi.appointment-delete',
             label: 'PAS appointment deleted',
             kind: 'write',
             renderRefusal: xmlRefusal,
@@ -298,7 +298,7 @@ export const pasapiRoutes: FastifyPluginAsync<ModuleOptions> = async (app, optio
         bodyLimit: BODY_LIMIT_BYTES,
         config: {
           audit: {
-            action: 'pasapi.did_not_attend',
+            action: 'pasapi.did-not-attend',
             label: 'PAS did not attend',
             kind: 'write',
             renderRefusal: xmlRefusal,
