@@ -367,6 +367,43 @@ forEachDialect((dialect) => {
         assert.deepEqual(xmlTexts(text, 'Error'), ['Could not find resource for external Id']);
       });
 
+      it('keeps an event recorded against the booking, without the link', async () => {
+        const visitId = newVisitId();
+        const id = await create(visitId);
+        const eventType = await app.db
+          .selectFrom('event_type')
+          .select('id')
+          .orderBy('id')
+          .executeTakeFirstOrThrow();
+        const episode = await app.db
+          .insertInto('episode')
+          .values({ patient_id: patientId, start_date: '2031-06-01 00:00:00' })
+          .returning('id')
+          .executeTakeFirstOrThrow();
+        const event = await app.db
+          .insertInto('event')
+          .values({
+            episode_id: episode.id,
+            event_type_id: eventType.id,
+            event_date: '2031-06-10 00:00:00',
+            institution_id: pas.institutionId,
+            worklist_patient_id: id,
+          })
+          .returning('id')
+          .executeTakeFirstOrThrow();
+        const response = await app.request(`/PASAPI/V1/PatientAppointment/${encodeURIComponent(visitId)}`, {
+          method: 'DELETE',
+          headers: auth,
+        });
+        assert.equal(response.status, 204);
+        const kept = await app.db
+          .selectFrom('event')
+          .select(['episode_id', 'worklist_patient_id', 'deleted'])
+          .where('id', '=', event.id)
+          .executeTakeFirstOrThrow();
+        assert.deepEqual(kept, { episode_id: episode.id, worklist_patient_id: null, deleted: 0 });
+      });
+
       it('answers 403 with an empty body for a user without the API access role, and deletes nothing', async () => {
         const visitId = newVisitId();
         const id = await create(visitId);
