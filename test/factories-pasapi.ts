@@ -167,3 +167,100 @@ export function xmlText(xml: string, tag: string): string | undefined {
 export function xmlTexts(xml: string, tag: string): string[] {
   return [...xml.matchAll(new RegExp(`<${tag}>([^<]*)</${tag}>`, 'g'))].map((m) => m[1]!);
 }
+
+export interface WorklistDefinitionValues {
+  readonly typeId: number;
+  readonly name: string;
+  /** The generated instance's window as stored (`YYYY-MM-DD HH:MM:SS`), start included, end excluded. */
+  readonly start: string;
+  readonly end: string;
+  /** Mapping key -> accepted values (none: any value). */
+  readonly mappings?: Readonly<Record<string, readonly string[]>>;
+  readonly displayOrder?: number;
+}
+
+/**
+ * A worklist definition with its mappings and accepted values, and one generated instance of it with
+ * one `worklist_attribute` per mapping, as OpenEyes's generator writes them.
+ */
+export async function createWorklistDefinition(
+  db: Kysely<DB>,
+  values: WorklistDefinitionValues,
+): Promise<{ definitionId: number; worklistId: number; attributeIds: Map<string, number> }> {
+  const definition = await db
+    .insertInto('worklist_definition')
+    .values({
+      name: values.name,
+      rrule: 'FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR',
+      start_time: values.start.slice(11),
+      end_time: values.end.slice(11),
+      active_from: '2026-01-01 00:00:00',
+      display_order: values.displayOrder ?? 1,
+      patient_identifier_type_id: values.typeId,
+      scheduled: 1,
+    })
+    .returning('id')
+    .executeTakeFirstOrThrow();
+  const worklist = await db
+    .insertInto('worklist')
+    .values({
+      name: values.name,
+      start: values.start,
+      end: values.end,
+      scheduled: 1,
+      worklist_definition_id: definition.id,
+    })
+    .returning('id')
+    .executeTakeFirstOrThrow();
+  const attributeIds = new Map<string, number>();
+  let order = 1;
+  for (const [key, accepted] of Object.entries(values.mappings ?? {})) {
+    const mapping = await db
+      .insertInto('worklist_definition_mapping')
+      .values({ worklist_definition_id: definition.id, key, display_order: order })
+      .returning('id')
+      .executeTakeFirstOrThrow();
+    for (const value of accepted)
+      await db
+        .insertInto('worklist_definition_mapping_value')
+        .values({ worklist_definition_mapping_id: mapping.id, mapping_value: value })
+        .execute();
+    const attribute = await db
+      .insertInto('worklist_attribute')
+      .values({ worklist_id: worklist.id, name: key, display_order: order })
+      .returning('id')
+      .executeTakeFirstOrThrow();
+    attributeIds.set(key, attribute.id);
+    order += 1;
+  }
+  return { definitionId: definition.id, worklistId: worklist.id, attributeIds };
+}
+
+export interface AppointmentXmlValues {
+  /** `<PatientId>` content, written as given (default `<Id>patientId</Id>`). */
+  readonly patientId?: number;
+  readonly patientIdXml?: string;
+  readonly date?: string;
+  readonly time?: string;
+  readonly mappings?: Readonly<Record<string, string>>;
+  readonly rootAttributes?: string;
+}
+
+/** A `<PatientAppointment>` body in the shape of OpenEyes's PASAPI_PatientAppointment_Test. */
+export function appointmentXml(values: AppointmentXmlValues): string {
+  const patient =
+    values.patientIdXml ??
+    (values.patientId === undefined ? '' : `<PatientId><Id>${values.patientId}</Id></PatientId>`);
+  const date = values.date === undefined ? '' : `<AppointmentDate>${values.date}</AppointmentDate>`;
+  const time = values.time === undefined ? '' : `<AppointmentTime>${values.time}</AppointmentTime>`;
+  const mappings =
+    values.mappings === undefined
+      ? ''
+      : `<AppointmentMappingItems>${Object.entries(values.mappings)
+          .map(([k, v]) => `<AppointmentMapping><Key>${k}</Key><Value>${v}</Value></AppointmentMapping>`)
+          .join('')}</AppointmentMappingItems>`;
+  return `<PatientAppointment${values.rootAttributes ?? ''}>
+    ${patient}
+    <Appointment>${date}${time}${mappings}</Appointment>
+</PatientAppointment>`;
+}

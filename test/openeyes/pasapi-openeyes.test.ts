@@ -2,7 +2,8 @@
  * PASAPI on an OpenEyes database (`DATABASE_SCHEMA=openeyes`, MariaDB/MySQL) with the tables OpenEyes's
  * migrations create (schema.sql): the seed's `api` user (role API access) creates and updates a patient
  * at `LOCAL-1-0`, the previous rows are kept in the `_version` twins, a hand-registered patient is
- * adopted, and a merge writes `patient_merge_request` and its twin (which keeps three old column names).
+ * adopted, a merge writes `patient_merge_request` and its twin (which keeps three old column names), and
+ * an appointment lands on OpenEyes's generated worklist, its updates and deletion kept in the twins.
  */
 import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -17,7 +18,7 @@ import type { Bootstrapped } from '../../src/main/bootstrap.ts';
 import { bootstrap } from '../../src/main/bootstrap.ts';
 import { createAuthenticator } from '../../src/modules/user/index.ts';
 import { basicHeader } from '../factories.ts';
-import { fullPatientXml, pasapiPut, xmlText } from '../factories-pasapi.ts';
+import { appointmentXml, fullPatientXml, pasapiPut, xmlText } from '../factories-pasapi.ts';
 import type { OpenEyesTestDatabase } from './openeyes-database.ts';
 import { createOpenEyesDatabase, openKysely, testMysqlUrl } from './openeyes-database.ts';
 
@@ -178,6 +179,128 @@ describe('PASAPI on an OpenEyes database', { skip }, () => {
       .executeTakeFirstOrThrow();
     assert.equal(retired.deleted, 1);
     assert.ok((await count('patient_version')) > 0);
+  });
+
+  it('books, updates and deletes an appointment on a generated worklist, keeping versions', async () => {
+    // A definition of LOCAL-1-0 with a Clinic mapping and its instance of 2031-06-10, 08:00-17:00.
+    const definition = await db
+      .insertInto('worklist_definition')
+      .values({
+        name: 'Cataract clinic',
+        rrule: 'FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR',
+        start_time: '08:00:00',
+        end_time: '17:00:00',
+        active_from: '2031-01-01 00:00:00',
+        scheduled: 1,
+        display_order: 1,
+        patient_identifier_type_id: 1,
+      })
+      .executeTakeFirstOrThrow();
+    const definitionId = Number(definition.insertId);
+    const mapping = await db
+      .insertInto('worklist_definition_mapping')
+      .values({ worklist_definition_id: definitionId, key: 'Clinic', display_order: 1 })
+      .executeTakeFirstOrThrow();
+    await db
+      .insertInto('worklist_definition_mapping_value')
+      .values({ worklist_definition_mapping_id: Number(mapping.insertId), mapping_value: 'CATA1' })
+      .execute();
+    const worklist = await db
+      .insertInto('worklist')
+      .values({
+        name: 'Cataract clinic',
+        start: '2031-06-10 08:00:00',
+        end: '2031-06-10 17:00:00',
+        scheduled: 1,
+        worklist_definition_id: definitionId,
+      })
+      .executeTakeFirstOrThrow();
+    const worklistId = Number(worklist.insertId);
+    await db
+      .insertInto('worklist_attribute')
+      .values({ worklist_id: worklistId, name: 'Clinic', display_order: 1 })
+      .execute();
+
+    const url = 'PatientAppointment/VISIT42/identifier-type/LOCAL-1-0';
+    const body = (time: string, clinic: string) =>
+      appointmentXml({ patientId: 1, date: '2031-06-10', time, mappings: { Clinic: clinic } });
+    const created = await pasapiPut(client, url, body('09:40', 'cata1'), auth);
+    const text = await created.text();
+    assert.equal(created.status, 201, text);
+    const bookingId = Number(xmlText(text, 'Id'));
+    const booking = await db
+      .selectFrom('worklist_patient')
+      .selectAll()
+      .where('id', '=', bookingId)
+      .executeTakeFirstOrThrow();
+    assert.equal(booking.worklist_id, worklistId);
+    assert.equal(booking.patient_id, 1);
+    assert.equal(booking.when, '2031-06-10 09:40:00', "OpenEyes's local time, as sent");
+    assert.notEqual(booking.created_user_id, 1, 'audit columns name the api user');
+    const assignment = await db
+      .selectFrom('pasapi_assignment')
+      .select(['internal_type', 'internal_id'])
+      .where('resource_type', '=', 'PatientAppointment')
+      .where('resource_id', '=', 'VISIT42')
+      .execute();
+    assert.deepEqual(assignment, [{ internal_type: '\\WorklistPatient', internal_id: bookingId }]);
+
+    const updated = await pasapiPut(client, url, body('10:00', 'CATA1'), auth);
+    assert.equal(updated.status, 200, await updated.text());
+    assert.equal(await count('worklist_patient_version'), 1);
+    assert.equal(await count('worklist_patient_attribute_version'), 1);
+    const previous = await db
+      .selectFrom('worklist_patient_version')
+      .select('when')
+      .where('id', '=', bookingId)
+      .executeTakeFirstOrThrow();
+    assert.equal(previous.when, '2031-06-10 09:40:00');
+
+    const refused = await pasapiPut(client, url, body('18:00', 'CATA1'), auth);
+    assert.equal(refused.status, 400);
+    assert.match(await refused.text(), /No worklist found for criteria/);
+
+    const deleted = await client.request(`/PASAPI/V1/PatientAppointment/VISIT42`, {
+      method: 'DELETE',
+      headers: auth,
+    });
+    assert.equal(deleted.status, 204, await deleted.text());
+    assert.equal(await count('worklist_patient'), 0);
+    assert.equal(await count('worklist_patient_attribute'), 0);
+    assert.equal(await count('worklist_patient_version'), 2);
+    assert.equal(await count('worklist_patient_attribute_version'), 2);
+  });
+
+  it('records a Did Not Attend event in the open episode of seed patient 1 (0012345)', async () => {
+    await db
+      .insertInto('event_type')
+      .values({ name: 'Did Not Attend', event_group_id: 1, class_name: 'OphCiDidNotAttend' })
+      .execute();
+    await db.insertInto('setting_installation').values({ key: 'DNA_autogen_enabled', value: 'on' }).execute();
+    const response = await pasapiPut(
+      client,
+      'DidNotAttend',
+      '<DidNotAttend><HospitalNumber>0012345</HospitalNumber><IdentifierType>LOCAL-1-0</IdentifierType><Date>2031-06-10</Date><Comments>Missed CATA1</Comments></DidNotAttend>',
+      auth,
+    );
+    const text = await response.text();
+    assert.equal(response.status, 201, text);
+    const event = await db
+      .selectFrom('event')
+      .selectAll()
+      .where('id', '=', Number(xmlText(text, 'Id')))
+      .executeTakeFirstOrThrow();
+    assert.equal(event.episode_id, 1);
+    assert.equal(event.event_date, '2031-06-10 00:00:00');
+    assert.equal(event.is_automated, 1);
+    assert.equal(event.institution_id, 1);
+    assert.notEqual(event.created_user_id, 1, 'audit columns name the api user');
+    const comment = await db
+      .selectFrom('et_ophcididnotattend_comments')
+      .select('comment')
+      .where('event_id', '=', event.id)
+      .executeTakeFirstOrThrow();
+    assert.equal(comment.comment, 'Missed CATA1');
   });
 
   it('refuses the seed user without OprnApi with 403', async () => {

@@ -1842,6 +1842,151 @@ ALTER TABLE `patient_merge_request_version` MODIFY `id` int(11) NOT NULL, DROP P
   ADD `version_date` datetime NOT NULL, ADD `version_id` int(10) unsigned NOT NULL AUTO_INCREMENT PRIMARY KEY;
 
 
+-- --- worklists (PASAPI's bookings; the Modality Worklist reads them) -----------------------------------
+-- m160503_142416_initial_worklist_models, m160510_075145_add_automatic_worklists,
+-- m160714_084347_constrain_worklist_attributes, m200818_130923 (the definition's identifier type),
+-- m210829_025416 (pathway_type_id), m221124_154300 (start/end indexes): createOETable ids and audit
+-- columns (1901 defaults). Display contexts and pathways are left out with the tables they reference.
+CREATE TABLE `worklist_definition` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `name` varchar(255) NOT NULL,
+  `description` text,
+  `worklist_name` varchar(255) DEFAULT NULL,
+  `rrule` text,
+  `start_time` time NOT NULL,
+  `end_time` time NOT NULL,
+  `active_from` datetime NOT NULL,
+  `active_until` datetime DEFAULT NULL,
+  `scheduled` tinyint(1) NOT NULL DEFAULT '0',
+  `display_order` int(8) NOT NULL,
+  `patient_identifier_type_id` int(11) NOT NULL,
+  `pathway_type_id` int(11) NOT NULL DEFAULT '1',
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  PRIMARY KEY (`id`),
+  CONSTRAINT `worklist_definition_patient_identifier_type_fk` FOREIGN KEY (`patient_identifier_type_id`) REFERENCES `patient_identifier_type` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `worklist_definition_mapping` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `worklist_definition_id` int(11) NOT NULL,
+  `key` varchar(255) NOT NULL,
+  `display_order` int(2) DEFAULT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  PRIMARY KEY (`id`),
+  CONSTRAINT `worklist_definition_mapping_wd_fk` FOREIGN KEY (`worklist_definition_id`) REFERENCES `worklist_definition` (`id`) ON DELETE CASCADE
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `worklist_definition_mapping_value` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `worklist_definition_mapping_id` int(11) NOT NULL,
+  `mapping_value` varchar(1024) NOT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  PRIMARY KEY (`id`),
+  CONSTRAINT `worklist_definition_mapping_value_m_fk` FOREIGN KEY (`worklist_definition_mapping_id`) REFERENCES `worklist_definition_mapping` (`id`) ON DELETE CASCADE
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `worklist` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `name` varchar(255) NOT NULL,
+  `description` text,
+  `start` datetime DEFAULT NULL,
+  `end` datetime DEFAULT NULL,
+  `scheduled` tinyint(1) NOT NULL DEFAULT '0',
+  `worklist_definition_id` int(11) DEFAULT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  PRIMARY KEY (`id`),
+  KEY `worklist_start_IDX` (`start`),
+  KEY `worklist_end_IDX` (`end`),
+  CONSTRAINT `worklist_worklist_definition_fk` FOREIGN KEY (`worklist_definition_id`) REFERENCES `worklist_definition` (`id`) ON DELETE CASCADE
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `worklist_attribute` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `worklist_id` int(11) NOT NULL,
+  `name` varchar(255) NOT NULL,
+  `display_order` int(3) DEFAULT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  PRIMARY KEY (`id`),
+  UNIQUE KEY `worklist_attribute_order_unique` (`display_order`,`worklist_id`),
+  CONSTRAINT `worklist_attribute_worklist_fk` FOREIGN KEY (`worklist_id`) REFERENCES `worklist` (`id`) ON DELETE CASCADE
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `worklist_patient` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `worklist_id` int(11) NOT NULL,
+  `patient_id` int(10) unsigned NOT NULL,
+  `when` datetime DEFAULT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  PRIMARY KEY (`id`),
+  CONSTRAINT `worklist_patient_worklist_fk` FOREIGN KEY (`worklist_id`) REFERENCES `worklist` (`id`) ON DELETE CASCADE,
+  CONSTRAINT `worklist_patient_patient_fk` FOREIGN KEY (`patient_id`) REFERENCES `patient` (`id`) ON DELETE CASCADE
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `worklist_patient_attribute` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `worklist_attribute_id` int(11) NOT NULL,
+  `worklist_patient_id` int(11) NOT NULL,
+  `attribute_value` varchar(255) DEFAULT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  PRIMARY KEY (`id`),
+  UNIQUE KEY `worklist_patient_attribute_unique` (`worklist_attribute_id`,`worklist_patient_id`),
+  CONSTRAINT `worklist_patient_attribute_wa_fk` FOREIGN KEY (`worklist_attribute_id`) REFERENCES `worklist_attribute` (`id`) ON DELETE CASCADE,
+  CONSTRAINT `worklist_patient_attribute_wp_fk` FOREIGN KEY (`worklist_patient_id`) REFERENCES `worklist_patient` (`id`) ON DELETE CASCADE
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
+CREATE TABLE `worklist_definition_version` LIKE `worklist_definition`;
+ALTER TABLE `worklist_definition_version` MODIFY `id` int(11) NOT NULL, DROP PRIMARY KEY,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(10) unsigned NOT NULL AUTO_INCREMENT PRIMARY KEY;
+CREATE TABLE `worklist_version` LIKE `worklist`;
+ALTER TABLE `worklist_version` MODIFY `id` int(11) NOT NULL, DROP PRIMARY KEY,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(10) unsigned NOT NULL AUTO_INCREMENT PRIMARY KEY;
+CREATE TABLE `worklist_patient_version` LIKE `worklist_patient`;
+ALTER TABLE `worklist_patient_version` MODIFY `id` int(11) NOT NULL, DROP PRIMARY KEY,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(10) unsigned NOT NULL AUTO_INCREMENT PRIMARY KEY;
+CREATE TABLE `worklist_patient_attribute_version` LIKE `worklist_patient_attribute`;
+-- OpenEyes's twins carry no unique keys: the same attribute of a booking is kept once per change.
+ALTER TABLE `worklist_patient_attribute_version` MODIFY `id` int(11) NOT NULL, DROP PRIMARY KEY,
+  DROP INDEX `worklist_patient_attribute_unique`,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(10) unsigned NOT NULL AUTO_INCREMENT PRIMARY KEY;
+
+-- --- Did Not Attend events (OphCiDidNotAttend, m210319_135357 for its settings) ------------------------
+CREATE TABLE `et_ophcididnotattend_comments` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `event_id` int(10) unsigned NOT NULL,
+  `comment` text DEFAULT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1901-01-01 00:00:00',
+  PRIMARY KEY (`id`),
+  CONSTRAINT `et_ophcididnotattend_comments_ev_fk` FOREIGN KEY (`event_id`) REFERENCES `event` (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+CREATE TABLE `et_ophcididnotattend_comments_version` LIKE `et_ophcididnotattend_comments`;
+ALTER TABLE `et_ophcididnotattend_comments_version` MODIFY `id` int(11) NOT NULL, DROP PRIMARY KEY,
+  ADD `version_date` datetime NOT NULL, ADD `version_id` int(10) unsigned NOT NULL AUTO_INCREMENT PRIMARY KEY;
+
+
 SET foreign_key_checks = 1;
 
 -- --- worklists (m160503_142416, m160510_075145, m160714_084347, m200818_130923, m210111_035237,

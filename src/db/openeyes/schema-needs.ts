@@ -291,6 +291,63 @@ const PAS_TABLE_NEEDS: Readonly<Record<string, TableNeed>> = {
       ...WRITTEN_AUDIT,
     },
   },
+  // PatientAppointment: the definitions and generated instances a booking may land on, read; the
+  // booking and its attribute values written, updated and deleted.
+  worklist_definition: {
+    columns: { id: read('int'), display_order: read('int'), patient_identifier_type_id: read('int') },
+  },
+  worklist_definition_mapping: {
+    columns: {
+      id: read('int'),
+      worklist_definition_id: read('int'),
+      key: read('text'),
+      display_order: read('int'),
+    },
+  },
+  worklist_definition_mapping_value: {
+    columns: { worklist_definition_mapping_id: read('int'), mapping_value: read('text') },
+  },
+  worklist: {
+    columns: {
+      id: read('int'),
+      name: read('text'),
+      start: read('datetime'),
+      end: read('datetime'),
+      worklist_definition_id: read('int'),
+    },
+  },
+  worklist_attribute: { columns: { id: read('int'), worklist_id: read('int'), name: read('text') } },
+  worklist_patient: {
+    isVersionedWrite: true,
+    isDeleted: true,
+    columns: {
+      id: read('int'),
+      worklist_id: inserted('int', { isUpdated: true }),
+      patient_id: inserted('int', { isUpdated: true }),
+      when: inserted('datetime', { isUpdated: true }),
+      ...WRITTEN_AUDIT,
+    },
+  },
+  worklist_patient_attribute: {
+    isVersionedWrite: true,
+    isDeleted: true,
+    columns: {
+      id: read('int'),
+      worklist_attribute_id: inserted('int'),
+      worklist_patient_id: inserted('int'),
+      attribute_value: inserted('text', { isUpdated: true, minChars: 255 }),
+      ...WRITTEN_AUDIT,
+    },
+  },
+  // DidNotAttend: the automated event's comments element.
+  et_ophcididnotattend_comments: {
+    columns: {
+      id: read('int'),
+      event_id: inserted('int'),
+      comment: inserted('text', { minBytes: 64 * 1024 - 1 }),
+      ...INSERTED_AUDIT,
+    },
+  },
 };
 
 /**
@@ -465,6 +522,8 @@ export const OPENEYES_TABLE_NEEDS: Readonly<Record<string, TableNeed>> = {
       site_id: inserted('int', { isNullWritten: true }),
       // Device filing: the episode's firm (NULL without one).
       firm_id: read('int', { isNullWritten: true }),
+      // A deleted PAS booking: its events keep everything but the link.
+      worklist_patient_id: updated('int', { isNullWritten: true }),
       ...WRITTEN_AUDIT,
     },
   },

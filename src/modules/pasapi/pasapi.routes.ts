@@ -1,8 +1,9 @@
 /**
  * PASAPI V1 as OpenEyes v6.8 routes it: `PUT /PASAPI/V1/<Resource>/<id>/identifier-type/<type key>`, XML
- * bodies in and out. One route table: each resource names its verbs, its audit action and the handler
- * that reads its body and calls its core function (patient-change.ts, patient-merge.ts); resources that
- * need other tables (appointments, did-not-attend) join the table when those exist.
+ * bodies in and out, `DELETE /PASAPI/V1/PatientAppointment/<id>` and `PUT /PASAPI/V1/DidNotAttend`
+ * (no id, no identifier type: the body names them). One route table: each resource
+ * names its audit action and the handler that reads its body and calls its core function
+ * (patient-change.ts, patient-appointment.ts, patient-merge.ts, did-not-attend.ts).
  *
  * In order, as OpenEyes's `beforeAction`: other verbs 405 with `Allow` (no authentication), `Accept`
  * without XML 406, Basic credentials 401, `OprnApi` 403 (empty bodies, `Content-Type: application/xml`);
@@ -17,6 +18,10 @@ import type { AuditRefusal, RouteAudit } from '../audit/index.ts';
 import type { ChangeActor } from './patient-change.ts';
 import { createPatientChanges, findIdentifierType, unknownIdentifierType } from './patient-change.ts';
 import { createPatientMerges } from './patient-merge.ts';
+import { readAppointmentResource } from './appointment-resource.ts';
+import { createPatientAppointments } from './patient-appointment.ts';
+import { createDidNotAttends } from './did-not-attend.ts';
+import { identifierTypeOf, readDidNotAttendResource } from './did-not-attend-resource.ts';
 import { applyRemaps, loadRemapRules } from './pasapi-remap.ts';
 import { PasapiError, readFlagHeader } from './pasapi-values.ts';
 import type { XmlElement } from './pasapi-xml.ts';
@@ -103,6 +108,8 @@ export const pasapiRoutes: FastifyPluginAsync<ModuleOptions> = async (app, optio
   const { deps, basicAuth } = options;
   const patients = createPatientChanges(deps.database);
   const merges = createPatientMerges(deps.database);
+  const appointments = createPatientAppointments(deps.database, { timeZone: deps.config.timeZone });
+  const didNotAttends = createDidNotAttends(deps.database);
   const { db } = deps.database;
 
   const resources: readonly PasapiResource[] = [
@@ -134,6 +141,44 @@ export const pasapiRoutes: FastifyPluginAsync<ModuleOptions> = async (app, optio
           statusCode: result.outcome === 'created' ? 201 : 200,
           message: result.outcome === 'created' ? 'Patient created.' : 'Patient updated.',
           id: result.patientId,
+          warnings: result.warnings,
+          patientIds: result.patientId === undefined ? [] : [result.patientId],
+        };
+      },
+    },
+    {
+      name: 'PatientAppointment',
+      audit: {
+        action: 'pasapi.appointment',
+        label: 'PAS appointment',
+        kind: 'write',
+        renderRefusal: xmlRefusal,
+      },
+      async put(context) {
+        const { record, flags } = readAppointmentResource(context.root);
+        const result = await appointments.applyAppointmentChange(
+          {
+            externalId: context.externalId,
+            identifierTypeKey: context.identifierTypeKey,
+            record,
+            isPartial: context.isPartial,
+            isUpdateOnly: context.isUpdateOnly || flags.isUpdateOnly,
+          },
+          context.actor,
+        );
+        if (result.outcome === 'not_created')
+          return {
+            statusCode: 200,
+            message: 'PatientAppointment not created',
+            id: undefined,
+            warnings: result.warnings,
+            patientIds: [],
+          };
+        return {
+          statusCode: result.outcome === 'created' ? 201 : 200,
+          message:
+            result.outcome === 'created' ? 'PatientAppointment created.' : 'PatientAppointment updated.',
+          id: result.worklistPatientId,
           warnings: result.warnings,
           patientIds: result.patientId === undefined ? [] : [result.patientId],
         };
@@ -217,6 +262,84 @@ export const pasapiRoutes: FastifyPluginAsync<ModuleOptions> = async (app, optio
         );
       });
 
+      // OpenEyes's delete rule (`PASAPI/<controller>/<resource_type>/<id>`): appointments only; a DELETE
+      // of another resource falls to the not-found handler (405).
+      scope.route<{ Params: { id: string } }>({
+        method: 'DELETE',
+        url: '/PatientAppointment/:id',
+        config: {
+          audit: {
+            action: 'pasapi.appointment-delete',
+            label: 'PAS appointment deleted',
+            kind: 'write',
+            renderRefusal: xmlRefusal,
+          },
+          openapi: false,
+        },
+        onRequest: (request, reply, done) => {
+          if (acceptsXml(request.headers.accept)) done();
+          else done(new PasapiError(406, []));
+        },
+        preHandler: basicAuth({ operation: 'OprnApi' }),
+        handler: async (request, reply) => {
+          const actor = actorOf(request);
+          const id = request.params.id.trim();
+          if (id === '') throw new PasapiError(404, ['External Resource ID required']);
+          const result = await appointments.deleteAppointment(readExternalId(id), actor);
+          request.audit = { targetType: 'patient', targetIds: [result.patientId] };
+          return reply.code(204).header('content-type', XML_TYPE).send();
+        },
+      });
+
+      // DidNotAttend takes PUT only, without id or identifier type (OpenEyes's `create` action).
+      scope.route({
+        method: 'PUT',
+        url: '/DidNotAttend',
+        bodyLimit: BODY_LIMIT_BYTES,
+        config: {
+          audit: {
+            action: 'pasapi.did-not-attend',
+            label: 'PAS did not attend',
+            kind: 'write',
+            renderRefusal: xmlRefusal,
+          },
+          openapi: false,
+        },
+        onRequest: (request, reply, done) => {
+          if (acceptsXml(request.headers.accept)) done();
+          else done(new PasapiError(406, []));
+        },
+        preHandler: basicAuth({ operation: 'OprnApi' }),
+        handler: async (request, reply) => {
+          const actor = actorOf(request);
+          const parsed = readXml(typeof request.body === 'string' ? request.body : '');
+          // Remaps of the institution of the identifier type the body names (OpenEyes: none apply, P26).
+          const typeKey = parsed.name === 'DidNotAttend' ? identifierTypeOf(parsed) : undefined;
+          const type = typeKey === undefined ? undefined : await findIdentifierType(db, typeKey);
+          const remapped = applyRemaps(parsed, await loadRemapRules(db, parsed.name, type?.institutionId));
+          const result = await didNotAttends.recordDidNotAttend(
+            readDidNotAttendResource(remapped.root),
+            actor,
+          );
+          if (result.outcome === 'disabled')
+            return reply
+              .code(200)
+              .header('content-type', XML_TYPE)
+              .send(
+                successXml(
+                  'DidNotAttend not created as it is disabled in the admin settings.',
+                  undefined,
+                  [],
+                ),
+              );
+          request.audit = { targetType: 'patient', targetIds: [result.patientId] };
+          return reply
+            .code(201)
+            .header('content-type', XML_TYPE)
+            .send(successXml('Successfully created DidNotAttend.', result.eventId, []));
+        },
+      });
+
       for (const resource of resources) {
         const url = `/${resource.name}/:id/identifier-type/:type`;
         scope.route<{ Params: { id: string; type: string } }>({
@@ -295,6 +418,10 @@ function sendPasapiError(request: FastifyRequest, reply: FastifyReply, thrown: u
     // Two requests for the same record at once: the second finds the first's row.
     statusCode = 409;
     errors = ['The record changed meanwhile: send the request again'];
+  } else if (databaseErrorKind(thrown) === 'foreign_key') {
+    // A row the change would remove is still referenced (on OpenEyes, a booking's pathway).
+    statusCode = 409;
+    errors = ['The record is referenced by other records and cannot be changed this way'];
   } else {
     const error = toAppError(thrown);
     for (const [name, value] of Object.entries(error.headers)) void reply.header(name, value);
