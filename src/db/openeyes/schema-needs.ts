@@ -380,6 +380,56 @@ const WORKLIST_TABLE_NEEDS: Readonly<Record<string, TableNeed>> = {
   },
 };
 
+/**
+ * Two groups of needs as one: a table both name gets the columns of both, and a column both name gets
+ * the first group's need with the second's flags and sizes added (the larger size wins).
+ */
+function unionOfNeeds(
+  first: Readonly<Record<string, TableNeed>>,
+  second: Readonly<Record<string, TableNeed>>,
+): Record<string, TableNeed> {
+  const union: Record<string, TableNeed> = { ...first };
+  for (const [table, need] of Object.entries(second)) {
+    const had = union[table];
+    if (had === undefined) {
+      union[table] = need;
+      continue;
+    }
+    const columns: Record<string, ColumnNeed> = { ...had.columns };
+    for (const [name, column] of Object.entries(need.columns)) {
+      const was = columns[name];
+      columns[name] = was === undefined ? column : unionOfColumn(table, name, was, column);
+    }
+    union[table] = {
+      columns,
+      isDeleted: had.isDeleted === true || need.isDeleted === true,
+      isVersionedWrite: had.isVersionedWrite === true || need.isVersionedWrite === true,
+    };
+  }
+  return union;
+}
+
+function unionOfColumn(table: string, name: string, a: ColumnNeed, b: ColumnNeed): ColumnNeed {
+  if (a.kind !== b.kind)
+    throw new Error(`schema needs: ${table}.${name} is needed as ${a.kind} and as ${b.kind}`);
+  const larger = (x: number | undefined, y: number | undefined) =>
+    x === undefined ? y : y === undefined ? x : Math.max(x, y);
+  const either = (x: boolean | undefined, y: boolean | undefined) =>
+    x === true || y === true ? true : undefined;
+  const union: ColumnNeed = {
+    kind: a.kind,
+    isInserted: either(a.isInserted, b.isInserted),
+    isUpdated: either(a.isUpdated, b.isUpdated),
+    isNullWritten: either(a.isNullWritten, b.isNullWritten),
+    minChars: larger(a.minChars, b.minChars),
+    minBytes: larger(a.minBytes, b.minBytes),
+    isCaseInsensitive: either(a.isCaseInsensitive, b.isCaseInsensitive),
+  };
+  return Object.fromEntries(
+    Object.entries(union).filter(([, v]) => v !== undefined),
+  ) as unknown as ColumnNeed;
+}
+
 /** Every OpenEyes table the service reads or writes, by name. */
 export const OPENEYES_TABLE_NEEDS: Readonly<Record<string, TableNeed>> = {
   // --- logins and roles: read only ------------------------------------------------------------------------
@@ -776,9 +826,6 @@ export const OPENEYES_TABLE_NEEDS: Readonly<Record<string, TableNeed>> = {
   // --- biometry (OphInBiometry) --------------------------------------------------------------------------
   ...BIOMETRY_TABLE_NEEDS,
 
-  // --- the PAS endpoint (PASAPI) -------------------------------------------------------------------------
-  ...PAS_TABLE_NEEDS,
-
-  // --- the Modality Worklist -----------------------------------------------------------------------------
-  ...WORKLIST_TABLE_NEEDS,
+  // --- the PAS endpoint (PASAPI) and the Modality Worklist: both use the worklist tables -------------------
+  ...unionOfNeeds(PAS_TABLE_NEEDS, WORKLIST_TABLE_NEEDS),
 };
