@@ -290,13 +290,15 @@ function requestIdsOf(answers: readonly HttpAnswer[]): number[] {
   });
 }
 
-/** `200 x3, 422 x1` and, for a single refusal, its body's first 160 characters. */
+/** `200 x3, 422 x1` and the body of the first refusal when it is short (a message, not a document). */
 function describe(answers: readonly HttpAnswer[]): string {
   const counts = new Map<number, number>();
   for (const answer of answers) counts.set(answer.status, (counts.get(answer.status) ?? 0) + 1);
   const summary = [...counts].map(([status, count]) => `${status} x${count}`).join(', ');
   const refused = answers.find((a) => a.status !== 200 && a.status !== 0);
-  return refused === undefined ? summary : `${summary} (${refused.body.toString().slice(0, 160)})`;
+  return refused === undefined || refused.body.length > 200
+    ? summary
+    : `${summary} (${refused.body.toString()})`;
 }
 
 /**
