@@ -303,7 +303,8 @@ function describe(answers: readonly HttpAnswer[]): string {
 
 /**
  * Polls the status of `requestIds` (as their submitter) until none is RUNNING; returns, per request,
- * its status and its routines' outcomes (`12 COMPLETE [DICOM_SEED COMPLETE, ...]`).
+ * its status and its routines' outcomes (`12 COMPLETE [DICOM_SEED COMPLETE, PATIENT_MATCH COMPLETE after
+ * 2 tries, ...]`).
  */
 async function waitForRequests(baseUrl: string, requestIds: readonly number[]): Promise<string[]> {
   const deadline = performance.now() + DRAIN_TIMEOUT_MS;
@@ -315,12 +316,18 @@ async function waitForRequests(baseUrl: string, requestIds: readonly number[]): 
       });
       const status = JSON.parse(answer.body.toString()) as {
         status?: string;
-        routines?: { routine_name: string; status: string; execution_log: string | null }[];
+        routines?: {
+          routine_name: string;
+          status: string;
+          try_count: number;
+          execution_log: string | null;
+        }[];
       };
       if (status.status !== 'RUNNING' || performance.now() > deadline) {
         const routines = (status.routines ?? []).map((r) => {
           const reason = r.status === 'FAILED' ? ` (${lastLine(r.execution_log)})` : '';
-          return `${r.routine_name} ${r.status}${reason}`;
+          const tries = r.try_count > 1 ? ` after ${r.try_count} tries` : '';
+          return `${r.routine_name} ${r.status}${tries}${reason}`;
         });
         ends.push(`${id} ${status.status ?? answer.status} [${routines.join(', ')}]`);
         break;
