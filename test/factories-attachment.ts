@@ -20,11 +20,21 @@ export const JPEG_BYTES = Buffer.concat([
 ]);
 export const PDF_BYTES = Buffer.from('%PDF-1.4\n1 0 obj\n<<>>\nendobj\ntrailer\n<<>>\n%%EOF\n', 'latin1');
 
-/** A `request` row of the seeded `dicom_request` type, as the queue would write it. */
-export async function createRequest(db: Kysely<DB>): Promise<number> {
+/**
+ * A `request` row of the seeded `dicom_request` type, as the queue would write it; submitted by
+ * `submitterUserId` (the column's default, the admin user, when omitted).
+ */
+export async function createRequest(
+  db: Kysely<DB>,
+  options: { readonly submitterUserId?: number } = {},
+): Promise<number> {
+  const submitter =
+    options.submitterUserId === undefined
+      ? {}
+      : { created_user_id: options.submitterUserId, last_modified_user_id: options.submitterUserId };
   const row = await db
     .insertInto('request')
-    .values({ request_type: 'dicom_request', system_message: 'test' })
+    .values({ request_type: 'dicom_request', system_message: 'test', ...submitter })
     .returning('id')
     .executeTakeFirstOrThrow();
   return row.id;

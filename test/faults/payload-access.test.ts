@@ -1,8 +1,10 @@
 /**
- * Raw queue payloads against other logins: a queued request's parts (REQUEST_DATA, the body, HEADER_DATA)
- * are read through `attachmentdisplay/view` only by request admins (`OprnEditRequestData`) and by the
- * user who stored them; anyone else, even with `OprnApi`, gets 403 by GET, HEAD and conditional GET. What
- * HEADER_DATA keeps is an allow-list: a secret in a header of the client's own choosing is not stored.
+ * A request's private rows against other logins: a queued request's parts (REQUEST_DATA, the body,
+ * HEADER_DATA) and an upload of `attachmentdisplay/create` filed under no event are read through
+ * `attachmentdisplay/view` only by request admins (`OprnEditRequestData`) and by the user who submitted
+ * them; anyone else, even with `OprnApi`, gets the 404 of an unknown id by GET, HEAD and conditional GET
+ * (ids are sequential: a 403 would tell which exist). What HEADER_DATA keeps is an allow-list: a secret in
+ * a header of the client's own choosing is not stored.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -14,7 +16,7 @@ import {
   createFiledAttachment,
   createOperator,
 } from '../factories-console.ts';
-import { createAttachment } from '../factories-attachment.ts';
+import { PNG_BYTES, createAttachment, createEventWithElementType } from '../factories-attachment.ts';
 import { attachmentsByMnemonic, submitToQueue } from '../factories-queue.ts';
 import type { TestApp } from '../harness.ts';
 import { forEachDialect, startTestApp } from '../harness.ts';
@@ -73,25 +75,68 @@ forEachDialect((dialect) => {
         assert.ok(!text.includes(secret), 'a secret was stored');
     });
 
-    it('answers 403 "403 Forbidden" to a login with no role and to another API client, by GET, HEAD and conditional GET', async () => {
+    /** Asserts that `user` gets the 404 "Not Found" of an unknown id for row `id`, however it asks. */
+    const assertHidden = async (user: TestUser, id: number, label: string) => {
+      const response = await view(user, id);
+      assert.equal(response.status, 404, label);
+      assert.equal(await response.json(), 'Not Found');
+      assert.equal(response.headers.get('etag'), null);
+      assert.equal(response.headers.get('last-modified'), null);
+      const head = await view(user, id, { method: 'HEAD' });
+      const unknownHead = await view(user, 2_000_000_000, { method: 'HEAD' });
+      assert.equal(head.status, 404, `HEAD ${label}`);
+      assert.equal(head.headers.get('content-length'), unknownHead.headers.get('content-length'), label);
+      const conditional = await view(user, id, { headers: { 'if-none-match': '"x"' } });
+      assert.equal(conditional.status, 404, `conditional ${label}`);
+      const field = await app.request(`${VIEW}?id=${id}&attachment=blob_data`, {
+        headers: { authorization: user.authorization },
+      });
+      assert.equal(field.status, 404, `blob_data of ${label}`);
+    };
+
+    it('answers a login with no role and another API client as for an unknown id (404 "Not Found"), by GET, HEAD and conditional GET', async () => {
       const noRole = await createUser(app.db, { roles: [] });
       const otherClient = await createUser(app.db);
-      for (const user of [noRole, otherClient]) {
-        for (const [mnemonic, id] of parts) {
-          const response = await view(user, id);
-          assert.equal(response.status, 403, mnemonic);
-          assert.equal(await response.json(), '403 Forbidden');
-          assert.equal(response.headers.get('etag'), null);
-          const head = await view(user, id, { method: 'HEAD' });
-          assert.equal(head.status, 403, `HEAD ${mnemonic}`);
-          const conditional = await view(user, id, { headers: { 'if-none-match': '"x"' } });
-          assert.equal(conditional.status, 403, `conditional ${mnemonic}`);
-          const field = await app.request(`${VIEW}?id=${id}&attachment=text_data`, {
-            headers: { authorization: user.authorization },
-          });
-          assert.equal(field.status, 403, `text_data of ${mnemonic}`);
-        }
+      for (const user of [noRole, otherClient])
+        for (const [mnemonic, id] of parts) await assertHidden(user, id, mnemonic);
+    });
+
+    it('keeps an upload filed under no event to its uploader and request admins; others get the 404 of an unknown id', async () => {
+      const upload = await app.request('/api/v1/attachmentdisplay/create', {
+        method: 'POST',
+        headers: { authorization: client.authorization, 'content-type': 'image/png' },
+        body: PNG_BYTES,
+      });
+      assert.equal(upload.status, 200);
+      const { id } = (await upload.json()) as { id: number };
+      const noRole = await createUser(app.db, { roles: [] });
+      const otherClient = await createUser(app.db);
+      for (const user of [noRole, otherClient]) await assertHidden(user, id, 'upload');
+      const admin = await createUser(app.db, { roles: ['Edit Payload Processor'] });
+      for (const user of [client, admin]) {
+        const response = await view(user, id);
+        assert.equal(response.status, 200);
+        assert.deepEqual(Buffer.from(await response.arrayBuffer()), PNG_BYTES);
+        assert.equal((await view(user, id, { method: 'HEAD' })).status, 200);
       }
+    });
+
+    it('serves an upload filed under an event to any login', async () => {
+      const { eventId, elementTypeId } = await createEventWithElementType(app.db);
+      const upload = await app.request(
+        `/api/v1/attachmentdisplay/create?event_id=${eventId}&element_type_id=${elementTypeId}`,
+        {
+          method: 'POST',
+          headers: { authorization: client.authorization, 'content-type': 'image/png' },
+          body: PNG_BYTES,
+        },
+      );
+      assert.equal(upload.status, 200);
+      const { id } = (await upload.json()) as { id: number };
+      const otherClient = await createUser(app.db);
+      const response = await view(otherClient, id);
+      assert.equal(response.status, 200);
+      assert.deepEqual(Buffer.from(await response.arrayBuffer()), PNG_BYTES);
     });
 
     it('serves the parts to a request admin and to the client that submitted them', async () => {
@@ -105,13 +150,13 @@ forEachDialect((dialect) => {
       assert.equal(headers['x-api-key'], undefined);
     });
 
-    it('serves an attachment filed under an event, and one of a request no client sent, to any login, as before', async () => {
+    it('serves an attachment filed under an event, and a row of a request no client sent, to any login', async () => {
       const filed = await createFiledAttachment(app.db);
       const noRole = await createUser(app.db, { roles: [] });
       const response = await view(noRole, filed.attachmentId);
       assert.equal(response.status, 200);
       assert.equal(response.headers.get('content-type'), 'image/png');
-      // An upload's or an OpenEyes row's request has no HEADER_DATA: not a received payload.
+      // An OpenEyes row's request has no HEADER_DATA and the row is no upload: not a private row.
       assert.equal((await view(noRole, await createAttachment(app.db))).status, 200);
     });
 

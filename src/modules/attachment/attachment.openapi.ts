@@ -12,7 +12,9 @@ const attachmentView: OperationDoc = {
   summary: 'View an attachment',
   description:
     'Basic auth (OprnApi too when ATTACHMENT_REQUIRE_OPRNAPI=on). The raw bytes, with validators for ' +
-    'conditional requests (`If-None-Match`, `If-Modified-Since`).',
+    "conditional requests (`If-None-Match`, `If-Modified-Since`). A request's private rows (its payload " +
+    'parts until filed under an event, an upload filed under no event) are served only to the user who ' +
+    'submitted them and to request admins (OprnEditRequestData); anyone else gets the 404 of an unknown id.',
   queryDescriptions: VIEW_QUERY_DESCRIPTIONS,
   parameters: [
     {
@@ -51,13 +53,17 @@ const attachmentView: OperationDoc = {
       schema: stringConst('Bad request'),
     },
     403: {
-      description:
-        "A queued request's payload part (not filed under an event) to a caller who is neither a " +
-        'request admin (OprnEditRequestData) nor the user who stored it; or the user lacks OprnApi ' +
-        'when ATTACHMENT_REQUIRE_OPRNAPI=on.',
+      description: 'The user lacks OprnApi when ATTACHMENT_REQUIRE_OPRNAPI=on.',
       schema: stringConst('403 Forbidden'),
     },
-    404: { description: 'No such attachment, or the field is empty.', schema: stringConst('Not Found') },
+    404: {
+      description:
+        "No such attachment, or the field is empty; or a request's private row (a queued request's " +
+        'payload part until filed under an event, an upload filed under no event) to a caller who is ' +
+        'neither the user who submitted it nor a request admin (OprnEditRequestData), answered as an ' +
+        'unknown id.',
+      schema: stringConst('Not Found'),
+    },
   },
 };
 

@@ -78,13 +78,14 @@ export interface AttachmentHead {
   readonly mnemonic: string;
   readonly lastModifiedDate: string;
   /**
-   * A part of a request received from a client (queue add, STOW-RS, C-STORE: the request has a
-   * HEADER_DATA row) that is not filed under any event: REQUEST_DATA, HEADER_DATA, FORM_DATA, the raw
-   * payloads, and the rows routines derive from them until they are filed.
+   * Readable only by the request's submitter and request admins (`mayReadRequest`): a row not filed
+   * under any event that is a part of a request received from a client (queue add, STOW-RS, C-STORE: the
+   * request has a HEADER_DATA row; REQUEST_DATA, HEADER_DATA, FORM_DATA, the raw payloads, and the rows
+   * routines derive from them) or an upload of attachment create.
    */
-  readonly isPayloadPart: boolean;
-  /** The user who stored the row (`created_user_id`): the caller who submitted the request. */
-  readonly createdUserId: number;
+  readonly isPrivate: boolean;
+  /** The user who submitted the row's request (`request.created_user_id`). */
+  readonly submitterUserId: number;
   /** Byte length of each field; null when the field is null. */
   readonly sizes: Readonly<Record<DataField, number | null>>;
   readonly digestSourceDate: string | null;
@@ -141,6 +142,7 @@ const RECEIVED_REQUEST_MNEMONIC = 'HEADER_DATA';
 function baseQuery(database: Database, id: unknown) {
   return attachmentDb(database.db)
     .selectFrom('attachment_data as ad')
+    .innerJoin('request as r', 'r.id', 'ad.request_id')
     .leftJoin('attachment_data_digest as d', 'd.attachment_data_id', 'ad.id')
     .where('ad.id', '=', id as number)
     .select([
@@ -148,7 +150,7 @@ function baseQuery(database: Database, id: unknown) {
       'ad.mime_type',
       'ad.attachment_mnemonic',
       'ad.last_modified_date',
-      'ad.created_user_id',
+      'r.created_user_id as submitter_user_id',
       'd.source_modified_date',
       'd.blob_data_sha256',
       'd.text_data_sha256',
@@ -171,6 +173,8 @@ function baseQuery(database: Database, id: unknown) {
           ),
         )
         .then(0)
+        .when('ad.attachment_mnemonic', '=', UPLOAD_MNEMONIC)
+        .then(1)
         .when(
           eb.exists(
             eb
@@ -183,7 +187,7 @@ function baseQuery(database: Database, id: unknown) {
         .then(1)
         .else(0)
         .end()
-        .as('is_payload_part'),
+        .as('is_private'),
     );
 }
 
@@ -213,8 +217,8 @@ export async function readAttachmentHead(
     mimeType: row.mime_type,
     mnemonic: row.attachment_mnemonic,
     lastModifiedDate: row.last_modified_date,
-    isPayloadPart: Number(row.is_payload_part) === 1,
-    createdUserId: row.created_user_id,
+    isPrivate: Number(row.is_private) === 1,
+    submitterUserId: row.submitter_user_id,
     sizes: {
       blob_data: toSize(row.blob_data),
       text_data: toSize(row.text_data),
@@ -281,8 +285,8 @@ function contentOf(
     mime_type: string;
     attachment_mnemonic: string;
     last_modified_date: string;
-    created_user_id: number;
-    is_payload_part: number | string;
+    submitter_user_id: number;
+    is_private: number | string;
   },
   field: DataField,
   bytes: Buffer | null,
@@ -293,8 +297,8 @@ function contentOf(
     mimeType: row.mime_type,
     mnemonic: row.attachment_mnemonic,
     lastModifiedDate: row.last_modified_date,
-    isPayloadPart: Number(row.is_payload_part) === 1,
-    createdUserId: row.created_user_id,
+    isPrivate: Number(row.is_private) === 1,
+    submitterUserId: row.submitter_user_id,
     digestSourceDate: row.source_modified_date,
     digests: digestsOf(row),
     field,

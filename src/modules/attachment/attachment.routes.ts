@@ -1,7 +1,8 @@
 /**
  * `GET|HEAD /api/v1/attachmentdisplay/view` and `POST /api/v1/attachmentdisplay/create` (which the
- * original routes but never implemented; here it stores an upload). A request's payload parts are viewed only by request admins and by the user
- * who stored them (`AttachmentReader`), 403 otherwise. Authentication runs in `onRequest`, before the query is validated, before any
+ * original routes but never implemented; here it stores an upload). A request's private rows (its parts
+ * until filed under an event, an upload filed under none) are viewed only by request admins and by the
+ * user who submitted them (`mayReadRequest`), 404 as for an unknown id otherwise. Authentication runs in `onRequest`, before the query is validated, before any
  * 304 and before an upload body is read: a stranger learns nothing and cannot make the server buffer.
  */
 import multipart from '@fastify/multipart';
@@ -16,12 +17,13 @@ import type { SpoolOptions, SpooledBytes } from '../../files/spool.ts';
 import { SPOOL_THRESHOLD_BYTES, spoolDirOf, spoolStream } from '../../files/spool.ts';
 import { holdSpool, loadSpooled } from '../../http/upload-spool.ts';
 import { idParameter } from '../audit/index.ts';
+import { requestReaderOf } from '../user/index.ts';
 import { CREATE_DOC, VIEW_DOC } from './attachment.openapi.ts';
 import { AppError } from '../../errors.ts';
 import { DATA_FIELDS } from './attachment.queries.ts';
 import type { UploadInput } from './attachment.service.ts';
 import type { AttachmentService } from './attachment.service.ts';
-import { MAX_ID, PAYLOAD_READ_OPERATION } from './attachment.service.ts';
+import { MAX_ID } from './attachment.service.ts';
 import { mediaTypeOfHeader, normaliseMediaType } from './content-type.ts';
 
 const VIEW_URL = '/api/v1/attachmentdisplay/view';
@@ -101,12 +103,7 @@ export const attachmentRoutes: FastifyPluginAsync<AttachmentRouteOptions> = asyn
       if (id > MAX_ID) throw badRequest();
       const mime = mimeText === undefined ? undefined : normaliseMediaType(mimeText);
       if (mimeText !== undefined && mime === undefined) throw badRequest();
-      const principal = request.principal!;
-      const reader = {
-        userId: principal.userId,
-        mayReadPayloads: principal.authItems.has(PAYLOAD_READ_OPERATION),
-      };
-      const query = { id, field: attachment, mime, reader };
+      const query = { id, field: attachment, mime, reader: requestReaderOf(request.principal!) };
       const isConditional =
         request.headers['if-none-match'] !== undefined || request.headers['if-modified-since'] !== undefined;
       if (request.method === 'GET' && !isConditional) {

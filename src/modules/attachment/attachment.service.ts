@@ -9,6 +9,8 @@ import type { AppDeps } from '../../deps.ts';
 import { nowDateTime, parseDateTime } from '../../db/database.ts';
 import { findUnstorableCharacter, unstorableCharacterMessage } from '../../db/schema-profile.ts';
 import { AppError } from '../../errors.ts';
+import type { RequestReader } from '../user/index.ts';
+import { mayReadRequest } from '../user/index.ts';
 import type { BinaryField } from './attachment-chunks.ts';
 import { digestInChunks, readInChunks } from './attachment-chunks.ts';
 import { digestField, storeDigest } from './attachment-digest.ts';
@@ -31,25 +33,10 @@ export interface ViewQuery {
   /** Lower-cased `type/subtype` the caller asked for, already syntax-checked. */
   readonly mime: string | undefined;
   /**
-   * Who asks, for the rule on request payload parts; omitted by callers that decide access to the row
-   * themselves (the console's pages).
+   * Who asks, for the rule on a request's private rows (`AttachmentHead.isPrivate`); omitted by callers
+   * that decide access to the row themselves (the console's pages).
    */
-  readonly reader?: AttachmentReader;
-}
-
-/** The RBAC operation that may read every request's payload parts (request admin). */
-export const PAYLOAD_READ_OPERATION = 'OprnEditRequestData';
-
-/**
- * The caller of a view. The parts of a request received from a client (`AttachmentHead.isPayloadPart`:
- * HEADER_DATA, REQUEST_DATA, FORM_DATA, raw files and DICOM instances, until a routine files them under
- * an event) are read only with `PAYLOAD_READ_OPERATION`, as on the console, or by the user who stored
- * them (a queue client its own submission); anyone else gets 403.
- */
-export interface AttachmentReader {
-  readonly userId: number;
-  /** Holds `PAYLOAD_READ_OPERATION`. */
-  readonly mayReadPayloads: boolean;
+  readonly reader?: RequestReader;
 }
 
 /**
@@ -97,10 +84,14 @@ function badRequest(): AppError {
   return new AppError('bad_request', 'Bad request');
 }
 
-/** Refuses (403) a payload part to a reader who may not read it; see `AttachmentReader`. */
-function checkReader(row: AttachmentHead | AttachmentContent, reader: AttachmentReader | undefined): void {
-  if (reader === undefined || !row.isPayloadPart || reader.mayReadPayloads) return;
-  if (row.createdUserId !== reader.userId) throw new AppError('forbidden', '403 Forbidden');
+/**
+ * Refuses a request's private row (a received request's part until filed, an upload filed under no event)
+ * to a reader who is neither its submitter nor a request admin, with the 404 of an unknown id: ids are
+ * sequential, and a 403 would tell which exist.
+ */
+function checkReader(row: AttachmentHead | AttachmentContent, reader: RequestReader | undefined): void {
+  if (reader === undefined || !row.isPrivate || mayReadRequest(reader, row.submitterUserId)) return;
+  throw notFound();
 }
 
 export function createAttachmentService(deps: AppDeps) {
@@ -157,7 +148,7 @@ export function createAttachmentService(deps: AppDeps) {
     id: number,
     field: DataField | undefined,
     mime: string | undefined,
-    reader: AttachmentReader | undefined,
+    reader: RequestReader | undefined,
   ): Promise<LoadedAttachment> {
     for (let attempt = 0; attempt < 3; attempt++) {
       const content = await readAttachmentContent(database, id, field, maxInlineBytes);

@@ -111,7 +111,8 @@ forEachDialect((dialect) => {
       it('answers reads (search, view with HEAD and 304, queue status) before their rows are committed, and commits each within the flush window', async () => {
         const { call, rowsOf } = clientOf(app, user);
         const attachmentId = await createAttachment(app.db);
-        const requestId = await createRequest(app.db);
+        // The status is shown to the request's submitter only (and request admins).
+        const requestId = await createRequest(app.db, { submitterUserId: user.userId });
         const viewPath = `/api/v1/attachmentDisplay/view?id=${attachmentId}`;
         // A first view stores the attachment's digest (a write): done before the table is locked.
         const first = await call(viewPath);

@@ -96,8 +96,8 @@ export function registerAttachmentPages(
   );
 
   /**
-   * An upload filed under no event is still a request's payload part: as on the API, only request admins
-   * open it (the API also lets its uploader, who has no console screen for it).
+   * An upload filed under no event is private to its request, as on the API: only request admins open it
+   * here (the API also lets its uploader, who has no console screen for it).
    */
   const mayOpen = (request: FastifyRequest, attachment: FoundAttachment) =>
     attachment.eventId !== null || can(request.consoleUser, OPERATIONS.queue);

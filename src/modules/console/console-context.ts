@@ -14,6 +14,7 @@ import type { WaitingForPatient } from '../request-queue/index.ts';
 import { describeWaitingDetails, maxTriesOf } from '../request-queue/index.ts';
 import type { AppDeps } from '../../deps.ts';
 import type { Principal } from '../user/index.ts';
+import { REQUEST_ADMIN_OPERATION } from '../user/index.ts';
 import type { ConsoleAssets } from './console-assets.ts';
 import type { SessionStore } from './session-store.ts';
 import type { SiteTime } from './site-time.ts';
@@ -21,7 +22,7 @@ import type { SiteTime } from './site-time.ts';
 /** The operations of the console's screens. */
 export const OPERATIONS = {
   /** Request admin (OpenEyes's role `Edit Payload Processor` has this operation). */
-  queue: 'OprnEditRequestData',
+  queue: REQUEST_ADMIN_OPERATION,
   /** Signature import log and attachments (the original's rule for its log viewer). */
   clinical: 'OprnViewClinical',
   /** The audit screen. */

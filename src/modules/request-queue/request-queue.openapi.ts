@@ -102,7 +102,10 @@ const WAITING_FOR_PATIENT = {
 
 const queueStatus: OperationDoc = {
   summary: 'Status of a queued request',
-  description: 'Basic auth + OprnApi. FAILED if a routine failed, RUNNING while one is pending.',
+  description:
+    'Basic auth + OprnApi. FAILED if a routine failed, RUNNING while one is pending. Shown only to the ' +
+    "user who submitted the request and to request admins (OprnEditRequestData); another user's request " +
+    'is answered 404, as an unknown id.',
   isDatabaseBacked: true,
   responses: {
     200: {
@@ -119,7 +122,10 @@ const queueStatus: OperationDoc = {
         },
       },
     },
-    404: { description: 'No such request.', schema: envelope('Request not found.') },
+    404: {
+      description: 'No such request, or one the caller neither submitted nor administers (alike).',
+      schema: envelope('Request not found.'),
+    },
     422: { description: 'request_id blank or not an integer.', schema: envelope() },
   },
 };

@@ -22,6 +22,7 @@ import { SPOOL_THRESHOLD_BYTES, spoolDirOf, spoolStream } from '../../files/spoo
 import { holdSpool, loadSpooled } from '../../http/upload-spool.ts';
 import { MALFORMED_MULTIPART_MESSAGE } from '../../http/multipart.ts';
 import { idParameter } from '../audit/index.ts';
+import { requestReaderOf } from '../user/index.ts';
 import { ADD_DOC, STATUS_DOC } from './request-queue.openapi.ts';
 import type { HandlerKind } from './intake/content-type.ts';
 import {
@@ -236,7 +237,7 @@ export async function registerRequestQueueRoutes(
     onRequest: auth,
     handler: async (request) => {
       const query = request.query as Record<string, unknown>;
-      return status.readStatus(query.request_id);
+      return status.readStatus(query.request_id, requestReaderOf(request.principal!));
     },
   });
   rejectOtherMethods(app, STATUS_URL, ['GET', 'HEAD'], 'envelope');

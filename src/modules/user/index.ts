@@ -25,3 +25,5 @@ export {
 export { findActivePrincipal, findUserIdsByUsername, findUsernames } from './user-directory.ts';
 export type { PasswordPolicy } from './password-policy.ts';
 export { DEFAULT_PASSWORD_POLICY, MIN_MAX_PASSWORD_LENGTH, findPasswordProblems } from './password-policy.ts';
+export type { RequestReader } from './request-access.ts';
+export { REQUEST_ADMIN_OPERATION, mayReadRequest, requestReaderOf } from './request-access.ts';

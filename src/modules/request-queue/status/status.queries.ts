@@ -1,6 +1,6 @@
 /**
- * SQL of the status endpoint and `queue show`: whether a request exists, and its routines in execution
- * order, each with the log text of its last execution.
+ * SQL of the status endpoint and `queue show`: whether a request exists and who submitted it, and its
+ * routines in execution order, each with the log text of its last execution.
  */
 import type { Kysely } from 'kysely';
 import type { DB, RoutineStatus } from '../../../db/schema.ts';
@@ -15,13 +15,19 @@ export interface RoutineStatusRow {
   readonly last_log_text: string | null;
 }
 
-/** The routines of a request, or undefined when the request does not exist. */
+export interface RequestRoutinesRow {
+  /** The user who submitted the request (`request.created_user_id`). */
+  readonly submitterUserId: number;
+  readonly routines: RoutineStatusRow[];
+}
+
+/** The submitter and routines of a request, or undefined when the request does not exist. */
 export async function findRequestRoutines(
   db: Kysely<DB>,
   requestId: number,
-): Promise<RoutineStatusRow[] | undefined> {
+): Promise<RequestRoutinesRow | undefined> {
   const [request, routines] = await Promise.all([
-    db.selectFrom('request').select('id').where('id', '=', requestId).executeTakeFirst(),
+    db.selectFrom('request').select('created_user_id').where('id', '=', requestId).executeTakeFirst(),
     db
       .selectFrom('request_routine as r')
       .select(['r.routine_name', 'r.status', 'r.try_count', 'r.execute_sequence', 'r.next_try_date_time'])
@@ -39,5 +45,5 @@ export async function findRequestRoutines(
       .orderBy('r.id')
       .execute(),
   ]);
-  return request === undefined ? undefined : routines;
+  return request === undefined ? undefined : { submitterUserId: request.created_user_id, routines };
 }

@@ -230,6 +230,52 @@ forEachDialect((dialect) => {
       assert.deepEqual(await response.json(), { success: 0, message: { system: 'Request not found.' } });
     });
 
+    it("answers another user's request as an unknown one (404), by any login short of request admin", async () => {
+      const id = await queueOne();
+      const [routine] = await app.db
+        .selectFrom('request_routine')
+        .select('id')
+        .where('request_id', '=', id)
+        .execute();
+      await app.db
+        .insertInto('request_routine_execution')
+        .values({
+          request_routine_id: routine!.id,
+          log_text: 'worker a:1\nmatched patient 7, event 12, eye R',
+          execution_date_time: '2030-01-01 00:00:00',
+          status: 'COMPLETE',
+          try_number: 1,
+        })
+        .execute();
+      const unknown = await status('?request_id=999999');
+      const otherClient = await createUser(app.db);
+      const clinician = await createUser(app.db, { roles: ['API access', 'TaskViewClinical'] });
+      for (const other of [otherClient, clinician]) {
+        const response = await app.request(`${STATUS_PATH}?request_id=${id}`, {
+          headers: { authorization: other.authorization },
+        });
+        assert.equal(response.status, 404, other.username);
+        assert.equal(response.headers.get('cache-control'), 'no-store');
+        const body = await response.text();
+        assert.equal(body, await unknown.clone().text());
+        assert.doesNotMatch(body, /matched|patient 7/);
+      }
+    });
+
+    it('shows a request to its submitter and to a request admin', async () => {
+      const id = await queueOne();
+      const admin = await createUser(app.db, { roles: ['API access', 'Edit Payload Processor'] });
+      for (const reader of [user, admin]) {
+        const response = await app.request(`${STATUS_PATH}?request_id=${id}`, {
+          headers: { authorization: reader.authorization },
+        });
+        assert.equal(response.status, 200, reader.username);
+        const body = (await response.json()) as { request_id: number; routines: unknown[] };
+        assert.equal(body.request_id, id);
+        assert.equal(body.routines.length, 1);
+      }
+    });
+
     it('answers 422 for a missing or non-integer request id', async () => {
       for (const query of [
         '?request_id=abc',

@@ -1,11 +1,14 @@
 /**
  * Processing status of a queued request (`GET api/v1/request/queue/status`, not in OpenEyes):
  * the overall status and every routine, in the order the worker runs them, with the log of its last
- * execution. Shown to holders of the queue's operation (the endpoint) and to `queue show` (the CLI).
+ * execution. The endpoint shows it to the request's submitter and to request admins only, and answers
+ * anyone else as it answers an unknown id; `queue show` (the CLI) shows any request.
  */
 import type { Kysely } from 'kysely';
 import type { DB, RoutineStatus } from '../../../db/schema.ts';
 import { AppError } from '../../../errors.ts';
+import type { RequestReader } from '../../user/index.ts';
+import { mayReadRequest } from '../../user/index.ts';
 import type { OverallStatus } from './overall-status.ts';
 import { overallStatus } from './overall-status.ts';
 import { findRequestRoutines } from './status.queries.ts';
@@ -48,8 +51,12 @@ export interface RequestStatus {
 const MAX_ID = 2_147_483_647;
 
 export interface StatusService {
-  /** The status of request `rawId` (a query value): 422 when not a positive integer, 404 when unknown. */
-  readStatus(rawId: unknown): Promise<RequestStatus>;
+  /**
+   * The status of request `rawId` (a query value): 422 when not a positive integer, 404 when unknown or,
+   * with a `reader`, when the reader may not read the request (`mayReadRequest`). Without a reader (the
+   * CLI) any request is shown.
+   */
+  readStatus(rawId: unknown, reader?: RequestReader): Promise<RequestStatus>;
 }
 
 export function createStatusService(deps: {
@@ -59,7 +66,7 @@ export function createStatusService(deps: {
 }): StatusService {
   const maxTries = maxTriesOf(deps.retryBackoff);
   return {
-    async readStatus(rawId) {
+    async readStatus(rawId, reader) {
       if (rawId === undefined || rawId === '') {
         throw new AppError('validation_failed', 'Unprocessable Entity', {
           fields: { request_id: 'Request Id cannot be blank.' },
@@ -71,8 +78,12 @@ export function createStatusService(deps: {
         });
       }
       const requestId = Number(rawId);
-      const routines = await findRequestRoutines(deps.db, requestId);
-      if (routines === undefined) throw new AppError('not_found', 'Request not found.');
+      const request = await findRequestRoutines(deps.db, requestId);
+      // Another user's request answers as an unknown one: ids are sequential, and the logs name the
+      // matched patient, the event and what was filed.
+      if (request === undefined || (reader !== undefined && !mayReadRequest(reader, request.submitterUserId)))
+        throw new AppError('not_found', 'Request not found.');
+      const { routines } = request;
       const status = overallStatus(routines.map((r) => r.status));
       const waiting = waitingForPatientOf(status, routines, (r) =>
         r.last_log_text === null ? null : lastErrorMessage(redactExecutionLog(r.last_log_text)),
