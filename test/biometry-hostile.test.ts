@@ -170,6 +170,23 @@ forEachDialect((dialect) => {
       assert.deepEqual(await biometryCounts(db, patientId), before);
     });
 
+    it("refuses a file whose number is beyond its decimal column's range with the column named, and writes nothing", async () => {
+      // et_ophinbiometry_measurement.axial_length_right is decimal(6,2): PostgreSQL and MariaDB in
+      // strict mode fail the statement on 123456.5, SQLite would store it.
+      const { patientId, tags } = await newPatient();
+      const before = await biometryCounts(db, patientId);
+      const { ran, log } = await file(
+        await iolMasterCalculations(tags, newStudy(), { lensNames: ['SN60WF'], axialLengthMm: 123456.5 }),
+      );
+      assert.ok(ran.includes('FILE_BIOMETRY:FAILED'), ran.join(', '));
+      assert.match(
+        log,
+        /Biometry file refused: et_ophinbiometry_measurement\.axial_length_right would be a value outside the column's range \(-9999\.99 to 9999\.99\)/,
+      );
+      assert.doesNotMatch(log, /123456/, 'the value is not logged');
+      assert.deepEqual(await biometryCounts(db, patientId), before);
+    });
+
     it('refuses a file with 90,000 calculations of one lens on the reading thread, and writes nothing', async () => {
       const { patientId, tags } = await newPatient();
       const before = await biometryCounts(db, patientId);

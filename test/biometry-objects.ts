@@ -389,6 +389,8 @@ export function iolMasterCalculations(
     sopClass?: string;
     /** Only each calculation's lens name (two elements per calculation). */
     isBare?: boolean;
+    /** Each eye's axial length (default 23.5 mm). */
+    axialLengthMm?: number;
   },
 ): Promise<Buffer> {
   const eyes = options.eyes ?? ['R'];
@@ -411,7 +413,7 @@ export function iolMasterCalculations(
     `(771b,00${BLOCK}) LO [99CZM]`,
     ...sequence(
       z('30'),
-      eyes.map((side) => [`${z('08')} CS [${side}]`, `${z('43')} FD 23.5`]),
+      eyes.map((side) => [`${z('08')} CS [${side}]`, `${z('43')} FD ${options.axialLengthMm ?? 23.5}`]),
     ),
     ...sequence(z('36'), [[`${z('09')} LO [SRK\u00ae/T]`, ...sequence(z('01'), perEye)]]),
   ]);

@@ -309,4 +309,29 @@ describe('Biometry filing on an OpenEyes v6.8-shaped database', { skip }, () => 
     assert.ok(ran.includes('FILE_BIOMETRY:COMPLETE'), ran.join(', '));
     assert.deepEqual(await lensRows(), [lens], 'the re-sent file finds the cut lens, no second one');
   });
+
+  it("refuses a number beyond OpenEyes's decimal(6,2) column at once, with the column named, so that strict mode never fails the batch", async () => {
+    const tables = ['event', 'ophinbiometry_imported_events', 'et_ophinbiometry_measurement'];
+    const before = await Promise.all(tables.map(count));
+    const ran = await file(
+      await iolMasterCalculations(
+        PATIENT,
+        { studyUid: newUid(), sopUid: newUid(), acquisition: '20240303103512' },
+        { lensNames: ['SN60WF'], axialLengthMm: 123456.5 },
+      ),
+    );
+    assert.equal(ran.at(-1), 'FILE_BIOMETRY:FAILED', ran.join(', '));
+    const logs = await admin
+      .selectFrom('request_routine_execution')
+      .select('log_text')
+      .where(
+        'log_text',
+        'like',
+        "%Biometry file refused: et_ophinbiometry_measurement.axial_length_right would be a value outside the column's range (-9999.99 to 9999.99)%",
+      )
+      .execute();
+    assert.equal(logs.length, 1, 'the refusal is logged with the range, not the value');
+    assert.doesNotMatch(String(logs[0]!.log_text), /123456/);
+    assert.deepEqual(await Promise.all(tables.map(count)), before, 'nothing written');
+  });
 });

@@ -760,4 +760,88 @@ describe('device profiles filed on an OpenEyes v6.8-shaped database', { skip }, 
       .execute();
     assert.match(String(log!.log_text), /DEVICE_FIRM_ID 999 is not a firm of this database/);
   });
+
+  /** The last log of `routine` for `requestId`. */
+  async function routineLog(requestId: number, routine: string): Promise<string> {
+    const logs = await admin
+      .selectFrom('request_routine_execution as x')
+      .innerJoin('request_routine as r', 'r.id', 'x.request_routine_id')
+      .select('x.log_text')
+      .where('r.request_id', '=', requestId)
+      .where('r.routine_name', '=', routine)
+      .orderBy('x.id')
+      .execute();
+    return String(logs.at(-1)?.log_text ?? '');
+  }
+
+  it("files a UTF-8 header with 4-byte characters into OpenEyes's utf8mb3 Device Information without failing", async () => {
+    // Header text is read byte by byte (latin1), so a 4-byte UTF-8 character arrives as four characters
+    // of the Basic Multilingual Plane; the Device Information columns (utf8mb3 text) must take them all.
+    const utf8 = (text: string) => Buffer.from(text, 'utf8').toString('latin1');
+    const bytes = await editDeviceObject(
+      await buildDeviceObject({
+        sopClassUid: ENCAPSULATED_PDF,
+        studyInstanceUid: newUid(),
+        patient: { id: PATIENT.id, birthDate: PATIENT.birthDate, sex: PATIENT.sex },
+        modality: 'OPV',
+        manufacturer: 'Carl Zeiss Meditec',
+        model: 'HFA3 860',
+        seriesDescription: 'SERIESDESCRIPTIONMARK',
+        imageLaterality: 'L',
+        acquisitionDateTime: '20240306093000',
+        content: 'pdf',
+      }),
+      (dump) =>
+        dump
+          .replace(/\(0008,0005\) CS \[ISO_IR 100\]/, '(0008,0005) CS [ISO_IR 192]')
+          .replace(/\(0008,1010\) SH \[STATION-7\]/, `(0008,1010) SH [${utf8('Room \u{1F441} 7')}]`)
+          .replace(/\[SERIESDESCRIPTIONMARK\]/, `[${utf8('Field \u{1F600}\u{1F600} 24-2')}]`),
+    );
+    const requestId = await file(bytes);
+    const row = await admin
+      .selectFrom('attachment_data')
+      .select('text_data')
+      .where('request_id', '=', requestId)
+      .where('attachment_mnemonic', '=', 'REQUEST_DATA')
+      .executeTakeFirstOrThrow();
+    const eventId = (JSON.parse(String(row.text_data)) as { event_id: number }).event_id;
+    const information = await admin
+      .selectFrom('et_ophgeneric_device_information')
+      .select(['station_name', 'series_description'])
+      .where('event_id', '=', eventId)
+      .executeTakeFirstOrThrow();
+    assert.match(String(information.station_name), /^Room .+ 7$/);
+    assert.match(String(information.series_description), /^Field .+ 24-2$/);
+  });
+
+  it("refuses a study UID longer than cra_device_event's key at the first try, never filing it on another study's event", async () => {
+    const stem = `1.2.826.0.1.3680043.9.${'7'.repeat(50)}.`;
+    const countOf = async (table: string) =>
+      Number(
+        (await sql<{ n: number }>`select count(*) as n from ${sql.table(table)}`.execute(admin)).rows[0]!.n,
+      );
+    const before = await Promise.all(['event', 'cra_device_event'].map(countOf));
+    for (const last of ['1', '2']) {
+      const { requestId, ran } = await queueAndDrain(
+        await buildDeviceObject({
+          sopClassUid: ENCAPSULATED_PDF,
+          studyInstanceUid: `${stem}${last.repeat(30)}`,
+          patient: { id: PATIENT.id, birthDate: PATIENT.birthDate, sex: PATIENT.sex },
+          modality: 'OPV',
+          manufacturer: 'Carl Zeiss Meditec',
+          model: 'HFA3 860',
+          imageLaterality: 'R',
+          acquisitionDateTime: '20240307093000',
+          content: 'pdf',
+        }),
+        engine,
+      );
+      assert.equal(ran.at(-1), 'ATTACH_TO_EVENT:FAILED', ran.join(', '));
+      assert.match(
+        await routineLog(requestId, 'ATTACH_TO_EVENT'),
+        /FAILED: refused: device_event\.study_instance_uid would be 103 characters, longer than the column's 64/,
+      );
+    }
+    assert.deepEqual(await Promise.all(['event', 'cra_device_event'].map(countOf)), before);
+  });
 });

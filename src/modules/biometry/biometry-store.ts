@@ -13,7 +13,9 @@
  * limit checked between chunks (`yieldTurn`). A lens type the lens list lacks is created inactive, listed
  * for no institution and recorded in `biometry_lens_review` (held for review: OpenEyes does not offer it)
  * unless the site offers new lenses at once (`BIOMETRY_OFFER_NEW_LENSES`). Device text goes through
- * `fitColumn` (device-filing/column-width.ts) before it is written to a fixed-width column.
+ * `fitColumn` (device-filing/column-width.ts) before it is written to a fixed-width column, and every
+ * device number through `fitDecimal` before it is written to a `decimal(p,s)` column: a number beyond
+ * the column's range refuses the file, with the column named.
  */
 import type { Generated, Kysely } from 'kysely';
 import type { DialectAdapter } from '../../db/dialect.ts';
@@ -27,7 +29,7 @@ import {
   updateAttachmentData,
 } from '../attachment-data/index.ts';
 import type { ColumnWidth, FitOptions } from '../device-filing/index.ts';
-import { bodySiteOf, fitColumn, fitOptionalColumn } from '../device-filing/index.ts';
+import { bodySiteOf, fitColumn, fitDecimal, fitOptionalColumn } from '../device-filing/index.ts';
 import type { BiometryStudy } from './biometry-file.ts';
 import type { BiometryTables, ElementTableName } from './biometry-tables.ts';
 import { BIOMETRY_COLUMNS } from './biometry-tables.ts';
@@ -121,6 +123,15 @@ type Values = Record<string, string | number | null>;
 
 const suffix = (side: Side) => (side === 'R' ? 'right' : 'left');
 const round = (value: number, places: number) => Math.round(value * 10 ** places) / 10 ** places;
+/** The laser vision correction columns (`varchar(30)` in both schemas): device text, cut. */
+const lvcColumn = (column: string): ColumnWidth => ({
+  column: `et_ophinbiometry_measurement.${column}`,
+  width: 30,
+  onOverflow: 'cut',
+});
+/** `value` as `table.column`, a `decimal(precision, scale)`, holds it (see the file comment). */
+const decimal = (table: string, column: string, precision: number, scale: number, value: number) =>
+  fitDecimal(value, { column: `${table}.${column}`, precision, scale });
 const eyeIdOf = (sides: ReadonlySet<Side>) => (sides.has('R') && sides.has('L') ? 3 : sides.has('R') ? 2 : 1);
 const sidesOfEyeId = (eyeId: number): Side[] => (eyeId === 3 ? ['R', 'L'] : eyeId === 2 ? ['R'] : ['L']);
 const fitOptionsOf = (deps: BiometryFilingDeps): FitOptions => ({
@@ -139,10 +150,14 @@ function measurementColumns(
   side: Side,
   eye: EyeMeasurement | undefined,
   knownStatuses: ReadonlySet<number>,
+  fit: FitOptions,
 ): Values {
   const s = suffix(side);
-  const d2 = (value: number | undefined) => round(value ?? 0, 2);
-  const d1 = (value: number | undefined) => round(value ?? 0, 1);
+  const table = 'et_ophinbiometry_measurement';
+  // decimal(6,2), decimal(6,1) and k1_axis's decimal(5,1), in both schemas.
+  const d2 = (name: string, value: number | undefined) => decimal(table, `${name}_${s}`, 6, 2, value ?? 0);
+  const d1 = (name: string, value: number | undefined, precision = 6) =>
+    decimal(table, `${name}_${s}`, precision, 1, value ?? 0);
   const k1 = eye?.k1;
   const k2 = eye?.k2;
   // Delta K: the device's cylinder, negative, when it gives one; else the difference of the Ks.
@@ -156,25 +171,25 @@ function measurementColumns(
     k1 !== undefined && k2 !== undefined ? (k1 <= k2 ? eye?.k1Axis : eye?.k2Axis) : undefined;
   const status = eye?.eyeStatus ?? -1;
   return {
-    [`k1_${s}`]: d2(k1),
-    [`k2_${s}`]: d2(k2),
-    [`axial_length_${s}`]: d2(eye?.axialLengthMm),
-    [`acd_${s}`]: d2(eye?.acdMm),
-    [`delta_k_${s}`]: d2(deltaK),
-    [`refraction_sphere_${s}`]: d2(eye?.refractionSphere),
-    [`refraction_delta_${s}`]: d2(eye?.refractionDelta),
-    [`k1_axis_${s}`]: d1(eye?.k1Axis),
-    [`k2_axis_${s}`]: d1(eye?.k2Axis),
-    [`delta_k_axis_${s}`]: d1(deltaKAxis),
-    [`refraction_axis_${s}`]: d1(eye?.refractionAxis),
-    [`snr_min_${s}`]: d1(eye?.snrMin),
-    [`snr_${s}`]: eye?.snr === undefined ? null : d1(eye.snr),
+    [`k1_${s}`]: d2('k1', k1),
+    [`k2_${s}`]: d2('k2', k2),
+    [`axial_length_${s}`]: d2('axial_length', eye?.axialLengthMm),
+    [`acd_${s}`]: d2('acd', eye?.acdMm),
+    [`delta_k_${s}`]: d2('delta_k', deltaK),
+    [`refraction_sphere_${s}`]: d2('refraction_sphere', eye?.refractionSphere),
+    [`refraction_delta_${s}`]: d2('refraction_delta', eye?.refractionDelta),
+    [`k1_axis_${s}`]: d1('k1_axis', eye?.k1Axis, 5),
+    [`k2_axis_${s}`]: d1('k2_axis', eye?.k2Axis),
+    [`delta_k_axis_${s}`]: d1('delta_k_axis', deltaKAxis),
+    [`refraction_axis_${s}`]: d1('refraction_axis', eye?.refractionAxis),
+    [`snr_min_${s}`]: d1('snr_min', eye?.snrMin),
+    [`snr_${s}`]: eye?.snr === undefined ? null : d1('snr', eye.snr),
     // Only the IOLMaster's own codes are stored; anything else is Unknown.
     [`eye_status_${s}`]: knownStatuses.has(status) ? status : -1,
     [`al_modified_${s}`]: eye?.isAlModified === true ? 1 : 0,
     [`k_modified_${s}`]: eye?.isKModified === true ? 1 : 0,
-    [`lvc_${s}`]: eye?.lvc ?? null,
-    [`lvc_mode_${s}`]: eye?.lvcMode ?? null,
+    [`lvc_${s}`]: fitOptionalColumn(eye?.lvc, lvcColumn(`lvc_${s}`), fit),
+    [`lvc_mode_${s}`]: fitOptionalColumn(eye?.lvcMode, lvcColumn(`lvc_mode_${s}`), fit),
   };
 }
 
@@ -420,9 +435,9 @@ async function writeElements(
     'et_ophinbiometry_measurement',
     eventId,
     sides,
-    (side) => measurementColumns(side, reading.eyes[side], knownStatuses),
+    (side) => measurementColumns(side, reading.eyes[side], knownStatuses, fitOptionsOf(deps)),
     {},
-    (side) => measurementColumns(side, undefined, knownStatuses),
+    (side) => measurementColumns(side, undefined, knownStatuses, fitOptionsOf(deps)),
   );
   written += await mergeElement(
     db,
@@ -433,7 +448,10 @@ async function writeElements(
     (side) => {
       const target = reading.eyes[side]?.targetRefraction;
       return {
-        [`target_refraction_${suffix(side)}`]: target === undefined ? null : round(target, 2),
+        [`target_refraction_${suffix(side)}`]:
+          target === undefined
+            ? null
+            : decimal('et_ophinbiometry_calculation', `target_refraction_${suffix(side)}`, 6, 2, target),
         [`formula_id_${suffix(side)}`]: formulaIdOf(side),
       };
     },
@@ -548,7 +566,9 @@ async function writeIolTables(
           REF: calculation.pairs.map((p) => round(p.ref, 2)),
         }),
         [`emmetropia_${suffix(side)}`]:
-          calculation.emmetropia === undefined ? null : round(calculation.emmetropia, 2),
+          calculation.emmetropia === undefined
+            ? null
+            : decimal(IOL_TABLE, `emmetropia_${suffix(side)}`, 6, 2, calculation.emmetropia),
       };
     };
     const sides = [...group.bySide.keys()];
@@ -560,7 +580,7 @@ async function writeIolTables(
         eye_id: eyeIdOf(new Set(sides)),
         lens_id: lensId,
         formula_id: formulaId,
-        constant: group.constant === undefined ? null : round(group.constant, 3),
+        constant: group.constant === undefined ? null : decimal(IOL_TABLE, 'constant', 7, 3, group.constant),
         active: 1,
         surgeon_id: surgeonId,
         ...mergeValues(SIDES.map(perSide)),
@@ -743,7 +763,7 @@ async function findOrCreateLenses(
             ? 'Created by the biometry import'
             : 'Created by the biometry import, held for review',
           position_id: 0,
-          acon: round(constants.get(name) ?? 0, 4),
+          acon: decimal('ophinbiometry_lenstype_lens', 'acon', 8, 4, constants.get(name) ?? 0),
           active: isOffered ? 1 : 0,
           ...audit,
         })),

@@ -4,7 +4,10 @@
  * with it the routine's batch, so every device value bound for such a column goes through
  * {@link fitColumn} first: characters the schema cannot store become U+FFFD, and text longer than the
  * column is cut to its width (descriptive text: names, device details) or refused (identifiers, which a
- * cut could make match another's), the reason logged with lengths only, never the value.
+ * cut could make match another's), the reason logged with lengths only, never the value. A device number
+ * bound for a `decimal(p,s)` column goes through {@link fitDecimal}: rounded to the column's scale, and
+ * refused when the column cannot hold it (MariaDB in strict mode and PostgreSQL fail the statement on an
+ * out-of-range value; SQLite would keep it whole).
  */
 
 /** A column a device value is written to: its width in characters and what a longer value gets. */
@@ -63,4 +66,30 @@ export function fitOptionalColumn(
   options: FitOptions,
 ): string | null {
   return value === undefined || value === null ? null : fitColumn(value, column, options);
+}
+
+/** A `decimal(precision, scale)` column a device number is written to. */
+export interface DecimalColumn {
+  /** `table.column`, for the refusal. */
+  readonly column: string;
+  readonly precision: number;
+  readonly scale: number;
+}
+
+/**
+ * `value` rounded to `column`'s scale; throws a {@link ColumnWidthError} when it is not a finite number
+ * or its rounded value has more integer digits than the column holds (`precision - scale`). The message
+ * gives the column's range, never the value.
+ */
+export function fitDecimal(value: number, column: DecimalColumn): number {
+  const factor = 10 ** column.scale;
+  const rounded = Math.round(value * factor) / factor;
+  const limit = 10 ** (column.precision - column.scale);
+  if (!Number.isFinite(rounded) || Math.abs(rounded) >= limit) {
+    const largest = (limit - 1 / factor).toFixed(column.scale);
+    throw new ColumnWidthError(
+      `${column.column} would be a value outside the column's range (-${largest} to ${largest})`,
+    );
+  }
+  return rounded;
 }

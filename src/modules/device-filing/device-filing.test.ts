@@ -911,6 +911,55 @@ forEachDialect((dialect) => {
       assert.match(page, /<dt>Eye<\/dt><dd>Right<\/dd>/);
     });
 
+    it("refuses a study UID or visual field model longer than the index's key, never joining another study's event", async () => {
+      const { patientId, patient } = await newPatient();
+      // Two studies whose UIDs share their first 64 characters: cut to the key's width they were one.
+      const stem = `1.2.826.0.1.3680043.9.${'7'.repeat(50)}.`;
+      const logs: string[] = [];
+      for (const options of [
+        { studyInstanceUid: `${stem}${'1'.repeat(30)}`, model: 'HFA3 860' },
+        { studyInstanceUid: `${stem}${'2'.repeat(30)}`, model: 'HFA3 860' },
+        // A model longer than its key column (LO allows 64 characters): cut, two models were one.
+        { studyInstanceUid: newUid(), model: `HFA3 ${'8'.repeat(70)}` },
+      ]) {
+        const requestId = await send(
+          await buildDeviceObject({
+            ...options,
+            sopClassUid: ENCAPSULATED_PDF,
+            patient,
+            modality: 'OPV',
+            manufacturer: 'Carl Zeiss Meditec',
+            imageLaterality: 'R',
+            acquisitionDateTime: '20240320093000',
+            content: 'pdf',
+          }),
+        );
+        const ran = await drain();
+        assert.ok(ran.includes('ATTACH_TO_EVENT:FAILED'), ran.join(', '));
+        const routines = await routinesOf(app.db, requestId);
+        const routine = routines.find((r) => r.routine_name === 'ATTACH_TO_EVENT');
+        assert.ok(routine !== undefined);
+        assert.equal(routine.try_count, 1, 'refused at the first try, never retried');
+        logs.push((await executionsOf(app.db, routine.id)).at(-1)?.log_text ?? '');
+      }
+      for (const log of logs.slice(0, 2)) {
+        assert.match(
+          log,
+          /FAILED: refused: device_event\.study_instance_uid would be 103 characters, longer than the column's 64/,
+        );
+        assert.doesNotMatch(log, new RegExp(stem.replaceAll('.', '\\.')), 'the UID is not logged');
+      }
+      assert.match(
+        logs[2] ?? '',
+        /FAILED: refused: device_event\.model would be 75 characters, longer than the column's 64/,
+      );
+      assert.deepEqual(await eventsOf(patientId), [], 'no event for a refused file');
+      assert.deepEqual(
+        await devices().selectFrom('device_event').selectAll().where('patient_id', '=', patientId).execute(),
+        [],
+      );
+    });
+
     it('hands a biometry device to FILE_BIOMETRY instead of filing an OphGeneric event', async () => {
       const { patient } = await newPatient();
       const requestId = await send(

@@ -11,6 +11,11 @@
  * Rows of OpenEyes's versioned tables are copied to their `_version` twin before every update (the
  * schema profile's `keepRowVersions`); `created_*` columns are never touched by an update. An HFA entry
  * is never updated: OpenEyes's trigger would rewrite the eye's whole visual-field history.
+ *
+ * Header text goes through `fitColumn` (column-width.ts) before it is written: the Device Information
+ * columns are `text` (cut to what one holds; on OpenEyes's utf8mb3 tables a character beyond U+FFFF
+ * becomes U+FFFD), and the index's key columns refuse a longer value, since a key cut to its width could
+ * join one study's files to another's event.
  */
 import type { Kysely } from 'kysely';
 import type { DialectAdapter } from '../../db/dialect.ts';
@@ -18,7 +23,9 @@ import type { DB } from '../../db/schema.ts';
 import type { SchemaProfile } from '../../db/schema-profile.ts';
 import type { AuditStamp } from '../attachment-data/index.ts';
 import { linkAttachmentsToEvent, updateAttachmentData } from '../attachment-data/index.ts';
-import type { DeviceHeader } from './device-header.ts';
+import type { ColumnWidth, FitOptions } from './column-width.ts';
+import { TEXT_COLUMN_CHARACTERS, fitColumn, fitOptionalColumn } from './column-width.ts';
+import type { DeviceHeader, DeviceInformationValues } from './device-header.ts';
 import { bodySiteOf, deviceInformationOf, eyeIdOf, headerText, mergeEyes } from './device-header.ts';
 import type { HfaValues } from './hfa.ts';
 import { readHfaValues } from './hfa.ts';
@@ -70,6 +77,40 @@ export interface DeviceFilingOutcome {
 const MODEL_KEYED_MODALITIES = new Set(['OPV', 'OPT']);
 
 const EYE_OF_ID: Record<number, EyeLetter> = { 1: 'L', 2: 'R', 3: 'B' };
+
+/** The key columns of the service's index (`varchar(64)` in both schemas): refused beyond their width. */
+const KEY_COLUMNS = {
+  studyInstanceUid: { column: 'device_event.study_instance_uid', width: 64, onOverflow: 'refuse' },
+  model: { column: 'device_event.model', width: 64, onOverflow: 'refuse' },
+} as const satisfies Record<string, ColumnWidth>;
+
+/**
+ * The index's table is utf8mb4 in both schemas: its keys keep every character, so that two values that
+ * differ only in a character beyond U+FFFF stay two keys.
+ */
+const KEY_CODE_POINTS = 0x10ffff;
+
+function fitOptionsOf(ctx: FilingContext, maxCodePoint = ctx.schema.maxTextCodePoint): FitOptions {
+  return { maxCodePoint, log: (line) => ctx.log(line) };
+}
+
+/** The Device Information columns of a file's header, as their `text` columns store them. */
+function fittedDeviceInformation(ctx: FilingContext, header: DeviceHeader): DeviceInformationValues {
+  const fit = fitOptionsOf(ctx);
+  const values = deviceInformationOf(header);
+  for (const column of Object.keys(values) as (keyof DeviceInformationValues)[]) {
+    values[column] = fitOptionalColumn(
+      values[column],
+      {
+        column: `et_ophgeneric_device_information.${column}`,
+        width: TEXT_COLUMN_CHARACTERS,
+        onOverflow: 'cut',
+      },
+      fit,
+    );
+  }
+  return values;
+}
 
 function audit(stamp: AuditStamp) {
   return {
@@ -267,7 +308,7 @@ async function createStudyEvent(
     .values({
       event_id: event.id,
       last_request_id: filing.requestId,
-      ...deviceInformationOf(filing.header),
+      ...fittedDeviceInformation(ctx, filing.header),
       ...audit(stamp),
     })
     .returning('id')
@@ -275,7 +316,10 @@ async function createStudyEvent(
   return { eventId: event.id, deviceInformationId: information.id };
 }
 
-/** Files `filing` (see the module comment). */
+/**
+ * Files `filing` (see the module comment). Throws a `ColumnWidthError` before anything is written when a
+ * key of the index is longer than its column.
+ */
 export async function fileDeviceObject(
   ctx: FilingContext,
   filing: DeviceFiling,
@@ -287,13 +331,15 @@ export async function fileDeviceObject(
     headerText(filing.header, 'SOPInstanceUID') ??
     `request-${filing.requestId}`;
   const modality = headerText(filing.header, 'Modality')?.toUpperCase() ?? '';
+  const keyFit = fitOptionsOf(ctx, KEY_CODE_POINTS);
   const model = MODEL_KEYED_MODALITIES.has(modality)
-    ? (headerText(filing.header, 'ManufacturerModelName') ?? '').slice(0, 64)
+    ? fitColumn(headerText(filing.header, 'ManufacturerModelName') ?? '', KEY_COLUMNS.model, keyFit)
     : '';
+  const studyKey = fitColumn(studyUid, KEY_COLUMNS.studyInstanceUid, keyFit);
   const subtype = await subtypeOf(ctx, filing);
   const key = {
     patient_id: filing.patientId,
-    study_instance_uid: studyUid.slice(0, 64),
+    study_instance_uid: studyKey,
     event_subtype: subtype ?? '',
     model,
   };

@@ -33,5 +33,11 @@ export type { DeviceFiling, DeviceFilingOutcome, FilingContext } from './filing.
 export { fileDeviceObject } from './filing.ts';
 export type { RequestDeviceFiling } from './filing-read.ts';
 export { readEventSubtypes, readRequestDeviceFiling } from './filing-read.ts';
-export type { ColumnWidth, FitOptions } from './column-width.ts';
-export { ColumnWidthError, TEXT_COLUMN_CHARACTERS, fitColumn, fitOptionalColumn } from './column-width.ts';
+export type { ColumnWidth, DecimalColumn, FitOptions } from './column-width.ts';
+export {
+  ColumnWidthError,
+  TEXT_COLUMN_CHARACTERS,
+  fitColumn,
+  fitDecimal,
+  fitOptionalColumn,
+} from './column-width.ts';

@@ -575,6 +575,33 @@ forEachDialect((dialect) => {
         assert.match(text, /NHSNumber belongs to another patient/);
       });
 
+      it('refuses an NHS number longer than an identifier with 400 where its type bounds no length, writing nothing', async () => {
+        // patient_identifier.value is varchar(255): a longer value fails the insert on PostgreSQL and
+        // MariaDB in strict mode, and the deleted row's unique_row_string adds its prefix to it.
+        const global = () => app.db.updateTable('patient_identifier_type').where('id', '=', pas.globalTypeId);
+        const { validate_regex: pattern } = await app.db
+          .selectFrom('patient_identifier_type')
+          .select('validate_regex')
+          .where('id', '=', pas.globalTypeId)
+          .executeTakeFirstOrThrow();
+        await global().set({ validate_regex: '/^[0-9]+$/' }).execute();
+        try {
+          for (const nhs of ['9'.repeat(300), '4'.repeat(41)]) {
+            const number = newHospitalNumber();
+            const text = await assertRefused(
+              url(number),
+              fullPatientXml({ hospitalNumber: number, nhsNumber: nhs }),
+              400,
+            );
+            assert.match(text, /NHSNumber is too long \(maximum is 40 characters\)/);
+          }
+          const number = newHospitalNumber();
+          await create({ hospitalNumber: number, nhsNumber: '7'.repeat(40) });
+        } finally {
+          await global().set({ validate_regex: pattern }).execute();
+        }
+      });
+
       it('refuses a renumbering with 409 (same NHS number, date of birth and gender; new hospital number)', async () => {
         const nhs = newNhsNumber();
         await create({ hospitalNumber: newHospitalNumber(), nhsNumber: nhs });

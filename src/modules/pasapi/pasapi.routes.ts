@@ -16,7 +16,12 @@ import { toAppError } from '../../http/error-handler.ts';
 import type { ModuleOptions } from '../../http/module.ts';
 import type { AuditRefusal, RouteAudit } from '../audit/index.ts';
 import type { ChangeActor } from './patient-change.ts';
-import { createPatientChanges, findIdentifierType, unknownIdentifierType } from './patient-change.ts';
+import {
+  MAX_IDENTIFIER_CHARACTERS,
+  createPatientChanges,
+  findIdentifierType,
+  unknownIdentifierType,
+} from './patient-change.ts';
 import { createPatientMerges } from './patient-merge.ts';
 import { readAppointmentResource } from './appointment-resource.ts';
 import { createPatientAppointments } from './patient-appointment.ts';
@@ -93,8 +98,10 @@ function readExternalId(raw: string): string {
       'Missing request parameter(s). Required parameter(s) are: id, identifier-type',
     ]);
   // eslint-disable-next-line no-control-regex
-  if (/[\u0000-\u001f\u007f]/.test(id) || [...id].length > 40)
-    throw new PasapiError(400, ['The external id must be 1 to 40 characters without control characters']);
+  if (/[\u0000-\u001f\u007f]/.test(id) || [...id].length > MAX_IDENTIFIER_CHARACTERS)
+    throw new PasapiError(400, [
+      `The external id must be 1 to ${MAX_IDENTIFIER_CHARACTERS} characters without control characters`,
+    ]);
   return id;
 }
 

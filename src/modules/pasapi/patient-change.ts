@@ -88,6 +88,8 @@ export interface ChangeActor {
 export const PATIENT_RESOURCE = 'Patient';
 export const PATIENT_INTERNAL_TYPE = '\\Patient';
 
+/** The longest identifier value PASAPI writes: the hospital number's bound (`pasapi_assignment.resource_id`). */
+export const MAX_IDENTIFIER_CHARACTERS = 40;
 const ADDRESS_TYPE_HOME = 2;
 const ADDRESS_TYPE_CORRESPOND = 3;
 
@@ -386,6 +388,10 @@ export function createPatientChanges(database: Database): {
       if (typeof value === 'string' && [...value].length > max)
         errors.push(`${label} is too long (maximum is ${max} characters).`);
     }
+    // An identifier type may have no pattern: the NHS number gets the hospital number's bound, so that
+    // `patient_identifier.value` and the `unique_row_string` of its deleted row (255 each) hold it.
+    if (nhsNumber !== undefined && [...nhsNumber].length > MAX_IDENTIFIER_CHARACTERS)
+      errors.push(`NHSNumber is too long (maximum is ${MAX_IDENTIFIER_CHARACTERS} characters).`);
     if (gender !== undefined && gender !== '' && !['M', 'F', 'U', 'O'].includes(gender))
       errors.push(`Invalid value '${record.gender}' for 'Gender'`);
     if (record.email !== undefined && record.email !== '' && !/^[^@\s]+@[^@\s]+\.[^@\s]+$/.test(record.email))
