@@ -62,4 +62,10 @@ export type {
   MatchField,
   RequestMatchData,
 } from './admin/edit-request.ts';
-export { checkMatchCriteria, editRequestMatchData, readRequestMatchData } from './admin/edit-request.ts';
+export {
+  checkGivenEventDate,
+  checkMatchCriteria,
+  editRequestEventDate,
+  editRequestMatchData,
+  readRequestMatchData,
+} from './admin/edit-request.ts';
