@@ -171,10 +171,14 @@ forEachDialect((dialect) => {
       assert.deepEqual(await requestData(app, requestId), before);
       assert.deepEqual(await routineStates(app, requestId), ['DICOM_SEED:FAILED:1']);
 
+      // Fields other than the date are not written, reserved names least of all.
       const saved = await client.post(action, {
         _csrf: csrfOf(html, action),
         version,
         event_date: '2024-03-02T07:15',
+        device_event_date: '9999-12-31 00:00:00',
+        console_edits: '[]',
+        matched_patient_id: '1',
       });
       assert.equal(saved.status, 303);
       assert.equal(saved.headers.get('location'), `${page}?result=dated`);
@@ -182,6 +186,7 @@ forEachDialect((dialect) => {
 
       const data = await requestData(app, requestId);
       assert.equal(data.console_event_date, '2024-03-02 07:15:00');
+      assert.deepEqual([data.device_event_date, data.matched_patient_id], [undefined, undefined]);
       const edits = data.console_edits as { userId: number; changes: Record<string, unknown> }[];
       assert.equal(edits.length, 1);
       assert.equal(edits[0]!.userId, user.userId);
