@@ -5,12 +5,14 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { sql } from 'kysely';
 import { createInstitution, createPatient, createUser, unique } from '../../../../test/factories.ts';
 import type { TestUser } from '../../../../test/factories.ts';
 import { addIdentifier, createIdentifierType } from '../../../../test/factories-patient.ts';
 import { executionsOf, routinesOf, submitToQueue } from '../../../../test/factories-queue.ts';
 import type { DevicePatient } from '../../../../test/device-objects.ts';
 import { OPHTHALMIC_PHOTOGRAPHY_8_BIT, buildDeviceObject } from '../../../../test/device-objects.ts';
+import { iolMaster500 } from '../../../../test/biometry-objects.ts';
 import { newUid } from '../../../../test/dicom-instances.ts';
 import type { TestApp } from '../../../../test/harness.ts';
 import { forEachDialect, startTestApp } from '../../../../test/harness.ts';
@@ -111,6 +113,10 @@ forEachDialect((dialect) => {
         studyTime: '101500',
         content: 'image',
       });
+      return sendBytes(bytes);
+    }
+
+    async function sendBytes(bytes: Buffer): Promise<number> {
       const form = new FormData();
       form.append('scan', new Blob([new Uint8Array(bytes)], { type: 'application/dicom' }), 'scan.dcm');
       const response = await submitToQueue(app, user.authorization, {
@@ -178,6 +184,34 @@ forEachDialect((dialect) => {
         /The device event date \(1959-12-31 10:15:00\) is before the patient's date of birth: refused/,
       );
       assert.equal(await eventCount(patientId), 0);
+    });
+
+    it("refuses at FILE_BIOMETRY a biometry file dated before the matched patient's birth", async () => {
+      const { patientId, patient } = await newPatient();
+      const requestId = await sendBytes(
+        await iolMaster500(
+          { id: patient.id, dob: patient.birthDate, sex: patient.sex },
+          {
+            studyUid: newUid(),
+            sopUid: newUid(),
+            acquisition: '19591231103000',
+            studyDate: '19591231',
+            studyTime: '103000',
+          },
+        ),
+      );
+      const ran = await drain();
+      assert.ok(ran.includes('FILE_BIOMETRY:FAILED'), ran.join());
+      assert.match(
+        await lastLog(requestId, 'FILE_BIOMETRY'),
+        /Biometry file refused: its date \(1959-12-31 10:30:00\) is before the patient's date of birth/,
+      );
+      // A Biometry event has no episode: it is found by its imported-event row.
+      const imported = await sql<{ n: number | string }>`
+        select count(*) as n from ophinbiometry_imported_events where patient_id = ${patientId}`.execute(
+        app.db,
+      );
+      assert.equal(Number(imported.rows[0]?.n), 0);
     });
 
     it('files a file dated today, on its date', async () => {
