@@ -18,6 +18,8 @@ import {
   RETRYABLE,
   ROUTINE_STATUSES,
   VOIDABLE,
+  checkGivenEventDate,
+  editRequestEventDate,
   editRequestMatchData,
   isRequestThumbnail,
   listRequests,
@@ -51,6 +53,7 @@ const RESULT_TEXT: Record<string, string> = {
   requeued: 'The request will run again from its first routine.',
   edited: 'The details are saved and the request runs on from its failed routine.',
   chosen: 'The patient is chosen and the request runs on from its failed routine.',
+  dated: 'The date of the study is saved and the request runs on from its DICOM check.',
 };
 
 /**
@@ -465,6 +468,52 @@ export function registerQueuePages(app: FastifyInstance, ctx: ConsoleContext, gu
           422,
         );
       return editRequest(request, reply, change);
+    },
+  );
+
+  // The study date of a DICOM file refused for its date: audited by key name only, as the edits are.
+  app.post<{ Params: { id: string } }>(
+    '/requests/:id/event-date',
+    { preHandler: guardQueue, config: { consoleAction: 'console.request.event-date' } },
+    async (request, reply) => {
+      const requestId = requestIdOf(request.params);
+      const eventDate = (textField(request.body, 'event_date') ?? '').trim();
+      if (eventDate.length > 30) throw badRequestPage('The field "event_date" is too long.');
+      const checked = checkGivenEventDate(eventDate, new Date());
+      if ('problem' in checked)
+        return renderRequest(
+          request,
+          reply,
+          requestId,
+          { kind: 'error', text: `${checked.problem} Nothing was changed.` },
+          422,
+        );
+      const outcome = await editRequestEventDate(database, {
+        requestId,
+        expectedVersion: versionOf(request.body),
+        userId: request.consoleUser!.userId,
+        eventDate,
+      });
+      if (outcome.kind === 'changed')
+        return renderRequest(
+          request,
+          reply,
+          requestId,
+          {
+            kind: 'error',
+            text: 'Changed meanwhile: the request changed since you loaded the page. Nothing was changed; check the state below and try again.',
+          },
+          409,
+        );
+      if (outcome.kind === 'done') {
+        const edited = outcome.changedKeys.length === 0 ? 'none' : outcome.changedKeys.join(' ');
+        return answer(request, reply, outcome, 'dated', {
+          targetType: 'request',
+          targetIds: [requestId],
+          detail: `REQUEST_DATA keys changed: ${edited}; routines run on: ${outcome.routineIds.join(' ')}`,
+        });
+      }
+      return answer(request, reply, outcome, 'dated');
     },
   );
 

@@ -37,25 +37,84 @@ export function deviceFactsOf(
   };
 }
 
+/** The event date of a device file, and the attribute it was read from. */
+export interface FoundEventDate {
+  /** The device's local wall-clock time, `YYYY-MM-DD HH:MM:SS`. */
+  readonly wallClock: string;
+  /** The attribute, in words (`Study Date`). */
+  readonly source: string;
+}
+
+const EVENT_DATE_SOURCES = [
+  ['Acquisition DateTime', 'AcquisitionDateTime', null],
+  ['Acquisition Date', 'AcquisitionDate', 'AcquisitionTime'],
+  ['Content Date', 'ContentDate', 'ContentTime'],
+  ['Series Date', 'SeriesDate', 'SeriesTime'],
+  ['Study Date', 'StudyDate', 'StudyTime'],
+] as const;
+
 /**
  * The event date of a device file: Acquisition DateTime (0008,002A) (or Acquisition Date + Time), else
  * Content, else Series, else Study Date + Time, as the device's local wall-clock time
  * `YYYY-MM-DD HH:MM:SS`: fractions of a second and any UTC offset suffix are ignored, a missing time is
- * 00:00:00. Undefined when the file has no usable date.
+ * 00:00:00. A value that is no real date is passed over; the date found is not checked for plausibility
+ * here ({@link checkEventDate}). Undefined when the file has no date at all.
  */
-export function eventDateOf(header: DeviceHeader): string | undefined {
-  const candidates: [string | null, string | null][] = [
-    [headerText(header, 'AcquisitionDateTime'), null],
-    [headerText(header, 'AcquisitionDate'), headerText(header, 'AcquisitionTime')],
-    [headerText(header, 'ContentDate'), headerText(header, 'ContentTime')],
-    [headerText(header, 'SeriesDate'), headerText(header, 'SeriesTime')],
-    [headerText(header, 'StudyDate'), headerText(header, 'StudyTime')],
-  ];
-  for (const [date, time] of candidates) {
-    const text = date === null ? undefined : wallClockOf(date, time);
-    if (text !== undefined) return text;
+export function findEventDate(header: DeviceHeader): FoundEventDate | undefined {
+  for (const [source, dateKey, timeKey] of EVENT_DATE_SOURCES) {
+    const date = headerText(header, dateKey);
+    const wallClock =
+      date === null ? undefined : wallClockOf(date, timeKey === null ? null : headerText(header, timeKey));
+    if (wallClock !== undefined) return { wallClock, source };
   }
   return undefined;
+}
+
+/** The wall-clock time of {@link findEventDate}, or undefined. */
+export function eventDateOf(header: DeviceHeader): string | undefined {
+  return findEventDate(header)?.wallClock;
+}
+
+/** The earliest event date accepted from a device or a person. */
+export const EARLIEST_EVENT_DATE = '1900-01-01';
+/** How far past now an event date may lie (clocks of devices and sites differ). */
+const FUTURE_SLACK_MS = 24 * 60 * 60 * 1000;
+
+/**
+ * Why the event date `wallClock` (`YYYY-MM-DD HH:MM:SS`, a local wall-clock time) cannot date an event,
+ * or undefined when it can: it must be a real date and time, not before {@link EARLIEST_EVENT_DATE} nor
+ * before `birthDate` (the patient's, `YYYY-MM-DD...`, when known), and not more than a day after `now`.
+ * The day's slack also covers the site's zone, whose wall clock is at most 14 hours ahead of UTC.
+ */
+export function checkEventDate(
+  wallClock: string,
+  limits: { readonly now: Date; readonly birthDate?: string | null },
+): string | undefined {
+  const match = /^(\d{4})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})$/.exec(wallClock);
+  if (match === null || wallClockOf(wallClock.replace(/[-: ]/g, ''), null) !== wallClock)
+    return 'is not a date and time';
+  if (wallClock < EARLIEST_EVENT_DATE) return `is before ${EARLIEST_EVENT_DATE.slice(0, 4)}`;
+  const birth = limits.birthDate?.slice(0, 10);
+  if (birth !== undefined && /^\d{4}-\d{2}-\d{2}$/.test(birth) && wallClock.slice(0, 10) < birth)
+    return "is before the patient's date of birth";
+  const latest = new Date(limits.now.getTime() + FUTURE_SLACK_MS)
+    .toISOString()
+    .replace('T', ' ')
+    .slice(0, 19);
+  if (wallClock > latest) return 'is more than a day in the future';
+  return undefined;
+}
+
+/**
+ * A date and time a person typed (`YYYY-MM-DD`, `YYYY-MM-DDTHH:MM` from a `datetime-local` input, or with
+ * seconds, `T` or a space between) as `YYYY-MM-DD HH:MM:SS`; undefined when it is not a real one.
+ */
+export function normaliseEventDate(text: string): string | undefined {
+  const match = /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2}))?)?$/.exec(text.trim());
+  if (match === null) return undefined;
+  const [, y, mo, d, hh = '00', mi = '00', ss = '00'] = match;
+  const wallClock = `${y}-${mo}-${d} ${hh}:${mi}:${ss}`;
+  return wallClockOf(`${y}${mo}${d}${hh}${mi}${ss}`, null) === wallClock ? wallClock : undefined;
 }
 
 /** `YYYY-MM-DD HH:MM:SS` of a DA (or DT) and an optional TM, or undefined when not a real date. */
@@ -69,12 +128,14 @@ function wallClockOf(date: string, time: string | null): string | undefined {
     const tm = /^(\d{2})(\d{2})?(\d{2})?/.exec(time.replace(/[:\s]/g, ''));
     if (tm !== null) [hh, mi, ss] = [tm[1]!, tm[2] ?? '00', tm[3] ?? '00'];
   }
-  const day = new Date(Date.UTC(Number(y), Number(mo) - 1, Number(d)));
+  // setUTCFullYear, not Date.UTC, which reads the years 0 to 99 as 1900 to 1999.
+  const day = new Date(0);
+  day.setUTCFullYear(Number(y), Number(mo) - 1, Number(d));
   if (
     Number.isNaN(day.getTime()) ||
     day.getUTCFullYear() !== Number(y) ||
     day.getUTCMonth() !== Number(mo) - 1 ||
-    Number(y) < 1900 ||
+    day.getUTCDate() !== Number(d) ||
     Number(hh) > 23 ||
     Number(mi) > 59 ||
     Number(ss) > 60

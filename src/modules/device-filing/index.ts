@@ -17,11 +17,15 @@ export type {
 export { BUILT_IN_PROFILES, chooseProfile, fallbackProfile } from './profiles.ts';
 export type { ProfileFileOutcome } from './profile-file.ts';
 export { parseDeviceProfiles, readDeviceProfilesFile } from './profile-file.ts';
-export type { DeviceHeader, LateralityFinding } from './device-header.ts';
+export type { DeviceHeader, FoundEventDate, LateralityFinding } from './device-header.ts';
 export {
+  EARLIEST_EVENT_DATE,
   bodySiteOf,
+  checkEventDate,
   deviceFactsOf,
   eventDateOf,
+  findEventDate,
+  normaliseEventDate,
   eyeIdOf,
   headerText,
   lateralityOf,

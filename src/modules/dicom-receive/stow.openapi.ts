@@ -61,7 +61,9 @@ const stowStore = (perStudy: boolean): OperationDoc => ({
     200: storeResponse('Every instance was stored and queued.'),
     202: storeResponse('Some instances were stored; the others are in FailedSOPSequence.'),
     400: {
-      description: 'A body that is not a readable multipart body (boundary, framing), or a bad study UID.',
+      description:
+        'A body that is not a readable multipart body (boundary, framing), a bad study UID, or a query ' +
+        'parameter whose name the service reserves (matched_patient_id, event_id, dicom_*, device_*, console_*).',
       schema: { type: 'string' },
     },
     409: storeResponse('No instance was stored; the reasons are in FailedSOPSequence.'),

@@ -15,6 +15,7 @@ import { spoolDirOf } from '../../files/spool.ts';
 import { rejectOtherMethods } from '../../http/error-handler.ts';
 import type { ModuleOptions } from '../../http/module.ts';
 import type { IntakeService } from '../request-queue/index.ts';
+import { findReservedRequestKeys, reservedKeysMessage } from '../request-queue/index.ts';
 import { MALFORMED_MULTIPART_MESSAGE } from '../../http/multipart.ts';
 import { STUDIES_DOC, STUDY_DOC } from './stow.openapi.ts';
 import { createDicomReceiver } from './receive.ts';
@@ -58,11 +59,17 @@ export async function registerStowRoutes(app: FastifyInstance, options: StowRout
 
   const auth = options.basicAuth({ operation: 'OprnApi' });
 
-  /** 415 for anything but `multipart/related` of `application/dicom`; 400 without a boundary or a bad UID. */
+  /**
+   * 415 for anything but `multipart/related` of `application/dicom`; 400 without a boundary, for a bad UID
+   * or a reserved `REQUEST_DATA` name in the query string.
+   */
   const checkRequest: onRequestAsyncHookHandler = async (request) => {
     const study = (request.params as { StudyInstanceUID?: string }).StudyInstanceUID;
     if (study !== undefined && (study.length > 64 || !UID.test(study)))
       throw new AppError('bad_request', 'Invalid Study Instance UID.');
+    // The query string is kept in each instance's REQUEST_DATA: names the routines write are refused.
+    const reserved = findReservedRequestKeys(request.query as Record<string, unknown>);
+    if (reserved.length > 0) throw new AppError('bad_request', reservedKeysMessage(reserved));
     let type: MIMEType;
     try {
       type = new MIMEType(request.headers['content-type'] ?? '');

@@ -18,6 +18,7 @@ export type { AlongsideWrite, EnqueueRequestInput, QueuedRequest } from './intak
 export { insertUploadRequest } from './intake/intake.queries.ts';
 export type { AttachmentRowInput } from './intake/intake.queries.ts';
 export { createIntakeService } from './intake/intake.service.ts';
+export { findReservedRequestKeys, reservedKeysMessage } from './intake/reserved-keys.ts';
 export type { DicomInstanceSubmission, IntakeService } from './intake/intake.service.ts';
 export { REQUEST_QUEUE_CHANNEL, onRequestQueued } from './engine/queue-events.ts';
 export type { RequestQueuedEvent, RequestQueuedListener } from './engine/queue-events.ts';
@@ -61,4 +62,10 @@ export type {
   MatchField,
   RequestMatchData,
 } from './admin/edit-request.ts';
-export { checkMatchCriteria, editRequestMatchData, readRequestMatchData } from './admin/edit-request.ts';
+export {
+  checkGivenEventDate,
+  checkMatchCriteria,
+  editRequestEventDate,
+  editRequestMatchData,
+  readRequestMatchData,
+} from './admin/edit-request.ts';

@@ -31,7 +31,8 @@ const queueAdd = (method: string): OperationDoc => ({
   summary: `Add to the request queue${method === 'PUT' ? ' (PUT)' : ''}`,
   description:
     'Basic auth + OprnApi. The handler is chosen by the `content_type` query parameter, else the ' +
-    'Content-Type header: JSON, urlencoded form, multipart, or raw bytes.',
+    'Content-Type header: JSON, urlencoded form, multipart, or raw bytes. The query string is kept as the ' +
+    "request's REQUEST_DATA.",
   requestBody: {
     required: true,
     content: {
@@ -52,7 +53,12 @@ const queueAdd = (method: string): OperationDoc => ({
         properties: { request_id: { type: 'integer' } },
       },
     },
-    400: { description: 'A body that does not match its Content-Length.', schema: envelope() },
+    400: {
+      description:
+        'A body that does not match its Content-Length, or a query parameter whose name the service ' +
+        'reserves for what its routines write (matched_patient_id, event_id, dicom_*, device_*, console_*).',
+      schema: envelope(),
+    },
     413: { description: 'Body above its limit.', schema: envelope() },
     422: { description: 'Validation failure: field -> message.', schema: envelope() },
   },

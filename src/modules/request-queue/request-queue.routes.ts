@@ -34,6 +34,7 @@ import {
 } from './intake/content-type.ts';
 import type { MultipartPart } from './intake/payload.ts';
 import type { IntakeService } from './intake/intake.service.ts';
+import { findReservedRequestKeys, reservedKeysMessage } from './intake/reserved-keys.ts';
 import { createStatusService } from './status/status.ts';
 
 const ADD_URL = '/api/v1/request/queue/add';
@@ -56,7 +57,8 @@ declare module 'fastify' {
 /**
  * The query parameters queue add reads, for the OpenAPI document. The route attaches validation
  * failures instead of answering 400: intake checks every value itself and names the field in a 422.
- * Any other parameter is accepted and kept in REQUEST_DATA.
+ * Any other parameter is accepted and kept in REQUEST_DATA, but for the names the service writes there
+ * itself (`reserved-keys.ts`), which are refused with a 400 before the body is read.
  */
 const AddQuerySchema = Type.Object({
   request_type: Type.Optional(
@@ -135,6 +137,8 @@ export async function registerRequestQueueRoutes(
   const prepareIntake: onRequestAsyncHookHandler = async (request) => {
     const header = request.headers['content-type'];
     const query = request.query as Record<string, unknown>;
+    const reserved = findReservedRequestKeys(query);
+    if (reserved.length > 0) throw new AppError('bad_request', reservedKeysMessage(reserved));
     if (typeof query.content_type === 'string' && hasNulCharacter(query.content_type))
       throw unprocessable({ content_type: nulCharacterMessage('Content Type') });
     const effectiveType = effectiveContentType(query.content_type, header);

@@ -16,15 +16,25 @@
  *   does, and only when the request is still the version the operator saw (its routines and its JSON
  *   rows); that routine then goes back to NEW with no tries, so the worker takes the request on at once
  *   (the match chains the filing routines).
+ * - A DICOM file refused at `DICOM_SEED` for its date (none at all, or not plausible) is resolved the same
+ *   way by giving the study's date and time ({@link editRequestEventDate}): written as
+ *   `REQUEST_DATA.console_event_date` (the site's wall clock), kept in the edit history, checked as a
+ *   device's date is, and `DICOM_SEED` runs again, dating the event by it.
+ *
+ * These are the only `REQUEST_DATA` keys the console writes: the criteria's (a `dicom_patient_*` tag in
+ * place, by design), `console_event_date` and `console_edits`; clients cannot send the reserved ones
+ * (`intake/reserved-keys.ts`).
  */
 import { createHash } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import type { Database } from '../../../db/database.ts';
 import { formatDateTime } from '../../../db/database.ts';
 import type { DB } from '../../../db/schema.ts';
+import { checkEventDate, normaliseEventDate } from '../../device-filing/index.ts';
 import { readRequestContent, writeRequestText } from '../../attachment-data/index.ts';
 import { emitRequestQueued, notifyQueueAfterCommit } from '../engine/queue-events.ts';
 import { mirrorRequestDetails } from '../engine/request-details.ts';
+import { CONSOLE_EVENT_DATE_KEY } from '../routines/device-profile.ts';
 import type { CriteriaRows } from '../routines/patient-match.ts';
 import {
   DOB_KEYS,
@@ -44,13 +54,15 @@ const CRITERIA_MNEMONICS = ['REQUEST_DATA', 'FORM_DATA', 'REQUEST_BLOB'] as cons
 const MATCH_ROUTINE = 'PATIENT_MATCH';
 const RUN_ON: readonly string[] = ['FAILED', 'RETRY'];
 
-/** The request's patient-match routines that failed or wait for a retry. */
+/** The routine a study date is given to: the DICOM check that dates a device file's event. */
+const SEED_ROUTINE = 'DICOM_SEED';
+
+/** The request's routines named `name` (the patient match by default) that failed or wait for a retry. */
 function routinesToRunOn(
   routines: readonly { id: number; routine_name: string; status: string }[],
+  name = MATCH_ROUTINE,
 ): number[] {
-  return routines
-    .filter((r) => r.routine_name === MATCH_ROUTINE && RUN_ON.includes(r.status))
-    .map((r) => r.id);
+  return routines.filter((r) => r.routine_name === name && RUN_ON.includes(r.status)).map((r) => r.id);
 }
 
 /**
@@ -97,6 +109,10 @@ export interface RequestMatchData {
   readonly sex: MatchField;
   /** Its PATIENT_MATCH routine is FAILED or RETRY: an edit can run the request on. */
   readonly canRunOn: boolean;
+  /** The study date and time the desk gave (`YYYY-MM-DD HH:MM:SS`), if any. */
+  readonly eventDate: string | undefined;
+  /** Its DICOM_SEED routine is FAILED or RETRY: a study date can be given and the request run on. */
+  readonly canGiveEventDate: boolean;
   readonly edits: readonly ConsoleEdit[];
 }
 
@@ -190,8 +206,15 @@ export async function readRequestMatchData(
     version,
     ...fieldsOf(rows),
     canRunOn: routinesToRunOn(routines).length > 0,
+    eventDate: givenEventDateOf(rows.REQUEST_DATA ?? {}),
+    canGiveEventDate: routinesToRunOn(routines, SEED_ROUTINE).length > 0,
     edits: editsOf(rows.REQUEST_DATA ?? {}),
   };
+}
+
+function givenEventDateOf(requestData: Record<string, unknown>): string | undefined {
+  const value = requestData[CONSOLE_EVENT_DATE_KEY];
+  return typeof value === 'string' ? value : undefined;
 }
 
 /** The identifier, date of birth and sex `PATIENT_MATCH` finds patient `patientId` by, or why not. */
@@ -306,6 +329,91 @@ export async function editRequestMatchData(
   if (outcome === 'busy') return { kind: 'busy', requestId };
   // The match runs at once: the worker of this process, and (with notifications) every other, is woken
   // instead of finding the request at its next poll.
+  if (outcome.kind === 'done')
+    for (const queue of outcome.queues) {
+      emitRequestQueued({ requestId, queue });
+      notifyQueueAfterCommit(database, queue);
+    }
+  return outcome;
+}
+
+export interface EventDateInput {
+  readonly requestId: number;
+  readonly expectedVersion: string;
+  readonly userId: number;
+  /** The date and time as typed (`YYYY-MM-DD`, `YYYY-MM-DDTHH:MM[:SS]`), the site's wall clock. */
+  readonly eventDate: string;
+  readonly now?: Date;
+}
+
+/** Checks a study date the desk typed: the date as stored, or the problems. */
+export function checkGivenEventDate(text: string, now: Date): { wallClock: string } | { problem: string } {
+  const wallClock = normaliseEventDate(text);
+  if (wallClock === undefined)
+    return { problem: 'The date and time of the study must be a real date and time (YYYY-MM-DD HH:MM).' };
+  const problem = checkEventDate(wallClock, { now });
+  return problem === undefined ? { wallClock } : { problem: `The date and time of the study ${problem}.` };
+}
+
+/**
+ * Gives the study date and time of a DICOM request refused at `DICOM_SEED` for its date, and runs that
+ * routine on (see the module comment), under the request's locks and once it is still the version the
+ * operator saw. The date dates the event only where the file has no plausible date of its own.
+ */
+export async function editRequestEventDate(database: Database, input: EventDateInput): Promise<EditOutcome> {
+  const { requestId } = input;
+  const exists = await database.db
+    .selectFrom('request')
+    .select('id')
+    .where('id', '=', requestId)
+    .executeTakeFirst();
+  if (exists === undefined) return { kind: 'not_found' };
+  const nowDate = input.now ?? new Date();
+  const checked = checkGivenEventDate(input.eventDate, nowDate);
+  if ('problem' in checked) return { kind: 'refused', requestId, reason: checked.problem };
+  const now = formatDateTime(nowDate);
+  const stamp = { userId: input.userId, now };
+  const outcome = await withRequestLocks(database, requestId, async (trx): Promise<EditOutcome> => {
+    const { routines, rows, version } = await readState(trx, requestId);
+    if (version !== input.expectedVersion) return { kind: 'changed', requestId, current: 'edited' };
+    const runOn = routinesToRunOn(routines, SEED_ROUTINE);
+    if (runOn.length === 0)
+      return {
+        kind: 'refused',
+        requestId,
+        reason:
+          'The DICOM check (DICOM_SEED) of this request neither failed nor waits: a study date is given only for a file refused for its date.',
+      };
+    const queues = [
+      ...new Set(routines.filter((r) => runOn.includes(r.id)).map((r) => r.execute_request_queue)),
+    ];
+    const requestData = rows.REQUEST_DATA ?? {};
+    const old = givenEventDateOf(requestData) ?? null;
+    const isChanged = old !== checked.wallClock;
+    const patch: Record<string, string> = isChanged ? { [CONSOLE_EVENT_DATE_KEY]: checked.wallClock } : {};
+    const edit: ConsoleEdit = {
+      at: now,
+      userId: input.userId,
+      patientId: null,
+      changes: isChanged ? { [CONSOLE_EVENT_DATE_KEY]: [old, checked.wallClock] } : {},
+    };
+    await writeRequestText(
+      trx,
+      database.dialect,
+      requestId,
+      'REQUEST_DATA',
+      { ...requestData, ...patch, [CONSOLE_EDITS_KEY]: [...editsOf(requestData), edit] },
+      stamp,
+    );
+    await mirrorRequestDetails(trx, database, requestId, patch, stamp);
+    await trx
+      .updateTable('request_routine')
+      .set({ status: 'NEW', try_count: 0, next_try_date_time: null })
+      .where('id', 'in', runOn)
+      .execute();
+    return { kind: 'done', requestId, routineIds: runOn, changedKeys: Object.keys(patch), queues };
+  });
+  if (outcome === 'busy') return { kind: 'busy', requestId };
   if (outcome.kind === 'done')
     for (const queue of outcome.queues) {
       emitRequestQueued({ requestId, queue });

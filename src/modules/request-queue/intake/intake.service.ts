@@ -24,6 +24,7 @@ import type { AttachmentRowInput, RequestTypeRoute } from './intake.queries.ts';
 import { findKnownMimeTypes, findRequestTypeRoute } from './intake.queries.ts';
 import { findOverlongDicomValue } from '../../dicom/index.ts';
 import type { MultipartPart } from './payload.ts';
+import { findReservedRequestKeys, reservedKeysMessage } from './reserved-keys.ts';
 import { FieldErrors, MAX_ECHO, jsonRow, readPayload, textRow } from './payload.ts';
 
 const MAX_SYSTEM_MESSAGE = 255;
@@ -62,7 +63,10 @@ export interface DicomInstanceSubmission {
 }
 
 export interface IntakeService {
-  /** Validates and queues one submission; resolves to the new request id, or throws a 422 AppError. */
+  /**
+   * Validates and queues one submission; resolves to the new request id, or throws a 422 AppError (a 400
+   * for a query naming a reserved `REQUEST_DATA` key).
+   */
   submit(submission: IntakeSubmission): Promise<number>;
   /** {@link submit} of one DICOM instance, as a raw `application/dicom` body. */
   submitDicomInstance(instance: DicomInstanceSubmission): Promise<number>;
@@ -91,6 +95,9 @@ export function createIntakeService(deps: {
         ...(instance.alongside === undefined ? {} : { alongside: instance.alongside }),
       }),
     async submit(submission) {
+      // What the routines write into REQUEST_DATA never comes from the submitter (reserved-keys.ts).
+      const reserved = findReservedRequestKeys(submission.query);
+      if (reserved.length > 0) throw new AppError('bad_request', reservedKeysMessage(reserved));
       const errors = new FieldErrors();
       const payload = readPayload(submission, errors);
       refuseOverlongDicomValues(payload.rows, deps.config, errors);

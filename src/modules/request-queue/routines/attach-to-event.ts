@@ -11,14 +11,15 @@
  *
  * A DICOM request whose device profile was chosen (by `DICOM_SEED`) is filed by the device-filing module
  * instead: into the one event of its patient and study (created with the study's first file), dated by
- * the device, with its subtype, Device Information, eye and visual field indices. Re-sending a file that
- * is already filed changes nothing.
+ * the device, with its subtype, Device Information, eye and visual field indices; a date before the
+ * patient's birth (or otherwise implausible: `checkEventDate`) fails the routine for good. Re-sending a
+ * file that is already filed changes nothing.
  */
 import type { Kysely } from 'kysely';
 import { formatDateTime } from '../../../db/database.ts';
 import type { DB } from '../../../db/schema.ts';
 import type { DeviceFiler, DeviceHeader } from '../../device-filing/index.ts';
-import { fileDeviceObject, storedEventDate } from '../../device-filing/index.ts';
+import { checkEventDate, fileDeviceObject, storedEventDate } from '../../device-filing/index.ts';
 import type { RoutineContext } from './catalog.ts';
 import { PermanentRoutineError, defineRoutine } from './catalog.ts';
 import {
@@ -209,6 +210,15 @@ async function fileDevice(
   const text = (key: string) => (typeof data[key] === 'string' ? data[key] : null);
   const eventDate = text('device_event_date');
   if (eventDate === null) throw new PermanentRoutineError('No device event date: DICOM_SEED must run first');
+  // DICOM_SEED checked the date's form and range; here it is checked again with the patient's birth.
+  const patient = await ctx.trx
+    .selectFrom('patient')
+    .select('dob')
+    .where('id', '=', input.patientId)
+    .executeTakeFirst();
+  const dateProblem = checkEventDate(eventDate, { now: ctx.now(), birthDate: patient?.dob ?? null });
+  if (dateProblem !== undefined)
+    throw new PermanentRoutineError(`The device event date (${eventDate}) ${dateProblem}: refused`);
   const laterality = text('device_laterality');
   const firmId = ctx.config.deviceFirmId;
   if (firmId !== undefined && ctx.schema.hasFirmSubspecialties) {

@@ -5,7 +5,10 @@
  * (Manufacturer, Modality, model, SOP class; see the device-filing module), the file's event date and its
  * eye. An unknown device gets the fallback profile and is filed like any other; a file with no date at all
  * fails at once (its event could only be dated by the moment of filing, which a clinician would read as
- * the date of the examination).
+ * the date of the examination), and so does one whose date is not plausible (`checkEventDate`: before
+ * 1900 or more than a day ahead). The desk resolves either by giving the study's date and time in the
+ * console ("Fix the data and run on": `REQUEST_DATA.console_event_date`, checked the same way), which
+ * then dates the event; a file with a plausible date of its own keeps it.
  *
  * `DICOM_SEED` records the profile from the header it has just read ({@link profileDicomFile}), so that
  * the chain needs no queue step of its own for it. The `DEVICE_PROFILE` routine stays registered for the
@@ -14,10 +17,11 @@
  */
 import type { DeviceHeader, DeviceProfile } from '../../device-filing/index.ts';
 import {
+  checkEventDate,
   chooseProfile,
   deviceFactsOf,
-  eventDateOf,
   eyeIdOf,
+  findEventDate,
   lateralityOf,
 } from '../../device-filing/index.ts';
 import { PermanentRoutineError, defineRoutine } from './catalog.ts';
@@ -28,23 +32,62 @@ export interface DeviceProfileRecord {
   readonly logLines: readonly string[];
 }
 
+/** The `REQUEST_DATA` key of the study date and time the desk gives in the console. */
+export const CONSOLE_EVENT_DATE_KEY = 'console_event_date';
+
+/** What dates a device file's event when the file cannot: now, and the desk's date, if given. */
+export interface EventDating {
+  readonly now: Date;
+  /** `REQUEST_DATA.console_event_date`: `YYYY-MM-DD HH:MM:SS`, the site's wall clock. */
+  readonly givenEventDate?: unknown;
+}
+
+/**
+ * The event date of a file with header `header` and the log line saying where it came from: the file's
+ * own when it has a plausible one, else the desk's; throws a {@link PermanentRoutineError} naming the
+ * problem otherwise.
+ */
+function datingOf(header: DeviceHeader, dating: EventDating): { eventDate: string; logLine: string } {
+  const found = findEventDate(header);
+  const fileProblem =
+    found === undefined
+      ? 'The file has no usable date (Acquisition DateTime, Content, Series or Study Date): refused, since its event would be dated by the time of filing'
+      : (() => {
+          const problem = checkEventDate(found.wallClock, { now: dating.now });
+          return problem === undefined
+            ? undefined
+            : `The file's ${found.source} (${found.wallClock}) ${problem}: refused, since it cannot date the event`;
+        })();
+  if (found !== undefined && fileProblem === undefined)
+    return { eventDate: found.wallClock, logLine: `event date: the file's ${found.source}` };
+  const given = dating.givenEventDate;
+  if (typeof given === 'string' && given !== '') {
+    const problem = checkEventDate(given, { now: dating.now });
+    if (problem !== undefined)
+      throw new PermanentRoutineError(`The study date given in the console (${given}) ${problem}: refused`);
+    return {
+      eventDate: given,
+      logLine: `event date: given in the console (${found === undefined ? 'the file has none' : `the file's ${found.source} is refused`})`,
+    };
+  }
+  throw new PermanentRoutineError(
+    `${fileProblem}. Give the study's date and time in the console ("Fix the data and run on") to file it.`,
+  );
+}
+
 /**
  * The device profile, event date and eye of a DICOM file with header `header`; throws a
- * {@link PermanentRoutineError} for a file with no usable date.
+ * {@link PermanentRoutineError} for a file with no usable or plausible date that the desk gave none for.
  */
 export function profileDicomFile(
   header: DeviceHeader,
   file: { readonly sopClassUid: string | null; readonly hasPixelData: boolean },
   siteProfiles: readonly DeviceProfile[],
+  dating: EventDating,
 ): DeviceProfileRecord {
   const facts = deviceFactsOf(header, file);
   const profile = chooseProfile(facts, siteProfiles);
-  const eventDate = eventDateOf(header);
-  if (eventDate === undefined) {
-    throw new PermanentRoutineError(
-      'The file has no usable date (Acquisition DateTime, Content, Series or Study Date): refused, since its event would be dated by the time of filing',
-    );
-  }
+  const { eventDate, logLine: dateLine } = datingOf(header, dating);
   const laterality = lateralityOf(header, profile);
   return {
     requestData: {
@@ -63,6 +106,7 @@ export function profileDicomFile(
       laterality.eye === null
         ? `eye: none (${laterality.source}); filed without a body site`
         : `eye: ${laterality.eye} (${laterality.source})`,
+      dateLine,
     ],
   };
 }
@@ -83,6 +127,7 @@ export const deviceProfileRoutine = defineRoutine({
         hasPixelData: data.dicom_has_pixel_data === true,
       },
       ctx.config.deviceProfiles,
+      { now: ctx.now(), givenEventDate: data[CONSOLE_EVENT_DATE_KEY] },
     );
     await ctx.mergeRequestData(record.requestData);
     for (const line of record.logLines) ctx.log(line);

@@ -6,13 +6,14 @@
  * profile from the same header and records it, the event date and the eye (keys prefixed `device_`, see
  * `device-profile.ts`); then chains `EXTRACT_IMAGE`. A file that is not a readable Part 10 file, or is
  * over a limit, fails permanently with the cause the reader names (no `DICM` prefix, element past the
- * end of the file, too many elements, ...); so does a file with no usable date.
+ * end of the file, too many elements, ...); so does a file with no usable or plausible date, unless the
+ * desk gave the study's date in the console (`device-profile.ts`).
  */
 import type { DicomSummary } from '../../dicom/index.ts';
 import { DicomError, readDicomFile } from '../../dicom/index.ts';
 import { PermanentRoutineError, defineRoutine } from './catalog.ts';
 import type { DeviceProfileRecord } from './device-profile.ts';
-import { profileDicomFile } from './device-profile.ts';
+import { CONSOLE_EVENT_DATE_KEY, profileDicomFile } from './device-profile.ts';
 import { readDicomPayload } from './dicom-payload.ts';
 
 interface Seed {
@@ -36,7 +37,12 @@ export const dicomSeedRoutine = defineRoutine<Seed>({
       }
       throw error;
     }
-    const device = profileDicomFile(summary.header, summary, ctx.config.deviceProfiles);
+    // The study date the desk gave in the console dates a file with no plausible date of its own.
+    const requestData = await ctx.readText('REQUEST_DATA');
+    const device = profileDicomFile(summary.header, summary, ctx.config.deviceProfiles, {
+      now: ctx.now(),
+      givenEventDate: requestData[CONSOLE_EVENT_DATE_KEY],
+    });
     return { summary, device };
   },
   run: async (ctx, { summary, device }) => {

@@ -11,7 +11,8 @@
  *
  * A file beyond the site's caps (`BIOMETRY_MAX_*_PER_EYE`: lenses, formulas, calculations per eye) fails
  * at once, before anything is written, with the reason in the routine's log; so does an identifier longer
- * than its column. The writes give the event loop a turn between chunks (`ctx.yieldTurn`), where the time
+ * than its column, and so does a study date that cannot date the event (not a date, before 1900 or the
+ * patient's birth, more than a day ahead: `checkEventDate`). The writes give the event loop a turn between chunks (`ctx.yieldTurn`), where the time
  * limit stops them.
  */
 import type { BiometryFile } from '../../biometry/index.ts';
@@ -22,7 +23,7 @@ import {
   readBiometryFileOnThread,
   readBiometryTypes,
 } from '../../biometry/index.ts';
-import { ColumnWidthError } from '../../device-filing/index.ts';
+import { ColumnWidthError, checkEventDate } from '../../device-filing/index.ts';
 import { DicomError } from '../../dicom/index.ts';
 import { PermanentRoutineError, defineRoutine } from './catalog.ts';
 import { readDicomPayload } from './dicom-payload.ts';
@@ -70,6 +71,19 @@ export const fileBiometryRoutine = defineRoutine<BiometryFile>({
     if (typeof patientId !== 'number' || !Number.isInteger(patientId)) {
       throw new PermanentRoutineError('No matched patient: PATIENT_MATCH must run first');
     }
+    const patient = await ctx.trx
+      .selectFrom('patient')
+      .select('dob')
+      .where('id', '=', patientId)
+      .executeTakeFirst();
+    const dateProblem = checkEventDate(file.study.eventDate, {
+      now: ctx.now(),
+      birthDate: patient?.dob ?? null,
+    });
+    if (dateProblem !== undefined)
+      throw new PermanentRoutineError(
+        `Biometry file refused: its date (${file.study.eventDate}) ${dateProblem}`,
+      );
     const types = await ctx.reference('biometry event types', readBiometryTypes);
     if (types === undefined) throw new PermanentRoutineError('The Biometry event type is not configured');
     await ctx.lock(`patient:${patientId}`);
