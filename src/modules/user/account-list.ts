@@ -17,8 +17,14 @@ export interface AccountSummary {
   readonly lastSuccessfulLoginDate: string | null;
 }
 
-/** Every login, ordered by username. */
-export async function listAccounts(db: Kysely<DB>): Promise<AccountSummary[]> {
+/**
+ * Every login, ordered by username. `hasUserActiveColumn` false: the database's `user` table has no
+ * `active` (OpenEyes v6), so the login's own flag alone says whether it is active.
+ */
+export async function listAccounts(
+  db: Kysely<DB>,
+  options: { readonly hasUserActiveColumn: boolean } = { hasUserActiveColumn: true },
+): Promise<AccountSummary[]> {
   const logins = await db
     .selectFrom('user_authentication as ua')
     .innerJoin('user as u', 'u.id', 'ua.user_id')
@@ -26,24 +32,26 @@ export async function listAccounts(db: Kysely<DB>): Promise<AccountSummary[]> {
       'ua.user_id',
       'ua.username',
       'ua.active',
-      'u.active as user_active',
       'ua.password_last_changed_date',
       'ua.last_successful_login_date',
     ])
+    .$if(options.hasUserActiveColumn, (q) => q.select('u.active as user_active'))
     .orderBy('ua.username')
     .orderBy('ua.id')
     .execute();
   const assignments = await db.selectFrom('authassignment').select(['userid', 'itemname']).execute();
   const itemsOf = new Map<string, string[]>();
   for (const a of assignments) {
-    const list = itemsOf.get(a.userid);
-    if (list === undefined) itemsOf.set(a.userid, [a.itemname]);
+    // `userid` is Yii's varchar on the service's schema and an integer on OpenEyes (m131104).
+    const key = String(a.userid);
+    const list = itemsOf.get(key);
+    if (list === undefined) itemsOf.set(key, [a.itemname]);
     else list.push(a.itemname);
   }
   return logins.map((l) => ({
     userId: l.user_id,
     username: l.username,
-    isActive: l.active === 1 && l.user_active === 1,
+    isActive: l.active === 1 && (!options.hasUserActiveColumn || l.user_active === 1),
     items: [...(itemsOf.get(String(l.user_id)) ?? [])].sort(),
     passwordLastChangedDate: l.password_last_changed_date,
     lastSuccessfulLoginDate: l.last_successful_login_date,
