@@ -121,3 +121,32 @@ export async function listItemHolders(
     };
   });
 }
+
+/**
+ * The roles (`authitem` type 2) that give any of `items`, being one of them or above one in the
+ * `authitemchild` hierarchy, sorted by name: who may be given a screen on this database.
+ */
+export async function findRolesGranting(db: Kysely<DB>, items: readonly string[]): Promise<string[]> {
+  if (items.length === 0) return [];
+  const edges = await db.selectFrom('authitemchild').select(['parent', 'child']).execute();
+  const parentsOf = new Map<string, string[]>();
+  for (const { parent, child } of edges) parentsOf.set(child, [...(parentsOf.get(child) ?? []), parent]);
+  const reached = new Set(items);
+  const pending = [...items];
+  while (pending.length > 0) {
+    for (const parent of parentsOf.get(pending.pop()!) ?? []) {
+      if (!reached.has(parent)) {
+        reached.add(parent);
+        pending.push(parent);
+      }
+    }
+  }
+  const roles = await db
+    .selectFrom('authitem')
+    .select('name')
+    .where('type', '=', 2)
+    .where('name', 'in', [...reached])
+    .orderBy('name')
+    .execute();
+  return roles.map((r) => r.name);
+}
