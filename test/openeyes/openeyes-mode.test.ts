@@ -820,6 +820,9 @@ describe('DATABASE_SCHEMA=openeyes on an OpenEyes v6.8-shaped database', { skip 
     assert.equal(await accountRows(), accountsBefore);
     const exported = await runCli(env, ['export', path.join(filesDir, 'x.json')]);
     assert.equal(exported.status, 2);
+    const demoCodes = await runCli(env, ['demo', 'codes']);
+    assert.equal(demoCodes.status, 2);
+    assert.match(demoCodes.stderr, /on an OpenEyes database \(DATABASE_SCHEMA=openeyes\) OpenEyes owns/);
     const check = await runCli(env, ['openeyes', 'check']);
     assert.equal(check.status, 0, check.stderr);
     assert.match(check.stdout, /every table and column the service uses is present and compatible/);
