@@ -3,7 +3,8 @@
  * database without `m171004_134833_audit_rbac`): the 403 page says that no role gives the screen's
  * operation and where the docs show how to create one; the SQL of that docs section, taken from
  * docs/OPERATIONS.md (and the same in the README), creates the role, the 403 page then names it, and
- * its `authassignment` row opens the screen.
+ * its `authassignment` row opens the screen. Chromium screenshots of both 403 pages under
+ * `test-output/console/` (`openeyes-forbidden-audit-*.png`).
  */
 import assert from 'node:assert/strict';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
@@ -16,6 +17,8 @@ import { loadConfig } from '../../src/config.ts';
 import type { Bootstrapped } from '../../src/main/bootstrap.ts';
 import { bootstrap } from '../../src/main/bootstrap.ts';
 import { createAuthenticator } from '../../src/modules/user/index.ts';
+import type { ConsoleBrowser } from '../console-browser.ts';
+import { openConsoleBrowser } from '../console-browser.ts';
 import { ConsoleClient } from '../factories-console.ts';
 import type { TestApp } from '../harness.ts';
 import type { OpenEyesTestDatabase } from './openeyes-database.ts';
@@ -25,6 +28,7 @@ const adminUrl = testMysqlUrl();
 const skip = adminUrl === undefined ? 'TEST_MYSQL_URL is not set (no MariaDB/MySQL server)' : false;
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const SECTION = 'An OpenEyes database without the Audit role';
+const SCREENSHOT_DIR = path.resolve('test-output/console');
 
 /** The text of an HTML page as the browser shows it (the entities Eta writes). */
 function textOf(html: string): string {
@@ -52,6 +56,7 @@ describe('the audit screen on an OpenEyes database without the Audit role', { sk
   let app: FastifyInstance;
   let baseUrl: string;
   let filesDir: string;
+  let chromium: ConsoleBrowser;
 
   before(async () => {
     oe = await createOpenEyesDatabase(adminUrl!);
@@ -79,6 +84,7 @@ describe('the audit screen on an OpenEyes database without the Audit role', { sk
     baseUrl = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
   });
   after(async () => {
+    await chromium?.close();
     await app?.close();
     await booted?.database.close();
     await oe?.drop();
@@ -99,10 +105,17 @@ describe('the audit screen on an OpenEyes database without the Audit role', { sk
 
     const target = { request: (p: string, init?: RequestInit) => fetch(`${baseUrl}${p}`, init) };
     const browser = new ConsoleClient(target as unknown as TestApp);
-    assert.equal(
-      (await browser.signIn({ username: 'clinician', password: 'clinician-password' })).status,
-      303,
-    );
+    const clinician = { username: 'clinician', password: 'clinician-password' };
+    assert.equal((await browser.signIn(clinician)).status, 303);
+    chromium = await openConsoleBrowser({ baseUrl } as TestApp, SCREENSHOT_DIR, 'openeyes');
+    const page = await chromium.newPage();
+    await chromium.signIn(page, clinician, '/console/');
+    // The 403 page in Chromium: axe, desktop and tablet screenshots, no sideways scroll.
+    const capture = async (screen: string) => {
+      const answer = await page.goto(`${baseUrl}/console/audit`);
+      assert.equal(answer?.status(), 403);
+      await chromium.capture(page, screen);
+    };
 
     const connection = await connectForScripts(oe.url);
     try {
@@ -117,6 +130,7 @@ describe('the audit screen on an OpenEyes database without the Audit role', { sk
       assert.match(refusal, /does not have the operation OprnViewAuditLog/);
       assert.match(refusal, /No role of this database gives OprnViewAuditLog/);
       assert.ok(refusal.includes(`docs/OPERATIONS.md, "Operations console", "${SECTION}"`), refusal);
+      await capture('forbidden-audit-no-role');
       const home = textOf(await (await browser.get('/console/')).text());
       assert.match(
         home,
@@ -135,11 +149,14 @@ describe('the audit screen on an OpenEyes database without the Audit role', { sk
         page.includes("INSERT INTO authassignment (itemname, userid) VALUES ('View Audit Log', 3);"),
         page,
       );
+      await capture('forbidden-audit-role');
       await connection.query(assignment[0]!.replace('<user id>', '3'));
     } finally {
       await connection.end();
     }
     const opened = await browser.get('/console/audit');
     assert.equal(opened.status, 200, await opened.clone().text());
+    assert.deepEqual(chromium.outside, []);
+    assert.deepEqual(chromium.pageErrors, []);
   });
 });

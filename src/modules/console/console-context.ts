@@ -223,7 +223,9 @@ export async function findRoleGrantHelp(
       roles,
       how:
         role === null
-          ? `No role of this database gives ${s.operation}: create one with it as its child, then assign it, as ${OPENEYES_AUDIT_ROLE_DOCS} shows for the audit screen.`
+          ? `No role of this database gives ${s.operation}. An administrator creates one with ${s.operation} as its child, then assigns it: ${
+              s.operation === OPERATIONS.audit ? 'the SQL is in' : 'as the SQL for the audit screen in'
+            } ${OPENEYES_AUDIT_ROLE_DOCS}.`
           : `INSERT INTO authassignment (itemname, userid) VALUES ('${role.replace(/'/g, "''")}', ${user.userId});`,
     });
   }
