@@ -1,7 +1,8 @@
 /**
  * The console's overview for a user without any screen, in Chromium: the roles and the commands that
- * grant them are shown, readable (axe-core: no serious violation), without sideways scrolling at tablet
- * width; screenshots under `test-output/console/` (`<dialect>-no-operation*.png`).
+ * grant them are shown, and a screen's 403 page names its own, readable (axe-core: no serious violation),
+ * without sideways scrolling at tablet width; screenshots under `test-output/console/`
+ * (`<dialect>-no-operation*.png`, `<dialect>-forbidden-audit.png`).
  */
 import assert from 'node:assert/strict';
 import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
@@ -74,6 +75,32 @@ forEachDialect((dialect) => {
         path: path.join(SCREENSHOT_DIR, `${dialect}-no-operation-tablet.png`),
         fullPage: true,
       });
+
+      // A screen's 403 page names its role and the command, readable at tablet width too.
+      await page.setViewportSize({ width: 1280, height: 800 });
+      const refused = await page.goto(`${app.baseUrl}/console/audit`);
+      assert.equal(refused?.status(), 403);
+      assert.match(await page.locator('main').innerText(), /The role that grants it: View Audit Log\./);
+      assert.deepEqual(await page.locator('main code').allTextContents(), [
+        "npm run cli -- role grant api.only 'View Audit Log'",
+      ]);
+      await page.evaluate(AXE_SOURCE);
+      const seriousOnRefusal = await page.evaluate<{ id: string }[]>(`axe
+        .run(document, { resultTypes: ['violations'] })
+        .then((r) => r.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => ({ id: v.id })))`);
+      assert.deepEqual(seriousOnRefusal, []);
+      await page.screenshot({
+        path: path.join(SCREENSHOT_DIR, `${dialect}-forbidden-audit.png`),
+        fullPage: true,
+      });
+      await page.setViewportSize({ width: 768, height: 1024 });
+      const refusalOverflow = await page.evaluate<number>(
+        'document.documentElement.scrollWidth - document.documentElement.clientWidth',
+      );
+      assert.ok(
+        refusalOverflow <= 0,
+        `the 403 page scrolls sideways at tablet width (${refusalOverflow} px)`,
+      );
     });
   });
 });

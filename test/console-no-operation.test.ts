@@ -1,6 +1,7 @@
 /**
  * The console's overview for a signed-in user with no screen yet: it names each screen's role and the
- * CLI command that grants it to that user, and the command, run as shown, opens the screen.
+ * CLI command that grants it to that user (a screen's 403 page names its own), and the command, run as
+ * shown, opens the screen.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -35,7 +36,12 @@ forEachDialect((dialect) => {
       const user = await createUser(app.db, { username: 'desk.user', roles: ['API access'] });
       const browser = new ConsoleClient(app);
       assert.equal((await browser.signIn(user)).status, 303);
-      assert.equal((await browser.get('/console/audit')).status, 403);
+      const refused = await browser.get('/console/audit');
+      assert.equal(refused.status, 403);
+      const refusal = textOf(await refused.text());
+      assert.match(refusal, /does not have the operation OprnViewAuditLog/);
+      assert.match(refusal, /The role that grants it: View Audit Log\./);
+      assert.ok(refusal.includes("npm run cli -- role grant desk.user 'View Audit Log'"), refusal);
       const home = textOf(await (await browser.get('/console/')).text());
       assert.match(home, /Your account has no console operation yet/);
       const commands = [...home.matchAll(/npm run cli -- (role grant [^\n]+)/g)].map((m) => m[1]!.trim());

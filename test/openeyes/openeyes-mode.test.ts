@@ -777,7 +777,7 @@ describe('DATABASE_SCHEMA=openeyes on an OpenEyes v6.8-shaped database', { skip 
     );
   });
 
-  it('has the CLI refuse the account and dataset commands, and check the database', async () => {
+  it('has the CLI refuse the account changes and dataset commands, and check the database', async () => {
     const accountRows = async () =>
       JSON.stringify(
         await sql`select a.username, a.active, a.password_hash, s.itemname from user_authentication a
@@ -789,18 +789,40 @@ describe('DATABASE_SCHEMA=openeyes on an OpenEyes v6.8-shaped database', { skip 
       ['user', 'disable', 'api'],
       ['user', 'enable', 'disabled'],
       ['user', 'password', 'api', '--password', 'another-long-password'],
-      ['user', 'list'],
       ['role', 'grant', 'clinician', 'OprnApi'],
       ['role', 'revoke', 'api', 'API access'],
-      ['role', 'list'],
     ]) {
       const result = await runCli(env, command);
       assert.equal(result.status, 2, command.join(' '));
       assert.match(result.stderr, /OpenEyes manages its users and roles/, command.join(' '));
     }
     assert.equal(await accountRows(), accountsBefore);
+    // Reading is harmless: who holds which OpenEyes role, on OpenEyes's own tables (userid an integer).
+    const users = await runCli(env, ['user', 'list']);
+    assert.equal(users.status, 0, users.stderr);
+    const userLines = users.stdout.trim().split('\n');
+    assert.equal(userLines[0], 'username\tuser_id\tactive\titems\tlast_activity\tpassword_changed');
+    const userLine = (name: string) => userLines.find((l) => l.startsWith(`${name}\t`))?.split('\t');
+    assert.deepEqual(userLine('api')?.slice(0, 4), ['api', '2', 'yes', 'API access,User']);
+    assert.deepEqual(userLine('clinician')?.slice(0, 4), ['clinician', '3', 'yes', 'User']);
+    assert.deepEqual(userLine('disabled')?.slice(0, 4), ['disabled', '4', 'no', 'API access,User']);
+    assert.doesNotMatch(users.stdout, /\$2[aby]\$/, 'no password hash is printed');
+    const holders = await runCli(env, ['role', 'list', 'OprnApi']);
+    assert.equal(holders.status, 0, holders.stderr);
+    assert.deepEqual(holders.stdout.trim().split('\n'), [
+      'item\tkind\tusername\tuser_id\tactive\tthrough',
+      'OprnApi\toperation\tapi\t2\tyes\tAPI access',
+      'OprnApi\toperation\tdisabled\t4\tno\tAPI access',
+    ]);
+    const all = await runCli(env, ['role', 'list']);
+    assert.equal(all.status, 0, all.stderr);
+    assert.match(all.stdout, /^Edit Payload Processor\trole\t-\t-\t-\t-$/m);
+    assert.equal(await accountRows(), accountsBefore);
     const exported = await runCli(env, ['export', path.join(filesDir, 'x.json')]);
     assert.equal(exported.status, 2);
+    const demoCodes = await runCli(env, ['demo', 'codes']);
+    assert.equal(demoCodes.status, 2);
+    assert.match(demoCodes.stderr, /on an OpenEyes database \(DATABASE_SCHEMA=openeyes\) OpenEyes owns/);
     const check = await runCli(env, ['openeyes', 'check']);
     assert.equal(check.status, 0, check.stderr);
     assert.match(check.stdout, /every table and column the service uses is present and compatible/);

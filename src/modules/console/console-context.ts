@@ -14,7 +14,7 @@ import type { WaitingForPatient } from '../request-queue/index.ts';
 import { describeWaitingDetails, maxTriesOf } from '../request-queue/index.ts';
 import type { AppDeps } from '../../deps.ts';
 import type { Principal } from '../user/index.ts';
-import { REQUEST_ADMIN_OPERATION } from '../user/index.ts';
+import { findRolesGranting, REQUEST_ADMIN_OPERATION } from '../user/index.ts';
 import type { ConsoleAssets } from './console-assets.ts';
 import type { SessionStore } from './session-store.ts';
 import type { SiteTime } from './site-time.ts';
@@ -62,17 +62,21 @@ export class ConsolePageError extends Error {
   readonly statusCode: number;
   readonly heading: string;
   readonly headers: Readonly<Record<string, string>>;
+  /** A 403 for a missing operation: the roles that grant it and how (`findRoleGrantHelp`). */
+  readonly grants: readonly RoleGrantHelp[] | undefined;
   constructor(
     statusCode: number,
     heading: string,
     text: string,
     headers: Readonly<Record<string, string>> = {},
+    grants?: readonly RoleGrantHelp[],
   ) {
     super(text);
     this.name = 'ConsolePageError';
     this.statusCode = statusCode;
     this.heading = heading;
     this.headers = headers;
+    this.grants = grants;
   }
 }
 
@@ -151,37 +155,81 @@ export function can(user: Principal | undefined, operation: string): boolean {
 /** One screen's role, and how an administrator grants it on this database. */
 export interface RoleGrantHelp {
   readonly screen: string;
-  readonly role: string;
+  /** The operation the screen checks. */
+  readonly operation: string;
+  /** The role to grant; null on an OpenEyes database where no role gives the operation. */
+  readonly role: string | null;
+  /** Every role of this OpenEyes database that gives the operation (empty on the service's own schema). */
+  readonly roles: readonly string[];
+  /** The command, SQL row or (no role) the docs section that says how to create one. */
   readonly how: string;
 }
 
+/** The docs section with the SQL that creates the audit role on an OpenEyes database without one. */
+export const OPENEYES_AUDIT_ROLE_DOCS =
+  'docs/OPERATIONS.md, "Operations console", "An OpenEyes database without the Audit role" (also in the README)';
+
+/** Each screen, its operation, and its role on the service's own schema and OpenEyes's usual one. */
+const SCREENS: readonly { screen: string; operation: string; ownRole: string; openEyesRole: string }[] = [
+  {
+    screen: 'Requests',
+    operation: OPERATIONS.queue,
+    ownRole: 'Edit Payload Processor',
+    openEyesRole: 'Edit Payload Processor',
+  },
+  {
+    screen: 'Signature imports and attachments',
+    operation: OPERATIONS.clinical,
+    ownRole: 'TaskViewClinical',
+    openEyesRole: 'View clinical',
+  },
+  { screen: 'Audit log', operation: OPERATIONS.audit, ownRole: 'View Audit Log', openEyesRole: 'Audit' },
+];
+
 /**
- * The role of each console screen and how to grant it to `user`: the CLI command on the service's own
- * schema, OpenEyes's admin screen or an `authassignment` row on an OpenEyes database (whose users the
- * CLI does not manage). Shown to a signed-in user who has no screen yet.
+ * The role of each console screen (or of the one that checks `operation`) and how to grant it to
+ * `user`: the CLI command on the service's own schema (migration 0013 creates its items); on an OpenEyes
+ * database, whose users the CLI does not manage, the roles that give the operation there (read from
+ * `authitemchild`: OpenEyes's usual one first) and the `authassignment` row, or, when none does, where the
+ * docs say how to create one.
  */
-export function roleGrantHelp(user: Principal, schema: 'own' | 'openeyes'): RoleGrantHelp[] {
-  const screens =
-    schema === 'openeyes'
-      ? [
-          { screen: 'Requests', role: 'Edit Payload Processor' },
-          { screen: 'Signature imports and attachments', role: 'View clinical' },
-          { screen: 'Audit log', role: 'Audit' },
-        ]
-      : [
-          { screen: 'Requests', role: 'Edit Payload Processor' },
-          { screen: 'Signature imports and attachments', role: 'TaskViewClinical' },
-          { screen: 'Audit log', role: 'View Audit Log' },
-        ];
+export async function findRoleGrantHelp(
+  deps: AppDeps,
+  user: Principal,
+  operation?: string,
+): Promise<RoleGrantHelp[]> {
+  const schema = deps.database.schema.name;
   const shellWord = (text: string) => (/^[\w.@-]+$/.test(text) ? text : `'${text.replace(/'/g, `'\\''`)}'`);
-  return screens.map(({ screen, role }) => ({
-    screen,
-    role,
-    how:
-      schema === 'openeyes'
-        ? `INSERT INTO authassignment (itemname, userid) VALUES ('${role}', ${user.userId});`
-        : `npm run cli -- role grant ${shellWord(user.username)} ${shellWord(role)}`,
-  }));
+  const help: RoleGrantHelp[] = [];
+  for (const s of SCREENS) {
+    if (operation !== undefined && s.operation !== operation) continue;
+    if (schema !== 'openeyes') {
+      const how = `npm run cli -- role grant ${shellWord(user.username)} ${shellWord(s.ownRole)}`;
+      help.push({ screen: s.screen, operation: s.operation, role: s.ownRole, roles: [], how });
+      continue;
+    }
+    const found = await findRolesGranting(deps.database.db, [
+      s.operation,
+      ...(OPENEYES_EQUIVALENTS[s.operation] ?? []),
+    ]);
+    const roles = found.includes(s.openEyesRole)
+      ? [s.openEyesRole, ...found.filter((r) => r !== s.openEyesRole)]
+      : found;
+    const role = roles[0] ?? null;
+    help.push({
+      screen: s.screen,
+      operation: s.operation,
+      role,
+      roles,
+      how:
+        role === null
+          ? `No role of this database gives ${s.operation}. An administrator creates one with ${s.operation} as its child, then assigns it: ${
+              s.operation === OPERATIONS.audit ? 'the SQL is in' : 'as the SQL for the audit screen in'
+            } ${OPENEYES_AUDIT_ROLE_DOCS}.`
+          : `INSERT INTO authassignment (itemname, userid) VALUES ('${role.replace(/'/g, "''")}', ${user.userId});`,
+    });
+  }
+  return help;
 }
 
 export function createConsoleContext(options: {
@@ -244,7 +292,6 @@ export function createConsoleContext(options: {
                   audit: can(user, OPERATIONS.audit),
                 },
                 schema: options.deps.database.schema.name,
-                grants: roleGrantHelp(user, options.deps.database.schema.name),
               },
         csrf: user === undefined ? '' : context.csrfToken(user),
         ...data,

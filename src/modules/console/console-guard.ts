@@ -1,12 +1,12 @@
 /**
  * The console's guard: the signed session cookie, the user it signs in (re-read on every request, so that
- * a disabled account, a changed password or role, or a lost OprnLogin ends its sessions), the operation a screen needs and the CSRF
- * token of every POST. The pages take it from `console.routes.ts`, which builds it once per app.
+ * a disabled account, a changed password or role, or a lost OprnLogin ends its sessions), the operation a screen needs (its 403
+ * page names the roles of this database that grant it, and how) and the CSRF token of every POST. The pages take it from `console.routes.ts`, which builds it once per app.
  */
 import type { FastifyReply, FastifyRequest, preHandlerAsyncHookHandler } from 'fastify';
 import { findActivePrincipal } from '../user/index.ts';
 import type { ConsoleContext, ConsoleUser } from './console-context.ts';
-import { ConsolePageError, can, textField } from './console-context.ts';
+import { ConsolePageError, can, findRoleGrantHelp, textField } from './console-context.ts';
 
 export const CONSOLE_PREFIX = '/console';
 export const SESSION_COOKIE = 'cra_console';
@@ -80,6 +80,8 @@ export function createGuard(ctx: ConsoleContext): ConsoleGuard {
           403,
           'Forbidden',
           `Your account does not have the operation ${operation} that this screen needs.`,
+          {},
+          await findRoleGrantHelp(ctx.deps, current.user, operation),
         );
       }
       if (request.method === 'POST' && !ctx.isValidCsrf(current.user, textField(request.body, '_csrf'))) {

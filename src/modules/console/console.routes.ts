@@ -29,7 +29,14 @@ import { registerAuditPages } from './audit.pages.ts';
 import { registerBiometryLensPages } from './biometry-lenses.pages.ts';
 import { loadConsoleAssets } from './console-assets.ts';
 import type { ConsoleContext } from './console-context.ts';
-import { ConsolePageError, OPERATIONS, can, createConsoleContext, textField } from './console-context.ts';
+import {
+  ConsolePageError,
+  OPERATIONS,
+  can,
+  createConsoleContext,
+  findRoleGrantHelp,
+  textField,
+} from './console-context.ts';
 import type { ConsoleGuard } from './console-guard.ts';
 import { CONSOLE_PREFIX, SESSION_COOKIE, createGuard, currentUser } from './console-guard.ts';
 import { registerQueuePages } from './queue.pages.ts';
@@ -259,7 +266,9 @@ function registerSessionRoutes(app: FastifyInstance, ctx: ConsoleContext, guard:
   app.get('/', { preHandler: guard() }, async (request, reply) => {
     const user = request.consoleUser!;
     const health = can(user, OPERATIONS.queue) ? await readWorkerHealth(ctx.deps.database.db) : undefined;
-    return ctx.render(request, reply, 'home', { title: 'Overview', nav: 'home', health });
+    const hasScreen = Object.values(OPERATIONS).some((operation) => can(user, operation));
+    const grants = hasScreen ? [] : await findRoleGrantHelp(ctx.deps, user);
+    return ctx.render(request, reply, 'home', { title: 'Overview', nav: 'home', health, grants });
   });
 }
 
@@ -293,7 +302,7 @@ function installErrorPages(app: FastifyInstance, ctx: ConsoleContext): void {
         request,
         reply,
         'error',
-        { title: thrown.heading, heading: thrown.heading, text: thrown.message },
+        { title: thrown.heading, heading: thrown.heading, text: thrown.message, grants: thrown.grants },
         thrown.statusCode,
       );
     }

@@ -1,6 +1,6 @@
 /**
- * CLI commands of the dataset module: `import`, `export`, `demo-data`. Each shows its progress on stderr
- * (`ctx.progress`) and ends with one summary line: counts and time.
+ * CLI commands of the dataset module: `import`, `export`, `demo-data` (each shows its progress on stderr,
+ * `ctx.progress`, and ends with one summary line: counts and time), and `demo codes`.
  */
 import { createWriteStream } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -14,6 +14,7 @@ import { formatSeconds } from '../../cli/progress.ts';
 import { UnknownTableError, exportDatasetToFile } from './dataset-export.ts';
 import type { ImportPhase } from './dataset-import.ts';
 import { importDatasetFile } from './dataset-import.ts';
+import { DEMO_USERNAME, demoCodeLine, findDemoSignatureCodes } from './demo-data.ts';
 import { DEMO_MAX_PATIENTS, generateDemoPopulation } from './demo-population.ts';
 
 /** Why the dataset commands refuse on an OpenEyes database. */
@@ -177,4 +178,27 @@ const demoDataCommand: CliCommand = {
   },
 };
 
-export const datasetCommands: readonly CliCommand[] = [importCommand, exportCommand, demoDataCommand];
+const demoCodesCommand: CliCommand = {
+  words: ['demo', 'codes'],
+  ownSchemaOnly: OPENEYES_DATA,
+  summary:
+    'list the demo unique codes for sign/add (unique_identifier and extra_info), as the first start printed them',
+  async run(ctx) {
+    const codes = await findDemoSignatureCodes(ctx.database.db);
+    if (codes === undefined) {
+      ctx.err(
+        `This database has no demo data (no demo account "${DEMO_USERNAME}"): demo unique codes exist only on a database DEMO_DATA loaded.`,
+      );
+      return 2;
+    }
+    if (codes.length === 0) ctx.err('The demo data has no active unique code left.');
+    for (const code of codes) ctx.out(demoCodeLine(code));
+  },
+};
+
+export const datasetCommands: readonly CliCommand[] = [
+  importCommand,
+  exportCommand,
+  demoDataCommand,
+  demoCodesCommand,
+];

@@ -3,10 +3,17 @@ import { after, before, describe, it } from 'node:test';
 import type { TestDatabase } from '../../../test/harness.ts';
 import { createTestDatabase, forEachDialect } from '../../../test/harness.ts';
 import { countRows } from '../../../test/factories.ts';
+import { runCli } from '../../../test/run-cli.ts';
 import { loadConfig } from '../../config.ts';
 import { verifyPassword } from '../user/index.ts';
 import type { GenerateResult } from './index.ts';
-import { DEMO_PASSWORD, demoPatientAt, generateDemoPopulation, loadDemoData } from './index.ts';
+import {
+  DEMO_PASSWORD,
+  demoPatientAt,
+  demoStartupLines,
+  generateDemoPopulation,
+  loadDemoData,
+} from './index.ts';
 
 const PATIENTS = 2000;
 
@@ -249,6 +256,63 @@ forEachDialect((dialect) => {
       const account = await loadDemoData({ database: t.database, files: t.files, config: loadConfig(t.env) });
       assert.equal(account?.username, 'demo');
       assert.equal(await countRows(t.db, 'patient'), patients);
+      assert.equal(account?.signatureCodes, undefined, 'the codes are handed back only when created');
+    });
+
+    it('lists the demo unique codes again with `demo codes`, as the first start printed them', async () => {
+      const events = await t.db.selectFrom('et_ophcocvi_esign').select('event_id').execute();
+      assert.equal(events.length, 5);
+      const listed = await runCli(t.env, ['demo', 'codes']);
+      assert.equal(listed.status, 0, listed.stderr);
+      const lines = listed.stdout.trim().split('\n');
+      assert.equal(lines.length, 5, listed.stdout);
+      for (const line of lines) {
+        assert.match(
+          line,
+          /^demo unique code for sign\/add: unique_identifier "[A-Z2-9]{6}", extra_info \{"e_id":\d+,"e_t_id":\d+\}$/,
+        );
+      }
+      const elementType = await t.db
+        .selectFrom('element_type')
+        .select('id')
+        .where('table_name', '=', 'et_ophcocvi_esign')
+        .executeTakeFirstOrThrow();
+      const mapped = await t.db
+        .selectFrom('unique_codes as uc')
+        .innerJoin('unique_codes_mapping as m', 'm.unique_code_id', 'uc.id')
+        .innerJoin('et_ophcocvi_esign as es', 'es.event_id', 'm.event_id')
+        .select(['uc.code', 'es.id as elementId'])
+        .orderBy('m.event_id')
+        .execute();
+      assert.deepEqual(
+        lines,
+        demoStartupLines({
+          username: '',
+          password: '',
+          operator: { username: '', password: '' },
+          signatureCodes: mapped.map((r) => ({
+            code: r.code,
+            extraInfo: JSON.stringify({ e_id: r.elementId, e_t_id: elementType.id }),
+          })),
+        }).slice(2),
+      );
+    });
+  });
+
+  describe(`demo codes without demo data (${dialect})`, () => {
+    let t: TestDatabase;
+    before(async () => {
+      t = await createTestDatabase(dialect);
+    });
+    after(async () => {
+      await t.drop();
+    });
+
+    it('refuses with a clear message and exit status 2', async () => {
+      const listed = await runCli(t.env, ['demo', 'codes']);
+      assert.equal(listed.status, 2);
+      assert.equal(listed.stdout, '');
+      assert.match(listed.stderr, /This database has no demo data \(no demo account "demo"\)/);
     });
   });
 });

@@ -102,11 +102,50 @@ export function demoStartupLines(account: DemoAccount): string[] {
   return [
     `demo data loaded; demo account: username "${account.username}", password "${account.password}"`,
     `demo console account (/console/): username "${account.operator.username}", password "${account.operator.password}"`,
-    ...(account.signatureCodes ?? []).map(
-      ({ code, extraInfo }) =>
-        `demo unique code for sign/add: unique_identifier "${code}", extra_info ${extraInfo}`,
-    ),
+    ...(account.signatureCodes ?? []).map(demoCodeLine),
   ];
+}
+
+/** The line of one demo unique code, at start and in `demo codes`. */
+export function demoCodeLine({ code, extraInfo }: DemoSignatureCode): string {
+  return `demo unique code for sign/add: unique_identifier "${code}", extra_info ${extraInfo}`;
+}
+
+/**
+ * The unique codes of the demo data's CVI events (active, of an event with an e-sign element), in event
+ * order, with their `extra_info`; undefined when the database has no demo data (no demo account, which
+ * `loadDemoData` creates last).
+ */
+export async function findDemoSignatureCodes(db: Kysely<DB>): Promise<DemoSignatureCode[] | undefined> {
+  const demo = await db
+    .selectFrom('user_authentication')
+    .select('id')
+    .where((eb) => eb(eb.fn('lower', ['username']), '=', DEMO_USERNAME))
+    .executeTakeFirst();
+  if (demo === undefined) return undefined;
+  const elementType = await db
+    .selectFrom('element_type')
+    .select('id')
+    .where('class_name', '=', ESIGN_ELEMENT_CLASS)
+    .executeTakeFirst();
+  if (elementType === undefined) return [];
+  const rows = await db
+    .selectFrom('unique_codes as uc')
+    .innerJoin('unique_codes_mapping as m', 'm.unique_code_id', 'uc.id')
+    .innerJoin('event as e', 'e.id', 'm.event_id')
+    .innerJoin('event_type as et', 'et.id', 'e.event_type_id')
+    .innerJoin('et_ophcocvi_esign as es', 'es.event_id', 'e.id')
+    .select(['uc.code', 'es.id as elementId'])
+    .where('et.class_name', '=', CVI_EVENT_CLASS)
+    .where('uc.active', '=', 1)
+    .where('e.deleted', '=', 0)
+    .orderBy('e.id')
+    .orderBy('es.id')
+    .execute();
+  return rows.map((r) => ({
+    code: r.code,
+    extraInfo: JSON.stringify({ e_id: r.elementId, e_t_id: elementType.id }),
+  }));
 }
 
 /** CVI events with an e-sign element and a unique code each, for the first demo patients. */

@@ -17,8 +17,14 @@ export interface AccountSummary {
   readonly lastSuccessfulLoginDate: string | null;
 }
 
-/** Every login, ordered by username. */
-export async function listAccounts(db: Kysely<DB>): Promise<AccountSummary[]> {
+/**
+ * Every login, ordered by username. `hasUserActiveColumn` false: the database's `user` table has no
+ * `active` (OpenEyes v6), so the login's own flag alone says whether it is active.
+ */
+export async function listAccounts(
+  db: Kysely<DB>,
+  options: { readonly hasUserActiveColumn: boolean } = { hasUserActiveColumn: true },
+): Promise<AccountSummary[]> {
   const logins = await db
     .selectFrom('user_authentication as ua')
     .innerJoin('user as u', 'u.id', 'ua.user_id')
@@ -26,24 +32,26 @@ export async function listAccounts(db: Kysely<DB>): Promise<AccountSummary[]> {
       'ua.user_id',
       'ua.username',
       'ua.active',
-      'u.active as user_active',
       'ua.password_last_changed_date',
       'ua.last_successful_login_date',
     ])
+    .$if(options.hasUserActiveColumn, (q) => q.select('u.active as user_active'))
     .orderBy('ua.username')
     .orderBy('ua.id')
     .execute();
   const assignments = await db.selectFrom('authassignment').select(['userid', 'itemname']).execute();
   const itemsOf = new Map<string, string[]>();
   for (const a of assignments) {
-    const list = itemsOf.get(a.userid);
-    if (list === undefined) itemsOf.set(a.userid, [a.itemname]);
+    // `userid` is Yii's varchar on the service's schema and an integer on OpenEyes (m131104).
+    const key = String(a.userid);
+    const list = itemsOf.get(key);
+    if (list === undefined) itemsOf.set(key, [a.itemname]);
     else list.push(a.itemname);
   }
   return logins.map((l) => ({
     userId: l.user_id,
     username: l.username,
-    isActive: l.active === 1 && l.user_active === 1,
+    isActive: l.active === 1 && (!options.hasUserActiveColumn || l.user_active === 1),
     items: [...(itemsOf.get(String(l.user_id)) ?? [])].sort(),
     passwordLastChangedDate: l.password_last_changed_date,
     lastSuccessfulLoginDate: l.last_successful_login_date,
@@ -112,4 +120,33 @@ export async function listItemHolders(
       holders: [...byUser.values()].sort((x, y) => x.userId - y.userId),
     };
   });
+}
+
+/**
+ * The roles (`authitem` type 2) that give any of `items`, being one of them or above one in the
+ * `authitemchild` hierarchy, sorted by name: who may be given a screen on this database.
+ */
+export async function findRolesGranting(db: Kysely<DB>, items: readonly string[]): Promise<string[]> {
+  if (items.length === 0) return [];
+  const edges = await db.selectFrom('authitemchild').select(['parent', 'child']).execute();
+  const parentsOf = new Map<string, string[]>();
+  for (const { parent, child } of edges) parentsOf.set(child, [...(parentsOf.get(child) ?? []), parent]);
+  const reached = new Set(items);
+  const pending = [...items];
+  while (pending.length > 0) {
+    for (const parent of parentsOf.get(pending.pop()!) ?? []) {
+      if (!reached.has(parent)) {
+        reached.add(parent);
+        pending.push(parent);
+      }
+    }
+  }
+  const roles = await db
+    .selectFrom('authitem')
+    .select('name')
+    .where('type', '=', 2)
+    .where('name', 'in', [...reached])
+    .orderBy('name')
+    .execute();
+  return roles.map((r) => r.name);
 }

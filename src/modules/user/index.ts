@@ -22,6 +22,7 @@ export {
   isBcryptHash,
   verifyPassword,
 } from './passwords.ts';
+export { findRolesGranting } from './account-list.ts';
 export { findActivePrincipal, findUserIdsByUsername, findUsernames } from './user-directory.ts';
 export type { PasswordPolicy } from './password-policy.ts';
 export { DEFAULT_PASSWORD_POLICY, MIN_MAX_PASSWORD_LENGTH, findPasswordProblems } from './password-policy.ts';

@@ -2,7 +2,8 @@
  * CLI commands of the user module: accounts (`user create/disable/enable/password/list`) and RBAC
  * assignments (`role grant/revoke/list`). Passwords set here must pass the password policy
  * (`password-policy.ts`, configured by `PASSWORD_*`); they are never printed, except one the operator
- * asked the CLI to generate. Every change is written to the audit trail, refusals included.
+ * asked the CLI to generate. Every change is written to the audit trail, refusals included. On an OpenEyes
+ * database only the two listings run (read-only): OpenEyes manages its users and roles.
  */
 import { randomBytes } from 'node:crypto';
 import type { CliCommand, CliContext, CliOption } from '../../cli/cli-types.ts';
@@ -11,9 +12,12 @@ import { findLastActivity, runAuditedCliAction } from '../audit/index.ts';
 import { listAccounts, listItemHolders } from './account-list.ts';
 import { createAccount, grantRole, revokeRole, setAccountActive, setPassword } from './accounts.ts';
 
-/** Why the account commands refuse on an OpenEyes database. */
+/**
+ * Why the account commands that change something refuse on an OpenEyes database; `user list` and
+ * `role list` only read, so they run there too (who holds the console's roles).
+ */
 const OPENEYES_MANAGES_ACCOUNTS =
-  'OpenEyes manages its users and roles (DATABASE_SCHEMA=openeyes): create, change and grant them in OpenEyes.';
+  'OpenEyes manages its users and roles (DATABASE_SCHEMA=openeyes): create, change and grant them in OpenEyes (`user list` and `role list` show them).';
 
 const generatePasswordOption: CliOption = {
   type: 'boolean',
@@ -165,11 +169,12 @@ export const userCommands: readonly CliCommand[] = [
   },
   {
     words: ['user', 'list'],
-    ownSchemaOnly: OPENEYES_MANAGES_ACCOUNTS,
     summary:
       'list every login: username, user id, active, RBAC items, last activity (audit trail or imported last login), password changed',
     async run(ctx) {
-      const accounts = await listAccounts(ctx.database.db);
+      const accounts = await listAccounts(ctx.database.db, {
+        hasUserActiveColumn: ctx.database.schema.hasUserActiveColumn,
+      });
       const lastActivity = await findLastActivity(ctx.database.db, [
         ...new Set(accounts.map((a) => a.userId)),
       ]);
@@ -218,7 +223,6 @@ export const userCommands: readonly CliCommand[] = [
   },
   {
     words: ['role', 'list'],
-    ownSchemaOnly: OPENEYES_MANAGES_ACCOUNTS,
     arguments: [{ name: 'item', isOptional: true }],
     summary:
       'list every RBAC item (or one) with the users who hold it, directly or through a role: item, kind, username, user id, active, through',
@@ -226,7 +230,9 @@ export const userCommands: readonly CliCommand[] = [
       const item = ctx.args[0];
       const items = await listItemHolders(ctx.database.db, item);
       if (item !== undefined && items.length === 0) throw new UsageError(`no RBAC item named "${item}"`);
-      const accounts = await listAccounts(ctx.database.db);
+      const accounts = await listAccounts(ctx.database.db, {
+        hasUserActiveColumn: ctx.database.schema.hasUserActiveColumn,
+      });
       const loginOf = new Map<number, { username: string; isActive: boolean }>();
       for (const a of accounts) if (!loginOf.has(a.userId)) loginOf.set(a.userId, a);
       ctx.out(['item', 'kind', 'username', 'user_id', 'active', 'through'].join('\t'));
