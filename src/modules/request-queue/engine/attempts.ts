@@ -24,7 +24,6 @@ import {
   markAttemptsStarted,
 } from './claim.queries.ts';
 import type { AuditStamp } from '../../attachment-data/index.ts';
-import { ColumnWidthError } from '../../device-filing/index.ts';
 import type { RequestDetailsPatch } from './request-details.ts';
 import type { RoutineDefinition } from './routine-catalog.ts';
 import { PermanentRoutineError } from './routine-catalog.ts';
@@ -283,17 +282,13 @@ function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
-/**
- * Whether a retry would fail the same way: a routine's own verdict, or a value longer than (or outside)
- * the column it is bound for, which no retry of the same file changes.
- */
+/** Whether a retry would fail the same way: the routine's own verdict. */
 function isPermanentFailure(error: unknown): boolean {
-  return error instanceof PermanentRoutineError || error instanceof ColumnWidthError;
+  return error instanceof PermanentRoutineError;
 }
 
 function errorText(error: unknown): string {
   if (error instanceof PermanentRoutineError) return `FAILED: ${error.message}`;
-  if (error instanceof ColumnWidthError) return `FAILED: refused: ${error.message}`;
   if (error instanceof UnfinishedAttemptError) return error.message;
   return error instanceof Error ? (error.stack ?? error.message) : String(error);
 }

@@ -19,7 +19,12 @@ import type { Kysely } from 'kysely';
 import { formatDateTime } from '../../../db/database.ts';
 import type { DB } from '../../../db/schema.ts';
 import type { DeviceFiler, DeviceHeader } from '../../device-filing/index.ts';
-import { checkEventDate, fileDeviceObject, storedEventDate } from '../../device-filing/index.ts';
+import {
+  checkEventDate,
+  ColumnWidthError,
+  fileDeviceObject,
+  storedEventDate,
+} from '../../device-filing/index.ts';
 import type { RoutineContext } from './catalog.ts';
 import { PermanentRoutineError, defineRoutine } from './catalog.ts';
 import {
@@ -260,7 +265,11 @@ async function fileDevice(
       attachmentElementTypeId: input.attachmentElementTypeId,
       attachments: input.attachments,
     },
-  );
+  ).catch((error: unknown) => {
+    // A value beyond its OpenEyes column: the same file fails the same way on every try.
+    if (error instanceof ColumnWidthError) throw new PermanentRoutineError(`refused: ${error.message}`);
+    throw error;
+  });
   await ctx.mergeRequestData({
     event_id: outcome.eventId,
     device_event_eye: outcome.eye,
