@@ -69,9 +69,73 @@ export type DicomHeader = Record<
 >;
 
 /**
- * The text of element `tag` as dicom-parser's `string()` gives it (each byte one character, up to the
- * first NUL, trimmed), decoded in one native call rather than a character at a time: undefined when
- * absent or empty. The scan has bounded its length by its VR (`value-limits.ts`).
+ * The decoder of the character set a data set declares in Specific Character Set (0008,0005), PS3.3
+ * C.12.1.1.2. Only the VRs PS3.5 6.1.2.3 names (SH, LO, ST, LT, UT, UC, PN) may use it; every other
+ * value is in the default repertoire, which each of these decoders reads alike. No value, ISO_IR 6 or a
+ * term this service does not know reads each byte as one character (Latin-1): devices that declare
+ * nothing often send Latin-1, and a byte is never lost. Code extensions (ISO 2022, several values) are
+ * read by their first value's single-byte set, escape sequences and all.
+ */
+const CHARACTER_SETS: Readonly<Record<string, string>> = {
+  'ISO_IR 100': 'latin1',
+  'ISO_IR 101': 'iso-8859-2',
+  'ISO_IR 109': 'iso-8859-3',
+  'ISO_IR 110': 'iso-8859-4',
+  'ISO_IR 144': 'iso-8859-5',
+  'ISO_IR 127': 'iso-8859-6',
+  'ISO_IR 126': 'iso-8859-7',
+  'ISO_IR 138': 'iso-8859-8',
+  'ISO_IR 148': 'iso-8859-9',
+  'ISO_IR 203': 'iso-8859-15',
+  'ISO_IR 13': 'shift_jis',
+  'ISO_IR 166': 'windows-874',
+  'ISO_IR 192': 'utf-8',
+  GB18030: 'gb18030',
+  GBK: 'gbk',
+};
+const TEXT_VRS = new Set(['SH', 'LO', 'ST', 'LT', 'UT', 'UC', 'PN']);
+
+type Decode = (bytes: Uint8Array) => string;
+const latin1: Decode = (bytes) =>
+  Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length).toString('latin1');
+
+/** The decoder of a data set's Specific Character Set (see {@link CHARACTER_SETS}). */
+function decoderOf(dataSet: dicomParser.DataSet, inherited: Decode = latin1): Decode {
+  const element = dataSet.elements.x00080005;
+  if (element === undefined || element.length === 0) return inherited;
+  const declared = latin1(
+    dataSet.byteArray.subarray(element.dataOffset, element.dataOffset + element.length),
+  );
+  const first = declared
+    .split('\\')[0]!
+    .trim()
+    .replace(/^ISO 2022 IR /, 'ISO_IR ');
+  const label = CHARACTER_SETS[first];
+  if (label === undefined || label === 'latin1') return latin1;
+  const decoder = new TextDecoder(label);
+  return (bytes) => decoder.decode(bytes);
+}
+
+/** The decoder of each data set read, its items inheriting their parent's (PS3.5 7.5.2 allows an item its own). */
+const decoders = new WeakMap<dicomParser.DataSet, Decode>();
+
+function decodeOf(dataSet: dicomParser.DataSet): Decode {
+  return decoders.get(dataSet) ?? latin1;
+}
+
+function noteDecoders(dataSet: dicomParser.DataSet, inherited?: Decode): void {
+  const decode = decoderOf(dataSet, inherited);
+  decoders.set(dataSet, decode);
+  for (const element of Object.values(dataSet.elements)) {
+    for (const item of element.items ?? [])
+      if (item.dataSet !== undefined) noteDecoders(item.dataSet, decode);
+  }
+}
+
+/**
+ * The text of element `tag` (up to the first NUL, trimmed), decoded in one native call rather than a
+ * character at a time, by the data set's character set for the VRs that use one: undefined when absent
+ * or empty. The scan has bounded its length by its VR (`value-limits.ts`).
  */
 function textOf(dataSet: dicomParser.DataSet, tag: string): string | undefined {
   const element = dataSet.elements[tag];
@@ -79,9 +143,11 @@ function textOf(dataSet: dicomParser.DataSet, tag: string): string | undefined {
   const bytes = dataSet.byteArray;
   const value = bytes.subarray(element.dataOffset, element.dataOffset + element.length);
   const nul = value.indexOf(0);
-  return Buffer.from(value.buffer, value.byteOffset, nul === -1 ? value.length : nul)
-    .toString('latin1')
-    .trim();
+  const content = nul === -1 ? value : value.subarray(0, nul);
+  // Implicit VR files carry no VR: the text tags read here are then taken as text VRs (their decoders
+  // read the default repertoire alike, so a UID or code string reads the same either way).
+  const decode = element.vr === undefined || TEXT_VRS.has(element.vr) ? decodeOf(dataSet) : latin1;
+  return decode(content).trim();
 }
 
 /** The value of `tag` as text by its VR: binary floats and integers as decimals; null when absent or empty. */
@@ -162,6 +228,7 @@ export function readDicomHeader(scan: Part10Scan): DicomHeader {
       `The data set cannot be parsed: ${messageOf(error).slice(0, 200)}`,
     );
   }
+  noteDecoders(dataSet);
   const header = {} as DicomHeader;
   for (const [keyword, tag] of Object.entries(DICOM_HEADER_TAGS) as [keyof DicomHeader, string][]) {
     const value = textOf(dataSet, tag);

@@ -9,7 +9,8 @@
  * end of the file, too many elements, ...); so does a file with no usable or plausible date, unless the
  * desk gave the study's date in the console (`device-profile.ts`).
  */
-import type { DicomSummary } from '../../dicom/index.ts';
+import { findUnstorableCharacter, replaceUnstorableCharacters } from '../../../db/schema-profile.ts';
+import type { DicomHeader, DicomSummary } from '../../dicom/index.ts';
 import { DicomError, readDicomFile } from '../../dicom/index.ts';
 import { PermanentRoutineError, defineRoutine } from './catalog.ts';
 import type { DeviceProfileRecord } from './device-profile.ts';
@@ -46,7 +47,7 @@ export const dicomSeedRoutine = defineRoutine<Seed>({
     return { summary, device };
   },
   run: async (ctx, { summary, device }) => {
-    const { header } = summary;
+    const header = storableHeader(summary.header, ctx.schema.maxTextCodePoint, (line) => ctx.log(line));
     await ctx.putText('DICOM_HEADER', header);
     await ctx.mergeRequestData({
       dicom_patient_id: header.PatientID,
@@ -72,3 +73,21 @@ export const dicomSeedRoutine = defineRoutine<Seed>({
     await ctx.addRoutine('EXTRACT_IMAGE');
   },
 });
+
+/**
+ * The header with each character the database's text columns cannot hold (beyond the Basic Multilingual
+ * Plane on OpenEyes's utf8mb3 tables) replaced by U+FFFD, the tags so changed logged by name: the
+ * original file keeps every byte, and a device's emoji never fails the request's writes.
+ */
+function storableHeader(header: DicomHeader, maxCodePoint: number, log: (line: string) => void): DicomHeader {
+  const changed: string[] = [];
+  const storable = { ...header };
+  for (const [keyword, value] of Object.entries(header) as [keyof DicomHeader, string | null][]) {
+    if (value === null || findUnstorableCharacter(value, maxCodePoint) === undefined) continue;
+    storable[keyword] = replaceUnstorableCharacters(value, maxCodePoint);
+    changed.push(keyword);
+  }
+  if (changed.length > 0)
+    log(`${changed.join(', ')}: characters the database cannot store replaced by U+FFFD`);
+  return storable;
+}
