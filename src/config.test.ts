@@ -13,7 +13,7 @@ describe('loadConfig', () => {
     assert.equal(config.institutionCode, 'NEW');
     assert.equal(config.worker, 'in-process');
     assert.equal(config.demoData, 'auto');
-    // What a signature needs: a tablet's PNG is well under 1 MB (issue 32: a bigger body only fills the disk).
+    // What a signature needs (a tablet's PNG is well under 1 MB); more would only fill the disk.
     assert.equal(config.limits.signatureBodyBytes, 2 * 1024 * 1024);
   });
 
