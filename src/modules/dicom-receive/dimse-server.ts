@@ -17,7 +17,9 @@
  *   the peer's address, a new one is refused as "local limit exceeded" (transient).
  * - Presentation contexts: Verification and the storage classes of `storage-classes.ts`, each with the
  *   first acceptable transfer syntax the sender proposes; Modality Worklist FIND and Storage Commitment
- *   Push Model in Little Endian (Explicit VR preferred); anything else is refused per context.
+ *   Push Model in Little Endian (Explicit VR preferred); Patient and Study Root Query/Retrieve FIND
+ *   likewise for a caller of `DICOM_QR_CALLERS`, user-rejected for any other; anything else is refused
+ *   per context.
  * - C-STORE: the data set is kept in memory up to 1 MiB and beyond in a temporary file (`files/spool.ts`),
  *   up to `RAW_BODY_LIMIT_BYTES` (beyond, the store fails with A700 and nothing is kept); it is loaded
  *   under the process's upload memory budget (`UPLOAD_MEMORY_BYTES`, shared with the HTTP uploads), then
@@ -25,7 +27,8 @@
  *   next request is read only once the response is sent. A connection lost before the data set is
  *   complete leaves nothing.
  * - C-FIND on the Modality Worklist context: answered by the worklist module (`worklist-find.ts`), one
- *   pending response per entry, the next sent once the peer took the last; a C-CANCEL-RQ ends it.
+ *   pending response per entry, the next sent once the peer took the last; a C-CANCEL-RQ ends it. On a
+ *   Query/Retrieve FIND context, answered the same way by `qr-find.ts`.
  * - N-ACTION on the Storage Commitment Push Model context (`storage-commitment.ts`): answered at once,
  *   then the report (N-EVENT-REPORT-RQ) on this association while it is open; one not answered before
  *   the association ends goes on a new association to the caller's `DICOM_REMOTE_NODES` entry.
