@@ -1222,9 +1222,7 @@ function dicomCallers(
     const title = aeTitle(setting, item.slice(0, at), problems);
     const address = item.slice(at + 1).trim();
     if (address !== '*' && !isAddressOrSubnet(address))
-      problems.push(
-        `${setting}: "${item}" must name an IP address, a subnet (ip/bits) or * after @`,
-      );
+      problems.push(`${setting}: "${item}" must name an IP address, a subnet (ip/bits) or * after @`);
     callers.push({ aeTitle: title, address });
   }
   if (isScpOn && callers.length === 0)

@@ -100,7 +100,10 @@ export async function readGroupPage(db: Kysely<DB>, filter: GroupPageFilter): Pr
   return rows.map((row) => {
     const record = row as unknown as Record<string, unknown>;
     const values = Object.fromEntries(
-      INDEX_COLUMNS.map((c) => [c, record[c] === null || record[c] === undefined ? null : String(record[c])]),
+      INDEX_COLUMNS.map((c) => [
+        c,
+        record[c] === null || record[c] === undefined ? null : String(record[c] as string | number),
+      ]),
     ) as Record<IndexColumn, string | null>;
     const modalities = [
       ...new Set(
