@@ -26,6 +26,8 @@ interface FindResult {
   readonly code: number | null;
   readonly output: string;
   readonly answers: readonly Answer[];
+  /** The answers' files as findscu wrote them. */
+  readonly files: readonly Buffer[];
 }
 
 /** `findscu -P` or `-S` as `callingAe` with `keys`; the answers it wrote, in the order received. */
@@ -54,8 +56,8 @@ async function find(
     ];
     const result = await runDcmtk('findscu', args, 60_000);
     const files = (await readdir(dir)).filter((f) => f.startsWith('rsp')).sort();
-    const answers = await Promise.all(files.map(async (f) => readAnswer(await readFile(path.join(dir, f)))));
-    return { code: result.code, output: result.output, answers };
+    const bytes = await Promise.all(files.map((f) => readFile(path.join(dir, f))));
+    return { code: result.code, output: result.output, answers: bytes.map(readAnswer), files: bytes };
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
@@ -80,7 +82,10 @@ function nameOf(value: unknown): string {
 const STUDY = { a1: newUid(), a2: newUid(), b1: newUid() };
 const SERIES = { a1x: newUid(), a1y: newUid(), a2x: newUid(), b1x: newUid() };
 
-/** Five instances: Ann Smith's study a1 (series x: 2, y: 1) and a2 (1), Bob Jones's study b1 (1). */
+/**
+ * Five instances: Ann Smith's study a1 (series x: 2, y: 1) and a2 (1), Zoë Jones's study b1 (1, in
+ * UTF-8).
+ */
 function instances(): { file: Buffer; sop: string }[] {
   const ann = {
     PatientID: 'DEV-ANN',
@@ -88,7 +93,12 @@ function instances(): { file: Buffer; sop: string }[] {
     PatientBirthDate: '19500304',
     PatientSex: 'F',
   };
-  const bob = { PatientID: 'DEV-BOB', PatientName: 'Jones^Bob', PatientSex: 'M' };
+  const bob = {
+    PatientID: 'DEV-BOB',
+    PatientName: 'Jones^Zoë',
+    PatientSex: 'M',
+    SpecificCharacterSet: 'ISO_IR 192',
+  };
   const made = [
     { patient: ann, study: STUDY.a1, series: SERIES.a1x, date: '20240101', modality: 'OP', number: '1' },
     { patient: ann, study: STUDY.a1, series: SERIES.a1x, date: '20240101', modality: 'OP', number: '2' },
@@ -264,6 +274,22 @@ forEachDialect((dialect) => {
       }
     });
 
+    it('answers in the Specific Character Set of the query, whatever the instance was sent in', async () => {
+      const result = await find(server.port, '-S', [
+        'SpecificCharacterSet=ISO_IR 100',
+        'QueryRetrieveLevel=STUDY',
+        `StudyInstanceUID=${STUDY.b1}`,
+        'PatientName=JONES^ZOE',
+      ]);
+      assert.equal(result.code, 0, result.output);
+      assert.equal(result.answers.length, 1, result.output);
+      // dcmjs reports the text it decoded as UTF-8: the bytes are checked.
+      const file = result.files[0]!;
+      assert.ok(file.includes(Buffer.from('ISO_IR 100', 'latin1')));
+      assert.ok(file.includes(Buffer.from('Jones^Zo\xeb', 'latin1')));
+      assert.equal(nameOf(result.answers[0]!.PatientName), 'Jones^Zoë');
+    });
+
     it('refuses the PATIENT level in the Study Root model (A900)', async () => {
       const result = await find(server.port, '-S', ['QueryRetrieveLevel=PATIENT', 'PatientID']);
       assert.deepEqual(result.answers, []);
@@ -303,6 +329,61 @@ forEachDialect((dialect) => {
       assert.ok(rows.length > 0);
       assert.ok(rows.every((r) => r.client_address === '127.0.0.1'));
       assert.ok(rows.some((r) => String(r.target_ids).includes(String(annPatientId))));
+    });
+  });
+});
+
+forEachDialect((dialect) => {
+  describe(`Query/Retrieve C-FIND CANCEL (${dialect})`, () => {
+    let app: TestApp;
+    let server: DicomServer;
+    const study = newUid();
+    const count = 300;
+
+    before(async () => {
+      ({ app, server } = await startDicomTestApp(dialect, 'QR@127.0.0.1,STORE@127.0.0.1', {
+        DICOM_QR_CALLERS: 'QR@127.0.0.1',
+      }));
+      const dir = await mkdtemp(path.join(tmpdir(), 'cra-qr-store-'));
+      try {
+        const files: string[] = [];
+        for (let i = 0; i < count; i += 1) {
+          const file = path.join(dir, `i${i}.dcm`);
+          await writeFile(file, buildInstance({ studyInstanceUid: study, pixelBytes: 12 }));
+          files.push(file);
+        }
+        const stored = await runDcmtk('storescu', [
+          '-aet',
+          'STORE',
+          '-aec',
+          'CRA_TEST',
+          '127.0.0.1',
+          String(server.port),
+          ...files,
+        ]);
+        assert.equal(stored.code, 0, stored.output);
+      } finally {
+        await rm(dir, { recursive: true, force: true });
+      }
+    });
+
+    after(async () => {
+      await server?.stop();
+      await app?.close();
+    });
+
+    it('stops the answers at a C-CANCEL-RQ and ends with FE00', async () => {
+      const result = await find(
+        server.port,
+        '-S',
+        ['QueryRetrieveLevel=IMAGE', `StudyInstanceUID=${study}`, 'SOPInstanceUID'],
+        { extra: ['--cancel', '1'] },
+      );
+      assert.match(result.output, /Received Final Find Response \(Cancel/, result.output.slice(-2000));
+      assert.ok(
+        result.answers.length >= 1 && result.answers.length < count,
+        `${result.answers.length} answers`,
+      );
     });
   });
 });
