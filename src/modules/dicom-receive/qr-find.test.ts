@@ -302,6 +302,13 @@ forEachDialect((dialect) => {
       assert.match(result.output, /Refused: OutOfResources/);
     });
 
+    it('aborts the association on an identifier of more than 256 elements, answering nothing', async () => {
+      const keys = Array.from({ length: 300 }, (_, i) => `(0011,${(0x1000 + i).toString(16)})`);
+      const result = await find(server.port, '-S', ['QueryRetrieveLevel=STUDY', ...keys]);
+      assert.deepEqual(result.answers, []);
+      assert.match(result.output, /Peer aborted Association|A-ABORT/i, result.output.slice(-1500));
+    });
+
     it('rejects the query contexts of a caller not in DICOM_QR_CALLERS, and audits nothing for it', async () => {
       const result = await find(server.port, '-S', ['QueryRetrieveLevel=STUDY', 'StudyInstanceUID'], {
         callingAe: 'DEV',
