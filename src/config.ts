@@ -1002,7 +1002,18 @@ const DICOM_NETWORK = {
       'DICOM_QR_CALLERS',
       'none (no caller may query)',
       'comma-separated calling AE titles that may query what the service keeps (C-FIND, Patient Root and Study Root), each `TITLE@ip-address`, `TITLE@subnet/bits` or `TITLE@*`; each must be in `DICOM_ALLOWED_CALLERS` too; any other caller has its query contexts rejected ([docs/DICOM.md](docs/DICOM.md#query-retrieve-c-find))',
-      (raw, reader) => dicomCallers(raw, false, reader.problems, 'DICOM_QR_CALLERS'),
+      (raw, reader) => {
+        const callers = dicomCallers(raw, false, reader.problems, 'DICOM_QR_CALLERS');
+        // A query caller must be able to associate at all: one missing from DICOM_ALLOWED_CALLERS is a
+        // configuration mistake, listed rather than silently refused at every association.
+        const allowed = new Set(
+          dicomCallers(reader.read('DICOM_ALLOWED_CALLERS'), false, []).map((c) => c.aeTitle),
+        );
+        for (const caller of callers)
+          if (!allowed.has(caller.aeTitle))
+            reader.problems.push(`DICOM_QR_CALLERS: "${caller.aeTitle}" is not in DICOM_ALLOWED_CALLERS`);
+        return callers;
+      },
     ),
     qrMaxAnswers: integer(
       'DICOM_QR_MAX_ANSWERS',

@@ -3,8 +3,8 @@
  * (patient, study, series and instance keys as the device sent them, and the request that holds the
  * bytes), written in the transaction of the request the instance became, so that the query/retrieve
  * C-FIND reads an index and never a stored file. Owned by the dicom-receive module; the service's own
- * table: not in `DB` and not in the dataset format. Values are the file's bytes read as Latin-1
- * (`character_set` says how to read them back).
+ * table: not in `DB` and not in the dataset format. Values are text, decoded with the instance's
+ * Specific Character Set (kept in `character_set`).
  */
 import type { AnyDb, DialectAdapter } from './helpers.ts';
 

@@ -279,14 +279,12 @@ export function createQrFinder(deps: {
   }
 }
 
-/** The values of a group by tag, its text decoded with the instance's character set. */
+/** The values of a group by tag. */
 function valuesOf(row: GroupRow, filedPatientId: string | undefined): Map<number, string> {
-  const isUtf8 = (row.values.character_set ?? '').includes('ISO_IR 192');
-  const decode = (text: string) => (isUtf8 ? Buffer.from(text, 'latin1').toString('utf8') : text);
   const values = new Map<number, string>();
   for (const [tag, attribute] of ATTRIBUTES) {
     if (attribute.computed !== undefined) values.set(tag, attribute.computed(row));
-    else if (attribute.column !== undefined) values.set(tag, decode(row.values[attribute.column] ?? ''));
+    else if (attribute.column !== undefined) values.set(tag, row.values[attribute.column] ?? '');
   }
   if (filedPatientId !== undefined) values.set(0x00100020, filedPatientId);
   return values;

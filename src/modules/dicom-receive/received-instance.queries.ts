@@ -146,7 +146,7 @@ export interface DicomInstanceIndexTable {
   received_date: string;
 }
 
-/** The header values the index keeps, as the inspection read them (bytes as Latin-1, trimmed). */
+/** The header values the index keeps, as the inspection read them (trimmed). */
 export type IndexedHeader = Readonly<
   Record<
     | 'SpecificCharacterSet'
@@ -181,7 +181,9 @@ export async function upsertInstanceIndex(
   instance: ReceivedInstance & { readonly header: IndexedHeader },
 ): Promise<void> {
   const h = instance.header;
-  const cut = (value: string | null, max: number) => (value === null ? null : value.slice(0, max));
+  const isUtf8 = (h.SpecificCharacterSet ?? '').includes('ISO_IR 192');
+  const cut = (value: string | null, max: number) =>
+    value === null ? null : (isUtf8 ? asUtf8(value) : value).slice(0, max);
   const row: DicomInstanceIndexTable = {
     sop_instance_uid: instance.sopInstanceUid,
     sop_class_uid: instance.sopClassUid,
@@ -211,4 +213,20 @@ export async function upsertInstanceIndex(
     .insertInto('dicom_instance_index')
     .values(row);
   await dialect.upsert(insert, ['sop_instance_uid'], update).execute();
+}
+
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * The text of a UTF-8 (`ISO_IR 192`) data set's value: a value whose characters are the Latin-1 reading
+ * of valid UTF-8 bytes is read again as UTF-8; any other (decoded already, or not UTF-8) is kept.
+ */
+function asUtf8(value: string): string {
+  // eslint-disable-next-line no-control-regex
+  if (/^[\x00-\x7f]*$/.test(value) || /[^\x00-\xff]/.test(value)) return value;
+  try {
+    return strictUtf8.decode(Buffer.from(value, 'latin1'));
+  } catch {
+    return value;
+  }
 }
