@@ -85,6 +85,8 @@ describe('loadConfig', () => {
       maxUnassociatedConnections: 32,
       associationTimeoutMs: 5000,
       remoteNodes: [],
+      qrCallers: [],
+      qrMaxAnswers: 1000,
       commitmentMaxInstances: 10_000,
     });
     const on = loadConfig({
@@ -142,6 +144,27 @@ describe('loadConfig', () => {
           'DICOM_REMOTE_NODES: "A@10.1.2.3:0" must end with a port from 1 to 65535',
           'DICOM_REMOTE_NODES: "B@bad_host!:104" must name an IP address or a host name before the port',
           'DICOM_REMOTE_NODES: "A" is listed twice',
+        ]);
+        return true;
+      },
+    );
+  });
+
+  it('reads the query/retrieve callers, each in DICOM_ALLOWED_CALLERS too', () => {
+    const { qrCallers, qrMaxAnswers } = loadConfig({
+      DICOM_ALLOWED_CALLERS: 'VIEWER@10.1.2.3,HFA3@*',
+      DICOM_QR_CALLERS: 'VIEWER@10.1.2.0/24',
+    }).dicomNetwork;
+    assert.deepEqual(qrCallers, [{ aeTitle: 'VIEWER', address: '10.1.2.0/24' }]);
+    assert.equal(qrMaxAnswers, 1000);
+    assert.deepEqual(loadConfig({}).dicomNetwork.qrCallers, []);
+    assert.throws(
+      () => loadConfig({ DICOM_ALLOWED_CALLERS: 'HFA3@*', DICOM_QR_CALLERS: 'VIEWER,PACS@10.1.2.3' }),
+      (error: unknown) => {
+        assert.ok(error instanceof ConfigError);
+        assert.deepEqual(error.problems, [
+          'DICOM_QR_CALLERS: "VIEWER" names no address: write VIEWER@<ip-address>, VIEWER@<subnet>/<bits>, or VIEWER@* for any address',
+          'DICOM_QR_CALLERS: "PACS" is not in DICOM_ALLOWED_CALLERS',
         ]);
         return true;
       },

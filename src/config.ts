@@ -259,6 +259,10 @@ export interface DicomNetworkConfig {
   readonly remoteNodes: readonly DicomRemoteNode[];
   /** `DICOM_COMMITMENT_MAX_INSTANCES`: instances one storage commitment request may name. */
   readonly commitmentMaxInstances: number;
+  /** `DICOM_QR_CALLERS`: the callers that may query (C-FIND Patient and Study Root); none = nobody. */
+  readonly qrCallers: readonly DicomCaller[];
+  /** `DICOM_QR_MAX_ANSWERS`: answers of one query/retrieve C-FIND; a query matching more ends with A700. */
+  readonly qrMaxAnswers: number;
 }
 
 /** A device the service opens associations to (a storage commitment report after its request's closed). */
@@ -994,6 +998,29 @@ const DICOM_NETWORK = {
       { min: 1, max: 100_000 },
       'instances one storage commitment request may name; more are refused with status 0213 (resource limitation)',
     ),
+    qrCallers: optional(
+      'DICOM_QR_CALLERS',
+      'none (no caller may query)',
+      'comma-separated calling AE titles that may query what the service keeps (C-FIND, Patient Root and Study Root), each `TITLE@ip-address`, `TITLE@subnet/bits` or `TITLE@*`; each must be in `DICOM_ALLOWED_CALLERS` too; any other caller has its query contexts rejected ([docs/DICOM.md](docs/DICOM.md#query-retrieve-c-find))',
+      (raw, reader) => {
+        const callers = dicomCallers(raw, false, reader.problems, 'DICOM_QR_CALLERS');
+        // A query caller must be able to associate at all: one missing from DICOM_ALLOWED_CALLERS is a
+        // configuration mistake, listed rather than silently refused at every association.
+        const allowed = new Set(
+          dicomCallers(reader.read('DICOM_ALLOWED_CALLERS'), false, []).map((c) => c.aeTitle),
+        );
+        for (const caller of callers)
+          if (!allowed.has(caller.aeTitle))
+            reader.problems.push(`DICOM_QR_CALLERS: "${caller.aeTitle}" is not in DICOM_ALLOWED_CALLERS`);
+        return callers;
+      },
+    ),
+    qrMaxAnswers: integer(
+      'DICOM_QR_MAX_ANSWERS',
+      1000,
+      { min: 1, max: 100_000 },
+      'answers to one query/retrieve C-FIND; a query matching more gets these, then status A700 (out of resources)',
+    ),
   },
 } satisfies ConfigSection;
 
@@ -1188,22 +1215,25 @@ function aeTitle(name: string, raw: string, problems: string[]): string {
  * SCP is on. An AE title is no secret (any sender can claim one), so each item says where it may come
  * from: a bare `TITLE` is refused rather than silently allowed from anywhere, and `*` is written out.
  */
-function dicomCallers(raw: string | undefined, isScpOn: boolean, problems: string[]): DicomCaller[] {
+function dicomCallers(
+  raw: string | undefined,
+  isScpOn: boolean,
+  problems: string[],
+  setting = 'DICOM_ALLOWED_CALLERS',
+): DicomCaller[] {
   const callers: DicomCaller[] = [];
   for (const item of list(raw)) {
     const at = item.lastIndexOf('@');
     if (at === -1) {
       problems.push(
-        `DICOM_ALLOWED_CALLERS: "${item}" names no address: write ${item}@<ip-address>, ${item}@<subnet>/<bits>, or ${item}@* for any address`,
+        `${setting}: "${item}" names no address: write ${item}@<ip-address>, ${item}@<subnet>/<bits>, or ${item}@* for any address`,
       );
       continue;
     }
-    const title = aeTitle('DICOM_ALLOWED_CALLERS', item.slice(0, at), problems);
+    const title = aeTitle(setting, item.slice(0, at), problems);
     const address = item.slice(at + 1).trim();
     if (address !== '*' && !isAddressOrSubnet(address))
-      problems.push(
-        `DICOM_ALLOWED_CALLERS: "${item}" must name an IP address, a subnet (ip/bits) or * after @`,
-      );
+      problems.push(`${setting}: "${item}" must name an IP address, a subnet (ip/bits) or * after @`);
     callers.push({ aeTitle: title, address });
   }
   if (isScpOn && callers.length === 0)

@@ -6,10 +6,13 @@
  *   the seed's patient with the definition's identifier type as Patient ID and `when` as local time, and
  *   the ids handed out are kept in `cra_mwl_entry`;
  * - Storage Commitment, asked by dcmjs-dimse's Client after a dcmtk `storescu`: the instance stored in
- *   OpenEyes's `request` / `attachment_data` with its `cra_dicom_received_instance` receipt is committed.
+ *   OpenEyes's `request` / `attachment_data` with its `cra_dicom_received_instance` receipt is committed;
+ * - Query/Retrieve C-FIND, asked by `findscu -S` after a `storescu`: the instance's
+ *   `cra_dicom_instance_index` row answers, with the hospital number of the patient its study is filed
+ *   to (`cra_device_event`) as Patient ID, and the answer is audited in `cra_audit_event`.
  */
 import assert from 'node:assert/strict';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -57,7 +60,7 @@ const KEYS = [
   'ScheduledProcedureStepSequence[0].ScheduledProcedureStepDescription',
 ];
 
-describe('Modality Worklist and Storage Commitment on an OpenEyes v6.8-shaped database', { skip }, () => {
+describe('Worklist, commitment and query on an OpenEyes v6.8-shaped database', { skip }, () => {
   let oe: OpenEyesTestDatabase;
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   let admin: Kysely<any>;
@@ -80,6 +83,7 @@ describe('Modality Worklist and Storage Commitment on an OpenEyes v6.8-shaped da
       HOST: '127.0.0.1',
       DICOM_AE_TITLE: 'CRA_TEST',
       DICOM_ALLOWED_CALLERS: 'DEV@127.0.0.1',
+      DICOM_QR_CALLERS: 'DEV@127.0.0.1',
       WORKER: 'off',
       DEMO_DATA: 'off',
       LOG_LEVEL: 'silent',
@@ -291,5 +295,72 @@ describe('Modality Worklist and Storage Commitment on an OpenEyes v6.8-shaped da
     assert.deepEqual(pairsOf(outcome.report.elements.FailedSOPSequence), [
       `${secondaryCapture} ${unknown} ${0x0112}`,
     ]);
+  });
+
+  it("answers a Study Root C-FIND from cra_dicom_instance_index with the filed patient's hospital number", async () => {
+    const study = newUid();
+    const file = buildInstance({
+      studyInstanceUid: study,
+      tags: { PatientID: 'DEVICE-7', StudyDate: '20250102' },
+    });
+    const filePath = path.join(filesDir, 'query.dcm');
+    await writeFile(filePath, file);
+    const stored = await runDcmtk('storescu', [
+      '-aet',
+      'DEV',
+      '-aec',
+      'CRA_TEST',
+      '127.0.0.1',
+      String(server.port),
+      filePath,
+    ]);
+    assert.equal(stored.code, 0, stored.output);
+    // Filing put the study into an event of the seed's patient 1 (Jane Smith, hospital number 0012345).
+    await sql`insert into cra_device_event (patient_id, study_instance_uid, event_subtype, model, event_id, created_date, last_modified_date)
+      values (1, ${study}, 'Fundus Images', 'TEST', 1, '2025-01-02 00:00:00', '2025-01-02 00:00:00')`.execute(
+      admin,
+    );
+    const dir = await mkdtemp(path.join(tmpdir(), 'cra-oe-qr-'));
+    try {
+      const result = await runDcmtk('findscu', [
+        '-S',
+        '-v',
+        '-aet',
+        'DEV',
+        '-aec',
+        'CRA_TEST',
+        '-X',
+        '-od',
+        dir,
+        '-k',
+        'QueryRetrieveLevel=STUDY',
+        '-k',
+        'PatientID=0012345',
+        '-k',
+        'StudyDate=20250101-20250131',
+        '-k',
+        'StudyInstanceUID',
+        '127.0.0.1',
+        String(server.port),
+      ]);
+      assert.equal(result.code, 0, result.output);
+      assert.match(result.output, /Received Final Find Response \(Success\)/);
+      assert.equal(
+        (result.output.match(/Received Find Response \d+ \(Pending\)/g) ?? []).length,
+        1,
+        result.output,
+      );
+      const answer = await readFile(path.join(dir, 'rsp0001.dcm'));
+      assert.ok(answer.includes(Buffer.from(study, 'latin1')), 'the answer names the study');
+      assert.ok(answer.includes(Buffer.from('0012345', 'latin1')), 'the answer carries the hospital number');
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+    const audit = await sql<{ target_ids: string }>`select target_ids from cra_audit_event
+      where action = 'dicom.find' and target_type = 'patient' and username = 'DEV'`.execute(admin);
+    assert.ok(
+      audit.rows.some((r) => /\b1\b/.test(String(r.target_ids))),
+      JSON.stringify(audit.rows),
+    );
   });
 });

@@ -192,6 +192,7 @@ describe('DATABASE_SCHEMA=openeyes on an OpenEyes v6.8-shaped database', { skip 
       '0004-device-events',
       '0005-biometry-lens-review',
       '0005-worklist-entry-ids',
+      '0006-dicom-instance-index',
     ]);
     assert.deepEqual(booted.migrations.applied, []);
     const { rows: tables } = await sql<{ name: string }>`
@@ -206,6 +207,7 @@ describe('DATABASE_SCHEMA=openeyes on an OpenEyes v6.8-shaped database', { skip 
         'cra_console_secret',
         'cra_console_session',
         'cra_device_event',
+        'cra_dicom_instance_index',
         'cra_dicom_received_instance',
         'cra_migration',
         'cra_migration_lock',

@@ -26,6 +26,7 @@ export const OWN_TABLES = [
   'console_session',
   'console_secret',
   'dicom_received_instance',
+  'dicom_instance_index',
   'device_event',
   'mwl_entry',
   'biometry_lens_review',

@@ -17,7 +17,9 @@
  *   the peer's address, a new one is refused as "local limit exceeded" (transient).
  * - Presentation contexts: Verification and the storage classes of `storage-classes.ts`, each with the
  *   first acceptable transfer syntax the sender proposes; Modality Worklist FIND and Storage Commitment
- *   Push Model in Little Endian (Explicit VR preferred); anything else is refused per context.
+ *   Push Model in Little Endian (Explicit VR preferred); Patient and Study Root Query/Retrieve FIND
+ *   likewise for a caller of `DICOM_QR_CALLERS`, user-rejected for any other; anything else is refused
+ *   per context.
  * - C-STORE: the data set is kept in memory up to 1 MiB and beyond in a temporary file (`files/spool.ts`),
  *   up to `RAW_BODY_LIMIT_BYTES` (beyond, the store fails with A700 and nothing is kept); it is loaded
  *   under the process's upload memory budget (`UPLOAD_MEMORY_BYTES`, shared with the HTTP uploads), then
@@ -25,7 +27,8 @@
  *   next request is read only once the response is sent. A connection lost before the data set is
  *   complete leaves nothing.
  * - C-FIND on the Modality Worklist context: answered by the worklist module (`worklist-find.ts`), one
- *   pending response per entry, the next sent once the peer took the last; a C-CANCEL-RQ ends it.
+ *   pending response per entry, the next sent once the peer took the last; a C-CANCEL-RQ ends it. On a
+ *   Query/Retrieve FIND context, answered the same way by `qr-find.ts`.
  * - N-ACTION on the Storage Commitment Push Model context (`storage-commitment.ts`): answered at once,
  *   then the report (N-EVENT-REPORT-RQ) on this association while it is open; one not answered before
  *   the association ends goes on a new association to the caller's `DICOM_REMOTE_NODES` entry.
@@ -50,7 +53,7 @@ import type { Logger } from '../../logger.ts';
 import type { AuditTrail } from '../audit/index.ts';
 import type { IntakeService } from '../request-queue/index.ts';
 import type { DicomRemoteNode } from '../../config.ts';
-import type { WorklistFinder } from '../worklist/index.ts';
+import type { WorklistFindSink, WorklistFinder } from '../worklist/index.ts';
 import { MODALITY_WORKLIST_FIND, createWorklistFinder } from '../worklist/index.ts';
 import type { AssociationOutcome } from './dicom-metrics.ts';
 import {
@@ -69,6 +72,8 @@ import {
 } from './instance.ts';
 import type { DicomReceiver, ReceiveOutcome } from './receive.ts';
 import { createDicomReceiver } from './receive.ts';
+import type { QrFinder } from './qr-find.ts';
+import { PATIENT_ROOT_FIND, STUDY_ROOT_FIND, createQrFinder } from './qr-find.ts';
 import type { ContextKind, GateRefusal } from './pdu-gate.ts';
 import { PduGate } from './pdu-gate.ts';
 import { VERIFICATION_SOP_CLASS, chooseTransferSyntax, findStorageClass } from './storage-classes.ts';
@@ -149,9 +154,12 @@ interface ServerContext {
   readonly database: Database;
   readonly receiver: DicomReceiver;
   readonly worklist: WorklistFinder;
+  readonly queryRetrieve: QrFinder;
   readonly audit: AuditTrail;
   readonly uploadMemory: UploadMemory;
   readonly allowedCallers: AllowedCallers;
+  /** `DICOM_QR_CALLERS`: who may use the Query/Retrieve FIND contexts. */
+  readonly qrCallers: AllowedCallers;
   readonly connections: Set<StoreScp>;
   readonly inFlight: Set<Promise<void>>;
   /** Open connections per peer address. */
@@ -182,9 +190,11 @@ export async function startDicomServer(deps: DicomServerDeps): Promise<DicomServ
     database,
     receiver: deps.receiver ?? createDicomReceiver({ database, config, intake: deps.intake }),
     worklist: createWorklistFinder({ database, config, logger }),
+    queryRetrieve: createQrFinder({ database, config, logger, audit: deps.auditTrail }),
     audit: deps.auditTrail,
     uploadMemory: deps.uploadMemory ?? createUploadMemory(config.limits.uploadMemoryBytes),
     allowedCallers: compileAllowedCallers(config.dicomNetwork.allowedCallers),
+    qrCallers: compileAllowedCallers(config.dicomNetwork.qrCallers),
     connections: new Set(),
     inFlight: new Set(),
     connectionsByAddress: new Map(),
@@ -454,8 +464,9 @@ class StoreScp extends Scp {
 
     const accepted = new Map<number, ContextKind>();
     const explicitVr = new Set<number>();
+    const mayQuery = isAllowedCaller(this.context.qrCallers, this.callingAeTitle, this.address);
     for (const { context } of association.getPresentationContexts()) {
-      const kind = acceptOrRefuse(context);
+      const kind = acceptOrRefuse(context, mayQuery);
       if (kind !== undefined) accepted.set(context.getPresentationContextId(), kind);
       if (context.getAcceptedTransferSyntaxUid() === EXPLICIT_VR_LITTLE_ENDIAN)
         explicitVr.add(context.getPresentationContextId());
@@ -551,24 +562,36 @@ class StoreScp extends Scp {
       });
     const respond = (status: number, identifier?: Buffer, comment?: string) =>
       callback([responseOf(status, identifier, comment)]);
-    const find = this.context.worklist.find(
-      {
-        identifier: taken?.identifier ?? Buffer.alloc(0),
-        isExplicitVr: transferSyntax === EXPLICIT_VR_LITTLE_ENDIAN,
-        callingAeTitle: this.callingAeTitle,
+    // The service is the one of the presentation context the identifier came on (the gate let it
+    // through only on a Worklist or Query/Retrieve FIND context), whatever the command names.
+    const sopClassUid =
+      taken === undefined
+        ? ''
+        : this.association!.getPresentationContext(taken.contextId).getAbstractSyntaxUid();
+    const isQuery = sopClassUid === PATIENT_ROOT_FIND || sopClassUid === STUDY_ROOT_FIND;
+    const findRequest = {
+      identifier: taken?.identifier ?? Buffer.alloc(0),
+      isExplicitVr: transferSyntax === EXPLICIT_VR_LITTLE_ENDIAN,
+      callingAeTitle: this.callingAeTitle,
+    };
+    const service = isQuery ? 'query/retrieve' : 'worklist';
+    const sink: WorklistFindSink = {
+      answer: async (identifier, status) => {
+        if (this.peer.destroyed) throw new Error('connection closed');
+        sendPending(responseOf(status, identifier));
+        // The next answer waits for the socket to take this one, and a turn of the event loop lets a
+        // C-CANCEL-RQ in.
+        if (this.peer.writableNeedDrain) await once(this.peer, 'drain');
+        await new Promise<void>((resolve) => setImmediate(resolve));
       },
-      {
-        answer: async (identifier, status) => {
-          if (this.peer.destroyed) throw new Error('connection closed');
-          sendPending(responseOf(status, identifier));
-          // The next answer waits for the socket to take this one, and a turn of the event loop lets a
-          // C-CANCEL-RQ in.
-          if (this.peer.writableNeedDrain) await once(this.peer, 'drain');
-          await new Promise<void>((resolve) => setImmediate(resolve));
-        },
-        isCancelled: () => this.cancelledFinds.has(messageId) || this.peer.destroyed,
-      },
-    );
+      isCancelled: () => this.cancelledFinds.has(messageId) || this.peer.destroyed,
+    };
+    const find = isQuery
+      ? this.context.queryRetrieve.find(
+          { ...findRequest, sopClassUid, address: this.address, associationId: this.associationId },
+          sink,
+        )
+      : this.context.worklist.find(findRequest, sink);
     const work = find.then(
       (outcome) => {
         this.log(
@@ -577,14 +600,14 @@ class StoreScp extends Scp {
             status: `0x${outcome.status.toString(16).toUpperCase().padStart(4, '0')}`,
             answers: outcome.answers,
           },
-          'DICOM worklist C-FIND answered',
+          `DICOM ${service} C-FIND answered`,
         );
         if (this.peer.destroyed) return;
         respond(outcome.status, undefined, outcome.comment);
       },
       (error: unknown) => {
-        this.log('error', { err: error }, 'DICOM worklist C-FIND failed');
-        if (!this.peer.destroyed) respond(WORKLIST_UNABLE_TO_PROCESS, undefined, 'worklist not available');
+        this.log('error', { err: error }, `DICOM ${service} C-FIND failed`);
+        if (!this.peer.destroyed) respond(WORKLIST_UNABLE_TO_PROCESS, undefined, `${service} not available`);
       },
     );
     this.context.inFlight.add(work);
@@ -842,8 +865,23 @@ class StoreScp extends Scp {
  * Accepts a proposed presentation context with a transfer syntax, or refuses it with the reason; returns
  * what an accepted one carries.
  */
-function acceptOrRefuse(context: PresentationContext): ContextKind | undefined {
+function acceptOrRefuse(context: PresentationContext, mayQuery: boolean): ContextKind | undefined {
   const abstractSyntax = context.getAbstractSyntaxUid();
+  if (abstractSyntax === PATIENT_ROOT_FIND || abstractSyntax === STUDY_ROOT_FIND) {
+    // A caller not in DICOM_QR_CALLERS: user-rejection of the context (PS3.8 9.3.3.2), nothing answered.
+    if (!mayQuery) {
+      context.setResult(PresentationContextResult.RejectUser);
+      return undefined;
+    }
+    const proposed = context.getTransferSyntaxUids();
+    const chosen = [EXPLICIT_VR_LITTLE_ENDIAN, IMPLICIT_VR_LITTLE_ENDIAN].find((ts) => proposed.includes(ts));
+    if (chosen === undefined) {
+      context.setResult(PresentationContextResult.RejectTransferSyntaxesNotSupported);
+      return undefined;
+    }
+    context.setResult(PresentationContextResult.Accept, chosen);
+    return 'query';
+  }
   if (abstractSyntax === STORAGE_COMMITMENT_PUSH) {
     const proposed = context.getTransferSyntaxUids();
     const chosen = [EXPLICIT_VR_LITTLE_ENDIAN, IMPLICIT_VR_LITTLE_ENDIAN].find((ts) => proposed.includes(ts));

@@ -9,7 +9,7 @@
 import { createRequire } from 'node:module';
 import type Dcmjs from 'dcmjs';
 import type { Config } from '../../config.ts';
-import type { DicomErrorCode, DicomInspection } from '../dicom/index.ts';
+import type { DicomErrorCode, DicomHeader, DicomInspection } from '../dicom/index.ts';
 import { DicomError, inspectDicomFile } from '../dicom/index.ts';
 import { PIXEL_DATA, findStorageClass, isAcceptedTransferSyntax } from './storage-classes.ts';
 
@@ -42,6 +42,8 @@ export type InstanceCheck =
       readonly sopInstanceUid: string;
       readonly transferSyntaxUid: string;
       readonly studyInstanceUid: string | undefined;
+      /** The identifying header the inspection read (for the query/retrieve index). */
+      readonly header: DicomHeader;
     }
   | (InstanceIdentity & {
       readonly ok: false;
@@ -123,7 +125,7 @@ export async function checkInstance(
       sopClassUid,
       sopInstanceUid,
     );
-  return { ok: true, sopClassUid, sopInstanceUid, transferSyntaxUid, studyInstanceUid };
+  return { ok: true, sopClassUid, sopInstanceUid, transferSyntaxUid, studyInstanceUid, header };
 }
 
 /** The failure reason of a structural refusal: a limit of this service, or a file it cannot understand. */

@@ -15,7 +15,7 @@
  *   most {@link MAX_COMMAND_BYTES} (read here from its group 0000 elements, Implicit VR Little Endian per
  *   PS3.7 6.3.1, with a bounded linear scan); only C-ECHO-RQ without a data set on the Verification
  *   context and C-STORE-RQ with one on a storage context are allowed, and data set fragments only after a
- *   C-STORE-RQ on its context. On a Modality Worklist context, a C-FIND-RQ with an identifier of at most
+ *   C-STORE-RQ on its context. On a Modality Worklist or Query/Retrieve FIND context, a C-FIND-RQ with an identifier of at most
  *   `MAX_IDENTIFIER_BYTES`, whose elements and sequence depth the worklist module's bounded reader checks
  *   before the library sees it; while its answers go out, only a C-CANCEL-RQ for it is read. On a Storage
  *   Commitment context, an N-ACTION-RQ whose data set the gate holds back until it is whole (so that the
@@ -62,7 +62,8 @@ const ABORT_INVALID_PARAMETER = 6;
 const LINGER_MS = 2000;
 
 /** What an accepted presentation context carries. */
-export type ContextKind = 'verification' | 'storage' | 'worklist' | 'commitment';
+/** `query`: a Query/Retrieve FIND context, whose identifiers are bounded as the worklist's are. */
+export type ContextKind = 'verification' | 'storage' | 'worklist' | 'query' | 'commitment';
 
 /** Why the gate closed the connection (for the log and metrics; never a value the peer sent). */
 export type GateRefusal =
@@ -346,7 +347,7 @@ export class PduGate extends EventEmitter {
         this.isCancelSeen = true;
         continue;
       }
-      if (!isCommand && kind === 'worklist') {
+      if (!isCommand && (kind === 'worklist' || kind === 'query')) {
         if (this.dataSetContext !== contextId) return { refusal: 'unexpected-data-set' };
         this.identifierBytes += value.length;
         if (this.identifierBytes > MAX_IDENTIFIER_BYTES) return { refusal: 'identifier-too-large' };
@@ -412,7 +413,7 @@ export class PduGate extends EventEmitter {
       if (fields.commandField === C_ECHO_RQ && kind === 'verification') {
         if (hasDataSet) return { refusal: 'data-set-not-allowed', detail: 'C-ECHO-RQ' };
         this.isAwaitingAnswer = true;
-      } else if (fields.commandField === C_FIND_RQ && kind === 'worklist') {
+      } else if (fields.commandField === C_FIND_RQ && (kind === 'worklist' || kind === 'query')) {
         if (!hasDataSet) return { refusal: 'malformed-command' };
         this.dataSetContext = contextId;
       } else if (fields.commandField === C_STORE_RQ && kind === 'storage') {

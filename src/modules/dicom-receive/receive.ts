@@ -2,7 +2,7 @@
  * Receiving one DICOM instance, whatever the path it came by (a STOW-RS part, a C-STORE): the checks of
  * `instance.ts`, then queue intake exactly as queue add takes a raw `application/dicom` body (the same
  * limits, content checks and rows: REQUEST_DATA, the payload, HEADER_DATA without credentials), in one
- * transaction with the instance's receipt row. REQUEST_DATA carries what queue add's Mirth caller put in
+ * transaction with the instance's receipt row and its query/retrieve index row. REQUEST_DATA carries what queue add's Mirth caller put in
  * its query string (`request_type`, `system_message`, `content_type`) and what identifies the source.
  */
 import type { Config } from '../../config.ts';
@@ -14,7 +14,7 @@ import type { ReceivePath } from './dicom-metrics.ts';
 import { countInstance } from './dicom-metrics.ts';
 import type { FailureReason } from './instance.ts';
 import { FAILURE, checkInstance } from './instance.ts';
-import { insertFirstReceipt, upsertReceipt } from './received-instance.queries.ts';
+import { insertFirstReceipt, upsertInstanceIndex, upsertReceipt } from './received-instance.queries.ts';
 
 /** The request type every received instance becomes. */
 export const DICOM_REQUEST_TYPE = 'dicom_request';
@@ -91,11 +91,12 @@ export function createDicomReceiver(deps: {
       };
     }
     if (!check.ok) return check;
-    const { sopClassUid, sopInstanceUid } = check;
+    const { sopClassUid, sopInstanceUid, header } = check;
     const receipt: AlongsideWrite = async (trx, requestId) => {
       const instance = { sopInstanceUid, sopClassUid, requestId, now: nowDateTime() };
       if (isRefusingDuplicates) await insertFirstReceipt(trx, instance);
       else await upsertReceipt(trx, database.dialect, instance);
+      await upsertInstanceIndex(trx, database.dialect, { ...instance, header });
     };
     try {
       const requestId = await intake.submitDicomInstance({

@@ -119,3 +119,114 @@ export async function findHeldInstances(
     isHeld: Number(row.held) === 1 || (row.held as unknown) === true,
   }));
 }
+
+/** `dicom_instance_index` (migration 0023): the query attributes of a received instance. */
+export interface DicomInstanceIndexTable {
+  sop_instance_uid: string;
+  sop_class_uid: string;
+  study_instance_uid: string;
+  series_instance_uid: string;
+  /** The request that holds the instance's bytes (its latest receipt). */
+  request_id: number;
+  character_set: string | null;
+  patient_id: string | null;
+  patient_name: string | null;
+  patient_birth_date: string | null;
+  patient_sex: string | null;
+  study_date: string | null;
+  study_time: string | null;
+  accession_number: string | null;
+  study_id: string | null;
+  study_description: string | null;
+  referring_physician_name: string | null;
+  modality: string | null;
+  series_number: string | null;
+  series_description: string | null;
+  instance_number: string | null;
+  received_date: string;
+}
+
+/** The header values the index keeps, as the inspection read them (trimmed). */
+export type IndexedHeader = Readonly<
+  Record<
+    | 'SpecificCharacterSet'
+    | 'PatientID'
+    | 'PatientName'
+    | 'PatientBirthDate'
+    | 'PatientSex'
+    | 'StudyInstanceUID'
+    | 'SeriesInstanceUID'
+    | 'StudyDate'
+    | 'StudyTime'
+    | 'AccessionNumber'
+    | 'StudyID'
+    | 'StudyDescription'
+    | 'ReferringPhysicianName'
+    | 'Modality'
+    | 'SeriesNumber'
+    | 'SeriesDescription'
+    | 'InstanceNumber',
+    string | null
+  >
+>;
+
+/**
+ * Indexes a received instance for query/retrieve, in its request's transaction; a repeat of the SOP
+ * Instance UID replaces the row (the latest receipt is what a query answers). Values are cut to their
+ * column (the VR's maximum length, PS3.5 6.2), so a device's over-long value cannot fail the store.
+ */
+export async function upsertInstanceIndex(
+  db: Kysely<DB>,
+  dialect: DialectAdapter,
+  instance: ReceivedInstance & { readonly header: IndexedHeader },
+): Promise<void> {
+  const h = instance.header;
+  const isUtf8 = (h.SpecificCharacterSet ?? '').includes('ISO_IR 192');
+  const cut = (value: string | null, max: number) =>
+    value === null ? null : (isUtf8 ? asUtf8(value) : value).slice(0, max);
+  const row: DicomInstanceIndexTable = {
+    sop_instance_uid: instance.sopInstanceUid,
+    sop_class_uid: instance.sopClassUid,
+    study_instance_uid: cut(h.StudyInstanceUID, 64) ?? '',
+    series_instance_uid: cut(h.SeriesInstanceUID, 64) ?? '',
+    request_id: instance.requestId,
+    character_set: cut(h.SpecificCharacterSet, 128),
+    patient_id: cut(h.PatientID, 64),
+    patient_name: cut(h.PatientName, 324),
+    patient_birth_date: cut(h.PatientBirthDate, 8),
+    patient_sex: cut(h.PatientSex, 16),
+    study_date: cut(h.StudyDate, 8),
+    study_time: cut(h.StudyTime, 16),
+    accession_number: cut(h.AccessionNumber, 16),
+    study_id: cut(h.StudyID, 16),
+    study_description: cut(h.StudyDescription, 64),
+    referring_physician_name: cut(h.ReferringPhysicianName, 324),
+    modality: cut(h.Modality, 16),
+    series_number: cut(h.SeriesNumber, 12),
+    series_description: cut(h.SeriesDescription, 64),
+    instance_number: cut(h.InstanceNumber, 12),
+    received_date: instance.now,
+  };
+  const { sop_instance_uid: _key, ...update } = row;
+  const insert = db
+    .withTables<{ dicom_instance_index: DicomInstanceIndexTable }>()
+    .insertInto('dicom_instance_index')
+    .values(row);
+  await dialect.upsert(insert, ['sop_instance_uid'], update).execute();
+}
+
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * The text of a UTF-8 (`ISO_IR 192`) data set's value: a value whose characters are the Latin-1 reading
+ * of valid UTF-8 bytes is read again as UTF-8; any other (decoded already, or not UTF-8) is kept.
+ */
+function asUtf8(value: string): string {
+  // eslint-disable-next-line no-control-regex
+  if (/^[\x00-\x7f]*$/.test(value) || /[^\x00-\xff]/.test(value)) return value;
+  try {
+    return strictUtf8.decode(Buffer.from(value, 'latin1'));
+  } catch {
+    return value;
+  }
+}

@@ -44,6 +44,10 @@ export const DICOM_HEADER_TAGS = {
   SeriesTime: 'x00080031',
   StudyTime: 'x00080030',
   PhotometricInterpretation: 'x00280004',
+  // What the query/retrieve index keeps beside the above (`dicom_instance_index`).
+  SpecificCharacterSet: 'x00080005',
+  AccessionNumber: 'x00080050',
+  ReferringPhysicianName: 'x00080090',
 } as const;
 
 /**

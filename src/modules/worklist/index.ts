@@ -20,3 +20,10 @@ export {
 export { FIND_STATUS } from './worklist-query.ts';
 /** Modality Worklist Information Model - FIND (PS3.4 K.6.1). */
 export const MODALITY_WORKLIST_FIND = '1.2.840.10008.5.1.4.31';
+// The C-FIND building blocks the query/retrieve SCP shares: reading a query's keys and character set,
+// matching a value (PS3.4 C.2.2.2), and encoding an answer in the query's character set.
+export type { AnswerElement } from './answer-encoding.ts';
+export { encodeAnswer, isNonAscii } from './answer-encoding.ts';
+export type { QueryKey, WorklistQuery } from './worklist-query.ts';
+export { matchesValue, readQuery } from './worklist-query.ts';
+export type { WorklistCharacterSet } from './stations.ts';

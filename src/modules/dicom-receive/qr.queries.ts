@@ -1,0 +1,187 @@
+/**
+ * SQL of the query/retrieve C-FIND: `dicom_instance_index` grouped at the query's level (study, series
+ * or instance) in pages of the level's key, and the patient each study is filed to (`device_event`, the
+ * device-filing module's index of the events it filed) with that patient's identifier for the site's
+ * institution.
+ */
+import type { Kysely } from 'kysely';
+import type { DB } from '../../db/schema.ts';
+import type { DicomInstanceIndexTable } from './received-instance.queries.ts';
+
+type IndexDb = Kysely<
+  DB & {
+    dicom_instance_index: DicomInstanceIndexTable;
+    device_event: { patient_id: number; study_instance_uid: string };
+  }
+>;
+
+/** The column a level's rows are grouped (and paged) by. */
+export type GroupColumn = 'study_instance_uid' | 'series_instance_uid' | 'sop_instance_uid';
+
+/** The text columns of the index an answer may carry. */
+export const INDEX_COLUMNS = [
+  'sop_class_uid',
+  'sop_instance_uid',
+  'study_instance_uid',
+  'series_instance_uid',
+  'character_set',
+  'patient_id',
+  'patient_name',
+  'patient_birth_date',
+  'patient_sex',
+  'study_date',
+  'study_time',
+  'accession_number',
+  'study_id',
+  'study_description',
+  'referring_physician_name',
+  'modality',
+  'series_number',
+  'series_description',
+  'instance_number',
+] as const;
+export type IndexColumn = (typeof INDEX_COLUMNS)[number];
+
+export interface GroupRow {
+  readonly key: string;
+  /** One value per column (the least of the group: within a study or series they agree). */
+  readonly values: Readonly<Record<IndexColumn, string | null>>;
+  readonly instances: number;
+  readonly series: number;
+  /** The distinct modalities of the group, `\`-joined (for Modalities in Study). */
+  readonly modalities: string;
+  /** The requests holding the group's instances (for the audit of an unfiled one). */
+  readonly requestId: number;
+}
+
+export interface GroupPageFilter {
+  readonly group: GroupColumn;
+  /** Rows with a larger key only (the page before ended there). */
+  readonly after: string;
+  readonly limit: number;
+  /** UID keys of the query: the column must be one of these. */
+  readonly uids: ReadonlyMap<
+    'study_instance_uid' | 'series_instance_uid' | 'sop_instance_uid',
+    readonly string[]
+  >;
+}
+
+/** One page of groups in key order. */
+export async function readGroupPage(db: Kysely<DB>, filter: GroupPageFilter): Promise<GroupRow[]> {
+  const idb = db as unknown as IndexDb;
+  let query = idb
+    .selectFrom('dicom_instance_index as x')
+    .select((eb) => [
+      eb.ref(`x.${filter.group}`).as('key'),
+      ...INDEX_COLUMNS.map((column) => eb.fn.min(`x.${column}`).as(column)),
+      eb.fn.countAll<number>().as('instances'),
+      eb.fn.count<number>('x.series_instance_uid').distinct().as('series'),
+      eb.fn.max('x.request_id').as('request_id'),
+    ])
+    .where(`x.${filter.group}`, '>', filter.after);
+  for (const [column, uids] of filter.uids) query = query.where(`x.${column}`, 'in', [...uids]);
+  const rows = await query
+    .groupBy(`x.${filter.group}`)
+    .orderBy(`x.${filter.group}`)
+    .limit(filter.limit)
+    .execute();
+  if (rows.length === 0) return [];
+  // Modalities of each group, read apart (no portable string aggregate in the three dialects).
+  const modalityRows = await idb
+    .selectFrom('dicom_instance_index as x')
+    .select([`x.${filter.group} as key`, 'x.modality as modality'])
+    .distinct()
+    .where(
+      `x.${filter.group}`,
+      'in',
+      rows.map((r) => String(r.key)),
+    )
+    .execute();
+  return rows.map((row) => {
+    const record = row as unknown as Record<string, unknown>;
+    const values = Object.fromEntries(
+      INDEX_COLUMNS.map((c) => [
+        c,
+        record[c] === null || record[c] === undefined ? null : String(record[c] as string | number),
+      ]),
+    ) as Record<IndexColumn, string | null>;
+    const modalities = [
+      ...new Set(
+        modalityRows
+          .filter((m) => String(m.key) === String(row.key) && m.modality !== null && m.modality !== '')
+          .map((m) => String(m.modality)),
+      ),
+    ].sort();
+    return {
+      key: String(row.key),
+      values,
+      instances: Number(row.instances),
+      series: Number(row.series),
+      modalities: modalities.join('\\'),
+      requestId: Number(row.request_id),
+    };
+  });
+}
+
+export interface FiledPatient {
+  readonly patientId: number;
+  /** The patient's identifier for the site's institution; undefined when the patient has none. */
+  readonly identifier: string | undefined;
+}
+
+/**
+ * The patient each of `studyUids` is filed to (the lowest patient id when filing named two), not
+ * deleted, with its identifier of a LOCAL type of the institution `institutionCode` (the first in the
+ * institution's display order, then by type id).
+ */
+export async function readFiledPatients(
+  db: Kysely<DB>,
+  studyUids: readonly string[],
+  institutionCode: string,
+): Promise<Map<string, FiledPatient>> {
+  const filed = new Map<string, FiledPatient>();
+  if (studyUids.length === 0) return filed;
+  const idb = db as unknown as IndexDb;
+  const events = await idb
+    .selectFrom('device_event as d')
+    .innerJoin('patient as p', 'p.id', 'd.patient_id')
+    .select(['d.study_instance_uid as studyUid', 'd.patient_id as patientId'])
+    .where('d.study_instance_uid', 'in', [...new Set(studyUids)])
+    .where('p.deleted', '=', 0)
+    .orderBy('d.patient_id')
+    .execute();
+  if (events.length === 0) return filed;
+  const identifiers = await db
+    .selectFrom('patient_identifier as pi')
+    .innerJoin('patient_identifier_type as t', 't.id', 'pi.patient_identifier_type_id')
+    .innerJoin('institution as i', 'i.id', 't.institution_id')
+    .leftJoin('patient_identifier_type_display_order as o', (join) =>
+      join
+        .onRef('o.patient_identifier_type_id', '=', 't.id')
+        .onRef('o.institution_id', '=', 'i.id')
+        .on('o.site_id', 'is', null),
+    )
+    .select([
+      'pi.patient_id as patientId',
+      'pi.value as value',
+      'o.display_order as displayOrder',
+      't.id as typeId',
+    ])
+    .where('pi.patient_id', 'in', [...new Set(events.map((e) => e.patientId))])
+    .where('pi.deleted', '=', 0)
+    .where('t.usage_type', '=', 'LOCAL')
+    .where('i.remote_id', '=', institutionCode)
+    .execute();
+  const rank = (row: (typeof identifiers)[number]) => [
+    row.displayOrder ?? Number.MAX_SAFE_INTEGER,
+    row.typeId,
+  ];
+  for (const event of events) {
+    if (filed.has(event.studyUid)) continue;
+    const held = identifiers
+      .filter((i) => i.patientId === event.patientId)
+      .sort((a, b) => rank(a)[0]! - rank(b)[0]! || rank(a)[1]! - rank(b)[1]!);
+    filed.set(event.studyUid, { patientId: event.patientId, identifier: held[0]?.value });
+  }
+  return filed;
+}
