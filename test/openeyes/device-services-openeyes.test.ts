@@ -363,4 +363,28 @@ describe('Worklist, commitment and query on an OpenEyes v6.8-shaped database', {
       JSON.stringify(audit.rows),
     );
   });
+
+  it('stores an instance whose UTF-8 patient name has a 4-byte character, indexed with U+FFFD in its place', async () => {
+    const file = buildInstance({
+      tags: { SpecificCharacterSet: 'ISO_IR 192', PatientID: 'DEVICE-8', PatientName: 'Smile\u{1F600}^Zoë' },
+    });
+    const filePath = path.join(filesDir, 'emoji.dcm');
+    await writeFile(filePath, file);
+    const stored = await runDcmtk('storescu', [
+      '-aet',
+      'DEV',
+      '-aec',
+      'CRA_TEST',
+      '127.0.0.1',
+      String(server.port),
+      filePath,
+    ]);
+    assert.equal(stored.code, 0, stored.output);
+    const row = await sql<{ patient_name: string }>`select patient_name from cra_dicom_instance_index
+      where sop_instance_uid = ${sopInstanceUidOf(file)}`.execute(admin);
+    assert.deepEqual(
+      row.rows.map((r) => r.patient_name),
+      ['Smile\uFFFD^Zoë'],
+    );
+  });
 });

@@ -96,7 +96,12 @@ export function createDicomReceiver(deps: {
       const instance = { sopInstanceUid, sopClassUid, requestId, now: nowDateTime() };
       if (isRefusingDuplicates) await insertFirstReceipt(trx, instance);
       else await upsertReceipt(trx, database.dialect, instance);
-      await upsertInstanceIndex(trx, database.dialect, { ...instance, header });
+      await upsertInstanceIndex(
+        trx,
+        database.dialect,
+        { ...instance, header },
+        database.schema.maxTextCodePoint,
+      );
     };
     try {
       const requestId = await intake.submitDicomInstance({

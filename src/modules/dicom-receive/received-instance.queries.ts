@@ -6,6 +6,7 @@ import type { Kysely } from 'kysely';
 import { sql } from 'kysely';
 import type { DialectAdapter } from '../../db/dialect.ts';
 import type { DB } from '../../db/schema.ts';
+import { replaceUnstorableCharacters } from '../../db/schema-profile.ts';
 
 /** `dicom_received_instance`. Not in `DB`: it is not part of the dataset format. */
 export interface DicomReceivedInstanceTable {
@@ -173,17 +174,22 @@ export type IndexedHeader = Readonly<
 /**
  * Indexes a received instance for query/retrieve, in its request's transaction; a repeat of the SOP
  * Instance UID replaces the row (the latest receipt is what a query answers). Values are cut to their
- * column (the VR's maximum length, PS3.5 6.2), so a device's over-long value cannot fail the store.
+ * column (the VR's maximum length, PS3.5 6.2) and characters the schema cannot store replaced, so a
+ * device's over-long or 4-byte value cannot fail the store.
  */
 export async function upsertInstanceIndex(
   db: Kysely<DB>,
   dialect: DialectAdapter,
   instance: ReceivedInstance & { readonly header: IndexedHeader },
+  maxCodePoint: number,
 ): Promise<void> {
   const h = instance.header;
-  const isUtf8 = (h.SpecificCharacterSet ?? '').includes('ISO_IR 192');
+  // The header is decoded already (by its Specific Character Set); what the schema's text columns cannot
+  // hold becomes U+FFFD, and a value is cut by characters, never inside one.
   const cut = (value: string | null, max: number) =>
-    value === null ? null : (isUtf8 ? asUtf8(value) : value).slice(0, max);
+    value === null
+      ? null
+      : Array.from(replaceUnstorableCharacters(value, maxCodePoint)).slice(0, max).join('');
   const row: DicomInstanceIndexTable = {
     sop_instance_uid: instance.sopInstanceUid,
     sop_class_uid: instance.sopClassUid,
@@ -213,20 +219,4 @@ export async function upsertInstanceIndex(
     .insertInto('dicom_instance_index')
     .values(row);
   await dialect.upsert(insert, ['sop_instance_uid'], update).execute();
-}
-
-const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
-
-/**
- * The text of a UTF-8 (`ISO_IR 192`) data set's value: a value whose characters are the Latin-1 reading
- * of valid UTF-8 bytes is read again as UTF-8; any other (decoded already, or not UTF-8) is kept.
- */
-function asUtf8(value: string): string {
-  // eslint-disable-next-line no-control-regex
-  if (/^[\x00-\x7f]*$/.test(value) || /[^\x00-\xff]/.test(value)) return value;
-  try {
-    return strictUtf8.decode(Buffer.from(value, 'latin1'));
-  } catch {
-    return value;
-  }
 }
