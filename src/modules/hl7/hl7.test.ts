@@ -209,7 +209,6 @@ forEachDialect((dialect) => {
         audit.rows.map((r) => ({ ...r, outcome: Number(r.outcome) })),
         [{ action: 'hl7.patient', target_ids: String(patient.id), outcome: 201 }],
       );
-      assert.deepEqual(audit, [{ action: 'hl7.patient', target_ids: String(patient.id), outcome: 201 }]);
     });
 
     it('updates the patient of an A08 read by Hl7Client', async () => {
