@@ -1038,12 +1038,7 @@ const HL7 = {
       (raw, reader) =>
         raw === undefined ? undefined : integer('HL7_PORT', 0, { min: 0, max: 65535 }, '').parse(reader),
     ),
-    host: optional(
-      'HL7_HOST',
-      'the value of `HOST`',
-      'address the HL7 listener listens on',
-      (raw) => raw,
-    ),
+    host: optional('HL7_HOST', 'the value of `HOST`', 'address the HL7 listener listens on', (raw) => raw),
     allowedSenders: optional(
       'HL7_ALLOWED_SENDERS',
       'none (required with `HL7_PORT`)',
@@ -1053,7 +1048,7 @@ const HL7 = {
     fieldMap: optional(
       'HL7_FIELD_MAP_FILE',
       'the built-in map (`PAS` and `NHS` authorities in PID-3.5 or .4, `LOCAL-1-0`)',
-      'a JSON file of the site\'s HL7 field map, its keys over the built-in ones; checked at start ([docs/OPERATIONS.md](docs/OPERATIONS.md#hl7-field-map))',
+      "a JSON file of the site's HL7 field map, its keys over the built-in ones; checked at start ([docs/OPERATIONS.md](docs/OPERATIONS.md#hl7-field-map))",
       (raw, reader): Hl7FieldMap => {
         if (raw === undefined) return DEFAULT_FIELD_MAP;
         const outcome = readFieldMapFile(path.resolve(raw));
@@ -1319,7 +1314,9 @@ function hl7Senders(raw: string | undefined, isOn: boolean, problems: string[]):
         `HL7_ALLOWED_SENDERS: "${item}" needs an application and a facility (or *) without HL7 separators`,
       );
     if (address !== '*' && !isAddressOrSubnet(address))
-      problems.push(`HL7_ALLOWED_SENDERS: "${item}" must name an IP address, a subnet (ip/bits) or * after @`);
+      problems.push(
+        `HL7_ALLOWED_SENDERS: "${item}" must name an IP address, a subnet (ip/bits) or * after @`,
+      );
     senders.push({ application, facility, address });
   }
   if (isOn && senders.length === 0)

@@ -125,18 +125,15 @@ export function checkFieldMap(map: Hl7FieldMap, problems: string[], source: stri
     map.authorityComponents.some((c) => !Number.isInteger(c) || c < 1 || c > 10)
   )
     bad('"authorityComponents" must be a list of component numbers (1 to 10)');
+  const isText = (value: unknown) => typeof value === 'string' && value.trim() !== '';
+  const locals: unknown = map.localIdentifiers;
   if (
-    !Array.isArray(map.localIdentifiers) ||
-    map.localIdentifiers.length === 0 ||
-    map.localIdentifiers.some(
-      (l) =>
-        typeof l !== 'object' ||
-        l === null ||
-        typeof l.authority !== 'string' ||
-        l.authority.trim() === '' ||
-        typeof l.identifierType !== 'string' ||
-        l.identifierType.trim() === '',
-    )
+    !Array.isArray(locals) ||
+    locals.length === 0 ||
+    locals.some((entry: unknown) => {
+      const l = entry as Partial<Record<keyof LocalIdentifierMap, unknown>> | null;
+      return typeof l !== 'object' || l === null || !isText(l.authority) || !isText(l.identifierType);
+    })
   )
     bad('"localIdentifiers" must be a list of { "authority", "identifierType" }');
   if (!Array.isArray(map.nhsAuthorities) || map.nhsAuthorities.some((a) => typeof a !== 'string'))

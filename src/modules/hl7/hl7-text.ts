@@ -182,7 +182,7 @@ export function buildAck(message: Hl7Message | undefined, content: AckContent): 
     field(18),
   ];
   // Trailing empty fields are not written.
-  while (fields.length > 13 && fields[fields.length - 1] === '') fields.pop();
+  while (fields.length > 12 && fields[fields.length - 1] === '') fields.pop();
   const text = content.code === 'AA' ? '' : escapeText(content.text.slice(0, 400), context);
   const segments = [
     new Hl7Segment(fields, context),

@@ -89,7 +89,7 @@ async function mllpSend(args: readonly string[]): Promise<Ack[]> {
   return Buffer.concat(out)
     .toString('latin1')
     .split('\x1c')
-    .map((frame) => frame.replace(/^[\s\x0b]+/, '').trim())
+    .map((frame) => frame.replaceAll('\x0b', '').trim())
     .filter((frame) => frame.startsWith('MSH'))
     .map((frame) => readAck(Hl7Message.parse(frame)));
 }
