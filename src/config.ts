@@ -254,6 +254,8 @@ export interface Hl7Config {
   readonly maxConnections: number;
   /** `HL7_IDLE_TIMEOUT_MS`: a connection silent this long is closed. */
   readonly idleTimeoutMs: number;
+  /** `HL7_TLS`: MLLP inside TLS, with the certificate and key of `TLS_CERT` / `TLS_KEY`. */
+  readonly isTls: boolean;
 }
 
 /** A calling AE title allowed to open associations from an address, a subnet, or anywhere. */
@@ -1074,6 +1076,11 @@ const HL7 = {
       { min: 1_000, max: 86_400_000 },
       'an HL7 connection that sends nothing for this long is closed',
     ),
+    isTls: onOff(
+      'HL7_TLS',
+      false,
+      "MLLP inside TLS on the HL7 port, with the server's `TLS_CERT` and `TLS_KEY` (required then)",
+    ),
   },
 } satisfies ConfigSection;
 
@@ -1240,6 +1247,8 @@ export function loadConfig(env: Env = process.env): Config {
     problems.push('AUDIT_MAX_LAG_MS must be larger than AUDIT_FLUSH_MS');
   if (config.requestTimeoutMs > 0 && config.requestTimeoutMs < config.headersTimeoutMs)
     problems.push('REQUEST_TIMEOUT_MS must be 0 or at least HEADERS_TIMEOUT_MS');
+  if (config.hl7.isTls && config.tls === undefined)
+    problems.push('HL7_TLS needs TLS_CERT and TLS_KEY');
   if (config.dicomNetwork.maxConnections < config.dicomNetwork.maxAssociations)
     problems.push('DICOM_MAX_CONNECTIONS must be at least DICOM_MAX_ASSOCIATIONS');
   if (problems.length > 0) throw new ConfigError(problems);

@@ -3,6 +3,7 @@
  * `Hl7Connection` frames and parses each message on a socket of this server's own (so that the host,
  * the connection limit and the gate are the service's); this file decides and answers.
  *
+ * - With `HL7_TLS`, MLLP runs inside TLS (the server's certificate and key).
  * - Gate, before the library: at most `HL7_MAX_CONNECTIONS` connections, a connection silent for
  *   `HL7_IDLE_TIMEOUT_MS` is closed, and one whose unframed bytes exceed `HL7_MAX_MESSAGE_BYTES` or
  *   that sends more messages than it waits acknowledgements for is closed.
@@ -25,6 +26,7 @@ import type { Hl7ErrorEvent, Hl7MessageEvent } from '@medplum/hl7';
 import { randomUUID } from 'node:crypto';
 import type { AddressInfo, Server, Socket } from 'node:net';
 import { BlockList, createServer, isIPv6 } from 'node:net';
+import { createServer as createTlsServer } from 'node:tls';
 import type { Config, Hl7Sender } from '../../config.ts';
 import type { Database } from '../../db/database.ts';
 import { databaseErrorKind } from '../../errors.ts';
@@ -409,7 +411,13 @@ export async function startHl7Server(deps: Hl7ServerDeps): Promise<Hl7Server> {
     });
   }
 
-  const server: Server = createServer(accept);
+  const tls = config.tls;
+  const server: Server =
+    settings.isTls && tls !== undefined
+      ? createTlsServer({ cert: tls.cert, key: tls.key, minVersion: 'TLSv1.2' }, accept)
+      : createServer(accept);
+  // Connections beyond the limit are refused by Node before a TLS handshake or a byte is read.
+  server.maxConnections = settings.maxConnections;
   const host = settings.host ?? config.host;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -419,7 +427,7 @@ export async function startHl7Server(deps: Hl7ServerDeps): Promise<Hl7Server> {
     });
   });
   const port = (server.address() as AddressInfo).port;
-  log.info({ port, host }, 'HL7 MLLP listener listening');
+  log.info({ port, host, tls: settings.isTls }, 'HL7 MLLP listener listening');
 
   return {
     port,
