@@ -1247,8 +1247,7 @@ export function loadConfig(env: Env = process.env): Config {
     problems.push('AUDIT_MAX_LAG_MS must be larger than AUDIT_FLUSH_MS');
   if (config.requestTimeoutMs > 0 && config.requestTimeoutMs < config.headersTimeoutMs)
     problems.push('REQUEST_TIMEOUT_MS must be 0 or at least HEADERS_TIMEOUT_MS');
-  if (config.hl7.isTls && config.tls === undefined)
-    problems.push('HL7_TLS needs TLS_CERT and TLS_KEY');
+  if (config.hl7.isTls && config.tls === undefined) problems.push('HL7_TLS needs TLS_CERT and TLS_KEY');
   if (config.dicomNetwork.maxConnections < config.dicomNetwork.maxAssociations)
     problems.push('DICOM_MAX_CONNECTIONS must be at least DICOM_MAX_ASSOCIATIONS');
   if (problems.length > 0) throw new ConfigError(problems);
