@@ -14,7 +14,7 @@
  *
  * A file's needs are what it imports (playwright-core, test/orthanc.ts, test/dcmtk.ts,
  * test/dicom-corpus.ts, test/private-mariadb.ts), the tools that it or the helpers under test/ it imports
- * name (`'pdf2dcm'`, `'opj_decompress'`, `'chromium'`...), and what it declares on a line of its own:
+ * name (`'pdf2dcm'`, `'opj_decompress'`, `'mllp_send'`, `'chromium'`...), and what it declares on a line of its own:
  * `// test-needs: processes, long`.
  */
 import { spawnSync } from 'node:child_process';
@@ -33,6 +33,8 @@ const NEEDS = {
   /** dcmtk's command-line tools. */
   dcmtk: () =>
     missingTools(['storescu', 'echoscu', 'dcmdump', 'dump2dcm', 'img2dcm', 'pdf2dcm', 'dcmcjpeg', 'dcm2pnm']),
+  /** `mllp_send`, an independent HL7 MLLP client (Debian python3-hl7). */
+  hl7: () => missingTools(['mllp_send']),
   /** OpenJPEG's tools (Debian libopenjp2-tools). */
   openjpeg: () => missingTools(['opj_decompress', 'opj_dump']),
   /** The DICOM test corpus of python3-pydicom, in DICOM_CORPUS_DIR. */
@@ -56,6 +58,7 @@ const INFERRED_NEEDS: readonly (readonly [RegExp, Need])[] = [
     'dcmtk',
   ],
   [/['"`]opj_(decompress|dump|compress)['"`]/, 'openjpeg'],
+  [/['"`]mllp_send['"`]/, 'hl7'],
   [/from '[./]*\/(test\/)?dicom-corpus\.ts'|DICOM_CORPUS_DIR/, 'corpus'],
   [/from '[./]*\/(test\/)?private-mariadb\.ts'/, 'processes'],
 ];

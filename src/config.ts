@@ -16,6 +16,8 @@ import type { DeviceProfile } from './modules/device-filing/profiles.ts';
 import { readDeviceProfilesFile } from './modules/device-filing/profile-file.ts';
 import type { WorklistCharacterSet, WorklistStation } from './modules/worklist/stations.ts';
 import { WORKLIST_CHARACTER_SETS, readWorklistStationsFile } from './modules/worklist/stations.ts';
+import type { Hl7FieldMap } from './modules/hl7/field-map.ts';
+import { DEFAULT_FIELD_MAP, readFieldMapFile } from './modules/hl7/field-map.ts';
 import { BIOMETRY_CALCULATION_CEILING } from './modules/biometry/limits.ts';
 
 export type DatabaseTarget =
@@ -223,6 +225,37 @@ export interface Config {
   /** DICOM receiving: STOW-RS (always) and the C-STORE SCP (when `port` is set). */
   readonly dicomNetwork: DicomNetworkConfig;
   readonly worklist: WorklistConfig;
+  /** The HL7 v2 PAS feed over MLLP (when `port` is set). */
+  readonly hl7: Hl7Config;
+}
+
+/** A PAS allowed to send HL7: its sending application (MSH-3) and facility (MSH-4), and where from. */
+export interface Hl7Sender {
+  /** MSH-3.1, or `*` for any. */
+  readonly application: string;
+  /** MSH-4.1, or `*` for any. */
+  readonly facility: string;
+  /** An IP address, a subnet in CIDR notation, or `*` for any address. */
+  readonly address: string;
+}
+
+export interface Hl7Config {
+  /** `HL7_PORT`: the MLLP listener's TCP port; undefined = off. */
+  readonly port: number | undefined;
+  /** `HL7_HOST`: the address it listens on; undefined = `HOST`. */
+  readonly host: string | undefined;
+  /** `HL7_ALLOWED_SENDERS`: `APPLICATION^FACILITY@address` items. */
+  readonly allowedSenders: readonly Hl7Sender[];
+  /** `HL7_FIELD_MAP_FILE`: the site's field map (the default with the file's keys over it). */
+  readonly fieldMap: Hl7FieldMap;
+  /** `HL7_MAX_MESSAGE_BYTES`: the longest message framed; a longer one closes the connection. */
+  readonly maxMessageBytes: number;
+  /** `HL7_MAX_CONNECTIONS`: connections open on the HL7 port; more are closed at once. */
+  readonly maxConnections: number;
+  /** `HL7_IDLE_TIMEOUT_MS`: a connection silent this long is closed. */
+  readonly idleTimeoutMs: number;
+  /** `HL7_TLS`: MLLP inside TLS, with the certificate and key of `TLS_CERT` / `TLS_KEY`. */
+  readonly isTls: boolean;
 }
 
 /** A calling AE title allowed to open associations from an address, a subnet, or anywhere. */
@@ -1024,6 +1057,60 @@ const DICOM_NETWORK = {
   },
 } satisfies ConfigSection;
 
+const HL7 = {
+  title: 'HL7 PAS feed',
+  settings: {
+    port: optional(
+      'HL7_PORT',
+      'off',
+      'TCP port of the HL7 v2 MLLP listener (ADT from the PAS, [connect the PAS](#connect-the-pas-hl7)); unset = no listener',
+      (raw, reader) =>
+        raw === undefined ? undefined : integer('HL7_PORT', 0, { min: 0, max: 65535 }, '').parse(reader),
+    ),
+    host: optional('HL7_HOST', 'the value of `HOST`', 'address the HL7 listener listens on', (raw) => raw),
+    allowedSenders: optional(
+      'HL7_ALLOWED_SENDERS',
+      'none (required with `HL7_PORT`)',
+      'comma-separated `APPLICATION^FACILITY@address` (MSH-3, MSH-4; `*` for any application or facility; address an IP, `ip/bits` or `*`); messages from anyone else get AR',
+      (raw, reader) => hl7Senders(raw, reader.read('HL7_PORT') !== undefined, reader.problems),
+    ),
+    fieldMap: optional(
+      'HL7_FIELD_MAP_FILE',
+      'the built-in map (`PAS` and `NHS` authorities in PID-3.5 or .4, `LOCAL-1-0`)',
+      "a JSON file of the site's HL7 field map, its keys over the built-in ones; checked at start ([docs/OPERATIONS.md](docs/OPERATIONS.md#hl7-field-map))",
+      (raw, reader): Hl7FieldMap => {
+        if (raw === undefined) return DEFAULT_FIELD_MAP;
+        const outcome = readFieldMapFile(path.resolve(raw));
+        reader.problems.push(...outcome.problems);
+        return outcome.map;
+      },
+    ),
+    maxMessageBytes: integer(
+      'HL7_MAX_MESSAGE_BYTES',
+      256 * 1024,
+      { min: 1024, max: 16 * MiB },
+      'longest HL7 message accepted; a sender going beyond is disconnected',
+    ),
+    maxConnections: integer(
+      'HL7_MAX_CONNECTIONS',
+      32,
+      { min: 1, max: 10_000 },
+      'TCP connections open on the HL7 port per process; more are closed at once',
+    ),
+    idleTimeoutMs: integer(
+      'HL7_IDLE_TIMEOUT_MS',
+      600_000,
+      { min: 1_000, max: 86_400_000 },
+      'an HL7 connection that sends nothing for this long is closed',
+    ),
+    isTls: onOff(
+      'HL7_TLS',
+      false,
+      "MLLP inside TLS on the HL7 port, with the server's `TLS_CERT` and `TLS_KEY` (required then)",
+    ),
+  },
+} satisfies ConfigSection;
+
 const WORKLIST = {
   title: 'DICOM Modality Worklist',
   settings: {
@@ -1097,6 +1184,7 @@ export const CONFIG_SECTIONS: readonly ConfigSection[] = [
   OBSERVABILITY,
   DICOM_NETWORK,
   WORKLIST,
+  HL7,
   CONSOLE,
 ];
 
@@ -1176,6 +1264,7 @@ export function loadConfig(env: Env = process.env): Config {
     auditMaxLagMs: observability.auditMaxLagMs,
     dicomNetwork: parsed(DICOM_NETWORK.settings),
     worklist: parsed(WORKLIST.settings),
+    hl7: parsed(HL7.settings),
     console: consoleSettings.console,
     consoleIdleMinutes: consoleSettings.consoleIdleMinutes,
     consoleSessionHours: consoleSettings.consoleSessionHours,
@@ -1185,6 +1274,7 @@ export function loadConfig(env: Env = process.env): Config {
     problems.push('AUDIT_MAX_LAG_MS must be larger than AUDIT_FLUSH_MS');
   if (config.requestTimeoutMs > 0 && config.requestTimeoutMs < config.headersTimeoutMs)
     problems.push('REQUEST_TIMEOUT_MS must be 0 or at least HEADERS_TIMEOUT_MS');
+  if (config.hl7.isTls && config.tls === undefined) problems.push('HL7_TLS needs TLS_CERT and TLS_KEY');
   if (config.dicomNetwork.maxConnections < config.dicomNetwork.maxAssociations)
     problems.push('DICOM_MAX_CONNECTIONS must be at least DICOM_MAX_ASSOCIATIONS');
   if (problems.length > 0) throw new ConfigError(problems);
@@ -1239,6 +1329,37 @@ function dicomCallers(
   if (isScpOn && callers.length === 0)
     problems.push('DICOM_ALLOWED_CALLERS must name at least one calling AE title when DICOM_PORT is set');
   return callers;
+}
+
+/**
+ * `HL7_ALLOWED_SENDERS`: `APPLICATION^FACILITY@address` items; an address is required, as for DICOM
+ * callers, so that knowing a PAS's MSH-3 is never enough to feed patients.
+ */
+function hl7Senders(raw: string | undefined, isOn: boolean, problems: string[]): Hl7Sender[] {
+  const senders: Hl7Sender[] = [];
+  for (const item of list(raw)) {
+    const at = item.lastIndexOf('@');
+    const caret = item.indexOf('^');
+    if (at === -1 || caret === -1 || caret > at) {
+      problems.push(`HL7_ALLOWED_SENDERS: "${item}" must be APPLICATION^FACILITY@address`);
+      continue;
+    }
+    const application = item.slice(0, caret).trim();
+    const facility = item.slice(caret + 1, at).trim();
+    const address = item.slice(at + 1).trim();
+    if (application === '' || facility === '' || /[|^~\\&]/.test(application + facility))
+      problems.push(
+        `HL7_ALLOWED_SENDERS: "${item}" needs an application and a facility (or *) without HL7 separators`,
+      );
+    if (address !== '*' && !isAddressOrSubnet(address))
+      problems.push(
+        `HL7_ALLOWED_SENDERS: "${item}" must name an IP address, a subnet (ip/bits) or * after @`,
+      );
+    senders.push({ application, facility, address });
+  }
+  if (isOn && senders.length === 0)
+    problems.push('HL7_ALLOWED_SENDERS must name at least one sender when HL7_PORT is set');
+  return senders;
 }
 
 /**

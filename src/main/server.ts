@@ -1,7 +1,8 @@
 /**
  * The API server process: loadConfig -> openDatabase (migrated) -> buildApp -> listen. Stops gracefully on
  * SIGTERM/SIGINT: stops accepting, finishes in-flight requests, then closes the pool. With `DICOM_PORT` set it
- * also runs the DICOM C-STORE SCP (modules/dicom-receive), stopped the same way.
+ * also runs the DICOM C-STORE SCP (modules/dicom-receive), with `HL7_PORT` the HL7 MLLP listener
+ * (modules/hl7), both stopped the same way.
  *
  * With `SERVER_PROCESSES` > 1 (or `auto`, one per core) this process becomes a node:cluster primary
  * (`cluster.ts`): it runs the migrations and the demo data once, closes its database, then forks that many
@@ -21,6 +22,8 @@ import { createLogger } from '../logger.ts';
 import { demoStartupLines, loadDemoData } from '../modules/dataset/index.ts';
 import type { DicomServer } from '../modules/dicom-receive/index.ts';
 import { startDicomServer } from '../modules/dicom-receive/index.ts';
+import type { Hl7Server } from '../modules/hl7/index.ts';
+import { startHl7Server } from '../modules/hl7/index.ts';
 import {
   createIntakePace,
   createQueueWorker,
@@ -143,6 +146,8 @@ async function serve(
   let isStopping = false;
   // The DIMSE C-STORE SCP (DICOM_PORT), started once the HTTP server listens.
   let dicomServer: DicomServer | undefined;
+  // The HL7 MLLP listener (HL7_PORT), started once the HTTP server listens.
+  let hl7Server: Hl7Server | undefined;
   async function stop(signal: string): Promise<void> {
     if (isStopping) return;
     isStopping = true;
@@ -161,7 +166,7 @@ async function serve(
     // stop, and the audit rows written after it, do not wait for them.
     const reaper = setInterval(() => app.server.closeIdleConnections(), 100);
     reaper.unref();
-    await Promise.all([app.close(), dicomServer?.stop()]);
+    await Promise.all([app.close(), dicomServer?.stop(), hl7Server?.stop()]);
     clearInterval(reaper);
     await worker?.stop();
     await sweeper.stop();
@@ -184,6 +189,8 @@ async function serve(
       auditTrail: services.auditTrail,
       intake: services.intake,
     });
+  if (config.hl7.port !== undefined)
+    hl7Server = await startHl7Server({ database, config, logger, auditTrail: services.auditTrail });
   await runOrExit(async () => worker?.start());
   logger.info({ database: config.database.kind, filesDir: config.filesDir, host: config.host }, readyMessage);
 }

@@ -193,6 +193,7 @@ describe('DATABASE_SCHEMA=openeyes on an OpenEyes v6.8-shaped database', { skip 
       '0005-biometry-lens-review',
       '0005-worklist-entry-ids',
       '0006-dicom-instance-index',
+      '0007-hl7-messages',
     ]);
     assert.deepEqual(booted.migrations.applied, []);
     const { rows: tables } = await sql<{ name: string }>`
@@ -209,6 +210,7 @@ describe('DATABASE_SCHEMA=openeyes on an OpenEyes v6.8-shaped database', { skip 
         'cra_device_event',
         'cra_dicom_instance_index',
         'cra_dicom_received_instance',
+        'cra_hl7_message',
         'cra_migration',
         'cra_migration_lock',
         'cra_mwl_entry',

@@ -1,7 +1,7 @@
 /**
  * The service's own tables on an OpenEyes database: every table the service keeps for itself (audit
  * trail, rate-limit counters, attempt markers, attachment digests, console sessions, received DICOM
- * instances) is named with the
+ * instances, answered HL7 messages) is named with the
  * prefix `cra_` there, beside OpenEyes's tables, and created by the migrations of `migrations/`. Query code
  * names them as in the own schema; this plugin renames them in every statement (query builders and the
  * `sql.table` / `sql.ref` parts of raw SQL), so no module knows which schema it runs on.
@@ -30,6 +30,7 @@ export const OWN_TABLES = [
   'device_event',
   'mwl_entry',
   'biometry_lens_review',
+  'hl7_message',
 ] as const;
 
 export const OWN_TABLE_PREFIX = 'cra_';

@@ -13,4 +13,4 @@ export type {
 export { createPatientChanges } from './patient-change.ts';
 export type { PatientMergeChange, PatientMergeResult } from './patient-merge.ts';
 export { MERGE_STATUS, createPatientMerges } from './patient-merge.ts';
-export { PasapiError } from './pasapi-values.ts';
+export { PasapiError, parseLooseDate } from './pasapi-values.ts';

@@ -275,6 +275,12 @@ function chooseValue<T>(present: boolean, value: T, keepsAbsent: boolean): T | n
 /** Builds the patient-change function over one database. */
 export function createPatientChanges(database: Database): {
   applyPatientChange(change: PatientChange, actor: ChangeActor): Promise<PatientChangeResult>;
+  /** The same change inside a write transaction of the caller's, which commits it with its own rows. */
+  applyPatientChangeIn(
+    trx: Transaction<DB>,
+    change: PatientChange,
+    actor: ChangeActor,
+  ): Promise<PatientChangeResult>;
 } {
   const { schema } = database;
 
@@ -834,5 +840,6 @@ export function createPatientChanges(database: Database): {
 
   return {
     applyPatientChange: (change, actor) => database.writeTransaction((trx) => apply(trx, change, actor)),
+    applyPatientChangeIn: apply,
   };
 }

@@ -62,6 +62,12 @@ interface MergePatient {
 
 export function createPatientMerges(database: Database): {
   requestPatientMerge(change: PatientMergeChange, actor: ChangeActor): Promise<PatientMergeResult>;
+  /** The same request inside a write transaction of the caller's, which commits it with its own rows. */
+  requestPatientMergeIn(
+    trx: Transaction<DB>,
+    change: PatientMergeChange,
+    actor: ChangeActor,
+  ): Promise<PatientMergeResult>;
 } {
   const { schema } = database;
 
@@ -373,5 +379,6 @@ export function createPatientMerges(database: Database): {
 
   return {
     requestPatientMerge: (change, actor) => database.writeTransaction((trx) => apply(trx, change, actor)),
+    requestPatientMergeIn: apply,
   };
 }

@@ -1,0 +1,18 @@
+/**
+ * The hl7 module: the PAS's HL7 v2 ADT feed over MLLP (`HL7_PORT`), mapped through the site's field map
+ * to PASAPI's patient and merge changes. Owns `hl7_message`. Other modules import it only through this
+ * file.
+ */
+import type { Hl7Server, Hl7ServerDeps } from './mllp-server.ts';
+
+export type { Hl7Server, Hl7ServerDeps } from './mllp-server.ts';
+export type { Hl7FieldMap } from './field-map.ts';
+
+/**
+ * Starts the MLLP listener on `HL7_PORT`. Its code (and the HL7 library) is loaded here, so that a
+ * server without `HL7_PORT` does not hold it.
+ */
+export async function startHl7Server(deps: Hl7ServerDeps): Promise<Hl7Server> {
+  const { startHl7Server: start } = await import('./mllp-server.ts');
+  return start(deps);
+}
