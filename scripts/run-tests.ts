@@ -32,7 +32,18 @@ const NEEDS = {
   orthanc: orthancMissing,
   /** dcmtk's command-line tools. */
   dcmtk: () =>
-    missingTools(['storescu', 'echoscu', 'dcmdump', 'dump2dcm', 'img2dcm', 'pdf2dcm', 'dcmcjpeg', 'dcm2pnm']),
+    missingTools([
+      'storescu',
+      'echoscu',
+      'dcmdump',
+      'dump2dcm',
+      'img2dcm',
+      'pdf2dcm',
+      'dcmcjpeg',
+      'dcm2pnm',
+      'findscu',
+      'wlmscpfs',
+    ]),
   /** `mllp_send`, an independent HL7 MLLP client (Debian python3-hl7). */
   hl7: () => missingTools(['mllp_send']),
   /** OpenJPEG's tools (Debian libopenjp2-tools). */
@@ -54,7 +65,7 @@ const INFERRED_NEEDS: readonly (readonly [RegExp, Need])[] = [
   [/from 'playwright-core'|['"`]chromium['"`]/, 'browser'],
   [/from '[./]*\/(test\/)?orthanc\.ts'/, 'orthanc'],
   [
-    /from '[./]*\/(test\/)?dcmtk\.ts'|['"`](storescu|echoscu|dcmdump|dump2dcm|img2dcm|pdf2dcm|dcmcjpeg|dcm2pnm|dcmj2pnm|dcml2pnm)['"`]/,
+    /from '[./]*\/(test\/)?dcmtk\.ts'|['"`](storescu|echoscu|dcmdump|dump2dcm|img2dcm|pdf2dcm|dcmcjpeg|dcm2pnm|dcmj2pnm|dcml2pnm|findscu|wlmscpfs)['"`]/,
     'dcmtk',
   ],
   [/['"`]opj_(decompress|dump|compress)['"`]/, 'openjpeg'],

@@ -13,11 +13,14 @@ import path from 'node:path';
 
 export const ORTHANC_BINARY = '/usr/sbin/Orthanc';
 export const DICOMWEB_PLUGIN = '/usr/share/orthanc/plugins/libOrthancDicomWeb.so';
+/** The Modality Worklists sample plugin of Debian's `orthanc` (answers C-FIND from a folder of `.wl` files). */
+export const WORKLISTS_PLUGIN = '/usr/share/orthanc/plugins/libModalityWorklists.so';
 
 /** Why Orthanc tests cannot run here, or undefined when they can. */
 export function orthancMissing(): string | undefined {
   if (!existsSync(ORTHANC_BINARY)) return `${ORTHANC_BINARY} is not installed (Debian package orthanc)`;
   if (!existsSync(DICOMWEB_PLUGIN)) return `${DICOMWEB_PLUGIN} is not installed (orthanc-dicomweb)`;
+  if (!existsSync(WORKLISTS_PLUGIN)) return `${WORKLISTS_PLUGIN} is not installed (orthanc)`;
   return undefined;
 }
 
@@ -28,6 +31,11 @@ export interface OrthancOptions {
   readonly modality?: { readonly aeTitle: string; readonly port: number };
   /** Orthanc's own AE title (the calling AE title of its C-STOREs). */
   readonly aeTitle?: string;
+  /**
+   * A folder of `.wl` files for the worklists plugin, loaded with it; Orthanc then answers a worklist
+   * C-FIND from any calling AE title.
+   */
+  readonly worklistsDirectory?: string;
 }
 
 export interface Orthanc {
@@ -69,7 +77,15 @@ export async function startOrthanc(options: OrthancOptions, timeoutMs = 60_000):
     HttpTimeout: 120,
     DicomScuTimeout: 60,
     StableAge: 3600,
-    Plugins: [DICOMWEB_PLUGIN],
+    Plugins:
+      options.worklistsDirectory === undefined ? [DICOMWEB_PLUGIN] : [DICOMWEB_PLUGIN, WORKLISTS_PLUGIN],
+    ...(options.worklistsDirectory === undefined
+      ? {}
+      : {
+          Worklists: { Enable: true, Database: options.worklistsDirectory },
+          DicomAlwaysAllowFind: true,
+          DicomAlwaysAllowFindWorklist: true,
+        }),
     DicomWeb: {
       Enable: true,
       Root: '/dicom-web/',
