@@ -260,6 +260,38 @@ describe('PASAPI on an OpenEyes database', { skip }, () => {
     assert.equal(refused.status, 400);
     assert.match(await refused.text(), /No worklist found for criteria/);
 
+    // Seed patient 1 by its hospital number, as OpenEyes refuses it: 400, nothing written.
+    const bookingsBefore = await count('worklist_patient');
+    const byNumber = await pasapiPut(
+      client,
+      'PatientAppointment/VISIT43/identifier-type/LOCAL-1-0',
+      appointmentXml({
+        date: '2031-06-10',
+        time: '09:40',
+        mappings: { Clinic: 'CATA1' },
+        patientIdXml: '<PatientId><HospitalNumber>0012345</HospitalNumber></PatientId>',
+      }),
+      auth,
+    );
+    const byNumberText = await byNumber.text();
+    assert.equal(byNumber.status, 400, byNumberText);
+    assert.match(
+      byNumberText,
+      /<Failure><Errors><Error>PatientId error: resolveModelHospitalNumber not yet supported\.<\/Error>/,
+    );
+    assert.match(
+      byNumberText,
+      /a patient is identified by Id \(the Id a Patient PUT answers\), not by HospitalNumber/,
+    );
+    assert.equal(await count('worklist_patient'), bookingsBefore);
+    assert.equal(await count('worklist_patient_version'), 1);
+    const visit43 = await db
+      .selectFrom('pasapi_assignment')
+      .select('id')
+      .where('resource_id', '=', 'VISIT43')
+      .execute();
+    assert.deepEqual(visit43, []);
+
     const deleted = await client.request(`/PASAPI/V1/PatientAppointment/VISIT42`, {
       method: 'DELETE',
       headers: auth,

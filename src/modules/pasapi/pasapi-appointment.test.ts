@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { XMLValidator } from 'fast-xml-parser';
 import { basicHeader, countRows, createPatient, createUser } from '../../../test/factories.ts';
-import { createIdentifierType } from '../../../test/factories-patient.ts';
+import { addIdentifier, createIdentifierType } from '../../../test/factories-patient.ts';
 import type { PasInstallation } from '../../../test/factories-pasapi.ts';
 import {
   appointmentXml,
@@ -419,24 +419,85 @@ forEachDialect((dialect) => {
     });
 
     describe('refusals change nothing', () => {
-      it('refuses an unknown patient id (400 Patient not found.) and a patient by other numbers (not supported)', async () => {
+      it('refuses an unknown patient id (400 Patient not found.)', async () => {
         const unknown = await assertRefused(
           url(newVisitId()),
           appointmentXml({ ...base(), patientId: 2_000_000_000 }),
           400,
         );
         assert.deepEqual(xmlTexts(unknown, 'Error'), ['PatientId error: Patient not found.']);
-        const byNumber = await assertRefused(
-          url(newVisitId()),
-          appointmentXml({
-            ...base(),
-            patientIdXml: '<PatientId><HospitalNumber>1234567</HospitalNumber></PatientId>',
-          }),
-          400,
-        );
-        assert.deepEqual(xmlTexts(byNumber, 'Error'), [
-          'PatientId error: resolveModelHospitalNumber not yet supported.',
-        ]);
+      });
+
+      describe('<PatientId> by PasId, NHSNumber or HospitalNumber: refused as in OpenEyes (400), nothing written', () => {
+        // A patient who holds these very numbers: the refusal is not a failed lookup.
+        let numbered: number;
+        const hospitalNumber = `H${process.pid}`;
+        const nhsNumber = '9434765919';
+        before(async () => {
+          numbered = (await createPatient(app.db)).patientId;
+          await addIdentifier(app.db, numbered, pas.localTypeId, hospitalNumber);
+          await addIdentifier(app.db, numbered, pas.globalTypeId, nhsNumber);
+        });
+        const refusal = (method: string, tag: string) => [
+          `PatientId error: ${method} not yet supported.`,
+          `PatientId error: a patient is identified by Id (the Id a Patient PUT answers), not by ${tag}`,
+        ];
+        const cases: [string, () => string, string, string][] = [
+          ['PasId', () => `<PasId>${hospitalNumber}</PasId>`, 'resolvePasId', 'PasId'],
+          ['NHSNumber', () => `<NHSNumber>${nhsNumber}</NHSNumber>`, 'resolveModelNHSNumber', 'NHSNumber'],
+          [
+            'HospitalNumber',
+            () => `<HospitalNumber>${hospitalNumber}</HospitalNumber>`,
+            'resolveModelHospitalNumber',
+            'HospitalNumber',
+          ],
+          [
+            'NHSNumber and HospitalNumber (the first present tag decides)',
+            () => `<HospitalNumber>${hospitalNumber}</HospitalNumber><NHSNumber>${nhsNumber}</NHSNumber>`,
+            'resolveModelNHSNumber',
+            'NHSNumber',
+          ],
+          ['an empty PasId', () => '<PasId/>', 'resolvePasId', 'PasId'],
+        ];
+        for (const [name, inner, method, tag] of cases)
+          it(`by ${name}`, async () => {
+            const text = await assertRefused(
+              url(newVisitId()),
+              appointmentXml({ ...base(), patientIdXml: `<PatientId>${inner()}</PatientId>` }),
+              400,
+            );
+            assert.deepEqual(xmlTexts(text, 'Error'), refusal(method, tag));
+          });
+
+        it('by HospitalNumber in a partial update of an existing booking: the booking keeps its patient', async () => {
+          const visitId = newVisitId();
+          const id = await create(visitId);
+          const before = await bookingOf(id);
+          const text = await assertRefused(
+            url(visitId),
+            `<PatientAppointment><PatientId><HospitalNumber>${hospitalNumber}</HospitalNumber></PatientId></PatientAppointment>`,
+            400,
+            { 'X-OE-Partial-Record': '1' },
+          );
+          assert.deepEqual(xmlTexts(text, 'Error'), refusal('resolveModelHospitalNumber', 'HospitalNumber'));
+          assert.deepEqual(await bookingOf(id), before);
+          assert.equal(before?.patientId, patientId);
+        });
+
+        it('with <Id> present, the other tags are ignored and <Id> decides', async () => {
+          const response = await pasapiPut(
+            app,
+            url(newVisitId()),
+            appointmentXml({
+              ...base(),
+              patientIdXml: `<PatientId><NHSNumber>${nhsNumber}</NHSNumber><Id>${patientId}</Id></PatientId>`,
+            }),
+            auth,
+          );
+          const text = await response.text();
+          assert.equal(response.status, 201, text);
+          assert.equal((await bookingOf(Number(xmlText(text, 'Id'))))?.patientId, patientId);
+        });
       });
 
       it('refuses a booking no definition takes: outside the window, at its end (excluded), a value not accepted, two matches', async () => {

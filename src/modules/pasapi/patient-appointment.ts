@@ -121,16 +121,23 @@ async function findAssignment(
   return row === undefined ? undefined : { id: row.id, internalId: row.internal_id };
 }
 
-/** `patient.id` of a `<PatientId>`, as OpenEyes resolves it: the first present tag, `Id` only. */
+/**
+ * `patient.id` of a `<PatientId>`, as OpenEyes v6.8 resolves it: the first present tag of `Id`, `PasId`,
+ * `NHSNumber`, `HospitalNumber`, and only `Id` is implemented there. The others are refused here too
+ * (400, nothing written): the first error is OpenEyes's own text, the second says what to send instead.
+ */
 async function resolvePatient(trx: Kysely<DB>, patientId: AppointmentPatientId): Promise<number> {
   if (patientId.id === undefined) {
-    const unsupported =
+    const [tag, unsupported] =
       patientId.pasId !== undefined
-        ? 'resolvePasId'
+        ? ['PasId', 'resolvePasId']
         : patientId.nhsNumber !== undefined
-          ? 'resolveModelNHSNumber'
-          : 'resolveModelHospitalNumber';
-    throw new PasapiError(400, [`PatientId error: ${unsupported} not yet supported.`]);
+          ? ['NHSNumber', 'resolveModelNHSNumber']
+          : ['HospitalNumber', 'resolveModelHospitalNumber'];
+    throw new PasapiError(400, [
+      `PatientId error: ${unsupported} not yet supported.`,
+      `PatientId error: a patient is identified by Id (the Id a Patient PUT answers), not by ${tag}`,
+    ]);
   }
   const id = /^\d{1,10}$/.test(patientId.id) ? Number(patientId.id) : undefined;
   const row =
