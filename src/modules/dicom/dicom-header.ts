@@ -104,9 +104,9 @@ const latin1: Decode = (bytes) =>
   Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length).toString('latin1');
 
 /** The decoder of a data set's Specific Character Set (see {@link CHARACTER_SETS}). */
-function decoderOf(dataSet: dicomParser.DataSet, inherited: Decode = latin1): Decode {
+function decoderOf(dataSet: dicomParser.DataSet): Decode {
   const element = dataSet.elements.x00080005;
-  if (element === undefined || element.length === 0) return inherited;
+  if (element === undefined || element.length === 0) return latin1;
   const declared = latin1(
     dataSet.byteArray.subarray(element.dataOffset, element.dataOffset + element.length),
   );
@@ -120,28 +120,14 @@ function decoderOf(dataSet: dicomParser.DataSet, inherited: Decode = latin1): De
   return (bytes) => decoder.decode(bytes);
 }
 
-/** The decoder of each data set read, its items inheriting their parent's (PS3.5 7.5.2 allows an item its own). */
-const decoders = new WeakMap<dicomParser.DataSet, Decode>();
-
-function decodeOf(dataSet: dicomParser.DataSet): Decode {
-  return decoders.get(dataSet) ?? latin1;
-}
-
-function noteDecoders(dataSet: dicomParser.DataSet, inherited?: Decode): void {
-  const decode = decoderOf(dataSet, inherited);
-  decoders.set(dataSet, decode);
-  for (const element of Object.values(dataSet.elements)) {
-    for (const item of element.items ?? [])
-      if (item.dataSet !== undefined) noteDecoders(item.dataSet, decode);
-  }
-}
-
 /**
  * The text of element `tag` (up to the first NUL, trimmed), decoded in one native call rather than a
- * character at a time, by the data set's character set for the VRs that use one: undefined when absent
- * or empty. The scan has bounded its length by its VR (`value-limits.ts`).
+ * character at a time, by `decode` (the data set's character set) for the VRs that use one: undefined
+ * when absent or empty. The scan has bounded its length by its VR (`value-limits.ts`). Values read inside
+ * sequence items here are codes, private creators and numbers, in the default repertoire: Latin-1 reads
+ * them whatever an item declares.
  */
-function textOf(dataSet: dicomParser.DataSet, tag: string): string | undefined {
+function textOf(dataSet: dicomParser.DataSet, tag: string, decode: Decode = latin1): string | undefined {
   const element = dataSet.elements[tag];
   if (element === undefined || element.length === 0) return undefined;
   const bytes = dataSet.byteArray;
@@ -150,8 +136,7 @@ function textOf(dataSet: dicomParser.DataSet, tag: string): string | undefined {
   const content = nul === -1 ? value : value.subarray(0, nul);
   // Implicit VR files carry no VR: the text tags read here are then taken as text VRs (their decoders
   // read the default repertoire alike, so a UID or code string reads the same either way).
-  const decode = element.vr === undefined || TEXT_VRS.has(element.vr) ? decodeOf(dataSet) : latin1;
-  return decode(content).trim();
+  return (element.vr === undefined || TEXT_VRS.has(element.vr) ? decode : latin1)(content).trim();
 }
 
 /** The value of `tag` as text by its VR: binary floats and integers as decimals; null when absent or empty. */
@@ -232,10 +217,10 @@ export function readDicomHeader(scan: Part10Scan): DicomHeader {
       `The data set cannot be parsed: ${messageOf(error).slice(0, 200)}`,
     );
   }
-  noteDecoders(dataSet);
+  const decode = decoderOf(dataSet);
   const header = {} as DicomHeader;
   for (const [keyword, tag] of Object.entries(DICOM_HEADER_TAGS) as [keyof DicomHeader, string][]) {
-    const value = textOf(dataSet, tag);
+    const value = textOf(dataSet, tag, decode);
     header[keyword] = value === undefined || value === '' ? null : value;
   }
   [header.ZeissHfaMeanDeviation, header.ZeissHfaVisualFieldIndex] = readZeissHfaValues(dataSet);
