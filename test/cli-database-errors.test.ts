@@ -3,7 +3,7 @@
  * stderr naming the cause, exit status 2, no stack trace (the promise `npm start` keeps too).
  */
 import assert from 'node:assert/strict';
-import { createServer } from 'node:net';
+import { connect } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import mysql from 'mysql2/promise';
 import pg from 'pg';
@@ -14,13 +14,25 @@ import { createTestDatabase, forEachDialect } from './harness.ts';
 import type { CliResult } from './run-cli.ts';
 import { runCli, spawnCli } from './run-cli.ts';
 
-/** A TCP port on 127.0.0.1 that nothing listens on (taken from the kernel, then released). */
+/**
+ * A TCP port on 127.0.0.1 that nothing listens on, and that no other test can take meanwhile: a low port
+ * (below the range the kernel hands out for port 0, which every test server uses) whose connection is
+ * refused. A port taken from the kernel and released could be handed to another test file's server at
+ * once, and its answer (a timeout) is not the refusal this file is about.
+ */
 async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
+  for (const port of [1, 3, 5, 7, 9, 11, 13, 17, 19]) {
+    const refused = await new Promise<boolean>((resolve) => {
+      const socket = connect(port, '127.0.0.1');
+      socket.once('connect', () => {
+        socket.destroy();
+        resolve(false);
+      });
+      socket.once('error', (error: NodeJS.ErrnoException) => resolve(error.code === 'ECONNREFUSED'));
+    });
+    if (refused) return port;
+  }
+  throw new Error('no closed low port on 127.0.0.1');
 }
 
 /** A command line of `command` with placeholder arguments and its required options. */
