@@ -7,7 +7,8 @@
  */
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { closeDicomPools } from '../src/modules/dicom/index.ts';
-import { createQueueEngine, defaultRoutineCatalog } from '../src/modules/request-queue/index.ts';
+import { createQueueEngine } from '../src/modules/request-queue/index.ts';
+import { defaultRoutineCatalog } from '../src/modules/filing/index.ts';
 import { iolMasterCalculations } from '../test/biometry-objects.ts';
 import { newUid } from '../test/dicom-instances.ts';
 import { createInstitution, createPatient, createUser } from '../test/factories.ts';

@@ -29,11 +29,8 @@ import { loadConfig } from '../src/config.ts';
 import type { Database } from '../src/db/database.ts';
 import { openDatabase } from '../src/db/database.ts';
 import { contentHash } from '../src/modules/attachment-data/index.ts';
-import {
-  createQueueWorker,
-  defaultRoutineCatalog,
-  enqueueRequest,
-} from '../src/modules/request-queue/index.ts';
+import { createQueueWorker, enqueueRequest } from '../src/modules/request-queue/index.ts';
+import { defaultRoutineCatalog } from '../src/modules/filing/index.ts';
 import type { BenchReport, BenchRow, BenchRunOptions, Dialect } from './lib.ts';
 import {
   BENCH_AUTHORIZATION,

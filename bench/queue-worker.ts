@@ -20,11 +20,8 @@ import { loadConfig } from '../src/config.ts';
 import type { Database } from '../src/db/database.ts';
 import { openDatabase } from '../src/db/database.ts';
 import { sql } from 'kysely';
-import {
-  createQueueWorker,
-  defaultRoutineCatalog,
-  enqueueRequest,
-} from '../src/modules/request-queue/index.ts';
+import { createQueueWorker, enqueueRequest } from '../src/modules/request-queue/index.ts';
+import { defaultRoutineCatalog } from '../src/modules/filing/index.ts';
 import type { BenchReport, BenchRow, BenchRunOptions, Dialect } from './lib.ts';
 import { ROOT_DIR, START_NODE_FLAGS, insertMatchablePatients, ownChild, prepareDatabase } from './lib.ts';
 

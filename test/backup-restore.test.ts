@@ -19,7 +19,8 @@ import { runCli } from './run-cli.ts';
 import { until } from './until.ts';
 import { createLogger } from '../src/logger.ts';
 import { importDataset, loadDemoData } from '../src/modules/dataset/index.ts';
-import { createQueueWorker, defaultRoutineCatalog } from '../src/modules/request-queue/index.ts';
+import { createQueueWorker } from '../src/modules/request-queue/index.ts';
+import { defaultRoutineCatalog } from '../src/modules/filing/index.ts';
 import { TABLE_NAMES } from '../src/modules/dataset/table-specs.ts';
 
 type LooseDb = Record<string, Record<string, unknown>>;

@@ -6,7 +6,7 @@
 import { loadConfig } from '../src/config.ts';
 import { openDatabase } from '../src/db/database.ts';
 import { createQueueEngine } from '../src/modules/request-queue/index.ts';
-import { createRoutineCatalog, defineRoutine } from '../src/modules/request-queue/routines/index.ts';
+import { createRoutineCatalog, defineRoutine } from '../src/modules/filing/index.ts';
 
 const config = loadConfig(process.env);
 const routine = process.env.ROUTINE!;

@@ -19,7 +19,8 @@ import { StartupError, databaseErrorKind } from '../errors.ts';
 import type { FileStore } from '../files/file-store.ts';
 import { createLocalFileStore } from '../files/file-store.ts';
 import type { Logger } from '../logger.ts';
-import { defaultRoutineCatalog, registerRoutineNames } from '../modules/request-queue/index.ts';
+import { registerRoutineNames } from '../modules/request-queue/index.ts';
+import { defaultRoutineCatalog } from '../modules/filing/index.ts';
 
 export interface Bootstrapped {
   /** The configuration, with the upload limit in force on this database (`db/upload-limit.ts`). */

@@ -24,11 +24,8 @@ import type { DicomServer } from '../modules/dicom-receive/index.ts';
 import { startDicomServer } from '../modules/dicom-receive/index.ts';
 import type { Hl7Server } from '../modules/hl7/index.ts';
 import { startHl7Server } from '../modules/hl7/index.ts';
-import {
-  createIntakePace,
-  createQueueWorker,
-  defaultRoutineCatalog,
-} from '../modules/request-queue/index.ts';
+import { createIntakePace, createQueueWorker } from '../modules/request-queue/index.ts';
+import { defaultRoutineCatalog } from '../modules/filing/index.ts';
 import { createAuthenticator, hasActiveLogin } from '../modules/user/index.ts';
 import type { Bootstrapped } from './bootstrap.ts';
 import { bootstrap, isNewDatabase, loadConfigOrExit, lockQueueWorkerOrExit, runOrExit } from './bootstrap.ts';

@@ -6,7 +6,8 @@
  * server's in-process worker) can: a second one is refused at start with a message (a lock).
  */
 import { createLogger } from '../logger.ts';
-import { createQueueWorker, defaultRoutineCatalog } from '../modules/request-queue/index.ts';
+import { createQueueWorker } from '../modules/request-queue/index.ts';
+import { defaultRoutineCatalog } from '../modules/filing/index.ts';
 import { bootstrap, loadConfigOrExit, lockQueueWorkerOrExit, runOrExit } from './bootstrap.ts';
 import { startIdleCollector } from './idle-collector.ts';
 

@@ -30,7 +30,7 @@ import type { Config } from '../../src/config.ts';
 import type { Database } from '../../src/db/database.ts';
 import { openDatabase } from '../../src/db/database.ts';
 import { createQueueWorker, enqueueRequest } from '../../src/modules/request-queue/index.ts';
-import { createRoutineCatalog, defineRoutine } from '../../src/modules/request-queue/routines/index.ts';
+import { createRoutineCatalog, defineRoutine } from '../../src/modules/filing/index.ts';
 import { createAuthenticator } from '../../src/modules/user/index.ts';
 import { createUser } from '../factories.ts';
 import type { TestUser } from '../factories.ts';

@@ -16,11 +16,8 @@ import { buildApp } from '../../src/app.ts';
 import { loadConfig } from '../../src/config.ts';
 import type { Bootstrapped } from '../../src/main/bootstrap.ts';
 import { bootstrap } from '../../src/main/bootstrap.ts';
-import {
-  createQueueEngine,
-  defaultRoutineCatalog,
-  enqueueRequest,
-} from '../../src/modules/request-queue/index.ts';
+import { createQueueEngine, enqueueRequest } from '../../src/modules/request-queue/index.ts';
+import { defaultRoutineCatalog } from '../../src/modules/filing/index.ts';
 import { createAuthenticator } from '../../src/modules/user/index.ts';
 import { ConsoleClient, csrfOf, versionOf } from '../factories-console.ts';
 import { jsonRow } from '../factories-queue.ts';

@@ -26,11 +26,8 @@ import { migrateToLatest } from '../../src/db/migrate.ts';
 import { QueueHeldElsewhereError } from '../../src/db/openeyes/queue-guard.ts';
 import type { Bootstrapped } from '../../src/main/bootstrap.ts';
 import { bootstrap } from '../../src/main/bootstrap.ts';
-import {
-  createQueueEngine,
-  createQueueWorker,
-  defaultRoutineCatalog,
-} from '../../src/modules/request-queue/index.ts';
+import { createQueueEngine, createQueueWorker } from '../../src/modules/request-queue/index.ts';
+import { defaultRoutineCatalog } from '../../src/modules/filing/index.ts';
 import { createAuthenticator } from '../../src/modules/user/index.ts';
 import { ENCAPSULATED_PDF, buildDeviceObject, humphreyPrivateLines } from '../device-objects.ts';
 import { newUid } from '../dicom-instances.ts';

@@ -18,7 +18,8 @@ import type { TestApp } from '../../../test/harness.ts';
 import { forEachDialect, startTestApp } from '../../../test/harness.ts';
 import { closeDicomPools } from '../dicom/index.ts';
 import type { QueueEngine } from '../request-queue/index.ts';
-import { createQueueEngine, defaultRoutineCatalog } from '../request-queue/index.ts';
+import { createQueueEngine } from '../request-queue/index.ts';
+import { defaultRoutineCatalog } from '../filing/index.ts';
 
 forEachDialect((dialect) => {
   describe(`hand-changed biometry of a study filed again (${dialect})`, () => {

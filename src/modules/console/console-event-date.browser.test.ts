@@ -20,7 +20,8 @@ import type { TestApp } from '../../../test/harness.ts';
 import { forEachDialect, startTestApp } from '../../../test/harness.ts';
 import { closeDicomPools } from '../dicom/index.ts';
 import type { QueueEngine } from '../request-queue/index.ts';
-import { createQueueEngine, defaultRoutineCatalog, enqueueRequest } from '../request-queue/index.ts';
+import { createQueueEngine, enqueueRequest } from '../request-queue/index.ts';
+import { defaultRoutineCatalog } from '../filing/index.ts';
 
 const SCREENSHOT_DIR = path.resolve('test-output/console');
 const CODE = 'DATEDESKB';

@@ -15,13 +15,8 @@ import type { TestApp } from '../../../test/harness.ts';
 import { forEachDialect, startTestApp } from '../../../test/harness.ts';
 import { closeDicomPools } from '../dicom/index.ts';
 import type { QueueEngine } from '../request-queue/index.ts';
-import {
-  createQueueEngine,
-  defaultRoutineCatalog,
-  editRequestEventDate,
-  enqueueRequest,
-  readRequestMatchData,
-} from '../request-queue/index.ts';
+import { createQueueEngine, enqueueRequest } from '../request-queue/index.ts';
+import { defaultRoutineCatalog, editRequestEventDate, readRequestMatchData } from '../filing/index.ts';
 
 const CODE = 'DATEDESK';
 

@@ -27,7 +27,7 @@ import {
   PermanentRoutineError,
   createRoutineCatalog,
   defineRoutine,
-} from '../request-queue/routines/index.ts';
+} from '../filing/index.ts';
 
 const SCREENSHOT_DIR = path.resolve('test-output/console');
 const CODE = 'RESOLVEB';

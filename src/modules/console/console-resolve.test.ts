@@ -29,7 +29,7 @@ import {
   PermanentRoutineError,
   createRoutineCatalog,
   defineRoutine,
-} from '../request-queue/routines/index.ts';
+} from '../filing/index.ts';
 
 const CODE = 'RESOLVE';
 

@@ -20,8 +20,8 @@ import { addRoutineRow, createRequestType, jsonRow, routinesOf } from '../../../
 import type { TestApp } from '../../../test/harness.ts';
 import { forEachDialect, startTestApp } from '../../../test/harness.ts';
 import type { QueueEngine } from '../request-queue/index.ts';
-import { createQueueEngine, enqueueRequest, readRequestMatchData } from '../request-queue/index.ts';
-import { DEFAULT_ROUTINES, createRoutineCatalog } from '../request-queue/routines/index.ts';
+import { createQueueEngine, enqueueRequest } from '../request-queue/index.ts';
+import { readRequestMatchData, DEFAULT_ROUTINES, createRoutineCatalog } from '../filing/index.ts';
 import { createSiteTime } from './site-time.ts';
 
 const SCREENSHOT_DIR = process.env.SCREENSHOT_DIR ?? path.join(tmpdir(), 'cra-console-waiting');

@@ -29,7 +29,7 @@ import {
   PermanentRoutineError,
   createRoutineCatalog,
   defineRoutine,
-} from '../request-queue/routines/index.ts';
+} from '../filing/index.ts';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const SCREENSHOT_DIR = path.resolve('test-output/console');

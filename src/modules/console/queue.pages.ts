@@ -13,25 +13,28 @@ import type { RoutineStatus } from '../../db/schema.ts';
 import { findAttachmentRequestId, listRequestPayloadParts } from '../attachment/index.ts';
 import type { PatientSearchResult } from '../patient/index.ts';
 import { describePatients } from '../patient/index.ts';
-import type { AdminOutcome, EditChange, RequestListFilter } from '../request-queue/index.ts';
+import type { AdminOutcome, RequestListFilter } from '../request-queue/index.ts';
+import type { EditChange } from '../filing/index.ts';
 import {
   RETRYABLE,
   ROUTINE_STATUSES,
   VOIDABLE,
-  checkGivenEventDate,
-  editRequestEventDate,
-  editRequestMatchData,
   isRequestThumbnail,
   listRequests,
   readQueueChoices,
   readRequestDetail,
-  readRequestMatchData,
   readRequestSummaries,
   requeueRequest,
   retryRoutine,
   voidRoutine,
-  checkMatchCriteria,
 } from '../request-queue/index.ts';
+import {
+  checkGivenEventDate,
+  editRequestEventDate,
+  editRequestMatchData,
+  readRequestMatchData,
+  checkMatchCriteria,
+} from '../filing/index.ts';
 import { readRequestDeviceFiling } from '../device-filing/index.ts';
 import type { ConsoleAuditTarget, ConsoleContext, Flash } from './console-context.ts';
 import {

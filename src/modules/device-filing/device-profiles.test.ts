@@ -23,7 +23,8 @@ import type { TestApp } from '../../../test/harness.ts';
 import { forEachDialect, startTestApp } from '../../../test/harness.ts';
 import { closeDicomPools } from '../dicom/index.ts';
 import type { QueueEngine } from '../request-queue/index.ts';
-import { createQueueEngine, defaultRoutineCatalog } from '../request-queue/index.ts';
+import { createQueueEngine } from '../request-queue/index.ts';
+import { defaultRoutineCatalog } from '../filing/index.ts';
 import type { DeviceTables } from './tables.ts';
 
 const BODY_SITE = { L: '8966001', R: '18944008' } as const;

@@ -11,7 +11,8 @@ import { forEachDialect } from '../../../test/harness.ts';
 import type { Orthanc } from '../../../test/orthanc.ts';
 import { orthancMissing, startOrthanc } from '../../../test/orthanc.ts';
 import { until } from '../../../test/until.ts';
-import { createQueueEngine, defaultRoutineCatalog } from '../request-queue/index.ts';
+import { createQueueEngine } from '../request-queue/index.ts';
+import { defaultRoutineCatalog } from '../filing/index.ts';
 import type { DicomServer } from './dimse-server.ts';
 
 const missing = orthancMissing();

@@ -29,7 +29,7 @@ import type { TestApp } from '../../../test/harness.ts';
 import { forEachDialect, startTestApp } from '../../../test/harness.ts';
 import { closeDicomPools } from '../dicom/index.ts';
 import { createQueueEngine } from '../request-queue/engine/engine.ts';
-import { defaultRoutineCatalog } from '../request-queue/routines/index.ts';
+import { defaultRoutineCatalog } from '../filing/index.ts';
 
 const MiB = 1024 * 1024;
 const STUDIES = '/api/v1/dicomweb/studies';

@@ -1,8 +1,9 @@
 /**
  * The request queue module: `intake/` (`POST /api/v1/request/queue/add`, `enqueueRequest`), `status/`
  * (the status endpoint and the overall status rule), `engine/` (the generic engine and worker, which run
- * the routine catalog they are handed), `routines/` (the service's routines) and `admin/` (the console's
- * request list, detail and actions, the queue CLI, the queue gauges). Other modules import it only
+ * the routine catalog they are handed) and `admin/` (the console's request list, detail and actions, the
+ * queue CLI, the queue gauges). It knows no routine: the routines and their chain are the filing module's
+ * (`src/modules/filing`), handed to the engine by the composition roots. Other modules import it only
  * through this file.
  */
 import type { FastifyPluginAsync } from 'fastify';
@@ -28,11 +29,20 @@ export { createIntakePace } from './engine/intake-pace.ts';
 export type { QueueWorker, WorkerOptions } from './engine/worker.ts';
 export { createQueueEngine } from './engine/engine.ts';
 export type { QueueEngine, StepOutcome } from './engine/engine.ts';
-// The routines of the service: the composition roots (`src/main`) hand them to the engine and register
-// their names; the engine itself knows no routine.
-export { DEFAULT_ROUTINES, defaultRoutineCatalog } from './routines/index.ts';
+// The routine contract the filing module's routines are written against.
 export { PermanentRoutineError, createRoutineCatalog, defineRoutine } from './engine/routine-catalog.ts';
-export type { RoutineCatalog, RoutineDefinition } from './engine/routine-catalog.ts';
+export type {
+  PrepareContext,
+  RoutineCatalog,
+  RoutineContext,
+  RoutineDefinition,
+} from './engine/routine-catalog.ts';
+// What routines and the console's request edits (the filing module) build on: the queue's locks, its
+// change notifications, the mirrored request details and the version an operator saw.
+export { emitRequestQueued, notifyQueueAfterCommit } from './engine/queue-events.ts';
+export { mirrorRequestDetails } from './engine/request-details.ts';
+export { withRequestLocks } from './admin/request-actions.ts';
+export { requestVersion } from './admin/request-detail.ts';
 export type {
   OverallFilter,
   OverallState,
@@ -54,18 +64,3 @@ export { javaStringHash, registerRoutineNames } from './engine/routine-library.t
 export type { QueueGauges } from './admin/queue-gauges.ts';
 export type { RequestSource, RequestSummary } from './admin/request-summary.ts';
 export { isRequestThumbnail, readRequestSummaries } from './admin/request-summary.ts';
-export type {
-  ConsoleEdit,
-  EditChange,
-  EditOutcome,
-  EditRequestInput,
-  MatchField,
-  RequestMatchData,
-} from './admin/edit-request.ts';
-export {
-  checkGivenEventDate,
-  checkMatchCriteria,
-  editRequestEventDate,
-  editRequestMatchData,
-  readRequestMatchData,
-} from './admin/edit-request.ts';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Config } from '../../../config.ts';
-import { loadConfig } from '../../../config.ts';
+import { loadConfig, parseBackoff } from '../../../config.ts';
 import { sql } from 'kysely';
 import { formatDateTime } from '../../../db/database.ts';
 import { countRows } from '../../../../test/factories.ts';
@@ -17,11 +17,10 @@ import {
 import type { TestDatabase } from '../../../../test/harness.ts';
 import { createTestDatabase, forEachDialect } from '../../../../test/harness.ts';
 import type { QueueEngine, StepOutcome } from './engine.ts';
-import { parseBackoff } from '../../../config.ts';
 import { claimQuery } from './claim.queries.ts';
 import { createQueueEngine, retryDelayMs } from './engine.ts';
 import { enqueueRequest } from '../intake/enqueue.ts';
-import { DEFAULT_ROUTINES } from '../index.ts';
+import { DEFAULT_ROUTINES } from '../../filing/index.ts';
 import type { RoutineContext } from './routine-catalog.ts';
 import { PermanentRoutineError, createRoutineCatalog, defineRoutine } from './routine-catalog.ts';
 

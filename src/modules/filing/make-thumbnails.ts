@@ -22,16 +22,16 @@
  * pixels (a DICOM frame, already decoded within `DICOM_MAX_PIXELS`) do not take the lane.
  */
 import type Sharp from 'sharp';
-import type { Config } from '../../../config.ts';
-import type { RawImage } from '../../dicom/index.ts';
-import { loadSharp } from '../../dicom/index.ts';
+import type { Config } from '../../config.ts';
+import type { RawImage } from '../dicom/index.ts';
+import { loadSharp } from '../dicom/index.ts';
 import { defineRoutine } from './catalog.ts';
 import {
   findPayloads,
   isImageMime,
   readPayloadBytes,
   updateAttachmentData,
-} from '../../attachment-data/index.ts';
+} from '../attachment-data/index.ts';
 
 /** Longest side of each thumbnail, in pixels (never enlarged). */
 export const THUMBNAIL_SIZES_PX = { small: 128, medium: 320, large: 640 } as const;

@@ -2,19 +2,19 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { setImmediate } from 'node:timers/promises';
 import sharp from 'sharp';
-import { createInstitution, createPatient, createUser } from '../../../../test/factories.ts';
-import type { TestUser } from '../../../../test/factories.ts';
-import { addIdentifier, createIdentifierType } from '../../../../test/factories-patient.ts';
+import { createInstitution, createPatient, createUser } from '../../../test/factories.ts';
+import type { TestUser } from '../../../test/factories.ts';
+import { addIdentifier, createIdentifierType } from '../../../test/factories-patient.ts';
 import {
   attachmentsByMnemonic,
   executionsOf,
   routinesOf,
   submitToQueue,
-} from '../../../../test/factories-queue.ts';
-import type { TestApp } from '../../../../test/harness.ts';
-import { forEachDialect, startTestApp } from '../../../../test/harness.ts';
-import type { QueueEngine } from '../engine/engine.ts';
-import { createQueueEngine } from '../engine/engine.ts';
+} from '../../../test/factories-queue.ts';
+import type { TestApp } from '../../../test/harness.ts';
+import { forEachDialect, startTestApp } from '../../../test/harness.ts';
+import type { QueueEngine } from '../request-queue/index.ts';
+import { createQueueEngine } from '../request-queue/index.ts';
 import { defaultRoutineCatalog } from './index.ts';
 import { ThumbnailRefusedError, makeThumbnails, thumbnailDecodeLane } from './make-thumbnails.ts';
 

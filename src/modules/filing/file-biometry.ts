@@ -15,16 +15,16 @@
  * patient's birth, more than a day ahead: `checkEventDate`). The writes give the event loop a turn between chunks (`ctx.yieldTurn`), where the time
  * limit stops them.
  */
-import type { BiometryFile } from '../../biometry/index.ts';
+import type { BiometryFile } from '../biometry/index.ts';
 import {
   BiometryFileError,
   biometryLimitRefusal,
   fileBiometry,
   readBiometryFileOnThread,
   readBiometryTypes,
-} from '../../biometry/index.ts';
-import { ColumnWidthError, checkEventDate } from '../../device-filing/index.ts';
-import { DicomError } from '../../dicom/index.ts';
+} from '../biometry/index.ts';
+import { ColumnWidthError, checkEventDate } from '../device-filing/index.ts';
+import { DicomError } from '../dicom/index.ts';
 import { PermanentRoutineError, defineRoutine } from './catalog.ts';
 import { readDicomPayload } from './dicom-payload.ts';
 

@@ -9,9 +9,9 @@
  * end of the file, too many elements, ...); so does a file with no usable or plausible date, unless the
  * desk gave the study's date in the console (`device-profile.ts`).
  */
-import { findUnstorableCharacter, replaceUnstorableCharacters } from '../../../db/schema-profile.ts';
-import type { DicomHeader, DicomSummary } from '../../dicom/index.ts';
-import { DicomError, readDicomFile } from '../../dicom/index.ts';
+import { findUnstorableCharacter, replaceUnstorableCharacters } from '../../db/schema-profile.ts';
+import type { DicomHeader, DicomSummary } from '../dicom/index.ts';
+import { DicomError, readDicomFile } from '../dicom/index.ts';
 import { PermanentRoutineError, defineRoutine } from './catalog.ts';
 import type { DeviceProfileRecord } from './device-profile.ts';
 import { CONSOLE_EVENT_DATE_KEY, profileDicomFile } from './device-profile.ts';

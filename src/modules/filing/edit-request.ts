@@ -27,15 +27,20 @@
  */
 import { createHash } from 'node:crypto';
 import type { Kysely } from 'kysely';
-import type { Database } from '../../../db/database.ts';
-import { formatDateTime } from '../../../db/database.ts';
-import type { DB } from '../../../db/schema.ts';
-import { checkEventDate, normaliseEventDate } from '../../device-filing/index.ts';
-import { readRequestContent, writeRequestText } from '../../attachment-data/index.ts';
-import { emitRequestQueued, notifyQueueAfterCommit } from '../engine/queue-events.ts';
-import { mirrorRequestDetails } from '../engine/request-details.ts';
-import { CONSOLE_EVENT_DATE_KEY } from '../routines/device-profile.ts';
-import type { CriteriaRows } from '../routines/patient-match.ts';
+import type { Database } from '../../db/database.ts';
+import { formatDateTime } from '../../db/database.ts';
+import type { DB } from '../../db/schema.ts';
+import { checkEventDate, normaliseEventDate } from '../device-filing/index.ts';
+import { readRequestContent, writeRequestText } from '../attachment-data/index.ts';
+import {
+  emitRequestQueued,
+  notifyQueueAfterCommit,
+  mirrorRequestDetails,
+  withRequestLocks,
+  requestVersion,
+} from '../request-queue/index.ts';
+import { CONSOLE_EVENT_DATE_KEY } from './device-profile.ts';
+import type { CriteriaRows } from './patient-match.ts';
 import {
   DOB_KEYS,
   IDENTIFIER_KEYS,
@@ -43,10 +48,8 @@ import {
   criteriaSources,
   firstString,
   normaliseDob,
-} from '../routines/patient-match.ts';
-import type { AdminOutcome } from './request-actions.ts';
-import { withRequestLocks } from './request-actions.ts';
-import { requestVersion } from './request-detail.ts';
+} from './patient-match.ts';
+import type { AdminOutcome } from '../request-queue/index.ts';
 
 const CRITERIA_MNEMONICS = ['REQUEST_DATA', 'FORM_DATA', 'REQUEST_BLOB'] as const;
 

@@ -4,8 +4,8 @@
  * `ATTACH_TO_EVENT` links it with the request's other payloads; running the routine again replaces the
  * content of the row of the same mnemonic.
  */
-import type { AttachmentDataChange } from '../../attachment-data/index.ts';
-import { contentHash, insertOneAttachmentData, updateAttachmentData } from '../../attachment-data/index.ts';
+import type { AttachmentDataChange } from '../attachment-data/index.ts';
+import { contentHash, insertOneAttachmentData, updateAttachmentData } from '../attachment-data/index.ts';
 import type { RoutineContext } from './catalog.ts';
 import type { Thumbnails } from './make-thumbnails.ts';
 

@@ -16,15 +16,15 @@
  * file that is already filed changes nothing.
  */
 import type { Kysely } from 'kysely';
-import { formatDateTime } from '../../../db/database.ts';
-import type { DB } from '../../../db/schema.ts';
-import type { DeviceFiler, DeviceHeader } from '../../device-filing/index.ts';
+import { formatDateTime } from '../../db/database.ts';
+import type { DB } from '../../db/schema.ts';
+import type { DeviceFiler, DeviceHeader } from '../device-filing/index.ts';
 import {
   checkEventDate,
   ColumnWidthError,
   fileDeviceObject,
   storedEventDate,
-} from '../../device-filing/index.ts';
+} from '../device-filing/index.ts';
 import type { RoutineContext } from './catalog.ts';
 import { PermanentRoutineError, defineRoutine } from './catalog.ts';
 import {
@@ -33,7 +33,7 @@ import {
   linkAttachmentsToEvent,
   readPayloadBytes,
   updateAttachmentData,
-} from '../../attachment-data/index.ts';
+} from '../attachment-data/index.ts';
 
 export const ATTACH_EVENT_CLASS = 'OphGeneric';
 /** The attachment element's class: the own schema's (migration 0007) and OpenEyes's. */

@@ -6,24 +6,26 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { createPatient } from '../../../../test/factories.ts';
-import { addIdentifier, createStandardInstitutions } from '../../../../test/factories-patient.ts';
-import { ConsoleClient, createOperator } from '../../../../test/factories-console.ts';
-import { addRoutineRow, createRequestType, jsonRow, routinesOf } from '../../../../test/factories-queue.ts';
-import type { TestApp } from '../../../../test/harness.ts';
-import { forEachDialect, startTestApp } from '../../../../test/harness.ts';
-import { runCli } from '../../../../test/run-cli.ts';
-import { until } from '../../../../test/until.ts';
-import { createQueueEngine } from '../engine/engine.ts';
-import type { RequestQueuedEvent } from '../engine/queue-events.ts';
-import { onRequestQueued } from '../engine/queue-events.ts';
-import { createQueueWorker } from '../engine/worker.ts';
-import { enqueueRequest } from '../intake/enqueue.ts';
-import { DEFAULT_ROUTINES, createRoutineCatalog } from '../routines/index.ts';
-import { createStatusService } from '../status/status.ts';
+import { createPatient } from '../../../test/factories.ts';
+import { addIdentifier, createStandardInstitutions } from '../../../test/factories-patient.ts';
+import { ConsoleClient, createOperator } from '../../../test/factories-console.ts';
+import { addRoutineRow, createRequestType, jsonRow, routinesOf } from '../../../test/factories-queue.ts';
+import type { TestApp } from '../../../test/harness.ts';
+import { forEachDialect, startTestApp } from '../../../test/harness.ts';
+import { runCli } from '../../../test/run-cli.ts';
+import { until } from '../../../test/until.ts';
+import {
+  createQueueEngine,
+  onRequestQueued,
+  createQueueWorker,
+  enqueueRequest,
+} from '../request-queue/index.ts';
+import type { RequestQueuedEvent } from '../request-queue/index.ts';
+import { DEFAULT_ROUTINES, createRoutineCatalog } from './index.ts';
+import { createStatusService } from '../request-queue/status/status.ts';
 import { editRequestMatchData, readRequestMatchData } from './edit-request.ts';
-import { readWorkerHealth } from './queue-health.ts';
-import { listRequests } from './request-list.ts';
+import { readWorkerHealth } from '../request-queue/admin/queue-health.ts';
+import { listRequests } from '../request-queue/admin/request-list.ts';
 
 const CODE = 'WAITING';
 

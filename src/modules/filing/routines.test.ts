@@ -1,18 +1,17 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import sharp from 'sharp';
-import type { Config } from '../../../config.ts';
-import { loadConfig } from '../../../config.ts';
-import { createInstitution, createPatient } from '../../../../test/factories.ts';
-import { addIdentifier, createIdentifierType } from '../../../../test/factories-patient.ts';
-import { blobRow, buildDicomFile, jsonRow, routinesOf } from '../../../../test/factories-queue.ts';
-import type { TestDatabase } from '../../../../test/harness.ts';
-import { createTestDatabase, forEachDialect } from '../../../../test/harness.ts';
-import type { QueueEngine } from '../engine/engine.ts';
-import { createQueueEngine } from '../engine/engine.ts';
+import type { Config } from '../../config.ts';
+import { loadConfig } from '../../config.ts';
+import { createInstitution, createPatient } from '../../../test/factories.ts';
+import { addIdentifier, createIdentifierType } from '../../../test/factories-patient.ts';
+import { blobRow, buildDicomFile, jsonRow, routinesOf } from '../../../test/factories-queue.ts';
+import type { TestDatabase } from '../../../test/harness.ts';
+import { createTestDatabase, forEachDialect } from '../../../test/harness.ts';
+import type { QueueEngine } from '../request-queue/index.ts';
+import { createQueueEngine, enqueueRequest } from '../request-queue/index.ts';
 import { defaultRoutineCatalog } from './index.ts';
-import { enqueueRequest } from '../intake/enqueue.ts';
-import { DicomError, readDicomFile } from '../../dicom/index.ts';
+import { DicomError, readDicomFile } from '../dicom/index.ts';
 import { applyPad, normaliseDob, toRegExp } from './patient-match.ts';
 
 const TAGS = {

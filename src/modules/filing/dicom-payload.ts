@@ -4,14 +4,14 @@
  * binary COPY rather than the hex text a plain query brings, a string twice the file's size for the
  * garbage collector to sweep); a payload held as text, as UTF-8.
  */
-import type { ChangeWhileReading } from '../../attachment-data/index.ts';
+import type { ChangeWhileReading } from '../attachment-data/index.ts';
 import {
   ChangedWhileReadingError,
   findDicomPayload,
   readBlobSlices,
   readPayloadBytes,
-} from '../../attachment-data/index.ts';
-import type { DialectAdapter } from '../../../db/dialect.ts';
+} from '../attachment-data/index.ts';
+import type { DialectAdapter } from '../../db/dialect.ts';
 import type { PrepareContext } from './catalog.ts';
 import { PermanentRoutineError } from './catalog.ts';
 

@@ -16,10 +16,10 @@
  * stale list could hide a second patient and let the match choose the wrong one.
  */
 import type { Kysely } from 'kysely';
-import type { DialectAdapter } from '../../../db/dialect.ts';
-import type { DB } from '../../../db/schema.ts';
+import type { DialectAdapter } from '../../db/dialect.ts';
+import type { DB } from '../../db/schema.ts';
 import { PermanentRoutineError, defineRoutine } from './catalog.ts';
-import { isImageMime } from '../../attachment-data/index.ts';
+import { isImageMime } from '../attachment-data/index.ts';
 
 export interface PatientCriteria {
   readonly identifier: string;

@@ -15,8 +15,8 @@
  *
  * The DICOM payload row itself stays as it is (the original).
  */
-import type { DicomExtraction } from '../../dicom/index.ts';
-import { DicomError, describeTransferSyntax, extractDicomImages } from '../../dicom/index.ts';
+import type { DicomExtraction } from '../dicom/index.ts';
+import { DicomError, describeTransferSyntax, extractDicomImages } from '../dicom/index.ts';
 import { PermanentRoutineError, defineRoutine } from './catalog.ts';
 import { readDicomPayload } from './dicom-payload.ts';
 import type { ExtractedAttachment } from './extracted-attachments.ts';

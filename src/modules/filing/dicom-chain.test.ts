@@ -3,9 +3,9 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import sharp from 'sharp';
-import { createInstitution, createPatient, createUser } from '../../../../test/factories.ts';
-import type { TestUser } from '../../../../test/factories.ts';
-import { addIdentifier, createIdentifierType } from '../../../../test/factories-patient.ts';
+import { createInstitution, createPatient, createUser } from '../../../test/factories.ts';
+import type { TestUser } from '../../../test/factories.ts';
+import { addIdentifier, createIdentifierType } from '../../../test/factories-patient.ts';
 import {
   STATUS_PATH,
   attachmentsByMnemonic,
@@ -14,13 +14,13 @@ import {
   executionsOf,
   routinesOf,
   submitToQueue,
-} from '../../../../test/factories-queue.ts';
-import { CORPUS_SKIP_MESSAGE, corpusTestFiles } from '../../../../test/dicom-corpus.ts';
-import type { TestApp } from '../../../../test/harness.ts';
-import { forEachDialect, startTestApp } from '../../../../test/harness.ts';
-import { closeDicomPools } from '../../dicom/index.ts';
-import type { QueueEngine } from '../engine/engine.ts';
-import { createQueueEngine } from '../engine/engine.ts';
+} from '../../../test/factories-queue.ts';
+import { CORPUS_SKIP_MESSAGE, corpusTestFiles } from '../../../test/dicom-corpus.ts';
+import type { TestApp } from '../../../test/harness.ts';
+import { forEachDialect, startTestApp } from '../../../test/harness.ts';
+import { closeDicomPools } from '../dicom/index.ts';
+import type { QueueEngine } from '../request-queue/index.ts';
+import { createQueueEngine } from '../request-queue/index.ts';
 import { defaultRoutineCatalog } from './index.ts';
 
 const corpus = corpusTestFiles();

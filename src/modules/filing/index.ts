@@ -1,4 +1,8 @@
-/** The routines of the service, registered by `routine_name` (names seeded in `routine_library`). */
+/**
+ * The filing module: every routine the queue worker runs (registered by `routine_name`, names seeded in
+ * `routine_library`) and the console's fixes of a request's match data and event date, which run those
+ * routines again. The composition roots hand `defaultRoutineCatalog` to the queue engine.
+ */
 import { attachToEventRoutine } from './attach-to-event.ts';
 import type { RoutineCatalog } from './catalog.ts';
 import { createRoutineCatalog } from './catalog.ts';
@@ -27,3 +31,18 @@ export const defaultRoutineCatalog: RoutineCatalog = createRoutineCatalog(DEFAUL
 
 export type { PrepareContext, RoutineCatalog, RoutineContext, RoutineDefinition } from './catalog.ts';
 export { PermanentRoutineError, createRoutineCatalog, defineRoutine } from './catalog.ts';
+export type {
+  ConsoleEdit,
+  EditChange,
+  EditOutcome,
+  EditRequestInput,
+  MatchField,
+  RequestMatchData,
+} from './edit-request.ts';
+export {
+  checkGivenEventDate,
+  checkMatchCriteria,
+  editRequestEventDate,
+  editRequestMatchData,
+  readRequestMatchData,
+} from './edit-request.ts';

@@ -15,7 +15,7 @@
  * requests a site queued before that, whose `DICOM_SEED` chained `DEVICE_PROFILE`: it records the profile
  * from the stored `DICOM_HEADER` and chains `EXTRACT_IMAGE`, as `DICOM_SEED` does now.
  */
-import type { DeviceHeader, DeviceProfile } from '../../device-filing/index.ts';
+import type { DeviceHeader, DeviceProfile } from '../device-filing/index.ts';
 import {
   checkEventDate,
   chooseProfile,
@@ -23,7 +23,7 @@ import {
   eyeIdOf,
   findEventDate,
   lateralityOf,
-} from '../../device-filing/index.ts';
+} from '../device-filing/index.ts';
 import { PermanentRoutineError, defineRoutine } from './catalog.ts';
 
 /** What a file's device profile adds to `REQUEST_DATA`, and the log lines that say why. */

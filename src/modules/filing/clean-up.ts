@@ -4,7 +4,7 @@
  * once the request's payloads are attached (as the Java processor's `deleteRequestBlobData`), for sites that
  * keep the original file elsewhere (a PACS). The row itself, its hash, thumbnails and event link stay.
  */
-import { updateAttachmentData } from '../../attachment-data/index.ts';
+import { updateAttachmentData } from '../attachment-data/index.ts';
 import { PermanentRoutineError, defineRoutine } from './catalog.ts';
 
 export const cleanUpRoutine = defineRoutine({
