@@ -27,3 +27,6 @@ export { encodeAnswer, isNonAscii } from './answer-encoding.ts';
 export type { QueryKey, WorklistQuery } from './worklist-query.ts';
 export { matchesValue, readQuery } from './worklist-query.ts';
 export type { WorklistCharacterSet } from './stations.ts';
+// The worklist entry a received study was made for (filing matches the study through it).
+export type { StudyEntry, StudyEntryFinding, StudyEntryKeys } from './worklist.queries.ts';
+export { findStudyEntry } from './worklist.queries.ts';

@@ -202,3 +202,97 @@ export async function ensureEntryIds(
     });
   return ids;
 }
+
+/** The keys of a received instance that can name the worklist entry it was made for. */
+export interface StudyEntryKeys {
+  readonly studyInstanceUid?: string | undefined;
+  readonly accessionNumber?: string | undefined;
+  /** Requested Procedure ID (0040,1001), of the Request Attributes Sequence. */
+  readonly requestedProcedureIds?: readonly string[] | undefined;
+}
+
+/** The worklist entry a study names, with its patient and the appointment's context. */
+export interface StudyEntry {
+  readonly bookingId: number;
+  readonly patientId: number;
+  readonly patientDeleted: boolean;
+  /** The one firm of the definition's display contexts; null when it has none or several. */
+  readonly firmId: number | null;
+  /** The one subspecialty of the definition's display contexts; null when it has none or several. */
+  readonly subspecialtyId: number | null;
+  /** Which of the study's keys named it. */
+  readonly namedBy: readonly ('StudyInstanceUID' | 'AccessionNumber' | 'RequestedProcedureID')[];
+}
+
+export type StudyEntryFinding =
+  | { readonly kind: 'none' }
+  | { readonly kind: 'entry'; readonly entry: StudyEntry }
+  /** The study's keys name different entries: it is filed through neither. */
+  | { readonly kind: 'contradiction'; readonly bookingIds: readonly number[] };
+
+/**
+ * The worklist entry a received study was made for: the one whose handed-out Study Instance UID, or
+ * accession number (which is also its Requested Procedure ID), the study carries. Only ids this service
+ * handed out count (`mwl_entry` rows), so an accession number another system assigned names nothing
+ * unless it equals one handed out. Keys that name different entries are a contradiction.
+ */
+export async function findStudyEntry(db: Kysely<DB>, keys: StudyEntryKeys): Promise<StudyEntryFinding> {
+  const uid = keys.studyInstanceUid?.trim();
+  const numbers = [keys.accessionNumber, ...(keys.requestedProcedureIds ?? [])]
+    .map((value) => value?.trim())
+    .filter((value): value is string => value !== undefined && value !== '');
+  if ((uid === undefined || uid === '') && numbers.length === 0) return { kind: 'none' };
+  const edb = db.withTables<EntryTables>();
+  const rows = await edb
+    .selectFrom('mwl_entry as e')
+    .innerJoin('worklist_patient as wp', 'wp.id', 'e.worklist_patient_id')
+    .innerJoin('patient as p', 'p.id', 'wp.patient_id')
+    .innerJoin('worklist as w', 'w.id', 'wp.worklist_id')
+    .select([
+      'e.worklist_patient_id as bookingId',
+      'e.study_instance_uid as studyInstanceUid',
+      'e.accession_number as accessionNumber',
+      'wp.patient_id as patientId',
+      'p.deleted as deleted',
+      'w.worklist_definition_id as definitionId',
+    ])
+    .where((eb) => {
+      const ors = [];
+      if (uid !== undefined && uid !== '') ors.push(eb('e.study_instance_uid', '=', uid));
+      if (numbers.length > 0) ors.push(eb('e.accession_number', 'in', [...new Set(numbers)]));
+      return eb.or(ors);
+    })
+    .execute();
+  if (rows.length === 0) return { kind: 'none' };
+  const bookingIds = [...new Set(rows.map((row) => row.bookingId))].sort((a, b) => a - b);
+  if (bookingIds.length > 1) return { kind: 'contradiction', bookingIds };
+  const row = rows[0]!;
+  const namedBy: StudyEntry['namedBy'][number][] = [];
+  if (uid !== undefined && uid !== '' && row.studyInstanceUid === uid) namedBy.push('StudyInstanceUID');
+  if (keys.accessionNumber?.trim() === row.accessionNumber) namedBy.push('AccessionNumber');
+  if ((keys.requestedProcedureIds ?? []).some((id) => id.trim() === row.accessionNumber))
+    namedBy.push('RequestedProcedureID');
+  const contexts =
+    row.definitionId === null
+      ? []
+      : await db
+          .selectFrom('worklist_definition_display_context')
+          .select(['firm_id', 'subspecialty_id'])
+          .where('worklist_definition_id', '=', row.definitionId)
+          .execute();
+  const one = (values: readonly (number | null)[]): number | null => {
+    const distinct = [...new Set(values.filter((value): value is number => value !== null))];
+    return distinct.length === 1 ? distinct[0]! : null;
+  };
+  return {
+    kind: 'entry',
+    entry: {
+      bookingId: row.bookingId,
+      patientId: row.patientId,
+      patientDeleted: Number(row.deleted) !== 0,
+      firmId: one(contexts.map((context) => context.firm_id)),
+      subspecialtyId: one(contexts.map((context) => context.subspecialty_id)),
+      namedBy,
+    },
+  };
+}
