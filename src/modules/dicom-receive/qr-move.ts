@@ -71,6 +71,9 @@ export async function openMoveAssociation(
     proposed.addTransferSyntaxToPresentationContext(id, pair.transferSyntaxUid);
   }
   const socket = connect({ host: node.host, port: node.port });
+  // Each C-STORE is a command PDU then data PDUs, each answered before the next instance goes: without
+  // this, Nagle's algorithm holds the last small write for the peer's delayed acknowledgement.
+  socket.setNoDelay(true);
   const network = new Network(socket, {
     connectTimeout: timeoutMs,
     associationTimeout: timeoutMs,
