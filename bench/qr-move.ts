@@ -124,7 +124,7 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
         modality: { aeTitle: DEST_AE, port: destPort },
       });
       try {
-        await uploadAll(orthanc.upload, [moveDir, findDir]);
+        await uploadAll((file) => orthanc.upload(file), [moveDir, findDir]);
         const orthancMove = await measureMoves(orthanc.pid, () =>
           move(orthanc.dicomPort, 'ORTHANC', DEST_AE, moveStudy),
         );

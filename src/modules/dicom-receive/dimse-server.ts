@@ -640,11 +640,11 @@ class StoreScp extends Scp {
   }
 
   override cMoveRequest(request: CMoveRequest, callback: (responses: CMoveResponse[]) => void): void {
-    this.serveRetrieve('move', request, (all) => callback(all as CMoveResponse[]));
+    this.serveRetrieve('move', request, (all) => callback(all));
   }
 
   override cGetRequest(request: CGetRequest, callback: (responses: CGetResponse[]) => void): void {
-    this.serveRetrieve('get', request, (all) => callback(all as CGetResponse[]));
+    this.serveRetrieve('get', request, (all) => callback(all));
   }
 
   /**
@@ -671,7 +671,7 @@ class StoreScp extends Scp {
     ) => {
       const response =
         kind === 'move'
-          ? responses.CMoveResponse.fromRequest(request as CMoveRequest)
+          ? responses.CMoveResponse.fromRequest(request)
           : responses.CGetResponse.fromRequest(request as CGetRequest);
       response.setStatus(status);
       if (counts !== undefined) {
