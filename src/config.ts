@@ -296,6 +296,10 @@ export interface DicomNetworkConfig {
   readonly qrCallers: readonly DicomCaller[];
   /** `DICOM_QR_MAX_ANSWERS`: answers of one query/retrieve C-FIND; a query matching more ends with A700. */
   readonly qrMaxAnswers: number;
+  /** `DICOM_QR_MAX_RETRIEVE`: instances one C-MOVE or C-GET may send; one matching more is refused (A702). */
+  readonly qrMaxRetrieve: number;
+  /** `DICOM_MOVE_DESTINATIONS`: AE titles of `DICOM_REMOTE_NODES` a C-MOVE may send to; none = no C-MOVE. */
+  readonly moveDestinations: readonly string[];
 }
 
 /** A device the service opens associations to (a storage commitment report after its request's closed). */
@@ -1053,6 +1057,26 @@ const DICOM_NETWORK = {
       1000,
       { min: 1, max: 100_000 },
       'answers to one query/retrieve C-FIND; a query matching more gets these, then status A700 (out of resources)',
+    ),
+    qrMaxRetrieve: integer(
+      'DICOM_QR_MAX_RETRIEVE',
+      10_000,
+      { min: 1, max: 1_000_000 },
+      'instances one C-MOVE or C-GET may send; a retrieve matching more is refused with status A702 (out of resources, unable to perform sub-operations) and sends nothing ([docs/DICOM.md](docs/DICOM.md#query-retrieve-c-move-and-c-get))',
+    ),
+    moveDestinations: optional(
+      'DICOM_MOVE_DESTINATIONS',
+      'none (no C-MOVE destination)',
+      'comma-separated AE titles of `DICOM_REMOTE_NODES` that a C-MOVE may name as its destination; any other destination is refused with status A801 (move destination unknown) ([docs/DICOM.md](docs/DICOM.md#query-retrieve-c-move-and-c-get))',
+      (raw, reader) => {
+        const titles = list(raw).map((item) => aeTitle('DICOM_MOVE_DESTINATIONS', item, reader.problems));
+        // A destination is reached only at the address its remote node names, never at one a caller gives.
+        const nodes = new Set(dicomRemoteNodes(reader.read('DICOM_REMOTE_NODES'), []).map((n) => n.aeTitle));
+        for (const title of titles)
+          if (!nodes.has(title))
+            reader.problems.push(`DICOM_MOVE_DESTINATIONS: "${title}" is not in DICOM_REMOTE_NODES`);
+        return titles;
+      },
     ),
   },
 } satisfies ConfigSection;

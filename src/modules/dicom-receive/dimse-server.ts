@@ -74,6 +74,18 @@ import type { DicomReceiver, ReceiveOutcome } from './receive.ts';
 import { createDicomReceiver } from './receive.ts';
 import type { QrFinder } from './qr-find.ts';
 import { PATIENT_ROOT_FIND, STUDY_ROOT_FIND, createQrFinder } from './qr-find.ts';
+import { sendGetSubOperation } from './qr-get.ts';
+import type { MoveAssociation } from './qr-move.ts';
+import { openMoveAssociation } from './qr-move.ts';
+import type { QrRetriever, RetrieveSink, SubOperationCounts } from './qr-retrieve.ts';
+import {
+  PATIENT_ROOT_GET,
+  PATIENT_ROOT_MOVE,
+  RETRIEVE_STATUS,
+  STUDY_ROOT_GET,
+  STUDY_ROOT_MOVE,
+  createQrRetriever,
+} from './qr-retrieve.ts';
 import type { ContextKind, GateRefusal } from './pdu-gate.ts';
 import { PduGate } from './pdu-gate.ts';
 import { VERIFICATION_SOP_CLASS, chooseTransferSyntax, findStorageClass } from './storage-classes.ts';
@@ -101,6 +113,10 @@ type CStoreResponse = Dimse.responses.CStoreResponse;
 type CFindRequest = Dimse.requests.CFindRequest;
 type CCancelRequest = Dimse.requests.CCancelRequest;
 type CFindResponse = Dimse.responses.CFindResponse;
+type CMoveRequest = Dimse.requests.CMoveRequest;
+type CMoveResponse = Dimse.responses.CMoveResponse;
+type CGetRequest = Dimse.requests.CGetRequest;
+type CGetResponse = Dimse.responses.CGetResponse;
 type NActionRequest = Dimse.requests.NActionRequest;
 type NActionResponse = Dimse.responses.NActionResponse;
 type NEventReportResponse = Dimse.responses.NEventReportResponse;
@@ -155,6 +171,7 @@ interface ServerContext {
   readonly receiver: DicomReceiver;
   readonly worklist: WorklistFinder;
   readonly queryRetrieve: QrFinder;
+  readonly retrieve: QrRetriever;
   readonly audit: AuditTrail;
   readonly uploadMemory: UploadMemory;
   readonly allowedCallers: AllowedCallers;
@@ -191,6 +208,7 @@ export async function startDicomServer(deps: DicomServerDeps): Promise<DicomServ
     receiver: deps.receiver ?? createDicomReceiver({ database, config, intake: deps.intake }),
     worklist: createWorklistFinder({ database, config, logger }),
     queryRetrieve: createQrFinder({ database, config, logger, audit: deps.auditTrail }),
+    retrieve: createQrRetriever({ database, config, logger, audit: deps.auditTrail }),
     audit: deps.auditTrail,
     uploadMemory: deps.uploadMemory ?? createUploadMemory(config.limits.uploadMemoryBytes),
     allowedCallers: compileAllowedCallers(config.dicomNetwork.allowedCallers),
@@ -370,7 +388,10 @@ class EncodedDataSet extends Dataset {
 
 /** The library's sender of one DIMSE message (`Network._sendDimse`, dcmjs-dimse 0.3). */
 interface LibrarySender {
-  _sendDimse(message: { context: PresentationContext; command: CFindResponse }): void;
+  _sendDimse(message: {
+    context: PresentationContext;
+    command: CFindResponse | CMoveResponse | CGetResponse;
+  }): void;
 }
 
 /** One connection: at most one association, its C-ECHOs, C-STOREs and C-FINDs. */
@@ -610,6 +631,156 @@ class StoreScp extends Scp {
         if (!this.peer.destroyed) respond(WORKLIST_UNABLE_TO_PROCESS, undefined, `${service} not available`);
       },
     );
+    this.context.inFlight.add(work);
+    void work.finally(() => {
+      this.context.inFlight.delete(work);
+      this.cancelledFinds.delete(messageId);
+      this.gate.answered();
+    });
+  }
+
+  override cMoveRequest(request: CMoveRequest, callback: (responses: CMoveResponse[]) => void): void {
+    this.serveRetrieve('move', request, (all) => callback(all));
+  }
+
+  override cGetRequest(request: CGetRequest, callback: (responses: CGetResponse[]) => void): void {
+    this.serveRetrieve('get', request, (all) => callback(all));
+  }
+
+  /**
+   * A C-MOVE or C-GET (`qr-retrieve.ts`): pending responses after each sub-operation, sent one at a time
+   * as the C-FIND's answers are (so that a C-CANCEL-RQ can stop them), the final one through the
+   * library's callback. A C-MOVE's sub-operations go on a new association to its destination
+   * (`qr-move.ts`), which must be one of `DICOM_MOVE_DESTINATIONS`; a C-GET's on this association, on the
+   * storage contexts the caller proposed (`qr-get.ts`).
+   */
+  private serveRetrieve(
+    kind: 'move' | 'get',
+    request: CMoveRequest | CGetRequest,
+    callback: (responses: (CMoveResponse | CGetResponse)[]) => void,
+  ): void {
+    const messageId = request.getMessageId();
+    const transferSyntax = request.getDataset()?.getTransferSyntaxUid() ?? IMPLICIT_VR_LITTLE_ENDIAN;
+    const taken = this.gate.takeIdentifier();
+    const context = this.association!.getPresentationContext(taken?.contextId ?? 0);
+    const responseOf = (
+      status: number,
+      counts?: SubOperationCounts,
+      identifier?: Buffer,
+      comment?: string,
+    ) => {
+      const response =
+        kind === 'move'
+          ? responses.CMoveResponse.fromRequest(request)
+          : responses.CGetResponse.fromRequest(request as CGetRequest);
+      response.setStatus(status);
+      if (counts !== undefined) {
+        // Remaining only while sub-operations are under way or were cancelled (PS3.7 C.4.2.1.6).
+        if (status === RETRIEVE_STATUS.pending || status === RETRIEVE_STATUS.cancel)
+          response.setRemaining(counts.remaining);
+        response.setCompleted(counts.completed);
+        response.setFailures(counts.failed);
+        response.setWarnings(counts.warning);
+      }
+      if (identifier !== undefined) response.setDataset(new EncodedDataSet(identifier, transferSyntax));
+      if (comment !== undefined) response.setErrorComment(comment);
+      return response;
+    };
+    const sopClassUid = taken === undefined ? '' : context.getAbstractSyntaxUid();
+    const destination =
+      kind === 'move' ? (request.getCommandDataset().getElement('MoveDestination') ?? '').trim() : undefined;
+    const service = kind === 'move' ? 'C-MOVE' : 'C-GET';
+    const done = (status: number, counts?: SubOperationCounts, identifier?: Buffer, comment?: string) => {
+      this.log(
+        status === RETRIEVE_STATUS.success ? 'info' : 'warn',
+        { status: hex(status), ...counts },
+        `DICOM ${service} answered`,
+      );
+      if (!this.peer.destroyed) callback([responseOf(status, counts, identifier, comment)]);
+    };
+    const { moveDestinations, remoteNodes, aeTitle } = this.context.config.dicomNetwork;
+    const node =
+      destination === undefined || !moveDestinations.includes(destination)
+        ? undefined
+        : remoteNodes.find((n) => n.aeTitle === destination);
+    if (kind === 'move' && node === undefined) {
+      done(
+        RETRIEVE_STATUS.moveDestinationUnknown,
+        undefined,
+        undefined,
+        'not a DICOM_MOVE_DESTINATIONS node',
+      );
+      this.cancelledFinds.delete(messageId);
+      this.gate.answered();
+      return;
+    }
+    let subAssociation: MoveAssociation | undefined;
+    const sink: RetrieveSink = {
+      needsPairs: kind === 'move',
+      begin: async (pairs) => {
+        if (kind === 'get') return { ok: true };
+        try {
+          subAssociation = await openMoveAssociation(
+            node!,
+            aeTitle,
+            pairs,
+            { aeTitle: this.callingAeTitle, messageId },
+            TIMEOUT_MS,
+          );
+          return { ok: true };
+        } catch (error) {
+          this.log('warn', { error: (error as Error).message }, 'DICOM C-MOVE destination not reached');
+          return {
+            ok: false,
+            status: RETRIEVE_STATUS.outOfResources,
+            comment: 'the move destination did not accept an association',
+          };
+        }
+      },
+      store: async (instance) => {
+        if (kind === 'move') return subAssociation?.store(instance);
+        if (this.peer.destroyed) return undefined;
+        return sendGetSubOperation(this as unknown as Parameters<typeof sendGetSubOperation>[0], {
+          association: this.association!,
+          gate: this.gate,
+          instance,
+          isClosed: () => this.peer.destroyed,
+        });
+      },
+      pending: async (counts) => {
+        if (this.peer.destroyed) throw new Error('connection closed');
+        (this as unknown as LibrarySender)._sendDimse({
+          context,
+          command: responseOf(RETRIEVE_STATUS.pending, counts),
+        });
+        if (this.peer.writableNeedDrain) await once(this.peer, 'drain');
+        await new Promise<void>((resolve) => setImmediate(resolve));
+      },
+      isCancelled: () => this.cancelledFinds.has(messageId) || this.peer.destroyed,
+      end: async () => {
+        await subAssociation?.close();
+      },
+    };
+    const work = this.context.retrieve
+      .retrieve(
+        {
+          sopClassUid,
+          identifier: taken?.identifier ?? Buffer.alloc(0),
+          isExplicitVr: transferSyntax === EXPLICIT_VR_LITTLE_ENDIAN,
+          callingAeTitle: this.callingAeTitle,
+          address: this.address,
+          associationId: this.associationId,
+          ...(destination === undefined ? {} : { destination }),
+        },
+        sink,
+      )
+      .then(
+        (outcome) => done(outcome.status, outcome.counts, outcome.identifier, outcome.comment),
+        (error: unknown) => {
+          this.log('error', { err: error }, `DICOM ${service} failed`);
+          done(RETRIEVE_STATUS.unableToProcess, undefined, undefined, 'retrieve not available');
+        },
+      );
     this.context.inFlight.add(work);
     void work.finally(() => {
       this.context.inFlight.delete(work);
@@ -867,6 +1038,27 @@ class StoreScp extends Scp {
  */
 function acceptOrRefuse(context: PresentationContext, mayQuery: boolean): ContextKind | undefined {
   const abstractSyntax = context.getAbstractSyntaxUid();
+  const retrieveKind: ContextKind | undefined =
+    abstractSyntax === PATIENT_ROOT_MOVE || abstractSyntax === STUDY_ROOT_MOVE
+      ? 'move'
+      : abstractSyntax === PATIENT_ROOT_GET || abstractSyntax === STUDY_ROOT_GET
+        ? 'get'
+        : undefined;
+  if (retrieveKind !== undefined) {
+    // As the FIND contexts: only for a caller of DICOM_QR_CALLERS.
+    if (!mayQuery) {
+      context.setResult(PresentationContextResult.RejectUser);
+      return undefined;
+    }
+    const proposed = context.getTransferSyntaxUids();
+    const chosen = [EXPLICIT_VR_LITTLE_ENDIAN, IMPLICIT_VR_LITTLE_ENDIAN].find((ts) => proposed.includes(ts));
+    if (chosen === undefined) {
+      context.setResult(PresentationContextResult.RejectTransferSyntaxesNotSupported);
+      return undefined;
+    }
+    context.setResult(PresentationContextResult.Accept, chosen);
+    return retrieveKind;
+  }
   if (abstractSyntax === PATIENT_ROOT_FIND || abstractSyntax === STUDY_ROOT_FIND) {
     // A caller not in DICOM_QR_CALLERS: user-rejection of the context (PS3.8 9.3.3.2), nothing answered.
     if (!mayQuery) {

@@ -15,9 +15,12 @@
  *   most {@link MAX_COMMAND_BYTES} (read here from its group 0000 elements, Implicit VR Little Endian per
  *   PS3.7 6.3.1, with a bounded linear scan); only C-ECHO-RQ without a data set on the Verification
  *   context and C-STORE-RQ with one on a storage context are allowed, and data set fragments only after a
- *   C-STORE-RQ on its context. On a Modality Worklist or Query/Retrieve FIND context, a C-FIND-RQ with an identifier of at most
+ *   C-STORE-RQ on its context. On a Modality Worklist or Query/Retrieve FIND context, a C-FIND-RQ (on a
+ *   Query/Retrieve MOVE or GET context, a C-MOVE-RQ or C-GET-RQ) with an identifier of at most
  *   `MAX_IDENTIFIER_BYTES`, whose elements and sequence depth the worklist module's bounded reader checks
- *   before the library sees it; while its answers go out, only a C-CANCEL-RQ for it is read. On a Storage
+ *   before the library sees it; while its answers go out, only a C-CANCEL-RQ for it is read, and, for a
+ *   C-GET, the peer's C-STORE-RSP to each sub-operation the SCP sent ({@link PduGate.expectStoreResponse})
+ *   on a storage context. On a Storage
  *   Commitment context, an N-ACTION-RQ whose data set the gate holds back until it is whole (so that the
  *   library buffers nothing unbounded): up to `commitmentRequestMaxBytes` it is handed on as received;
  *   beyond, the rest is discarded and the library gets a stand-in data set, the SCP is told
@@ -50,6 +53,9 @@ const C_STORE_RQ = 0x0001;
 const C_ECHO_RQ = 0x0030;
 const C_FIND_RQ = 0x0020;
 const C_CANCEL_RQ = 0x0fff;
+const C_MOVE_RQ = 0x0021;
+const C_GET_RQ = 0x0010;
+const C_STORE_RSP = 0x8001;
 const N_ACTION_RQ = 0x0130;
 const N_EVENT_REPORT_RSP = 0x8100;
 /** Command Data Set Type (0000,0800) meaning "no data set". */
@@ -62,8 +68,20 @@ const ABORT_INVALID_PARAMETER = 6;
 const LINGER_MS = 2000;
 
 /** What an accepted presentation context carries. */
-/** `query`: a Query/Retrieve FIND context, whose identifiers are bounded as the worklist's are. */
-export type ContextKind = 'verification' | 'storage' | 'worklist' | 'query' | 'commitment';
+/**
+ * `query`: a Query/Retrieve FIND context, whose identifiers are bounded as the worklist's are; `move` and
+ * `get`: a Query/Retrieve MOVE or GET context, the same.
+ */
+export type ContextKind = 'verification' | 'storage' | 'worklist' | 'query' | 'move' | 'get' | 'commitment';
+
+/** The kinds whose request carries an identifier read by the bounded reader. */
+const IDENTIFIER_KINDS: ReadonlySet<ContextKind> = new Set(['worklist', 'query', 'move', 'get']);
+const IDENTIFIER_COMMAND: Readonly<Partial<Record<ContextKind, number>>> = {
+  worklist: C_FIND_RQ,
+  query: C_FIND_RQ,
+  move: C_MOVE_RQ,
+  get: C_GET_RQ,
+};
 
 /** Why the gate closed the connection (for the log and metrics; never a value the peer sent). */
 export type GateRefusal =
@@ -128,6 +146,8 @@ export class PduGate extends EventEmitter {
   private overflowSeen = false;
   /** N-EVENT-REPORT-RQs the SCP sent whose responses have not come. */
   private expectedReportResponses = 0;
+  /** C-STORE-RQs the SCP sent (a C-GET's sub-operations) whose responses have not come. */
+  private expectedStoreResponses = 0;
   /** The PDUs to hand on instead of the one checked (set by `checkPData` when it holds PDVs back). */
   private replacement: Buffer[] | undefined;
   /** A whole request passed and is not answered yet: nothing more is read until it is. */
@@ -219,6 +239,20 @@ export class PduGate extends EventEmitter {
     this.expectedReportResponses += 1;
   }
 
+  /**
+   * The SCP sent a C-STORE-RQ on a storage context (a C-GET sub-operation): its C-STORE-RSP may come,
+   * and is read even after the C-GET's C-CANCEL-RQ.
+   */
+  expectStoreResponse(): void {
+    this.expectedStoreResponses += 1;
+    if (!this.isDraining && this.phase === 'associated') this.drain();
+  }
+
+  /** A C-STORE-RQ sent by the SCP will not be answered (the sub-operation was given up). */
+  forgetStoreResponse(): void {
+    if (this.expectedStoreResponses > 0) this.expectedStoreResponses -= 1;
+  }
+
   /** The identifier of the C-FIND-RQ passed last and its presentation context (once). */
   takeIdentifier(): { identifier: Buffer; contextId: number } | undefined {
     const identifier = this.identifier;
@@ -268,7 +302,8 @@ export class PduGate extends EventEmitter {
     const isAwaitingCancel = this.findContext !== undefined && !this.isCancelSeen;
     return (
       this.phase === 'awaiting-request' ||
-      (this.phase === 'associated' && (!this.isAwaitingAnswer || isAwaitingCancel))
+      (this.phase === 'associated' &&
+        (!this.isAwaitingAnswer || isAwaitingCancel || this.expectedStoreResponses > 0))
     );
   }
 
@@ -335,6 +370,23 @@ export class PduGate extends EventEmitter {
           continue;
         }
       }
+      // The peer's answer to a C-STORE-RQ of a C-GET the SCP is serving, whole in one PDV.
+      if (
+        isCommand &&
+        isLast &&
+        kind === 'storage' &&
+        this.command.length === 0 &&
+        this.expectedStoreResponses > 0
+      ) {
+        const fields = readCommand(value);
+        if (fields?.commandField === C_STORE_RSP) {
+          if (fields.dataSetType !== NO_DATA_SET)
+            return { refusal: 'data-set-not-allowed', detail: 'C-STORE-RSP' };
+          this.expectedStoreResponses -= 1;
+          passed.push(pdu.subarray(start, end));
+          continue;
+        }
+      }
       if (this.isAwaitingAnswer && (this.findContext === undefined || this.isCancelSeen))
         return { refusal: 'request-before-answer' };
       if (this.isAwaitingAnswer) {
@@ -347,7 +399,7 @@ export class PduGate extends EventEmitter {
         this.isCancelSeen = true;
         continue;
       }
-      if (!isCommand && (kind === 'worklist' || kind === 'query')) {
+      if (!isCommand && IDENTIFIER_KINDS.has(kind)) {
         if (this.dataSetContext !== contextId) return { refusal: 'unexpected-data-set' };
         this.identifierBytes += value.length;
         if (this.identifierBytes > MAX_IDENTIFIER_BYTES) return { refusal: 'identifier-too-large' };
@@ -413,7 +465,7 @@ export class PduGate extends EventEmitter {
       if (fields.commandField === C_ECHO_RQ && kind === 'verification') {
         if (hasDataSet) return { refusal: 'data-set-not-allowed', detail: 'C-ECHO-RQ' };
         this.isAwaitingAnswer = true;
-      } else if (fields.commandField === C_FIND_RQ && (kind === 'worklist' || kind === 'query')) {
+      } else if (IDENTIFIER_KINDS.has(kind) && fields.commandField === IDENTIFIER_COMMAND[kind]) {
         if (!hasDataSet) return { refusal: 'malformed-command' };
         this.dataSetContext = contextId;
       } else if (fields.commandField === C_STORE_RQ && kind === 'storage') {

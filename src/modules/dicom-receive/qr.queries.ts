@@ -185,3 +185,105 @@ export async function readFiledPatients(
   }
   return filed;
 }
+
+/** UID keys of a retrieve: the column must be one of the values (an empty list matches nothing). */
+export type RetrieveUids = ReadonlyMap<
+  'study_instance_uid' | 'series_instance_uid' | 'sop_instance_uid',
+  readonly string[]
+>;
+
+export interface RetrieveRow {
+  readonly sopInstanceUid: string;
+  readonly sopClassUid: string;
+  readonly studyInstanceUid: string;
+  readonly requestId: number;
+  /** The `attachment_data` row holding the instance's bytes (`REQUEST_BLOB`); undefined when dropped. */
+  readonly payloadId: number | undefined;
+}
+
+/** The instances a retrieve names, without reading a byte of them. */
+export async function countRetrieve(db: Kysely<DB>, uids: RetrieveUids): Promise<number> {
+  if ([...uids.values()].some((list) => list.length === 0)) return 0;
+  const idb = db as unknown as IndexDb;
+  let query = idb.selectFrom('dicom_instance_index as x').select((eb) => eb.fn.countAll<number>().as('n'));
+  for (const [column, list] of uids) query = query.where(`x.${column}`, 'in', [...list]);
+  const row = await query.executeTakeFirst();
+  return Number(row?.n ?? 0);
+}
+
+/**
+ * One page of the instances a retrieve names, in SOP Instance UID order after `after`, each with the
+ * payload row that holds its bytes (none when the clean-up policy dropped them).
+ */
+export async function readRetrievePage(
+  db: Kysely<DB>,
+  uids: RetrieveUids,
+  after: string,
+  limit: number,
+): Promise<RetrieveRow[]> {
+  if ([...uids.values()].some((list) => list.length === 0)) return [];
+  const idb = db as unknown as IndexDb;
+  let query = idb
+    .selectFrom('dicom_instance_index as x')
+    .leftJoin('attachment_data as a', (join) =>
+      join
+        .onRef('a.request_id', '=', 'x.request_id')
+        .on('a.attachment_mnemonic', '=', 'REQUEST_BLOB')
+        .on('a.blob_data', 'is not', null),
+    )
+    .select([
+      'x.sop_instance_uid as sopInstanceUid',
+      'x.sop_class_uid as sopClassUid',
+      'x.study_instance_uid as studyInstanceUid',
+      'x.request_id as requestId',
+      'a.id as payloadId',
+    ])
+    .where('x.sop_instance_uid', '>', after);
+  for (const [column, list] of uids) query = query.where(`x.${column}`, 'in', [...list]);
+  const rows = await query.orderBy('x.sop_instance_uid').limit(limit).execute();
+  return rows.map((row) => ({
+    sopInstanceUid: row.sopInstanceUid,
+    sopClassUid: row.sopClassUid,
+    studyInstanceUid: row.studyInstanceUid,
+    requestId: Number(row.requestId),
+    payloadId: row.payloadId === null ? undefined : Number(row.payloadId),
+  }));
+}
+
+/**
+ * The studies whose answered Patient ID (as C-FIND answers it) is `patientId`: a study filed to a patient
+ * answers that patient's identifier for the institution, any other the Patient ID the device sent.
+ */
+export async function findStudiesOfPatientId(
+  db: Kysely<DB>,
+  patientId: string,
+  institutionCode: string,
+): Promise<string[]> {
+  const idb = db as unknown as IndexDb;
+  const sent = await idb
+    .selectFrom('dicom_instance_index as x')
+    .select(['x.study_instance_uid as studyUid', 'x.patient_id as patientId'])
+    .distinct()
+    .where('x.patient_id', '=', patientId)
+    .execute();
+  const filedTo = await idb
+    .selectFrom('device_event as d')
+    .innerJoin('patient_identifier as pi', 'pi.patient_id', 'd.patient_id')
+    .innerJoin('patient_identifier_type as t', 't.id', 'pi.patient_identifier_type_id')
+    .innerJoin('institution as i', 'i.id', 't.institution_id')
+    .select('d.study_instance_uid as studyUid')
+    .distinct()
+    .where('pi.value', '=', patientId)
+    .where('pi.deleted', '=', 0)
+    .where('t.usage_type', '=', 'LOCAL')
+    .where('i.remote_id', '=', institutionCode)
+    .execute();
+  const candidates = [...new Set([...sent.map((s) => s.studyUid), ...filedTo.map((f) => f.studyUid)])];
+  const filed = await readFiledPatients(db, candidates, institutionCode);
+  const sentIds = new Map<string, string>();
+  for (const row of sent) sentIds.set(row.studyUid, row.patientId ?? '');
+  return candidates.filter((study) => {
+    const patient = filed.get(study);
+    return (patient?.identifier ?? sentIds.get(study)) === patientId;
+  });
+}
