@@ -11,9 +11,10 @@
  *   is listed for the Warning header, PS3.18 8.3.4.1); asked for with `includefield`, it is left out.
  * - Patient ID: as the C-FIND, the filed patient's identifier for `INSTITUTION_CODE` (matched and
  *   answered), else what the device sent.
- * - Who sees what (as attachment view): a study filed to a live patient's event is seen by every caller
- *   of the route; an instance not filed (a request's private rows) only by its submitter and request
- *   admins (`mayReadRequest`). Unseen groups are skipped before `offset` and `limit` count.
+ * - Who sees what (attachment view's rule on the received bytes, the request's `REQUEST_BLOB` row): a
+ *   group whose request's bytes are filed under an event is seen by every caller of the route; one not
+ *   filed (a request's private rows) only by its submitter and request admins (`mayReadRequest`). A
+ *   group is judged by its latest request. Unseen groups are skipped before `offset` and `limit` count.
  * - At most `DICOM_QR_MAX_ANSWERS` answers; more matches set `isTruncated` (the route's Warning).
  */
 import type { Config } from '../../config.ts';
@@ -24,7 +25,7 @@ import { matchesValue } from '../worklist/index.ts';
 import type { Level } from './qr-find.ts';
 import { ATTRIBUTES, GROUP_OF, LEVEL_RANK, valuesOf } from './qr-find.ts';
 import type { GroupRow } from './qr.queries.ts';
-import { readFiledPatients, readGroupPage, readRequestSubmitters } from './qr.queries.ts';
+import { readFiledPatients, readFiledRequests, readGroupPage, readRequestSubmitters } from './qr.queries.ts';
 
 export type QidoLevel = 'study' | 'series' | 'instance';
 
@@ -128,10 +129,7 @@ interface ParsedQuery {
 const CONTROL_PARAMETERS = new Set(['limit', 'offset', 'fuzzymatching', 'includefield']);
 
 /** Reads the query string; throws {@link QidoParameterError} for what cannot be taken. */
-export async function parseQidoQuery(
-  query: QidoRequest['query'],
-  level: Level,
-): Promise<ParsedQuery> {
+export async function parseQidoQuery(query: QidoRequest['query'], level: Level): Promise<ParsedQuery> {
   const { byKeyword, vrOf } = await loadDictionary();
   const resolve = (name: string): DictionaryEntry | undefined => {
     if (/^[0-9A-Fa-f]{8}$/.test(name)) {
@@ -250,7 +248,12 @@ export function createQidoSearcher(deps: {
       let isTruncated = false;
       let after = '';
       for (;;) {
-        const rows = await readGroupPage(database.db, { group: GROUP_OF[level], after, limit: PAGE_ROWS, uids });
+        const rows = await readGroupPage(database.db, {
+          group: GROUP_OF[level],
+          after,
+          limit: PAGE_ROWS,
+          uids,
+        });
         if (rows.length === 0) break;
         after = rows.at(-1)!.key;
         const filed = await readFiledPatients(
@@ -258,16 +261,27 @@ export function createQidoSearcher(deps: {
           rows.map((r) => r.values.study_instance_uid ?? ''),
           config.institutionCode,
         );
-        const unfiled = rows.filter((r) => !filed.has(r.values.study_instance_uid ?? ''));
-        const submitters = request.reader.isRequestAdmin
-          ? new Map<number, number>()
-          : await readRequestSubmitters(
+        const shown = request.reader.isRequestAdmin
+          ? undefined
+          : await readFiledRequests(
               database.db,
-              unfiled.map((r) => r.requestId),
+              rows.map((r) => r.requestId),
             );
+        const submitters =
+          shown === undefined
+            ? new Map<number, number>()
+            : await readRequestSubmitters(
+                database.db,
+                rows.filter((r) => !shown.has(r.requestId)).map((r) => r.requestId),
+              );
         for (const row of rows) {
           const patient = filed.get(row.values.study_instance_uid ?? '');
-          if (patient === undefined && !mayRead(request.reader, submitters.get(row.requestId))) continue;
+          if (
+            shown !== undefined &&
+            !shown.has(row.requestId) &&
+            !mayRead(request.reader, submitters.get(row.requestId))
+          )
+            continue;
           const values = valuesOf(row, patient?.identifier);
           if (!parsed.keys.every((k) => matchesValue(k.vr, k.value, values.get(k.tag) ?? ''))) continue;
           if (skipped < parsed.offset) {

@@ -8,9 +8,10 @@
  *   per retrieve, no connection held between slices. Each part has its Content-Length.
  * - Metadata: each instance read whole, one at a time, and parsed on a DICOM thread
  *   (`dicomweb-metadata.task.ts`), never on the event loop.
- * - Who sees what (as attachment view and the QIDO-RS searches): a study filed to a live patient's event,
- *   every caller of the route; an unfiled instance, its submitter and request admins. What the caller
- *   may not see is answered as what does not exist (404).
+ * - Who sees what (attachment view's rule on the instance's `REQUEST_BLOB` row, as the QIDO-RS
+ *   searches): filed under an event, every caller of the route; not filed (a request's private row),
+ *   its submitter and request admins. What the caller may not see is answered as what does not exist
+ *   (404).
  */
 import { randomBytes } from 'node:crypto';
 import type { Config } from '../../config.ts';
@@ -51,7 +52,10 @@ export interface WadoRetriever {
   /** The body of a `multipart/related` answer of `instances` with `boundary`, chunk by chunk. */
   multipart(instances: readonly StoredInstanceRow[], boundary: string): AsyncGenerator<Buffer>;
   /** The DICOM JSON array of `instances`, chunk by chunk; Patient ID as the filed patient's identifier. */
-  metadata(instances: readonly StoredInstanceRow[], patient: FiledPatient | undefined): AsyncGenerator<Buffer>;
+  metadata(
+    instances: readonly StoredInstanceRow[],
+    patient: FiledPatient | undefined,
+  ): AsyncGenerator<Buffer>;
   /** The image extracted from frame `frame` of `instance`, if any. */
   rendered(instance: StoredInstanceRow, frame: number): Promise<ExtractedImageRow | undefined>;
   /** The bytes of an extracted image, chunk by chunk. */
@@ -63,7 +67,10 @@ export function newBoundary(): string {
   return `CRA-DICOMweb-${randomBytes(18).toString('base64url')}`;
 }
 
-export function createWadoRetriever(deps: { readonly database: Database; readonly config: Config }): WadoRetriever {
+export function createWadoRetriever(deps: {
+  readonly database: Database;
+  readonly config: Config;
+}): WadoRetriever {
   const { database, config } = deps;
   const bytesOf = (instance: { attachmentId: number; modifiedDate: string; sizeBytes: number }) =>
     readBlobSlices(database.dialect, instance.attachmentId, 'blob_data', {
@@ -76,8 +83,7 @@ export function createWadoRetriever(deps: { readonly database: Database; readonl
       const rows = await readStoredInstances(database.db, { ...scope, limit: MAX_RETRIEVE_INSTANCES + 1 });
       const filed = await readFiledPatients(database.db, [scope.studyUid], config.institutionCode);
       const patient = filed.get(scope.studyUid);
-      const visible =
-        patient === undefined ? rows.filter((r) => mayReadRequest(reader, r.submitterUserId)) : rows;
+      const visible = rows.filter((r) => r.isFiled || mayReadRequest(reader, r.submitterUserId));
       return {
         instances: visible.slice(0, MAX_RETRIEVE_INSTANCES),
         patient,

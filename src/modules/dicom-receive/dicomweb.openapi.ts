@@ -52,11 +52,14 @@ export function SEARCH_DOC(level: 'study' | 'series' | 'instance', url: string):
     description:
       `${AUTHORIZATION} Matching keys by keyword or tag (\`PatientID=123\`, \`00100020=123\`): single ` +
       'value, `*` and `?` wildcards, DA/TM ranges (`20240101-20240301`), UID lists (`,`), universal ' +
-      '(empty). Patient ID is the filed patient\'s identifier for INSTITUTION_CODE. At most ' +
+      "(empty). Patient ID is the filed patient's identifier for INSTITUTION_CODE. At most " +
       'DICOM_QR_MAX_ANSWERS answers (then a Warning header).',
     parameters: [
       ...pathParameters(url),
-      queryParameter('includefield', 'Attributes to add to each answer (repeated or comma-separated), or `all`.'),
+      queryParameter(
+        'includefield',
+        'Attributes to add to each answer (repeated or comma-separated), or `all`.',
+      ),
       queryParameter('limit', 'At most this many answers.', { type: 'integer', minimum: 1 }),
       queryParameter('offset', 'Skip this many matches.', { type: 'integer', minimum: 0 }),
       queryParameter('fuzzymatching', 'Accepted and ignored (names match without case or accents).', {
@@ -128,7 +131,11 @@ export function RENDERED_DOC(url: string): RouteDoc {
     parameters: pathParameters(url),
     isDatabaseBacked: true,
     responses: {
-      200: { description: 'The image.', contentType: 'image/*', schema: { type: 'string', format: 'binary' } },
+      200: {
+        description: 'The image.',
+        contentType: 'image/*',
+        schema: { type: 'string', format: 'binary' },
+      },
       400: badRequest,
       404: notFound,
       406: notAcceptable,

@@ -78,7 +78,13 @@ function parseAccept(header: string | undefined): MediaRange[] {
     for (const p of rest) {
       const at = p.indexOf('=');
       if (at < 0) continue;
-      params.set(p.slice(0, at).trim().toLowerCase(), p.slice(at + 1).trim().replace(/^"|"$/g, ''));
+      params.set(
+        p.slice(0, at).trim().toLowerCase(),
+        p
+          .slice(at + 1)
+          .trim()
+          .replace(/^"|"$/g, ''),
+      );
     }
     if (params.get('q') === '0') continue;
     ranges.push({ type: type!.trim().toLowerCase(), params });
@@ -113,9 +119,7 @@ function checkInstancesAccept(header: string | undefined): void {
 /** An extracted image of `mimeType`, when the Accept header allows it. */
 function checkImageAccept(header: string | undefined, mimeType: string): void {
   const wanted = mimeType.toLowerCase();
-  const ok = parseAccept(header).some(
-    (r) => r.type === '*/*' || r.type === 'image/*' || r.type === wanted,
-  );
+  const ok = parseAccept(header).some((r) => r.type === '*/*' || r.type === 'image/*' || r.type === wanted);
   if (!ok) throw notAcceptable();
 }
 
@@ -193,10 +197,7 @@ export async function registerDicomWebRoutes(app: FastifyInstance, options: Modu
           );
         if (warnings.length > 0) reply.header('warning', warnings.join(', '));
         if (answer.datasets.length === 0) return reply.code(204).send();
-        return reply
-          .code(200)
-          .type('application/dicom+json')
-          .send(JSON.stringify(answer.datasets));
+        return reply.code(200).type('application/dicom+json').send(JSON.stringify(answer.datasets));
       },
     });
   }
@@ -217,10 +218,9 @@ export async function registerDicomWebRoutes(app: FastifyInstance, options: Modu
         'payload_too_large',
         `More than ${MAX_RETRIEVE_INSTANCES} instances: retrieve the study series by series.`,
       );
-    request.audit = auditOf(
-      found.patient === undefined ? [] : [found.patient.patientId],
-      [...new Set(found.instances.map((i) => i.requestId))],
-    );
+    request.audit = auditOf(found.patient === undefined ? [] : [found.patient.patientId], [
+      ...new Set(found.instances.map((i) => i.requestId)),
+    ]);
     return found;
   }
 
@@ -270,7 +270,8 @@ export async function registerDicomWebRoutes(app: FastifyInstance, options: Modu
     let frame = 1;
     if (params.frames !== undefined) {
       // One frame only: a rendered answer is one image.
-      if (!/^[1-9][0-9]{0,5}$/.test(params.frames)) throw new AppError('bad_request', 'Invalid frame number.');
+      if (!/^[1-9][0-9]{0,5}$/.test(params.frames))
+        throw new AppError('bad_request', 'Invalid frame number.');
       frame = Number(params.frames);
     }
     const found = await retrievable(request);

@@ -215,6 +215,8 @@ export interface StoredInstanceRow {
   readonly attachmentId: number;
   readonly modifiedDate: string;
   readonly sizeBytes: number;
+  /** The bytes' row is filed under an event (attachment view then shows it to every caller). */
+  readonly isFiled: boolean;
 }
 
 /**
@@ -248,6 +250,16 @@ export async function readStoredInstances(
       'a.last_modified_date as modifiedDate',
       sql<number | string>`octet_length(a.blob_data)`.as('sizeBytes'),
     ])
+    .select((eb) =>
+      eb
+        .exists(
+          eb
+            .selectFrom('event_attachment_item as i')
+            .select('i.id')
+            .whereRef('i.attachment_data_id', '=', 'a.id'),
+        )
+        .as('isFiled'),
+    )
     .where('x.study_instance_uid', '=', filter.studyUid)
     .where('a.blob_data', 'is not', null);
   if (filter.seriesUid !== undefined) query = query.where('x.series_instance_uid', '=', filter.seriesUid);
@@ -268,6 +280,7 @@ export async function readStoredInstances(
     attachmentId: Number(row.attachmentId),
     modifiedDate: String(row.modifiedDate),
     sizeBytes: Number(row.sizeBytes),
+    isFiled: Number(row.isFiled) === 1 || (row.isFiled as unknown) === true,
   }));
 }
 
@@ -305,4 +318,22 @@ export async function readExtractedImage(
         modifiedDate: String(row.modifiedDate),
         sizeBytes: Number(row.sizeBytes),
       };
+}
+
+/**
+ * Which of `requestIds` hold received bytes (`REQUEST_BLOB`) filed under an event: attachment view shows
+ * those to every caller, a request's other rows only to its submitter and request admins.
+ */
+export async function readFiledRequests(db: Kysely<DB>, requestIds: readonly number[]): Promise<Set<number>> {
+  const ids = [...new Set(requestIds)];
+  if (ids.length === 0) return new Set();
+  const rows = await db
+    .selectFrom('attachment_data as a')
+    .innerJoin('event_attachment_item as i', 'i.attachment_data_id', 'a.id')
+    .select('a.request_id')
+    .distinct()
+    .where('a.request_id', 'in', ids)
+    .where('a.attachment_mnemonic', '=', 'REQUEST_BLOB')
+    .execute();
+  return new Set(rows.map((r) => Number(r.request_id)));
 }
