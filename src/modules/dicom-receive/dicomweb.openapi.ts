@@ -69,10 +69,11 @@ export function SEARCH_DOC(level: 'study' | 'series' | 'instance', url: string):
     isDatabaseBacked: true,
     responses: {
       200: {
-        description: 'The matches.',
+        description:
+          'The matches; with a Warning header (299) when there were more matches than answered, or ' +
+          'keys the service does not match on.',
         contentType: 'application/dicom+json',
         schema: DICOM_JSON_ARRAY,
-        headers: { Warning: '299: more matches than answered, or keys not matched.' },
       },
       204: { description: 'No match.' },
       400: badRequest,
@@ -95,7 +96,7 @@ export function RETRIEVE_DOC(url: string): RouteDoc {
       200: {
         description: 'The instances.',
         contentType: 'multipart/related',
-        schema: { type: 'string', format: 'binary' },
+        schema: { type: 'string' },
       },
       400: badRequest,
       404: notFound,
@@ -134,7 +135,7 @@ export function RENDERED_DOC(url: string): RouteDoc {
       200: {
         description: 'The image.',
         contentType: 'image/*',
-        schema: { type: 'string', format: 'binary' },
+        schema: { type: 'string' },
       },
       400: badRequest,
       404: notFound,
