@@ -25,7 +25,7 @@ import { createQueueEngine, defaultRoutineCatalog } from '../request-queue/index
 const ROOT = '/api/v1/dicomweb';
 type Dataset = Record<string, { vr: string; Value?: unknown[] }>;
 
-const first = (d: Dataset, tag: string) => d[tag]?.Value?.[0];
+const first = (d: Dataset, tag: string) => d[tag]?.Value?.[0] as string | number | undefined;
 
 /** The parts of a `multipart/related` answer: headers (lower-cased names) and bytes. */
 function parseMultipart(
