@@ -58,6 +58,7 @@ function envelopeMessage(error: AppError, requestId: string): Record<string, str
     case 'forbidden':
     case 'not_found':
     case 'method_not_allowed':
+    case 'not_acceptable':
     case 'unsupported_media_type':
     case 'too_many_requests':
     case 'unavailable':

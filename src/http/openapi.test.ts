@@ -494,7 +494,62 @@ forEachDialect((dialect) => {
         body: instance(),
         status: 415,
       });
-      await check({ name: 'GET', path: studies, status: 405 });
+      await check({ name: 'DELETE', method: 'DELETE', path: studies, status: 405 });
+    });
+
+    it('DICOMweb QIDO-RS and WADO-RS', async () => {
+      const root = '/api/v1/dicomweb';
+      const study = newUid();
+      const stored = await app.request(`${root}/studies`, {
+        method: 'POST',
+        headers: { ...auth(), 'content-type': stowContentType() },
+        body: multipartRelated([buildInstance({ studyInstanceUid: study })]),
+      });
+      assert.equal(stored.status, 200);
+      await check({ name: 'no credentials', path: `${root}/studies`, status: 401 });
+      await check({
+        name: 'found',
+        path: `${root}/studies?StudyInstanceUID=${study}`,
+        headers: auth(),
+        status: 200,
+      });
+      await check({
+        name: 'none',
+        path: `${root}/series?StudyInstanceUID=${newUid()}`,
+        headers: auth(),
+        status: 204,
+      });
+      await check({ name: 'bad parameter', path: `${root}/instances?Nope=1`, headers: auth(), status: 400 });
+      await check({
+        name: 'XML',
+        path: `${root}/studies/${study}/series`,
+        headers: { ...auth(), accept: 'application/dicom+xml' },
+        status: 406,
+      });
+      await check({ name: 'retrieved', path: `${root}/studies/${study}`, headers: auth(), status: 200 });
+      await check({
+        name: 'metadata',
+        path: `${root}/studies/${study}/metadata`,
+        headers: auth(),
+        status: 200,
+      });
+      await check({
+        name: 'unknown',
+        path: `${root}/studies/${newUid()}/metadata`,
+        headers: auth(),
+        status: 404,
+      });
+      await check({ name: 'bad UID', path: `${root}/studies/x`, headers: auth(), status: 400 });
+      await check({
+        name: 'transcoding',
+        path: `${root}/studies/${study}`,
+        headers: {
+          ...auth(),
+          accept: 'multipart/related; type="application/dicom"; transfer-syntax=1.2.840.10008.1.2',
+        },
+        status: 406,
+      });
+      await check({ name: 'DELETE', method: 'DELETE', path: `${root}/series`, status: 405 });
     });
   });
 

@@ -235,7 +235,9 @@ export function buildOpenApiDocument(routes: readonly CollectedRoute[]): OpenApi
       { name: 'request-queue', description: 'Request queue intake and status (Basic + OprnApi).' },
       {
         name: 'dicomweb',
-        description: 'DICOMweb STOW-RS: DICOM instances become queued requests (Basic + OprnApi).',
+        description:
+          'DICOMweb: STOW-RS (DICOM instances become queued requests; Basic + OprnApi), QIDO-RS searches and ' +
+          'WADO-RS retrieves of what was received (Basic, as attachment view).',
       },
       { name: 'operations', description: 'Health, readiness, metrics and this documentation.' },
     ],

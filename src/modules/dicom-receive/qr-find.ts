@@ -44,18 +44,18 @@ const PAGE_ROWS = 200;
 const QUERY_RETRIEVE_LEVEL = 0x00080052;
 const SPECIFIC_CHARACTER_SET = 0x00080005;
 
-type Level = 'PATIENT' | 'STUDY' | 'SERIES' | 'IMAGE';
-const LEVEL_RANK: Readonly<Record<Level, number>> = { PATIENT: 0, STUDY: 1, SERIES: 2, IMAGE: 3 };
+export type Level = 'PATIENT' | 'STUDY' | 'SERIES' | 'IMAGE';
+export const LEVEL_RANK: Readonly<Record<Level, number>> = { PATIENT: 0, STUDY: 1, SERIES: 2, IMAGE: 3 };
 
 /** An attribute the index answers: its level, and its column or what it is computed from. */
-interface Attribute {
+export interface Attribute {
   readonly level: Level;
   readonly column?: IndexColumn;
   readonly computed?: (row: GroupRow) => string;
 }
 
 /** The keys of C.6.1.1 / C.6.2.1 the index answers, by tag. */
-const ATTRIBUTES: ReadonlyMap<number, Attribute> = new Map<number, Attribute>([
+export const ATTRIBUTES: ReadonlyMap<number, Attribute> = new Map<number, Attribute>([
   [0x00100010, { level: 'PATIENT', column: 'patient_name' }],
   [0x00100020, { level: 'PATIENT', column: 'patient_id' }],
   [0x00100030, { level: 'PATIENT', column: 'patient_birth_date' }],
@@ -80,7 +80,7 @@ const ATTRIBUTES: ReadonlyMap<number, Attribute> = new Map<number, Attribute>([
   [0x00080016, { level: 'IMAGE', column: 'sop_class_uid' }],
 ]);
 
-const GROUP_OF: Readonly<Record<Level, GroupColumn>> = {
+export const GROUP_OF: Readonly<Record<Level, GroupColumn>> = {
   PATIENT: 'study_instance_uid',
   STUDY: 'study_instance_uid',
   SERIES: 'series_instance_uid',
@@ -280,7 +280,7 @@ export function createQrFinder(deps: {
 }
 
 /** The values of a group by tag. */
-function valuesOf(row: GroupRow, filedPatientId: string | undefined): Map<number, string> {
+export function valuesOf(row: GroupRow, filedPatientId: string | undefined): Map<number, string> {
   const values = new Map<number, string>();
   for (const [tag, attribute] of ATTRIBUTES) {
     if (attribute.computed !== undefined) values.set(tag, attribute.computed(row));

@@ -5,6 +5,7 @@
  * institution.
  */
 import type { Kysely } from 'kysely';
+import { sql } from 'kysely';
 import type { DB } from '../../db/schema.ts';
 import type { DicomInstanceIndexTable } from './received-instance.queries.ts';
 
@@ -286,4 +287,155 @@ export async function findStudiesOfPatientId(
     const patient = filed.get(study);
     return (patient?.identifier ?? sentIds.get(study)) === patientId;
   });
+}
+
+/** The user who submitted each of `requestIds` (`request.created_user_id`), by request id. */
+export async function readRequestSubmitters(
+  db: Kysely<DB>,
+  requestIds: readonly number[],
+): Promise<Map<number, number>> {
+  const ids = [...new Set(requestIds)];
+  if (ids.length === 0) return new Map();
+  const rows = await db
+    .selectFrom('request')
+    .select(['id', 'created_user_id'])
+    .where('id', 'in', ids)
+    .execute();
+  return new Map(rows.map((r) => [Number(r.id), Number(r.created_user_id)]));
+}
+
+/** An indexed instance whose request still holds its received bytes (DICOMweb WADO-RS). */
+export interface StoredInstanceRow {
+  readonly sopInstanceUid: string;
+  readonly sopClassUid: string;
+  readonly studyInstanceUid: string;
+  readonly seriesInstanceUid: string;
+  readonly requestId: number;
+  /** The user who submitted the request. */
+  readonly submitterUserId: number;
+  /** The `attachment_data` row of the bytes (`REQUEST_BLOB`), its date and byte length. */
+  readonly attachmentId: number;
+  readonly modifiedDate: string;
+  readonly sizeBytes: number;
+  /** The bytes' row is filed under an event (attachment view then shows it to every caller). */
+  readonly isFiled: boolean;
+}
+
+/**
+ * The instances of study `studyUid` (of series `seriesUid`, the instance `sopUid` when given) whose
+ * latest request still holds the received bytes, in series then instance order; at most `limit`.
+ */
+export async function readStoredInstances(
+  db: Kysely<DB>,
+  filter: {
+    readonly studyUid: string;
+    readonly seriesUid?: string;
+    readonly sopUid?: string;
+    readonly limit: number;
+  },
+): Promise<StoredInstanceRow[]> {
+  const idb = db as unknown as IndexDb;
+  let query = idb
+    .selectFrom('dicom_instance_index as x')
+    .innerJoin('request as r', 'r.id', 'x.request_id')
+    .innerJoin('attachment_data as a', (join) =>
+      join.onRef('a.request_id', '=', 'x.request_id').on('a.attachment_mnemonic', '=', 'REQUEST_BLOB'),
+    )
+    .select([
+      'x.sop_instance_uid as sopInstanceUid',
+      'x.sop_class_uid as sopClassUid',
+      'x.study_instance_uid as studyInstanceUid',
+      'x.series_instance_uid as seriesInstanceUid',
+      'x.request_id as requestId',
+      'r.created_user_id as submitterUserId',
+      'a.id as attachmentId',
+      'a.last_modified_date as modifiedDate',
+      sql<number | string>`octet_length(a.blob_data)`.as('sizeBytes'),
+    ])
+    .select((eb) =>
+      eb
+        .exists(
+          eb
+            .selectFrom('event_attachment_item as i')
+            .select('i.id')
+            .whereRef('i.attachment_data_id', '=', 'a.id'),
+        )
+        .as('isFiled'),
+    )
+    .where('x.study_instance_uid', '=', filter.studyUid)
+    .where('a.blob_data', 'is not', null);
+  if (filter.seriesUid !== undefined) query = query.where('x.series_instance_uid', '=', filter.seriesUid);
+  if (filter.sopUid !== undefined) query = query.where('x.sop_instance_uid', '=', filter.sopUid);
+  const rows = await query
+    .orderBy('x.series_instance_uid')
+    .orderBy('x.instance_number')
+    .orderBy('x.sop_instance_uid')
+    .limit(filter.limit)
+    .execute();
+  return rows.map((row) => ({
+    sopInstanceUid: row.sopInstanceUid,
+    sopClassUid: row.sopClassUid,
+    studyInstanceUid: row.studyInstanceUid,
+    seriesInstanceUid: row.seriesInstanceUid,
+    requestId: Number(row.requestId),
+    submitterUserId: Number(row.submitterUserId),
+    attachmentId: Number(row.attachmentId),
+    modifiedDate: String(row.modifiedDate),
+    sizeBytes: Number(row.sizeBytes),
+    isFiled: Number(row.isFiled) === 1 || (row.isFiled as unknown) === true,
+  }));
+}
+
+/** An image the service extracted from an instance (`DICOM_IMAGE_{frame}` of its request). */
+export interface ExtractedImageRow {
+  readonly attachmentId: number;
+  readonly mimeType: string;
+  readonly modifiedDate: string;
+  readonly sizeBytes: number;
+}
+
+/** The image extracted from frame `frame` of request `requestId`, if any. */
+export async function readExtractedImage(
+  db: Kysely<DB>,
+  requestId: number,
+  frame: number,
+): Promise<ExtractedImageRow | undefined> {
+  const row = await db
+    .selectFrom('attachment_data as a')
+    .select([
+      'a.id as attachmentId',
+      'a.mime_type as mimeType',
+      'a.last_modified_date as modifiedDate',
+      sql<number | string>`octet_length(a.blob_data)`.as('sizeBytes'),
+    ])
+    .where('a.request_id', '=', requestId)
+    .where('a.attachment_mnemonic', '=', `DICOM_IMAGE_${frame}`)
+    .where('a.blob_data', 'is not', null)
+    .executeTakeFirst();
+  return row === undefined
+    ? undefined
+    : {
+        attachmentId: Number(row.attachmentId),
+        mimeType: row.mimeType,
+        modifiedDate: String(row.modifiedDate),
+        sizeBytes: Number(row.sizeBytes),
+      };
+}
+
+/**
+ * Which of `requestIds` hold received bytes (`REQUEST_BLOB`) filed under an event: attachment view shows
+ * those to every caller, a request's other rows only to its submitter and request admins.
+ */
+export async function readFiledRequests(db: Kysely<DB>, requestIds: readonly number[]): Promise<Set<number>> {
+  const ids = [...new Set(requestIds)];
+  if (ids.length === 0) return new Set();
+  const rows = await db
+    .selectFrom('attachment_data as a')
+    .innerJoin('event_attachment_item as i', 'i.attachment_data_id', 'a.id')
+    .select('a.request_id')
+    .distinct()
+    .where('a.request_id', 'in', ids)
+    .where('a.attachment_mnemonic', '=', 'REQUEST_BLOB')
+    .execute();
+  return new Set(rows.map((r) => Number(r.request_id)));
 }

@@ -154,7 +154,8 @@ export async function registerStowRoutes(app: FastifyInstance, options: StowRout
       onRequest: [auth, checkRequest],
       handler,
     });
-    rejectOtherMethods(app, url, ['POST']);
+    // GET (and HEAD) of these URLs are QIDO-RS and WADO-RS (`dicomweb.routes.ts`).
+    rejectOtherMethods(app, url, ['GET', 'HEAD', 'POST']);
   }
 }
 
