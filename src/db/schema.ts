@@ -392,7 +392,23 @@ export type EventAttachmentItemTable = Audit & {
   event_document_view_set: string | null;
 };
 
-export type RoutineStatus = 'NEW' | 'RETRY' | 'COMPLETE' | 'FAILED' | 'VOID' | 'PAUSE';
+/**
+ * The statuses of a queued routine (`request_routine.status`), OpenEyes's: the one list the schema's type,
+ * the console's filters, the CLI's `--status` and the OpenAPI document are derived from.
+ */
+export const ROUTINE_STATUSES = ['NEW', 'RETRY', 'COMPLETE', 'FAILED', 'VOID', 'PAUSE'] as const;
+
+export type RoutineStatus = (typeof ROUTINE_STATUSES)[number];
+
+/** The pending statuses: a routine a worker may still claim and run (a RETRY one once its next try is due). */
+export const PENDING_STATUSES = ['NEW', 'RETRY'] as const satisfies readonly RoutineStatus[];
+
+export type PendingStatus = (typeof PENDING_STATUSES)[number];
+
+/** Whether `status` is pending ({@link PENDING_STATUSES}). */
+export function isPendingStatus(status: string): status is PendingStatus {
+  return (PENDING_STATUSES as readonly string[]).includes(status);
+}
 
 export type RequestRoutineTable = {
   id: Generated<number>;

@@ -12,10 +12,11 @@
  *   routine still does the match, so a choice that is not unique or not the patient fails as any match.
  * - Each edit keeps its old and new values in `REQUEST_DATA.console_edits` (beside the request's other
  *   patient data; the audit trail itself holds only ids and key names).
- * - It applies while the request's `PATIENT_MATCH` is FAILED or RETRY, under the request's locks as retry
- *   does, and only when the request is still the version the operator saw (its routines and its JSON
- *   rows); that routine then goes back to NEW with no tries, so the worker takes the request on at once
- *   (the match chains the filing routines).
+ * - It applies while the request's `PATIENT_MATCH` is FAILED or RETRY, through the queue's one checked
+ *   change of routines (`changeRoutines`: under the request's locks as retry, and only when the request is
+ *   still the version the operator saw, its routines and its JSON rows); that routine then goes back to NEW
+ *   with no tries and the workers of its queue are woken, so the request runs on at once (the match chains
+ *   the filing routines).
  * - A DICOM file refused at `DICOM_SEED` for its date (none at all, or not plausible) is resolved the same
  *   way by giving the study's date and time ({@link editRequestEventDate}): written as
  *   `REQUEST_DATA.console_event_date` (the site's wall clock), kept in the edit history, checked as a
@@ -26,20 +27,16 @@
  * (`intake/reserved-keys.ts`).
  */
 import { createHash } from 'node:crypto';
-import type { Kysely } from 'kysely';
+import type { Kysely, Transaction } from 'kysely';
 import type { Database } from '../../db/database.ts';
 import { formatDateTime } from '../../db/database.ts';
 import type { DB } from '../../db/schema.ts';
 import { checkEventDate, normaliseEventDate } from '../device-filing/index.ts';
 import { readRequestContent, writeRequestText } from '../attachment-data/index.ts';
-import {
-  emitRequestQueued,
-  notifyQueueAfterCommit,
-  mirrorRequestDetails,
-  withRequestLocks,
-  requestVersion,
-} from '../request-queue/index.ts';
+import { changeRoutines, mirrorRequestDetails, requestVersion } from '../request-queue/index.ts';
+import type { AdminOutcome, RoutineChange, RoutineRow, RoutineStatus } from '../request-queue/index.ts';
 import { CONSOLE_EVENT_DATE_KEY } from './device-profile.ts';
+import { dicomSeedRoutine } from './dicom-seed.ts';
 import type { CriteriaRows } from './patient-match.ts';
 import {
   DOB_KEYS,
@@ -48,24 +45,40 @@ import {
   criteriaSources,
   firstString,
   normaliseDob,
+  patientMatchRoutine,
 } from './patient-match.ts';
-import type { AdminOutcome } from '../request-queue/index.ts';
 
 const CRITERIA_MNEMONICS = ['REQUEST_DATA', 'FORM_DATA', 'REQUEST_BLOB'] as const;
 
-/** The routine an edit runs again, and the statuses it takes back to NEW (failed, or waiting for a retry). */
-const MATCH_ROUTINE = 'PATIENT_MATCH';
-const RUN_ON: readonly string[] = ['FAILED', 'RETRY'];
+/**
+ * The routines the console's edits run again, named by their definitions: `match`, the patient match
+ * (an edit of the match data), and `seed`, the DICOM check that dates a device file's event (a study date
+ * given).
+ */
+export const EDITED_ROUTINES = {
+  match: patientMatchRoutine.name,
+  seed: dicomSeedRoutine.name,
+} as const;
 
-/** The routine a study date is given to: the DICOM check that dates a device file's event. */
-const SEED_ROUTINE = 'DICOM_SEED';
+const MATCH_ROUTINE = EDITED_ROUTINES.match;
+const SEED_ROUTINE = EDITED_ROUTINES.seed;
+
+/** The statuses an edit takes back to NEW (failed, or waiting for a retry). */
+const RUN_ON: readonly RoutineStatus[] = ['FAILED', 'RETRY'];
+
+/** What an edit does to the routines it runs on: back to NEW with no tries, due at once. */
+const RUN_ON_CHANGE: RoutineChange = {
+  allowed: RUN_ON,
+  verb: 'run on',
+  set: { status: 'NEW', try_count: 0, next_try_date_time: null },
+};
 
 /** The request's routines named `name` (the patient match by default) that failed or wait for a retry. */
-function routinesToRunOn(
-  routines: readonly { id: number; routine_name: string; status: string }[],
-  name = MATCH_ROUTINE,
-): number[] {
-  return routines.filter((r) => r.routine_name === name && RUN_ON.includes(r.status)).map((r) => r.id);
+function routinesToRunOn<R extends { routine_name: string; status: RoutineStatus }>(
+  routines: readonly R[],
+  name: string = MATCH_ROUTINE,
+): R[] {
+  return routines.filter((r) => r.routine_name === name && RUN_ON.includes(r.status));
 }
 
 /**
@@ -145,6 +158,11 @@ export type EditOutcome =
       readonly queues: readonly string[];
     };
 
+/** The edit's outcome from the change's, with the keys the edit changed. */
+function editOutcomeOf(outcome: AdminOutcome, changedKeys: readonly string[]): EditOutcome {
+  return outcome.kind === 'done' ? { ...outcome, changedKeys } : outcome;
+}
+
 /**
  * The key supplying a criterion now, else `fallback`: a key that holds only an empty value (a DICOM tag
  * the file left empty) is not taken, so that a run of the whole request, which writes the tags again,
@@ -187,13 +205,11 @@ function editsOf(requestData: Record<string, unknown>): ConsoleEdit[] {
   return Array.isArray(value) ? (value as ConsoleEdit[]) : [];
 }
 
-async function readState(db: Kysely<DB>, requestId: number) {
-  const [routines, content] = await Promise.all([
-    db.selectFrom('request_routine').selectAll().where('request_id', '=', requestId).orderBy('id').execute(),
-    readRequestContent(db, requestId, CRITERIA_MNEMONICS),
-  ]);
+/** The JSON rows the routines read, with the version of the request the operator sees. */
+async function readState(db: Kysely<DB>, requestId: number, routines: readonly RoutineRow[]) {
+  const content = await readRequestContent(db, requestId, CRITERIA_MNEMONICS);
   const rows = content.texts as CriteriaRows;
-  return { routines, rows, version: versionOf(routines, rows) };
+  return { rows, version: versionOf(routines, rows) };
 }
 
 /** What the edit form shows for request `requestId`; undefined for an unknown request. */
@@ -203,7 +219,13 @@ export async function readRequestMatchData(
 ): Promise<RequestMatchData | undefined> {
   const exists = await db.selectFrom('request').select('id').where('id', '=', requestId).executeTakeFirst();
   if (exists === undefined) return undefined;
-  const { routines, rows, version } = await readState(db, requestId);
+  const routines = await db
+    .selectFrom('request_routine')
+    .selectAll()
+    .where('request_id', '=', requestId)
+    .orderBy('id')
+    .execute();
+  const { rows, version } = await readState(db, requestId, routines);
   return {
     requestId,
     version,
@@ -246,6 +268,33 @@ async function criteriaOfPatient(db: Kysely<DB>, patientId: number): Promise<Mat
   return { identifier: identifier.value, dob: patient.dob.slice(0, 10), sex };
 }
 
+/**
+ * Writes an edit's `patch` into `REQUEST_DATA` with the edit appended to its history, and mirrors the
+ * changed values into the request's details.
+ */
+async function writeEdit(
+  trx: Transaction<DB>,
+  database: Database,
+  edit: {
+    readonly requestId: number;
+    readonly requestData: Record<string, unknown>;
+    readonly patch: Record<string, string>;
+    readonly edit: ConsoleEdit;
+    readonly stamp: { readonly userId: number; readonly now: string };
+  },
+): Promise<void> {
+  const { requestId, requestData, patch, stamp } = edit;
+  await writeRequestText(
+    trx,
+    database.dialect,
+    requestId,
+    'REQUEST_DATA',
+    { ...requestData, ...patch, [CONSOLE_EDITS_KEY]: [...editsOf(requestData), edit.edit] },
+    stamp,
+  );
+  await mirrorRequestDetails(trx, database, requestId, patch, stamp);
+}
+
 /** Checks the operator's values: the problems, or none. */
 export function checkMatchCriteria(values: MatchCriteria): string[] {
   const problems: string[] = [];
@@ -281,63 +330,48 @@ export async function editRequestMatchData(
   if (problems.length > 0) return { kind: 'refused', requestId, reason: problems.join(' ') };
   const now = formatDateTime(input.now ?? new Date());
   const stamp = { userId: input.userId, now };
-  const outcome = await withRequestLocks(database, requestId, async (trx): Promise<EditOutcome> => {
-    const { routines, rows, version } = await readState(trx, requestId);
-    if (version !== input.expectedVersion) return { kind: 'changed', requestId, current: 'edited' };
-    const runOn = routinesToRunOn(routines);
-    if (runOn.length === 0) return { kind: 'refused', requestId, reason: refusalOf(routines) };
-    const queues = [
-      ...new Set(routines.filter((r) => runOn.includes(r.id)).map((r) => r.execute_request_queue)),
-    ];
-    const fields = fieldsOf(rows);
-    const requestData = rows.REQUEST_DATA ?? {};
-    const patch: Record<string, string> = {};
-    const changes: Record<string, [string | null, string | null]> = {};
-    for (const name of ['identifier', 'dob', 'sex'] as const) {
-      const field = fields[name];
-      const value = wanted[name].trim();
-      const old = requestData[field.key];
-      const oldText =
-        typeof old === 'string' || typeof old === 'number'
-          ? String(old)
-          : old === undefined || old === null
-            ? null
-            : JSON.stringify(old);
-      if (oldText === value) continue;
-      patch[field.key] = value;
-      changes[field.key] = [oldText, value];
-    }
-    const edit: ConsoleEdit = {
-      at: now,
-      userId: input.userId,
-      patientId: input.change.kind === 'patient' ? input.change.patientId : null,
-      changes,
-    };
-    await writeRequestText(
-      trx,
-      database.dialect,
-      requestId,
-      'REQUEST_DATA',
-      { ...requestData, ...patch, [CONSOLE_EDITS_KEY]: [...editsOf(requestData), edit] },
-      stamp,
-    );
-    await mirrorRequestDetails(trx, database, requestId, patch, stamp);
-    await trx
-      .updateTable('request_routine')
-      .set({ status: 'NEW', try_count: 0, next_try_date_time: null })
-      .where('id', 'in', runOn)
-      .execute();
-    return { kind: 'done', requestId, routineIds: runOn, changedKeys: Object.keys(patch), queues };
-  });
-  if (outcome === 'busy') return { kind: 'busy', requestId };
-  // The match runs at once: the worker of this process, and (with notifications) every other, is woken
-  // instead of finding the request at its next poll.
-  if (outcome.kind === 'done')
-    for (const queue of outcome.queues) {
-      emitRequestQueued({ requestId, queue });
-      notifyQueueAfterCommit(database, queue);
-    }
-  return outcome;
+  let changedKeys: readonly string[] = [];
+  let write: ((trx: Transaction<DB>) => Promise<void>) | undefined;
+  const outcome = await changeRoutines(
+    database,
+    requestId,
+    async (routines, trx) => {
+      const { rows, version } = await readState(trx, requestId, routines);
+      if (version !== input.expectedVersion) return { kind: 'changed', requestId, current: 'edited' };
+      const runOn = routinesToRunOn(routines);
+      if (runOn.length === 0) return { kind: 'refused', requestId, reason: refusalOf(routines) };
+      const fields = fieldsOf(rows);
+      const requestData = rows.REQUEST_DATA ?? {};
+      const patch: Record<string, string> = {};
+      const changes: Record<string, [string | null, string | null]> = {};
+      for (const name of ['identifier', 'dob', 'sex'] as const) {
+        const field = fields[name];
+        const value = wanted[name].trim();
+        const old = requestData[field.key];
+        const oldText =
+          typeof old === 'string' || typeof old === 'number'
+            ? String(old)
+            : old === undefined || old === null
+              ? null
+              : JSON.stringify(old);
+        if (oldText === value) continue;
+        patch[field.key] = value;
+        changes[field.key] = [oldText, value];
+      }
+      const edit: ConsoleEdit = {
+        at: now,
+        userId: input.userId,
+        patientId: input.change.kind === 'patient' ? input.change.patientId : null,
+        changes,
+      };
+      changedKeys = Object.keys(patch);
+      write = (trx) => writeEdit(trx, database, { requestId, requestData, patch, edit, stamp });
+      return runOn;
+    },
+    RUN_ON_CHANGE,
+    (trx) => write!(trx),
+  );
+  return editOutcomeOf(outcome, changedKeys);
 }
 
 export interface EventDateInput {
@@ -376,51 +410,37 @@ export async function editRequestEventDate(database: Database, input: EventDateI
   if ('problem' in checked) return { kind: 'refused', requestId, reason: checked.problem };
   const now = formatDateTime(nowDate);
   const stamp = { userId: input.userId, now };
-  const outcome = await withRequestLocks(database, requestId, async (trx): Promise<EditOutcome> => {
-    const { routines, rows, version } = await readState(trx, requestId);
-    if (version !== input.expectedVersion) return { kind: 'changed', requestId, current: 'edited' };
-    const runOn = routinesToRunOn(routines, SEED_ROUTINE);
-    if (runOn.length === 0)
-      return {
-        kind: 'refused',
-        requestId,
-        reason:
-          'The DICOM check (DICOM_SEED) of this request neither failed nor waits: a study date is given only for a file refused for its date.',
+  let changedKeys: readonly string[] = [];
+  let write: ((trx: Transaction<DB>) => Promise<void>) | undefined;
+  const outcome = await changeRoutines(
+    database,
+    requestId,
+    async (routines, trx) => {
+      const { rows, version } = await readState(trx, requestId, routines);
+      if (version !== input.expectedVersion) return { kind: 'changed', requestId, current: 'edited' };
+      const runOn = routinesToRunOn(routines, SEED_ROUTINE);
+      if (runOn.length === 0)
+        return {
+          kind: 'refused',
+          requestId,
+          reason: `The DICOM check (${SEED_ROUTINE}) of this request neither failed nor waits: a study date is given only for a file refused for its date.`,
+        };
+      const requestData = rows.REQUEST_DATA ?? {};
+      const old = givenEventDateOf(requestData) ?? null;
+      const isChanged = old !== checked.wallClock;
+      const patch: Record<string, string> = isChanged ? { [CONSOLE_EVENT_DATE_KEY]: checked.wallClock } : {};
+      const edit: ConsoleEdit = {
+        at: now,
+        userId: input.userId,
+        patientId: null,
+        changes: isChanged ? { [CONSOLE_EVENT_DATE_KEY]: [old, checked.wallClock] } : {},
       };
-    const queues = [
-      ...new Set(routines.filter((r) => runOn.includes(r.id)).map((r) => r.execute_request_queue)),
-    ];
-    const requestData = rows.REQUEST_DATA ?? {};
-    const old = givenEventDateOf(requestData) ?? null;
-    const isChanged = old !== checked.wallClock;
-    const patch: Record<string, string> = isChanged ? { [CONSOLE_EVENT_DATE_KEY]: checked.wallClock } : {};
-    const edit: ConsoleEdit = {
-      at: now,
-      userId: input.userId,
-      patientId: null,
-      changes: isChanged ? { [CONSOLE_EVENT_DATE_KEY]: [old, checked.wallClock] } : {},
-    };
-    await writeRequestText(
-      trx,
-      database.dialect,
-      requestId,
-      'REQUEST_DATA',
-      { ...requestData, ...patch, [CONSOLE_EDITS_KEY]: [...editsOf(requestData), edit] },
-      stamp,
-    );
-    await mirrorRequestDetails(trx, database, requestId, patch, stamp);
-    await trx
-      .updateTable('request_routine')
-      .set({ status: 'NEW', try_count: 0, next_try_date_time: null })
-      .where('id', 'in', runOn)
-      .execute();
-    return { kind: 'done', requestId, routineIds: runOn, changedKeys: Object.keys(patch), queues };
-  });
-  if (outcome === 'busy') return { kind: 'busy', requestId };
-  if (outcome.kind === 'done')
-    for (const queue of outcome.queues) {
-      emitRequestQueued({ requestId, queue });
-      notifyQueueAfterCommit(database, queue);
-    }
-  return outcome;
+      changedKeys = Object.keys(patch);
+      write = (trx) => writeEdit(trx, database, { requestId, requestData, patch, edit, stamp });
+      return runOn;
+    },
+    RUN_ON_CHANGE,
+    (trx) => write!(trx),
+  );
+  return editOutcomeOf(outcome, changedKeys);
 }

@@ -40,6 +40,7 @@ export type {
   RequestMatchData,
 } from './edit-request.ts';
 export {
+  EDITED_ROUTINES,
   checkGivenEventDate,
   checkMatchCriteria,
   editRequestEventDate,

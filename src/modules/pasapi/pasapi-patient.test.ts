@@ -364,6 +364,18 @@ forEachDialect((dialect) => {
         assert.equal(response.status, 401);
       });
 
+      it('refuses an anonymous body before reading it: 401 for one above the body limit, not 413', async () => {
+        // Larger than the 256 KiB body limit: a body read before the guard would answer 413.
+        const huge = `<Patient>${'x'.repeat(300 * 1024)}</Patient>`;
+        const before = await counts();
+        for (const headers of [{}, { authorization: basicHeader('nobody', 'wrong') }]) {
+          const response = await pasapiPut(app, url('1234567'), huge, headers);
+          assert.equal(response.status, 401);
+          assert.equal(await response.text(), '');
+        }
+        assert.deepEqual(await counts(), before);
+      });
+
       it('answers 403 for a user without the API access role (testAuthNeedsAccess)', async () => {
         const user = await createUser(app.db, { roles: [] });
         const before = await counts();

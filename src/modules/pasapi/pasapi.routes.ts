@@ -230,6 +230,15 @@ export const pasapiRoutes: FastifyPluginAsync<ModuleOptions> = async (app, optio
     },
   ];
   const known = new Map(resources.map((r) => [r.name.toLowerCase(), r]));
+  // Both before the body is read, as every other route guards: 406 for a client that takes no XML, then
+  // Basic auth, so an anonymous client's body (up to the limit) is never received or parsed.
+  const guard = [
+    (request: FastifyRequest, _reply: FastifyReply, done: (error?: Error) => void) => {
+      if (acceptsXml(request.headers.accept)) done();
+      else done(new PasapiError(406, []));
+    },
+    basicAuth({ operation: 'OprnApi' }),
+  ];
 
   await app.register(
     async (scope: FastifyInstance) => {
@@ -283,11 +292,7 @@ export const pasapiRoutes: FastifyPluginAsync<ModuleOptions> = async (app, optio
           },
           openapi: false,
         },
-        onRequest: (request, reply, done) => {
-          if (acceptsXml(request.headers.accept)) done();
-          else done(new PasapiError(406, []));
-        },
-        preHandler: basicAuth({ operation: 'OprnApi' }),
+        onRequest: guard,
         handler: async (request, reply) => {
           const actor = actorOf(request);
           const id = request.params.id.trim();
@@ -312,11 +317,7 @@ export const pasapiRoutes: FastifyPluginAsync<ModuleOptions> = async (app, optio
           },
           openapi: false,
         },
-        onRequest: (request, reply, done) => {
-          if (acceptsXml(request.headers.accept)) done();
-          else done(new PasapiError(406, []));
-        },
-        preHandler: basicAuth({ operation: 'OprnApi' }),
+        onRequest: guard,
         handler: async (request, reply) => {
           const actor = actorOf(request);
           const parsed = readXml(typeof request.body === 'string' ? request.body : '');
@@ -354,11 +355,7 @@ export const pasapiRoutes: FastifyPluginAsync<ModuleOptions> = async (app, optio
           url,
           bodyLimit: BODY_LIMIT_BYTES,
           config: { audit: resource.audit, openapi: false },
-          onRequest: (request, reply, done) => {
-            if (acceptsXml(request.headers.accept)) done();
-            else done(new PasapiError(406, []));
-          },
-          preHandler: basicAuth({ operation: 'OprnApi' }),
+          onRequest: guard,
           handler: async (request, reply) => {
             const actor = actorOf(request);
             const externalId = readExternalId(request.params.id);

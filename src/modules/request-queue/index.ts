@@ -37,11 +37,12 @@ export type {
   RoutineContext,
   RoutineDefinition,
 } from './engine/routine-catalog.ts';
-// What routines and the console's request edits (the filing module) build on: the queue's locks, its
-// change notifications, the mirrored request details and the version an operator saw.
-export { emitRequestQueued, notifyQueueAfterCommit } from './engine/queue-events.ts';
+// What routines and the console's request edits (the filing module) build on: the queue's locks and its
+// one checked change of routines (which wakes the workers after it), the mirrored request details and
+// the version an operator saw.
 export { mirrorRequestDetails } from './engine/request-details.ts';
-export { withRequestLocks } from './admin/request-actions.ts';
+export { changeRoutines, withRequestLocks } from './admin/request-actions.ts';
+export type { ChooseRoutines, RoutineChange, RoutineRow } from './admin/request-actions.ts';
 export { requestVersion } from './admin/request-detail.ts';
 export type {
   OverallFilter,
@@ -50,7 +51,10 @@ export type {
   RequestListPage,
   RequestListRow,
 } from './admin/request-list.ts';
-export { ROUTINE_STATUSES, listRequests } from './admin/request-list.ts';
+export { listRequests } from './admin/request-list.ts';
+// The routine statuses and the pending set, declared with the table they are stored in.
+export { PENDING_STATUSES, ROUTINE_STATUSES, isPendingStatus } from '../../db/schema.ts';
+export type { PendingStatus, RoutineStatus } from '../../db/schema.ts';
 export type { ExecutionDetail, RequestDetail, RoutineDetail } from './admin/request-detail.ts';
 export { readRequestDetail } from './admin/request-detail.ts';
 export type { AdminOutcome, RetryInput } from './admin/request-actions.ts';

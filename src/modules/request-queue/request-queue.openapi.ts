@@ -1,6 +1,7 @@
 /** The OpenAPI description of the request queue intake and status (`src/http/route-doc.ts`). */
 import type { OperationDoc, RouteDoc } from '../../http/route-doc.ts';
 import { envelope } from '../../http/route-doc.ts';
+import { ROUTINE_STATUSES } from '../../db/schema.ts';
 
 const QUEUE_ADD_BODY = {
   type: 'object',
@@ -77,7 +78,7 @@ const ROUTINE_STATUS = {
   additionalProperties: false,
   properties: {
     routine_name: { type: 'string' },
-    status: { type: 'string', enum: ['NEW', 'RETRY', 'COMPLETE', 'FAILED', 'VOID', 'PAUSE'] },
+    status: { type: 'string', enum: [...ROUTINE_STATUSES] },
     try_count: { type: 'integer' },
     execute_sequence: { type: 'integer' },
     next_try_date_time: { type: ['string', 'null'], description: 'YYYY-MM-DD HH:MM:SS (UTC).' },

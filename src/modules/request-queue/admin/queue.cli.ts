@@ -2,12 +2,13 @@
  * Queue commands of the CLI: `queue list [--status S]`, `queue show <request_id>` (the status answer:
  * every routine with its last execution log, redacted as for the endpoint), `queue retry <request_id>`
  * (the request's FAILED routines back to NEW with try count 0 and no next try, the admin re-queue of
- * OpenEyes's request admin) and `queue void <request_id>` (its NEW/RETRY routines to VOID). Retry and void
+ * OpenEyes's request admin, waking the workers of their queues) and `queue void <request_id>` (its NEW/RETRY routines to VOID). Retry and void
  * are the console's actions (`request-actions.ts`): they take the request's locks as a worker does, so a
  * request a worker is running is refused (exit status 1, nothing changed) rather than changed under it. Retry
  * and void are written to the audit trail, refusals included.
  */
 import type { RoutineStatus } from '../../../db/schema.ts';
+import { ROUTINE_STATUSES } from '../../../db/schema.ts';
 import type { CliCommand, CliContext } from '../../../cli/cli-types.ts';
 import { EXIT_FAILURE, UsageError } from '../../../cli/cli-types.ts';
 import { AppError } from '../../../errors.ts';
@@ -16,8 +17,7 @@ import type { AdminOutcome } from './request-actions.ts';
 import { retryFailedRoutines, voidPendingRoutines } from './request-actions.ts';
 import { listRoutines } from './routine-list.queries.ts';
 import { createStatusService } from '../status/status.ts';
-
-const STATUSES: readonly RoutineStatus[] = ['NEW', 'RETRY', 'COMPLETE', 'FAILED', 'VOID', 'PAUSE'];
+import { queueNotificationsSent } from '../engine/queue-events.ts';
 
 function requestIdOf(ctx: CliContext): number {
   const raw = ctx.args[0]!;
@@ -73,7 +73,7 @@ export const queueCommands: readonly CliCommand[] = [
       status: {
         type: 'string',
         valueName: 'S',
-        description: `only routines in this status (${STATUSES.join(', ')})`,
+        description: `only routines in this status (${ROUTINE_STATUSES.join(', ')})`,
       },
       limit: {
         type: 'string',
@@ -84,8 +84,8 @@ export const queueCommands: readonly CliCommand[] = [
     summary: 'list queued routines: request, routine, status, tries, sequence, next try, queue',
     async run(ctx) {
       const status = ctx.options.status;
-      if (status !== undefined && !STATUSES.includes(String(status).toUpperCase() as RoutineStatus)) {
-        throw new UsageError(`--status must be one of ${STATUSES.join(', ')}`);
+      if (status !== undefined && !ROUTINE_STATUSES.includes(String(status).toUpperCase() as RoutineStatus)) {
+        throw new UsageError(`--status must be one of ${ROUTINE_STATUSES.join(', ')}`);
       }
       const limitText = ctx.options.limit ?? '100';
       if (typeof limitText !== 'string' || !/^\d{1,6}$/.test(limitText) || Number(limitText) === 0) {
@@ -157,6 +157,9 @@ export const queueCommands: readonly CliCommand[] = [
         note({ detail: `${retried} routine(s) back to NEW` });
         return retried;
       });
+      // The retry woke the workers of the routines' queues: the notification is sent before the CLI closes
+      // its database.
+      await queueNotificationsSent(ctx.database);
       ctx.out(`Request ${requestId}: ${count} routine(s) back to NEW`);
     },
   },

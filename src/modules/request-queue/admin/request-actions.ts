@@ -12,17 +12,28 @@
  *   request a worker holds answers "busy" at once; with a single writer the write transaction is the
  *   database-wide lock the worker's batch also takes);
  * - under those locks the routine is read again and compared with the version the operator saw: any
- *   difference answers "changed meanwhile" and nothing is written (never a lost update).
+ *   difference answers "changed meanwhile" and nothing is written (never a lost update);
+ * - once committed, a change that makes routines pending wakes the workers of their queues (this
+ *   process's through `emitRequestQueued`, others' through the queue notification), so a retried routine
+ *   runs at once instead of at the worker's next poll.
  */
 import type { Transaction, Updateable } from 'kysely';
 import type { Database } from '../../../db/database.ts';
 import type { DialectAdapter } from '../../../db/dialect.ts';
-import type { DB, Row, RoutineStatus } from '../../../db/schema.ts';
+import type { DB, PendingStatus, Row, RoutineStatus } from '../../../db/schema.ts';
+import { ROUTINE_STATUSES, isPendingStatus } from '../../../db/schema.ts';
+import { emitRequestQueued, notifyQueueAfterCommit } from '../engine/queue-events.ts';
 import { requestVersion, routineVersion } from './request-detail.ts';
 
 /** What an admin action did. */
 export type AdminOutcome =
-  | { readonly kind: 'done'; readonly requestId: number; readonly routineIds: readonly number[] }
+  | {
+      readonly kind: 'done';
+      readonly requestId: number;
+      readonly routineIds: readonly number[];
+      /** The queues of the changed routines (their workers were woken when the change made them pending). */
+      readonly queues: readonly string[];
+    }
   /** The routine (or request) differs from the version the operator saw; nothing was written. */
   | { readonly kind: 'changed'; readonly requestId: number; readonly current: string }
   /** A worker holds the request right now; nothing was written. */
@@ -84,25 +95,24 @@ export async function withRequestLocks<T>(
   }
 }
 
-type RoutineRow = Row<'request_routine'>;
+export type RoutineRow = Row<'request_routine'>;
 
 /** A change of routines: the statuses it applies to, its verb in a refusal, and what it sets. */
-interface RoutineChange {
+export interface RoutineChange {
   readonly allowed: readonly RoutineStatus[];
   readonly verb: string;
-  readonly set: Updateable<DB['request_routine']>;
+  readonly set: { readonly status: RoutineStatus } & Pick<
+    Updateable<DB['request_routine']>,
+    'try_count' | 'next_try_date_time'
+  >;
 }
 
 /** Statuses a re-queue resets: every one that is not pending. */
-const REQUEUEABLE: readonly RoutineStatus[] = ['COMPLETE', 'FAILED', 'VOID', 'PAUSE'];
+const REQUEUEABLE: readonly RoutineStatus[] = ROUTINE_STATUSES.filter((s) => !isPendingStatus(s));
 
 const VOID_CHANGE: RoutineChange = { allowed: VOIDABLE, verb: 'voided', set: { status: 'VOID' } };
 
-function retryChange(to: {
-  status: 'NEW' | 'RETRY';
-  tryCount: number;
-  nextTry: string | null;
-}): RoutineChange {
+function retryChange(to: { status: PendingStatus; tryCount: number; nextTry: string | null }): RoutineChange {
   return {
     allowed: RETRYABLE,
     verb: 'retried',
@@ -110,17 +120,26 @@ function retryChange(to: {
   };
 }
 
+/** Picks the routines a change applies to, or answers instead; it may read more inside the transaction. */
+export type ChooseRoutines = (
+  routines: readonly RoutineRow[],
+  trx: Transaction<DB>,
+) => readonly RoutineRow[] | AdminOutcome | Promise<readonly RoutineRow[] | AdminOutcome>;
+
 /**
- * The one checked change of routines, which every admin action (console and CLI) goes through: under the
- * request's locks (see the top of this file) it reads the request's routines in id order, lets `choose`
- * pick those to change (or answer instead: the routine is gone, or differs from the version the operator
- * saw), refuses when a chosen routine's status is not one `change` applies to, and writes `change.set`.
+ * The one checked change of routines, which every admin action (console and CLI) and the console's request
+ * edits go through: under the request's locks (see the top of this file) it reads the request's routines in
+ * id order, lets `choose` pick those to change (or answer instead: the routine is gone, or differs from the
+ * version the operator saw), refuses when a chosen routine's status is not one `change` applies to, runs
+ * `alongside` (what else the action writes, in the same transaction) and writes `change.set`. Once
+ * committed, when `change.set` makes the routines pending, the workers of their queues are woken.
  */
-async function changeRoutines(
+export async function changeRoutines(
   database: Database,
   requestId: number,
-  choose: (routines: readonly RoutineRow[]) => readonly RoutineRow[] | AdminOutcome,
+  choose: ChooseRoutines,
   change: RoutineChange,
+  alongside?: (trx: Transaction<DB>, chosen: readonly RoutineRow[]) => Promise<void>,
 ): Promise<AdminOutcome> {
   const exists = await database.db
     .selectFrom('request')
@@ -135,17 +154,33 @@ async function changeRoutines(
       .where('request_id', '=', requestId)
       .orderBy('id')
       .execute();
-    const chosen = choose(routines);
+    const chosen = await choose(routines, trx);
     if (isOutcome(chosen)) return chosen;
     const refused = chosen.find((r) => !change.allowed.includes(r.status));
     if (refused !== undefined)
       return { kind: 'refused', requestId, reason: `A ${refused.status} routine cannot be ${change.verb}.` };
+    if (alongside !== undefined) await alongside(trx, chosen);
     const ids = chosen.map((r) => r.id);
     if (ids.length > 0)
       await trx.updateTable('request_routine').set(change.set).where('id', 'in', ids).execute();
-    return { kind: 'done', requestId, routineIds: ids };
+    const queues = [...new Set(chosen.map((r) => r.execute_request_queue))];
+    return { kind: 'done', requestId, routineIds: ids, queues };
   });
-  return outcome === 'busy' ? { kind: 'busy', requestId } : outcome;
+  if (outcome === 'busy') return { kind: 'busy', requestId };
+  if (outcome.kind === 'done' && isPendingStatus(change.set.status)) wakeWorkers(database, outcome);
+  return outcome;
+}
+
+/**
+ * Wakes the workers of the queues a committed change made routines pending in: this process's at once,
+ * other processes' through the queue notification. Only a hint: without it the routines run at the
+ * workers' next poll.
+ */
+function wakeWorkers(database: Database, done: { requestId: number; queues: readonly string[] }): void {
+  for (const queue of done.queues) {
+    emitRequestQueued({ requestId: done.requestId, queue });
+    notifyQueueAfterCommit(database, queue);
+  }
 }
 
 function isOutcome(chosen: readonly RoutineRow[] | AdminOutcome): chosen is AdminOutcome {
@@ -184,7 +219,7 @@ export interface RetryInput {
   readonly routineId: number;
   /** {@link RoutineDetail.version} as shown to the operator. */
   readonly expectedVersion: string;
-  readonly status: 'NEW' | 'RETRY';
+  readonly status: PendingStatus;
   readonly tryCount: number;
   /** Stored UTC text, or null for "as soon as possible". */
   readonly nextTry: string | null;
@@ -255,7 +290,7 @@ export function voidPendingRoutines(database: Database, requestId: number): Prom
   return changeRoutines(
     database,
     requestId,
-    (routines) => routines.filter((r) => r.status === 'NEW' || r.status === 'RETRY'),
+    (routines) => routines.filter((r) => isPendingStatus(r.status)),
     VOID_CHANGE,
   );
 }

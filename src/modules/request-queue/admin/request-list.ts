@@ -11,15 +11,6 @@ import { overallStateOf, overallStatusCondition, routineStatusesOf } from '../st
 import type { WaitingForPatient } from '../status/waiting.ts';
 import { waitingForPatientCondition, waitingForPatientOf } from '../status/waiting.ts';
 
-export const ROUTINE_STATUSES: readonly RoutineStatus[] = [
-  'NEW',
-  'RETRY',
-  'COMPLETE',
-  'FAILED',
-  'VOID',
-  'PAUSE',
-];
-
 /**
  * The list's filter on the overall status of a request (see `overall-status.ts`); `waiting`: RUNNING
  * requests waiting for a patient (see `waiting.ts`), a part of `incomplete`.

@@ -16,7 +16,8 @@ import type { ExpressionBuilder, Kysely, RawBuilder } from 'kysely';
 import { sql } from 'kysely';
 import type { ShapeCache } from '../../../db/compiled-queries.ts';
 import type { DialectAdapter } from '../../../db/dialect.ts';
-import type { DB, Row, RoutineStatus } from '../../../db/schema.ts';
+import type { DB, PendingStatus, Row, RoutineStatus } from '../../../db/schema.ts';
+import { PENDING_STATUSES } from '../../../db/schema.ts';
 
 export type ClaimedRoutine = Row<'request_routine'> & { readonly request_type: string };
 
@@ -40,7 +41,7 @@ export function isEligible(
   return eb.and([
     eb('rr.execute_request_queue', '=', queue),
     status === undefined
-      ? eb('rr.status', 'in', [literal('NEW'), literal('RETRY')])
+      ? eb('rr.status', 'in', PENDING_STATUSES.map(literal))
       : eb('rr.status', '=', literal(status)),
     eb.or([eb('rr.next_try_date_time', 'is', null), eb('rr.next_try_date_time', '<=', nowText as string)]),
     eb.not(
@@ -78,7 +79,7 @@ export interface ClaimDatabase {
  * then the NEW ones. Both belong to the same eligibility rule; a RETRY routine's request has started, so
  * it goes first (see {@link claimQuery} for the order within each).
  */
-export const CLAIM_STATUSES = ['RETRY', 'NEW'] as const satisfies readonly RoutineStatus[];
+export const CLAIM_STATUSES = ['RETRY', 'NEW'] as const satisfies readonly PendingStatus[];
 
 export type ClaimStatus = (typeof CLAIM_STATUSES)[number];
 
@@ -543,7 +544,7 @@ export async function voidNewRoutines(db: Kysely<DB>, requestId: number, current
     .updateTable('request_routine')
     .set({ status: 'VOID' })
     .where('request_id', '=', requestId)
-    .where('status', 'in', ['NEW', 'RETRY'])
+    .where('status', 'in', PENDING_STATUSES)
     .where('routine_name', '<>', current)
     .execute();
 }

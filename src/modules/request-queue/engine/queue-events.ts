@@ -37,8 +37,11 @@ export function emitRequestQueued(event: RequestQueuedEvent): void {
   }
 }
 
-/** Per database and queue: whether a NOTIFY is being sent, and whether another is owed after it. */
-const pendingNotifies = new WeakMap<Database, Map<string, { isOwed: boolean }>>();
+/**
+ * Per database and queue: whether a NOTIFY is being sent, whether another is owed after it, and when the
+ * sending ends.
+ */
+const pendingNotifies = new WeakMap<Database, Map<string, { isOwed: boolean; sent: Promise<void> }>>();
 
 /**
  * Notifies `request_queue` with the queue name after a commit, without delaying the caller (nothing where
@@ -60,10 +63,10 @@ export function notifyQueueAfterCommit(database: Database, queue: string): void 
     pending.isOwed = true;
     return;
   }
-  const state = { isOwed: true };
+  const state = { isOwed: true, sent: Promise.resolve() };
   perQueue.set(queue, state);
   const queues = perQueue;
-  void (async () => {
+  state.sent = (async () => {
     try {
       while (state.isOwed) {
         state.isOwed = false;
@@ -75,4 +78,15 @@ export function notifyQueueAfterCommit(database: Database, queue: string): void 
       queues.delete(queue);
     }
   })();
+}
+
+/**
+ * Resolves once every notification {@link notifyQueueAfterCommit} is sending on `database` has been
+ * sent (or given up): a short-lived process (the CLI) waits for it before it closes the database, so
+ * that its wake-ups are not lost with the pool.
+ */
+export async function queueNotificationsSent(database: Database): Promise<void> {
+  const perQueue = pendingNotifies.get(database);
+  if (perQueue === undefined) return;
+  await Promise.all([...perQueue.values()].map((state) => state.sent));
 }

@@ -7,6 +7,7 @@
  */
 import type { Expression, ExpressionBuilder, SqlBool } from 'kysely';
 import type { RoutineStatus } from '../../../db/schema.ts';
+import { PENDING_STATUSES } from '../../../db/schema.ts';
 
 export type OverallStatus = 'COMPLETE' | 'RUNNING' | 'FAILED';
 
@@ -19,7 +20,7 @@ const PRECEDENCE: readonly {
   readonly routineStatuses: readonly RoutineStatus[];
 }[] = [
   { status: 'FAILED', routineStatuses: ['FAILED'] },
-  { status: 'RUNNING', routineStatuses: ['NEW', 'RETRY'] },
+  { status: 'RUNNING', routineStatuses: PENDING_STATUSES },
 ];
 
 /** The overall status of a request whose routines have `statuses`. */
