@@ -368,7 +368,10 @@ forEachDialect((dialect) => {
         // Larger than the 256 KiB body limit: a body read before the guard would answer 413.
         const huge = `<Patient>${'x'.repeat(300 * 1024)}</Patient>`;
         const before = await counts();
-        for (const headers of [{}, { authorization: basicHeader('nobody', 'wrong') }]) {
+        for (const headers of [{}, { authorization: basicHeader('nobody', 'wrong') }] as Record<
+          string,
+          string
+        >[]) {
           const response = await pasapiPut(app, url('1234567'), huge, headers);
           assert.equal(response.status, 401);
           assert.equal(await response.text(), '');
