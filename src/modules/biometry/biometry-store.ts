@@ -19,7 +19,7 @@
  * device number through `fitDecimal` before it is written to a `decimal(p,s)` column: a number beyond
  * the column's range refuses the file, with the column named.
  */
-import type { Generated, Kysely } from 'kysely';
+import type { Kysely } from 'kysely';
 import type { DialectAdapter } from '../../db/dialect.ts';
 import type { DB } from '../../db/schema.ts';
 import type { SchemaProfile } from '../../db/schema-profile.ts';

@@ -44,8 +44,7 @@ export interface EventWriter {
  * stores date-times; or a text stored as it is (a stamp already in the stored zone, a calendar date).
  */
 export type EventDate =
-  | { readonly wallClock: string; readonly timeZone: string }
-  | { readonly stored: string };
+  { readonly wallClock: string; readonly timeZone: string } | { readonly stored: string };
 
 export interface NewEvent {
   readonly patientId: number;
@@ -251,7 +250,11 @@ export async function ensureAttachmentElement(writer: EventWriter, eventId: numb
   const table = writer.schema.attachmentElementTable;
   if (table === undefined) return;
   const elements = writer.trx.withTables<AttachmentElementTables>();
-  const row = await elements.selectFrom(table).select('id').where('event_id', '=', eventId).executeTakeFirst();
+  const row = await elements
+    .selectFrom(table)
+    .select('id')
+    .where('event_id', '=', eventId)
+    .executeTakeFirst();
   if (row !== undefined) return;
   await elements
     .insertInto(table)

@@ -82,7 +82,8 @@ export const attachToEventRoutine = defineRoutine({
     // The institution of INSTITUTION_CODE, as OpenEyes records the one an event was created in (NOT
     // NULL there; the own schema allows none). Reference data: kept REFERENCE_CACHE_TTL_MS.
     const code = ctx.config.institutionCode;
-    const institutionId = (await ctx.reference(`institution ${code}`, (db) => findInstitutionId(db, code))) ?? null;
+    const institutionId =
+      (await ctx.reference(`institution ${code}`, (db) => findInstitutionId(db, code))) ?? null;
     const requestData = texts.REQUEST_DATA ?? {};
     if (typeof requestData.device_profile === 'string') {
       const mnemonics = new Map(payloads.map((p) => [p.id, p.attachment_mnemonic]));
