@@ -1,7 +1,9 @@
 /**
  * Files biometry as OpenEyes's biometry module keeps it: one Biometry (OphInBiometry) event per patient and
- * study (StudyInstanceUID), found through `ophinbiometry_imported_events`, with `episode_id` NULL (OpenEyes
- * links an imported event to an episode when a user picks it, setting `is_linked`), its measurement,
+ * study (StudyInstanceUID), found through `ophinbiometry_imported_events`, created by event filing
+ * (`createEvent`: dated by the device in the stored zone, as a device event of the same study is) with
+ * `episode_id` NULL (OpenEyes links an imported event to an episode when a user picks it, setting
+ * `is_linked`), its measurement,
  * calculation and selection elements (one row each, per-eye columns) and one IOL table row per lens and
  * formula. A later file of the same study changes only the eyes it carries and widens the elements' eye
  * to both; a file whose values are already stored changes nothing. Reports (the IOLMaster's PDF, its
@@ -17,7 +19,7 @@
  * device number through `fitDecimal` before it is written to a `decimal(p,s)` column: a number beyond
  * the column's range refuses the file, with the column named.
  */
-import type { Generated, Kysely } from 'kysely';
+import type { Kysely } from 'kysely';
 import type { DialectAdapter } from '../../db/dialect.ts';
 import type { DB } from '../../db/schema.ts';
 import type { SchemaProfile } from '../../db/schema-profile.ts';
@@ -29,6 +31,13 @@ import {
   updateAttachmentData,
 } from '../attachment-data/index.ts';
 import type { ColumnWidth, FitOptions } from '../device-filing/index.ts';
+import {
+  ATTACHMENT_ELEMENT_CLASSES,
+  createEvent,
+  ensureAttachmentElement,
+  findInstitutionId,
+  touchEvent,
+} from '../event-filing/index.ts';
 import { bodySiteOf, fitColumn, fitDecimal, fitOptionalColumn } from '../device-filing/index.ts';
 import type { BiometryStudy } from './biometry-file.ts';
 import type { BiometryTables, ElementTableName } from './biometry-tables.ts';
@@ -39,8 +48,6 @@ import { SIDES, hasData } from './reading.ts';
 export const BIOMETRY_EVENT_CLASS = 'OphInBiometry';
 export const BIOMETRY_REPORT_TYPE = 'Biometry Report';
 const MEASUREMENT_CLASS = 'Element_OphInBiometry_Measurement';
-/** OphGeneric's attachment element, which the Biometry event type has too. */
-const ATTACHMENT_CLASSES = ['OEModule\\OphGeneric\\models\\Attachment', 'Element_OphGeneric_Attachment'];
 const DEFAULT_FORMULA = 'SRK/T';
 /** Rows per statement, and between two turns of the event loop. */
 export const ROWS_PER_CHUNK = 50;
@@ -55,6 +62,8 @@ export interface BiometryFilingDeps {
   readonly stamp: AuditStamp;
   /** `INSTITUTION_CODE`: the institution events are created in and new lenses are listed for. */
   readonly institutionCode: string;
+  /** `TIME_ZONE`: the site's zone, in which the device's dates are wall-clock times. */
+  readonly timeZone: string;
   readonly requestId: number;
   /**
    * `BIOMETRY_OFFER_NEW_LENSES`: a new lens type is listed for the institution at once; otherwise it is
@@ -100,25 +109,16 @@ export async function readBiometryTypes(db: Kysely<DB>): Promise<BiometryTypes |
     .innerJoin('event_type as ev', 'ev.id', 'et.event_type_id')
     .select(['ev.id as eventTypeId', 'et.id as elementTypeId', 'et.class_name'])
     .where('ev.class_name', '=', BIOMETRY_EVENT_CLASS)
-    .where('et.class_name', 'in', [MEASUREMENT_CLASS, ...ATTACHMENT_CLASSES])
+    .where('et.class_name', 'in', [MEASUREMENT_CLASS, ...ATTACHMENT_ELEMENT_CLASSES])
     .orderBy('et.id')
     .execute();
-  const attachment = rows.find((r) => ATTACHMENT_CLASSES.includes(r.class_name));
+  const attachment = rows.find((r) => ATTACHMENT_ELEMENT_CLASSES.includes(r.class_name));
   if (attachment === undefined || !rows.some((r) => r.class_name === MEASUREMENT_CLASS)) return undefined;
   return { eventTypeId: attachment.eventTypeId, attachmentElementTypeId: attachment.elementTypeId };
 }
 
 type Db = Kysely<DB & BiometryTables>;
 
-/** A row of the schema's attachment element table (OpenEyes's `et_ophgeneric_attachment`). */
-type AttachmentElementRow = {
-  id: Generated<number>;
-  event_id: number;
-  created_user_id: number;
-  last_modified_user_id: number;
-  created_date: string;
-  last_modified_date: string;
-};
 type Values = Record<string, string | number | null>;
 
 const suffix = (side: Side) => (side === 'R' ? 'right' : 'left');
@@ -240,7 +240,7 @@ export async function fileBiometry(
   let eventId: number;
   let isNewEvent = false;
   if (existing === undefined) {
-    eventId = await createEvent(db, deps, types, filing);
+    eventId = await createBiometryEvent(db, deps, types, filing);
     isNewEvent = true;
     deps.log(`Biometry event ${eventId} created for the study`);
   } else {
@@ -274,20 +274,12 @@ export async function fileBiometry(
   const eye = reportEyeOf(filing);
   const attachedCount = await attachReports(db, deps, types, eventId, filing.attachmentIds, eye);
   if (!isNewEvent && (changedRows > 0 || attachedCount > 0)) {
-    await deps.schema.keepRowVersions(db, 'event', [eventId]);
-    await db
-      .updateTable('event')
-      .set({
-        last_modified_user_id: deps.stamp.userId,
-        last_modified_date: deps.dialect.nextModifiedDate('last_modified_date', deps.stamp.now),
-      })
-      .where('id', '=', eventId)
-      .execute();
+    await touchEvent(deps, eventId);
   }
   return { eventId, isNewEvent, changedRows, attachedCount };
 }
 
-async function createEvent(
+async function createBiometryEvent(
   db: Db,
   deps: BiometryFilingDeps,
   types: BiometryTypes,
@@ -303,31 +295,20 @@ async function createEvent(
     created_date: stamp.now,
     last_modified_date: stamp.now,
   };
-  const institution = await db
-    .selectFrom('institution')
-    .select('id')
-    .where('remote_id', '=', deps.institutionCode)
-    .orderBy('id')
-    .executeTakeFirst();
-  const event = await db
-    .insertInto('event')
-    .values({
-      episode_id: null,
-      event_type_id: types.eventTypeId,
-      event_date: study.eventDate,
-      is_automated: 1,
-      automated_source: JSON.stringify({ request_id: deps.requestId }),
-      info: null,
-      institution_id: institution?.id ?? null,
-      site_id: null,
-      ...audit,
-    })
-    .returning('id')
-    .executeTakeFirstOrThrow();
+  const institutionId = (await findInstitutionId(deps.trx, deps.institutionCode)) ?? null;
+  // No episode: OpenEyes links an imported Biometry event to one when a user picks it.
+  const event = await createEvent(deps, {
+    patientId: filing.patientId,
+    eventTypeId: types.eventTypeId,
+    eventDate: { wallClock: study.eventDate, timeZone: deps.timeZone },
+    episode: { kind: 'unlinked' },
+    institutionId,
+    automatedSource: JSON.stringify({ request_id: deps.requestId }),
+  });
   await db
     .insertInto('ophinbiometry_imported_events')
     .values({
-      event_id: event.id,
+      event_id: event.eventId,
       patient_id: filing.patientId,
       study_id: text(study.studyInstanceUid, BIOMETRY_COLUMNS.studyId),
       device_id: text(study.stationName, BIOMETRY_COLUMNS.deviceId),
@@ -352,7 +333,7 @@ async function createEvent(
       ...audit,
     })
     .execute();
-  return event.id;
+  return event.eventId;
 }
 
 /**
@@ -775,17 +756,12 @@ async function findOrCreateLenses(
   const createdIds = missing.map((name) => created.get(name)!);
   for (const [name, id] of created) ids.set(name, id);
   if (isOffered) {
-    const institution = await db
-      .selectFrom('institution')
-      .select('id')
-      .where('remote_id', '=', deps.institutionCode)
-      .orderBy('id')
-      .executeTakeFirst();
-    if (institution !== undefined) {
+    const institutionId = await findInstitutionId(deps.trx, deps.institutionCode);
+    if (institutionId !== undefined) {
       for (const chunk of chunksOf(createdIds, ROWS_PER_CHUNK)) {
         await db
           .insertInto('ophinbiometry_lenstype_lens_institution')
-          .values(chunk.map((id) => ({ lenstype_lens_id: id, institution_id: institution.id, ...audit })))
+          .values(chunk.map((id) => ({ lenstype_lens_id: id, institution_id: institutionId, ...audit })))
           .execute();
         await deps.yieldTurn();
       }
@@ -885,28 +861,7 @@ async function attachReports(
     toLink.push(id);
   }
   if (toLink.length === 0) return 0;
-  const elementTable = deps.schema.attachmentElementTable;
-  if (elementTable !== undefined) {
-    // OpenEyes shows an event's attachments through its attachment element: the event gets that row.
-    const elements = deps.trx.withTables<Record<string, AttachmentElementRow>>();
-    const row = await elements
-      .selectFrom(elementTable)
-      .select('id')
-      .where('event_id', '=', eventId)
-      .executeTakeFirst();
-    if (row === undefined) {
-      await elements
-        .insertInto(elementTable)
-        .values({
-          event_id: eventId,
-          created_user_id: deps.stamp.userId,
-          last_modified_user_id: deps.stamp.userId,
-          created_date: deps.stamp.now,
-          last_modified_date: deps.stamp.now,
-        })
-        .execute();
-    }
-  }
+  await ensureAttachmentElement(deps, eventId);
   await linkAttachmentsToEvent(
     deps.trx,
     {

@@ -3,7 +3,6 @@
  * DICOM keyword): the facts a profile is chosen from, the event date, the eye, and the columns of the
  * Device Information element.
  */
-import { formatDateTime, storedTimeZone, wallClockFormat } from '../../db/stored-time.ts';
 import type { DeviceFacts, DeviceProfile, EyeLetter } from './profiles.ts';
 
 /** The header as stored: DICOM keyword -> trimmed text, or null. */
@@ -248,21 +247,5 @@ export function deviceInformationOf(header: DeviceHeader): DeviceInformationValu
   return values;
 }
 
-/**
- * The stored date-time of a device's wall-clock `YYYY-MM-DD HH:MM:SS` in `timeZone` (the site's zone):
- * the text itself where the database stores that zone's local time (OpenEyes), else converted (UTC).
- */
-export function storedEventDate(wallClock: string, timeZone: string): string {
-  if (timeZone === storedTimeZone()) return wallClock;
-  const format = wallClockFormat(timeZone);
-  const wallAt = (instant: number) => {
-    const part: Record<string, string> = {};
-    for (const { type, value } of format.formatToParts(new Date(instant))) part[type] = value;
-    return Date.parse(`${part.year}-${part.month}-${part.day}T${part.hour}:${part.minute}:${part.second}Z`);
-  };
-  const asUtc = Date.parse(`${wallClock.replace(' ', 'T')}Z`);
-  // The zone's offset at that wall-clock time: guessed at the same UTC time, then corrected once.
-  let instant = asUtc - (wallAt(asUtc) - asUtc);
-  instant = asUtc - (wallAt(instant) - instant);
-  return formatDateTime(new Date(instant));
-}
+/** The stored date-time of a device's wall-clock time: event filing's rule, one for every event. */
+export { storedEventDate } from '../event-filing/index.ts';

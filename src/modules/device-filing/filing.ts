@@ -23,6 +23,8 @@ import type { DB } from '../../db/schema.ts';
 import type { SchemaProfile } from '../../db/schema-profile.ts';
 import type { AuditStamp } from '../attachment-data/index.ts';
 import { linkAttachmentsToEvent, updateAttachmentData } from '../attachment-data/index.ts';
+import type { EventDate } from '../event-filing/index.ts';
+import { createEvent, touchEvent } from '../event-filing/index.ts';
 import type { ColumnWidth, FitOptions } from './column-width.ts';
 import { TEXT_COLUMN_CHARACTERS, fitColumn, fitOptionalColumn } from './column-width.ts';
 import type { DeviceHeader, DeviceInformationValues } from './device-header.ts';
@@ -53,8 +55,8 @@ export interface DeviceFiling {
     readonly filer: DeviceFiler;
   };
   readonly eye: EyeLetter | null;
-  /** The event date as stored. */
-  readonly eventDate: string;
+  /** The device's date (a wall-clock time in the site's zone): stored by event filing's rule. */
+  readonly eventDate: EventDate;
   readonly institutionId: number | null;
   /** `DEVICE_FIRM_ID`: the firm whose subspecialty's open episode is preferred, and of new episodes. */
   readonly firmId: number | undefined;
@@ -121,95 +123,6 @@ function audit(stamp: AuditStamp) {
   };
 }
 
-/** OpenEyes's episode columns and statuses beside the service's own `DB` (where the schema has them). */
-type EpisodeWorkflowTables = {
-  episode: { change_tracker: number | null; episode_status_id: number | null };
-  episode_status: { id: number; name: string };
-};
-
-/** OpenEyes's firms and their service subspecialty assignments (where the schema has them). */
-type FirmTables = { firm: { id: number; service_subspecialty_assignment_id: number | null } };
-
-/**
- * The patient's open episode (not deleted, not legacy, not support services, not ended; on OpenEyes
- * also not a change-tracker episode and not Discharged): with a configured firm, the most recent one in
- * that firm's subspecialty (on OpenEyes: a firm of the same service subspecialty assignment; in the own
- * schema, which has no firm table: that firm), then the most recent of any firm; else a new one starting
- * at the event date, for the configured firm (or none).
- */
-async function chooseEpisode(
-  ctx: FilingContext,
-  patientId: number,
-  startDate: string,
-  firmId: number | undefined,
-): Promise<{ id: number; firmId: number | null }> {
-  const { trx, stamp } = ctx;
-  let query = trx
-    .withTables<EpisodeWorkflowTables & FirmTables>()
-    .selectFrom('episode')
-    .select(['episode.id', 'episode.firm_id'])
-    .where('episode.patient_id', '=', patientId)
-    .where('episode.deleted', '=', 0)
-    .where((eb) => eb.or([eb('episode.legacy', '=', 0), eb('episode.legacy', 'is', null)]))
-    .where('episode.support_services', '=', 0)
-    .where('episode.end_date', 'is', null);
-  if (ctx.schema.hasEpisodeWorkflow) {
-    query = query
-      .where((eb) => eb.or([eb('episode.change_tracker', 'is', null), eb('episode.change_tracker', '=', 0)]))
-      .where((eb) =>
-        eb.not(
-          eb.exists(
-            eb
-              .selectFrom('episode_status as s')
-              .select('s.id')
-              .whereRef('s.id', '=', 'episode.episode_status_id')
-              .where('s.name', '=', 'Discharged'),
-          ),
-        ),
-      );
-  }
-  if (firmId !== undefined) {
-    // Episodes of the configured firm's subspecialty first (0), then the others (1).
-    query = query.orderBy((eb) =>
-      eb
-        .case()
-        .when(
-          ctx.schema.hasFirmSubspecialties
-            ? eb(
-                'episode.firm_id',
-                'in',
-                eb
-                  .selectFrom('firm as same')
-                  .innerJoin('firm as configured', (join) =>
-                    join.onRef(
-                      'configured.service_subspecialty_assignment_id',
-                      '=',
-                      'same.service_subspecialty_assignment_id',
-                    ),
-                  )
-                  .select('same.id')
-                  .where('configured.id', '=', firmId),
-              )
-            : eb('episode.firm_id', '=', firmId),
-        )
-        .then(0)
-        .else(1)
-        .end(),
-    );
-  }
-  const open = await query
-    .orderBy('episode.start_date', 'desc')
-    .orderBy('episode.id', 'desc')
-    .executeTakeFirst();
-  if (open !== undefined) return { id: open.id, firmId: open.firm_id };
-  const created = await trx
-    .insertInto('episode')
-    .values({ patient_id: patientId, firm_id: firmId ?? null, start_date: startDate, ...audit(stamp) })
-    .returning('id')
-    .executeTakeFirstOrThrow();
-  return { id: created.id, firmId: firmId ?? null };
-}
-
 /** `name` when the reference table has that row, else undefined. */
 async function existingSubtype(trx: Kysely<DB>, subtype: string | null): Promise<string | undefined> {
   if (subtype === null) return undefined;
@@ -268,52 +181,31 @@ async function createStudyEvent(
 ): Promise<{ eventId: number; deviceInformationId: number }> {
   const { trx, stamp } = ctx;
   const db = trx.withTables<DeviceTables>();
-  const episode = await chooseEpisode(ctx, filing.patientId, filing.eventDate, filing.firmId);
-  const event = await trx
-    .insertInto('event')
-    .values({
-      episode_id: episode.id,
-      event_type_id: filing.eventTypeId,
-      event_date: filing.eventDate,
-      is_automated: 1,
-      automated_source: JSON.stringify({ request_id: filing.requestId, device_profile: filing.profile.name }),
-      info: null,
-      firm_id: episode.firmId,
-      institution_id: filing.institutionId,
-      site_id: null,
-      ...audit(stamp),
-    })
-    .returning('id')
-    .executeTakeFirstOrThrow();
-  const elementTable = ctx.schema.attachmentElementTable;
-  if (elementTable !== undefined) {
-    await trx
-      .withTables<Record<string, { event_id: number } & ReturnType<typeof audit>>>()
-      .insertInto(elementTable)
-      .values({ event_id: event.id, ...audit(stamp) })
-      .execute();
-  }
+  const { eventId } = await createEvent(ctx, {
+    patientId: filing.patientId,
+    eventTypeId: filing.eventTypeId,
+    eventDate: filing.eventDate,
+    episode: { kind: 'open', ...(filing.firmId === undefined ? {} : { firmId: filing.firmId }) },
+    institutionId: filing.institutionId,
+    automatedSource: JSON.stringify({ request_id: filing.requestId, device_profile: filing.profile.name }),
+    ...(subtype === undefined ? {} : { subtype }),
+    hasAttachmentElement: true,
+  });
   await db
     .insertInto('et_ophgeneric_comments')
-    .values({ event_id: event.id, comment: null, ...audit(stamp) })
+    .values({ event_id: eventId, comment: null, ...audit(stamp) })
     .execute();
-  if (subtype !== undefined) {
-    await db
-      .insertInto('event_subtype_item')
-      .values({ event_id: event.id, event_subtype: subtype, display_order: 1, ...audit(stamp) })
-      .execute();
-  }
   const information = await db
     .insertInto('et_ophgeneric_device_information')
     .values({
-      event_id: event.id,
+      event_id: eventId,
       last_request_id: filing.requestId,
       ...fittedDeviceInformation(ctx, filing.header),
       ...audit(stamp),
     })
     .returning('id')
     .executeTakeFirstOrThrow();
-  return { eventId: event.id, deviceInformationId: information.id };
+  return { eventId, deviceInformationId: information.id };
 }
 
 /**
@@ -383,12 +275,7 @@ export async function fileDeviceObject(
         .where('id', '=', indexed.device_information_id)
         .execute();
     }
-    await ctx.schema.keepRowVersions(trx, 'event', [eventId]);
-    await trx
-      .updateTable('event')
-      .set({ last_modified_user_id: stamp.userId, last_modified_date: stamp.now })
-      .where('id', '=', eventId)
-      .execute();
+    await touchEvent(ctx, eventId);
     ctx.log(`event ${eventId}: joined (study already filed)`);
   } else {
     const created = await createStudyEvent(ctx, filing, subtype);

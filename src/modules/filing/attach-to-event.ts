@@ -1,8 +1,9 @@
 /**
  * `ATTACH_TO_EVENT` (as OpenEyes's `linkAttachmentDataWithEvent`): files the request's payloads under a new
  * event of the matched patient. Holds the routine lock `patient:<id>` so that two requests of one patient
- * never race on its episode. The event goes into the patient's open episode, created when the patient has
- * none; its type is the `OphGeneric` event type and the group's element type the attachment element
+ * never race on its episode. The event is created by event filing (`createEvent`): in the patient's open
+ * episode by its one rule (the most recent one that is not legacy, support services, ended or Discharged),
+ * created when the patient has none, dated now; its type is the `OphGeneric` event type and the group's element type the attachment element
  * (`Element_OphGeneric_Attachment`, seeded by migration 0007; OpenEyes's `OEModule\OphGeneric\models\Attachment`,
  * whose element table gets the event's row). A payload whose content is already
  * attached to one of the patient's events (same `hash_code`, then the same bytes) is skipped; when every
@@ -16,15 +17,10 @@
  * file that is already filed changes nothing.
  */
 import type { Kysely } from 'kysely';
-import { formatDateTime } from '../../db/database.ts';
 import type { DB } from '../../db/schema.ts';
 import type { DeviceFiler, DeviceHeader } from '../device-filing/index.ts';
-import {
-  checkEventDate,
-  ColumnWidthError,
-  fileDeviceObject,
-  storedEventDate,
-} from '../device-filing/index.ts';
+import { checkEventDate, ColumnWidthError, fileDeviceObject } from '../device-filing/index.ts';
+import { ATTACHMENT_ELEMENT_CLASSES, createEvent, findInstitutionId } from '../event-filing/index.ts';
 import type { RoutineContext } from './catalog.ts';
 import { PermanentRoutineError, defineRoutine } from './catalog.ts';
 import {
@@ -36,11 +32,6 @@ import {
 } from '../attachment-data/index.ts';
 
 export const ATTACH_EVENT_CLASS = 'OphGeneric';
-/** The attachment element's class: the own schema's (migration 0007) and OpenEyes's. */
-export const ATTACH_ELEMENT_CLASSES: readonly string[] = [
-  'Element_OphGeneric_Attachment',
-  'OEModule\\OphGeneric\\models\\Attachment',
-];
 
 /** The event type and element type attachments are filed under (reference data). */
 async function readAttachmentEventTypes(db: Kysely<DB>) {
@@ -48,27 +39,9 @@ async function readAttachmentEventTypes(db: Kysely<DB>) {
     .selectFrom('element_type as et')
     .innerJoin('event_type as ev', 'ev.id', 'et.event_type_id')
     .select(['et.id as elementTypeId', 'ev.id as eventTypeId'])
-    .where('et.class_name', 'in', ATTACH_ELEMENT_CLASSES)
+    .where('et.class_name', 'in', ATTACHMENT_ELEMENT_CLASSES)
     .where('ev.class_name', '=', ATTACH_EVENT_CLASS)
     .executeTakeFirst();
-}
-
-async function findOrCreateEpisode(ctx: RoutineContext, patientId: number, stamp: string): Promise<number> {
-  const episode = await ctx.trx
-    .selectFrom('episode')
-    .select('id')
-    .where('patient_id', '=', patientId)
-    .where('deleted', '=', 0)
-    .where('end_date', 'is', null)
-    .orderBy('id')
-    .executeTakeFirst();
-  if (episode !== undefined) return episode.id;
-  const created = await ctx.trx
-    .insertInto('episode')
-    .values({ patient_id: patientId, start_date: stamp, created_date: stamp, last_modified_date: stamp })
-    .returning('id')
-    .executeTakeFirstOrThrow();
-  return created.id;
 }
 
 export const attachToEventRoutine = defineRoutine({
@@ -109,14 +82,8 @@ export const attachToEventRoutine = defineRoutine({
     // The institution of INSTITUTION_CODE, as OpenEyes records the one an event was created in (NOT
     // NULL there; the own schema allows none). Reference data: kept REFERENCE_CACHE_TTL_MS.
     const code = ctx.config.institutionCode;
-    const institution = await ctx.reference(`institution ${code}`, (db) =>
-      db
-        .selectFrom('institution')
-        .select('id')
-        .where('remote_id', '=', code)
-        .orderBy('id')
-        .executeTakeFirst(),
-    );
+    const institutionId =
+      (await ctx.reference(`institution ${code}`, (db) => findInstitutionId(db, code))) ?? null;
     const requestData = texts.REQUEST_DATA ?? {};
     if (typeof requestData.device_profile === 'string') {
       const mnemonics = new Map(payloads.map((p) => [p.id, p.attachment_mnemonic]));
@@ -124,7 +91,7 @@ export const attachToEventRoutine = defineRoutine({
         patientId,
         requestData,
         header: texts.DICOM_HEADER ?? {},
-        institutionId: institution?.id ?? null,
+        institutionId,
         eventTypeId: types.eventTypeId,
         attachmentElementTypeId: types.elementTypeId,
         attachments: toLink.map((id) => ({
@@ -134,57 +101,21 @@ export const attachToEventRoutine = defineRoutine({
       });
       return;
     }
-    const stamp = formatDateTime(ctx.now());
-    const { userId } = ctx.stamp();
-    const episodeId = await findOrCreateEpisode(ctx, patientId, stamp);
-    const event = await ctx.trx
-      .insertInto('event')
-      .values({
-        episode_id: episodeId,
-        event_type_id: types.eventTypeId,
-        event_date: stamp,
-        is_automated: 1,
-        automated_source: JSON.stringify({ request_id: ctx.routine.request_id }),
-        info: null,
-        institution_id: institution?.id ?? null,
-        site_id: null,
-        created_user_id: userId,
-        last_modified_user_id: userId,
-        created_date: stamp,
-        last_modified_date: stamp,
-      })
-      .returning('id')
-      .executeTakeFirstOrThrow();
-    // OpenEyes shows an event's attachments through its attachment element: the event gets that row.
-    const elementTable = ctx.schema.attachmentElementTable;
-    if (elementTable !== undefined) {
-      await ctx.trx
-        .withTables<
-          Record<
-            string,
-            {
-              event_id: number;
-              created_user_id: number;
-              last_modified_user_id: number;
-              created_date: string;
-              last_modified_date: string;
-            }
-          >
-        >()
-        .insertInto(elementTable)
-        .values({
-          event_id: event.id,
-          created_user_id: userId,
-          last_modified_user_id: userId,
-          created_date: stamp,
-          last_modified_date: stamp,
-        })
-        .execute();
-    }
+    const writer = { trx: ctx.trx, schema: ctx.schema, dialect: ctx.dialect, stamp: ctx.stamp() };
+    const event = await createEvent(writer, {
+      patientId,
+      eventTypeId: types.eventTypeId,
+      // Filed now: the stamp is already in the stored zone.
+      eventDate: { stored: writer.stamp.now },
+      episode: { kind: 'open' },
+      institutionId,
+      automatedSource: JSON.stringify({ request_id: ctx.routine.request_id }),
+      hasAttachmentElement: true,
+    });
     await linkAttachmentsToEvent(
       ctx.trx,
       {
-        eventId: event.id,
+        eventId: event.eventId,
         elementTypeId: types.elementTypeId,
         attachmentIds: toLink,
         systemOnlyManaged: 0,
@@ -193,8 +124,8 @@ export const attachToEventRoutine = defineRoutine({
       ctx.stamp(),
       ctx.dialect,
     );
-    await ctx.mergeRequestData({ event_id: event.id });
-    ctx.log(`event ${event.id}: ${toLink.length} attachment(s) linked`);
+    await ctx.mergeRequestData({ event_id: event.eventId });
+    ctx.log(`event ${event.eventId}: ${toLink.length} attachment(s) linked`);
   },
 });
 
@@ -258,7 +189,7 @@ async function fileDevice(
         filer: (text('device_filer') ?? 'generic') as DeviceFiler,
       },
       eye: laterality === 'L' || laterality === 'R' || laterality === 'B' ? laterality : null,
-      eventDate: storedEventDate(eventDate, ctx.config.timeZone),
+      eventDate: { wallClock: eventDate, timeZone: ctx.config.timeZone },
       institutionId: input.institutionId,
       firmId,
       eventTypeId: input.eventTypeId,

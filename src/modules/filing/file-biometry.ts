@@ -96,6 +96,7 @@ export const fileBiometryRoutine = defineRoutine<BiometryFile>({
         schema: ctx.schema,
         stamp: ctx.stamp(),
         institutionCode: ctx.config.institutionCode,
+        timeZone: ctx.config.timeZone,
         requestId: ctx.routine.request_id,
         log: (line) => ctx.log(line),
       },

@@ -5,11 +5,13 @@
  * off: then nothing is written and the answer says so). One write transaction.
  *
  * Differences from OpenEyes (P25): every element is required (OpenEyes never checks), the date is a date
- * (OpenEyes adds the clock time), and the episode is the patient's most recent open one (OpenEyes: the
- * episode of the API user's last firm, created when missing), else a new episode without a firm, as
- * device filing opens one without `DEVICE_FIRM_ID`.
+ * (OpenEyes adds the clock time), and the event is created by event filing (`createEvent`): in the
+ * patient's most recent open episode that is not Discharged (OpenEyes: the episode of the API user's last
+ * firm, created when missing), else a new episode without a firm, as device filing opens one without
+ * `DEVICE_FIRM_ID`.
  */
-import type { Generated, Kysely, Transaction } from 'kysely';
+import type { Generated, Transaction } from 'kysely';
+import { createEvent } from '../event-filing/index.ts';
 import type { Database } from '../../db/database.ts';
 import { findUnstorableCharacter, unstorableCharacterMessage } from '../../db/schema-profile.ts';
 import type { DB } from '../../db/schema.ts';
@@ -45,27 +47,6 @@ type DidNotAttendTables = {
     last_modified_date: string;
   };
 };
-
-/** The patient's most recent open episode (not legacy, not support services, not the change tracker). */
-async function findOpenEpisode(
-  database: Database,
-  trx: Kysely<DB>,
-  patientId: number,
-): Promise<{ id: number; firmId: number | null } | undefined> {
-  let query = trx
-    .withTables<{ episode: { change_tracker: number | null } }>()
-    .selectFrom('episode')
-    .select(['id', 'firm_id'])
-    .where('patient_id', '=', patientId)
-    .where('deleted', '=', 0)
-    .where((eb) => eb.or([eb('legacy', '=', 0), eb('legacy', 'is', null)]))
-    .where('support_services', '=', 0)
-    .where('end_date', 'is', null);
-  if (database.schema.hasEpisodeWorkflow)
-    query = query.where((eb) => eb.or([eb('change_tracker', 'is', null), eb('change_tracker', '=', 0)]));
-  const row = await query.orderBy('start_date', 'desc').orderBy('id', 'desc').executeTakeFirst();
-  return row === undefined ? undefined : { id: row.id, firmId: row.firm_id };
-}
 
 export function createDidNotAttends(database: Database): {
   recordDidNotAttend(record: DidNotAttendRecord, actor: ChangeActor): Promise<DidNotAttendResult>;
@@ -114,39 +95,26 @@ export function createDidNotAttends(database: Database): {
       last_modified_user_id: actor.userId,
       last_modified_date: now,
     };
-    const eventDate = `${record.date!} 00:00:00`;
-    let episode = await findOpenEpisode(database, trx, patientId);
-    if (episode === undefined) {
-      const row = await trx
-        .insertInto('episode')
-        .values({ patient_id: patientId, firm_id: null, start_date: eventDate, ...audit })
-        .returning('id')
-        .executeTakeFirstOrThrow();
-      episode = { id: row.id, firmId: null };
-    }
     const source = (await readInstallationSetting(trx, 'DNA_autogen_message'))?.trim() || DEFAULT_SOURCE;
-    const event = await trx
-      .insertInto('event')
-      .values({
-        episode_id: episode.id,
-        event_type_id: eventType.id,
-        event_date: eventDate,
-        is_automated: 1,
-        automated_source: source,
-        info: null,
-        firm_id: episode.firmId,
-        institution_id: type.institutionId,
-        site_id: type.siteId,
-        ...audit,
-      })
-      .returning('id')
-      .executeTakeFirstOrThrow();
+    const event = await createEvent(
+      { trx, schema: database.schema, dialect: database.dialect, stamp: { userId: actor.userId, now } },
+      {
+        patientId,
+        eventTypeId: eventType.id,
+        // A calendar date, stored as it is.
+        eventDate: { stored: `${record.date!} 00:00:00` },
+        episode: { kind: 'open' },
+        institutionId: type.institutionId,
+        siteId: type.siteId,
+        automatedSource: source,
+      },
+    );
     await trx
       .withTables<DidNotAttendTables>()
       .insertInto('et_ophcididnotattend_comments')
-      .values({ event_id: event.id, comment: comments, ...audit })
+      .values({ event_id: event.eventId, comment: comments, ...audit })
       .execute();
-    return { outcome: 'created', eventId: event.id, patientId };
+    return { outcome: 'created', eventId: event.eventId, patientId };
   }
 
   return {
