@@ -87,6 +87,8 @@ describe('loadConfig', () => {
       remoteNodes: [],
       qrCallers: [],
       qrMaxAnswers: 1000,
+      qrMaxRetrieve: 10_000,
+      moveDestinations: [],
       commitmentMaxInstances: 10_000,
     });
     const on = loadConfig({
