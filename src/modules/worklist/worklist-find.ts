@@ -23,7 +23,7 @@ import type { Logger } from '../../logger.ts';
 import { encodeAnswer } from './answer-encoding.ts';
 import { readIdentifier } from './identifier.ts';
 import type { WorklistCharacterSet, WorklistStation } from './stations.ts';
-import type { BookingRow, EntryIds } from './worklist.queries.ts';
+import type { BookingFilter, BookingRow, EntryIds } from './worklist.queries.ts';
 import {
   ensureEntryIds,
   readBookingAttributes,
@@ -45,6 +45,7 @@ import {
 /** Bookings read per statement. */
 const PAGE_ROWS = 200;
 const DAY_MS = 86_400_000;
+const QUARTER_HOUR_MS = 900_000;
 
 export interface WorklistFindRequest {
   /** The identifier's bytes, as the PDU gate read them. */
@@ -80,6 +81,7 @@ export function createWorklistFinder(deps: WorklistFinderDeps): WorklistFinder {
   const stations = new Map(config.worklist.stations.map((s) => [s.aeTitle, s]));
   const localFormat = wallClockFormat(config.timeZone);
   const physicianAttribute = config.worklist.physicianAttribute.toLowerCase();
+  const offsets = new Map<number, number>();
 
   return {
     async find(request, sink) {
@@ -100,6 +102,7 @@ export function createWorklistFinder(deps: WorklistFinderDeps): WorklistFinder {
           ? { definitionIds: station.worklistDefinitionIds }
           : {}),
         ...(station?.siteId !== undefined ? { siteId: station.siteId } : {}),
+        ...sqlKeysOf(query),
       };
       const stepContext = stepValuesOf(query, station, request.callingAeTitle);
       let answers = 0;
@@ -162,16 +165,19 @@ export function createWorklistFinder(deps: WorklistFinderDeps): WorklistFinder {
             usable.map((r) => r.id),
           ),
         ]);
+        const identifiersOf = Map.groupBy(identifiers, (i) => i.patientId);
+        const physicians = new Map<number, string | null>();
+        for (const a of attributes)
+          if (a.name.toLowerCase() === physicianAttribute && !physicians.has(a.bookingId))
+            physicians.set(a.bookingId, a.value);
         return usable.map((row) => {
           const ids = {
             studyInstanceUid: row.studyInstanceUid ?? '',
             accessionNumber: row.accessionNumber ?? String(row.id),
           };
-          const physician = attributes.find(
-            (a) => a.bookingId === row.id && a.name.toLowerCase() === physicianAttribute,
-          )?.value;
-          const others = identifiers
-            .filter((i) => i.patientId === row.patientId && i.typeId !== row.identifierTypeId)
+          const physician = physicians.get(row.id);
+          const others = (identifiersOf.get(row.patientId) ?? [])
+            .filter((i) => i.typeId !== row.identifierTypeId)
             .map((i) => ({ patientId: i.value, issuer: i.issuer ?? '' }));
           const scheduled = localParts(row.when ?? row.start);
           const physicianName = physician === undefined || physician === null ? '' : asPersonName(physician);
@@ -224,18 +230,77 @@ export function createWorklistFinder(deps: WorklistFinderDeps): WorklistFinder {
     return formatDateTime(new Date(Math.min(Math.max(instant, 0), 253_402_300_799_000)));
   }
 
+  /**
+   * `TIME_ZONE`'s offset from UTC (ms) in the quarter hour of UTC holding `instant`. Every zone's
+   * offset is a whole number of quarter hours and changes only at a local quarter hour, hence at a UTC
+   * quarter hour: one offset holds for the whole quarter. Kept per quarter (at most 10,000, then
+   * cleared), for `formatToParts` costs far more than the rest of an answer.
+   */
+  function offsetAt(instant: Date): number {
+    const quarter = Math.floor(instant.getTime() / QUARTER_HOUR_MS);
+    let offset = offsets.get(quarter);
+    if (offset === undefined) {
+      const start = new Date(quarter * QUARTER_HOUR_MS);
+      const parts = Object.fromEntries(localFormat.formatToParts(start).map((p) => [p.type, p.value]));
+      const wall = Date.UTC(
+        Number(parts.year),
+        Number(parts.month) - 1,
+        Number(parts.day),
+        parts.hour === '24' ? 0 : Number(parts.hour),
+        Number(parts.minute),
+        Number(parts.second),
+      );
+      offset = wall - start.getTime();
+      if (offsets.size >= 10_000) offsets.clear();
+      offsets.set(quarter, offset);
+    }
+    return offset;
+  }
+
   /** The `YYYYMMDD` and `HHMMSS` of a stored date-time in `TIME_ZONE`. */
   function localParts(stored: string | null): { date: string; time: string } | undefined {
     if (stored === null) return undefined;
     const instant = parseDateTime(stored);
     if (instant === undefined) return undefined;
-    const parts = Object.fromEntries(localFormat.formatToParts(instant).map((p) => [p.type, p.value]));
-    const hour = parts.hour === '24' ? '00' : parts.hour;
+    const local = new Date(instant.getTime() + offsetAt(instant));
+    if (Number.isNaN(local.getTime())) return undefined;
+    const iso = local.toISOString();
+    const year = local.getUTCFullYear();
+    if (year < 0 || year > 9999) return undefined;
     return {
-      date: `${parts.year}${parts.month}${parts.day}`,
-      time: `${hour}${parts.minute}${parts.second}`,
+      date: `${iso.slice(0, 4)}${iso.slice(5, 7)}${iso.slice(8, 10)}`,
+      time: `${iso.slice(11, 13)}${iso.slice(14, 16)}${iso.slice(17, 19)}`,
     };
   }
+}
+
+/**
+ * What the database can narrow the bookings by before the query's own matching: the Patient ID (a
+ * single value, or a wildcard as LIKE) and a list of Study Instance UIDs. Superset of the matches
+ * (MariaDB's case-insensitive collations and SQLite's LIKE keep more), never fewer.
+ */
+function sqlKeysOf(query: WorklistQuery): Pick<BookingFilter, 'patientId' | 'studyInstanceUids'> {
+  const valueOf = (tag: number) => {
+    const value = query.keys.find((k) => k.tag === tag)?.value;
+    return typeof value === 'string' && value !== '' && value !== '*' ? value : undefined;
+  };
+  const patientId = valueOf(TAG.patientId);
+  const uids = valueOf(TAG.studyInstanceUid)
+    ?.split('\\')
+    .map((u) => u.trim())
+    .filter((u) => u !== '');
+  return {
+    ...(patientId === undefined
+      ? {}
+      : /[*?]/.test(patientId)
+        ? {
+            patientId: {
+              like: patientId.replace(/[!%_]/g, '!$&').replaceAll('*', '%').replaceAll('?', '_'),
+            },
+          }
+        : { patientId: { exact: patientId } }),
+    ...(uids === undefined || uids.length === 0 ? {} : { studyInstanceUids: uids }),
+  };
 }
 
 /** An entry of a page: its booking, its Study Instance UID if handed out already, its values. */

@@ -49,6 +49,13 @@ export interface BookingFilter {
   readonly definitionIds?: readonly number[];
   /** Definitions without a display context, or with one of this site or of no site. */
   readonly siteId?: number;
+  /**
+   * The Patient ID asked for: `exact` a value the identifier equals, `like` a LIKE pattern with `!` as
+   * escape. A pre-filter: what it keeps is matched again by the query's own rules.
+   */
+  readonly patientId?: { readonly exact: string } | { readonly like: string };
+  /** Study Instance UIDs asked for (a booking has one once it was answered). */
+  readonly studyInstanceUids?: readonly string[];
 }
 
 /** One page of bookings in id order. */
@@ -92,6 +99,14 @@ export async function readBookingsPage(db: Kysely<DB>, filter: BookingFilter): P
   if (filter.fromStored !== undefined) query = query.where(bookingTime, '>=', filter.fromStored);
   if (filter.toStored !== undefined) query = query.where(bookingTime, '<=', filter.toStored);
   if (filter.definitionIds !== undefined) query = query.where('d.id', 'in', [...filter.definitionIds]);
+  const asked = filter.patientId;
+  if (asked !== undefined)
+    query =
+      'exact' in asked
+        ? query.where('pi.value', '=', asked.exact)
+        : query.where(sql<boolean>`${sql.ref('pi.value')} like ${asked.like} escape '!'`);
+  if (filter.studyInstanceUids !== undefined)
+    query = query.where('e.study_instance_uid', 'in', [...filter.studyInstanceUids]);
   const { siteId } = filter;
   if (siteId !== undefined)
     query = query.where((eb) =>

@@ -472,6 +472,50 @@ forEachDialect((dialect) => {
         `${cancelled.answers.length} answers`,
       );
     });
+
+    it("narrows by Patient ID in the database with LIKE's own characters taken literally", async () => {
+      const { localTypeId } = await fixture.app.db
+        .selectFrom('worklist_definition')
+        .select('patient_identifier_type_id as localTypeId')
+        .where('name', '=', 'Cataract clinic')
+        .executeTakeFirstOrThrow();
+      const list = await createWorklist(fixture.app.db, {
+        typeId: localTypeId,
+        name: 'Odd ids clinic',
+        day: '2026-09-01',
+      });
+      const ids = ['AB_!%9', 'ABx!%9', 'AB_!x9', 'AB%!%9'];
+      const bookings = new Map<string, number>();
+      for (const id of ids) {
+        const patient = await createPatient(fixture.app.db, { lastName: 'Oddid' });
+        await addIdentifier(fixture.app.db, patient.patientId, localTypeId, id);
+        bookings.set(
+          id,
+          await createBooking(fixture.app.db, {
+            worklistId: list.worklistId,
+            patientId: patient.patientId,
+            whenUtc: '2026-09-01T10:00:00Z',
+          }),
+        );
+      }
+      const idsFor = async (patientId: string) =>
+        valuesOf(
+          (
+            await findWorklist(fixture.server.port, {
+              keys: ['AccessionNumber', `PatientID=${patientId}`],
+            })
+          ).answers,
+          'AccessionNumber',
+        );
+      const accession = (...of: string[]) => of.map((id) => String(bookings.get(id))).sort();
+      // `_`, `%` and `!` (the escape) are the identifier's characters; only `*` and `?` are wildcards.
+      assert.deepEqual(await idsFor('AB_!%9'), accession('AB_!%9'));
+      assert.deepEqual(await idsFor('AB_!%*'), accession('AB_!%9'));
+      assert.deepEqual(await idsFor('AB?!%9'), accession('AB_!%9', 'ABx!%9', 'AB%!%9'));
+      assert.deepEqual(await idsFor('AB_!?9'), accession('AB_!%9', 'AB_!x9'));
+      assert.deepEqual(await idsFor('AB_*'), accession('AB_!%9', 'AB_!x9'));
+      assert.deepEqual(await idsFor('ab_!%9'), [], 'a Patient ID matches in its own case');
+    });
   });
 });
 
