@@ -516,6 +516,51 @@ forEachDialect((dialect) => {
       assert.deepEqual(await idsFor('AB_*'), accession('AB_!%9', 'AB_!x9'));
       assert.deepEqual(await idsFor('ab_!%9'), [], 'a Patient ID matches in its own case');
     });
+
+    it("gives the step's local time either side of TIME_ZONE's clock changes", async () => {
+      const { localTypeId } = await fixture.app.db
+        .selectFrom('worklist_definition')
+        .select('patient_identifier_type_id as localTypeId')
+        .where('name', '=', 'Cataract clinic')
+        .executeTakeFirstOrThrow();
+      const patient = await createPatient(fixture.app.db, { lastName: 'Clockchange' });
+      await addIdentifier(fixture.app.db, patient.patientId, localTypeId, '3000001');
+      // London: BST ends 2026-10-25 at 01:00 UTC, begins 2026-03-29 at 01:00 UTC.
+      const cases = [
+        ['2026-10-25T00:59:00Z', '20261025', '015900'],
+        ['2026-10-25T01:00:00Z', '20261025', '010000'],
+        ['2026-10-25T01:14:59Z', '20261025', '011459'],
+        ['2026-03-29T00:59:59Z', '20260329', '005959'],
+        ['2026-03-29T01:00:00Z', '20260329', '020000'],
+        ['2026-03-28T23:30:00Z', '20260328', '233000'],
+      ] as const;
+      for (const [whenUtc, day] of cases) {
+        const list = await createWorklist(fixture.app.db, {
+          typeId: localTypeId,
+          name: `Clock ${whenUtc}`,
+          day: `${day.slice(0, 4)}-${day.slice(4, 6)}-${day.slice(6, 8)}`,
+        });
+        await createBooking(fixture.app.db, {
+          worklistId: list.worklistId,
+          patientId: patient.patientId,
+          whenUtc,
+        });
+      }
+      const { answers, output } = await findWorklist(fixture.server.port, {
+        keys: [
+          'PatientID=3000001',
+          'ScheduledProcedureStepSequence[0].ScheduledProcedureStepStartDate',
+          'ScheduledProcedureStepSequence[0].ScheduledProcedureStepStartTime',
+        ],
+      });
+      const steps = answers
+        .map((a) => {
+          const step = itemOf(a.ScheduledProcedureStepSequence);
+          return `${String(step.ScheduledProcedureStepStartDate)} ${String(step.ScheduledProcedureStepStartTime)}`;
+        })
+        .sort();
+      assert.deepEqual(steps, cases.map(([, day, time]) => `${day} ${time}`).sort(), output.slice(-1500));
+    });
   });
 });
 
