@@ -54,6 +54,8 @@ const ELEMENT_TYPES: readonly (readonly [string, string, number, number, string 
   ],
 ];
 
+// A migration's own literal (it must create what it created when it ran); device-filing's
+// DEVICE_INFORMATION_COLUMNS is held equal to it by src/modules/device-filing/tables.test.ts.
 const DEVICE_INFORMATION_TEXT_COLUMNS = [
   'manufacturer',
   'manufacturer_model_name',

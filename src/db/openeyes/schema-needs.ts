@@ -730,6 +730,8 @@ export const OPENEYES_TABLE_NEEDS: Readonly<Record<string, TableNeed>> = {
       id: read('int'),
       event_id: inserted('int'),
       last_request_id: inserted('int'),
+      // Device-filing's DEVICE_INFORMATION_COLUMNS, which src/db may not import (it sits below the
+      // modules); src/modules/device-filing/tables.test.ts holds the two equal.
       ...Object.fromEntries(
         [
           'manufacturer',

@@ -4,6 +4,8 @@
  * Device Information element.
  */
 import type { DeviceFacts, DeviceProfile, EyeLetter } from './profiles.ts';
+import type { DeviceInformationColumn, DeviceInformationValues } from './tables.ts';
+import { DEVICE_INFORMATION_COLUMNS } from './tables.ts';
 
 /** The header as stored: DICOM keyword -> trimmed text, or null. */
 export type DeviceHeader = Readonly<Record<string, unknown>>;
@@ -202,47 +204,11 @@ export function mergeEyes(a: EyeLetter | null, b: EyeLetter | null): EyeLetter |
   return 'B';
 }
 
-/** The text columns of `et_ophgeneric_device_information`, from the header. */
-export const DEVICE_INFORMATION_COLUMNS = {
-  manufacturer: 'Manufacturer',
-  manufacturer_model_name: 'ManufacturerModelName',
-  modality: 'Modality',
-  series_description: 'SeriesDescription',
-  laterality: 'Laterality',
-  image_laterality: 'ImageLaterality',
-  study_description: 'StudyDescription',
-  document_title: 'DocumentTitle',
-  acquisition_date_time: 'AcquisitionDateTime',
-  study_date: 'StudyDate',
-  study_time: 'StudyTime',
-  content_date: 'ContentDate',
-  content_time: 'ContentTime',
-  station_name: 'StationName',
-  operators_name: 'OperatorsName',
-  software_version: 'SoftwareVersions',
-  study_instance_uid: 'StudyInstanceUID',
-  series_instance_uid: 'SeriesInstanceUID',
-  study_id: 'StudyID',
-  series_number: 'SeriesNumber',
-  instance_number: 'InstanceNumber',
-  sop_instance_uid: 'SOPInstanceUID',
-  // The closest fit for the device's own version: its serial number.
-  model_version: 'DeviceSerialNumber',
-} as const;
-
-export type DeviceInformationValues = Record<
-  keyof typeof DEVICE_INFORMATION_COLUMNS | 'modifying_system' | 'operator_identification_sequence',
-  string | null
->;
-
 /** The Device Information columns of a file's header. */
 export function deviceInformationOf(header: DeviceHeader): DeviceInformationValues {
-  const values = {
-    modifying_system: null,
-    operator_identification_sequence: null,
-  } as DeviceInformationValues;
+  const values = {} as DeviceInformationValues;
   for (const [column, keyword] of Object.entries(DEVICE_INFORMATION_COLUMNS)) {
-    values[column as keyof typeof DEVICE_INFORMATION_COLUMNS] = headerText(header, keyword);
+    values[column as DeviceInformationColumn] = keyword === null ? null : headerText(header, keyword);
   }
   return values;
 }

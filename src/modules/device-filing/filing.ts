@@ -27,12 +27,12 @@ import type { EventDate } from '../event-filing/index.ts';
 import { createEvent, touchEvent } from '../event-filing/index.ts';
 import type { ColumnWidth, FitOptions } from './column-width.ts';
 import { TEXT_COLUMN_CHARACTERS, fitColumn, fitOptionalColumn } from './column-width.ts';
-import type { DeviceHeader, DeviceInformationValues } from './device-header.ts';
+import type { DeviceHeader } from './device-header.ts';
 import { bodySiteOf, deviceInformationOf, eyeIdOf, headerText, mergeEyes } from './device-header.ts';
 import type { HfaValues } from './hfa.ts';
 import { readHfaValues } from './hfa.ts';
 import type { DeviceFiler, EyeLetter } from './profiles.ts';
-import type { DeviceTables } from './tables.ts';
+import type { DeviceInformationValues, DeviceTables } from './tables.ts';
 
 /** What filing needs of the routine that runs it. */
 export interface FilingContext {

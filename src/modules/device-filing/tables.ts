@@ -3,7 +3,48 @@
  * for `Kysely.withTables`: they are this module's, so they stay out of the service-wide `DB`.
  */
 import type { Generated } from 'kysely';
-import type { DeviceInformationValues } from './device-header.ts';
+
+/**
+ * The text columns of `et_ophgeneric_device_information`, in the table's order, each with the DICOM
+ * keyword of the header attribute its value is read from (null: no attribute fills it, written NULL).
+ * The one list of these columns in the module: the header reader (`deviceInformationOf`) and the row
+ * type derive from it. Migration 0015 and the OpenEyes schema needs sit below the modules (src/db) and
+ * keep their own literal; tables.test.ts holds both equal to this list.
+ */
+export const DEVICE_INFORMATION_COLUMNS = {
+  manufacturer: 'Manufacturer',
+  manufacturer_model_name: 'ManufacturerModelName',
+  modality: 'Modality',
+  series_description: 'SeriesDescription',
+  laterality: 'Laterality',
+  image_laterality: 'ImageLaterality',
+  study_description: 'StudyDescription',
+  document_title: 'DocumentTitle',
+  acquisition_date_time: 'AcquisitionDateTime',
+  study_date: 'StudyDate',
+  study_time: 'StudyTime',
+  content_date: 'ContentDate',
+  content_time: 'ContentTime',
+  station_name: 'StationName',
+  operators_name: 'OperatorsName',
+  software_version: 'SoftwareVersions',
+  study_instance_uid: 'StudyInstanceUID',
+  series_instance_uid: 'SeriesInstanceUID',
+  study_id: 'StudyID',
+  series_number: 'SeriesNumber',
+  instance_number: 'InstanceNumber',
+  modifying_system: null,
+  operator_identification_sequence: null,
+  // The closest fit for the device's own version: its serial number.
+  model_version: 'DeviceSerialNumber',
+  sop_instance_uid: 'SOPInstanceUID',
+} as const satisfies Readonly<Record<string, string | null>>;
+
+/** A text column of `et_ophgeneric_device_information`. */
+export type DeviceInformationColumn = keyof typeof DEVICE_INFORMATION_COLUMNS;
+
+/** The values of the Device Information text columns, one per column. */
+export type DeviceInformationValues = Record<DeviceInformationColumn, string | null>;
 
 type Audit = {
   last_modified_user_id: number;
