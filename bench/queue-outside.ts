@@ -128,9 +128,12 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
   });
   const config = loadConfig({ ...prepared.env, LOG_LEVEL: 'warn' });
   const database = await openDatabase(config.database, { poolSize: 2 });
+  // `BENCH_OUTSIDE_ENTRY`: another checkout's server entry (e.g. the commit before a change), same database.
+  const entry = process.env.BENCH_OUTSIDE_ENTRY;
   const server = await startServer({
     env: { ...prepared.env, WORKER: 'in-process', LOG_LEVEL: process.env.BENCH_OUTSIDE_LOG_LEVEL ?? 'info' },
     stdout: 'ignore',
+    ...(entry === undefined || entry === '' ? {} : { entry }),
   });
   const rows: BenchRow[] = [];
   const notes: string[] = [];
@@ -187,7 +190,7 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
       const drainTarget = dialect === 'sqlite' ? 500 : 400;
       const isMet = (ok: boolean) => (ok ? 'met' : 'MISSED');
       notes.push(
-        `database: demo-data --patients ${patients} + ${KNOWN_PATIENTS} known patients; body ${Buffer.byteLength(sample)} bytes; load generator in its own process; server LOG_LEVEL=${process.env.BENCH_OUTSIDE_LOG_LEVEL ?? 'info'}, QUEUE_INTAKE_PACE_MS=${process.env.QUEUE_INTAKE_PACE_MS ?? 'default'}`,
+        `server ${entry ?? 'src/main/server.ts'}; database: demo-data --patients ${patients} + ${KNOWN_PATIENTS} known patients; body ${Buffer.byteLength(sample)} bytes; load generator in its own process; server LOG_LEVEL=${process.env.BENCH_OUTSIDE_LOG_LEVEL ?? 'info'}, QUEUE_INTAKE_PACE_MS=${process.env.QUEUE_INTAKE_PACE_MS ?? 'default'}`,
         `intake ${load.requestsPerSec.toFixed(0)}/s p50 ${load.p50Ms.toFixed(1)} ms p99 ${load.p99Ms.toFixed(1)} ms (target >= 500/s, p99 <= 100 ms: ${isMet(load.requestsPerSec >= 500 && load.p99Ms <= 100)}); vs floor ${(load.requestsPerSec / floorLoad.requestsPerSec).toFixed(2)}x`,
         `drain: ${accepted} accepted, ${atEnd} unsettled at intake end, ` +
           (settledMs === undefined
