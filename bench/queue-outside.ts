@@ -67,7 +67,11 @@ async function runDemoDataCli(env: Record<string, string>, patients: number): Pr
         '--patients',
         String(patients),
       ],
-      { cwd: ROOT_DIR, env: { ...process.env, ...env, LOG_LEVEL: 'warn' }, stdio: ['ignore', 'inherit', 'ignore'] },
+      {
+        cwd: ROOT_DIR,
+        env: { ...process.env, ...env, LOG_LEVEL: 'warn' },
+        stdio: ['ignore', 'inherit', 'ignore'],
+      },
     ),
   );
   const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
@@ -89,7 +93,11 @@ async function unsettledCount(database: Database, first: number, last: number): 
   return Number(result.rows[0]?.n ?? 0);
 }
 
-async function statusCounts(database: Database, first: number, last: number): Promise<Record<string, number>> {
+async function statusCounts(
+  database: Database,
+  first: number,
+  last: number,
+): Promise<Record<string, number>> {
   const rows = await database.db
     .selectFrom('request_routine')
     .select(['status', (eb) => eb.fn.countAll<number>().as('n')])
@@ -155,7 +163,10 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
         bodyPatients: KNOWN_PATIENTS,
       });
       // The floor first, so that its figure is not taken while the worker still files the warm-up.
-      const floorLoad = await runLoadInChild({ ...spec(floor.url, durationSeconds, 100_000), samplePid: floor.pid });
+      const floorLoad = await runLoadInChild({
+        ...spec(floor.url, durationSeconds, 100_000),
+        samplePid: floor.pid,
+      });
       rows.push(loadRow('floor: node:http, same answer bytes', dialect, connections, floorLoad));
 
       if (warmupSeconds > 0) {
@@ -178,7 +189,12 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
       const drainSeconds = load.durationSeconds + (settledMs ?? SETTLE_LIMIT_MS) / 1000;
       const drainRate = accepted / drainSeconds;
       rows.push({
-        ...loadRow('form_data requests settled per s (accepted / until all settled)', dialect, connections, load),
+        ...loadRow(
+          'form_data requests settled per s (accepted / until all settled)',
+          dialect,
+          connections,
+          load,
+        ),
         requestsPerSec: drainRate,
         bytesPerSec: 0,
         p50Ms: 0,
