@@ -506,6 +506,8 @@ export interface StartServerOptions {
   readonly nodeFlags?: readonly string[];
   /** Load the demo data (DEMO_DATA=on); off by default. */
   readonly demoData?: boolean;
+  /** The server's stdout (its log): shown (default) or dropped, e.g. for `LOG_LEVEL=info` under load. */
+  readonly stdout?: 'inherit' | 'ignore';
   readonly readyTimeoutMs?: number;
 }
 
@@ -535,7 +537,7 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
           PORT: String(port),
           HOST: '127.0.0.1',
         },
-        stdio: ['ignore', 'inherit', 'pipe'],
+        stdio: ['ignore', options.stdout ?? 'inherit', 'pipe'],
       },
     ),
   );
@@ -776,6 +778,52 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
     ...(rssPeakBytes === undefined ? {} : { rssPeakBytes }),
     ...(rssAfterBytes === undefined ? {} : { rssAfterBytes }),
   };
+}
+
+/** What `bench/load.child.ts` runs: {@link LoadOptions} that survive JSON, and a body template. */
+export interface ChildLoadSpec {
+  readonly url: string;
+  readonly method?: string;
+  readonly headers?: Record<string, string>;
+  readonly connections: number;
+  readonly durationSeconds: number;
+  readonly warmupSeconds?: number;
+  /** Each request's body: `{i}` replaced by a counter from `bodyStart` (every body unique). */
+  readonly bodyTemplate?: string;
+  readonly bodyStart?: number;
+  /** `{p}` in the template: a hospital number `0000001` ... of this many patients, in turn. */
+  readonly bodyPatients?: number;
+  /** Sample this process's RSS during the run (peak) and after it. */
+  readonly samplePid?: number;
+}
+
+/**
+ * Drives a server as an outside client does: autocannon in a Node process of its own
+ * (`bench/load.child.ts`), so that the load generator shares no event loop with the bench process.
+ * Resolves when the run ends, with the same result as {@link runLoad}.
+ */
+export async function runLoadInChild(spec: ChildLoadSpec): Promise<LoadResult> {
+  const dir = await mkdtemp(path.join(tmpdir(), 'cra-load-'));
+  const specFile = path.join(dir, 'load.json');
+  await writeFile(specFile, JSON.stringify(spec));
+  try {
+    const child = ownChild(
+      spawn(process.execPath, ['--disable-warning=ExperimentalWarning', 'bench/load.child.ts', specFile], {
+        cwd: ROOT_DIR,
+        stdio: ['ignore', 'pipe', 'inherit'],
+      }),
+    );
+    let out = '';
+    child.stdout?.on('data', (chunk: Buffer) => {
+      out += chunk.toString();
+    });
+    const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+    const line = out.trim().split('\n').pop() ?? '';
+    if (code !== 0 || line === '') throw new Error(`load generator exited (${code}) without a result`);
+    return JSON.parse(line) as LoadResult;
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
 }
 
 interface AutocannonResult {

@@ -176,8 +176,11 @@ function sleep(ms: number): Promise<void> {
 interface StatementCounter {
   /** Starts counting from zero. */
   start(): void;
-  /** Statements by kind and commits since `start`; counting stops. */
-  read(): { byKind: Map<string, number>; statements: number; commits: number };
+  /**
+   * Statements by kind and commits since `start`, and (PostgreSQL, MySQL) the milliseconds the worker's
+   * connections waited for each kind's answers (round trips and lock waits together); counting stops.
+   */
+  read(): { byKind: Map<string, number>; msByKind: Map<string, number>; statements: number; commits: number };
   /** Removes the counter. */
   remove(): void;
 }
@@ -203,15 +206,25 @@ const WRITE = /^\s*(insert|update|delete|with)\b/i;
  */
 function installStatementCounter(dialect: Dialect): StatementCounter {
   const byKind = new Map<string, number>();
+  const msByKind = new Map<string, number>();
   let statements = 0;
   let commits = 0;
   let isCounting = false;
-  const count = (text: string, isInTransaction: boolean) => {
-    if (!isCounting || text.startsWith(BENCH_MARK)) return;
+  const count = (text: string, isInTransaction: boolean): string | undefined => {
+    if (!isCounting || text.startsWith(BENCH_MARK)) return undefined;
     statements += 1;
     const kind = kindOf(text);
     byKind.set(kind, (byKind.get(kind) ?? 0) + 1);
     if (/^\s*commit\b/i.test(text) || (!isInTransaction && WRITE.test(text))) commits += 1;
+    return kind;
+  };
+  /** Adds the time until `answer` settles to `kind` (a promise-returning driver call). */
+  const timed = (kind: string | undefined, answer: unknown): unknown => {
+    if (kind === undefined || !(answer instanceof Promise)) return answer;
+    const startedAt = performance.now();
+    const add = () => msByKind.set(kind, (msByKind.get(kind) ?? 0) + performance.now() - startedAt);
+    answer.then(add, add);
+    return answer;
   };
   const restore: (() => void)[] = [];
   if (dialect === 'postgres') {
@@ -224,9 +237,9 @@ function installStatementCounter(dialect: Dialect): StatementCounter {
       const first = args[0];
       const text = typeof first === 'string' ? first : ((first as { text?: string } | undefined)?.text ?? '');
       if (/^\s*begin\b/i.test(text)) inTransaction.add(this);
-      count(text, inTransaction.has(this));
+      const kind = count(text, inTransaction.has(this));
       if (/^\s*(commit|rollback)\b/i.test(text)) inTransaction.delete(this);
-      return original.apply(this, args);
+      return timed(kind, original.apply(this, args));
     };
     restore.push(() => {
       proto.query = original;
@@ -269,13 +282,14 @@ function installStatementCounter(dialect: Dialect): StatementCounter {
   return {
     start: () => {
       byKind.clear();
+      msByKind.clear();
       statements = 0;
       commits = 0;
       isCounting = true;
     },
     read: () => {
       isCounting = false;
-      return { byKind: new Map(byKind), statements, commits };
+      return { byKind: new Map(byKind), msByKind: new Map(msByKind), statements, commits };
     },
     remove: () => {
       for (const undo of restore) undo();
@@ -431,6 +445,18 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
           .map(([kind, n]) => `${per(n)} × ${kind}`)
           .join(' | ')}`,
       );
+      if (counted.msByKind.size > 0) {
+        const waited = [...counted.msByKind.values()].reduce((a, b) => a + b, 0);
+        notes.push(
+          `in-process worker, ms its connections waited per request (all slots together; lock waits included): ${(waited / backlog).toFixed(2)}, by kind: ${[
+            ...counted.msByKind.entries(),
+          ]
+            .sort((a, b) => b[1] - a[1])
+            .slice(0, 12)
+            .map(([kind, ms]) => `${(ms / backlog).toFixed(3)} ${kind}`)
+            .join(' | ')}`,
+        );
+      }
     }
 
     // 2. The same backlog drained by worker processes.

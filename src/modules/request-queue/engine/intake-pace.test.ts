@@ -71,16 +71,35 @@ describe('intake pace', () => {
     assert.equal(await isSettled(waiting), true, 'a stopping worker releases the waiting answers');
   });
 
-  it('waits at most the target, then answers even if the worker is still behind', async () => {
-    const pace = createIntakePace({ lagTargetMs: 100 });
+  it('waits at most the target, then answers even if the worker is still behind', async (t) => {
+    t.mock.timers.enable({ apis: ['setTimeout'] });
+    let clock = 0;
+    const pace = createIntakePace({ lagTargetMs: 100, now: () => clock });
     pace.workerServes(['q']);
     await pace.afterAccepted('q', 1);
-    await new Promise((resolve) => setTimeout(resolve, 150));
-    const started = Date.now();
-    await pace.afterAccepted('q', 2);
-    const waited = Date.now() - started;
-    assert.ok(waited >= 90, `it waited for the worker (${waited} ms)`);
+    clock = 500;
+    const waiting = pace.afterAccepted('q', 2);
+    t.mock.timers.tick(99);
+    assert.equal(await isSettled(waiting), false, 'the worker is 400 ms past the target: it waits');
+    clock = 600;
+    t.mock.timers.tick(1);
+    assert.equal(await isSettled(waiting), true, 'the target reached: it answers');
     assert.ok(pace.lagMs('q') > 100, 'the worker never ran: still behind');
+  });
+
+  it('waits no longer than the worker is past the target', async (t) => {
+    t.mock.timers.enable({ apis: ['setTimeout'] });
+    let clock = 0;
+    const pace = createIntakePace({ lagTargetMs: 1000, now: () => clock });
+    pace.workerServes(['q']);
+    await pace.afterAccepted('q', 1);
+    clock = 1030;
+    const waiting = pace.afterAccepted('q', 2);
+    t.mock.timers.tick(29);
+    assert.equal(await isSettled(waiting), false, 'the worker is 30 ms past the target: it waits');
+    clock = 1060;
+    t.mock.timers.tick(1);
+    assert.equal(await isSettled(waiting), true, 'after 30 ms it answers, not after the whole target');
   });
 
   it('is off with a target of 0', async () => {

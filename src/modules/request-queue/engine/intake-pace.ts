@@ -4,9 +4,13 @@
  * worker's statements wait their turn behind them; intake then runs several times faster than the worker
  * drains and every request waits for the end of the burst. Here each queue keeps how far behind its
  * worker is — the age of the oldest request this process accepted that the worker has not reached yet —
- * and while that passes `lagTargetMs`, an accepted request's answer waits (up to `lagTargetMs`) for the
- * worker's next batch. The request is committed before it waits: pacing delays answers, never data, and
- * a client that gives up meanwhile has its request queued all the same.
+ * and while that passes `lagTargetMs`, an accepted request's answer waits for the worker's next batches,
+ * at most by how much the worker is past the target (`lag - lagTargetMs`) and never more than
+ * `lagTargetMs`. The wait is what the backlog justifies: a worker just past the target costs each client
+ * a few milliseconds, not a whole target, so paced intake settles where it equals the drain (each
+ * client's wait grows with the lag until intake no longer outruns the worker) instead of below it. The
+ * request is committed before it waits: pacing delays answers, never data, and a client that gives up
+ * meanwhile has its request queued all the same.
  *
  * The worker reports each batch ({@link IntakePace.workerRan}): claims go oldest request first, so the
  * lowest request id of a batch is where the worker is; an empty batch means it has caught up.
@@ -67,7 +71,7 @@ export function createIntakePace(options: { lagTargetMs: number; now?: () => num
       pace.times.push(now());
       if (pace.ids.length - pace.start > MAX_REMEMBERED) pace.start += 1;
       compact(pace);
-      const deadline = now() + target;
+      const deadline = now() + Math.min(target, lagOf(pace) - target);
       while (served.has(queue) && lagOf(pace) > target) {
         const left = deadline - now();
         if (left <= 0) return;
