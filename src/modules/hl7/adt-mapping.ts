@@ -1,7 +1,8 @@
 /**
  * An ADT message mapped, through the site's field map, to the change PASAPI takes: A01, A04, A05, A08,
- * A28, A31 to a full `Patient` record (as the Mirth channels send it: `X-OE-Partial-Record: 0`), A40 to
- * a `PatientMerge` (primary = PID, secondary = MRG-1 under the same local authority). The values follow
+ * A28, A31 to a full `Patient` record (as the Mirth channels send it: `X-OE-Partial-Record: 0`), A40 and
+ * A34 (its v2.3 form, patient identifier only) to a `PatientMerge` (primary = PID, secondary = MRG-1
+ * under the same local authority). The values follow
  * the field map's transforms and pas-and-worklists.md P32: county and postcode by position only,
  * address types H → HOME, M/C → CORR, others none; sex F, M, O kept, anything else U.
  *
@@ -17,7 +18,8 @@ import { ERROR_CODE, unescapeText } from './hl7-text.ts';
 
 /** The ADT events that change a patient. */
 export const PATIENT_EVENTS: ReadonlySet<string> = new Set(['A01', 'A04', 'A05', 'A08', 'A28', 'A31']);
-export const MERGE_EVENT = 'A40';
+/** The ADT events that merge two patients. */
+export const MERGE_EVENTS: ReadonlySet<string> = new Set(['A34', 'A40']);
 
 export class AdtMappingError extends Error {
   readonly errorCode: string;
@@ -33,7 +35,7 @@ export type AdtChange =
   | { readonly kind: 'merge'; readonly change: PatientMergeChange };
 
 /** Reads one mapped message. */
-class MessageReader {
+export class MessageReader {
   readonly #message: Hl7Message;
   constructor(message: Hl7Message) {
     this.#message = message;
@@ -51,6 +53,15 @@ class MessageReader {
     const field = segment?.getField(parsed.field);
     if (field === undefined || repetition >= field.components.length) return '';
     return this.text(field.getComponent(parsed.component, undefined, repetition));
+  }
+
+  /** The escaped text of a component of the first repetition ('' when absent). */
+  rawComponent(ref: string): string {
+    const parsed = parseFieldRef(ref);
+    if (parsed === undefined) return '';
+    const field = this.segment(parsed.segment)?.getField(parsed.field);
+    if (field === undefined || field.components.length === 0) return '';
+    return field.getComponent(parsed.component, undefined, 0);
   }
 
   /** The repetitions of a field, each as its components' text. */
@@ -101,7 +112,10 @@ function numbersUnder(
 }
 
 /** The first local identifier of the map that PID-3 carries, with its number. */
-function localNumber(reader: MessageReader, map: Hl7FieldMap): { entry: LocalIdentifierMap; number: string } {
+export function localNumber(
+  reader: MessageReader,
+  map: Hl7FieldMap,
+): { entry: LocalIdentifierMap; number: string } {
   for (const entry of map.localIdentifiers) {
     const [number] = numbersUnder(reader, map, 'PID', 3, entry.authority);
     if (number !== undefined) return { entry, number };
@@ -189,9 +203,9 @@ export function mapAdtMessage(message: Hl7Message, event: string, map: Hl7FieldM
   if (reader.segment('PID') === undefined)
     throw new AdtMappingError('the message has no PID segment', ERROR_CODE.segmentSequence);
   const { entry, number } = localNumber(reader, map);
-  if (event === MERGE_EVENT) {
+  if (MERGE_EVENTS.has(event)) {
     if (reader.segment('MRG') === undefined)
-      throw new AdtMappingError('an A40 needs an MRG segment', ERROR_CODE.segmentSequence);
+      throw new AdtMappingError(`an ${event} needs an MRG segment`, ERROR_CODE.segmentSequence);
     const [secondary] = numbersUnder(reader, map, 'MRG', 1, entry.authority);
     if (secondary === undefined)
       throw new AdtMappingError(

@@ -1,5 +1,7 @@
 /**
- * The HL7 field map: where a site's ADT messages carry what PASAPI's `Patient` takes. One map per site,
+ * The HL7 field map: where a site's ADT messages carry what PASAPI's `Patient` takes, and where its SIU
+ * messages carry what `PatientAppointment` takes (pas-and-worklists.md 3.2: SCH, AIL, AIP, with PV1 as
+ * the fallback some PAS products fill instead). One map per site,
  * read from `HL7_FIELD_MAP_FILE` (a JSON object whose keys replace those of the default), so that a
  * site's Mirth transformer becomes settings, not code. The default is the estate's common core
  * (pas-and-worklists.md 3.3): the local number is the PID-3 repetition whose assigning authority is `PAS`
@@ -15,6 +17,16 @@ export interface LocalIdentifierMap {
   readonly authority: string;
   /** `patient_identifier_type.unique_row_string`, as in a PASAPI URL. */
   readonly identifierType: string;
+}
+
+/**
+ * One `AppointmentMapping` an SIU booking sends: `key` (a worklist definition's mapping key, the site's
+ * own) with the first non-empty of `fields`, else `default`; left out when both are empty.
+ */
+export interface AppointmentMappingMap {
+  readonly key: string;
+  readonly fields: readonly string[];
+  readonly default?: string;
 }
 
 export interface Hl7FieldMap {
@@ -49,6 +61,12 @@ export interface Hl7FieldMap {
   readonly deceasedFlag: string;
   readonly practiceCode: string;
   readonly gpCode: string;
+  /** SIU: the appointment's external id (PASAPI's visit id), the first non-empty field. */
+  readonly appointmentId: readonly string[];
+  /** SIU: the appointment's start, an HL7 date-time to the minute at least; the first non-empty field. */
+  readonly appointmentStart: readonly string[];
+  /** SIU: the `AppointmentMapping` pairs a booking sends. */
+  readonly appointmentMappings: readonly AppointmentMappingMap[];
 }
 
 export const DEFAULT_FIELD_MAP: Hl7FieldMap = {
@@ -77,6 +95,17 @@ export const DEFAULT_FIELD_MAP: Hl7FieldMap = {
   deceasedFlag: 'PID-30.1',
   practiceCode: 'PD1-3.3',
   gpCode: 'PD1-4.1',
+  // The PAS is the filler of its appointments (SCH-2); SCH-1 and PV1-19 for feeds that fill those.
+  appointmentId: ['SCH-2.1', 'SCH-1.1', 'PV1-19.1'],
+  // SCH-11.4 (timing quantity start) up to v2.4, TQ1-7 from v2.5, else the resources' own starts.
+  appointmentStart: ['SCH-11.4', 'TQ1-7.1', 'AIS-4.1', 'AIL-6.1', 'AIP-6.1'],
+  // The keys the Mirth channels send (pas-and-worklists.md 2.3, 3.3), from SIU's resource segments.
+  appointmentMappings: [
+    { key: 'Clinic', fields: ['AIL-3.1', 'PV1-3.1'] },
+    { key: 'Session', fields: ['AIL-3.2', 'PV1-3.2', 'AIL-3.1', 'PV1-3.1'] },
+    { key: 'Doctor', fields: ['AIP-3.2', 'AIP-3.1', 'PV1-9.2', 'PV1-9.1'], default: 'Unknown' },
+    { key: 'Status', fields: [], default: 'Scheduled' },
+  ],
 };
 
 /** A parsed field reference. */
@@ -146,6 +175,25 @@ export function checkFieldMap(map: Hl7FieldMap, problems: string[], source: stri
       if (!Number.isInteger(address[key]) || (address[key] ?? 0) < 0 || (address[key] ?? 0) > 20)
         bad(`"address.${key}" must be a component number (0 = none)`);
   if (typeof map.defaultCountry !== 'string') bad('"defaultCountry" must be a country code');
+  const isRefList = (value: unknown) =>
+    Array.isArray(value) && value.every((r) => typeof r === 'string' && parseFieldRef(r) !== undefined);
+  for (const key of ['appointmentId', 'appointmentStart'] as const)
+    if (!isRefList(map[key]) || map[key].length === 0)
+      bad(`"${key}" must be a list of field references such as SCH-2.1`);
+  const mappings: unknown = map.appointmentMappings;
+  const keys = new Set<string>();
+  if (
+    !Array.isArray(mappings) ||
+    mappings.some((entry: unknown) => {
+      const m = entry as Partial<Record<keyof AppointmentMappingMap, unknown>> | null;
+      if (typeof m !== 'object' || m === null || !isText(m.key) || !isRefList(m.fields)) return true;
+      if (m.default !== undefined && typeof m.default !== 'string') return true;
+      if (keys.has(String(m.key))) return true;
+      keys.add(String(m.key));
+      return false;
+    })
+  )
+    bad('"appointmentMappings" must be a list of { "key", "fields", "default"? }, each key once');
 }
 
 /** The map of a site's JSON file: the default with the file's keys over it, and its problems. */

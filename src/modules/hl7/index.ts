@@ -1,6 +1,6 @@
 /**
- * The hl7 module: the PAS's HL7 v2 ADT feed over MLLP (`HL7_PORT`), mapped through the site's field map
- * to PASAPI's patient and merge changes. Owns `hl7_message`. Other modules import it only through this
+ * The hl7 module: the PAS's HL7 v2 ADT and SIU feeds over MLLP (`HL7_PORT`), mapped through the site's
+ * field map to PASAPI's patient, merge and appointment changes. Owns `hl7_message`. Other modules import it only through this
  * file.
  */
 import type { Hl7Server, Hl7ServerDeps } from './mllp-server.ts';

@@ -1,5 +1,5 @@
 /**
- * The HL7 v2 listener (MLLP release 1) on `HL7_PORT`: the PAS's ADT feed without Mirth. `@medplum/hl7`'s
+ * The HL7 v2 listener (MLLP release 1) on `HL7_PORT`: the PAS's ADT and SIU feeds without Mirth. `@medplum/hl7`'s
  * `Hl7Connection` frames and parses each message on a socket of this server's own (so that the host,
  * the connection limit and the gate are the service's); this file decides and answers.
  *
@@ -11,7 +11,9 @@
  * - Refused with AR (nothing read further, nothing written): a frame that is not HL7, a malformed MSH, a
  *   sender not in `HL7_ALLOWED_SENDERS` (MSH-3, MSH-4 and the peer address), a character set other than
  *   ASCII, 8859/1 and UNICODE UTF-8 (MSH-18; bytes not of the declared set), a processing id other than
- *   P, a version other than 2.x, a message type other than the ADT events handled.
+ *   P, a version other than 2.x, a message type other than the ADT and SIU events handled.
+ * - ADT patient events and A34/A40 apply PASAPI's patient change and merge; SIU S12-S14 its appointment
+ *   PUT for the patient holding PID-3's local number, S15 and S17 its appointment DELETE.
  * - A message control id (MSH-10) a sender sent before is answered with the first answer, not applied
  *   again (`hl7_message`).
  * - AA only once the change, its `hl7_message` row and its audit row are committed; AE with the reason
@@ -33,9 +35,19 @@ import { databaseErrorKind } from '../../errors.ts';
 import type { Logger } from '../../logger.ts';
 import type { AuditTrail } from '../audit/index.ts';
 import type { ChangeActor } from '../pasapi/index.ts';
-import { PasapiError, createPatientChanges, createPatientMerges } from '../pasapi/index.ts';
+import {
+  PasapiError,
+  createPatientAppointments,
+  createPatientChanges,
+  createPatientMerges,
+  findIdentifierType,
+  findPatientByNumber,
+  unknownIdentifierType,
+} from '../pasapi/index.ts';
 import type { AdtChange } from './adt-mapping.ts';
-import { AdtMappingError, MERGE_EVENT, PATIENT_EVENTS, mapAdtMessage } from './adt-mapping.ts';
+import { AdtMappingError, MERGE_EVENTS, PATIENT_EVENTS, mapAdtMessage } from './adt-mapping.ts';
+import type { SiuChange } from './siu-mapping.ts';
+import { BOOKING_EVENTS, CANCEL_EVENTS, mapSiuMessage } from './siu-mapping.ts';
 import type { AckContent, Hl7Charset } from './hl7-text.ts';
 import { ERROR_CODE, buildAck, charsetOf, decodeAs, encodingOf } from './hl7-text.ts';
 import { findLoggedMessage, logMessage } from './message-log.queries.ts';
@@ -110,6 +122,18 @@ export function isAllowedSender(
 
 const reject = (text: string, errorCode: string): AckContent => ({ code: 'AR', text, errorCode });
 
+/** The events handled per message type, and the audit action of each. */
+function actionOf(type: string, event: string): string | undefined {
+  if (type === 'ADT') {
+    if (PATIENT_EVENTS.has(event)) return 'hl7.patient';
+    if (MERGE_EVENTS.has(event)) return 'hl7.merge';
+  } else if (type === 'SIU') {
+    if (BOOKING_EVENTS.has(event)) return 'hl7.appointment';
+    if (CANCEL_EVENTS.has(event)) return 'hl7.appointment.cancel';
+  }
+  return undefined;
+}
+
 /** Starts the listener on `HL7_PORT` (and `HL7_HOST`, else `HOST`); resolves once it listens. */
 export async function startHl7Server(deps: Hl7ServerDeps): Promise<Hl7Server> {
   const { config, database, logger, auditTrail } = deps;
@@ -119,6 +143,7 @@ export async function startHl7Server(deps: Hl7ServerDeps): Promise<Hl7Server> {
   const allowed = compileSenders(settings.allowedSenders);
   const patients = createPatientChanges(database);
   const merges = createPatientMerges(database);
+  const appointments = createPatientAppointments(database, { timeZone: config.timeZone });
   const sockets = new Set<Socket>();
   const inFlight = new Set<Promise<void>>();
   let isStopping = false;
@@ -176,24 +201,31 @@ export async function startHl7Server(deps: Hl7ServerDeps): Promise<Hl7Server> {
       return withCharset(
         refused(reject('MSH-12: unsupported version', ERROR_CODE.unsupportedVersion), message),
       );
-    if (type !== 'ADT')
+    if (type !== 'ADT' && type !== 'SIU')
       return withCharset(
         refused(reject(`MSH-9: unsupported message type`, ERROR_CODE.unsupportedMessageType), message),
       );
-    if (!PATIENT_EVENTS.has(event) && event !== MERGE_EVENT)
+    const eventAction = actionOf(type, event);
+    if (eventAction === undefined)
       return withCharset(
-        refused(reject(`MSH-9: unsupported event ${event}`, ERROR_CODE.unsupportedEvent), message),
+        refused(
+          reject(`MSH-9: unsupported event ${event.slice(0, 8)}`, ERROR_CODE.unsupportedEvent),
+          message,
+        ),
       );
 
+    const action: string = eventAction;
     const sender = `${application}^${facility}`.slice(0, 180);
     const messageType = `${type}^${event}`;
-    const action = event === MERGE_EVENT ? 'hl7.merge' : 'hl7.patient';
     const logged = await findLoggedMessage(database.db, sender, controlId);
     if (logged !== undefined) return duplicateOf(logged, message, charset, action);
 
-    let change: AdtChange;
+    let change: AdtChange | SiuChange;
     try {
-      change = mapAdtMessage(message, event, settings.fieldMap);
+      change =
+        type === 'SIU'
+          ? mapSiuMessage(message, event, settings.fieldMap)
+          : mapAdtMessage(message, event, settings.fieldMap);
     } catch (error) {
       if (!(error instanceof AdtMappingError)) throw error;
       const ack: AckContent = { code: 'AE', text: error.message, errorCode: error.errorCode };
@@ -224,14 +256,48 @@ export async function startHl7Server(deps: Hl7ServerDeps): Promise<Hl7Server> {
       const applied = await database.writeTransaction(async (trx) => {
         let patientIds: number[];
         let httpStatus: number;
-        if (change.kind === 'patient') {
-          const result = await patients.applyPatientChangeIn(trx, change.change, SYSTEM_ACTOR);
-          patientIds = result.patientId === undefined ? [] : [result.patientId];
-          httpStatus = result.outcome === 'created' ? 201 : 200;
-        } else {
-          const result = await merges.requestPatientMergeIn(trx, change.change, SYSTEM_ACTOR);
-          patientIds = [result.primaryId, result.secondaryId];
-          httpStatus = result.outcome === 'created' ? 201 : 200;
+        switch (change.kind) {
+          case 'patient': {
+            const result = await patients.applyPatientChangeIn(trx, change.change, SYSTEM_ACTOR);
+            patientIds = result.patientId === undefined ? [] : [result.patientId];
+            httpStatus = result.outcome === 'created' ? 201 : 200;
+            break;
+          }
+          case 'merge': {
+            const result = await merges.requestPatientMergeIn(trx, change.change, SYSTEM_ACTOR);
+            patientIds = [result.primaryId, result.secondaryId];
+            httpStatus = result.outcome === 'created' ? 201 : 200;
+            break;
+          }
+          case 'appointment': {
+            const identifierType = await findIdentifierType(trx, change.identifierTypeKey);
+            if (identifierType === undefined) throw unknownIdentifierType(change.identifierTypeKey);
+            const patientId = await findPatientByNumber(trx, identifierType.id, change.patientNumber);
+            if (patientId === undefined)
+              throw new PasapiError(422, [
+                'PID-3: no patient holds this local number (send the patient, A28, first)',
+              ]);
+            const result = await appointments.applyAppointmentChangeIn(
+              trx,
+              {
+                externalId: change.externalId,
+                identifierTypeKey: change.identifierTypeKey,
+                record: { ...change.record, patientId: { id: String(patientId) } },
+                isPartial: false,
+                isUpdateOnly: false,
+              },
+              SYSTEM_ACTOR,
+            );
+            patientIds = [patientId];
+            httpStatus = result.outcome === 'created' ? 201 : 200;
+            break;
+          }
+          case 'cancel': {
+            const result = await appointments.deleteAppointmentIn(trx, change.externalId, SYSTEM_ACTOR);
+            patientIds = [result.patientId];
+            httpStatus = 204;
+            break;
+          }
         }
         await logMessage(trx, {
           sender,

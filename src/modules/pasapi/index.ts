@@ -10,7 +10,20 @@ export type {
   PatientChangeResult,
   PatientRecord,
 } from './patient-change.ts';
-export { createPatientChanges } from './patient-change.ts';
+export {
+  createPatientChanges,
+  findIdentifierType,
+  findPatientByNumber,
+  unknownIdentifierType,
+} from './patient-change.ts';
+export type {
+  AppointmentChange,
+  AppointmentChangeResult,
+  AppointmentDeleteResult,
+  AppointmentMapping,
+  AppointmentRecord,
+} from './patient-appointment.ts';
+export { createPatientAppointments } from './patient-appointment.ts';
 export type { PatientMergeChange, PatientMergeResult } from './patient-merge.ts';
 export { MERGE_STATUS, createPatientMerges } from './patient-merge.ts';
 export { PasapiError, parseLooseDate } from './pasapi-values.ts';

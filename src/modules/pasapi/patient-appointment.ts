@@ -1,6 +1,6 @@
 /**
- * A booking from the PAS (PASAPI's `PatientAppointment` PUT and DELETE; HL7 SIU maps to the same
- * change): one `worklist_patient` row on exactly one generated worklist instance, its attribute values
+ * A booking from the PAS (PASAPI's `PatientAppointment` PUT and DELETE; HL7 SIU S12-S15 and S17 map to
+ * the same change, applied inside the listener's transaction): one `worklist_patient` row on exactly one generated worklist instance, its attribute values
  * (`worklist_patient_attribute`), and the `pasapi_assignment` (`PatientAppointment`, external id →
  * `\WorklistPatient`). One write transaction per change; every refusal is decided before the first
  * write. In openeyes mode each row of a versioned table is copied to its `_version` twin before it is
@@ -163,7 +163,19 @@ export function createPatientAppointments(
   options: { readonly timeZone: string },
 ): {
   applyAppointmentChange(change: AppointmentChange, actor: ChangeActor): Promise<AppointmentChangeResult>;
+  /** The same change inside a write transaction of the caller's, which commits it with its own rows. */
+  applyAppointmentChangeIn(
+    trx: Transaction<DB>,
+    change: AppointmentChange,
+    actor: ChangeActor,
+  ): Promise<AppointmentChangeResult>;
   deleteAppointment(externalId: string, actor: ChangeActor): Promise<AppointmentDeleteResult>;
+  /** The same delete inside a write transaction of the caller's. */
+  deleteAppointmentIn(
+    trx: Transaction<DB>,
+    externalId: string,
+    actor: ChangeActor,
+  ): Promise<AppointmentDeleteResult>;
 } {
   const { schema } = database;
   const { timeZone } = options;
@@ -481,7 +493,9 @@ export function createPatientAppointments(
 
   return {
     applyAppointmentChange: (change, actor) => database.writeTransaction((trx) => apply(trx, change, actor)),
+    applyAppointmentChangeIn: apply,
     deleteAppointment: (externalId, actor) =>
       database.writeTransaction((trx) => remove(trx, externalId, actor)),
+    deleteAppointmentIn: remove,
   };
 }

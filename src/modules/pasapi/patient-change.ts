@@ -217,6 +217,28 @@ export async function findPatientAssignment(
   return row === undefined ? undefined : { id: row.id, internalId: row.internal_id };
 }
 
+/**
+ * The live patient a PAS number of `typeId` names: by its active identifier, else by the `Patient`
+ * assignment of the number (a patient PASAPI created under a number since replaced).
+ */
+export async function findPatientByNumber(
+  trx: Kysely<DB>,
+  typeId: number,
+  number: string,
+): Promise<number | undefined> {
+  const byIdentifier = await findPatientByIdentifier(trx, typeId, number);
+  if (byIdentifier !== undefined) return byIdentifier;
+  const assignment = await findPatientAssignment(trx, number);
+  if (assignment === undefined) return undefined;
+  const row = await trx
+    .selectFrom('patient')
+    .select('id')
+    .where('id', '=', assignment.internalId)
+    .where('deleted', '=', 0)
+    .executeTakeFirst();
+  return row?.id;
+}
+
 const stripSpaces = (value: string) => value.replace(/\s+/g, '');
 
 /** Phone numbers as OpenEyes stores them (spaces and hyphens removed), checked as P16 recommends. */

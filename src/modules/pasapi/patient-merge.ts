@@ -27,8 +27,8 @@ import {
   PATIENT_RESOURCE,
   findGlobalType,
   findIdentifierType,
-  findPatientAssignment,
   findPatientByIdentifier,
+  findPatientByNumber,
   readInstallationSetting,
   unknownIdentifierType,
 } from './patient-change.ts';
@@ -78,11 +78,7 @@ export function createPatientMerges(database: Database): {
     role: 'primary' | 'secondary',
   ): Promise<MergePatient> {
     if (number.trim() === '') throw new PasapiError(400, [`${role} patient number not provided`]);
-    let id = await findPatientByIdentifier(trx, type.id, number);
-    if (id === undefined) {
-      const assignment = await findPatientAssignment(trx, number);
-      id = assignment?.internalId;
-    }
+    const id = await findPatientByNumber(trx, type.id, number);
     const row =
       id === undefined
         ? undefined
