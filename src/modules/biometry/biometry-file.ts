@@ -5,10 +5,11 @@
  * together with its private sequences, never by its SOP class alone: the IOLMaster 500 also sends its
  * data as an encapsulated PDF, and a secondary capture from another device may share its SOP class.
  */
+import { dicomWallClock, findEventDate, headerLateralityOf } from '../dicom/index.ts';
 import { parseDataSet, readString, tagKey } from './data-set.ts';
 import { readIolMaster, zeissReader, zeissVrOf } from './iolmaster.ts';
 import type { BiometryReading } from './reading.ts';
-import { BiometryFileError, sideOf } from './reading.ts';
+import { BiometryFileError } from './reading.ts';
 import { isStandardBiometry, readStandardBiometry } from './standard-objects.ts';
 
 export const ENCAPSULATED_PDF = '1.2.840.10008.5.1.4.1.1.104.1';
@@ -29,12 +30,9 @@ export interface BiometryStudy {
   readonly acquisitionDateTime?: string;
   /** Content Date + Time as `YYYY-MM-DD HH:MM:SS`. */
   readonly contentDateTime?: string;
-  /** The event date: acquisition, else content, else series, else study date-time; local time verbatim. */
+  /** The event date by the DICOM module's rule (`findEventDate`): the device's wall-clock time. */
   readonly eventDate: string;
-  /**
-   * The eye the header names: Image Laterality (0020,0062), else Laterality (0020,0060); B when the two
-   * disagree. Undefined when neither names an eye.
-   */
+  /** The eye the header names by the DICOM module's rule (`headerLateralityOf`); undefined for none. */
   readonly laterality?: 'L' | 'R' | 'B';
 }
 
@@ -51,26 +49,6 @@ export type BiometryFile =
 export { BiometryFileError };
 
 const t = tagKey;
-
-/** `YYYY-MM-DD` of a DA value (`YYYYMMDD`, or the old `YYYY.MM.DD`), else undefined. */
-function dateOf(value: string | undefined): string | undefined {
-  const match = /^(\d{4})\.?(\d{2})\.?(\d{2})$/.exec(value?.trim() ?? '');
-  return match === null ? undefined : `${match[1]}-${match[2]}-${match[3]}`;
-}
-
-/** `HH:MM:SS` of a TM value (`HH`, `HHMM`, `HHMMSS`, fractions ignored; the old `HH:MM:SS`), or midnight. */
-function timeOf(value: string | undefined): string {
-  const match = /^(\d{2}):?(\d{2})?:?(\d{2})?/.exec(value?.trim() ?? '');
-  if (match === null) return '00:00:00';
-  return `${match[1]}:${match[2] ?? '00'}:${match[3] ?? '00'}`;
-}
-
-/** `YYYY-MM-DD HH:MM:SS` of a DT value (fractions and any offset suffix ignored), else undefined. */
-function dateTimeOf(value: string | undefined): string | undefined {
-  const match = /^(\d{4})(\d{2})(\d{2})(\d{2})?(\d{2})?(\d{2})?/.exec(value?.trim() ?? '');
-  if (match === null) return undefined;
-  return `${match[1]}-${match[2]}-${match[3]} ${match[4] ?? '00'}:${match[5] ?? '00'}:${match[6] ?? '00'}`;
-}
 
 function optional<K extends string>(key: K, value: string | undefined): Partial<Record<K, string>> {
   return value === undefined ? {} : ({ [key]: value } as Record<K, string>);
@@ -98,28 +76,33 @@ export function readBiometryFile(bytes: Uint8Array): BiometryFile {
   const studyInstanceUid = text(0x0020, 0x000d);
   if (studyInstanceUid === undefined) throw new BiometryFileError('The file has no Study Instance UID');
   const acquisition = text(0x0008, 0x002a);
-  const content = dateOf(text(0x0008, 0x0023));
-  const contentDateTime = content === undefined ? undefined : `${content} ${timeOf(text(0x0008, 0x0033))}`;
-  const series = dateOf(text(0x0008, 0x0021));
-  const study = dateOf(text(0x0008, 0x0020));
-  const eventDate =
-    dateTimeOf(acquisition) ??
-    contentDateTime ??
-    (series === undefined ? undefined : `${series} ${timeOf(text(0x0008, 0x0031))}`) ??
-    (study === undefined ? undefined : `${study} ${timeOf(text(0x0008, 0x0030))}`);
+  // The header by keyword, for the DICOM rules that device filing applies to the same attributes.
+  const header = {
+    AcquisitionDateTime: acquisition,
+    AcquisitionDate: text(0x0008, 0x0022),
+    AcquisitionTime: text(0x0008, 0x0032),
+    ContentDate: text(0x0008, 0x0023),
+    ContentTime: text(0x0008, 0x0033),
+    SeriesDate: text(0x0008, 0x0021),
+    SeriesTime: text(0x0008, 0x0031),
+    StudyDate: text(0x0008, 0x0020),
+    StudyTime: text(0x0008, 0x0030),
+    ImageLaterality: text(0x0020, 0x0062),
+    Laterality: text(0x0020, 0x0060),
+  };
+  const contentDateTime =
+    header.ContentDate === undefined
+      ? undefined
+      : dicomWallClock(header.ContentDate, header.ContentTime ?? null);
+  const eventDate = findEventDate(header)?.wallClock;
   if (eventDate === undefined) {
     throw new BiometryFileError('The file has no acquisition, content, series or study date');
   }
-  const imageSide = sideOf(text(0x0020, 0x0062));
-  const seriesSide = sideOf(text(0x0020, 0x0060));
-  const laterality =
-    imageSide !== undefined && seriesSide !== undefined && imageSide !== seriesSide
-      ? 'B'
-      : (imageSide ?? seriesSide);
+  const laterality = headerLateralityOf(header)?.eye;
   const info: BiometryStudy = {
     studyInstanceUid,
     eventDate,
-    ...(laterality === undefined ? {} : { laterality }),
+    ...(laterality === undefined || laterality === null ? {} : { laterality }),
     ...optional('seriesInstanceUid', text(0x0020, 0x000e)),
     ...optional('sopInstanceUid', text(0x0008, 0x0018)),
     ...optional('sopClassUid', sopClassUid),

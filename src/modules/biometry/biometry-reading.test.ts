@@ -19,7 +19,8 @@ import {
 import { readBiometryFileTask } from './biometry-file.ts';
 import type { BiometryFile } from './index.ts';
 import { BiometryFileError, readBiometryFile } from './index.ts';
-import { hasData, sideOf } from './reading.ts';
+import { hasData } from './reading.ts';
+import { sideOf } from './side.ts';
 
 const PATIENT = { id: '1234567', dob: '19600102', sex: 'F' } as const;
 const UIDS = { studyUid: '1.2.826.0.1.3680043.8.498.77', sopUid: '1.2.826.0.1.3680043.8.498.78' };

@@ -38,7 +38,15 @@ import {
   findInstitutionId,
   touchEvent,
 } from '../event-filing/index.ts';
-import { bodySiteOf, fitColumn, fitDecimal, fitOptionalColumn } from '../device-filing/index.ts';
+import {
+  bodySiteOf,
+  eyeIdOf as eyeIdOfEye,
+  eyeOfId,
+  fitColumn,
+  fitDecimal,
+  fitOptionalColumn,
+  mergeEyes,
+} from '../device-filing/index.ts';
 import type { BiometryStudy } from './biometry-file.ts';
 import type { BiometryTables, ElementTableName } from './biometry-tables.ts';
 import { BIOMETRY_COLUMNS } from './biometry-tables.ts';
@@ -132,8 +140,14 @@ const lvcColumn = (column: string): ColumnWidth => ({
 /** `value` as `table.column`, a `decimal(precision, scale)`, holds it (see the file comment). */
 const decimal = (table: string, column: string, precision: number, scale: number, value: number) =>
   fitDecimal(value, { column: `${table}.${column}`, precision, scale });
-const eyeIdOf = (sides: ReadonlySet<Side>) => (sides.has('R') && sides.has('L') ? 3 : sides.has('R') ? 2 : 1);
-const sidesOfEyeId = (eyeId: number): Side[] => (eyeId === 3 ? ['R', 'L'] : eyeId === 2 ? ['R'] : ['L']);
+/** `eye_id` of the eyes a row holds, by device filing's eye ids (left when it holds none). */
+const eyeIdOf = (sides: ReadonlySet<Side>) =>
+  eyeIdOfEye([...sides].reduce<'L' | 'R' | 'B' | null>((eye, side) => mergeEyes(eye, side), null) ?? 'L');
+/** The eyes of a stored `eye_id` (left for an id that names none). */
+const sidesOfEyeId = (eyeId: number): Side[] => {
+  const eye = eyeOfId(eyeId) ?? 'L';
+  return eye === 'B' ? ['R', 'L'] : [eye];
+};
 const fitOptionsOf = (deps: BiometryFilingDeps): FitOptions => ({
   maxCodePoint: deps.schema.maxTextCodePoint,
   log: (line) => deps.log(line),
@@ -803,15 +817,17 @@ async function findOrCreateSurgeon(db: Db, deps: BiometryFilingDeps, name: strin
 }
 
 /**
- * The eye of a file's reports: the header's laterality, else the eyes the file has measurements for
- * (both when it has both), else the profile's fixed eye; null when none names one (no body site).
+ * The eye of a file's reports by device filing's order (`lateralityOf`): the header's laterality, else
+ * the profile's fixed eye; where neither names one, the eyes the file has measurements for (both when it
+ * has both); null when nothing does (no body site).
  */
 function reportEyeOf(filing: BiometryFiling): 'L' | 'R' | 'B' | null {
-  if (filing.study.laterality !== undefined) return filing.study.laterality;
+  const named = filing.study.laterality ?? filing.profileEye;
+  if (named !== undefined) return named;
   const measured = SIDES.filter((side) => hasData(filing.reading?.eyes[side]));
   if (measured.length === 2) return 'B';
   if (measured.length === 1) return measured[0]!;
-  return filing.profileEye ?? null;
+  return null;
 }
 
 /**

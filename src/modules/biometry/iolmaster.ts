@@ -14,7 +14,8 @@ import type { DataSet, PrivateReader } from './data-set.ts';
 import { findPrivateBlock, privateReader } from './data-set.ts';
 import type { BiometryReading, EyeMeasurement, IolCalculation, Side } from './reading.ts';
 import { createCalculationCounter } from './limits.ts';
-import { BiometryFileError, sideOf } from './reading.ts';
+import { BiometryFileError } from './reading.ts';
+import { sideOf } from './side.ts';
 
 export const ZEISS_GROUP = 0x771b;
 export const ZEISS_CREATOR = '99CZM';

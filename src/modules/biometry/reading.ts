@@ -59,20 +59,6 @@ export interface BiometryReading {
   readonly comments?: string;
 }
 
-/** R or L from a laterality value (R, L, OD, OS, in any case), else undefined. */
-export function sideOf(value: string | undefined): Side | undefined {
-  switch ((value ?? '').trim().toUpperCase()) {
-    case 'R':
-    case 'OD':
-      return 'R';
-    case 'L':
-    case 'OS':
-      return 'L';
-    default:
-      return undefined;
-  }
-}
-
 /** True when the eye has a value worth filing. */
 export function hasData(eye: EyeMeasurement | undefined): eye is EyeMeasurement {
   return (

@@ -23,12 +23,17 @@ export {
   bodySiteOf,
   checkEventDate,
   deviceFactsOf,
+  dicomWallClock,
   eventDateOf,
   findEventDate,
   normaliseEventDate,
   eyeIdOf,
+  eyeOfId,
+  eyeOfLaterality,
+  headerLateralityOf,
   headerText,
   lateralityOf,
+  mergeEyes,
   storedEventDate,
 } from './device-header.ts';
 export type { HfaReading, HfaValues } from './hfa.ts';

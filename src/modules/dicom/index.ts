@@ -18,6 +18,15 @@ import type { DicomExtraction, ExtractOptions } from './dicom-service.ts';
 export type { DicomErrorCode } from './dicom-error.ts';
 export { DicomError } from './dicom-error.ts';
 export type { DicomHeader } from './dicom-header.ts';
+export type { Eye, FoundEventDate, KeywordValues, LateralityFinding } from './dicom-rules.ts';
+export {
+  dicomWallClock,
+  eventDateOf,
+  eyeOfLaterality,
+  findEventDate,
+  headerLateralityOf,
+  headerText,
+} from './dicom-rules.ts';
 export type { DicomTask } from './dicom-pool.ts';
 export type { DicomLimits } from './extract.ts';
 export type { DicomFileMeta, DicomInspection, DicomSummary } from './inspect.ts';

@@ -111,7 +111,9 @@ function audit(stamp: AuditStamp) {
 
 /**
  * The stored date-time of a wall-clock `YYYY-MM-DD HH:MM:SS` in `timeZone` (the site's zone): the text
- * itself where the database stores that zone's local time (OpenEyes), else converted (UTC).
+ * itself where the database stores that zone's local time (OpenEyes), else converted (UTC). The same rule
+ * on either side of UTC: a time the clocks skip (spring forward) is read with the offset before the change,
+ * so it lands the gap's length later; a time they repeat (fall back) is the earlier of its two instants.
  */
 export function storedEventDate(wallClock: string, timeZone: string): string {
   if (timeZone === storedTimeZone()) return wallClock;
@@ -122,9 +124,14 @@ export function storedEventDate(wallClock: string, timeZone: string): string {
     return Date.parse(`${part.year}-${part.month}-${part.day}T${part.hour}:${part.minute}:${part.second}Z`);
   };
   const asUtc = Date.parse(`${wallClock.replace(' ', 'T')}Z`);
-  // The zone's offset at that wall-clock time: guessed at the same UTC time, then corrected once.
-  let instant = asUtc - (wallAt(asUtc) - asUtc);
-  instant = asUtc - (wallAt(instant) - instant);
+  const DAY_MS = 24 * 60 * 60 * 1000;
+  // The zone's offsets a day either side: one transition at most lies between them.
+  const offsetBefore = wallAt(asUtc - DAY_MS) - (asUtc - DAY_MS);
+  const offsetAfter = wallAt(asUtc + DAY_MS) - (asUtc + DAY_MS);
+  const candidates = [asUtc - offsetBefore, asUtc - offsetAfter].filter(
+    (instant) => wallAt(instant) === asUtc,
+  );
+  const instant = candidates.length > 0 ? Math.min(...candidates) : asUtc - offsetBefore;
   return formatDateTime(new Date(instant));
 }
 

@@ -20,6 +20,7 @@ import type { DialectAdapter } from '../../db/dialect.ts';
 import type { DB } from '../../db/schema.ts';
 import { PermanentRoutineError, defineRoutine } from './catalog.ts';
 import { isImageMime } from '../attachment-data/index.ts';
+import { matchIdentifier, translatePcre } from '../patient/index.ts';
 
 export interface PatientCriteria {
   readonly identifier: string;
@@ -91,26 +92,6 @@ export function criteriaOf(rows: CriteriaRows): PatientCriteria {
   return { identifier, dob, sex: normaliseSex(firstString(sources, SEX_KEYS)) };
 }
 
-/** A PCRE `/.../flags` regex as stored in `validate_regex`, as a JavaScript RegExp (undefined if unusable). */
-export function toRegExp(pattern: string): RegExp | undefined {
-  const match = /^\/(.*)\/([a-zA-Z]*)$/s.exec(pattern);
-  const source = match === null ? pattern : match[1]!;
-  const flags = match === null ? '' : match[2]!;
-  if (/[^imsu]/.test(flags)) return undefined;
-  try {
-    return new RegExp(source, flags);
-  } catch {
-    return undefined;
-  }
-}
-
-/** Applies a printf-style `pad` (`%07s`, `%7s`, `%s`) to `value`. */
-export function applyPad(value: string, pad: string | null): string {
-  const match = pad === null ? null : /^%(0?)(\d+)s$/.exec(pad);
-  if (match === null) return value;
-  return value.padStart(Number(match[2]), match[1] === '0' ? '0' : ' ');
-}
-
 export interface IdentifierTypeRule {
   readonly id: number;
   readonly validate_regex: string;
@@ -133,12 +114,13 @@ export async function findMatchingPatients(
   criteria: PatientCriteria,
   types: readonly IdentifierTypeRule[],
 ): Promise<number[]> {
+  // Patient search's rules: the type's PCRE pattern and pad (search-term.ts), values compared as the
+  // database folds case, against the (type, folded value) index.
   const despaced = criteria.identifier.replace(/[\s-]+/g, '');
   const pairs: { typeId: number; value: string }[] = [];
   for (const type of types) {
-    const regex = toRegExp(type.validate_regex);
-    const found = regex?.exec(applyPad(despaced, type.pad));
-    if (found) pairs.push({ typeId: type.id, value: found[0] });
+    const found = matchIdentifier(despaced, { regex: translatePcre(type.validate_regex), pad: type.pad });
+    if (found !== undefined) pairs.push({ typeId: type.id, value: dialect.foldCase(found) });
   }
   let query = db
     .selectFrom('patient_identifier as pi')
@@ -150,9 +132,12 @@ export async function findMatchingPatients(
     .where('p.dob', '=', criteria.dob)
     .where((eb) =>
       eb.or([
-        eb(eb.fn('lower', ['pi.value']), '=', despaced.toLowerCase()),
+        eb(dialect.foldedKey('pi.value'), '=', dialect.foldCase(despaced)),
         ...pairs.map((pair) =>
-          eb.and([eb('pi.patient_identifier_type_id', '=', pair.typeId), eb('pi.value', '=', pair.value)]),
+          eb.and([
+            eb('pi.patient_identifier_type_id', '=', pair.typeId),
+            eb(dialect.foldedKey('pi.value'), '=', pair.value),
+          ]),
         ),
       ]),
     )

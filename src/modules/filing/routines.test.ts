@@ -12,7 +12,8 @@ import type { QueueEngine } from '../request-queue/index.ts';
 import { createQueueEngine, enqueueRequest } from '../request-queue/index.ts';
 import { defaultRoutineCatalog } from './index.ts';
 import { DicomError, readDicomFile } from '../dicom/index.ts';
-import { applyPad, normaliseDob, toRegExp } from './patient-match.ts';
+import { applyPad, translatePcre } from '../patient/index.ts';
+import { normaliseDob } from './patient-match.ts';
 
 const TAGS = {
   PatientID: '12345',
@@ -49,8 +50,8 @@ describe('routine helpers', () => {
   it('normalises identifiers and dates like the search', () => {
     assert.equal(applyPad('1234', '%07s'), '0001234');
     assert.equal(applyPad('1234', null), '1234');
-    assert.equal(toRegExp('/^([0-9]{1,9})$/')?.test('0001234'), true);
-    assert.equal(toRegExp('/^a$/x'), undefined);
+    assert.equal(translatePcre('/^([0-9]{1,9})$/')?.test('0001234'), true);
+    assert.equal(translatePcre('/^a$/x'), undefined);
     assert.equal(normaliseDob('19700315'), '1970-03-15');
     assert.equal(normaliseDob('1970-02-30'), undefined);
   });

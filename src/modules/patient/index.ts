@@ -5,4 +5,4 @@ export { describePatients, findPatientIdsByIdentifier } from './patient-lookup.t
 export type { PatientSearchResult } from './patient.service.ts';
 export type { PatientSearchService } from './patient.service.ts';
 export { createPatientSearchService } from './patient.service.ts';
-export { applyPad, translatePcre } from './search-term.ts';
+export { applyPad, matchIdentifier, translatePcre } from './search-term.ts';
