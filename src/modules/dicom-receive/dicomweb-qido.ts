@@ -1,7 +1,8 @@
 /**
  * DICOMweb QIDO-RS (PS3.18 10.6): the studies, series and instances searches, answered from
  * `dicom_instance_index` with the query/retrieve C-FIND's attributes, index pages and matching
- * (`qr-find.ts`, `qr.queries.ts`, the worklist module's `matchesValue`).
+ * (`qr-find.ts`, `qr.queries.ts`, the worklist module's `matchesValue`): SQL filters by the keys it can
+ * express (`sqlKeysOf`), the matching runs exactly on the groups it returns.
  *
  * - Parameters: `{attribute}={value}` by keyword or tag (single value, `*`/`?` wildcards, DA/TM ranges,
  *   UID lists by `,` or `\`, universal); `includefield` (repeated or `,`-separated, `all`); `limit`,
@@ -23,9 +24,15 @@ import type { RequestReader } from '../user/index.ts';
 import { mayReadRequest } from '../user/index.ts';
 import { matchesValue } from '../worklist/index.ts';
 import type { Level } from './qr-find.ts';
-import { ATTRIBUTES, GROUP_OF, LEVEL_RANK, valuesOf } from './qr-find.ts';
+import { ATTRIBUTES, GROUP_OF, LEVEL_RANK, sqlKeysOf, valuesOf } from './qr-find.ts';
 import type { GroupRow } from './qr.queries.ts';
-import { readFiledPatients, readFiledRequests, readGroupPage, readRequestSubmitters } from './qr.queries.ts';
+import {
+  findStudiesOfPatientId,
+  readFiledPatients,
+  readFiledRequests,
+  readGroupPage,
+  readRequestSubmitters,
+} from './qr.queries.ts';
 
 export type QidoLevel = 'study' | 'series' | 'instance';
 
@@ -237,6 +244,20 @@ export function createQidoSearcher(deps: {
         const within = uids.get(column);
         uids.set(column, within === undefined ? listed : within.filter((u) => listed.includes(u)));
       }
+      const sqlKeys = sqlKeysOf(parsed.keys, config.institutionCode);
+      if (sqlKeys.patientId !== undefined) {
+        const studies = await findStudiesOfPatientId(
+          database.db,
+          database.dialect,
+          sqlKeys.patientId,
+          config.institutionCode,
+        );
+        const within = uids.get('study_instance_uid');
+        uids.set(
+          'study_instance_uid',
+          within === undefined ? studies : within.filter((u) => studies.includes(u)),
+        );
+      }
       if ([...uids.values()].some((list) => list.length === 0)) return empty(parsed.unsupported);
 
       const wanted = parsed.limit === undefined ? maxAnswers : Math.min(parsed.limit, maxAnswers);
@@ -253,6 +274,7 @@ export function createQidoSearcher(deps: {
           after,
           limit: PAGE_ROWS,
           uids,
+          keys: sqlKeys.filters,
         });
         if (rows.length === 0) break;
         after = rows.at(-1)!.key;

@@ -12,6 +12,9 @@
  *   ID is that patient's identifier for `INSTITUTION_CODE` (a LOCAL type of that institution), and a
  *   query's Patient ID matches it; else the Patient ID the device sent. PATIENT level answers each
  *   Patient ID once (the answers so far are remembered: at most `DICOM_QR_MAX_ANSWERS`).
+ * - SQL filters the index by the keys it can express (`sqlKeysOf`: an exact Patient ID through a study
+ *   list, other values, wildcards as LIKE, DA ranges, names by their folded form), keeping every group
+ *   the matching would keep; the matching then runs exactly on the groups returned.
  * - The index is read in pages of the level's key, so that a universal query reads no more than the
  *   answers it sends: after `DICOM_QR_MAX_ANSWERS` answers, one more match ends the query with A700. A
  *   C-CANCEL-RQ is seen between answers and ends it with FE00.
@@ -26,14 +29,16 @@ import type { AuditTrail } from '../audit/index.ts';
 import type { AnswerElement, QueryKey, WorklistCharacterSet } from '../worklist/index.ts';
 import {
   FIND_STATUS,
+  dateRangeOf,
   encodeAnswer,
+  foldName,
   isNonAscii,
   matchesValue,
   readIdentifier,
   readQuery,
 } from '../worklist/index.ts';
-import type { GroupColumn, GroupRow, IndexColumn } from './qr.queries.ts';
-import { readFiledPatients, readGroupPage } from './qr.queries.ts';
+import type { GroupColumn, GroupRow, IndexColumn, IndexKeyFilter } from './qr.queries.ts';
+import { findStudiesOfPatientId, readFiledPatients, readGroupPage } from './qr.queries.ts';
 
 /** Patient Root Query/Retrieve Information Model - FIND (PS3.4 C.6.1.1). */
 export const PATIENT_ROOT_FIND = '1.2.840.10008.5.1.4.1.2.1.1';
@@ -86,11 +91,82 @@ export const GROUP_OF: Readonly<Record<Level, GroupColumn>> = {
   SERIES: 'series_instance_uid',
   IMAGE: 'sop_instance_uid',
 };
-const UID_COLUMNS = new Map<number, 'study_instance_uid' | 'series_instance_uid' | 'sop_instance_uid'>([
-  [0x0020000d, 'study_instance_uid'],
-  [0x0020000e, 'series_instance_uid'],
-  [0x00080018, 'sop_instance_uid'],
-]);
+export const UID_COLUMNS = new Map<number, 'study_instance_uid' | 'series_instance_uid' | 'sop_instance_uid'>(
+  [
+    [0x0020000d, 'study_instance_uid'],
+    [0x0020000e, 'series_instance_uid'],
+    [0x00080018, 'sop_instance_uid'],
+  ],
+);
+
+const PATIENT_ID = 0x00100020;
+
+/** A matching key of a query (a string value), as C-FIND and QIDO-RS read it. */
+export interface MatchingKey {
+  readonly tag: number;
+  readonly vr: string;
+  readonly value: string;
+}
+
+/**
+ * What SQL filters by for `keys` (in scope of the query level): a filter per key SQL can express, the
+ * exact Patient ID (answered by a study list, `findStudiesOfPatientId`). Each filter keeps at least the
+ * groups `matchesValue` keeps; the matching then runs on what SQL returned. Not filtered: UIDs (the
+ * caller's UID lists), TM and DT ranges (their values are compared normalised), the Referring
+ * Physician's Name and computed attributes; a key matching every value.
+ */
+export function sqlKeysOf(
+  keys: readonly MatchingKey[],
+  institutionCode: string,
+): { readonly filters: IndexKeyFilter[]; readonly patientId: string | undefined } {
+  const filters: IndexKeyFilter[] = [];
+  let patientId: string | undefined;
+  for (const key of keys) {
+    const { value, vr } = key;
+    const column = ATTRIBUTES.get(key.tag)?.column;
+    if (column === undefined || UID_COLUMNS.has(key.tag) || /^\**$/.test(value)) continue;
+    const hasWildcard = /[*?]/.test(value);
+    if (key.tag === PATIENT_ID) {
+      if (hasWildcard) filters.push({ kind: 'patientId', pattern: value, institutionCode });
+      else patientId = value;
+      continue;
+    }
+    switch (vr) {
+      case 'DA': {
+        const range = dateRangeOf(value);
+        filters.push(
+          range === undefined
+            ? { kind: 'range', column, low: '99999999', high: '00000000' }
+            : { kind: 'range', column, ...range },
+        );
+        break;
+      }
+      case 'TM':
+      case 'DT':
+        break;
+      case 'UI':
+        filters.push({ kind: 'equals', column, values: value.split('\\').map((u) => u.trim()) });
+        break;
+      case 'PN': {
+        if (column !== 'patient_name') break;
+        const folded = foldName(value.split('=')[0]!);
+        filters.push(
+          /[*?]/.test(folded)
+            ? { kind: 'like', column: 'patient_name_key', pattern: folded, isNullKept: true }
+            : { kind: 'equals', column: 'patient_name_key', values: [folded], isNullKept: true },
+        );
+        break;
+      }
+      default:
+        filters.push(
+          hasWildcard
+            ? { kind: 'like', column, pattern: value }
+            : { kind: 'equals', column, values: [value] },
+        );
+    }
+  }
+  return { filters, patientId };
+}
 
 export interface QrFindRequest {
   readonly sopClassUid: string;
@@ -170,18 +246,39 @@ export function createQrFinder(deps: {
           key.value.split('\\').map((u) => u.trim()),
         );
       }
+      const matching = keys.flatMap((k) =>
+        inScope(k) && typeof k.value === 'string' ? [{ tag: k.tag, vr: k.vr, value: k.value }] : [],
+      );
+      const sqlKeys = sqlKeysOf(matching, config.institutionCode);
+      if (sqlKeys.patientId !== undefined) {
+        const studies = await findStudiesOfPatientId(
+          database.db,
+          database.dialect,
+          sqlKeys.patientId,
+          config.institutionCode,
+        );
+        const within = uids.get('study_instance_uid');
+        uids.set(
+          'study_instance_uid',
+          within === undefined ? studies : within.filter((u) => studies.includes(u)),
+        );
+      }
       const pendingStatus = isUnsupported ? FIND_STATUS.pendingWithUnsupportedKeys : FIND_STATUS.pending;
       const answeredPatients = new Set<string>();
       let answers = 0;
       let after = '';
+      const isEmpty = [...uids.values()].some((list) => list.length === 0);
       for (;;) {
         if (sink.isCancelled()) return { status: FIND_STATUS.cancel, answers };
-        const rows = await readGroupPage(database.db, {
-          group: GROUP_OF[queryLevel],
-          after,
-          limit: PAGE_ROWS,
-          uids,
-        });
+        const rows = isEmpty
+          ? []
+          : await readGroupPage(database.db, {
+              group: GROUP_OF[queryLevel],
+              after,
+              limit: PAGE_ROWS,
+              uids,
+              keys: sqlKeys.filters,
+            });
         if (rows.length === 0) break;
         after = rows.at(-1)!.key;
         const filed = await readFiledPatients(

@@ -392,7 +392,10 @@ export function createQrRetriever(deps: {
       const given = keys.find((k) => k.tag === 0x00100020);
       const value = typeof given?.value === 'string' ? given.value : '';
       if (value === '' || /[*?\\]/.test(value)) return { ok: false, comment: 'no single Patient ID' };
-      uids.set('study_instance_uid', await findStudiesOfPatientId(db, value, config.institutionCode));
+      uids.set(
+        'study_instance_uid',
+        await findStudiesOfPatientId(db, dialect, value, config.institutionCode),
+      );
     }
     return { ok: true, uids };
   }

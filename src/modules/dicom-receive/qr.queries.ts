@@ -4,8 +4,9 @@
  * device-filing module's index of the events it filed) with that patient's identifier for the site's
  * institution.
  */
-import type { Kysely } from 'kysely';
+import type { Kysely, RawBuilder, SqlBool } from 'kysely';
 import { sql } from 'kysely';
+import type { DialectAdapter } from '../../db/dialect.ts';
 import type { DB } from '../../db/schema.ts';
 import type { DicomInstanceIndexTable } from './received-instance.queries.ts';
 
@@ -55,6 +56,94 @@ export interface GroupRow {
   readonly requestId: number;
 }
 
+/** A column a key may filter by: an answered column, or the folded name (`patient_name_key`). */
+export type FilterColumn = IndexColumn | 'patient_name_key';
+
+/**
+ * A query key as SQL filters by it: a group is kept when one of its instances passes, so that SQL keeps
+ * every group the matching keeps (the matching runs after it on the group's values, exactly).
+ * `like` takes a DICOM pattern (`*`, `?`); `isNullKept` keeps rows whose column is null (a folded name
+ * not written). `patientId`: the Patient ID as answered, the sent one or the filed patient's identifier
+ * for the institution, by a pattern with wildcards (an exact one is a study list: `findStudiesOfPatientId`).
+ */
+export type IndexKeyFilter =
+  | {
+      readonly kind: 'equals';
+      readonly column: FilterColumn;
+      readonly values: readonly string[];
+      readonly isNullKept?: boolean;
+    }
+  | {
+      readonly kind: 'like';
+      readonly column: FilterColumn;
+      readonly pattern: string;
+      readonly isNullKept?: boolean;
+    }
+  | { readonly kind: 'range'; readonly column: FilterColumn; readonly low?: string; readonly high?: string }
+  | { readonly kind: 'patientId'; readonly pattern: string; readonly institutionCode: string };
+
+/**
+ * A DICOM wildcard pattern (`*` any run, `?` one character) as a LIKE pattern whose escape character is
+ * `!` (a character no engine's string literals treat specially, unlike `\`): `%`, `_` and `!` of the
+ * value match themselves.
+ */
+export function likePatternOf(pattern: string): string {
+  let like = '';
+  for (const char of pattern) {
+    if (char === '*') like += '%';
+    else if (char === '?') like += '_';
+    else if (char === '%' || char === '_' || char === '!') like += `!${char}`;
+    else like += char;
+  }
+  return like;
+}
+
+function likeMatch(column: string, pattern: string): RawBuilder<SqlBool> {
+  return sql<SqlBool>`${sql.ref(column)} like ${likePatternOf(pattern)} escape '!'`;
+}
+
+/** The condition of `filter` on the index row `alias`. */
+function keyCondition(idb: IndexDb, alias: string, filter: IndexKeyFilter): RawBuilder<SqlBool> {
+  if (filter.kind === 'patientId') {
+    // The sent Patient ID, or the identifier of the patient the study is filed to.
+    const filedStudies = idb
+      .selectFrom('device_event as d')
+      .innerJoin('patient_identifier as pi', 'pi.patient_id', 'd.patient_id')
+      .innerJoin('patient_identifier_type as t', 't.id', 'pi.patient_identifier_type_id')
+      .innerJoin('institution as i', 'i.id', 't.institution_id')
+      .select('d.study_instance_uid')
+      .where(likeMatch('pi.value', filter.pattern))
+      .where('pi.deleted', '=', 0)
+      .where('t.usage_type', '=', 'LOCAL')
+      .where('i.remote_id', '=', filter.institutionCode);
+    return sql<SqlBool>`(${likeMatch(`${alias}.patient_id`, filter.pattern)} or ${sql.ref(`${alias}.study_instance_uid`)} in (${filedStudies}))`;
+  }
+  const column = `${alias}.${filter.column}`;
+  let condition: RawBuilder<SqlBool>;
+  switch (filter.kind) {
+    case 'equals':
+      condition =
+        filter.values.length === 1
+          ? sql<SqlBool>`${sql.ref(column)} = ${filter.values[0]}`
+          : sql<SqlBool>`${sql.ref(column)} in (${sql.join(filter.values)})`;
+      break;
+    case 'like':
+      condition = likeMatch(column, filter.pattern);
+      break;
+    case 'range': {
+      const parts = [
+        ...(filter.low === undefined ? [] : [sql`${sql.ref(column)} >= ${filter.low}`]),
+        ...(filter.high === undefined ? [] : [sql`${sql.ref(column)} <= ${filter.high}`]),
+      ];
+      condition = sql<SqlBool>`${sql.join(parts, sql` and `)}`;
+      break;
+    }
+  }
+  return (filter.kind === 'equals' || filter.kind === 'like') && filter.isNullKept === true
+    ? sql<SqlBool>`(${condition} or ${sql.ref(column)} is null)`
+    : condition;
+}
+
 export interface GroupPageFilter {
   readonly group: GroupColumn;
   /** Rows with a larger key only (the page before ended there). */
@@ -65,6 +154,8 @@ export interface GroupPageFilter {
     'study_instance_uid' | 'series_instance_uid' | 'sop_instance_uid',
     readonly string[]
   >;
+  /** The other keys SQL filters by. */
+  readonly keys: readonly IndexKeyFilter[];
 }
 
 /** One page of groups in key order. */
@@ -81,6 +172,21 @@ export async function readGroupPage(db: Kysely<DB>, filter: GroupPageFilter): Pr
     ])
     .where(`x.${filter.group}`, '>', filter.after);
   for (const [column, uids] of filter.uids) query = query.where(`x.${column}`, 'in', [...uids]);
+  for (const key of filter.keys) {
+    // An instance is a group of its own; a study or series is kept when one of its instances passes, so
+    // that its counts and values stay those of every instance.
+    query =
+      filter.group === 'sop_instance_uid'
+        ? query.where(keyCondition(idb, 'x', key))
+        : query.where(
+            `x.${filter.group}`,
+            'in',
+            idb
+              .selectFrom('dicom_instance_index as y')
+              .select(`y.${filter.group}`)
+              .where(keyCondition(idb, 'y', key)),
+          );
+  }
   const rows = await query
     .groupBy(`x.${filter.group}`)
     .orderBy(`x.${filter.group}`)
@@ -254,9 +360,12 @@ export async function readRetrievePage(
 /**
  * The studies whose answered Patient ID (as C-FIND answers it) is `patientId`: a study filed to a patient
  * answers that patient's identifier for the institution, any other the Patient ID the device sent.
+ * Both reads are index lookups: the sent Patient ID on `dicom_instance_index`, the identifier by its
+ * type and folded value (`patient_identifier`'s search index) with the exact value compared after.
  */
 export async function findStudiesOfPatientId(
   db: Kysely<DB>,
+  dialect: DialectAdapter,
   patientId: string,
   institutionCode: string,
 ): Promise<string[]> {
@@ -267,18 +376,30 @@ export async function findStudiesOfPatientId(
     .distinct()
     .where('x.patient_id', '=', patientId)
     .execute();
-  const filedTo = await idb
-    .selectFrom('device_event as d')
-    .innerJoin('patient_identifier as pi', 'pi.patient_id', 'd.patient_id')
-    .innerJoin('patient_identifier_type as t', 't.id', 'pi.patient_identifier_type_id')
+  const types = await db
+    .selectFrom('patient_identifier_type as t')
     .innerJoin('institution as i', 'i.id', 't.institution_id')
-    .select('d.study_instance_uid as studyUid')
-    .distinct()
-    .where('pi.value', '=', patientId)
-    .where('pi.deleted', '=', 0)
+    .select('t.id')
     .where('t.usage_type', '=', 'LOCAL')
     .where('i.remote_id', '=', institutionCode)
     .execute();
+  const filedTo =
+    types.length === 0
+      ? []
+      : await idb
+          .selectFrom('patient_identifier as pi')
+          .innerJoin('device_event as d', 'd.patient_id', 'pi.patient_id')
+          .select('d.study_instance_uid as studyUid')
+          .distinct()
+          .where(
+            'pi.patient_identifier_type_id',
+            'in',
+            types.map((t) => t.id),
+          )
+          .where((eb) => eb(dialect.foldedKey('pi.value'), '=', dialect.foldCase(patientId)))
+          .where('pi.value', '=', patientId)
+          .where('pi.deleted', '=', 0)
+          .execute();
   const candidates = [...new Set([...sent.map((s) => s.studyUid), ...filedTo.map((f) => f.studyUid)])];
   const filed = await readFiledPatients(db, candidates, institutionCode);
   const sentIds = new Map<string, string>();

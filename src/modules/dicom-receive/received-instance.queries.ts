@@ -7,6 +7,7 @@ import { sql } from 'kysely';
 import type { DialectAdapter } from '../../db/dialect.ts';
 import type { DB } from '../../db/schema.ts';
 import { replaceUnstorableCharacters } from '../../db/schema-profile.ts';
+import { foldName } from '../worklist/index.ts';
 
 /** `dicom_received_instance`. Not in `DB`: it is not part of the dataset format. */
 export interface DicomReceivedInstanceTable {
@@ -132,6 +133,12 @@ export interface DicomInstanceIndexTable {
   character_set: string | null;
   patient_id: string | null;
   patient_name: string | null;
+  /**
+   * `patient_name` as PN matching compares it (the worklist module's `foldName`), so that SQL can match
+   * a name without case or accents on every engine (migration 0025); '' for no name, null when the
+   * folded name is longer than the column (such a row is a candidate of every name query).
+   */
+  patient_name_key: string | null;
   patient_birth_date: string | null;
   patient_sex: string | null;
   study_date: string | null;
@@ -171,6 +178,23 @@ export type IndexedHeader = Readonly<
   >
 >;
 
+/** Longest `patient_name_key` (its column's length). */
+export const PATIENT_NAME_KEY_LENGTH = 324;
+
+/** The `patient_name_key` of a stored name. */
+export function patientNameKey(name: string | null): string | null {
+  const key = foldName(name ?? '');
+  return Array.from(key).length > PATIENT_NAME_KEY_LENGTH ? null : key;
+}
+
+/**
+ * A DA value without the dots of the ACR-NEMA form (`YYYY.MM.DD`), as range matching reads it, so that
+ * SQL compares dates as the matching does.
+ */
+function undotDate(value: string | null): string | null {
+  return value === null ? null : value.replaceAll('.', '');
+}
+
 /**
  * Indexes a received instance for query/retrieve, in its request's transaction; a repeat of the SOP
  * Instance UID replaces the row (the latest receipt is what a query answers). Values are cut to their
@@ -199,9 +223,10 @@ export async function upsertInstanceIndex(
     character_set: cut(h.SpecificCharacterSet, 128),
     patient_id: cut(h.PatientID, 64),
     patient_name: cut(h.PatientName, 324),
-    patient_birth_date: cut(h.PatientBirthDate, 8),
+    patient_name_key: patientNameKey(cut(h.PatientName, 324)),
+    patient_birth_date: cut(undotDate(h.PatientBirthDate), 8),
     patient_sex: cut(h.PatientSex, 16),
-    study_date: cut(h.StudyDate, 8),
+    study_date: cut(undotDate(h.StudyDate), 8),
     study_time: cut(h.StudyTime, 16),
     accession_number: cut(h.AccessionNumber, 16),
     study_id: cut(h.StudyID, 16),

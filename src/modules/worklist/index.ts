@@ -25,7 +25,7 @@ export const MODALITY_WORKLIST_FIND = '1.2.840.10008.5.1.4.31';
 export type { AnswerElement } from './answer-encoding.ts';
 export { encodeAnswer, isNonAscii } from './answer-encoding.ts';
 export type { QueryKey, WorklistQuery } from './worklist-query.ts';
-export { matchesValue, readQuery } from './worklist-query.ts';
+export { dateRangeOf, foldName, matchesValue, readQuery } from './worklist-query.ts';
 export type { WorklistCharacterSet } from './stations.ts';
 // The worklist entry a received study was made for (filing matches the study through it).
 export type { StudyEntry, StudyEntryFinding, StudyEntryKeys } from './worklist.queries.ts';

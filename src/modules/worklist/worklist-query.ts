@@ -164,6 +164,14 @@ export function stepDateRange(query: WorklistQuery): { low?: string; high?: stri
   return range;
 }
 
+/**
+ * The bounds of a DA key's range matching (`YYYYMMDD`, either end open), as {@link matchesValue} reads
+ * them; undefined when the key matches no date.
+ */
+export function dateRangeOf(pattern: string): { low?: string; high?: string } | undefined {
+  return rangeOf(pattern, normaliseDate);
+}
+
 /** The options of matching that depend on the caller. */
 export interface MatchContext {
   /**
@@ -329,8 +337,11 @@ function wildcard(pattern: string): RegExp {
   return new RegExp(`^${source}$`, 'su');
 }
 
-/** A name compared without case or accents; trailing empty components do not count. */
-function foldName(name: string): string {
+/**
+ * A person name as PN matching compares it: without case or accents, trailing empty components left
+ * out (the query/retrieve index keeps each name in this form too, to match it in SQL).
+ */
+export function foldName(name: string): string {
   return name.normalize('NFD').replace(/\p{M}/gu, '').toUpperCase().replace(/\^+$/, '');
 }
 
