@@ -14,7 +14,7 @@ import { availableParallelism } from 'node:os';
 import path from 'node:path';
 import type { DeviceProfile } from './modules/device-filing/profiles.ts';
 import { readDeviceProfilesFile } from './modules/device-filing/profile-file.ts';
-import type { WorklistCharacterSet, WorklistStation } from './modules/worklist/stations.ts';
+import type { WorklistStation } from './modules/worklist/stations.ts';
 import { WORKLIST_CHARACTER_SETS, readWorklistStationsFile } from './modules/worklist/stations.ts';
 import type { Hl7FieldMap } from './modules/hl7/field-map.ts';
 import { DEFAULT_FIELD_MAP, readFieldMapFile } from './modules/hl7/field-map.ts';
