@@ -12,13 +12,12 @@ import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { availableParallelism } from 'node:os';
 import path from 'node:path';
-import type { DeviceProfile } from './modules/device-filing/profiles.ts';
-import { readDeviceProfilesFile } from './modules/device-filing/profile-file.ts';
-import type { WorklistStation } from './modules/worklist/stations.ts';
-import { WORKLIST_CHARACTER_SETS, readWorklistStationsFile } from './modules/worklist/stations.ts';
-import type { Hl7FieldMap } from './modules/hl7/field-map.ts';
-import { DEFAULT_FIELD_MAP, readFieldMapFile } from './modules/hl7/field-map.ts';
-import { BIOMETRY_CALCULATION_CEILING } from './modules/biometry/limits.ts';
+import type { DeviceProfile } from './site-files/device-profiles.ts';
+import { readDeviceProfilesFile } from './site-files/device-profiles.ts';
+import type { WorklistStation } from './site-files/worklist-stations.ts';
+import { WORKLIST_CHARACTER_SETS, readWorklistStationsFile } from './site-files/worklist-stations.ts';
+import type { Hl7FieldMap } from './site-files/hl7-field-map.ts';
+import { DEFAULT_FIELD_MAP, readFieldMapFile } from './site-files/hl7-field-map.ts';
 
 export type DatabaseTarget =
   | { readonly kind: 'sqlite'; readonly file: string }
@@ -169,6 +168,9 @@ type Flat<T> = { [K in keyof T]: T[K] } & {};
 export type Config = Flat<AllSections<typeof CONFIG_SECTIONS>>;
 
 const MiB = 1024 * 1024;
+
+/** IOL calculations per eye the biometry reader collects at most: the largest `BIOMETRY_MAX_*_PER_EYE` allowed. */
+export const BIOMETRY_CALCULATION_CEILING = 1000;
 
 const code = (value: string | number) => `\`${value}\``;
 
