@@ -3,6 +3,7 @@ import path from 'node:path';
 import js from '@eslint/js';
 import { createNodeResolver, importX } from 'eslint-plugin-import-x';
 import tseslint from 'typescript-eslint';
+import { PROJECT_LAYERS, noUpwardImport } from './scripts/eslint-layers.js';
 import { noTypeImportCycle } from './scripts/eslint-type-import-cycle.js';
 
 /** The feature modules: each folder of src/modules, whose index.ts is what other modules may import. */
@@ -50,7 +51,10 @@ export default tseslint.config(
   // `import type` closes is local/no-type-import-cycle's (scripts/eslint-type-import-cycle.js).
   {
     files: ['**/*.ts'],
-    plugins: { 'import-x': importX, local: { rules: { 'no-type-import-cycle': noTypeImportCycle } } },
+    plugins: {
+      'import-x': importX,
+      local: { rules: { 'no-type-import-cycle': noTypeImportCycle, 'no-upward-import': noUpwardImport } },
+    },
     settings: {
       'import-x/extensions': ['.ts', '.js'],
       'import-x/parsers': { '@typescript-eslint/parser': ['.ts'] },
@@ -66,6 +70,8 @@ export default tseslint.config(
     files: ['src/**/*.ts'],
     ignores: ['**/*.test.ts'],
     rules: {
+      // What the zones below say of one import, followed through every file it imports, type ones too.
+      'local/no-upward-import': ['error', { layers: PROJECT_LAYERS }],
       'import-x/no-restricted-paths': [
         'error',
         {

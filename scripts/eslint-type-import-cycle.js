@@ -16,7 +16,7 @@ import ts from 'typescript';
 const importCache = new Map();
 
 /** The files that `file` imports or re-exports by a relative path, type imports included. */
-function importsOf(file) {
+export function importsOf(file) {
   let mtimeMs;
   try {
     mtimeMs = statSync(file).mtimeMs;

@@ -2,6 +2,7 @@
  * The README's configuration table, written from the settings of `config.ts` (`npm run docs:config`
  * puts it between the markers below; `config.test.ts` fails when the README holds another table).
  */
+import type { ConfigSection } from './config.ts';
 import { CONFIG_SECTIONS } from './config.ts';
 
 export const CONFIG_TABLE_BEGIN =
@@ -11,7 +12,7 @@ export const CONFIG_TABLE_END = '<!-- /config-table -->';
 /** The Markdown table of every setting, a bold row opening each section. */
 export function renderConfigTable(): string {
   const rows = ['| Variable | Default | Meaning |', '|---|---|---|'];
-  for (const section of CONFIG_SECTIONS) {
+  for (const section of CONFIG_SECTIONS as readonly ConfigSection[]) {
     rows.push(`| **${section.title}** | | |`);
     for (const setting of Object.values(section.settings))
       rows.push(`| \`${setting.variable}\` | ${setting.shown} | ${setting.doc.replaceAll('|', '\\|')} |`);

@@ -12,13 +12,12 @@ import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { availableParallelism } from 'node:os';
 import path from 'node:path';
-import type { DeviceProfile } from './modules/device-filing/profiles.ts';
-import { readDeviceProfilesFile } from './modules/device-filing/profile-file.ts';
-import type { WorklistCharacterSet, WorklistStation } from './modules/worklist/stations.ts';
-import { WORKLIST_CHARACTER_SETS, readWorklistStationsFile } from './modules/worklist/stations.ts';
-import type { Hl7FieldMap } from './modules/hl7/field-map.ts';
-import { DEFAULT_FIELD_MAP, readFieldMapFile } from './modules/hl7/field-map.ts';
-import { BIOMETRY_CALCULATION_CEILING } from './modules/biometry/limits.ts';
+import type { DeviceProfile } from './site-files/device-profiles.ts';
+import { readDeviceProfilesFile } from './site-files/device-profiles.ts';
+import type { WorklistStation } from './site-files/worklist-stations.ts';
+import { WORKLIST_CHARACTER_SETS, readWorklistStationsFile } from './site-files/worklist-stations.ts';
+import type { Hl7FieldMap } from './site-files/hl7-field-map.ts';
+import { DEFAULT_FIELD_MAP, readFieldMapFile } from './site-files/hl7-field-map.ts';
 
 export type DatabaseTarget =
   | { readonly kind: 'sqlite'; readonly file: string }
@@ -49,186 +48,6 @@ export interface BackoffStep {
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 
-export interface Config {
-  readonly port: number;
-  readonly host: string;
-  /** `HOST` was given: with demo data the server listens on 127.0.0.1 only while it is not. */
-  readonly isHostSet?: boolean;
-  readonly database: DatabaseTarget;
-  /** PostgreSQL connections per process. */
-  readonly dbPoolSize: number;
-  readonly filesDir: string;
-  /** Load the demo dataset into a brand-new database. */
-  readonly demoData: 'auto' | 'on' | 'off';
-  readonly institutionCode: string;
-  readonly worker: 'in-process' | 'off';
-  readonly logLevel: LogLevel;
-  /** How long a successful Basic verification is remembered. 0 disables the cache. */
-  readonly authCacheTtlMs: number;
-  /** Require `OprnLogin` in addition to `OprnApi` (as the original did). */
-  readonly requireOprnLogin: boolean;
-  /** Require `OprnApi` for attachment view, as for the other endpoints. */
-  readonly attachmentRequireOprnApi: boolean;
-  /** Attachment view decodes strict base64 like the original; off by default. */
-  readonly attachmentBase64Compat: boolean;
-  /** Attachments written less than this long ago are sent `no-cache` instead of `immutable`: the worker may still add thumbnails or clear blobs. */
-  readonly attachmentImmutableGraceSeconds: number;
-  /**
-   * MiB the decoding of one image that libvips does not stream (an interlaced PNG, a progressive JPEG, a
-   * GIF, a tiled TIFF) may hold before `MAKE_THUMBNAILS` makes its thumbnails; beyond, it gets none (logged).
-   */
-  readonly thumbnailMaxDecodeMb: number;
-  /** Body limits, in bytes. */
-  readonly limits: {
-    readonly signatureBodyBytes: number;
-    readonly jsonBodyBytes: number;
-    readonly rawBodyBytes: number;
-    /**
-     * True when `RAW_BODY_LIMIT_BYTES` was set: a database whose statements cannot hold that much refuses
-     * the start. Left at its default, the start lowers `rawBodyBytes` to what the database takes instead.
-     */
-    readonly isRawBodyBytesSet?: boolean;
-    /** Why `rawBodyBytes` is below the configured limit (the database setting), named in 413 answers. */
-    readonly rawBodyLimitReason?: string;
-    /** Spooled upload bytes loaded into memory at once, counted twice (the bytes and the driver's copy). */
-    readonly uploadMemoryBytes: number;
-  };
-  /** Per-IP rate limit on the open sign/add endpoint, per minute. 0 disables it. */
-  readonly signRateLimitPerMinute: number;
-  /** Failed logins per client address (any usernames) per minute before 429. 0 disables it. */
-  readonly authFailureLimitPerMinute: number;
-  /** Failed logins per (username, address) in an hour before the exponential back-off. 0 = no back-off. */
-  readonly authFailureFreeAttempts: number;
-  /** The longest back-off of one (username, address), in seconds. */
-  readonly authFailureMaxBackoffSeconds: number;
-  /** Failed logins per username (every address) per hour before 429, except from its known addresses. */
-  readonly authFailureLimitPerUsername: number;
-  /** Password checks (bcrypt) running at once in the process; more wait up to a second, then 429. 0 = no cap. */
-  readonly authConcurrentVerifications: number;
-  /** Password checks running at once per client address and per username; more: 429. 0 = no cap. */
-  readonly authConcurrentVerificationsPerClient: number;
-  /** Rate-limit counters shared through the database: `auto` = when SERVER_PROCESSES > 1 or on a server database. */
-  readonly rateLimitSharing: 'auto' | 'on' | 'off';
-  /** How often shared rate-limit counters are flushed and read back, in ms. */
-  readonly rateLimitSyncIntervalMs: number;
-  /** Heavy requests (uploads, imports, large attachment reads) served at once; 0 = no cap. */
-  readonly maxConcurrentHeavyRequests: number;
-  /** How long a heavy request waits for a slot before 503 `Retry-After: 1`, in ms. */
-  readonly heavyQueueTimeoutMs: number;
-  /** Requests in flight from one client address (the forwarded one behind trusted proxies); 0 = no cap. */
-  readonly maxRequestsPerClient: number;
-  /** Time to receive a request's headers, in ms; slower: 408 and the connection closed. */
-  readonly headersTimeoutMs: number;
-  /** Time to receive a whole request (headers and body), in ms; 0 = no limit. */
-  readonly requestTimeoutMs: number;
-  /** How far a body may fall behind `bodyMinBytesPerSecond`, in ms, before 408 and the connection closed. */
-  readonly bodyTimeoutMs: number;
-  /** Minimum average receive rate of a request body, in bytes per second. */
-  readonly bodyMinBytesPerSecond: number;
-  /** How often the server sweeps orphan protected files, in ms; 0 = never (not even at start). */
-  readonly orphanSweepIntervalMs: number;
-  /** Files younger than this are never swept (their transaction may still be running), in ms. */
-  readonly orphanSweepGraceMs: number;
-  /** Proxies whose `X-Forwarded-For` / `X-Forwarded-Proto` are believed. */
-  readonly trustedProxies: readonly string[];
-  /** Default `request_type` for queue add when the caller gives none. */
-  readonly defaultRequestType: string;
-  /** IANA time zone used for "today" in ages. */
-  readonly timeZone: string;
-  /** How long patient search keeps its reference data (identifier types, rules, settings). 0 = no cache. */
-  readonly referenceCacheTtlMs: number;
-  /** Queue worker: requests run in parallel per queue; 0 = the queue's `maximum_active_threads`. */
-  readonly workerConcurrency: number;
-  /** Queues the worker serves; empty = every queue in `request_queue`. */
-  readonly workerQueues: readonly string[];
-  /** In-process worker: queue add answers wait while it is more than this behind (ms); 0 = never. */
-  readonly queueIntakePaceMs: number;
-  /** Retry back-off table, from `<delay>[*n]@<below try>` steps (the Java processor's newest table by default). */
-  readonly queueRetryBackoff: readonly BackoffStep[];
-  /** Request types whose `REQUEST_BLOB.blob_data` the clean-up routine nulls after a successful attach. */
-  readonly queueDropBlobRequestTypes: readonly string[];
-  /** DICOM reading and image extraction (`src/modules/dicom`): limits per file, decoding threads. */
-  readonly dicom: {
-    /** Elements, items and fragments in one file. */
-    readonly maxElements: number;
-    /** Sequences nested inside each other. */
-    readonly maxDepth: number;
-    /** Frames extracted from one file (evenly spaced when it has more). */
-    readonly maxFrames: number;
-    /** Pixels (x samples) extracted from one file; a single frame over it is refused. */
-    readonly maxPixels: number;
-    /** Time limit of one read or extraction on a decoding thread, in ms. */
-    readonly decodeTimeoutMs: number;
-    /** Heap cap of each decoding thread, in MiB; also the largest file (or inflated data set) read. */
-    readonly decodeMemoryMb: number;
-    /** Decoding threads; 0 = one per core. */
-    readonly workerThreads: number;
-    /** Longest standard long-text value (ST, LT, UT, UC, UR), and longest element read as text, in bytes. */
-    readonly maxTextBytes: number;
-    /** Decoding threads that check received instances (STOW-RS, C-STORE), apart from the filing ones; 0 = one per core. */
-    readonly receiptThreads: number;
-  };
-  /**
-   * `DEVICE_PROFILES_FILE`: the site's device profiles (JSON, read and checked at start), which add to or
-   * replace the built-in ones of device filing; empty without the file.
-   */
-  readonly deviceProfiles: readonly DeviceProfile[];
-  /**
-   * `DEVICE_FIRM_ID`: the firm (`firm.id`) of device events' episodes: an open episode in its subspecialty
-   * is preferred, and a new episode is opened for it; undefined without the setting.
-   */
-  readonly deviceFirmId: number | undefined;
-  /**
-   * What one biometry file may carry per eye (`BIOMETRY_MAX_*_PER_EYE`): distinct lenses, distinct
-   * formulas, IOL calculations; a file beyond any of them is refused whole.
-   */
-  readonly biometryMaxLensesPerEye: number;
-  readonly biometryMaxFormulasPerEye: number;
-  readonly biometryMaxCalculationsPerEye: number;
-  /**
-   * `BIOMETRY_OFFER_NEW_LENSES`: lens types a device file names that the lens list lacks are offered to
-   * clinicians at once (listed for the institution, active); off: they are held for review.
-   */
-  readonly biometryOffersNewLenses: boolean;
-  /** HTTPS served by the server itself: PEM certificate chain and key read at start (`TLS_CERT`, `TLS_KEY`). */
-  readonly tls?: { readonly cert: Buffer; readonly key: Buffer };
-  /** Refuse Basic credentials over plain HTTP (they would travel readable); on by default when NODE_ENV=production. */
-  readonly requireTls: boolean;
-  /** API server processes (node:cluster); `auto` = one per core. */
-  readonly serverProcesses: number;
-  /** `/metrics`: `off` (not served), `on` (open, or the bearer token when set), `basic` (Basic + OprnApi). */
-  readonly metrics: 'off' | 'on' | 'basic';
-  /** Bearer token accepted by `/metrics` (`METRICS_TOKEN`); required by `METRICS=on` when set. */
-  readonly metricsToken?: string;
-  /** Audit rows of reads: `async` (committed within `auditFlushMs` after the answer) or `durable` (before). */
-  readonly auditReads: 'async' | 'durable';
-  /** Async read audit: a row is committed at most this long after its answer, in ms. */
-  readonly auditFlushMs: number;
-  /** Async read audit: rows not yet committed at which reads answer 503. */
-  readonly auditMaxBacklog: number;
-  /** Async read audit: age of the oldest row not yet committed beyond which reads answer 503, in ms. */
-  readonly auditMaxLagMs: number;
-  /** The operations console at `/console/` (`CONSOLE=on|off`). */
-  readonly console: boolean;
-  /** Console sessions end after this long without a request (`CONSOLE_IDLE_MINUTES`). */
-  readonly consoleIdleMinutes: number;
-  /** Console sessions end this long after login, whatever the activity (`CONSOLE_SESSION_HOURS`). */
-  readonly consoleSessionHours: number;
-  /** Key that signs console cookies (`CONSOLE_SESSION_SECRET`); one kept in the database when unset. */
-  readonly consoleSessionSecret?: string;
-  /** Policy of passwords set with the CLI (`PASSWORD_MIN_LENGTH`, `PASSWORD_MAX_LENGTH`, `PASSWORD_REFUSE_COMMON`). */
-  readonly passwordPolicy: {
-    readonly minLength: number;
-    readonly maxLength: number;
-    readonly refusesCommon: boolean;
-  };
-  /** DICOM receiving: STOW-RS (always) and the C-STORE SCP (when `port` is set). */
-  readonly dicomNetwork: DicomNetworkConfig;
-  readonly worklist: WorklistConfig;
-  /** The HL7 v2 PAS feed over MLLP (when `port` is set). */
-  readonly hl7: Hl7Config;
-}
-
 /** A PAS allowed to send HL7: its sending application (MSH-3) and facility (MSH-4), and where from. */
 export interface Hl7Sender {
   /** MSH-3.1, or `*` for any. */
@@ -239,67 +58,11 @@ export interface Hl7Sender {
   readonly address: string;
 }
 
-export interface Hl7Config {
-  /** `HL7_PORT`: the MLLP listener's TCP port; undefined = off. */
-  readonly port: number | undefined;
-  /** `HL7_HOST`: the address it listens on; undefined = `HOST`. */
-  readonly host: string | undefined;
-  /** `HL7_ALLOWED_SENDERS`: `APPLICATION^FACILITY@address` items. */
-  readonly allowedSenders: readonly Hl7Sender[];
-  /** `HL7_FIELD_MAP_FILE`: the site's field map (the default with the file's keys over it). */
-  readonly fieldMap: Hl7FieldMap;
-  /** `HL7_MAX_MESSAGE_BYTES`: the longest message framed; a longer one closes the connection. */
-  readonly maxMessageBytes: number;
-  /** `HL7_MAX_CONNECTIONS`: connections open on the HL7 port; more are closed at once. */
-  readonly maxConnections: number;
-  /** `HL7_IDLE_TIMEOUT_MS`: a connection silent this long is closed. */
-  readonly idleTimeoutMs: number;
-  /** `HL7_TLS`: MLLP inside TLS, with the certificate and key of `TLS_CERT` / `TLS_KEY`. */
-  readonly isTls: boolean;
-}
-
 /** A calling AE title allowed to open associations from an address, a subnet, or anywhere. */
 export interface DicomCaller {
   readonly aeTitle: string;
   /** An IP address, a subnet in CIDR notation (`10.1.2.0/24`), or `*` for any address. */
   readonly address: string;
-}
-
-export interface DicomNetworkConfig {
-  /** `DICOM_PORT`: the C-STORE SCP's TCP port; undefined = the SCP is off. */
-  readonly port: number | undefined;
-  /** `DICOM_AE_TITLE`: the service's AE title (the called AE title associations must name). */
-  readonly aeTitle: string;
-  /** `DICOM_ALLOWED_CALLERS`: `TITLE@address`, `TITLE@subnet/bits` or `TITLE@*`, comma-separated. */
-  readonly allowedCallers: readonly DicomCaller[];
-  /** `DICOM_DUPLICATES`: an instance whose SOP Instance UID was received before: a new request, or refused. */
-  readonly duplicates: 'new-request' | 'refuse';
-  /** `DICOM_MAX_ASSOCIATIONS`: associations served at once; more are refused (local limit exceeded). */
-  readonly maxAssociations: number;
-  /** `DICOM_MAX_ASSOCIATIONS_PER_AE`: associations of one calling AE title at once. */
-  readonly maxAssociationsPerAe: number;
-  /** `DICOM_MAX_ASSOCIATIONS_PER_ADDRESS`: associations from one peer address at once. */
-  readonly maxAssociationsPerAddress: number;
-  /** `DICOM_MAX_CONNECTIONS`: TCP connections open on the DICOM port; more are closed at once. */
-  readonly maxConnections: number;
-  /** `DICOM_MAX_CONNECTIONS_PER_ADDRESS`: TCP connections from one peer address. */
-  readonly maxConnectionsPerAddress: number;
-  /** `DICOM_MAX_UNASSOCIATED_CONNECTIONS`: connections not yet associated; a new one closes the oldest. */
-  readonly maxUnassociatedConnections: number;
-  /** `DICOM_ASSOCIATION_TIMEOUT_MS`: time from connection to a whole A-ASSOCIATE-RQ; then it is closed. */
-  readonly associationTimeoutMs: number;
-  /** `DICOM_REMOTE_NODES`: the devices the service opens associations to, by AE title. */
-  readonly remoteNodes: readonly DicomRemoteNode[];
-  /** `DICOM_COMMITMENT_MAX_INSTANCES`: instances one storage commitment request may name. */
-  readonly commitmentMaxInstances: number;
-  /** `DICOM_QR_CALLERS`: the callers that may query (C-FIND Patient and Study Root); none = nobody. */
-  readonly qrCallers: readonly DicomCaller[];
-  /** `DICOM_QR_MAX_ANSWERS`: answers of one query/retrieve C-FIND; a query matching more ends with A700. */
-  readonly qrMaxAnswers: number;
-  /** `DICOM_QR_MAX_RETRIEVE`: instances one C-MOVE or C-GET may send; one matching more is refused (A702). */
-  readonly qrMaxRetrieve: number;
-  /** `DICOM_MOVE_DESTINATIONS`: AE titles of `DICOM_REMOTE_NODES` a C-MOVE may send to; none = no C-MOVE. */
-  readonly moveDestinations: readonly string[];
 }
 
 /** A device the service opens associations to (a storage commitment report after its request's closed). */
@@ -308,18 +71,6 @@ export interface DicomRemoteNode {
   /** An IP address or a host name. */
   readonly host: string;
   readonly port: number;
-}
-
-/** The Modality Worklist SCP on the DICOM port (its own section of settings). */
-export interface WorklistConfig {
-  /** `DICOM_WORKLIST_STATIONS_FILE`: the stations by calling AE title; none = every caller sees every worklist. */
-  readonly stations: readonly WorklistStation[];
-  /** `DICOM_WORKLIST_MAX_ANSWERS`: answers of one C-FIND; a query matching more ends with A700. */
-  readonly maxAnswers: number;
-  /** `DICOM_WORKLIST_CHARACTER_SET`: the answers' character set when neither query nor station names one. */
-  readonly characterSet: WorklistCharacterSet;
-  /** `DICOM_WORKLIST_PHYSICIAN_ATTRIBUTE`: the booking attribute that names the referring physician. */
-  readonly physicianAttribute: string;
 }
 
 export class ConfigError extends Error {
@@ -342,8 +93,13 @@ interface Reader {
 
 /**
  * One environment variable: its name, its parser (which holds its default and checks its value), the
- * default as the README shows it, and the README's line about it. `C` is what the parser needs of the
- * settings read before it.
+ * default as the README shows it, and the README's line about it. `C` is what the parser reads of the
+ * other settings of its section (their values, parsed first when it asks for them).
+ *
+ * The setting's key in its section is the name of its value in {@link Config}. Three marks change where
+ * the value goes: `isInput` (read by the section's other settings or its `derive`, not kept), `group`
+ * (kept inside that object of the section) and `isOmittedWhenUnset` (an optional property, absent when
+ * the value is undefined).
  */
 export interface Setting<T, C = void> {
   readonly variable: string;
@@ -351,16 +107,70 @@ export interface Setting<T, C = void> {
   readonly shown: string;
   /** What the variable does, for the README's configuration table. */
   readonly doc: string;
-  parse(reader: Reader, context: C): T;
+  parse(reader: Reader, section: C): T;
+  readonly isInput?: true;
+  readonly group?: string;
+  readonly isOmittedWhenUnset?: true;
 }
 
-/** The settings of one concern, in the README's order. */
+/** The settings of one concern, in the README's order, and where their values sit in {@link Config}. */
 export interface ConfigSection {
   readonly title: string;
+  /** The property of {@link Config} that holds the section's values; without it they sit at its top. */
+  readonly key?: string;
   readonly settings: Readonly<Record<string, Setting<unknown, never>>>;
+  /**
+   * Values computed from the section's settings (and the environment) rather than read from one
+   * variable; an object among them is merged into the section's group of the same name.
+   */
+  readonly derive?: (values: never, reader: Reader) => object;
 }
 
+// The type of the configuration, derived from the sections: each setting's key and its parser's type.
+type ValueOf<S> = S extends Setting<infer T, never> ? T : never;
+type Kept<S> = {
+  readonly [
+    K in keyof S as S[K] extends { isInput: true } | { group: string } | { isOmittedWhenUnset: true }
+      ? never
+      : K
+  ]: ValueOf<S[K]>;
+};
+type Omitted<S> = {
+  readonly [K in keyof S as S[K] extends { isOmittedWhenUnset: true } ? K : never]?: Exclude<
+    ValueOf<S[K]>,
+    undefined
+  >;
+};
+type GroupNames<S> = { [K in keyof S]: S[K] extends { group: infer G extends string } ? G : never }[keyof S];
+type Grouped<S> = {
+  readonly [G in GroupNames<S>]: {
+    readonly [K in keyof S as S[K] extends { group: G } ? K : never]: ValueOf<S[K]>;
+  };
+};
+type Derived<X> = X extends { derive: (...args: never[]) => infer D } ? D : unknown;
+/** The values one section gives: its kept settings, its groups and what it derives. */
+type SectionValues<X extends ConfigSection> = Kept<X['settings']> &
+  Omitted<X['settings']> &
+  Grouped<X['settings']> &
+  Derived<X>;
+type SectionConfig<X> = X extends ConfigSection
+  ? X extends { key: infer K extends string }
+    ? { readonly [P in K]: Flat<SectionValues<X>> }
+    : SectionValues<X>
+  : never;
+type AllSections<T> = T extends readonly [infer H, ...infer R] ? SectionConfig<H> & AllSections<R> : unknown;
+type Flat<T> = { [K in keyof T]: T[K] } & {};
+
+/**
+ * What the app reads of its configuration: each section's settings under their keys (at the top, or
+ * under the section's `key`), typed by their parsers; `loadConfig` builds it from {@link CONFIG_SECTIONS}.
+ */
+export type Config = Flat<AllSections<typeof CONFIG_SECTIONS>>;
+
 const MiB = 1024 * 1024;
+
+/** IOL calculations per eye the biometry reader collects at most: the largest `BIOMETRY_MAX_*_PER_EYE` allowed. */
+export const BIOMETRY_CALCULATION_CEILING = 1000;
 
 const code = (value: string | number) => `\`${value}\``;
 
@@ -443,8 +253,28 @@ function optional<T, C = void>(
   return { variable, shown, doc, parse: (reader, context) => parse(reader.read(variable), reader, context) };
 }
 
-function commaList(variable: string, shown: string, doc: string): Setting<string[]> {
-  return optional(variable, shown, doc, (raw) => list(raw));
+function commaList(variable: string, shown: string, doc: string): Setting<readonly string[]> {
+  return optional(variable, shown, doc, (raw): readonly string[] => list(raw));
+}
+
+/** A setting read by the others of its section (or its `derive`) and not kept in the configuration. */
+function input<T, C>(setting: Setting<T, C>): Setting<T, C> & { readonly isInput: true } {
+  return { ...setting, isInput: true };
+}
+
+/** A setting kept inside the object `group` of its section's values. */
+function inGroup<const G extends string, T, C>(
+  group: G,
+  setting: Setting<T, C>,
+): Setting<T, C> & { readonly group: G } {
+  return { ...setting, group };
+}
+
+/** A setting whose property is optional: absent from the configuration when the value is undefined. */
+function omittedWhenUnset<T, C>(
+  setting: Setting<T | undefined, C>,
+): Setting<T | undefined, C> & { readonly isOmittedWhenUnset: true } {
+  return { ...setting, isOmittedWhenUnset: true };
 }
 
 const SERVER = {
@@ -477,17 +307,16 @@ const SERVER = {
       ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'],
       '`fatal` … `trace`, `silent`',
     ),
-    tlsCert: optional<string | undefined>(
-      'TLS_CERT',
-      'none',
-      'PEM certificate chain file: serve HTTPS directly (with `TLS_KEY`)',
-      (raw) => raw,
+    tlsCert: input(
+      optional<string | undefined>(
+        'TLS_CERT',
+        'none',
+        'PEM certificate chain file: serve HTTPS directly (with `TLS_KEY`)',
+        (raw) => raw,
+      ),
     ),
-    tlsKey: optional<string | undefined>(
-      'TLS_KEY',
-      'none',
-      'PEM private key file of `TLS_CERT`',
-      (raw) => raw,
+    tlsKey: input(
+      optional<string | undefined>('TLS_KEY', 'none', 'PEM private key file of `TLS_CERT`', (raw) => raw),
     ),
     requireTls: optional(
       'REQUIRE_TLS',
@@ -501,23 +330,41 @@ const SERVER = {
       'addresses/CIDRs whose `X-Forwarded-For` / `X-Forwarded-Proto` are believed',
     ),
   },
+  derive: (
+    { tlsCert, tlsKey }: { tlsCert: string | undefined; tlsKey: string | undefined },
+    reader: Reader,
+  ): {
+    /** `HOST` was given: with demo data the server listens on 127.0.0.1 only while it is not. */
+    isHostSet?: boolean;
+    /** HTTPS served by the server itself: the PEM chain and key of `TLS_CERT` and `TLS_KEY`, read at start. */
+    tls?: { readonly cert: Buffer; readonly key: Buffer };
+  } => ({
+    isHostSet: reader.read('HOST') !== undefined,
+    ...tlsFiles(tlsCert, tlsKey, reader.problems),
+  }),
 } satisfies ConfigSection;
 
 const SITE = {
   title: 'Site and database',
   settings: {
-    databaseUrl: optional(
+    database: optional(
       'DATABASE_URL',
       code('sqlite:./data/records.db'),
       '`sqlite:<path>`, `postgres://user:pass@host:5432/db` or `mysql://user:pass@host:3306/db` (also `mariadb://`)',
-      (raw, reader, mode: { schema: DatabaseSchema; timeZone: string }) =>
-        parseDatabaseUrl(raw ?? 'sqlite:./data/records.db', mode, reader.problems),
+      (raw, reader, site: { databaseSchema: DatabaseSchema; timeZone: string }) =>
+        parseDatabaseUrl(
+          raw ?? 'sqlite:./data/records.db',
+          { schema: site.databaseSchema, timeZone: site.timeZone },
+          reader.problems,
+        ),
     ),
-    databaseSchema: choice<DatabaseSchema>(
-      'DATABASE_SCHEMA',
-      'own',
-      ['own', 'openeyes'],
-      '`own`: the service creates and migrates its own tables; `openeyes`: serve an existing OpenEyes MariaDB/MySQL database in place (below)',
+    databaseSchema: input(
+      choice<DatabaseSchema>(
+        'DATABASE_SCHEMA',
+        'own',
+        ['own', 'openeyes'],
+        '`own`: the service creates and migrates its own tables; `openeyes`: serve an existing OpenEyes MariaDB/MySQL database in place (below)',
+      ),
     ),
     dbPoolSize: integer(
       'DB_POOL_SIZE',
@@ -570,10 +417,10 @@ const SITE = {
       '10 min (off on an OpenEyes database)',
       'how often files left without a row by a crash are removed (0 = never)',
       // Off by default on an OpenEyes database: its files directory is OpenEyes's too.
-      (_raw, reader, mode: { isOpenEyes: boolean }) =>
+      (_raw, reader, { database }: { database: DatabaseTarget }) =>
         integer(
           'ORPHAN_SWEEP_INTERVAL_MS',
-          mode.isOpenEyes ? 0 : 600_000,
+          database.kind === 'mysql' && database.schema === 'openeyes' ? 0 : 600_000,
           { min: 0, max: 86_400_000 },
           '',
         ).parse(reader),
@@ -625,6 +472,7 @@ const QUEUE = {
 
 const DICOM = {
   title: 'DICOM reading',
+  key: 'dicom' as const,
   settings: {
     maxElements: integer(
       'DICOM_MAX_ELEMENTS',
@@ -778,19 +626,19 @@ const AUTH = {
       false,
       'also require the `OprnLogin` operation (the original did)',
     ),
-    passwordMinLength: integer(
-      'PASSWORD_MIN_LENGTH',
-      12,
-      { min: 8, max: 64 },
-      'shortest password the CLI sets',
+    // NIST SP 800-63B: 8 characters at the very least, and a maximum never below 64.
+    minLength: inGroup(
+      'passwordPolicy',
+      integer('PASSWORD_MIN_LENGTH', 12, { min: 8, max: 64 }, 'shortest password the CLI sets'),
     ),
-    passwordMaxLength: integer(
-      'PASSWORD_MAX_LENGTH',
-      128,
-      { min: 64, max: 4096 },
-      'longest password the CLI sets',
+    maxLength: inGroup(
+      'passwordPolicy',
+      integer('PASSWORD_MAX_LENGTH', 128, { min: 64, max: 4096 }, 'longest password the CLI sets'),
     ),
-    passwordRefusesCommon: onOff('PASSWORD_REFUSE_COMMON', true, 'refuse common passwords in the CLI'),
+    refusesCommon: inGroup(
+      'passwordPolicy',
+      onOff('PASSWORD_REFUSE_COMMON', true, 'refuse common passwords in the CLI'),
+    ),
   },
 } satisfies ConfigSection;
 
@@ -831,33 +679,45 @@ const ATTACHMENTS = {
 const LIMITS = {
   title: 'Limits and overload',
   settings: {
-    signatureBodyBytes: integer(
-      'SIGN_BODY_LIMIT_BYTES',
-      2 * MiB,
-      { min: 1024, max: 1024 * MiB },
-      'sign/add body limit (413): the JSON with the base64 signature and original capture',
-      '2 MiB',
+    signatureBodyBytes: inGroup(
+      'limits',
+      integer(
+        'SIGN_BODY_LIMIT_BYTES',
+        2 * MiB,
+        { min: 1024, max: 1024 * MiB },
+        'sign/add body limit (413): the JSON with the base64 signature and original capture',
+        '2 MiB',
+      ),
     ),
-    jsonBodyBytes: integer(
-      'JSON_BODY_LIMIT_BYTES',
-      1 * MiB,
-      { min: 1024, max: 1024 * MiB },
-      'JSON and form bodies (413)',
-      '1 MiB',
+    jsonBodyBytes: inGroup(
+      'limits',
+      integer(
+        'JSON_BODY_LIMIT_BYTES',
+        1 * MiB,
+        { min: 1024, max: 1024 * MiB },
+        'JSON and form bodies (413)',
+        '1 MiB',
+      ),
     ),
-    rawBodyBytes: integer(
-      'RAW_BODY_LIMIT_BYTES',
-      100 * MiB,
-      { min: 1024, max: 4096 * MiB },
-      "raw and multipart uploads (413); unset, lowered to what MariaDB/MySQL's `max_allowed_packet` holds (below)",
-      '100 MiB',
+    rawBodyBytes: inGroup(
+      'limits',
+      integer(
+        'RAW_BODY_LIMIT_BYTES',
+        100 * MiB,
+        { min: 1024, max: 4096 * MiB },
+        "raw and multipart uploads (413); unset, lowered to what MariaDB/MySQL's `max_allowed_packet` holds (below)",
+        '100 MiB',
+      ),
     ),
-    uploadMemoryBytes: integer(
-      'UPLOAD_MEMORY_BYTES',
-      256 * MiB,
-      { min: 16 * MiB, max: 65536 * MiB },
-      "spooled upload bytes loaded into memory at once (counted twice: the bytes and the driver's copy)",
-      '256 MiB',
+    uploadMemoryBytes: inGroup(
+      'limits',
+      integer(
+        'UPLOAD_MEMORY_BYTES',
+        256 * MiB,
+        { min: 16 * MiB, max: 65536 * MiB },
+        "spooled upload bytes loaded into memory at once (counted twice: the bytes and the driver's copy)",
+        '256 MiB',
+      ),
     ),
     rateLimitSharing: choice(
       'RATE_LIMIT_SHARING',
@@ -909,6 +769,20 @@ const LIMITS = {
       'minimum average rate of a request body; slower bodies are cut with 408',
     ),
   },
+  derive: (
+    _limits: unknown,
+    reader: Reader,
+  ): {
+    limits: {
+      /**
+       * True when `RAW_BODY_LIMIT_BYTES` was set: a database whose statements cannot hold that much
+       * refuses the start. Left at its default, the start lowers `rawBodyBytes` to what the database
+       * takes instead (`db/upload-limit.ts`), and names the reason here, for 413 answers.
+       */
+      readonly isRawBodyBytesSet?: boolean;
+      readonly rawBodyLimitReason?: string;
+    };
+  } => ({ limits: { isRawBodyBytesSet: reader.read('RAW_BODY_LIMIT_BYTES') !== undefined } }),
 } satisfies ConfigSection;
 
 const OBSERVABILITY = {
@@ -920,11 +794,10 @@ const OBSERVABILITY = {
       ['off', 'on', 'basic'],
       '`/metrics`: `off`, `on`, or `basic` (Basic auth with `OprnApi`)',
     ),
-    metricsToken: optional(
-      'METRICS_TOKEN',
-      'none',
-      'bearer token for `/metrics` (16+ characters)',
-      (raw, reader) => metricsToken(raw, reader.problems),
+    metricsToken: omittedWhenUnset(
+      optional('METRICS_TOKEN', 'none', 'bearer token for `/metrics` (16+ characters)', (raw, reader) =>
+        metricsToken(raw, reader.problems),
+      ),
     ),
     auditReads: choice(
       'AUDIT_READS',
@@ -955,6 +828,7 @@ const OBSERVABILITY = {
 
 const DICOM_NETWORK = {
   title: 'DICOM receiving',
+  key: 'dicomNetwork' as const,
   settings: {
     port: optional(
       'DICOM_PORT',
@@ -1083,6 +957,7 @@ const DICOM_NETWORK = {
 
 const HL7 = {
   title: 'HL7 PAS feed',
+  key: 'hl7' as const,
   settings: {
     port: optional(
       'HL7_PORT',
@@ -1137,6 +1012,7 @@ const HL7 = {
 
 const WORKLIST = {
   title: 'DICOM Modality Worklist',
+  key: 'worklist' as const,
   settings: {
     stations: optional(
       'DICOM_WORKLIST_STATIONS_FILE',
@@ -1186,17 +1062,19 @@ const CONSOLE = {
       { min: 1, max: 168 },
       'console sessions end this long after sign-in',
     ),
-    consoleSessionSecret: optional(
-      'CONSOLE_SESSION_SECRET',
-      'kept in the database',
-      'key signing console cookies (32+ characters); set the same value on every machine',
-      (raw, reader) => consoleSessionSecret(raw, reader.problems),
+    consoleSessionSecret: omittedWhenUnset(
+      optional(
+        'CONSOLE_SESSION_SECRET',
+        'kept in the database',
+        'key signing console cookies (32+ characters); set the same value on every machine',
+        (raw, reader) => consoleSessionSecret(raw, reader.problems),
+      ),
     ),
   },
 } satisfies ConfigSection;
 
 /** Every setting, by concern, in the README's order (`npm run docs:config` writes its table from them). */
-export const CONFIG_SECTIONS: readonly ConfigSection[] = [
+export const CONFIG_SECTIONS = [
   SERVER,
   SITE,
   QUEUE,
@@ -1210,7 +1088,7 @@ export const CONFIG_SECTIONS: readonly ConfigSection[] = [
   WORKLIST,
   HL7,
   CONSOLE,
-];
+] as const satisfies readonly ConfigSection[];
 
 /** Parses the environment into a {@link Config}, throwing a {@link ConfigError} that lists every problem. */
 export function loadConfig(env: Env = process.env): Config {
@@ -1222,78 +1100,12 @@ export function loadConfig(env: Env = process.env): Config {
     },
     problems,
   };
-  /** Every setting of a section parsed, under its key. */
-  const parsed = <S extends Record<string, Setting<unknown>>>(settings: S) =>
-    Object.fromEntries(Object.entries(settings).map(([key, s]) => [key, s.parse(reader)])) as {
-      [K in keyof S]: S[K] extends Setting<infer T> ? T : never;
-    };
-  const { databaseUrl, orphanSweepIntervalMs, ...siteSettings } = SITE.settings;
-  const site = parsed(siteSettings);
-  const database = databaseUrl.parse(reader, { schema: site.databaseSchema, timeZone: site.timeZone });
-  const isOpenEyes = database.kind === 'mysql' && database.schema === 'openeyes';
-  const { tlsCert, tlsKey, ...serverSettings } = SERVER.settings;
-  const server = parsed(serverSettings);
-  const limits = parsed(LIMITS.settings);
-  const auth = parsed(AUTH.settings);
-  const observability = parsed(OBSERVABILITY.settings);
-  const consoleSettings = parsed(CONSOLE.settings);
-  const { databaseSchema: _schema, ...siteConfig } = site;
-
-  const config: Config = {
-    ...server,
-    isHostSet: reader.read('HOST') !== undefined,
-    database,
-    ...siteConfig,
-    orphanSweepIntervalMs: orphanSweepIntervalMs.parse(reader, { isOpenEyes }),
-    ...tlsFiles(tlsCert.parse(reader), tlsKey.parse(reader), problems),
-    ...parsed(QUEUE.settings),
-    ...parsed(ATTACHMENTS.settings),
-    limits: {
-      signatureBodyBytes: limits.signatureBodyBytes,
-      jsonBodyBytes: limits.jsonBodyBytes,
-      rawBodyBytes: limits.rawBodyBytes,
-      isRawBodyBytesSet: reader.read('RAW_BODY_LIMIT_BYTES') !== undefined,
-      uploadMemoryBytes: limits.uploadMemoryBytes,
-    },
-    rateLimitSharing: limits.rateLimitSharing,
-    rateLimitSyncIntervalMs: limits.rateLimitSyncIntervalMs,
-    maxConcurrentHeavyRequests: limits.maxConcurrentHeavyRequests,
-    heavyQueueTimeoutMs: limits.heavyQueueTimeoutMs,
-    maxRequestsPerClient: limits.maxRequestsPerClient,
-    headersTimeoutMs: limits.headersTimeoutMs,
-    requestTimeoutMs: limits.requestTimeoutMs,
-    bodyTimeoutMs: limits.bodyTimeoutMs,
-    bodyMinBytesPerSecond: limits.bodyMinBytesPerSecond,
-    authCacheTtlMs: auth.authCacheTtlMs,
-    authFailureLimitPerMinute: auth.authFailureLimitPerMinute,
-    authFailureFreeAttempts: auth.authFailureFreeAttempts,
-    authFailureMaxBackoffSeconds: auth.authFailureMaxBackoffSeconds,
-    authFailureLimitPerUsername: auth.authFailureLimitPerUsername,
-    authConcurrentVerifications: auth.authConcurrentVerifications,
-    authConcurrentVerificationsPerClient: auth.authConcurrentVerificationsPerClient,
-    requireOprnLogin: auth.requireOprnLogin,
-    // NIST SP 800-63B: 8 characters at the very least, and a maximum never below 64.
-    passwordPolicy: {
-      minLength: auth.passwordMinLength,
-      maxLength: auth.passwordMaxLength,
-      refusesCommon: auth.passwordRefusesCommon,
-    },
-    dicom: parsed(DICOM.settings),
-    ...parsed(DEVICES.settings),
-    metrics: observability.metrics,
-    ...observability.metricsToken,
-    auditReads: observability.auditReads,
-    auditFlushMs: observability.auditFlushMs,
-    auditMaxBacklog: observability.auditMaxBacklog,
-    auditMaxLagMs: observability.auditMaxLagMs,
-    dicomNetwork: parsed(DICOM_NETWORK.settings),
-    worklist: parsed(WORKLIST.settings),
-    hl7: parsed(HL7.settings),
-    console: consoleSettings.console,
-    consoleIdleMinutes: consoleSettings.consoleIdleMinutes,
-    consoleSessionHours: consoleSettings.consoleSessionHours,
-    ...consoleSettings.consoleSessionSecret,
-  };
+  const values: Record<string, unknown> = {};
+  for (const section of CONFIG_SECTIONS as readonly ConfigSection[]) {
+    const target: Record<string, unknown> = section.key === undefined ? values : (values[section.key] = {});
+    placeSection(section, readSection(section, reader), reader, target);
+  }
+  const config = values as Config;
   if (config.auditMaxLagMs <= config.auditFlushMs)
     problems.push('AUDIT_MAX_LAG_MS must be larger than AUDIT_FLUSH_MS');
   if (config.requestTimeoutMs > 0 && config.requestTimeoutMs < config.headersTimeoutMs)
@@ -1305,12 +1117,58 @@ export function loadConfig(env: Env = process.env): Config {
   return config;
 }
 
+/**
+ * Every setting of `section` parsed, under its key, in the section's order; a setting that reads another
+ * of its section (its parser's second argument) has that one parsed first.
+ */
+function readSection(section: ConfigSection, reader: Reader): Record<string, unknown> {
+  const parsed = new Map<string, unknown>();
+  const parsing = new Set<string>();
+  const others: Record<string, unknown> = {};
+  const valueOf = (key: string): unknown => {
+    if (parsed.has(key)) return parsed.get(key);
+    if (parsing.has(key)) throw new Error(`${section.title}: the setting ${key} reads itself`);
+    parsing.add(key);
+    const setting = section.settings[key] as Setting<unknown, Record<string, unknown>>;
+    parsed.set(key, setting.parse(reader, others));
+    return parsed.get(key);
+  };
+  for (const key of Object.keys(section.settings))
+    Object.defineProperty(others, key, { enumerable: true, get: () => valueOf(key) });
+  for (const key of Object.keys(section.settings)) valueOf(key);
+  return Object.fromEntries(parsed);
+}
+
+/** Puts a section's parsed values, and what it derives from them, where {@link Config} has them. */
+function placeSection(
+  section: ConfigSection,
+  parsed: Readonly<Record<string, unknown>>,
+  reader: Reader,
+  target: Record<string, unknown>,
+): void {
+  const place = (key: string, value: unknown): void => {
+    const current = target[key];
+    target[key] = isRecord(current) && isRecord(value) ? { ...current, ...value } : value;
+  };
+  for (const [key, setting] of Object.entries(section.settings)) {
+    const value = parsed[key];
+    if (setting.isInput === true || (setting.isOmittedWhenUnset === true && value === undefined)) continue;
+    if (setting.group === undefined) place(key, value);
+    else place(setting.group, { [key]: value });
+  }
+  const derived = section.derive?.(parsed as never, reader) ?? {};
+  for (const [key, value] of Object.entries(derived)) if (value !== undefined) place(key, value);
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value) && !Buffer.isBuffer(value);
+}
+
 /** `METRICS_TOKEN`: long enough that guessing it is hopeless. */
-function metricsToken(token: string | undefined, problems: string[]): { metricsToken?: string } {
-  if (token === undefined) return {};
-  if (token.length < 16 || /\s/.test(token))
+function metricsToken(token: string | undefined, problems: string[]): string | undefined {
+  if (token !== undefined && (token.length < 16 || /\s/.test(token)))
     problems.push('METRICS_TOKEN must be at least 16 characters, no spaces');
-  return { metricsToken: token };
+  return token;
 }
 
 /**
@@ -1430,13 +1288,10 @@ function isAddressOrSubnet(text: string): boolean {
 }
 
 /** `CONSOLE_SESSION_SECRET`: long enough to be a signing key. */
-function consoleSessionSecret(
-  secret: string | undefined,
-  problems: string[],
-): { consoleSessionSecret?: string } {
-  if (secret === undefined) return {};
-  if (secret.length < 32) problems.push('CONSOLE_SESSION_SECRET must be at least 32 characters');
-  return { consoleSessionSecret: secret };
+function consoleSessionSecret(secret: string | undefined, problems: string[]): string | undefined {
+  if (secret !== undefined && secret.length < 32)
+    problems.push('CONSOLE_SESSION_SECRET must be at least 32 characters');
+  return secret;
 }
 
 /** Reads and checks the PEM files of `TLS_CERT` / `TLS_KEY` (both or neither). */
@@ -1444,7 +1299,7 @@ function tlsFiles(
   certPath: string | undefined,
   keyPath: string | undefined,
   problems: string[],
-): { tls?: { cert: Buffer; key: Buffer } } {
+): { tls?: { readonly cert: Buffer; readonly key: Buffer } } {
   if (certPath === undefined && keyPath === undefined) return {};
   if (certPath === undefined || keyPath === undefined) {
     problems.push('TLS_CERT and TLS_KEY must be set together');

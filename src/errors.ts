@@ -2,7 +2,13 @@
  * One error vocabulary for the whole service: `AppError(code, message)` with a closed set of codes and
  * one code -> HTTP status table. Only the HTTP error handler turns these into bodies.
  */
-import type { DatabaseErrorKind } from './db/dialect.ts';
+
+/**
+ * What a database error means for the caller (undefined: anything else). `setup`: the service is set
+ * up wrongly for this database (wrong password, unknown database, a missing privilege), which waiting
+ * does not cure.
+ */
+export type DatabaseErrorKind = 'unavailable' | 'setup' | 'foreign_key' | 'unique' | 'not_null';
 
 export const ERROR_STATUS = {
   bad_request: 400,

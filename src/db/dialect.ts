@@ -10,6 +10,7 @@
  * binary value, notifications between processes, error classification, sequences after explicit ids,
  * pool statistics and the column types of migrations.
  */
+import type { DatabaseErrorKind } from '../errors.ts';
 import type {
   ColumnDataType,
   CompiledQuery,
@@ -28,12 +29,8 @@ import type {
 /** The engines. Used for logs, metrics and test names; never to branch in module code. */
 export type DialectName = 'sqlite' | 'postgres' | 'mysql';
 
-/**
- * What a database error means for the caller (undefined: anything else). `setup`: the service is set
- * up wrongly for this database (wrong password, unknown database, a missing privilege), which waiting
- * does not cure.
- */
-export type DatabaseErrorKind = 'unavailable' | 'setup' | 'foreign_key' | 'unique' | 'not_null';
+// Declared with the error vocabulary (src/errors.ts), which is below the database layer.
+export type { DatabaseErrorKind };
 
 /** Connections of a pool, for metrics; undefined for an embedded database. */
 export interface PoolStats {

@@ -6,10 +6,10 @@
  * hands back to the event loop stays small whatever the file holds. Loads no database code (the reader's
  * thread imports it).
  */
+import { BIOMETRY_CALCULATION_CEILING } from '../../config.ts';
 import type { BiometryReading, Side } from './reading.ts';
 
-/** IOL calculations per eye the reader collects at most: the largest `BIOMETRY_MAX_*_PER_EYE` allowed. */
-export const BIOMETRY_CALCULATION_CEILING = 1000;
+export { BIOMETRY_CALCULATION_CEILING };
 
 /**
  * IOL/REF pairs of one calculation (an IOLMaster gives about ten): their JSON stays within the 1,000

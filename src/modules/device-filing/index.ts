@@ -15,8 +15,8 @@ export type {
   EyeLetter,
 } from './profiles.ts';
 export { BUILT_IN_PROFILES, chooseProfile, fallbackProfile } from './profiles.ts';
-export type { ProfileFileOutcome } from './profile-file.ts';
-export { parseDeviceProfiles, readDeviceProfilesFile } from './profile-file.ts';
+export type { ProfileFileOutcome } from '../../site-files/device-profiles.ts';
+export { parseDeviceProfiles, readDeviceProfilesFile } from '../../site-files/device-profiles.ts';
 export type { DeviceHeader, FoundEventDate, LateralityFinding } from './device-header.ts';
 export {
   EARLIEST_EVENT_DATE,

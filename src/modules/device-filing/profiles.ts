@@ -21,34 +21,17 @@
  * replaces it.
  */
 
-export type DeviceExtraction = 'image' | 'pdf';
-export type DeviceReader = 'none' | 'hfa' | 'biometry';
-export type DeviceFiler = 'generic' | 'hfa' | 'biometry';
-export type EyeLetter = 'L' | 'R' | 'B';
+// The profile's shape is the site file's too (`DEVICE_PROFILES_FILE`), read by the configuration.
+import type {
+  DeviceExtraction,
+  DeviceFiler,
+  DeviceProfile,
+  DeviceProfileMatch,
+  DeviceReader,
+  EyeLetter,
+} from '../../site-files/device-profiles.ts';
 
-export interface DeviceProfileMatch {
-  readonly manufacturer?: string;
-  readonly modality?: string;
-  readonly model?: string;
-  readonly sopClassUid?: string;
-  readonly softwareVersion?: string;
-  readonly seriesDescriptionContains?: string;
-}
-
-export interface DeviceProfile {
-  readonly name: string;
-  readonly match: DeviceProfileMatch;
-  /** The `event_subtype` of the event; null (or a subtype the database lacks) gives the fallback subtype. */
-  readonly subtype: string | null;
-  /** The `attachment_type` of the filed attachments. */
-  readonly attachmentType: string;
-  /** What the device sends; the file's content decides what is extracted. */
-  readonly extraction: DeviceExtraction;
-  readonly reader: DeviceReader;
-  readonly filer: DeviceFiler;
-  /** The eye when the file names none (Image Laterality, Laterality). */
-  readonly laterality?: EyeLetter;
-}
+export type { DeviceExtraction, DeviceFiler, DeviceProfile, DeviceProfileMatch, DeviceReader, EyeLetter };
 
 /** What a profile is chosen from: the file's header values and its content. */
 export interface DeviceFacts {

@@ -12,8 +12,8 @@
 import type { Hl7Message, Hl7Segment } from '@medplum/core';
 import type { AddressRecord, PatientChange, PatientMergeChange, PatientRecord } from '../pasapi/index.ts';
 import { parseLooseDate } from '../pasapi/index.ts';
-import type { FieldRef, Hl7FieldMap, LocalIdentifierMap } from './field-map.ts';
-import { parseFieldRef } from './field-map.ts';
+import type { FieldRef, Hl7FieldMap, LocalIdentifierMap } from '../../site-files/hl7-field-map.ts';
+import { parseFieldRef } from '../../site-files/hl7-field-map.ts';
 import { ERROR_CODE, unescapeText } from './hl7-text.ts';
 
 /** The ADT events that change a patient. */

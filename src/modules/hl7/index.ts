@@ -6,7 +6,7 @@
 import type { Hl7Server, Hl7ServerDeps } from './mllp-server.ts';
 
 export type { Hl7Server, Hl7ServerDeps } from './mllp-server.ts';
-export type { Hl7FieldMap } from './field-map.ts';
+export type { Hl7FieldMap } from '../../site-files/hl7-field-map.ts';
 
 /**
  * Starts the MLLP listener on `HL7_PORT`. Its code (and the HL7 library) is loaded here, so that a

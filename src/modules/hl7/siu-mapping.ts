@@ -12,7 +12,7 @@ import type { Hl7Message } from '@medplum/core';
 import type { AppointmentMapping, AppointmentRecord } from '../pasapi/index.ts';
 import { parseLooseDate } from '../pasapi/index.ts';
 import { AdtMappingError, MessageReader, localNumber } from './adt-mapping.ts';
-import type { Hl7FieldMap } from './field-map.ts';
+import type { Hl7FieldMap } from '../../site-files/hl7-field-map.ts';
 import { ERROR_CODE } from './hl7-text.ts';
 
 /** SIU events that book, move or change an appointment. */

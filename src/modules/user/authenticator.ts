@@ -18,6 +18,7 @@ import { LRUCache } from 'lru-cache';
 import type { DB } from '../../db/schema.ts';
 import { readCredentialChanges } from '../../db/counters.queries.ts';
 import type { Database } from '../../db/database.ts';
+import type { Authenticator, CachedLogin, Principal, Verification } from '../../http/authenticator.ts';
 import { parseBasicHeader } from '../../http/basic-header.ts';
 import { findLogin, findUserAccess } from './user.queries.ts';
 import { prepareDummyHash, verifyNothing, verifyPassword } from './passwords.ts';
@@ -25,61 +26,8 @@ import { prepareDummyHash, verifyNothing, verifyPassword } from './passwords.ts'
 // Parsed in src/http (the Basic guard reads the username too); offered here as before.
 export { parseBasicHeader };
 
-export interface Principal {
-  readonly userId: number;
-  readonly username: string;
-  /** Every RBAC item held, transitively. */
-  readonly authItems: ReadonlySet<string>;
-  /** The user's credential stamp when the principal was read (`findUserAccess`). */
-  readonly credentialStamp: string;
-  /** The RBAC items assigned to the user directly when the principal was read, sorted. */
-  readonly assignedItems: readonly string[];
-}
-
-/** A credential verified recently: its principal and the username as the header presents it. */
-export interface CachedLogin {
-  readonly principal: Principal;
-  /** The username of the header (the failed-login brake's key), which may differ in case from the account's. */
-  readonly username: string;
-}
-
-export type Verification =
-  | { readonly ok: true; readonly principal: Principal }
-  | {
-      readonly ok: false;
-      readonly reason: 'malformed' | 'unknown_user' | 'bad_password' | 'disabled';
-      readonly username: string | undefined;
-    };
-
-export interface Authenticator {
-  /**
-   * Verifies an `Authorization` header value. `beforePasswordCheck` runs when the header is not in the
-   * cache, before the login is looked up and bcrypt runs; it may reject to refuse the attempt (the
-   * failed-login brake).
-   */
-  verify(
-    header: string | undefined,
-    beforePasswordCheck?: (username: string) => void | Promise<void>,
-  ): Promise<Verification>;
-  /**
-   * Verifies an `Authorization` header value without the cache and without sharing a check under way:
-   * the password is checked and the principal read now (a sign-in that starts a session keeps the
-   * principal's credential stamp, which must be the one of the password presented).
-   */
-  verifyNow(
-    header: string,
-    beforePasswordCheck?: (username: string) => void | Promise<void>,
-  ): Promise<Verification>;
-  /**
-   * The login of a header verified recently, without waiting: the request hot path. The caller asks
-   * the failed-login brake about its username first (`checkLoginThrottle`).
-   */
-  cached(header: string | undefined): CachedLogin | undefined;
-  /** Forgets every cached verification (after a password change or a disabled account). */
-  clear(): void;
-  /** Password checks (bcrypt compares, real or dummy) run so far: what guessing costs, for metrics. */
-  readonly passwordChecks: number;
-}
+// The verifier's contract is the HTTP layer's (`src/http/authenticator.ts`), which this module fills in.
+export type { Authenticator, CachedLogin, Principal, Verification };
 
 export interface AuthenticatorOptions {
   /** How long a successful verification is remembered, in ms; 0 = never. */

@@ -4,7 +4,7 @@
  * whose writer encodes every text as UTF-8: a device that reads only Latin-1 (`ISO_IR 100`) must get
  * Latin-1 bytes. Every value is text (PS3.5 6.2: AE, CS, DA, LO, PN, SH, TM, UI) or a sequence.
  */
-import type { WorklistCharacterSet } from './stations.ts';
+import type { WorklistCharacterSet } from '../../site-files/worklist-stations.ts';
 
 export interface AnswerElement {
   readonly tag: number;

@@ -26,7 +26,7 @@ export type { AnswerElement } from './answer-encoding.ts';
 export { encodeAnswer, isNonAscii } from './answer-encoding.ts';
 export type { QueryKey, WorklistQuery } from './worklist-query.ts';
 export { dateRangeOf, foldName, matchesValue, readQuery } from './worklist-query.ts';
-export type { WorklistCharacterSet } from './stations.ts';
+export type { WorklistCharacterSet } from '../../site-files/worklist-stations.ts';
 // The worklist entry a received study was made for (filing matches the study through it).
 export type { StudyEntry, StudyEntryFinding, StudyEntryKeys } from './worklist.queries.ts';
 export { findStudyEntry } from './worklist.queries.ts';

@@ -22,7 +22,7 @@ import { formatDateTime, parseDateTime, wallClockFormat } from '../../db/stored-
 import type { Logger } from '../../logger.ts';
 import { encodeAnswer } from './answer-encoding.ts';
 import { readIdentifier } from './identifier.ts';
-import type { WorklistCharacterSet, WorklistStation } from './stations.ts';
+import type { WorklistCharacterSet, WorklistStation } from '../../site-files/worklist-stations.ts';
 import type { BookingFilter, BookingRow, EntryIds } from './worklist.queries.ts';
 import {
   ensureEntryIds,

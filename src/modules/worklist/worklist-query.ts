@@ -19,7 +19,7 @@ import type { AnswerElement } from './answer-encoding.ts';
 import { isNonAscii } from './answer-encoding.ts';
 import type { DataElement } from './identifier.ts';
 import { implicitVrOf } from './identifier.ts';
-import type { WorklistCharacterSet } from './stations.ts';
+import type { WorklistCharacterSet } from '../../site-files/worklist-stations.ts';
 
 export const TAG = {
   specificCharacterSet: 0x00080005,

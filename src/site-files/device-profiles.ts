@@ -1,13 +1,42 @@
 /**
  * A site's device profiles (`DEVICE_PROFILES_FILE`): a JSON file `{"profiles": [ ... ]}` whose entries have
- * the shape of the built-in ones (`profiles.ts`). Read and checked once at start by the configuration, so
+ * the shape of device filing's built-in ones (`src/modules/device-filing/profiles.ts`). The shape is
+ * declared here, below the modules, because the configuration reads the file. Read and checked once at start by the configuration, so
  * that a bad file stops the service with every problem listed, never a request in the queue.
  */
 import { readFileSync } from 'node:fs';
 import type { Static } from '@sinclair/typebox';
 import { Type } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
-import type { DeviceProfile } from './profiles.ts';
+
+export type DeviceExtraction = 'image' | 'pdf';
+export type DeviceReader = 'none' | 'hfa' | 'biometry';
+export type DeviceFiler = 'generic' | 'hfa' | 'biometry';
+export type EyeLetter = 'L' | 'R' | 'B';
+
+export interface DeviceProfileMatch {
+  readonly manufacturer?: string;
+  readonly modality?: string;
+  readonly model?: string;
+  readonly sopClassUid?: string;
+  readonly softwareVersion?: string;
+  readonly seriesDescriptionContains?: string;
+}
+
+export interface DeviceProfile {
+  readonly name: string;
+  readonly match: DeviceProfileMatch;
+  /** The `event_subtype` of the event; null (or a subtype the database lacks) gives the fallback subtype. */
+  readonly subtype: string | null;
+  /** The `attachment_type` of the filed attachments. */
+  readonly attachmentType: string;
+  /** What the device sends; the file's content decides what is extracted. */
+  readonly extraction: DeviceExtraction;
+  readonly reader: DeviceReader;
+  readonly filer: DeviceFiler;
+  /** The eye when the file names none (Image Laterality, Laterality). */
+  readonly laterality?: EyeLetter;
+}
 
 const Text = (maxLength: number) => Type.String({ minLength: 1, maxLength });
 
