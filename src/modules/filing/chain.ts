@@ -69,8 +69,8 @@ export function defineStep<P, O>(step: {
   };
   return {
     routine: routine.name,
-    next: next as readonly NextRoutine<never>[],
-    definition: definition as RoutineDefinition,
+    next: next,
+    definition: definition,
     nextFor: (outcome) => nextFor(outcome as O),
   };
 }
