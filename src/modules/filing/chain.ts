@@ -69,8 +69,8 @@ export function defineStep<P, O>(step: {
   };
   return {
     routine: routine.name,
-    next: next,
-    definition: definition,
+    next,
+    definition,
     nextFor: (outcome) => nextFor(outcome as O),
   };
 }
