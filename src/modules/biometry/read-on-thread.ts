@@ -11,6 +11,7 @@ import { BiometryFileError } from './biometry-file.ts';
 const READ_TASK: DicomTask = {
   moduleUrl: new URL('./biometry-file.ts', import.meta.url),
   exportName: 'readBiometryFileTask',
+  purpose: 'biometry',
 };
 
 /**

@@ -30,6 +30,7 @@ export const MAX_RETRIEVE_INSTANCES = 20_000;
 const METADATA_TASK: DicomTask = {
   moduleUrl: new URL('./dicomweb-metadata.task.ts', import.meta.url),
   exportName: 'dicomJsonMetadataTask',
+  purpose: 'dicomweb-metadata',
 };
 
 export interface WadoScope {

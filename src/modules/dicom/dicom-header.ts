@@ -67,10 +67,27 @@ export const DICOM_MEASUREMENT_KEYS = [
   'VisualFieldIndex',
 ] as const;
 
-export type DicomHeader = Record<
-  keyof typeof DICOM_HEADER_TAGS | (typeof DICOM_MEASUREMENT_KEYS)[number],
-  string | null
->;
+/**
+ * Values read beyond a top-level text element:
+ * - `RequestedProcedureID` (0040,1001): the data set's own, else the first Request Attributes Sequence
+ *   (0040,0275) item's, as a device copies it from the worklist entry it was given;
+ * - `Rows` (0028,0010) / `Columns` (0028,0011): the image size, as decimals.
+ */
+export const DICOM_DERIVED_KEYS = ['RequestedProcedureID', 'Rows', 'Columns'] as const;
+
+export type DicomHeaderKeyword =
+  | keyof typeof DICOM_HEADER_TAGS
+  | (typeof DICOM_MEASUREMENT_KEYS)[number]
+  | (typeof DICOM_DERIVED_KEYS)[number];
+
+export type DicomHeader = Record<DicomHeaderKeyword, string | null>;
+
+/** Every keyword of a {@link DicomHeader}, in the order it is read. */
+export const DICOM_HEADER_KEYWORDS: readonly DicomHeaderKeyword[] = [
+  ...(Object.keys(DICOM_HEADER_TAGS) as (keyof typeof DICOM_HEADER_TAGS)[]),
+  ...DICOM_MEASUREMENT_KEYS,
+  ...DICOM_DERIVED_KEYS,
+];
 
 /**
  * The decoder of the character set a data set declares in Specific Character Set (0008,0005), PS3.3
@@ -171,6 +188,11 @@ function valueText(dataSet: dicomParser.DataSet, tag: string): string | null {
   return text === '' ? null : text;
 }
 
+/** `value`, or null when absent or empty. */
+function nonEmpty(value: string | undefined): string | null {
+  return value === undefined || value === '' ? null : value;
+}
+
 /** The data set of the first item of sequence `tag`, if any. */
 function firstItem(dataSet: dicomParser.DataSet, tag: string): dicomParser.DataSet | undefined {
   return dataSet.elements[tag]?.items?.[0]?.dataSet;
@@ -219,7 +241,10 @@ export function readDicomHeader(scan: Part10Scan): DicomHeader {
   }
   const decode = decoderOf(dataSet);
   const header = {} as DicomHeader;
-  for (const [keyword, tag] of Object.entries(DICOM_HEADER_TAGS) as [keyof DicomHeader, string][]) {
+  for (const [keyword, tag] of Object.entries(DICOM_HEADER_TAGS) as [
+    keyof typeof DICOM_HEADER_TAGS,
+    string,
+  ][]) {
     const value = textOf(dataSet, tag, decode);
     header[keyword] = value === undefined || value === '' ? null : value;
   }
@@ -228,5 +253,11 @@ export function readDicomHeader(scan: Part10Scan): DicomHeader {
   header.GlobalDeviationFromNormal =
     (normals === undefined ? null : valueText(normals, 'x00240066')) ?? valueText(dataSet, 'x00240066');
   header.VisualFieldIndex = readVisualFieldIndex(dataSet);
+  const requestAttributes = firstItem(dataSet, 'x00400275');
+  header.RequestedProcedureID =
+    nonEmpty(textOf(dataSet, 'x00401001', decode)) ??
+    (requestAttributes === undefined ? null : nonEmpty(textOf(requestAttributes, 'x00401001', decode)));
+  header.Rows = valueText(dataSet, 'x00280010');
+  header.Columns = valueText(dataSet, 'x00280011');
   return header;
 }

@@ -17,6 +17,7 @@ import { closeDicomPools, inspectDicomFile, readDicomFile, runDicomTask } from '
 const HOLD: DicomTask = {
   moduleUrl: new URL('../../../test/dicom-thread-gate.ts', import.meta.url),
   exportName: 'holdUntilGateOpens',
+  purpose: 'test',
 };
 
 describe('DICOM decoding lanes', () => {

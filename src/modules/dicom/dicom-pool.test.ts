@@ -20,6 +20,7 @@ const config = loadConfig({ DATABASE_URL: 'sqlite::memory:' });
 const LIBRARIES: DicomTask = {
   moduleUrl: new URL('../../../test/dicom-thread-libraries.ts', import.meta.url),
   exportName: 'loadedLibraries',
+  purpose: 'test',
 };
 const DECODERS = ['dcmjs-imaging', 'dcmjs-codecs', 'pdfjs-dist', '@napi-rs/canvas'];
 

@@ -111,6 +111,8 @@ export interface DicomPool {
 export interface DicomTask {
   readonly moduleUrl: URL;
   readonly exportName: string;
+  /** What the file is read for (`dicom_parses_total{purpose}`): a short fixed word. */
+  readonly purpose: string;
 }
 
 type JobInput =

@@ -12,6 +12,7 @@ import type { Config } from '../../config.ts';
 import type { DicomTask } from './dicom-pool.ts';
 import type { DicomInspection, DicomSummary } from './inspect.ts';
 import type * as DicomService from './dicom-service.ts';
+import { countDicomParse } from './dicom-parses.ts';
 import { findOverlongValueError } from './part10-scan.ts';
 import type { DicomExtraction, ExtractOptions } from './dicom-service.ts';
 
@@ -33,6 +34,14 @@ export type { DicomFileMeta, DicomInspection, DicomSummary } from './inspect.ts'
 export type { DicomExtraction, ExtractOptions, ExtractedImage, RawImage } from './dicom-service.ts';
 export { describeTransferSyntax } from './transfer-syntaxes.ts';
 export { loadSharp } from './sharp.ts';
+export { readDicomParseCounts, registerDicomParseMetrics } from './dicom-parses.ts';
+export type { DicomStudyRecord } from './study-record.ts';
+export {
+  DICOM_STUDY_RECORD_VERSION,
+  parseStudyRecord,
+  storableStudyRecord,
+  studyRecordOf,
+} from './study-record.ts';
 
 let service: Promise<typeof DicomService> | undefined;
 
@@ -72,6 +81,7 @@ export async function readDicomFile(
   config: Config,
   options: { readonly isHandedOver?: boolean } = {},
 ): Promise<DicomSummary> {
+  countDicomParse('seed');
   return (await loadService()).readDicomFile(bytes, config, options);
 }
 
@@ -81,6 +91,7 @@ export async function readDicomFile(
  * `DicomError` only for a thread past its limits (`timeout`, `out-of-memory`, `worker-failed`).
  */
 export async function inspectDicomFile(bytes: Uint8Array, config: Config): Promise<DicomInspection> {
+  countDicomParse('receipt');
   return (await loadService()).inspectDicomFile(bytes, config);
 }
 
@@ -89,6 +100,7 @@ export async function inspectDicomFile(bytes: Uint8Array, config: Config): Promi
  * and memory limits; throws a `DicomError` for those limits or for what the reader throws.
  */
 export async function runDicomTask(task: DicomTask, bytes: Uint8Array, config: Config): Promise<unknown> {
+  countDicomParse(task.purpose);
   return (await loadService()).runDicomTask(task, bytes, config);
 }
 
@@ -98,6 +110,7 @@ export async function extractDicomImages(
   config: Config,
   options: ExtractOptions = {},
 ): Promise<DicomExtraction> {
+  countDicomParse('extraction');
   return (await loadService()).extractDicomImages(bytes, config, options);
 }
 

@@ -22,7 +22,7 @@ import type { DeviceFiler, DeviceHeader } from '../device-filing/index.ts';
 import { checkEventDate, ColumnWidthError, fileDeviceObject } from '../device-filing/index.ts';
 import { ATTACHMENT_ELEMENT_CLASSES, createEvent, findInstitutionId } from '../event-filing/index.ts';
 import type { RoutineContext } from './catalog.ts';
-import { PermanentRoutineError, defineRoutine } from './catalog.ts';
+import { PermanentRoutineError, defineFilingRoutine } from './catalog.ts';
 import {
   contentHash,
   isAttachedToPatient,
@@ -44,7 +44,7 @@ async function readAttachmentEventTypes(db: Kysely<DB>) {
     .executeTakeFirst();
 }
 
-export const attachToEventRoutine = defineRoutine({
+export const attachToEventRoutine = defineFilingRoutine({
   name: 'ATTACH_TO_EVENT',
   timeoutMs: 60_000,
   retry: 'backoff',

@@ -5,9 +5,9 @@
  * keep the original file elsewhere (a PACS). The row itself, its hash, thumbnails and event link stay.
  */
 import { updateAttachmentData } from '../attachment-data/index.ts';
-import { PermanentRoutineError, defineRoutine } from './catalog.ts';
+import { PermanentRoutineError, defineFilingRoutine } from './catalog.ts';
 
-export const cleanUpRoutine = defineRoutine({
+export const cleanUpRoutine = defineFilingRoutine({
   name: 'CLEAN_UP',
   timeoutMs: 30_000,
   retry: 'backoff',

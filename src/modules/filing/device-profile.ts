@@ -13,7 +13,7 @@
  * `DICOM_SEED` records the profile from the header it has just read ({@link profileDicomFile}), so that
  * the chain needs no queue step of its own for it. The `DEVICE_PROFILE` routine stays registered for the
  * requests a site queued before that, whose `DICOM_SEED` chained `DEVICE_PROFILE`: it records the profile
- * from the stored `DICOM_HEADER` and chains `EXTRACT_IMAGE`, as `DICOM_SEED` does now.
+ * from the stored `DICOM_HEADER`; `EXTRACT_IMAGE` follows it in the chain, as it follows `DICOM_SEED`.
  */
 import type { DeviceHeader, DeviceProfile } from '../device-filing/index.ts';
 import {
@@ -24,7 +24,7 @@ import {
   findEventDate,
   lateralityOf,
 } from '../device-filing/index.ts';
-import { PermanentRoutineError, defineRoutine } from './catalog.ts';
+import { PermanentRoutineError, defineFilingRoutine } from './catalog.ts';
 
 /** What a file's device profile adds to `REQUEST_DATA`, and the log lines that say why. */
 export interface DeviceProfileRecord {
@@ -111,7 +111,7 @@ export function profileDicomFile(
   };
 }
 
-export const deviceProfileRoutine = defineRoutine({
+export const deviceProfileRoutine = defineFilingRoutine({
   name: 'DEVICE_PROFILE',
   timeoutMs: 30_000,
   retry: 'backoff',
@@ -131,6 +131,5 @@ export const deviceProfileRoutine = defineRoutine({
     );
     await ctx.mergeRequestData(record.requestData);
     for (const line of record.logLines) ctx.log(line);
-    await ctx.addRoutine('EXTRACT_IMAGE');
   },
 });

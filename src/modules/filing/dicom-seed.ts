@@ -4,7 +4,7 @@
  * threads (never on the event loop). Stores the tags as the `DICOM_HEADER` row and in `REQUEST_DATA`
  * (keys prefixed `dicom_`), with the transfer syntax, SOP class and frame count; chooses the device
  * profile from the same header and records it, the event date and the eye (keys prefixed `device_`, see
- * `device-profile.ts`); then chains `EXTRACT_IMAGE`. A file that is not a readable Part 10 file, or is
+ * `device-profile.ts`); then the chain runs `EXTRACT_IMAGE`. A file that is not a readable Part 10 file, or is
  * over a limit, fails permanently with the cause the reader names (no `DICM` prefix, element past the
  * end of the file, too many elements, ...); so does a file with no usable or plausible date, unless the
  * desk gave the study's date in the console (`device-profile.ts`).
@@ -12,7 +12,7 @@
 import { findUnstorableCharacter, replaceUnstorableCharacters } from '../../db/schema-profile.ts';
 import type { DicomHeader, DicomSummary } from '../dicom/index.ts';
 import { DicomError, readDicomFile } from '../dicom/index.ts';
-import { PermanentRoutineError, defineRoutine } from './catalog.ts';
+import { PermanentRoutineError, defineFilingRoutine } from './catalog.ts';
 import type { DeviceProfileRecord } from './device-profile.ts';
 import { CONSOLE_EVENT_DATE_KEY, profileDicomFile } from './device-profile.ts';
 import { readDicomPayload } from './dicom-payload.ts';
@@ -22,7 +22,7 @@ interface Seed {
   readonly device: DeviceProfileRecord;
 }
 
-export const dicomSeedRoutine = defineRoutine<Seed>({
+export const dicomSeedRoutine = defineFilingRoutine<Seed>({
   name: 'DICOM_SEED',
   timeoutMs: 120_000,
   retry: 'backoff',
@@ -70,7 +70,6 @@ export const dicomSeedRoutine = defineRoutine<Seed>({
       `DICOM header read (modality ${header.Modality ?? 'none'}, transfer syntax ${summary.transferSyntaxUid}, ${summary.elementCount} elements)`,
     );
     for (const line of device.logLines) ctx.log(line);
-    await ctx.addRoutine('EXTRACT_IMAGE');
   },
 });
 

@@ -17,7 +17,7 @@
  */
 import type { DicomExtraction } from '../dicom/index.ts';
 import { DicomError, describeTransferSyntax, extractDicomImages } from '../dicom/index.ts';
-import { PermanentRoutineError, defineRoutine } from './catalog.ts';
+import { PermanentRoutineError, defineFilingRoutine } from './catalog.ts';
 import { readDicomPayload } from './dicom-payload.ts';
 import type { ExtractedAttachment } from './extracted-attachments.ts';
 import { writeExtractedAttachment } from './extracted-attachments.ts';
@@ -28,7 +28,7 @@ interface Extracted {
   readonly extraction: DicomExtraction;
 }
 
-export const extractImageRoutine = defineRoutine<Extracted>({
+export const extractImageRoutine = defineFilingRoutine<Extracted>({
   name: 'EXTRACT_IMAGE',
   timeoutMs: 120_000,
   retry: 'backoff',
@@ -93,6 +93,5 @@ export const extractImageRoutine = defineRoutine<Extracted>({
     } else {
       ctx.log(`no image extracted (${extraction.code}): ${extraction.message}; transfer syntax ${syntax}`);
     }
-    await ctx.addRoutine('PATIENT_MATCH');
   },
 });

@@ -6,7 +6,7 @@
  * files them, and files the report images or PDF the chain extracted (`DICOM_PDF`, `DICOM_IMAGE_<n>`)
  * under the same event. A report that arrives
  * before the measurements creates the event, which the measurements join later. A file that is no
- * biometry after all is filed generically by `ATTACH_TO_EVENT`. Holds the patient's lock, as
+ * biometry after all is filed generically: the chain runs `ATTACH_TO_EVENT` next. Holds the patient's lock, as
  * `ATTACH_TO_EVENT` does, so that two files of one study never create two events.
  *
  * A file beyond the site's caps (`BIOMETRY_MAX_*_PER_EYE`: lenses, formulas, calculations per eye) fails
@@ -25,14 +25,19 @@ import {
 } from '../biometry/index.ts';
 import { ColumnWidthError, checkEventDate } from '../device-filing/index.ts';
 import { DicomError } from '../dicom/index.ts';
-import { PermanentRoutineError, defineRoutine } from './catalog.ts';
+import { PermanentRoutineError, defineFilingRoutine } from './catalog.ts';
 import { readDicomPayload } from './dicom-payload.ts';
 
 /** The rows `EXTRACT_IMAGE` makes of a DICOM payload: what a biometry report is filed as. */
 const isReportMnemonic = (mnemonic: string) =>
   mnemonic === 'DICOM_PDF' || mnemonic.startsWith('DICOM_IMAGE_');
 
-export const fileBiometryRoutine = defineRoutine<BiometryFile>({
+/** What `FILE_BIOMETRY` did: filed the biometry event, or found no biometry (filed generically next). */
+export interface FileBiometryOutcome {
+  readonly kind: 'filed' | 'filed-generically';
+}
+
+export const fileBiometryRoutine = defineFilingRoutine<BiometryFile, FileBiometryOutcome>({
   name: 'FILE_BIOMETRY',
   timeoutMs: 60_000,
   retry: 'backoff',
@@ -63,8 +68,7 @@ export const fileBiometryRoutine = defineRoutine<BiometryFile>({
   run: async (ctx, file) => {
     if (file.kind === 'other') {
       ctx.log(`not filed as biometry (${file.reason}): filed generically`);
-      await ctx.addPriorityRoutine('ATTACH_TO_EVENT');
-      return;
+      return { kind: 'filed-generically' };
     }
     const { texts, payloads } = await ctx.readRequest(['REQUEST_DATA']);
     const patientId = texts.REQUEST_DATA?.matched_patient_id;
@@ -117,6 +121,7 @@ export const fileBiometryRoutine = defineRoutine<BiometryFile>({
       ctx.log(`${file.source}: ${result.changedRows} biometry row(s) written`);
     }
     await ctx.mergeRequestData({ event_id: result.eventId });
+    return { kind: 'filed' };
   },
 });
 

@@ -1,36 +1,34 @@
 /**
  * The filing module: every routine the queue worker runs (registered by `routine_name`, names seeded in
- * `routine_library`) and the console's fixes of a request's match data and event date, which run those
- * routines again. The composition roots hand `defaultRoutineCatalog` to the queue engine.
+ * `routine_library`), the chain that says which follows which (`chain.ts`), and the console's fixes of a
+ * request's match data and event date, which run those routines again. The composition roots hand
+ * `defaultRoutineCatalog` to the queue engine.
  */
-import { attachToEventRoutine } from './attach-to-event.ts';
 import type { RoutineCatalog } from './catalog.ts';
 import { createRoutineCatalog } from './catalog.ts';
-import { cleanUpRoutine } from './clean-up.ts';
-import { deviceProfileRoutine } from './device-profile.ts';
-import { dicomSeedRoutine } from './dicom-seed.ts';
-import { extractImageRoutine } from './extract-image.ts';
-import { fileBiometryRoutine } from './file-biometry.ts';
-import { makeThumbnailsRoutine } from './make-thumbnails.ts';
+import { FILING_CHAIN } from './chain.ts';
 import { noopRoutine } from './noop.ts';
-import { patientMatchRoutine } from './patient-match.ts';
 
-export const DEFAULT_ROUTINES = [
-  dicomSeedRoutine,
-  deviceProfileRoutine,
-  extractImageRoutine,
-  patientMatchRoutine,
-  makeThumbnailsRoutine,
-  attachToEventRoutine,
-  fileBiometryRoutine,
-  cleanUpRoutine,
-  noopRoutine,
-] as const;
+/** Every routine of the catalog: the steps of the filing chain, then `NOOP` (no chain). */
+export const DEFAULT_ROUTINES = [...FILING_CHAIN.map((step) => step.definition), noopRoutine] as const;
 
 export const defaultRoutineCatalog: RoutineCatalog = createRoutineCatalog(DEFAULT_ROUTINES);
 
-export type { PrepareContext, RoutineCatalog, RoutineContext, RoutineDefinition } from './catalog.ts';
-export { PermanentRoutineError, createRoutineCatalog, defineRoutine } from './catalog.ts';
+export type { ChosenRoutines, FilingStep, NextRoutine } from './chain.ts';
+export { FILING_CHAIN, defineStep, findStep } from './chain.ts';
+export type {
+  FilingRoutine,
+  PrepareContext,
+  RoutineCatalog,
+  RoutineContext,
+  RoutineDefinition,
+} from './catalog.ts';
+export {
+  PermanentRoutineError,
+  createRoutineCatalog,
+  defineFilingRoutine,
+  defineRoutine,
+} from './catalog.ts';
 export type {
   ConsoleEdit,
   EditChange,

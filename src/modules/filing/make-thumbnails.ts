@@ -25,7 +25,7 @@ import type Sharp from 'sharp';
 import type { Config } from '../../config.ts';
 import type { RawImage } from '../dicom/index.ts';
 import { loadSharp } from '../dicom/index.ts';
-import { defineRoutine } from './catalog.ts';
+import { defineFilingRoutine } from './catalog.ts';
 import {
   findPayloads,
   isImageMime,
@@ -274,7 +274,7 @@ export async function makeThumbnails(
   return { small, medium, large: largeThumbnail };
 }
 
-export const makeThumbnailsRoutine = defineRoutine<{ id: number; thumbnails: Thumbnails }[]>({
+export const makeThumbnailsRoutine = defineFilingRoutine<{ id: number; thumbnails: Thumbnails }[]>({
   name: 'MAKE_THUMBNAILS',
   timeoutMs: 120_000,
   retry: 'backoff',

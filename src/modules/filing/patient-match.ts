@@ -1,9 +1,8 @@
 /**
  * `PATIENT_MATCH`: finds the one patient the request is about, from the identifier, date of birth and sex
  * in the request (DICOM tags merged by `DICOM_SEED`, else JSON body or form fields), stores its id as
- * `matched_patient_id` in `REQUEST_DATA`, then chains the rest of the request's processing: the filing
- * routine (`ATTACH_TO_EVENT`, or `FILE_BIOMETRY` for a device profile whose filer is biometry) and
- * `CLEAN_UP`.
+ * `matched_patient_id` in `REQUEST_DATA`, and returns what the chain (`chain.ts`) chooses the rest of
+ * the request's processing by: the device profile's filer and whether an image still lacks thumbnails.
  *
  * Matching, in the spirit of the patient search's identifier rule: the identifier is de-spaced (spaces and
  * hyphens removed); for every identifier type whose `validate_regex` matches it after the type's `pad`,
@@ -18,7 +17,7 @@
 import type { Kysely } from 'kysely';
 import type { DialectAdapter } from '../../db/dialect.ts';
 import type { DB } from '../../db/schema.ts';
-import { PermanentRoutineError, defineRoutine } from './catalog.ts';
+import { PermanentRoutineError, defineFilingRoutine } from './catalog.ts';
 import { isImageMime } from '../attachment-data/index.ts';
 import { matchIdentifier, translatePcre } from '../patient/index.ts';
 
@@ -146,7 +145,14 @@ export async function findMatchingPatients(
   return (await dialect.runPreparedOn(db, query.compile())).rows.map((r) => r.id);
 }
 
-export const patientMatchRoutine = defineRoutine({
+/** What `PATIENT_MATCH` found beside the patient: what the chain runs next depends on it. */
+export interface PatientMatchOutcome {
+  /** The device profile's filer (`REQUEST_DATA.device_filer`), `generic` when none was chosen. */
+  readonly filer: 'biometry' | 'generic';
+  readonly hasImagesWithoutThumbnails: boolean;
+}
+
+export const patientMatchRoutine = defineFilingRoutine<unknown, PatientMatchOutcome>({
   name: 'PATIENT_MATCH',
   timeoutMs: 30_000,
   retry: 'backoff',
@@ -164,9 +170,9 @@ export const patientMatchRoutine = defineRoutine({
       throw new Error(`${ids.length} patients match ${criteriaNames}; choose the patient in the console`);
     await ctx.mergeRequestData({ matched_patient_id: ids[0] });
     ctx.log(`matched patient ${ids[0]}`);
-    const needsThumbnails = payloads.some((p) => isImageMime(p.mime_type) && !p.hasThumbnails);
-    // A device profile may name the routine that files the request instead of ATTACH_TO_EVENT.
-    const filer = texts.REQUEST_DATA?.device_filer === 'biometry' ? 'FILE_BIOMETRY' : 'ATTACH_TO_EVENT';
-    await ctx.addRoutines([...(needsThumbnails ? ['MAKE_THUMBNAILS'] : []), filer, 'CLEAN_UP']);
+    return {
+      filer: texts.REQUEST_DATA?.device_filer === 'biometry' ? 'biometry' : 'generic',
+      hasImagesWithoutThumbnails: payloads.some((p) => isImageMime(p.mime_type) && !p.hasThumbnails),
+    };
   },
 });
