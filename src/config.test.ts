@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import { CONFIG_SECTIONS, ConfigError, loadConfig } from './config.ts';
+import type { Setting } from './config.ts';
 import { withConfigTable } from './config-table.ts';
 
 describe('loadConfig', () => {
@@ -213,8 +214,8 @@ describe('the README configuration table', () => {
   });
 
   it('names every variable once, with a default and a line of its own', () => {
-    const variables = CONFIG_SECTIONS.flatMap((section) =>
-      Object.values(section.settings).map((setting) => {
+    const variables = CONFIG_SECTIONS.flatMap((section): string[] =>
+      Object.values(section.settings as Record<string, Setting<unknown, unknown>>).map((setting) => {
         assert.ok(setting.shown.length > 0 && setting.doc.length > 0, setting.variable);
         return setting.variable;
       }),
