@@ -111,7 +111,12 @@ function textWithHelpers(file: string, seen = new Set<string>()): string {
   const helpers = [...text.matchAll(/from '(\.[^']*\.ts)'/g)]
     .map(([, relative]) => path.join(path.dirname(file), relative!))
     .filter(
-      (helper) => helper.startsWith(`test${path.sep}`) && !helper.endsWith('.test.ts') && !seen.has(helper),
+      // A `from '...'` inside a string (a lint fixture's source) names no file: only files that exist count.
+      (helper) =>
+        helper.startsWith(`test${path.sep}`) &&
+        !helper.endsWith('.test.ts') &&
+        !seen.has(helper) &&
+        existsSync(helper),
     );
   return [text, ...helpers.map((helper) => textWithHelpers(helper, seen))].join('\n');
 }
