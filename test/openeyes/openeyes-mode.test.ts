@@ -191,6 +191,7 @@ describe('DATABASE_SCHEMA=openeyes on an OpenEyes v6.8-shaped database', { skip 
       '0005-worklist-entry-ids',
       '0006-dicom-instance-index',
       '0007-hl7-messages',
+      '0008-dicom-query-keys',
     ]);
     assert.deepEqual(booted.migrations.applied, []);
     const { rows: tables } = await sql<{ name: string }>`

@@ -817,17 +817,17 @@ async function findOrCreateSurgeon(db: Db, deps: BiometryFilingDeps, name: strin
 }
 
 /**
- * The eye of a file's reports by device filing's order (`lateralityOf`): the header's laterality, else
- * the profile's fixed eye; where neither names one, the eyes the file has measurements for (both when it
- * has both); null when nothing does (no body site).
+ * The eye of a file's reports: the header's laterality, else the eyes the file has measurements for
+ * (both when it has both), else the profile's fixed eye; null when none names one (no body site). The
+ * measurements come before the profile's eye because a profile fixed to both eyes (the IOLMaster 500
+ * v7.5 sends one file per eye) would otherwise mark each eye's image as both.
  */
 function reportEyeOf(filing: BiometryFiling): 'L' | 'R' | 'B' | null {
-  const named = filing.study.laterality ?? filing.profileEye;
-  if (named !== undefined) return named;
+  if (filing.study.laterality !== undefined) return filing.study.laterality;
   const measured = SIDES.filter((side) => hasData(filing.reading?.eyes[side]));
   if (measured.length === 2) return 'B';
   if (measured.length === 1) return measured[0]!;
-  return null;
+  return filing.profileEye ?? null;
 }
 
 /**
