@@ -5,7 +5,7 @@
 import type { Config } from './config.ts';
 import type { Database } from './db/database.ts';
 import type { FileStore } from './files/file-store.ts';
-import type { Authenticator } from './http/authenticator.ts';
+import type { Authenticator } from './authenticator.ts';
 
 export interface AppDeps {
   readonly config: Config;

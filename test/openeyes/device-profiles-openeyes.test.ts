@@ -31,6 +31,7 @@ import type { QueueEngine } from '../../src/modules/request-queue/index.ts';
 import { createQueueEngine } from '../../src/modules/request-queue/index.ts';
 import { defaultRoutineCatalog } from '../../src/modules/filing/index.ts';
 import { createAuthenticator } from '../../src/modules/user/index.ts';
+import { ensureEntryIds } from '../../src/modules/worklist/worklist.queries.ts';
 import { axialMeasurements, iolCalculation, iolMaster500, iolMaster700Report } from '../biometry-objects.ts';
 import type { DeviceObjectOptions } from '../device-objects.ts';
 import {
@@ -760,6 +761,89 @@ describe('device profiles filed on an OpenEyes v6.8-shaped database', { skip }, 
       .where('r.routine_name', '=', 'ATTACH_TO_EVENT')
       .execute();
     assert.match(String(log!.log_text), /DEVICE_FIRM_ID 999 is not a firm of this database/);
+  });
+
+  it("files a study made for a worklist entry into the open episode of the entry's subspecialty, without the device's PatientID", async () => {
+    // Subspecialty 5's service assignment 17 and its firm 30; patient 1's oldest open episode is firm 30's.
+    await sql`insert into service_subspecialty_assignment (id, service_id, subspecialty_id) values (17, 1, 5)`.execute(
+      admin,
+    );
+    await sql`insert into firm (id, service_subspecialty_assignment_id, name) values (30, 17, 'Oculoplastics')`.execute(
+      admin,
+    );
+    await sql`insert into episode (patient_id, firm_id, start_date, episode_status_id, created_user_id, last_modified_user_id)
+      values (1, 30, '2021-02-01 10:00:00', 1, 1, 1)`.execute(admin);
+    const [ofSubspecialty] = await admin
+      .selectFrom('episode')
+      .select('id')
+      .where('patient_id', '=', 1)
+      .where('firm_id', '=', 30)
+      .execute();
+    // A worklist whose definition is shown in subspecialty 5's context, naming no firm.
+    const definition = await admin
+      .insertInto('worklist_definition')
+      .values({
+        name: 'Oculoplastics clinic',
+        rrule: 'FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR',
+        start_time: '08:00:00',
+        end_time: '17:00:00',
+        active_from: '2024-01-01 00:00:00',
+        scheduled: 1,
+        display_order: 9,
+        patient_identifier_type_id: 1,
+      })
+      .executeTakeFirstOrThrow();
+    const definitionId = Number(definition.insertId);
+    await admin
+      .insertInto('worklist_definition_display_context')
+      .values({ worklist_definition_id: definitionId, subspecialty_id: 5 })
+      .execute();
+    const worklist = await admin
+      .insertInto('worklist')
+      .values({
+        name: 'Oculoplastics clinic',
+        start: '2024-03-05 08:00:00',
+        end: '2024-03-05 17:00:00',
+        scheduled: 1,
+        worklist_definition_id: definitionId,
+      })
+      .executeTakeFirstOrThrow();
+    const booking = await admin
+      .insertInto('worklist_patient')
+      .values({ worklist_id: Number(worklist.insertId), patient_id: 1, when: '2024-03-05 09:30:00' })
+      .executeTakeFirstOrThrow();
+    const bookingId = Number(booking.insertId);
+    const ids = (await ensureEntryIds(database, [bookingId])).get(bookingId)!;
+    const photograph = await buildDeviceObject({
+      sopClassUid: OPHTHALMIC_PHOTOGRAPHY_8_BIT,
+      studyInstanceUid: ids.studyInstanceUid,
+      // The technician picked the patient from the worklist; the device sends no usable number.
+      patient: { id: '', birthDate: '', sex: 'F' },
+      modality: 'OP',
+      manufacturer: 'Kowa',
+      imageLaterality: 'R',
+      studyDate: '20240305',
+      content: 'image',
+    });
+    const filed = await queueAndDrain(photograph, engine);
+    assert.ok(
+      filed.ran.every((r) => r.endsWith(':COMPLETE')),
+      filed.ran.join(', '),
+    );
+    const [index] = await admin
+      .selectFrom('cra_device_event as d')
+      .innerJoin('event as e', 'e.id', 'd.event_id')
+      .select(['d.patient_id', 'e.episode_id', 'e.firm_id'])
+      .where('d.study_instance_uid', '=', ids.studyInstanceUid)
+      .execute();
+    assert.deepEqual(
+      [Number(index!.patient_id), Number(index!.episode_id), Number(index!.firm_id)],
+      [1, ofSubspecialty!.id, 30],
+    );
+    assert.match(
+      await routineLog(filed.requestId, 'PATIENT_MATCH'),
+      /through worklist entry \d+ \(by StudyInstanceUID\)/,
+    );
   });
 
   /** The last log of `routine` for `requestId`. */

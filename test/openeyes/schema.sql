@@ -175,6 +175,18 @@ CREATE TABLE `site` (
   CONSTRAINT `site_replyto_contact_id_fk` FOREIGN KEY (`replyto_contact_id`) REFERENCES `contact` (`id`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
 
+CREATE TABLE `service_subspecialty_assignment` (
+  `id` int(10) unsigned NOT NULL AUTO_INCREMENT,
+  `service_id` int(10) unsigned NOT NULL,
+  `subspecialty_id` int(10) unsigned NOT NULL,
+  `last_modified_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `last_modified_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  `created_user_id` int(10) unsigned NOT NULL DEFAULT '1',
+  `created_date` datetime NOT NULL DEFAULT '1900-01-01 00:00:00',
+  PRIMARY KEY (`id`),
+  UNIQUE KEY `service_subspecialty_assignment_service_id_subspecialty_id` (`service_id`, `subspecialty_id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci;
+
 CREATE TABLE `firm` (
   `id` int(10) unsigned NOT NULL AUTO_INCREMENT,
   `service_subspecialty_assignment_id` int(10) unsigned DEFAULT NULL,

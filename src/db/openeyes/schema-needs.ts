@@ -538,6 +538,8 @@ export const OPENEYES_TABLE_NEEDS: Readonly<Record<string, TableNeed>> = {
   element_type: { columns: { id: read('int'), class_name: read('text'), event_type_id: read('int') } },
   // Device filing: the subspecialty (service assignment) of the configured firm and of episodes' firms.
   firm: { columns: { id: read('int'), service_subspecialty_assignment_id: read('int') } },
+  // A worklist entry whose display context names a subspecialty: the episodes of that subspecialty's firms.
+  service_subspecialty_assignment: { columns: { id: read('int'), subspecialty_id: read('int') } },
   episode: {
     columns: {
       id: read('int'),

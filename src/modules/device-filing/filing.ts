@@ -58,8 +58,13 @@ export interface DeviceFiling {
   /** The device's date (a wall-clock time in the site's zone): stored by event filing's rule. */
   readonly eventDate: EventDate;
   readonly institutionId: number | null;
-  /** `DEVICE_FIRM_ID`: the firm whose subspecialty's open episode is preferred, and of new episodes. */
+  /**
+   * The firm whose subspecialty's open episode is preferred, and of new episodes: the worklist entry's
+   * firm, else `DEVICE_FIRM_ID`.
+   */
   readonly firmId: number | undefined;
+  /** The worklist entry's subspecialty (its context names no firm): its open episode is preferred. */
+  readonly subspecialtyId?: number | undefined;
   readonly eventTypeId: number;
   readonly attachmentElementTypeId: number;
   /** The attachments to file; `isExtracted` marks the images and PDFs taken from the DICOM file. */
@@ -185,7 +190,11 @@ async function createStudyEvent(
     patientId: filing.patientId,
     eventTypeId: filing.eventTypeId,
     eventDate: filing.eventDate,
-    episode: { kind: 'open', ...(filing.firmId === undefined ? {} : { firmId: filing.firmId }) },
+    episode: {
+      kind: 'open',
+      ...(filing.firmId === undefined ? {} : { firmId: filing.firmId }),
+      ...(filing.subspecialtyId === undefined ? {} : { subspecialtyId: filing.subspecialtyId }),
+    },
     institutionId: filing.institutionId,
     automatedSource: JSON.stringify({ request_id: filing.requestId, device_profile: filing.profile.name }),
     ...(subtype === undefined ? {} : { subtype }),

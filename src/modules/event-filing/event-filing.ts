@@ -46,12 +46,22 @@ export interface EventWriter {
 export type EventDate =
   { readonly wallClock: string; readonly timeZone: string } | { readonly stored: string };
 
+/**
+ * Which open episode a new event prefers: those of `subspecialtyId` when given (a worklist entry's
+ * subspecialty; on OpenEyes only, through its firms' service assignments), else those of `firmId`'s
+ * subspecialty; a new episode is for `firmId` (or none).
+ */
+export interface EpisodePreference {
+  readonly firmId?: number;
+  readonly subspecialtyId?: number;
+}
+
 export interface NewEvent {
   readonly patientId: number;
   readonly eventTypeId: number;
   readonly eventDate: EventDate;
-  /** `open`: the episode rule of the file comment, preferring `firmId`'s; `unlinked`: no episode. */
-  readonly episode: { readonly kind: 'open'; readonly firmId?: number } | { readonly kind: 'unlinked' };
+  /** `open`: the episode rule of the file comment; `unlinked`: no episode. */
+  readonly episode: ({ readonly kind: 'open' } & EpisodePreference) | { readonly kind: 'unlinked' };
   readonly institutionId: number | null;
   readonly siteId?: number | null;
   /** `event.automated_source`. */
@@ -75,6 +85,7 @@ type EventTables = {
   episode: { change_tracker: number | null; episode_status_id: number | null };
   episode_status: { id: number; name: string };
   firm: { id: number; service_subspecialty_assignment_id: number | null };
+  service_subspecialty_assignment: { id: number; subspecialty_id: number };
   event_subtype_item: {
     id: Generated<number>;
     event_id: number;
@@ -145,9 +156,10 @@ export async function chooseEpisode(
   writer: EventWriter,
   patientId: number,
   startDate: string,
-  firmId: number | undefined,
+  preference: EpisodePreference,
 ): Promise<{ id: number; firmId: number | null }> {
   const { trx, schema, stamp } = writer;
+  const { firmId, subspecialtyId } = preference;
   let query = trx
     .withTables<EventTables>()
     .selectFrom('episode')
@@ -172,7 +184,31 @@ export async function chooseEpisode(
         ),
       );
   }
-  if (firmId !== undefined) {
+  if (subspecialtyId !== undefined && schema.hasFirmSubspecialties) {
+    // Episodes of the subspecialty's firms first (0), then the others (1).
+    query = query.orderBy((eb) =>
+      eb
+        .case()
+        .when(
+          eb(
+            'episode.firm_id',
+            'in',
+            eb
+              .selectFrom('firm as same')
+              .innerJoin(
+                'service_subspecialty_assignment as ssa',
+                'ssa.id',
+                'same.service_subspecialty_assignment_id',
+              )
+              .select('same.id')
+              .where('ssa.subspecialty_id', '=', subspecialtyId),
+          ),
+        )
+        .then(0)
+        .else(1)
+        .end(),
+    );
+  } else if (firmId !== undefined) {
     // Episodes of the firm's subspecialty first (0), then the others (1).
     query = query.orderBy((eb) =>
       eb
@@ -220,7 +256,7 @@ export async function createEvent(writer: EventWriter, event: NewEvent): Promise
   const eventDate = storedDateOf(event.eventDate);
   const episode =
     event.episode.kind === 'open'
-      ? await chooseEpisode(writer, event.patientId, eventDate, event.episode.firmId)
+      ? await chooseEpisode(writer, event.patientId, eventDate, event.episode)
       : { id: null, firmId: null };
   const row = await trx
     .insertInto('event')

@@ -156,7 +156,12 @@ async function fileDevice(
   if (dateProblem !== undefined)
     throw new PermanentRoutineError(`The device event date (${eventDate}) ${dateProblem}: refused`);
   const laterality = text('device_laterality');
-  const firmId = ctx.config.deviceFirmId;
+  // The study's worklist entry (PATIENT_MATCH) gives the appointment's context: its firm, else its
+  // subspecialty with DEVICE_FIRM_ID for a new episode.
+  const id = (key: string) => (typeof data[key] === 'number' && data[key] > 0 ? data[key] : undefined);
+  const worklistFirmId = id('device_worklist_firm_id');
+  const subspecialtyId = worklistFirmId === undefined ? id('device_worklist_subspecialty_id') : undefined;
+  const firmId = worklistFirmId ?? ctx.config.deviceFirmId;
   if (firmId !== undefined && ctx.schema.hasFirmSubspecialties) {
     const firm = await ctx.trx
       .withTables<{ firm: { id: number } }>()
@@ -166,7 +171,9 @@ async function fileDevice(
       .executeTakeFirst();
     if (firm === undefined) {
       throw new PermanentRoutineError(
-        `DEVICE_FIRM_ID ${firmId} is not a firm of this database: correct the setting, then retry the request`,
+        worklistFirmId === undefined
+          ? `DEVICE_FIRM_ID ${firmId} is not a firm of this database: correct the setting, then retry the request`
+          : `The worklist entry's firm ${firmId} is not a firm of this database: correct the worklist definition's display context, then retry the request`,
       );
     }
   }
@@ -192,6 +199,7 @@ async function fileDevice(
       eventDate: { wallClock: eventDate, timeZone: ctx.config.timeZone },
       institutionId: input.institutionId,
       firmId,
+      subspecialtyId,
       eventTypeId: input.eventTypeId,
       attachmentElementTypeId: input.attachmentElementTypeId,
       attachments: input.attachments,

@@ -58,6 +58,9 @@ export const dicomSeedRoutine = defineFilingRoutine<Seed>({
       dicom_manufacturer: header.Manufacturer,
       dicom_study_instance_uid: header.StudyInstanceUID,
       dicom_study_date: header.StudyDate,
+      // What names the worklist entry the study was made for (PATIENT_MATCH).
+      dicom_accession_number: header.AccessionNumber,
+      dicom_requested_procedure_id: header.RequestedProcedureID,
       dicom_transfer_syntax_uid: summary.transferSyntaxUid,
       dicom_sop_class_uid: summary.sopClassUid,
       dicom_number_of_frames: summary.numberOfFrames,

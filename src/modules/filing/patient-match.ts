@@ -13,13 +13,25 @@
  * once, since retrying cannot help. The identifier types are read by every batch of the worker (its first
  * match reads them for the others), never from the engine's longer-lived cache: a type missing from a
  * stale list could hide a second patient and let the match choose the wrong one.
+ *
+ * **A study made for a worklist entry** (`worklistMatch`): a DICOM request whose Study Instance UID,
+ * AccessionNumber or Requested Procedure ID is one the Modality Worklist handed out (`findStudyEntry`)
+ * is the entry's patient, without the identifier or date of birth (a device may send an empty or
+ * differently keyed PatientID). The demographics still count against it: when they match exactly one
+ * other patient, or the study's keys name two entries, the request fails with the contradiction and is
+ * filed to neither. The entry's firm and subspecialty (its worklist definition's one display context)
+ * go into `REQUEST_DATA` for the filers' episode choice. Once the desk has fixed the request's details in
+ * the console (`console_edits`), its choice is the one the match follows, by demographics alone.
  */
 import type { Kysely } from 'kysely';
 import type { DialectAdapter } from '../../db/dialect.ts';
 import type { DB } from '../../db/schema.ts';
 import { PermanentRoutineError, defineFilingRoutine } from './catalog.ts';
+import { CONSOLE_EVENT_DATE_KEY } from './device-profile.ts';
 import { isImageMime } from '../attachment-data/index.ts';
 import { matchIdentifier, translatePcre } from '../patient/index.ts';
+import type { StudyEntry } from '../worklist/index.ts';
+import { findStudyEntry } from '../worklist/index.ts';
 
 export interface PatientCriteria {
   readonly identifier: string;
@@ -158,6 +170,34 @@ export const patientMatchRoutine = defineFilingRoutine<unknown, PatientMatchOutc
   retry: 'backoff',
   run: async (ctx) => {
     const { texts, payloads } = await ctx.readRequest(['REQUEST_DATA', 'FORM_DATA', 'REQUEST_BLOB']);
+    const requestData = texts.REQUEST_DATA ?? {};
+    const outcome: PatientMatchOutcome = {
+      filer: requestData.device_filer === 'biometry' ? 'biometry' : 'generic',
+      hasImagesWithoutThumbnails: payloads.some((p) => isImageMime(p.mime_type) && !p.hasThumbnails),
+    };
+    const entry = await worklistEntryOf(ctx.trx, requestData);
+    if (entry !== undefined) {
+      const types = await ctx.batchReference('identifier type rules', readIdentifierTypeRules);
+      const criteria = optionalCriteriaOf(texts);
+      const ids =
+        criteria === undefined ? [] : await findMatchingPatients(ctx.trx, ctx.dialect, criteria, types);
+      if (ids.length === 1 && ids[0] !== entry.patientId)
+        throw new PermanentRoutineError(
+          `The study names worklist entry ${entry.bookingId} (by ${entry.namedBy.join(', ')}), whose patient ` +
+            `is not the one patient the study's identifier and date of birth match: filed to neither; ` +
+            `choose the patient in the console`,
+        );
+      await ctx.mergeRequestData({
+        matched_patient_id: entry.patientId,
+        device_worklist_booking_id: entry.bookingId,
+        device_worklist_firm_id: entry.firmId,
+        device_worklist_subspecialty_id: entry.subspecialtyId,
+      });
+      ctx.log(
+        `matched patient ${entry.patientId} through worklist entry ${entry.bookingId} (by ${entry.namedBy.join(', ')})`,
+      );
+      return outcome;
+    }
     const criteria = criteriaOf(texts);
     const types = await ctx.batchReference('identifier type rules', readIdentifierTypeRules);
     const ids = await findMatchingPatients(ctx.trx, ctx.dialect, criteria, types);
@@ -170,9 +210,67 @@ export const patientMatchRoutine = defineFilingRoutine<unknown, PatientMatchOutc
       throw new Error(`${ids.length} patients match ${criteriaNames}; choose the patient in the console`);
     await ctx.mergeRequestData({ matched_patient_id: ids[0] });
     ctx.log(`matched patient ${ids[0]}`);
-    return {
-      filer: texts.REQUEST_DATA?.device_filer === 'biometry' ? 'biometry' : 'generic',
-      hasImagesWithoutThumbnails: payloads.some((p) => isImageMime(p.mime_type) && !p.hasThumbnails),
-    };
+    return outcome;
   },
 });
+
+/** The criteria when the request has usable ones, else undefined (a worklist entry needs none). */
+function optionalCriteriaOf(rows: CriteriaRows): PatientCriteria | undefined {
+  try {
+    return criteriaOf(rows);
+  } catch (error) {
+    if (error instanceof PermanentRoutineError) return undefined;
+    throw error;
+  }
+}
+
+/**
+ * Whether the console's edit history (`console_edits`) holds a chosen patient or a changed criterion: a
+ * study date given alone (`console_event_date`) leaves the worklist entry in force.
+ */
+function hasDeskCriteria(edits: unknown): boolean {
+  if (!Array.isArray(edits)) return false;
+  return edits.some((edit: unknown) => {
+    if (edit === null || typeof edit !== 'object') return false;
+    const { patientId, changes } = edit as { patientId?: unknown; changes?: unknown };
+    if (typeof patientId === 'number') return true;
+    return (
+      changes !== null &&
+      typeof changes === 'object' &&
+      Object.keys(changes).some((key) => key !== CONSOLE_EVENT_DATE_KEY)
+    );
+  });
+}
+
+/**
+ * The worklist entry a DICOM request's study names (see the file comment); undefined when it names none
+ * or the desk has fixed the request's details. Keys that name two entries, or an entry whose patient
+ * was deleted, fail the request permanently: retrying cannot resolve either.
+ */
+async function worklistEntryOf(
+  db: Kysely<DB>,
+  requestData: Record<string, unknown>,
+): Promise<StudyEntry | undefined> {
+  if (hasDeskCriteria(requestData.console_edits)) return undefined;
+  const text = (key: string) => {
+    const value = requestData[key];
+    return typeof value === 'string' && value.trim() !== '' ? value : undefined;
+  };
+  const procedureId = text('dicom_requested_procedure_id');
+  const finding = await findStudyEntry(db, {
+    studyInstanceUid: text('dicom_study_instance_uid'),
+    accessionNumber: text('dicom_accession_number'),
+    requestedProcedureIds: procedureId === undefined ? [] : [procedureId],
+  });
+  if (finding.kind === 'none') return undefined;
+  if (finding.kind === 'contradiction')
+    throw new PermanentRoutineError(
+      `The study's worklist keys name ${finding.bookingIds.length} different worklist entries ` +
+        `(${finding.bookingIds.join(', ')}): filed to none; choose the patient in the console`,
+    );
+  if (finding.entry.patientDeleted)
+    throw new PermanentRoutineError(
+      `The study names worklist entry ${finding.entry.bookingId}, whose patient is deleted: choose the patient in the console`,
+    );
+  return finding.entry;
+}

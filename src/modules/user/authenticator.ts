@@ -18,7 +18,7 @@ import { LRUCache } from 'lru-cache';
 import type { DB } from '../../db/schema.ts';
 import { readCredentialChanges } from '../../db/counters.queries.ts';
 import type { Database } from '../../db/database.ts';
-import type { Authenticator, CachedLogin, Principal, Verification } from '../../http/authenticator.ts';
+import type { Authenticator, CachedLogin, Principal, Verification } from '../../authenticator.ts';
 import { parseBasicHeader } from '../../http/basic-header.ts';
 import { findLogin, findUserAccess } from './user.queries.ts';
 import { prepareDummyHash, verifyNothing, verifyPassword } from './passwords.ts';
@@ -26,7 +26,7 @@ import { prepareDummyHash, verifyNothing, verifyPassword } from './passwords.ts'
 // Parsed in src/http (the Basic guard reads the username too); offered here as before.
 export { parseBasicHeader };
 
-// The verifier's contract is the HTTP layer's (`src/http/authenticator.ts`), which this module fills in.
+// The verifier's contract (`src/authenticator.ts`), read by the HTTP layer through AppDeps, filled in here.
 export type { Authenticator, CachedLogin, Principal, Verification };
 
 export interface AuthenticatorOptions {

@@ -1,7 +1,7 @@
 /**
  * What the HTTP layer needs of a Basic credential verifier: the guards, the failed-login brake and the
- * metrics call it, and the user module (`createAuthenticator`) provides it. Declared here, below the
- * modules, so that src/http depends on no feature module.
+ * metrics call it through `AppDeps`, and the user module (`createAuthenticator`) provides it. Declared
+ * here, beside `deps.ts` and below both src/http and the modules, so that neither depends on the other.
  */
 export interface Principal {
   readonly userId: number;
