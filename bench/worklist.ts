@@ -18,6 +18,7 @@
  * ms; the commitment report within 1 s. `npm run bench -- worklist --dialect all`.
  */
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import dcmjs from 'dcmjs';
@@ -30,12 +31,24 @@ import { createPatient } from '../test/factories.ts';
 import { freePort, orthancMissing, startOrthanc } from '../test/orthanc.ts';
 import { createBooking, createWorklist } from '../test/worklist-fixtures.ts';
 import type { BenchReport, BenchRow, BenchRunOptions, Dialect, LoadResult } from './lib.ts';
-import { percentile, prepareDatabase, readRssBytes, startRssSampler, startServer } from './lib.ts';
+import { percentile, prepareDatabase, readCpuMs, readRssBytes, startRssSampler, startServer } from './lib.ts';
 
 const { Client, Dataset, constants, log: dimseLog, requests, responses } = dcmjsDimse;
 
 /** The library's logger writes to the console. */
 dimseLog.setLevel('silent');
+
+// dcmjs-dimse's Client connects with Nagle's algorithm on and writes a request's command and data set as
+// two PDUs, so the data set waits for the peer's delayed acknowledgement (~40 ms on loopback) whichever
+// server answers. A device's stack may or may not do the same; the bench measures the server, so its
+// client disables Nagle (`BENCH_WL_CLIENT_NAGLE=on` keeps it, to see what such a device waits).
+if (process.env.BENCH_WL_CLIENT_NAGLE !== 'on') {
+  const connect: unknown = Reflect.get(Socket.prototype, 'connect');
+  Reflect.set(Socket.prototype, 'connect', function (this: Socket, ...args: unknown[]) {
+    this.setNoDelay(true);
+    return Reflect.apply(connect as (...a: unknown[]) => Socket, this, args);
+  });
+}
 
 const ENTRIES = Number(process.env.BENCH_WL_ENTRIES ?? 2000);
 const LISTS = Number(process.env.BENCH_WL_LISTS ?? 20);
@@ -150,8 +163,15 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
     let serviceOne: LoadResult | undefined;
     let serviceDay: LoadResult | undefined;
     try {
-      serviceOne = await measureDevices(server.pid, dicomPort, 'CRA', asked, dicomToday);
-      rows.push(row('service MWL one patient, 16 devices', dialect, DEVICES, serviceOne));
+      const serviceEcho = await measureDevices(server.pid, dicomPort, 'CRA', asked, echoExchange);
+      rows.push(
+        row(`floor: service associate + C-ECHO + release, ${DEVICES} devices`, dialect, DEVICES, serviceEcho),
+      );
+      notes.push(`service C-ECHO floor: ${serviceEcho.cpu}`);
+      const one = await measureDevices(server.pid, dicomPort, 'CRA', asked, worklistQuery(dicomToday));
+      serviceOne = one;
+      rows.push(row(`service MWL one patient, ${DEVICES} devices`, dialect, DEVICES, one));
+      notes.push(`service MWL one patient: ${one.cpu}`);
       serviceDay = await measureDay(server.pid, dicomPort, 'CRA', dicomToday);
       rows.push(row('service MWL whole day', dialect, 1, serviceDay));
       const commit = await measureCommitment(dicomPort, dir);
@@ -175,14 +195,33 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
         await writeFile(path.join(wlDir, `e${entry.index}.wl`), wlFile(entry, dicomToday));
       const orthanc = await startOrthanc({ worklistsDirectory: wlDir });
       try {
+        const orthancEcho = await measureDevices(
+          orthanc.pid,
+          orthanc.dicomPort,
+          orthanc.aeTitle,
+          asked,
+          echoExchange,
+        );
+        rows.push(
+          row(
+            `floor: Orthanc associate + C-ECHO + release, ${DEVICES} devices`,
+            'none',
+            DEVICES,
+            orthancEcho,
+          ),
+        );
+        notes.push(`Orthanc C-ECHO floor: ${orthancEcho.cpu}`);
         const orthancOne = await measureDevices(
           orthanc.pid,
           orthanc.dicomPort,
           orthanc.aeTitle,
           asked,
-          dicomToday,
+          worklistQuery(dicomToday),
         );
-        rows.push(row('Orthanc worklists plugin one patient, 16 devices', 'none', DEVICES, orthancOne));
+        rows.push(
+          row(`Orthanc worklists plugin one patient, ${DEVICES} devices`, 'none', DEVICES, orthancOne),
+        );
+        notes.push(`Orthanc MWL one patient: ${orthancOne.cpu}`);
         const orthancDay = await measureDay(orthanc.pid, orthanc.dicomPort, orthanc.aeTitle, dicomToday);
         rows.push(row('Orthanc worklists plugin whole day', 'none', 1, orthancDay));
         if (serviceOne !== undefined && serviceDay !== undefined) {
@@ -304,34 +343,50 @@ function stepKeys(dicomToday: string): Record<string, unknown> {
   };
 }
 
-/** Every device asks its queries in a row, all devices at once; every query must find one answer. */
+/** One device's exchange on its own association: the answers it got. */
+type DeviceExchange = (
+  port: number,
+  calledAe: string,
+  callingAe: string,
+  patientId: string,
+) => Promise<number>;
+
+/** A worklist query by PatientID and today's date: one answer expected. */
+function worklistQuery(dicomToday: string): DeviceExchange {
+  return (port, calledAe, callingAe, patientId) =>
+    findOnce(port, calledAe, callingAe, { PatientID: patientId, ...stepKeys(dicomToday) });
+}
+
+/** The floor of a query: associate, C-ECHO, release (counted as one answer). */
+const echoExchange: DeviceExchange = (port, calledAe, callingAe) => echoOnce(port, calledAe, callingAe);
+
+/**
+ * Every device runs its exchanges in a row, all devices at once; every exchange must find one answer.
+ * `cpu` gives the server's and the load generator's CPU per exchange (kernel accounting: it holds on a
+ * loaded machine where the latencies do not).
+ */
 async function measureDevices(
   pid: number,
   port: number,
   calledAe: string,
   asked: readonly (readonly string[])[],
-  dicomToday: string,
-): Promise<LoadResult> {
-  // Warm-up: one query per device.
-  await Promise.all(
-    asked.map((ids, d) =>
-      findOnce(port, calledAe, deviceAe(d), { PatientID: ids[0], ...stepKeys(dicomToday) }),
-    ),
-  );
+  exchange: DeviceExchange,
+): Promise<LoadResult & { cpu: string }> {
+  // Warm-up: one exchange per device.
+  await Promise.all(asked.map((ids, d) => exchange(port, calledAe, deviceAe(d), ids[0]!)));
   const sampler = startRssSampler(pid, 100);
   const latencies: number[] = [];
   let errors = 0;
   let wrong = 0;
+  const serverCpuBefore = await readCpuMs(pid);
+  const clientCpuBefore = process.cpuUsage();
   const started = performance.now();
   await Promise.all(
     asked.map(async (ids, d) => {
       for (const id of ids) {
         const begun = performance.now();
         try {
-          const answers = await findOnce(port, calledAe, deviceAe(d), {
-            PatientID: id,
-            ...stepKeys(dicomToday),
-          });
+          const answers = await exchange(port, calledAe, deviceAe(d), id);
           latencies.push(performance.now() - begun);
           if (answers !== 1) wrong += 1;
         } catch {
@@ -341,8 +396,16 @@ async function measureDevices(
     }),
   );
   const seconds = (performance.now() - started) / 1000;
+  const clientCpu = process.cpuUsage(clientCpuBefore);
+  const serverCpuAfter = await readCpuMs(pid);
   const rssPeakBytes = await sampler.stop();
   latencies.sort((a, b) => a - b);
+  const count = Math.max(1, latencies.length);
+  const perExchange = (ms: number) => `${((ms * 1000) / count).toFixed(0)} us`;
+  const cpu =
+    `server CPU per exchange: main thread ${perExchange(serverCpuAfter.mainMs - serverCpuBefore.mainMs)}, ` +
+    `all threads ${perExchange(serverCpuAfter.allMs - serverCpuBefore.allMs)}; ` +
+    `load generator ${perExchange((clientCpu.user + clientCpu.system) / 1000)}`;
   return {
     requestsPerSec: latencies.length / seconds,
     bytesPerSec: 0,
@@ -356,7 +419,27 @@ async function measureDevices(
     statusCounts: { ok: latencies.length - wrong, notOneAnswer: wrong, failed: errors },
     rssPeakBytes,
     rssAfterBytes: await readRssBytes(pid),
+    cpu,
   };
+}
+
+/** Associate, one C-ECHO, release: 1 when the echo succeeded. */
+function echoOnce(port: number, calledAe: string, callingAe: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const client = new Client();
+    const request = new requests.CEchoRequest();
+    let status: number | undefined;
+    request.on('response', (response: Dimse.responses.CEchoResponse) => {
+      status = response.getStatus();
+    });
+    client.addRequest(request);
+    client.on('networkError', (error: Error) => reject(error));
+    client.on('associationRejected', () => reject(new Error('association rejected')));
+    client.on('closed', () =>
+      status === 0 ? resolve(1) : reject(new Error(`echo status ${String(status)}`)),
+    );
+    client.send('127.0.0.1', port, callingAe, calledAe);
+  });
 }
 
 /** The whole day's query `DAY_RUNS` times: p50 is the best run, p99 the worst. */
@@ -492,5 +575,6 @@ function commitOnce(
 }
 
 function row(name: string, dialect: Dialect | 'none', connections: number, result: LoadResult): BenchRow {
-  return { name, dialect, connections, ...result };
+  const { cpu: _cpu, ...load } = result as LoadResult & { cpu?: string };
+  return { name, dialect, connections, ...load };
 }

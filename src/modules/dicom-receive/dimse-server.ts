@@ -235,7 +235,10 @@ export async function startDicomServer(deps: DicomServerDeps): Promise<DicomServ
       refusedSinceLog = 0;
     }
   };
-  const server = createServer((socket) => {
+  // A C-FIND answer is a command PDU then a data set PDU per match, and a release answer follows the
+  // final one: without noDelay, Nagle's algorithm holds each small write after the first until the
+  // peer's delayed acknowledgement (tens of ms per query on loopback).
+  const server = createServer({ noDelay: true }, (socket) => {
     if (context.isStopping) {
       socket.destroy();
       return;

@@ -103,10 +103,36 @@ export async function readBookingsPage(db: Kysely<DB>, filter: BookingFilter): P
   if (asked !== undefined)
     query =
       'exact' in asked
-        ? query.where('pi.value', '=', asked.exact)
+        ? query
+            .where('pi.value', '=', asked.exact)
+            // The bookings of the patients holding the value, found by the (type, value) index first:
+            // ordered by booking id under a LIMIT, a planner without statistics (SQLite) otherwise walks
+            // every booking of the window and joins each to its identifier.
+            .where(
+              'wp.patient_id',
+              'in',
+              edb
+                .selectFrom('patient_identifier as byValue')
+                .select('byValue.patient_id')
+                .where(
+                  'byValue.patient_identifier_type_id',
+                  'in',
+                  edb.selectFrom('worklist_definition as dt').select('dt.patient_identifier_type_id'),
+                )
+                .where('byValue.value', '=', asked.exact)
+                .where('byValue.deleted', '=', 0),
+            )
         : query.where(sql<boolean>`${sql.ref('pi.value')} like ${asked.like} escape '!'`);
   if (filter.studyInstanceUids !== undefined)
-    query = query.where('e.study_instance_uid', 'in', [...filter.studyInstanceUids]);
+    query = query.where('e.study_instance_uid', 'in', [...filter.studyInstanceUids]).where(
+      'wp.id',
+      'in',
+      // By the unique Study Instance UID first, for the same reason.
+      edb
+        .selectFrom('mwl_entry as byUid')
+        .select('byUid.worklist_patient_id')
+        .where('byUid.study_instance_uid', 'in', [...filter.studyInstanceUids]),
+    );
   const { siteId } = filter;
   if (siteId !== undefined)
     query = query.where((eb) =>
