@@ -214,10 +214,12 @@ async function askForMissingPatient(
   ctx: PrepareContext,
   source: MissingPatientSource,
 ): Promise<MissingPatientAnswer | undefined> {
-  const [requestData, form, body] = await Promise.all(
-    ['REQUEST_DATA', 'FORM_DATA', 'REQUEST_BLOB'].map((m) => ctx.readText(m)),
-  );
-  const rows = { REQUEST_DATA: requestData!, FORM_DATA: form!, REQUEST_BLOB: body! };
+  // One after the other: where the engine has row locks, `ctx.db` is the claim's one connection.
+  const rows = {
+    REQUEST_DATA: await ctx.readText('REQUEST_DATA'),
+    FORM_DATA: await ctx.readText('FORM_DATA'),
+    REQUEST_BLOB: await ctx.readText('REQUEST_BLOB'),
+  };
   const criteria = optionalCriteriaOf(rows);
   if (criteria === undefined) return undefined;
   try {

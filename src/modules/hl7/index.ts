@@ -1,7 +1,8 @@
 /**
  * The hl7 module: the PAS's HL7 v2 ADT and SIU feeds over MLLP (`HL7_PORT`), mapped through the site's
- * field map to PASAPI's patient, merge and appointment changes. Owns `hl7_message`. Other modules import it only through this
- * file.
+ * field map to PASAPI's patient, merge and appointment changes, and the query that asks the PAS for a
+ * patient the database lacks (`PAS_QUERY_HOST`). Owns `hl7_message`. Other modules import it only
+ * through this file.
  */
 import type { Hl7Server, Hl7ServerDeps } from './mllp-server.ts';
 import type { PasQuery, PasQueryDeps } from './pas-query.ts';

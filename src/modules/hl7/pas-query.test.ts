@@ -420,3 +420,28 @@ forEachDialect((dialect) => {
     });
   });
 });
+
+describe('PAS query settings', () => {
+  it('is off without PAS_QUERY_HOST, and lists every problem of a bad setting at start', () => {
+    assert.equal(loadConfig({}).pasQuery.host, undefined);
+    assert.throws(
+      () =>
+        loadConfig({
+          PAS_QUERY_HOST: '127.0.0.1',
+          PAS_QUERY_TIMEOUT_MS: '5',
+          PAS_QUERY_AUTHORITIES: 'PAS,ELSEWHERE',
+          PAS_QUERY_RECEIVER: 'PAS|X',
+        }),
+      (error: Error) => {
+        assert.deepEqual(error.message.split('\n').slice(1), [
+          '  - PAS_QUERY_HOST needs PAS_QUERY_PORT',
+          '  - PAS_QUERY_TIMEOUT_MS must be a whole number from 100 to 30000, got "5"',
+          '  - PAS_QUERY_RECEIVER must be APPLICATION^FACILITY, got "PAS|X"',
+          '  - PAS_QUERY_AUTHORITIES: "ELSEWHERE" is not a local authority of the HL7 field map (PAS)',
+        ]);
+        return true;
+      },
+    );
+    assert.throws(() => loadConfig({ PAS_QUERY_PORT: '2575' }), /PAS_QUERY_PORT needs PAS_QUERY_HOST/);
+  });
+});
