@@ -3,11 +3,12 @@
  * known to the PAS, matched within 1 s of the device's study arriving (issue 34's target). A PAS peer on
  * 127.0.0.1 (test/pas-peer.ts, MLLP framed by `@medplum/hl7`) answers QBP^Q22 with RSP^K21 for every
  * number; the service's queue worker runs in this process with `PAS_QUERY_HOST` set, as `npm start`'s
- * in-process worker does. Each of 50 device studies is a `PATIENT_MATCH` request carrying the keys
- * `DICOM_SEED` writes (`dicom_patient_id`, birth date, sex) of a patient the database lacks, enqueued one
- * after the other; the time is from its enqueue (the worker woken as intake wakes it) to its
- * `matched_patient_id` committed, polled every 2 ms. A second row does the same with the PAS answering
- * after 200 ms. The DICOM receipt before the match is measured by `dicom-chain`.
+ * in-process worker does. Three rows of 50 studies each, one after the other, each for a number the
+ * database lacks: a DICOM Part 10 file queued as a `dicom_request` (its PatientID, birth date and sex;
+ * `DICOM_SEED`, `EXTRACT_IMAGE`, then `PATIENT_MATCH`), and a `PATIENT_MATCH` request carrying the keys
+ * `DICOM_SEED` writes, with the PAS answering at once and 200 ms late. The time is from the enqueue (the
+ * intake's write, which wakes the worker) to `matched_patient_id` committed, polled every 2 ms. The
+ * DICOM receipt before the enqueue (STOW-RS, C-STORE) is measured by `dicom-receive`.
  */
 import { loadConfig } from '../src/config.ts';
 import { openDatabase } from '../src/db/database.ts';
@@ -17,7 +18,7 @@ import { createFilingCatalog } from '../src/modules/filing/index.ts';
 import { createPasQuery } from '../src/modules/hl7/index.ts';
 import { createQueueWorker, enqueueRequest } from '../src/modules/request-queue/index.ts';
 import { createPasInstallation } from '../test/factories-pasapi.ts';
-import { createRequestType, jsonRow } from '../test/factories-queue.ts';
+import { blobRow, buildDicomFile, createRequestType, jsonRow } from '../test/factories-queue.ts';
 import type { PeerPatient } from '../test/pas-peer.ts';
 import { startPasPeer } from '../test/pas-peer.ts';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -48,7 +49,6 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
     const config = loadConfig({
       ...prepared.env,
       LOG_LEVEL: 'silent',
-      WORKER_QUEUES: type.queue,
       HL7_FIELD_MAP_FILE: mapFile,
       PAS_QUERY_HOST: '127.0.0.1',
       PAS_QUERY_PORT: String(peer.port),
@@ -71,23 +71,56 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
     await worker.start();
     let serial = 0;
     try {
-      for (const delayMs of [0, 200]) {
+      for (const { delayMs, isDicom } of [
+        { delayMs: 0, isDicom: true },
+        { delayMs: 0, isDicom: false },
+        { delayMs: 200, isDicom: false },
+      ]) {
         const times: number[] = [];
         for (let i = 0; i < STUDIES; i += 1) {
           serial += 1;
           const number = String(70_000_000 + serial);
           peer.set(number, { kind: 'found', patient: PATIENT, ...(delayMs === 0 ? {} : { delayMs }) });
+          const uid = `1.2.826.0.1.3680043.8.498.${process.pid}.${serial}`;
           const started = performance.now();
-          const { requestId } = await enqueueRequest(database, {
-            requestType: type.requestType,
-            attachments: [
-              jsonRow('REQUEST_DATA', {
-                dicom_patient_id: number,
-                dicom_patient_birth_date: PATIENT.dob,
-                dicom_patient_sex: PATIENT.sex,
-              }),
-            ],
-          });
+          const { requestId } = await enqueueRequest(
+            database,
+            isDicom
+              ? {
+                  requestType: 'dicom_request',
+                  attachments: [
+                    jsonRow('REQUEST_DATA', {}),
+                    blobRow(
+                      'dicom',
+                      'application/dicom',
+                      buildDicomFile(
+                        {
+                          PatientID: number,
+                          PatientName: `${PATIENT.surname}^${PATIENT.given}`,
+                          PatientBirthDate: PATIENT.dob,
+                          PatientSex: PATIENT.sex,
+                          Modality: 'OP',
+                          Manufacturer: 'Bench',
+                          StudyInstanceUID: `${uid}.1`,
+                          StudyDate: '20261204',
+                        },
+                        `${uid}.2`,
+                      ),
+                      'scan.dcm',
+                    ),
+                  ],
+                }
+              : {
+                  requestType: type.requestType,
+                  attachments: [
+                    jsonRow('REQUEST_DATA', {
+                      dicom_patient_id: number,
+                      dicom_patient_birth_date: PATIENT.dob,
+                      dicom_patient_sex: PATIENT.sex,
+                    }),
+                  ],
+                },
+          );
           for (;;) {
             const row = await database.db
               .selectFrom('attachment_data')
@@ -102,7 +135,7 @@ export async function run(options: BenchRunOptions): Promise<BenchReport> {
           times.push(performance.now() - started);
         }
         const sorted = [...times].sort((a, b) => a - b);
-        const name = `study queued -> patient matched, PAS answers ${delayMs === 0 ? 'at once' : `after ${delayMs} ms`}`;
+        const name = `${isDicom ? 'DICOM file queued (seed, extract, match)' : 'PATIENT_MATCH request queued'} -> matched, PAS answers ${delayMs === 0 ? 'at once' : `after ${delayMs} ms`}`;
         const p50 = percentile(sorted, 50);
         const p99 = percentile(sorted, 99);
         const max = sorted[sorted.length - 1]!;
