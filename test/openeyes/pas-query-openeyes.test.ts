@@ -3,7 +3,8 @@
  * schema.sql and the built-in field map: `PAS` numbers at `LOCAL-1-0`), against a PAS peer on 127.0.0.1
  * (test/pas-peer.ts): a PATIENT_MATCH request for a number only the PAS knows is matched in one step,
  * the patient's rows are those the same ADT^A28 through the listener writes, its audit row is in
- * `cra_audit_event`; an NF answer stores nothing and leaves the request waiting.
+ * `cra_audit_event`; a search by the number answers it; an NF answer stores nothing and leaves the
+ * request waiting.
  */
 import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -15,6 +16,10 @@ import { Hl7Client } from '@medplum/hl7';
 import type { Kysely } from 'kysely';
 import type { Config } from '../../src/config.ts';
 import { loadConfig } from '../../src/config.ts';
+import { buildApp } from '../../src/app.ts';
+import { createAppServices } from '../../src/app-services.ts';
+import { createAuthenticator } from '../../src/modules/user/index.ts';
+import { basicHeader } from '../factories.ts';
 import { createLogger } from '../../src/logger.ts';
 import type { Bootstrapped } from '../../src/main/bootstrap.ts';
 import { bootstrap } from '../../src/main/bootstrap.ts';
@@ -242,6 +247,32 @@ describe('the PAS query on an OpenEyes database', { skip }, () => {
       audit.map((r) => ({ ...r, outcome: Number(r.outcome) })),
       [{ action: 'hl7.pas-query', target_ids: String(patientId), outcome: 201 }],
     );
+  });
+
+  it('answers a search by the number with the patient the PAS supplies', async () => {
+    peer.set('7650301', { kind: 'found', patient: { ...PATIENT, surname: 'Oesearchperson' } });
+    const deps = {
+      config,
+      database: booted.database,
+      files: booted.files,
+      authenticator: createAuthenticator(booted.database.db, { cacheTtlMs: 0, database: booted.database }),
+    };
+    const app = await buildApp(deps, { services: createAppServices(deps, { missingPatients: query }) });
+    try {
+      await app.listen({ host: '127.0.0.1', port: 0 });
+      const port = (app.server.address() as { port: number }).port;
+      const response = await fetch(`http://127.0.0.1:${port}/api/v1/patient/search?term=7650301`, {
+        headers: { authorization: basicHeader('api', 'api-password') },
+      });
+      assert.equal(response.status, 200);
+      const found = (await response.json()) as { id: number; last_name: string }[];
+      assert.deepEqual(
+        found.map((p) => [p.id, p.last_name]),
+        [[await patientOf('7650301'), 'Oesearchperson']],
+      );
+    } finally {
+      await app.close();
+    }
   });
 
   it('stores nothing and leaves the request waiting when the PAS answers NF', async () => {
