@@ -40,8 +40,10 @@ import { charsetOf, decodeAs } from './hl7-text.ts';
 const SYSTEM_ACTOR: ChangeActor = { userId: 1 };
 /** Numbers whose `not-found` answer is kept at most (the oldest go first). */
 const MAX_CACHED_NOT_FOUND = 10_000;
-/** A number the query sends: printable ASCII without HL7 separators, as PID-3.1 can carry it. */
-const SENDABLE_NUMBER = /^[\x21-\x5b\x5d\x5f-\x7b\x7d\x7e]{1,40}$/;
+/** Whether the query may send `number`: 1-40 printable ASCII characters, none an HL7 separator. */
+function isSendable(number: string): boolean {
+  return /^[\x21-\x7e]{1,40}$/.test(number) && !/[|^~\\&]/.test(number);
+}
 
 export interface PasQueryDeps {
   readonly database: Database;
@@ -52,15 +54,13 @@ export interface PasQueryDeps {
 }
 
 /** What one QBP^Q22 came to, before anything is stored. */
-export type PasAnswer =
+type PasAnswer =
   | { readonly kind: 'found'; readonly change: PatientChange }
   | { readonly kind: 'not-found' }
   | { readonly kind: 'unavailable'; readonly reason: string };
 
-export interface PasQuery extends MissingPatientSource {
-  /** Asks for `number` under `authority` (one query, no cache, nothing stored). */
-  ask(authority: string, number: string): Promise<PasAnswer>;
-}
+/** The PAS as the source of a patient the database lacks. */
+export type PasQuery = MissingPatientSource;
 
 /** `YYYYMMDDHHMMSS+0000`, now. */
 function hl7Now(): string {
@@ -70,19 +70,14 @@ function hl7Now(): string {
     .replace(/\.\d+Z$/, '')}+0000`;
 }
 
-/** The QBP^Q22 for `number` under `authority` (both already checked to need no escaping). */
-export function buildPasQuery(
-  config: Config,
-  authority: string,
-  number: string,
-  controlId: string,
-): Hl7Message {
+/** The QBP^Q22 for `number` (one {@link isSendable} accepts) under `authority`. */
+function buildPasQuery(config: Config, authority: string, number: string, controlId: string): Hl7Message {
   const { receiver } = config.pasQuery;
   const safe = (text: string) => text.replace(/[|^~\\&\r\n]/g, '');
   return Hl7Message.parse(
     [
       `MSH|^~\\&|CRA|${safe(config.institutionCode)}|${receiver.application}|${receiver.facility}|${hl7Now()}||QBP^Q22^QBP_Q21|${controlId}|P|2.5`,
-      `QPD|Q22^Find Candidates^HL7nnnn|${controlId}|@PID.3.1^${number}~@PID.3.4^${authority}`,
+      `QPD|Q22^Find Candidates^HL7nnnn|${controlId}|@PID.3.1^${number}~@PID.3.4^${safe(authority)}`,
       'RCP|I|1^RD',
     ].join('\r'),
   );
@@ -107,12 +102,7 @@ function holdsNumber(
 }
 
 /** The answer `response` gives to the query for `number` under `authority`. */
-export function readPasAnswer(
-  response: Hl7Message,
-  config: Config,
-  authority: string,
-  number: string,
-): PasAnswer {
+function readPasAnswer(response: Hl7Message, config: Config, authority: string, number: string): PasAnswer {
   const unavailable = (reason: string): PasAnswer => ({ kind: 'unavailable', reason });
   const charset = charsetOf(response.getSegment('MSH')?.getField(18)?.getComponent(1) ?? '');
   if (charset === undefined) return unavailable('the answer declares an unsupported character set');
@@ -167,6 +157,7 @@ export function createPasQuery(deps: PasQueryDeps): PasQuery | undefined {
       : undefined;
   const inFlight = new Map<string, Promise<MissingPatientAnswer>>();
 
+  /** One query for `number` under `authority`: no cache, nothing stored. */
   async function ask(authority: string, number: string): Promise<PasAnswer> {
     const controlId = randomUUID().replace(/-/g, '').slice(0, 20);
     const client = new Hl7Client({ host: host!, port: port!, encoding: 'latin1', connectTimeout: timeoutMs });
@@ -272,7 +263,6 @@ export function createPasQuery(deps: PasQueryDeps): PasQuery | undefined {
   }
 
   return {
-    ask,
     async findMissingPatient(identifier: string): Promise<MissingPatientAnswer> {
       try {
         const despaced = identifier.replace(/[\s-]+/g, '');
@@ -281,7 +271,7 @@ export function createPasQuery(deps: PasQueryDeps): PasQuery | undefined {
           const type = await findIdentifierType(database.db, entry.identifierType);
           if (type === undefined) continue;
           const number = type.regex === undefined ? despaced : matchIdentifier(despaced, type);
-          if (number === undefined || !SENDABLE_NUMBER.test(number)) continue;
+          if (number === undefined || !isSendable(number)) continue;
           const outcome = await askOnce(entry.authority, number);
           if (outcome.kind === 'found') return outcome;
           if (answer === undefined || outcome.kind === 'unavailable') answer = outcome;
