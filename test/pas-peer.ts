@@ -32,6 +32,12 @@ export interface ReceivedQuery {
   readonly number: string;
   readonly authority: string;
   readonly messageType: string;
+  /** MSH-5^MSH-6. */
+  readonly receiver: string;
+  /** QPD-1, the query's name. */
+  readonly queryName: string;
+  /** RCP-1^RCP-2 (priority, quantity limit). */
+  readonly rcp: string;
 }
 
 export interface PasPeer {
@@ -71,7 +77,15 @@ export async function startPasPeer(): Promise<PasPeer> {
       if (name === '@PID.3.1') number = value;
       if (name === '@PID.3.4') authority = value;
     }
-    received.push({ number, authority, messageType: msh?.getField(9)?.toString() ?? '' });
+    const rcp = query.getSegment('RCP');
+    received.push({
+      number,
+      authority,
+      messageType: msh?.getField(9)?.toString() ?? '',
+      receiver: `${msh?.getField(5)?.toString() ?? ''}^${msh?.getField(6)?.toString() ?? ''}`,
+      queryName: qpd?.getField(1)?.toString() ?? '',
+      rcp: `${rcp?.getField(1)?.toString() ?? ''}|${rcp?.getField(2)?.toString() ?? ''}`,
+    });
     const behaviour = behaviours.get(number) ?? { kind: 'not-found' };
     const header = `MSH|^~\\&|PAS|RHS|CRA|EYE|20261204120000||RSP^K22^RSP_K21|R${controlId}|P|2.5`;
     const echo = `QPD|Q22^Find Candidates^HL7nnnn|${tag}|@PID.3.1^${number}~@PID.3.4^${authority}`;

@@ -249,7 +249,14 @@ forEachDialect((dialect) => {
       const patientId = await patientOf(asked);
       assert.equal(result.matched, patientId);
       assert.deepEqual(peer.received.slice(before), [
-        { number: asked, authority: 'PAS', messageType: 'QBP^Q22^QBP_Q21' },
+        {
+          number: asked,
+          authority: 'PAS',
+          messageType: 'QBP^Q22^QBP_Q21',
+          receiver: 'PAS^PAS',
+          queryName: 'Q22^Find Candidates^HL7nnnn',
+          rcp: 'I|1^RD',
+        },
       ]);
 
       // The same patient under another number, sent as an ADT^A28 through the listener.
