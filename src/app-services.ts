@@ -10,7 +10,7 @@ import type { AttachmentService } from './modules/attachment/index.ts';
 import { createAttachmentService } from './modules/attachment/index.ts';
 import type { AuditTrail } from './modules/audit/index.ts';
 import { createAuditTrail } from './modules/audit/index.ts';
-import type { PatientSearchService } from './modules/patient/index.ts';
+import type { MissingPatientSource, PatientSearchService } from './modules/patient/index.ts';
 import { createPatientSearchService } from './modules/patient/index.ts';
 import type { IntakePace, IntakeService } from './modules/request-queue/index.ts';
 import { createIntakeService } from './modules/request-queue/index.ts';
@@ -25,17 +25,26 @@ export interface AppServices {
 /** Builds the shared services of one process from its dependencies. */
 export function createAppServices(
   deps: AppDeps,
-  /** Intake paced to the queue worker of this process, when it runs one. */
-  options: { readonly intakePace?: IntakePace } = {},
+  options: {
+    /** Intake paced to the queue worker of this process, when it runs one. */
+    readonly intakePace?: IntakePace;
+    /** The process's audit trail when the composition root built it first (for the PAS query). */
+    readonly auditTrail?: AuditTrail;
+    /** Asked by the patient search for an identifier no local patient holds (the PAS query). */
+    readonly missingPatients?: MissingPatientSource;
+  } = {},
 ): AppServices {
   return {
-    auditTrail: createAuditTrail(deps.database),
+    auditTrail: options.auditTrail ?? createAuditTrail(deps.database),
     intake: createIntakeService({
       database: deps.database,
       config: deps.config,
       ...(options.intakePace === undefined ? {} : { pace: options.intakePace }),
     }),
     attachments: createAttachmentService(deps),
-    patients: createPatientSearchService(deps),
+    patients: createPatientSearchService(
+      deps,
+      options.missingPatients === undefined ? {} : { missingPatients: options.missingPatients },
+    ),
   };
 }

@@ -1010,6 +1010,69 @@ const HL7 = {
   },
 } satisfies ConfigSection;
 
+const PAS_QUERY = {
+  title: 'PAS query (a patient the service lacks)',
+  key: 'pasQuery' as const,
+  settings: {
+    host: optional(
+      'PAS_QUERY_HOST',
+      'off',
+      'address of the PAS\'s MLLP endpoint answering QBP^Q22 with RSP^K21 (the sites\' "PAS OUT" channel); unset = the PAS is never asked ([docs/OPERATIONS.md](docs/OPERATIONS.md#pas-query))',
+      (raw, reader) => {
+        if (raw === undefined && reader.read('PAS_QUERY_PORT') !== undefined)
+          reader.problems.push('PAS_QUERY_PORT needs PAS_QUERY_HOST');
+        if (raw !== undefined && /[\s/]/.test(raw))
+          reader.problems.push(`PAS_QUERY_HOST must be a host name or an IP address, got "${raw}"`);
+        return raw;
+      },
+    ),
+    port: optional(
+      'PAS_QUERY_PORT',
+      'none (required with `PAS_QUERY_HOST`)',
+      "TCP port of the PAS's MLLP endpoint",
+      (raw, reader) => {
+        if (raw === undefined) {
+          if (reader.read('PAS_QUERY_HOST') !== undefined)
+            reader.problems.push('PAS_QUERY_HOST needs PAS_QUERY_PORT');
+          return undefined;
+        }
+        return integer('PAS_QUERY_PORT', 0, { min: 1, max: 65535 }, '').parse(reader);
+      },
+    ),
+    timeoutMs: integer(
+      'PAS_QUERY_TIMEOUT_MS',
+      2000,
+      { min: 100, max: 30_000 },
+      'the longest a query may take, connection and answer together; a PAS slower than this counts as unavailable (the request waits, the search answers what it found)',
+    ),
+    authorities: commaList(
+      'PAS_QUERY_AUTHORITIES',
+      'every local authority of the HL7 field map, in its order',
+      "comma-separated assigning authorities (the field map's `localIdentifiers`) whose numbers the PAS is asked for, in order; an identifier is asked under each whose identifier type's pattern it matches",
+    ),
+    receiver: optional(
+      'PAS_QUERY_RECEIVER',
+      code('PAS^PAS'),
+      "`APPLICATION^FACILITY` the query's MSH-5 and MSH-6 name",
+      (raw, reader) => {
+        const value = raw ?? 'PAS^PAS';
+        const match = /^([^|^~\\&]*)\^([^|^~\\&]*)$/.exec(value);
+        if (match === null) {
+          reader.problems.push(`PAS_QUERY_RECEIVER must be APPLICATION^FACILITY, got "${value}"`);
+          return { application: 'PAS', facility: 'PAS' };
+        }
+        return { application: match[1]!, facility: match[2]! };
+      },
+    ),
+    notFoundCacheMs: integer(
+      'PAS_QUERY_NOT_FOUND_CACHE_MS',
+      60_000,
+      { min: 0, max: 86_400_000 },
+      'how long a "not found" answer is kept, so that a device sending the same unknown identifier again does not ask the PAS again; 0 = never kept',
+    ),
+  },
+} satisfies ConfigSection;
+
 const WORKLIST = {
   title: 'DICOM Modality Worklist',
   key: 'worklist' as const,
@@ -1087,6 +1150,7 @@ export const CONFIG_SECTIONS = [
   DICOM_NETWORK,
   WORKLIST,
   HL7,
+  PAS_QUERY,
   CONSOLE,
 ] as const satisfies readonly ConfigSection[];
 
@@ -1111,6 +1175,12 @@ export function loadConfig(env: Env = process.env): Config {
   if (config.requestTimeoutMs > 0 && config.requestTimeoutMs < config.headersTimeoutMs)
     problems.push('REQUEST_TIMEOUT_MS must be 0 or at least HEADERS_TIMEOUT_MS');
   if (config.hl7.isTls && config.tls === undefined) problems.push('HL7_TLS needs TLS_CERT and TLS_KEY');
+  const localAuthorities = config.hl7.fieldMap.localIdentifiers.map((e) => e.authority.toUpperCase());
+  for (const authority of config.pasQuery.authorities)
+    if (!localAuthorities.includes(authority.toUpperCase()))
+      problems.push(
+        `PAS_QUERY_AUTHORITIES: "${authority}" is not a local authority of the HL7 field map (${localAuthorities.join(', ')})`,
+      );
   if (config.dicomNetwork.maxConnections < config.dicomNetwork.maxAssociations)
     problems.push('DICOM_MAX_CONNECTIONS must be at least DICOM_MAX_ASSOCIATIONS');
   if (problems.length > 0) throw new ConfigError(problems);

@@ -23,9 +23,10 @@ import { demoStartupLines, loadDemoData } from '../modules/dataset/index.ts';
 import type { DicomServer } from '../modules/dicom-receive/index.ts';
 import { startDicomServer } from '../modules/dicom-receive/index.ts';
 import type { Hl7Server } from '../modules/hl7/index.ts';
-import { startHl7Server } from '../modules/hl7/index.ts';
+import { createPasQuery, startHl7Server } from '../modules/hl7/index.ts';
 import { createIntakePace, createQueueWorker } from '../modules/request-queue/index.ts';
-import { defaultRoutineCatalog } from '../modules/filing/index.ts';
+import { createAuditTrail } from '../modules/audit/index.ts';
+import { createFilingCatalog } from '../modules/filing/index.ts';
 import { createAuthenticator, hasActiveLogin } from '../modules/user/index.ts';
 import type { Bootstrapped } from './bootstrap.ts';
 import { bootstrap, isNewDatabase, loadConfigOrExit, lockQueueWorkerOrExit, runOrExit } from './bootstrap.ts';
@@ -120,7 +121,15 @@ async function serve(
   // With the worker in this process, queue add's answers are paced to it (QUEUE_INTAKE_PACE_MS).
   const intakePace =
     workerLock === undefined ? undefined : createIntakePace({ lagTargetMs: config.queueIntakePaceMs });
-  const services = createAppServices(deps, intakePace === undefined ? {} : { intakePace });
+  // The PAS query (PAS_QUERY_HOST): asked by the search and the in-process worker's PATIENT_MATCH for a
+  // patient the database lacks; its rows are audited through the process's one audit trail.
+  const auditTrail = createAuditTrail(database);
+  const pasQuery = await createPasQuery({ database, config, logger, auditTrail });
+  const services = createAppServices(deps, {
+    auditTrail,
+    ...(intakePace === undefined ? {} : { intakePace }),
+    ...(pasQuery === undefined ? {} : { missingPatients: pasQuery }),
+  });
   const app = await buildApp(deps, { logger, services });
   // The in-process queue worker (WORKER=in-process); run `npm run worker` processes instead with WORKER=off.
   // On SQLite it holds the lock of the database's one queue worker (taken above) until the process ends.
@@ -130,7 +139,7 @@ async function serve(
       : createQueueWorker({
           database,
           config,
-          catalog: defaultRoutineCatalog,
+          catalog: createFilingCatalog(pasQuery === undefined ? {} : { missingPatients: pasQuery }),
           logger,
           ...(intakePace === undefined ? {} : { pace: intakePace }),
         });

@@ -7,7 +7,9 @@
  */
 import { createLogger } from '../logger.ts';
 import { createQueueWorker } from '../modules/request-queue/index.ts';
-import { defaultRoutineCatalog } from '../modules/filing/index.ts';
+import { createAuditTrail } from '../modules/audit/index.ts';
+import { createFilingCatalog } from '../modules/filing/index.ts';
+import { createPasQuery } from '../modules/hl7/index.ts';
 import { bootstrap, loadConfigOrExit, lockQueueWorkerOrExit, runOrExit } from './bootstrap.ts';
 import { startIdleCollector } from './idle-collector.ts';
 
@@ -19,10 +21,12 @@ if (migrations.applied.length > 0) logger.info({ migrations: migrations.applied 
 
 // This process serves only the queue: each queue gets its `maximum_active_threads` (or
 // WORKER_CONCURRENCY) slots, and slots beyond the pool wait for a connection.
+// PATIENT_MATCH asks the PAS (PAS_QUERY_HOST) for a patient the database lacks.
+const pasQuery = await createPasQuery({ database, config, logger, auditTrail: createAuditTrail(database) });
 const worker = createQueueWorker({
   database,
   config,
-  catalog: defaultRoutineCatalog,
+  catalog: createFilingCatalog(pasQuery === undefined ? {} : { missingPatients: pasQuery }),
   logger,
   maxSlotsPerQueue: Number.POSITIVE_INFINITY,
 });

@@ -75,13 +75,13 @@ export function defineStep<P, O>(step: {
   };
 }
 
-/** The filing chain (see the top of this file). */
-export const FILING_CHAIN: readonly FilingStep[] = [
-  defineStep({ routine: dicomSeedRoutine, next: [{ routine: 'EXTRACT_IMAGE' }] }),
-  defineStep({ routine: deviceProfileRoutine, next: [{ routine: 'EXTRACT_IMAGE' }] }),
-  defineStep({ routine: extractImageRoutine, next: [{ routine: 'PATIENT_MATCH' }] }),
-  defineStep({
-    routine: patientMatchRoutine,
+/**
+ * The `PATIENT_MATCH` step with `routine` (the composition roots hand in the one that may ask the PAS):
+ * the thumbnails when an image lacks them, the filer, then `CLEAN_UP`.
+ */
+export function patientMatchStep(routine: typeof patientMatchRoutine): FilingStep {
+  return defineStep({
+    routine,
     next: [
       {
         routine: 'MAKE_THUMBNAILS',
@@ -97,7 +97,15 @@ export const FILING_CHAIN: readonly FilingStep[] = [
       },
       { routine: 'CLEAN_UP' },
     ],
-  }),
+  });
+}
+
+/** The filing chain (see the top of this file). */
+export const FILING_CHAIN: readonly FilingStep[] = [
+  defineStep({ routine: dicomSeedRoutine, next: [{ routine: 'EXTRACT_IMAGE' }] }),
+  defineStep({ routine: deviceProfileRoutine, next: [{ routine: 'EXTRACT_IMAGE' }] }),
+  defineStep({ routine: extractImageRoutine, next: [{ routine: 'PATIENT_MATCH' }] }),
+  patientMatchStep(patientMatchRoutine),
   defineStep({ routine: makeThumbnailsRoutine, next: [] }),
   defineStep({
     routine: fileBiometryRoutine,

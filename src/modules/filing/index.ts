@@ -6,7 +6,9 @@
  */
 import type { RoutineCatalog } from './catalog.ts';
 import { createRoutineCatalog } from './catalog.ts';
-import { FILING_CHAIN } from './chain.ts';
+import { FILING_CHAIN, patientMatchStep } from './chain.ts';
+import type { PatientMatchOptions } from './patient-match.ts';
+import { createPatientMatchRoutine } from './patient-match.ts';
 import { noopRoutine } from './noop.ts';
 
 /** Every routine of the catalog: the steps of the filing chain, then `NOOP` (no chain). */
@@ -14,8 +16,22 @@ export const DEFAULT_ROUTINES = [...FILING_CHAIN.map((step) => step.definition),
 
 export const defaultRoutineCatalog: RoutineCatalog = createRoutineCatalog(DEFAULT_ROUTINES);
 
+/**
+ * The default catalog, its `PATIENT_MATCH` asking `missingPatients` (the PAS query) for a patient no
+ * local one matches; the default catalog itself without one.
+ */
+export function createFilingCatalog(options: PatientMatchOptions): RoutineCatalog {
+  if (options.missingPatients === undefined) return defaultRoutineCatalog;
+  // A later routine of the same name replaces the earlier one.
+  return createRoutineCatalog([
+    ...DEFAULT_ROUTINES,
+    patientMatchStep(createPatientMatchRoutine(options)).definition,
+  ]);
+}
+
 export type { ChosenRoutines, FilingStep, NextRoutine } from './chain.ts';
 export { FILING_CHAIN, defineStep, findStep } from './chain.ts';
+export type { PatientMatchOptions } from './patient-match.ts';
 export type {
   FilingRoutine,
   PrepareContext,

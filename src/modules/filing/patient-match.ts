@@ -22,13 +22,23 @@
  * filed to neither. The entry's firm and subspecialty (its worklist definition's one display context)
  * go into `REQUEST_DATA` for the filers' episode choice. Once the desk has fixed the request's details in
  * the console (`console_edits`), its choice is the one the match follows, by demographics alone.
+ *
+ * **A patient the PAS knows** (`missingPatients`, the PAS query of `PAS_QUERY_HOST`): when no local
+ * patient matches, `prepare` asks the PAS for the identifier (outside the write transaction where the
+ * engine has a single writer; where it has row locks, in the batch's transaction, which the question
+ * only reads, while the patient is stored in a transaction of its own on another connection). A
+ * patient the PAS supplies is committed before `run` matches, so the request is matched in the same
+ * attempt; a PAS that is down, slow or knows no such patient leaves the request waiting as without a
+ * PAS, the reason saying so.
  */
 import type { Kysely } from 'kysely';
 import type { DialectAdapter } from '../../db/dialect.ts';
 import type { DB } from '../../db/schema.ts';
+import type { PrepareContext, RoutineContext } from './catalog.ts';
 import { PermanentRoutineError, defineFilingRoutine } from './catalog.ts';
 import { CONSOLE_EVENT_DATE_KEY } from './device-profile.ts';
 import { isImageMime } from '../attachment-data/index.ts';
+import type { MissingPatientAnswer, MissingPatientSource } from '../patient/index.ts';
 import { matchIdentifier, translatePcre } from '../patient/index.ts';
 import type { StudyEntry } from '../worklist/index.ts';
 import { findStudyEntry } from '../worklist/index.ts';
@@ -164,55 +174,129 @@ export interface PatientMatchOutcome {
   readonly hasImagesWithoutThumbnails: boolean;
 }
 
-export const patientMatchRoutine = defineFilingRoutine<unknown, PatientMatchOutcome>({
-  name: 'PATIENT_MATCH',
-  timeoutMs: 30_000,
-  retry: 'backoff',
-  run: async (ctx) => {
-    const { texts, payloads } = await ctx.readRequest(['REQUEST_DATA', 'FORM_DATA', 'REQUEST_BLOB']);
-    const requestData = texts.REQUEST_DATA ?? {};
-    const outcome: PatientMatchOutcome = {
-      filer: requestData.device_filer === 'biometry' ? 'biometry' : 'generic',
-      hasImagesWithoutThumbnails: payloads.some((p) => isImageMime(p.mime_type) && !p.hasThumbnails),
-    };
-    const entry = await worklistEntryOf(ctx.trx, requestData);
-    if (entry !== undefined) {
-      const types = await ctx.batchReference('identifier type rules', readIdentifierTypeRules);
-      const criteria = optionalCriteriaOf(texts);
-      const ids =
-        criteria === undefined ? [] : await findMatchingPatients(ctx.trx, ctx.dialect, criteria, types);
-      if (ids.length === 1 && ids[0] !== entry.patientId)
-        throw new PermanentRoutineError(
-          `The study names worklist entry ${entry.bookingId} (by ${entry.namedBy.join(', ')}), whose patient ` +
-            `is not the one patient the study's identifier and date of birth match: filed to neither; ` +
-            `choose the patient in the console`,
-        );
-      await ctx.mergeRequestData({
-        matched_patient_id: entry.patientId,
-        device_worklist_booking_id: entry.bookingId,
-        device_worklist_firm_id: entry.firmId,
-        device_worklist_subspecialty_id: entry.subspecialtyId,
-      });
-      ctx.log(
-        `matched patient ${entry.patientId} through worklist entry ${entry.bookingId} (by ${entry.namedBy.join(', ')})`,
-      );
-      return outcome;
-    }
-    const criteria = criteriaOf(texts);
+export interface PatientMatchOptions {
+  /** Asked for an identifier no local patient matches (the PAS); without it, the database alone. */
+  readonly missingPatients?: MissingPatientSource;
+}
+
+/** Why no patient matched, after the PAS was asked (words only, never the criteria's values). */
+function pasNote(answer: MissingPatientAnswer | undefined): string {
+  switch (answer?.kind) {
+    case undefined:
+      return '';
+    case 'not-found':
+      return ' (the PAS knows no patient of this identifier)';
+    case 'unavailable':
+      return ` (the PAS gave no answer: ${answer.reason})`;
+    case 'found':
+      return " (the PAS's patient of this identifier has another date of birth or sex)";
+  }
+}
+
+/** `PATIENT_MATCH`, asking `options.missingPatients` for a patient no local one matches. */
+export function createPatientMatchRoutine(options: PatientMatchOptions = {}) {
+  const { missingPatients } = options;
+  return defineFilingRoutine<MissingPatientAnswer | undefined, PatientMatchOutcome>({
+    name: 'PATIENT_MATCH',
+    timeoutMs: 30_000,
+    retry: 'backoff',
+    ...(missingPatients === undefined
+      ? {}
+      : { prepare: (ctx: PrepareContext) => askForMissingPatient(ctx, missingPatients) }),
+    run: (ctx, asked) => matchPatient(ctx, asked),
+  });
+}
+
+/**
+ * The PAS's answer for the request's identifier when it names no worklist entry, has usable criteria
+ * and no local patient matches them; undefined when the PAS was not asked. Reads only.
+ */
+async function askForMissingPatient(
+  ctx: PrepareContext,
+  source: MissingPatientSource,
+): Promise<MissingPatientAnswer | undefined> {
+  // One after the other: where the engine has row locks, `ctx.db` is the claim's one connection.
+  const rows = {
+    REQUEST_DATA: await ctx.readText('REQUEST_DATA'),
+    FORM_DATA: await ctx.readText('FORM_DATA'),
+    REQUEST_BLOB: await ctx.readText('REQUEST_BLOB'),
+  };
+  const criteria = optionalCriteriaOf(rows);
+  if (criteria === undefined) return undefined;
+  try {
+    // A study made for a worklist entry is its patient's; a contradiction fails in `run`.
+    if ((await worklistEntryOf(ctx.db, rows.REQUEST_DATA)) !== undefined) return undefined;
+  } catch (error) {
+    if (error instanceof PermanentRoutineError) return undefined;
+    throw error;
+  }
+  const ids = await findMatchingPatients(
+    ctx.db,
+    ctx.dialect,
+    criteria,
+    await readIdentifierTypeRules(ctx.db),
+  );
+  if (ids.length > 0) return undefined;
+  const answer = await source.findMissingPatient(criteria.identifier);
+  ctx.log(
+    answer.kind === 'found'
+      ? `the PAS supplied patient ${answer.patientId}`
+      : `asked the PAS: ${answer.kind}`,
+  );
+  return answer;
+}
+
+/** `run`: the worklist entry's patient, else the one patient the criteria match. */
+async function matchPatient(
+  ctx: RoutineContext,
+  asked: MissingPatientAnswer | undefined,
+): Promise<PatientMatchOutcome> {
+  const { texts, payloads } = await ctx.readRequest(['REQUEST_DATA', 'FORM_DATA', 'REQUEST_BLOB']);
+  const requestData = texts.REQUEST_DATA ?? {};
+  const outcome: PatientMatchOutcome = {
+    filer: requestData.device_filer === 'biometry' ? 'biometry' : 'generic',
+    hasImagesWithoutThumbnails: payloads.some((p) => isImageMime(p.mime_type) && !p.hasThumbnails),
+  };
+  const entry = await worklistEntryOf(ctx.trx, requestData);
+  if (entry !== undefined) {
     const types = await ctx.batchReference('identifier type rules', readIdentifierTypeRules);
-    const ids = await findMatchingPatients(ctx.trx, ctx.dialect, criteria, types);
-    // The reason a person reads on the waiting request ("Waiting for a patient: no patient matches ..."):
-    // the criteria by name only, never their values.
-    const criteriaNames =
-      criteria.sex === null ? 'the identifier and date of birth' : 'the identifier, date of birth and sex';
-    if (ids.length === 0) throw new Error(`No patient matches ${criteriaNames}`);
-    if (ids.length > 1)
-      throw new Error(`${ids.length} patients match ${criteriaNames}; choose the patient in the console`);
-    await ctx.mergeRequestData({ matched_patient_id: ids[0] });
-    ctx.log(`matched patient ${ids[0]}`);
+    const criteria = optionalCriteriaOf(texts);
+    const ids =
+      criteria === undefined ? [] : await findMatchingPatients(ctx.trx, ctx.dialect, criteria, types);
+    if (ids.length === 1 && ids[0] !== entry.patientId)
+      throw new PermanentRoutineError(
+        `The study names worklist entry ${entry.bookingId} (by ${entry.namedBy.join(', ')}), whose patient ` +
+          `is not the one patient the study's identifier and date of birth match: filed to neither; ` +
+          `choose the patient in the console`,
+      );
+    await ctx.mergeRequestData({
+      matched_patient_id: entry.patientId,
+      device_worklist_booking_id: entry.bookingId,
+      device_worklist_firm_id: entry.firmId,
+      device_worklist_subspecialty_id: entry.subspecialtyId,
+    });
+    ctx.log(
+      `matched patient ${entry.patientId} through worklist entry ${entry.bookingId} (by ${entry.namedBy.join(', ')})`,
+    );
     return outcome;
-  },
-});
+  }
+  const criteria = criteriaOf(texts);
+  const types = await ctx.batchReference('identifier type rules', readIdentifierTypeRules);
+  const ids = await findMatchingPatients(ctx.trx, ctx.dialect, criteria, types);
+  // The reason a person reads on the waiting request ("Waiting for a patient: no patient matches ..."):
+  // the criteria by name only, never their values.
+  const criteriaNames =
+    criteria.sex === null ? 'the identifier and date of birth' : 'the identifier, date of birth and sex';
+  if (ids.length === 0) throw new Error(`No patient matches ${criteriaNames}${pasNote(asked)}`);
+  if (ids.length > 1)
+    throw new Error(`${ids.length} patients match ${criteriaNames}; choose the patient in the console`);
+  await ctx.mergeRequestData({ matched_patient_id: ids[0] });
+  ctx.log(`matched patient ${ids[0]}`);
+  return outcome;
+}
+
+/** `PATIENT_MATCH` from the database alone. */
+export const patientMatchRoutine = createPatientMatchRoutine();
 
 /** The criteria when the request has usable ones, else undefined (a worklist entry needs none). */
 function optionalCriteriaOf(rows: CriteriaRows): PatientCriteria | undefined {

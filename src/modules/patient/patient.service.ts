@@ -15,6 +15,7 @@ import type {
   SortColumn,
 } from './patient.queries.ts';
 import { createPatientQueries } from './patient.queries.ts';
+import type { MissingPatientSource } from './missing-patient.ts';
 import type { IdentifierType, Institution, ReferenceData } from './reference-data.ts';
 import { createReferenceDataCache } from './reference-data.ts';
 import { computeAge, formatDisplayValue, todayIn } from './patient-display.ts';
@@ -62,7 +63,18 @@ type SearchPlan = {
   readonly scope: Scope;
   readonly isTypeGiven: boolean;
   readonly query: CompiledQuery<PatientWithIdentifierRow>;
+  /** The identifier of a first page by identifier: what the PAS is asked for when nothing is found. */
+  readonly missingIdentifier?: string;
 };
+
+export interface PatientSearchOptions {
+  /**
+   * Asked for the identifier of a search by identifier that finds no local patient (the PAS, as
+   * OpenEyes's `DefaultPas` on a search); the search then answers the patient it stored, or, when the
+   * source is down, slow or knows none, the empty result. Without it, the database alone.
+   */
+  readonly missingPatients?: MissingPatientSource;
+}
 
 type OwnIdentifier = Pick<
   IdentifierRow,
@@ -76,7 +88,11 @@ interface Scope {
 
 const NONE: PatientIdentifierResult = { title: 'N/A', value: 'None' };
 
-export function createPatientSearchService(deps: Pick<AppDeps, 'config' | 'database'>) {
+export function createPatientSearchService(
+  deps: Pick<AppDeps, 'config' | 'database'>,
+  options: PatientSearchOptions = {},
+) {
+  const { missingPatients } = options;
   const queries: PatientQueries = createPatientQueries(deps.database);
   const reference = createReferenceDataCache(deps.database.db, deps.config.referenceCacheTtlMs);
   const dialect = deps.database.dialect;
@@ -135,7 +151,19 @@ export function createPatientSearchService(deps: Pick<AppDeps, 'config' | 'datab
       pairs.set(`${type.id}\u0000${lowered}`, { typeId: type.id, value: lowered });
     }
     if (pairs.size === 0) return undefined;
-    return { ...base, query: queries.patientsByIdentifier([...pairs.values()], page) };
+    return {
+      ...base,
+      query: queries.patientsByIdentifier([...pairs.values()], page),
+      ...(offset === 0 ? { missingIdentifier: parsed.value } : {}),
+    };
+  };
+
+  /** The page's rows; for a first page by identifier that finds none, after asking `missingPatients`. */
+  const runSearch = async (plan: SearchPlan): Promise<PatientWithIdentifierRow[]> => {
+    const rows = await queries.run(plan.query);
+    if (rows.length > 0 || missingPatients === undefined || plan.missingIdentifier === undefined) return rows;
+    const answer = await missingPatients.findMissingPatient(plan.missingIdentifier);
+    return answer.kind === 'found' ? queries.run(plan.query) : rows;
   };
 
   return {
@@ -152,7 +180,7 @@ export function createPatientSearchService(deps: Pick<AppDeps, 'config' | 'datab
       // patient's identifiers in id order.
       const rows: PatientSearchRow[] = [];
       const byPatient = new Map<number, OwnIdentifier[]>();
-      for (const row of await queries.run(plan.query)) {
+      for (const row of await runSearch(plan)) {
         let list = byPatient.get(row.id);
         if (list === undefined) {
           list = [];
