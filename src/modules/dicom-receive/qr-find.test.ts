@@ -347,6 +347,19 @@ forEachDialect((dialect) => {
   });
 });
 
+/** One instance of the key-path fixture: its patient's tags, then its study, series and instance keys. */
+interface MadeInstance {
+  readonly patient: Readonly<Record<string, string>>;
+  readonly study: string;
+  readonly series: string;
+  readonly date: string;
+  readonly accession: string;
+  readonly modality: string;
+  readonly seriesNumber: string;
+  readonly number: string;
+  readonly description: string;
+}
+
 /** Stores `files` with `storescu` as STORE. */
 async function storeAll(port: number, files: readonly Buffer[]): Promise<void> {
   const dir = await mkdtemp(path.join(tmpdir(), 'cra-qr-store-'));
@@ -434,7 +447,7 @@ forEachDialect((dialect) => {
         PatientBirthDate: '19500304',
         PatientSex: 'F',
       };
-      const made = [
+      const made: readonly MadeInstance[] = [
         {
           patient: ann,
           study: study.a1,
