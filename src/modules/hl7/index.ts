@@ -3,9 +3,12 @@
  * field map to PASAPI's patient, merge and appointment changes. Owns `hl7_message`. Other modules import it only through this
  * file.
  */
+import type { Hl7Applier, Hl7ApplierDeps } from './apply-message.ts';
 import type { Hl7Server, Hl7ServerDeps } from './mllp-server.ts';
 
 export type { Hl7Server, Hl7ServerDeps } from './mllp-server.ts';
+export type { Hl7Answer, Hl7Applier, Hl7ApplierDeps, Hl7Source } from './apply-message.ts';
+export type { AckCode, AckContent } from './hl7-text.ts';
 export type { Hl7FieldMap } from '../../site-files/hl7-field-map.ts';
 
 /**
@@ -15,4 +18,14 @@ export type { Hl7FieldMap } from '../../site-files/hl7-field-map.ts';
 export async function startHl7Server(deps: Hl7ServerDeps): Promise<Hl7Server> {
   const { startHl7Server: start } = await import('./mllp-server.ts');
   return start(deps);
+}
+
+/**
+ * The listener's per-message path without a socket (checks, change, `hl7_message`, audit row, ACK),
+ * for a message applied by an operator (`pas replay`, the console's re-apply): loaded on first use,
+ * as the listener is.
+ */
+export async function createHl7Applier(deps: Hl7ApplierDeps): Promise<Hl7Applier> {
+  const { createHl7Applier: create } = await import('./apply-message.ts');
+  return create(deps);
 }
