@@ -15,8 +15,11 @@
  *   not applied again (`hl7_message`).
  * - AA only once the change, its `hl7_message` row and its audit row are committed; AE with the reason
  *   for a message that cannot be applied (an unknown patient, an impossible date; PASAPI's 4xx), also
- *   recorded; a failure of the service itself (the database down) answers AE without recording it, so
+ *   recorded, with the message's text (for the console to correct); a failure of the service itself (the database down) answers AE without recording it, so
  *   that the PAS's retry applies the message.
+ * - An operator's correction of such an AE (`Hl7Source.replaces`, the console) must keep its sender and
+ *   control id; applied, its answer replaces the AE's row in the change's transaction; still refused,
+ *   nothing is written.
  * - Logs: sender, event, control id, answer code; never a field of the message or a reason's text.
  */
 import { Hl7Message } from '@medplum/core';
@@ -43,7 +46,7 @@ import type { SiuChange } from './siu-mapping.ts';
 import { BOOKING_EVENTS, CANCEL_EVENTS, mapSiuMessage } from './siu-mapping.ts';
 import type { AckContent, Hl7Charset } from './hl7-text.ts';
 import { ERROR_CODE, buildAck, charsetOf, decodeAs } from './hl7-text.ts';
-import { findLoggedMessage, logMessage } from './message-log.queries.ts';
+import { findLoggedMessage, logMessage, replaceLoggedAnswer } from './message-log.queries.ts';
 
 /** The account of the audit columns of rows the feed writes: OpenEyes's system user. */
 const SYSTEM_ACTOR: ChangeActor = { userId: 1 };
@@ -71,7 +74,17 @@ export interface Hl7Source {
   readonly userId?: number | null;
   /** The audit row's request id; a new one per message by default. */
   readonly requestId?: string;
+  /** An operator's correction of the AE of this `hl7_message` row (its sender, control id and kept text). */
+  readonly replaces?: {
+    readonly id: number;
+    readonly sender: string;
+    readonly controlId: string;
+    readonly messageText: string;
+  };
 }
+
+/** The AE row an operator's correction replaces changed (or was answered) meanwhile. */
+class ReplacedMeanwhileError extends Error {}
 
 /** What one message came to: its acknowledgement, and what the log and the audit say of it. */
 export interface Hl7Answer {
@@ -226,7 +239,21 @@ export function createHl7Applier(deps: Hl7ApplierDeps): Hl7Applier {
     const action: string = eventAction;
     const sender = `${application}^${facility}`.slice(0, 180);
     const messageType = `${type}^${event}`;
-    const logged = await findLoggedMessage(database.db, sender, controlId);
+    const replaces = source.replaces;
+    if (replaces !== undefined && (replaces.sender !== sender || replaces.controlId !== controlId))
+      return withCharset(
+        refused(
+          reject(
+            'MSH-3, MSH-4 and MSH-10 must stay those of the message corrected',
+            ERROR_CODE.applicationError,
+          ),
+          message,
+          422,
+        ),
+      );
+    // A correction replaces its own AE row: the control id is answered, but not yet applied.
+    const logged =
+      replaces === undefined ? await findLoggedMessage(database.db, sender, controlId) : undefined;
     if (logged !== undefined) return duplicateOf(logged, message, charset, action);
 
     let change: AdtChange | SiuChange;
@@ -242,6 +269,8 @@ export function createHl7Applier(deps: Hl7ApplierDeps): Hl7Applier {
     }
 
     async function recordError(ack: AckContent, httpStatus: number): Promise<Decision> {
+      // A correction still refused changes nothing: the AE row keeps the text it was read with.
+      if (replaces !== undefined) return { ack, charset, message, action, httpStatus, patientIds: [] };
       try {
         await database.writeTransaction((trx) =>
           logMessage(trx, {
@@ -251,6 +280,7 @@ export function createHl7Applier(deps: Hl7ApplierDeps): Hl7Applier {
             ackCode: ack.code,
             ackText: ack.text,
             patientId: undefined,
+            messageText: message.toString(),
           }),
         );
       } catch (error) {
@@ -308,18 +338,42 @@ export function createHl7Applier(deps: Hl7ApplierDeps): Hl7Applier {
             break;
           }
         }
-        await logMessage(trx, {
-          sender,
-          controlId,
-          messageType,
-          ackCode: 'AA',
-          ackText: '',
-          patientId: patientIds[0],
-        });
+        if (replaces === undefined)
+          await logMessage(trx, {
+            sender,
+            controlId,
+            messageType,
+            ackCode: 'AA',
+            ackText: '',
+            patientId: patientIds[0],
+          });
+        else if (
+          !(await replaceLoggedAnswer(trx, replaces.id, replaces.messageText, {
+            messageType,
+            ackCode: 'AA',
+            ackText: '',
+            patientId: patientIds[0],
+            messageText: message.toString(),
+          }))
+        )
+          throw new ReplacedMeanwhileError();
         return { patientIds, httpStatus };
       });
       return { ack: { code: 'AA', text: '' }, charset, message, action, ...applied };
     } catch (error) {
+      if (error instanceof ReplacedMeanwhileError)
+        return {
+          ack: {
+            code: 'AE',
+            text: 'The message changed meanwhile: nothing was applied',
+            errorCode: ERROR_CODE.applicationInternal,
+          },
+          charset,
+          message,
+          action,
+          httpStatus: 409,
+          patientIds: [],
+        };
       if (error instanceof PasapiError)
         return recordError(
           { code: 'AE', text: error.errors.join('; '), errorCode: ERROR_CODE.applicationError },

@@ -1,9 +1,11 @@
 /**
  * The hl7 module: the PAS's HL7 v2 ADT and SIU feeds over MLLP (`HL7_PORT`), mapped through the site's
- * field map to PASAPI's patient, merge and appointment changes. Owns `hl7_message`. Other modules import it only through this
+ * field map to PASAPI's patient, merge and appointment changes, and the log of what each message got
+ * (`hl7_message`, which the console lists, an AE corrected and applied again). Owns `hl7_message`. Other modules import it only through this
  * file.
  */
 import type { Hl7Applier, Hl7ApplierDeps } from './apply-message.ts';
+import type { ReapplyInput, ReapplyOutcome } from './reapply-message.ts';
 import type { Hl7Server, Hl7ServerDeps } from './mllp-server.ts';
 
 export type { Hl7Server, Hl7ServerDeps } from './mllp-server.ts';
@@ -28,4 +30,24 @@ export async function startHl7Server(deps: Hl7ServerDeps): Promise<Hl7Server> {
 export async function createHl7Applier(deps: Hl7ApplierDeps): Promise<Hl7Applier> {
   const { createHl7Applier: create } = await import('./apply-message.ts');
   return create(deps);
+}
+
+export type {
+  LoggedMessageDetail,
+  LoggedMessageRow,
+  MessageLogKey,
+  MessageLogPage,
+} from './message-log.queries.ts';
+export { listLoggedMessages, messageTextVersion, readLoggedMessage } from './message-log.queries.ts';
+export type { ReapplyInput, ReapplyOutcome } from './reapply-message.ts';
+
+/**
+ * Applies an operator's correction of a message answered AE (the console): loaded on first use, as the
+ * listener is.
+ */
+export async function createHl7Reapplier(
+  deps: Hl7ApplierDeps,
+): Promise<(input: ReapplyInput) => Promise<ReapplyOutcome>> {
+  const { createReapplier } = await import('./reapply-message.ts');
+  return createReapplier(deps);
 }

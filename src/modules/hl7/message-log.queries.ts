@@ -6,6 +6,7 @@
  * show it, an operator can correct it and apply it again (`replaceLoggedAnswer`); the console lists the
  * rows newest first (`listLoggedMessages`).
  */
+import { createHash } from 'node:crypto';
 import type { Generated, Kysely } from 'kysely';
 import type { DB } from '../../db/schema.ts';
 import { nowDateTime } from '../../db/stored-time.ts';
@@ -236,4 +237,9 @@ export async function replaceLoggedAnswer(
     .where('message_text', '=', expectedText)
     .executeTakeFirst();
   return Number(result.numUpdatedRows) === 1;
+}
+
+/** The version of a kept message text that a correction form carries (a digest: no patient data). */
+export function messageTextVersion(text: string): string {
+  return createHash('sha256').update(text, 'utf8').digest('base64url');
 }
