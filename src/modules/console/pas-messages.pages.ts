@@ -1,23 +1,20 @@
 /**
- * PAS messages: the HL7 messages the MLLP listener answered (`hl7_message`), newest first, with their
- * sender, message type, patient, answer (AA, AE, AR) and reason, filtered by answer and paged by key. A
- * message answered AE keeps its text: a request admin (the operation of the request pages' edit and
- * retry) corrects it on its page and applies it again through the listener's own code; the new answer
+ * PAS messages: what the PAS sent, newest first: the HL7 messages the MLLP listener answered
+ * (`hl7_message`), with their sender, message type, patient, answer (AA, AE, AR) and reason, and the
+ * PASAPI calls the audit trail recorded (read-only: account, resource, patient, HTTP status; the audit
+ * keeps no reason), filtered by source and outcome and paged by key (`pas-message-feed.ts`). A message
+ * answered AE keeps its text: a request admin (the operation of the request pages' edit and retry)
+ * corrects it on its page and applies it again through the listener's own code; the new answer
  * replaces the AE, and the console's audit row names who applied which message. A correction that is
  * still refused answers its reason again and changes nothing. The message text is patient data: it is
- * shown escaped on the page and never logged; the audit row names ids and codes only.
+ * shown escaped on the page and never logged; the audit rows name ids and codes only.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { isHttpsRequest } from '../../http/transport-security.ts';
-import type { AckCode, LoggedMessageDetail, MessageLogKey } from '../hl7/index.ts';
+import type { AckCode, LoggedMessageDetail } from '../hl7/index.ts';
 import type { AuditTrail } from '../audit/index.ts';
 import type { ReapplyInput, ReapplyOutcome } from '../hl7/index.ts';
-import {
-  createHl7Reapplier,
-  listLoggedMessages,
-  messageTextVersion,
-  readLoggedMessage,
-} from '../hl7/index.ts';
+import { createHl7Reapplier, messageTextVersion, readLoggedMessage } from '../hl7/index.ts';
 import type { Logger } from '../../logger.ts';
 import { describePatients } from '../patient/index.ts';
 import type { ConsoleContext, Flash } from './console-context.ts';
@@ -30,12 +27,14 @@ import {
   textField,
 } from './console-context.ts';
 import type { ConsoleGuard } from './console-guard.ts';
+import type { FeedKey, FeedRow } from './pas-message-feed.ts';
+import { listPasFeed } from './pas-message-feed.ts';
 
 type Query = Record<string, string | string[] | undefined>;
 
 const PAGE_SIZE = 50;
 const OUTCOMES: readonly AckCode[] = ['AA', 'AE', 'AR'];
-const BEFORE = /^(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2}:\d{2})_([1-9]\d{0,17})$/;
+const BEFORE = /^(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2}:\d{2})_([hp])_(\d{1,16})$/;
 /** The one-shot cookie of the result just made (`pas:<id>:<result>`), as on the request pages. */
 const FLASH_COOKIE = 'cra_console_flash';
 
@@ -63,31 +62,60 @@ export function registerPasMessagePages(
       if (outcomeText !== '' && !OUTCOMES.includes(outcomeText as AckCode))
         throw badRequestPage('The outcome must be AA, AE or AR.');
       const outcome = outcomeText === '' ? undefined : (outcomeText as AckCode);
+      const sourceText = (textField(request.query, 'source') ?? '').trim().toUpperCase();
+      if (sourceText !== '' && sourceText !== 'HL7' && sourceText !== 'PASAPI')
+        throw badRequestPage('The source must be HL7 or PASAPI.');
+      const source = sourceText === '' ? undefined : sourceText;
       const beforeText = textField(request.query, 'before');
-      let before: MessageLogKey | undefined;
+      let before: FeedKey | undefined;
       if (beforeText !== undefined) {
         const match = BEFORE.exec(beforeText);
         if (match === null) throw badRequestPage('"before" is not a position in the message list.');
-        before = { receivedDate: `${match[1]} ${match[2]}`, id: Number(match[3]) };
+        before = { time: `${match[1]} ${match[2]}`, rank: match[3] === 'h' ? 0 : 1, id: Number(match[4]) };
       }
-      const page = await listLoggedMessages(db, {
-        pageSize: PAGE_SIZE,
-        ...(outcome === undefined ? {} : { ackCode: outcome }),
-        ...(before === undefined ? {} : { before }),
-      });
-      request.consoleAudit = { targetType: 'hl7_message', targetIds: page.rows.map((r) => r.id) };
+      // The PASAPI routes the audit trail records (`pasapi.*`), with their labels.
+      const pasapiRoutes = new Map<string, string>();
+      for (const route of request.server.auditedRoutes ?? [])
+        if (route.action.startsWith('pasapi.') && !pasapiRoutes.has(route.action))
+          pasapiRoutes.set(route.action, route.label);
+      const page = await listPasFeed(
+        db,
+        {
+          pasapiActions: [...pasapiRoutes.keys()],
+          ...(source === undefined ? {} : { source }),
+          ...(outcome === undefined ? {} : { outcome }),
+        },
+        { pageSize: PAGE_SIZE, ...(before === undefined ? {} : { before }) },
+      );
+      const hl7Ids = page.rows.flatMap((r) => (r.source === 'HL7' ? [r.message.id] : []));
+      const callIds = page.rows.flatMap((r) => (r.source === 'PASAPI' ? [r.call.id] : []));
+      request.consoleAudit = {
+        targetType: 'hl7_message',
+        targetIds: hl7Ids,
+        ...(callIds.length === 0 ? {} : { detail: `PASAPI audit rows: ${callIds.join(' ')}`.slice(0, 255) }),
+      };
+      const patientIdOf = (row: FeedRow): number | undefined => {
+        if (row.source === 'HL7') return row.message.patientId;
+        if (row.call.target_type !== 'patient') return undefined;
+        return parseId(row.call.target_ids?.split(',')[0]);
+      };
       const patients = await describePatients(
         db,
-        page.rows.flatMap((r) => (r.patientId === undefined ? [] : [r.patientId])),
+        page.rows.flatMap((r) => {
+          const id = patientIdOf(r);
+          return id === undefined ? [] : [id];
+        }),
       );
-      const selection = { outcome };
+      const selection = { outcome, source };
       return ctx.render(request, reply, 'pas-messages', {
         title: 'PAS messages',
         nav: 'pas-messages',
         outcome: outcome ?? '',
-        outcomes: OUTCOMES,
+        source: source ?? '',
         page,
+        patientIdOf,
         patients,
+        pasapiLabels: pasapiRoutes,
         isListening: config.hl7.port !== undefined,
         firstUrl: before === undefined ? undefined : consoleUrl('/console/pas-messages', selection),
         nextUrl:
@@ -95,7 +123,7 @@ export function registerPasMessagePages(
             ? undefined
             : consoleUrl('/console/pas-messages', {
                 ...selection,
-                before: `${page.next.receivedDate.replace(' ', 'T')}_${page.next.id}`,
+                before: `${page.next.time.replace(' ', 'T')}_${page.next.rank === 0 ? 'h' : 'p'}_${page.next.id}`,
               }),
       });
     },

@@ -1,7 +1,8 @@
 /**
  * The console's PAS messages over HTTP on every dialect: the messages a real MLLP listener answered
- * (sent by the HL7 library's client) listed with their outcome and reason, filtered and paged, and an
- * AE corrected and applied again by a request admin through the listener's own code.
+ * (sent by the HL7 library's client) and the PASAPI calls (over HTTP) listed with their outcome and
+ * reason, filtered and paged, and an AE corrected and applied again by a request admin through the
+ * listener's own code.
  */
 import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -10,17 +11,23 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
 import { formatDateTime } from '../../db/database.ts';
-import { countRows } from '../../../test/factories.ts';
+import { countRows, createUser } from '../../../test/factories.ts';
 import { ConsoleClient, createOperator, csrfOf } from '../../../test/factories-console.ts';
 import type { PasFeed } from '../../../test/factories-hl7.ts';
 import {
+  FEED_TYPE_KEY,
   adtMessage,
   createFeedIdentifierType,
   newControlId,
   pasFeedEnv,
   startPasFeed,
 } from '../../../test/factories-hl7.ts';
-import { newHospitalNumber } from '../../../test/factories-pasapi.ts';
+import {
+  createGpAndPractice,
+  fullPatientXml,
+  newHospitalNumber,
+  pasapiPut,
+} from '../../../test/factories-pasapi.ts';
 import type { TestApp } from '../../../test/harness.ts';
 import { forEachDialect, startTestApp } from '../../../test/harness.ts';
 
@@ -173,14 +180,14 @@ forEachDialect((dialect) => {
       assert.equal((await client.get('/console/pas-messages?before=1')).status, 400);
     });
 
-    it('pages by received time and id: older pages continue where the last ended, without repeats', async () => {
-      // 120 rows received one second apart an hour ago, newer than nothing else in this database's
-      // past, so the second and third pages hold only them.
+    it('pages HL7 messages and PASAPI calls merged by time: older pages continue where the last ended, without repeats', async () => {
+      // An hour ago, older than every other row of this database: 120 HL7 messages one second apart and
+      // 60 PASAPI calls in every other of those seconds (an HL7 message comes first within a second).
       const base = Date.now() - 3_600_000;
-      const ids: string[] = [];
+      const expected: string[] = [];
       for (let i = 0; i < 120; i += 1) {
+        const at = formatDateTime(new Date(base - (120 - i) * 1000));
         const controlId = `PAGE-${process.pid}-${i}`;
-        ids.push(controlId);
         await app.db
           .withTables<{ hl7_message: Record<string, unknown> }>()
           .insertInto('hl7_message')
@@ -188,31 +195,121 @@ forEachDialect((dialect) => {
             sender: 'PAS^RHS',
             control_id: controlId,
             message_type: 'ADT^A08',
-            received_date: formatDateTime(new Date(base - (120 - i) * 1000)),
+            received_date: at,
             ack_code: 'AA',
             ack_text: null,
             patient_id: null,
           })
           .execute();
+        expected.push(controlId);
+        if (i % 2 === 0) {
+          const requestId = `PAGEP-${process.pid}-${i}`;
+          await sql`insert into audit_event (event_time, user_id, action, target_type, target_ids, outcome, client_address, request_id)
+            values (${at}, null, 'pasapi.patient', null, null, 200, '127.0.0.1', ${requestId})`.execute(
+            app.db,
+          );
+          expected.push(requestId);
+        }
       }
       const client = await operatorClient();
-      const seen: string[] = [];
-      let url: string | undefined = '/console/pas-messages?outcome=AA';
-      let pages = 0;
-      while (url !== undefined && pages < 20) {
-        const html: string = await (await client.get(url)).text();
-        pages += 1;
-        for (const match of html.matchAll(/<span class="hint">(PAGE-\d+-\d+)<\/span>/g)) seen.push(match[1]!);
-        const next: RegExpExecArray | null = /<a href="([^"]+)">Older messages<\/a>/.exec(html);
-        url = next === null ? undefined : next[1]!.replaceAll('&amp;', '&');
-        if (url !== undefined)
-          assert.match(
-            url,
-            /^\/console\/pas-messages\?outcome=AA&before=\d{4}-\d\d-\d\dT\d\d%3A\d\d%3A\d\d_\d+$/,
-          );
+      const walk = async (first: string) => {
+        const seen: string[] = [];
+        let url: string | undefined = first;
+        let pages = 0;
+        while (url !== undefined && pages < 20) {
+          const html: string = await (await client.get(url)).text();
+          pages += 1;
+          for (const match of html.matchAll(/<span class="hint">(PAGEP?-\d+-\d+)<\/span>/g))
+            seen.push(match[1]!);
+          const next: RegExpExecArray | null = /<a href="([^"]+)">Older messages<\/a>/.exec(html);
+          url = next === null ? undefined : next[1]!.replaceAll('&amp;', '&');
+        }
+        return { seen, pages };
+      };
+      // Within a second an HL7 message is listed before a PASAPI call; the seconds newest first.
+      const merged: string[] = [];
+      for (let i = 119; i >= 0; i -= 1) {
+        merged.push(`PAGE-${process.pid}-${i}`);
+        if (i % 2 === 0) merged.push(`PAGEP-${process.pid}-${i}`);
       }
-      assert.deepEqual(seen, [...ids].reverse());
-      assert.ok(pages >= 3);
+      const all = await walk('/console/pas-messages?outcome=AA');
+      assert.deepEqual(all.seen, merged);
+      assert.ok(all.pages >= 4);
+      const hl7 = await walk('/console/pas-messages?source=HL7');
+      assert.deepEqual(
+        hl7.seen,
+        merged.filter((id) => id.startsWith('PAGE-')),
+      );
+      const pasapi = await walk('/console/pas-messages?source=PASAPI');
+      assert.deepEqual(
+        pasapi.seen,
+        merged.filter((id) => id.startsWith('PAGEP-')),
+      );
+      assert.equal(expected.length, merged.length);
+      const next = /<a href="([^"]+)">Older messages<\/a>/.exec(
+        await (await client.get('/console/pas-messages')).text(),
+      );
+      assert.match(next?.[1] ?? '', /before=\d{4}-\d\d-\d\dT\d\d%3A\d\d%3A\d\d_[hp]_\d+$/);
+      assert.equal((await client.get('/console/pas-messages?source=FTP')).status, 400);
+    });
+
+    it('lists PASAPI calls read-only beside the HL7 messages: account, resource, patient and HTTP status', async () => {
+      await createGpAndPractice(app.db, 'G3258868', 'C82103');
+      const account = await createUser(app.db);
+      const number = newHospitalNumber();
+      const url = (id: string) => `Patient/${id}/identifier-type/${FEED_TYPE_KEY}`;
+      const created = await pasapiPut(
+        app,
+        url(number),
+        fullPatientXml({ hospitalNumber: number, surname: 'Pasapiperson' }),
+        {
+          authorization: account.authorization,
+        },
+      );
+      assert.equal(created.status, 201, await created.text());
+      const refusedNumber = newHospitalNumber();
+      const refused = await pasapiPut(
+        app,
+        url(refusedNumber),
+        fullPatientXml({ hospitalNumber: refusedNumber, dob: '1980-02-31' }),
+        {
+          authorization: account.authorization,
+        },
+      );
+      assert.equal(refused.status, 400, await refused.text());
+      const [ok, bad] = (
+        await sql<{ request_id: string; outcome: number }>`select request_id, outcome from audit_event
+          where action = 'pasapi.patient' and username = ${account.username} order by id`.execute(app.db)
+      ).rows;
+      assert.equal(ok?.outcome, 201);
+      assert.equal(bad?.outcome, 400);
+      const failed = await failedA28();
+      const client = await operatorClient();
+      const html = await (await client.get('/console/pas-messages')).text();
+      const rowOf = (page: string, marker: string) => {
+        const at = page.indexOf(marker);
+        return at === -1 ? undefined : page.slice(page.lastIndexOf('<tr>', at), page.indexOf('</tr>', at));
+      };
+      const okRow = rowOf(html, ok.request_id)!;
+      assert.match(okRow, new RegExp(`PASAPI <span class="hint">${account.username}</span>`));
+      assert.match(okRow, /<td>PAS patient<\/td>/);
+      assert.match(okRow, /Pasapiperson, Test/);
+      assert.match(okRow, />201</);
+      assert.doesNotMatch(okRow, /<a /, 'read-only: no page, no correction');
+      assert.match(rowOf(html, bad.request_id)!, />400</);
+      assert.ok(html.indexOf(failed.controlId) < html.indexOf(bad.request_id), 'newest first');
+
+      const ae = await (await client.get('/console/pas-messages?outcome=AE')).text();
+      assert.ok(ae.includes(bad.request_id) && ae.includes(failed.controlId));
+      assert.ok(!ae.includes(ok.request_id));
+      const aa = await (await client.get('/console/pas-messages?outcome=AA')).text();
+      assert.ok(aa.includes(ok.request_id) && !aa.includes(bad.request_id));
+      const ar = await (await client.get('/console/pas-messages?outcome=AR')).text();
+      assert.ok(!ar.includes(ok.request_id) && !ar.includes(bad.request_id));
+      const hl7Only = await (await client.get('/console/pas-messages?source=HL7')).text();
+      assert.ok(hl7Only.includes(failed.controlId) && !hl7Only.includes(ok.request_id));
+      const pasapiOnly = await (await client.get('/console/pas-messages?source=pasapi')).text();
+      assert.ok(pasapiOnly.includes(ok.request_id) && !pasapiOnly.includes(failed.controlId));
     });
 
     it('refuses a user without the request admin operation (403), and applies nothing', async () => {
