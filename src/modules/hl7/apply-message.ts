@@ -88,13 +88,19 @@ export interface Hl7Answer {
   /** The sender and control id answered before: the first answer again, nothing applied. */
   readonly isDuplicate: boolean;
   readonly requestId: string;
+  /**
+   * A failure of the service itself (the database down: `hl7.failed`, not recorded in `hl7_message`; or
+   * its audit row not written): the message was answered AE; sent again, it is applied (or answered as a
+   * duplicate when its change was committed).
+   */
+  readonly failure?: unknown;
 }
 
 export interface Hl7Applier {
   /** Applies one message parsed from its bytes read as Latin-1 (undefined: a frame that is not HL7). */
   apply(raw: Hl7Message | undefined, source: Hl7Source): Promise<Hl7Answer>;
-  /** Applies one message from its bytes as sent (no MLLP framing). */
-  applyBytes(bytes: Buffer, source: Hl7Source): Promise<Hl7Answer>;
+  /** Applies one message from its bytes as sent, without MLLP framing (undefined: not HL7, AR). */
+  applyBytes(bytes: Buffer | undefined, source: Hl7Source): Promise<Hl7Answer>;
   /** The acknowledgement message of an answer (to send back in `answer.charset`). */
   ackOf(answer: Hl7Answer): Hl7Message;
 }
@@ -392,12 +398,14 @@ export function createHl7Applier(deps: Hl7ApplierDeps): Hl7Applier {
         action: 'hl7.failed',
         httpStatus: 500,
         patientIds: [],
+        failure: error,
       };
     }
     const msh = result.message?.getSegment('MSH');
     const messageType = msh?.getField(9)?.toString().slice(0, 16) ?? '';
     const isDuplicate = result.isDuplicate === true;
     let ack = result.ack;
+    let failure = result.failure;
     try {
       await auditTrail.record({
         action: result.action,
@@ -415,6 +423,7 @@ export function createHl7Applier(deps: Hl7ApplierDeps): Hl7Applier {
       // and the duplicate is answered (and audited) then.
       log.error({ err: error, requestId }, 'audit row not written: HL7 answered AE');
       ack = { code: 'AE', text: 'audit unavailable: send the message again', errorCode: '207' };
+      failure ??= error;
     }
     log.info(
       {
@@ -428,7 +437,7 @@ export function createHl7Applier(deps: Hl7ApplierDeps): Hl7Applier {
       },
       'HL7 message answered',
     );
-    return { ...result, ack, isDuplicate, requestId };
+    return { ...result, ack, isDuplicate, requestId, ...(failure === undefined ? {} : { failure }) };
   }
 
   return {
@@ -437,7 +446,7 @@ export function createHl7Applier(deps: Hl7ApplierDeps): Hl7Applier {
       let raw: Hl7Message | undefined;
       try {
         // Latin-1 keeps every byte: the character set MSH-18 declares is applied once MSH is read.
-        raw = Hl7Message.parse(bytes.toString('latin1'));
+        raw = bytes === undefined ? undefined : Hl7Message.parse(bytes.toString('latin1'));
       } catch {
         raw = undefined;
       }
