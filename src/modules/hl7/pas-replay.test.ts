@@ -242,7 +242,8 @@ forEachDialect((dialect) => {
           application: 'MLLPPAS',
         }),
       );
-      const first = await replay(mllpFile(messages));
+      // One transaction per message, as the listener commits them.
+      const first = await replay(mllpFile(messages), '--batch', '1');
       assert.equal(first.status, 0, first.stderr);
       assert.match(
         first.stdout,
