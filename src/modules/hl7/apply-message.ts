@@ -23,10 +23,13 @@
  * - Logs: sender, event, control id, answer code; never a field of the message or a reason's text.
  */
 import { Hl7Message } from '@medplum/core';
+import type { Kysely, Transaction } from 'kysely';
+import { sql } from 'kysely';
 import { randomUUID } from 'node:crypto';
 import { BlockList, isIPv6 } from 'node:net';
 import type { Config, Hl7Sender } from '../../config.ts';
 import type { Database } from '../../db/database.ts';
+import type { DB } from '../../db/schema.ts';
 import { databaseErrorKind } from '../../errors.ts';
 import type { Logger } from '../../logger.ts';
 import type { AuditTrail } from '../audit/index.ts';
@@ -101,15 +104,61 @@ export interface Hl7Answer {
   /** The sender and control id answered before: the first answer again, nothing applied. */
   readonly isDuplicate: boolean;
   readonly requestId: string;
+  /**
+   * A failure of the service itself (the database down: `hl7.failed`, not recorded in `hl7_message`; or
+   * its audit row not written): the message was answered AE; sent again, it is applied (or answered as a
+   * duplicate when its change was committed).
+   */
+  readonly failure?: unknown;
+}
+
+export interface Hl7BatchOptions {
+  /** Stop after the first message answered AE or AR: the ones before it and it hold, none after. */
+  readonly stopOnError?: boolean;
 }
 
 export interface Hl7Applier {
   /** Applies one message parsed from its bytes read as Latin-1 (undefined: a frame that is not HL7). */
   apply(raw: Hl7Message | undefined, source: Hl7Source): Promise<Hl7Answer>;
-  /** Applies one message from its bytes as sent (no MLLP framing). */
-  applyBytes(bytes: Buffer, source: Hl7Source): Promise<Hl7Answer>;
+  /** Applies one message from its bytes as sent, without MLLP framing (undefined: not HL7, AR). */
+  applyBytes(bytes: Buffer | undefined, source: Hl7Source): Promise<Hl7Answer>;
+  /**
+   * Applies messages in order in one transaction (a backlog's replay: one commit for many messages):
+   * each answered as `apply` would after the ones before it; after a failure of the service, fewer
+   * answers than messages (the first is the failure, nothing of the batch is applied).
+   */
+  applyBatch(
+    items: readonly (Buffer | undefined)[],
+    source: Hl7Source,
+    options?: Hl7BatchOptions,
+  ): Promise<Hl7Answer[]>;
   /** The acknowledgement message of an answer (to send back in `answer.charset`). */
   ackOf(answer: Hl7Answer): Hl7Message;
+}
+
+/** Where a message's reads and writes go: the database, or one transaction of a batch. */
+interface Io {
+  readonly read: Kysely<DB>;
+  readonly write: <T>(fn: (trx: Transaction<DB>) => Promise<T>) => Promise<T>;
+}
+
+/** A batch's message failed (the service): the batch's transaction rolls back. */
+class BatchStopped extends Error {
+  readonly failure: unknown;
+  constructor(failure: unknown) {
+    super('HL7 batch stopped');
+    this.failure = failure;
+  }
+}
+
+/** A message parsed from its bytes read as Latin-1 (undefined: not HL7). */
+function parseBytes(bytes: Buffer | undefined): Hl7Message | undefined {
+  try {
+    // Latin-1 keeps every byte: the character set MSH-18 declares is applied once MSH is read.
+    return bytes === undefined ? undefined : Hl7Message.parse(bytes.toString('latin1'));
+  } catch {
+    return undefined;
+  }
 }
 
 /** The decision before the audit row: `Hl7Answer` without its request id and final ack. */
@@ -170,8 +219,8 @@ export function createHl7Applier(deps: Hl7ApplierDeps): Hl7Applier {
   const merges = createPatientMerges(database);
   const appointments = createPatientAppointments(database, { timeZone: config.timeZone });
 
-  /** Reads, checks and applies one message (framed and parsed as Latin-1). */
-  async function decide(raw: Hl7Message, source: Hl7Source): Promise<Decision> {
+  /** Reads, checks and applies one message (framed and parsed as Latin-1) through `io`. */
+  async function decide(raw: Hl7Message, source: Hl7Source, io: Io): Promise<Decision> {
     const refused = (ack: AckContent, message: Hl7Message | undefined, httpStatus = 400): Decision => ({
       ack,
       charset: 'latin1',
@@ -252,8 +301,7 @@ export function createHl7Applier(deps: Hl7ApplierDeps): Hl7Applier {
         ),
       );
     // A correction replaces its own AE row: the control id is answered, but not yet applied.
-    const logged =
-      replaces === undefined ? await findLoggedMessage(database.db, sender, controlId) : undefined;
+    const logged = replaces === undefined ? await findLoggedMessage(io.read, sender, controlId) : undefined;
     if (logged !== undefined) return duplicateOf(logged, message, charset, action);
 
     let change: AdtChange | SiuChange;
@@ -272,7 +320,7 @@ export function createHl7Applier(deps: Hl7ApplierDeps): Hl7Applier {
       // A correction still refused changes nothing: the AE row keeps the text it was read with.
       if (replaces !== undefined) return { ack, charset, message, action, httpStatus, patientIds: [] };
       try {
-        await database.writeTransaction((trx) =>
+        await io.write((trx) =>
           logMessage(trx, {
             sender,
             controlId,
@@ -285,14 +333,14 @@ export function createHl7Applier(deps: Hl7ApplierDeps): Hl7Applier {
         );
       } catch (error) {
         if (databaseErrorKind(error) !== 'unique') throw error;
-        const first = await findLoggedMessage(database.db, sender, controlId);
+        const first = await findLoggedMessage(io.read, sender, controlId);
         if (first !== undefined) return duplicateOf(first, message, charset, action);
       }
       return { ack, charset, message, action, httpStatus, patientIds: [] };
     }
 
     try {
-      const applied = await database.writeTransaction(async (trx) => {
+      const applied = await io.write(async (trx) => {
         let patientIds: number[];
         let httpStatus: number;
         switch (change.kind) {
@@ -381,7 +429,7 @@ export function createHl7Applier(deps: Hl7ApplierDeps): Hl7Applier {
         );
       if (databaseErrorKind(error) === 'unique') {
         // The same control id answered meanwhile on another connection, or the record changed meanwhile.
-        const first = await findLoggedMessage(database.db, sender, controlId);
+        const first = await findLoggedMessage(io.read, sender, controlId);
         if (first !== undefined) return duplicateOf(first, message, charset, action);
         return {
           ack: {
@@ -417,41 +465,61 @@ export function createHl7Applier(deps: Hl7ApplierDeps): Hl7Applier {
     };
   }
 
+  const direct: Io = { read: database.db, write: database.writeTransaction };
+
+  /** The decision on one message (undefined: not HL7); a failure of the service is a decision too. */
+  async function decideOrFail(
+    raw: Hl7Message | undefined,
+    source: Hl7Source,
+    requestId: string,
+    io: Io,
+  ): Promise<Decision> {
+    try {
+      return raw === undefined
+        ? {
+            ack: reject('not an HL7 v2 message', ERROR_CODE.segmentSequence),
+            charset: 'latin1',
+            message: undefined,
+            action: 'hl7.refused',
+            httpStatus: 400,
+            patientIds: [],
+          }
+        : await decide(raw, source, io);
+    } catch (error) {
+      log.error({ err: error, requestId }, 'HL7 message failed');
+      return failed(raw, requestId, error);
+    }
+  }
+
+  function failed(raw: Hl7Message | undefined, requestId: string, error: unknown): Decision {
+    return {
+      ack: {
+        code: 'AE',
+        text: `internal error (ref ${requestId}): send the message again`,
+        errorCode: ERROR_CODE.applicationInternal,
+      },
+      charset: 'latin1',
+      message: raw,
+      action: 'hl7.failed',
+      httpStatus: 500,
+      patientIds: [],
+      failure: error,
+    };
+  }
+
   /** Answers one message, its audit row committed before its answer is returned. */
   async function apply(raw: Hl7Message | undefined, source: Hl7Source): Promise<Hl7Answer> {
     const requestId = source.requestId ?? randomUUID();
-    let result: Decision;
-    try {
-      result =
-        raw === undefined
-          ? {
-              ack: reject('not an HL7 v2 message', ERROR_CODE.segmentSequence),
-              charset: 'latin1',
-              message: undefined,
-              action: 'hl7.refused',
-              httpStatus: 400,
-              patientIds: [],
-            }
-          : await decide(raw, source);
-    } catch (error) {
-      log.error({ err: error, requestId }, 'HL7 message failed');
-      result = {
-        ack: {
-          code: 'AE',
-          text: `internal error (ref ${requestId}): send the message again`,
-          errorCode: ERROR_CODE.applicationInternal,
-        },
-        charset: 'latin1',
-        message: raw,
-        action: 'hl7.failed',
-        httpStatus: 500,
-        patientIds: [],
-      };
-    }
+    return audited(await decideOrFail(raw, source, requestId, direct), source, requestId);
+  }
+
+  /** Writes the audit row of a decision (AE when it cannot be written) and logs the answer. */
+  async function audited(result: Decision, source: Hl7Source, requestId: string): Promise<Hl7Answer> {
     const msh = result.message?.getSegment('MSH');
     const messageType = msh?.getField(9)?.toString().slice(0, 16) ?? '';
     const isDuplicate = result.isDuplicate === true;
     let ack = result.ack;
+    let failure = result.failure;
     try {
       await auditTrail.record({
         action: result.action,
@@ -469,6 +537,7 @@ export function createHl7Applier(deps: Hl7ApplierDeps): Hl7Applier {
       // and the duplicate is answered (and audited) then.
       log.error({ err: error, requestId }, 'audit row not written: HL7 answered AE');
       ack = { code: 'AE', text: 'audit unavailable: send the message again', errorCode: '207' };
+      failure ??= error;
     }
     log.info(
       {
@@ -482,21 +551,63 @@ export function createHl7Applier(deps: Hl7ApplierDeps): Hl7Applier {
       },
       'HL7 message answered',
     );
-    return { ...result, ack, isDuplicate, requestId };
+    return { ...result, ack, isDuplicate, requestId, ...(failure === undefined ? {} : { failure }) };
+  }
+
+  /**
+   * Messages in order in one transaction, each in a savepoint of its own: what each comes to is what
+   * it would come to alone after the ones before it (a duplicate within the batch included), with one
+   * commit for the batch; then their audit rows. A failure of the service rolls the whole batch back:
+   * its first message is answered with the failure, the others not at all (nothing of the batch holds).
+   */
+  async function applyBatch(
+    items: readonly (Buffer | undefined)[],
+    source: Hl7Source,
+    options: Hl7BatchOptions = {},
+  ): Promise<Hl7Answer[]> {
+    const requestId = source.requestId ?? randomUUID();
+    const decisions: Decision[] = [];
+    let raws: (Hl7Message | undefined)[] = [];
+    try {
+      raws = items.map(parseBytes);
+      await database.writeTransaction(async (trx) => {
+        let savepoints = 0;
+        const io: Io = {
+          read: trx,
+          async write(fn) {
+            const name = sql.raw(`hl7_message_${(savepoints += 1)}`);
+            await sql`savepoint ${name}`.execute(trx);
+            let value;
+            try {
+              value = await fn(trx);
+            } catch (error) {
+              await sql`rollback to savepoint ${name}`.execute(trx);
+              await sql`release savepoint ${name}`.execute(trx);
+              throw error;
+            }
+            await sql`release savepoint ${name}`.execute(trx);
+            return value;
+          },
+        };
+        for (const raw of raws) {
+          const decision = await decideOrFail(raw, source, requestId, io);
+          if (decision.failure !== undefined) throw new BatchStopped(decision.failure);
+          decisions.push(decision);
+          if (options.stopOnError === true && decision.ack.code !== 'AA') break;
+        }
+      });
+    } catch (error) {
+      if (!(error instanceof BatchStopped)) log.error({ err: error, requestId }, 'HL7 batch not committed');
+      const failure = error instanceof BatchStopped ? error.failure : error;
+      return [await audited(failed(raws[0], requestId, failure), source, requestId)];
+    }
+    return Promise.all(decisions.map((decision) => audited(decision, source, requestId)));
   }
 
   return {
     apply,
-    applyBytes(bytes, source) {
-      let raw: Hl7Message | undefined;
-      try {
-        // Latin-1 keeps every byte: the character set MSH-18 declares is applied once MSH is read.
-        raw = Hl7Message.parse(bytes.toString('latin1'));
-      } catch {
-        raw = undefined;
-      }
-      return apply(raw, source);
-    },
+    applyBytes: (bytes, source) => apply(parseBytes(bytes), source),
+    applyBatch,
     ackOf(answer) {
       return buildAck(answer.message, answer.ack);
     },
