@@ -21,6 +21,7 @@ import { applySecurityHeaders, httpsServerOptions } from './http/transport-secur
 import type { ModuleOptions } from './http/module.ts';
 import { createUploadMemory, installSpoolCleanup } from './http/upload-spool.ts';
 import type { Logger } from './logger.ts';
+import { createLogger } from './logger.ts';
 import { attachmentRoutes } from './modules/attachment/index.ts';
 import { auditSinkGauges, installAuditTrail } from './modules/audit/index.ts';
 import { consoleRoutes } from './modules/console/index.ts';
@@ -122,6 +123,8 @@ export async function buildApp(deps: AppDeps, options: BuildAppOptions = {}): Pr
       ...moduleOptions,
       attachments: services.attachments,
       patients: services.patients,
+      auditTrail: services.auditTrail,
+      logger: options.logger ?? createLogger('silent'),
     });
   if (options.extraRoutes !== undefined) {
     const extra = options.extraRoutes;

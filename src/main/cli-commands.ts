@@ -8,6 +8,7 @@ import type { CliCommand } from '../cli/cli-types.ts';
 import { auditCommands } from '../modules/audit/audit.cli.ts';
 import { datasetCommands } from '../modules/dataset/dataset.cli.ts';
 import { dicomReceiveCommands } from '../modules/dicom-receive/dicom.cli.ts';
+import { pasCommands } from '../modules/hl7/pas.cli.ts';
 import { queueCommands } from '../modules/request-queue/admin/queue.cli.ts';
 import { userCommands } from '../modules/user/user.cli.ts';
 import { migrateCommand } from './cli-runner.ts';
@@ -20,5 +21,6 @@ export const CLI_COMMANDS: readonly CliCommand[] = [
   ...queueCommands,
   ...auditCommands,
   ...dicomReceiveCommands,
+  ...pasCommands,
   ...openEyesCommands,
 ];

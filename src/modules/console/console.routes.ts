@@ -16,11 +16,12 @@ import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest 
 import { AppError } from '../../errors.ts';
 import { toAppError } from '../../http/error-handler.ts';
 import type { ModuleOptions } from '../../http/module.ts';
+import type { Logger } from '../../logger.ts';
 import type { LoginAttempt } from '../../http/login-brake.ts';
 import { beginLoginAttempt } from '../../http/login-brake.ts';
 import { isHttpsRequest } from '../../http/transport-security.ts';
 import type { AttachmentService } from '../attachment/index.ts';
-import type { RouteAudit } from '../audit/index.ts';
+import type { AuditTrail, RouteAudit } from '../audit/index.ts';
 import type { PatientSearchService } from '../patient/index.ts';
 import { readWorkerHealth } from '../request-queue/index.ts';
 import type { Verification } from '../user/index.ts';
@@ -39,6 +40,7 @@ import {
 } from './console-context.ts';
 import type { ConsoleGuard } from './console-guard.ts';
 import { CONSOLE_PREFIX, SESSION_COOKIE, createGuard, currentUser } from './console-guard.ts';
+import { registerPasMessagePages } from './pas-messages.pages.ts';
 import { registerQueuePages } from './queue.pages.ts';
 import { loadCookieSecret, createSessionStore } from './session-store.ts';
 import { registerSignaturePages } from './signatures.pages.ts';
@@ -54,15 +56,18 @@ export const CONSOLE_CSP =
   "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob:; connect-src 'self'; " +
   "form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
-/** The console's options: the module's, and the process's attachment service. */
+/** The console's options: the module's, and the process's attachment service, audit trail and logger. */
 export interface ConsoleRouteOptions extends ModuleOptions {
   readonly attachments: AttachmentService;
   readonly patients: PatientSearchService;
+  /** The process's audit trail, for what the console applies as the HL7 listener would (PAS messages). */
+  readonly auditTrail: AuditTrail;
+  readonly logger: Logger;
 }
 
 export const consoleRoutes: FastifyPluginAsync<ConsoleRouteOptions> = async (
   app,
-  { deps, attachments, patients },
+  { deps, attachments, patients, auditTrail, logger },
 ) => {
   const secret = deps.config.consoleSessionSecret ?? (await loadCookieSecret(deps.database));
   const sessions = createSessionStore(deps.database, {
@@ -101,6 +106,7 @@ export const consoleRoutes: FastifyPluginAsync<ConsoleRouteOptions> = async (
       ctx.assets.register(scope);
       registerSessionRoutes(scope, ctx, guard);
       registerQueuePages(scope, ctx, guard);
+      registerPasMessagePages(scope, ctx, guard, { auditTrail, logger });
       registerSignaturePages(scope, ctx, guard);
       registerAttachmentPages(scope, ctx, guard);
       registerAuditPages(scope, ctx, guard);
