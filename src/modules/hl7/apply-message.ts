@@ -571,11 +571,12 @@ export function createHl7Applier(deps: Hl7ApplierDeps): Hl7Applier {
     try {
       raws = items.map(parseBytes);
       await database.writeTransaction(async (trx) => {
-        let savepoints = 0;
+        // One savepoint at a time (each released before the next write), so one name: one statement
+        // each for the statement caches.
+        const name = sql.raw('hl7_message');
         const io: Io = {
           read: trx,
           async write(fn) {
-            const name = sql.raw(`hl7_message_${(savepoints += 1)}`);
             await sql`savepoint ${name}`.execute(trx);
             let value;
             try {
