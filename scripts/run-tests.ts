@@ -196,6 +196,9 @@ function runFiles(testFiles: readonly string[], concurrency: number): boolean {
       '--test',
       `--test-concurrency=${concurrency}`,
       '--test-timeout=120000',
+      // A file whose tests have all finished exits even if a handle is still open (a hook that failed
+      // part way, before it could close a database): without this one such file holds the run forever.
+      '--test-force-exit',
       '--disable-warning=ExperimentalWarning',
       ...flags,
       ...testFiles,

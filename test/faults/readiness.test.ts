@@ -4,8 +4,9 @@
  * their rows have waited past AUDIT_MAX_LAG_MS (set low here), so the instance must leave the load
  * balancer's rotation; it is ready again once writes succeed.
  *
- * SQLite: the database lives on a real 4 MiB tmpfs, filled up to the last byte once its WAL file is
- * empty (SQLITE_FULL on every write, reads still served). Needs `mount` (root, as in CI); skipped where mounting is not permitted.
+ * SQLite: the database lives on a real 32 MiB tmpfs, filled up to the last byte once its WAL file is
+ * empty (SQLITE_FULL on every write, reads still served). The room is for the migrations: their WAL
+ * grows past 3 MiB when the checkpointer thread has not caught up. Needs `mount` (root, as in CI); skipped where mounting is not permitted.
  * PostgreSQL: the test's database is made read-only (`default_transaction_read_only`, the app's sessions
  * ended so that new ones take it): what a failover to a standby or a full disk's emergency read-only
  * looks like to the service. MariaDB/MySQL: the app's own account loses its write privileges.
@@ -92,14 +93,14 @@ forEachDialect((dialect) => {
     if (dialect === 'sqlite') {
       let dir: string;
       let isMounted = false;
-      let database: Database;
-      let app: FastifyInstance;
+      let database: Database | undefined;
+      let app: FastifyInstance | undefined;
       let baseUrl: string;
       let user: TestUser;
       before(async () => {
         dir = await mkdtemp(path.join(tmpdir(), 'cra-ready-'));
         try {
-          execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=4m', 'tmpfs', dir], { stdio: 'ignore' });
+          execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=32m', 'tmpfs', dir], { stdio: 'ignore' });
           isMounted = true;
         } catch {
           return;
@@ -110,27 +111,32 @@ forEachDialect((dialect) => {
           AUTH_FAILURE_LIMIT_PER_MINUTE: '0',
           AUDIT_MAX_LAG_MS: '300',
         });
-        database = await openDatabase(config.database);
-        await migrateToLatest(database);
-        const authenticator = createAuthenticator(database.db, { cacheTtlMs: config.authCacheTtlMs });
-        app = await buildApp({
+        const opened = await openDatabase(config.database);
+        database = opened;
+        await migrateToLatest(opened);
+        const authenticator = createAuthenticator(opened.db, { cacheTtlMs: config.authCacheTtlMs });
+        const built = await buildApp({
           config,
-          database,
+          database: opened,
           files: createLocalFileStore(config.filesDir),
           authenticator,
         });
-        await app.listen({ host: '127.0.0.1', port: 0 });
-        baseUrl = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
-        user = await createUser(database.db);
+        app = built;
+        await built.listen({ host: '127.0.0.1', port: 0 });
+        baseUrl = `http://127.0.0.1:${(built.server.address() as { port: number }).port}`;
+        user = await createUser(opened.db);
       });
       after(async () => {
-        if (isMounted) {
-          await app.close();
-          await database.close();
+        // Whatever the set-up opened is closed even when it failed part way (a database left open
+        // keeps the test process alive).
+        try {
+          await app?.close();
+          await database?.close();
+        } finally {
           // Lazily: the WAL file's flusher closes its descriptor a moment after the database closes.
-          execFileSync('umount', ['-l', dir]);
+          if (isMounted) execFileSync('umount', ['-l', dir]);
+          await rm(dir, { recursive: true, force: true });
         }
-        await rm(dir, { recursive: true, force: true });
       });
       const filler = () => path.join(dir, 'filler');
       itFollowsWritability(() => ({ request: (p, init) => fetch(`${baseUrl}${p}`, init), user }), {
@@ -138,7 +144,7 @@ forEachDialect((dialect) => {
         async block() {
           // A WAL file keeps its size and is overwritten from its start after a checkpoint: with room in
           // it, small writes still succeed on a full disk. Empty it first, as after a quiet period.
-          await sql`pragma wal_checkpoint(truncate)`.execute(database.db);
+          await sql`pragma wal_checkpoint(truncate)`.execute(database!.db);
           const free = await statfs(dir);
           await writeFile(filler(), Buffer.alloc(free.bavail * free.bsize));
         },
