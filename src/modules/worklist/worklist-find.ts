@@ -110,9 +110,9 @@ export function createWorklistFinder(deps: WorklistFinderDeps): WorklistFinder {
       let afterId = 0;
       for (;;) {
         if (sink.isCancelled()) return { status: FIND_STATUS.cancel, answers };
-        const rows = await readBookingsPage(database.db, { ...filter, afterId, limit: PAGE_ROWS });
-        if (rows.length === 0) break;
-        afterId = rows.at(-1)!.id;
+        const page = await readBookingsPage(database.db, { ...filter, afterId, limit: PAGE_ROWS });
+        const { rows } = page;
+        afterId = page.lastId;
         const matched = (await entriesOf(rows)).filter((entry) =>
           matchesQuery(query, entry.values, { isStationless: station === undefined }),
         );
@@ -144,7 +144,7 @@ export function createWorklistFinder(deps: WorklistFinderDeps): WorklistFinder {
           );
           answers += 1;
         }
-        if (rows.length < PAGE_ROWS) break;
+        if (page.isLast) break;
       }
       return { status: FIND_STATUS.success, answers };
 

@@ -58,10 +58,68 @@ export interface BookingFilter {
   readonly studyInstanceUids?: readonly string[];
 }
 
-/** One page of bookings in id order. */
-export async function readBookingsPage(db: Kysely<DB>, filter: BookingFilter): Promise<BookingRow[]> {
+/** A page of bookings: those of the page's booking ids that pass every filter, in id order. */
+export interface BookingsPage {
+  readonly rows: BookingRow[];
+  /** The largest booking id the page covered (the next page starts after it); 0 when it covered none. */
+  readonly lastId: number;
+  /** No booking after this page can match. */
+  readonly isLast: boolean;
+}
+
+/**
+ * One page of bookings in id order, in two statements. The first takes the page's booking ids from
+ * `worklist_patient` and `worklist` alone (the time window, the definitions, the Patient ID's and Study
+ * Instance UIDs' index lookups), in id order under the LIMIT; the second reads those bookings' patients,
+ * names and identifiers and applies the remaining filters. As one statement, MariaDB's planner starts from
+ * the identifier types and joins every booking of the window before sorting them for the LIMIT, on every
+ * page (ten pages of a 2,000-booking day read 11,000 joined rows); the ids first keep each page at its
+ * LIMIT on every engine.
+ */
+export async function readBookingsPage(db: Kysely<DB>, filter: BookingFilter): Promise<BookingsPage> {
   const edb = db.withTables<EntryTables>();
   const bookingTime = sql<string>`coalesce(${sql.ref('wp.when')}, ${sql.ref('w.start')})`;
+  let page = edb
+    .selectFrom('worklist_patient as wp')
+    .innerJoin('worklist as w', 'w.id', 'wp.worklist_id')
+    .select('wp.id as id')
+    .where('wp.id', '>', filter.afterId);
+  if (filter.fromStored !== undefined) page = page.where(bookingTime, '>=', filter.fromStored);
+  if (filter.toStored !== undefined) page = page.where(bookingTime, '<=', filter.toStored);
+  if (filter.definitionIds !== undefined)
+    page = page.where('w.worklist_definition_id', 'in', [...filter.definitionIds]);
+  const asked = filter.patientId;
+  if (asked !== undefined && 'exact' in asked)
+    // The bookings of the patients holding the value, found by the (type, value) index.
+    page = page.where(
+      'wp.patient_id',
+      'in',
+      edb
+        .selectFrom('patient_identifier as byValue')
+        .select('byValue.patient_id')
+        .where(
+          'byValue.patient_identifier_type_id',
+          'in',
+          edb.selectFrom('worklist_definition as dt').select('dt.patient_identifier_type_id'),
+        )
+        .where('byValue.value', '=', asked.exact)
+        .where('byValue.deleted', '=', 0),
+    );
+  if (filter.studyInstanceUids !== undefined)
+    page = page.where(
+      'wp.id',
+      'in',
+      // By the unique Study Instance UID.
+      edb
+        .selectFrom('mwl_entry as byUid')
+        .select('byUid.worklist_patient_id')
+        .where('byUid.study_instance_uid', 'in', [...filter.studyInstanceUids]),
+    );
+  const ids = (await page.orderBy('wp.id').limit(filter.limit).execute()).map((r) => r.id);
+  const lastId = ids.at(-1) ?? 0;
+  const isLast = ids.length < filter.limit;
+  if (ids.length === 0) return { rows: [], lastId, isLast };
+
   let query = edb
     .selectFrom('worklist_patient as wp')
     .innerJoin('worklist as w', 'w.id', 'wp.worklist_id')
@@ -94,45 +152,15 @@ export async function readBookingsPage(db: Kysely<DB>, filter: BookingFilter): P
       'e.study_instance_uid as studyInstanceUid',
       'e.accession_number as accessionNumber',
     ])
-    .where('p.deleted', '=', 0)
-    .where('wp.id', '>', filter.afterId);
-  if (filter.fromStored !== undefined) query = query.where(bookingTime, '>=', filter.fromStored);
-  if (filter.toStored !== undefined) query = query.where(bookingTime, '<=', filter.toStored);
-  if (filter.definitionIds !== undefined) query = query.where('d.id', 'in', [...filter.definitionIds]);
-  const asked = filter.patientId;
+    .where('wp.id', 'in', ids)
+    .where('p.deleted', '=', 0);
   if (asked !== undefined)
     query =
       'exact' in asked
-        ? query
-            .where('pi.value', '=', asked.exact)
-            // The bookings of the patients holding the value, found by the (type, value) index first:
-            // ordered by booking id under a LIMIT, a planner without statistics (SQLite) otherwise walks
-            // every booking of the window and joins each to its identifier.
-            .where(
-              'wp.patient_id',
-              'in',
-              edb
-                .selectFrom('patient_identifier as byValue')
-                .select('byValue.patient_id')
-                .where(
-                  'byValue.patient_identifier_type_id',
-                  'in',
-                  edb.selectFrom('worklist_definition as dt').select('dt.patient_identifier_type_id'),
-                )
-                .where('byValue.value', '=', asked.exact)
-                .where('byValue.deleted', '=', 0),
-            )
+        ? query.where('pi.value', '=', asked.exact)
         : query.where(sql<boolean>`${sql.ref('pi.value')} like ${asked.like} escape '!'`);
   if (filter.studyInstanceUids !== undefined)
-    query = query.where('e.study_instance_uid', 'in', [...filter.studyInstanceUids]).where(
-      'wp.id',
-      'in',
-      // By the unique Study Instance UID first, for the same reason.
-      edb
-        .selectFrom('mwl_entry as byUid')
-        .select('byUid.worklist_patient_id')
-        .where('byUid.study_instance_uid', 'in', [...filter.studyInstanceUids]),
-    );
+    query = query.where('e.study_instance_uid', 'in', [...filter.studyInstanceUids]);
   const { siteId } = filter;
   if (siteId !== undefined)
     query = query.where((eb) =>
@@ -154,7 +182,7 @@ export async function readBookingsPage(db: Kysely<DB>, filter: BookingFilter): P
         ),
       ]),
     );
-  return query.orderBy('wp.id').limit(filter.limit).execute();
+  return { rows: await query.orderBy('wp.id').execute(), lastId, isLast };
 }
 
 export interface OtherIdentifierRow {
