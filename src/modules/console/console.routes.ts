@@ -41,7 +41,10 @@ import {
 import type { ConsoleGuard } from './console-guard.ts';
 import { CONSOLE_PREFIX, SESSION_COOKIE, createGuard, currentUser } from './console-guard.ts';
 import { registerPasMessagePages } from './pas-messages.pages.ts';
-import { registerQueuePages } from './queue.pages.ts';
+import { registerRequestActionPages } from './request-actions.pages.ts';
+import { createRequestScreen } from './request-screen.ts';
+import { registerRequestPages } from './request.pages.ts';
+import { registerRequestListPage } from './requests.pages.ts';
 import { loadCookieSecret, createSessionStore } from './session-store.ts';
 import { registerSignaturePages } from './signatures.pages.ts';
 import { createSiteTime } from './site-time.ts';
@@ -105,7 +108,10 @@ export const consoleRoutes: FastifyPluginAsync<ConsoleRouteOptions> = async (
       const guard = createGuard(ctx);
       ctx.assets.register(scope);
       registerSessionRoutes(scope, ctx, guard);
-      registerQueuePages(scope, ctx, guard);
+      const requestScreen = createRequestScreen(ctx);
+      registerRequestListPage(scope, ctx, guard);
+      registerRequestPages(scope, ctx, guard, requestScreen);
+      registerRequestActionPages(scope, ctx, guard, requestScreen);
       registerPasMessagePages(scope, ctx, guard, { auditTrail, logger });
       registerSignaturePages(scope, ctx, guard);
       registerAttachmentPages(scope, ctx, guard);

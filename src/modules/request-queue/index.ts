@@ -68,3 +68,4 @@ export { javaStringHash, registerRoutineNames } from './engine/routine-library.t
 export type { QueueGauges } from './admin/queue-gauges.ts';
 export type { RequestSource, RequestSummary } from './admin/request-summary.ts';
 export { isRequestThumbnail, readRequestSummaries } from './admin/request-summary.ts';
+export { findRoutineRequestId } from './admin/routine-list.queries.ts';

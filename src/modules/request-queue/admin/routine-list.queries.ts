@@ -1,4 +1,7 @@
-/** SQL of `queue list` (the CLI): routines with their request's type, newest request first. */
+/**
+ * SQL of the routine look-ups of the queue's admin: `queue list` (the CLI: routines with their request's
+ * type, newest request first) and the request a routine belongs to (the console's refused retry form).
+ */
 import type { Kysely } from 'kysely';
 import type { DB, RoutineStatus } from '../../../db/schema.ts';
 
@@ -39,4 +42,14 @@ export async function listRoutines(
     .limit(options.limit);
   if (options.status !== undefined) query = query.where('rr.status', '=', options.status);
   return query.execute();
+}
+
+/** The id of the request routine `routineId` belongs to; undefined for an unknown routine. */
+export async function findRoutineRequestId(db: Kysely<DB>, routineId: number): Promise<number | undefined> {
+  const routine = await db
+    .selectFrom('request_routine')
+    .select('request_id')
+    .where('id', '=', routineId)
+    .executeTakeFirst();
+  return routine?.request_id;
 }
