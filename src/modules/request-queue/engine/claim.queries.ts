@@ -200,23 +200,52 @@ export function claimQuery(
 }
 
 /**
- * The ids among `ids` still eligible, read with a fresh statement (inside the write transaction of an
- * engine without row locks, after other writers may have changed them).
+ * The ids of the `claimed` routines that are still as they were claimed: eligible, with the status, try
+ * count and next try the claim read (a console void, retry or re-queue, or another worker's record,
+ * changes one of them). Read inside the transaction that runs them, after their preparation, with their
+ * rows locked where the engine has row locks (waiting: claims skip locked rows and never hold them for
+ * long), so that nobody changes them before the transaction ends.
  */
-export async function stillEligibleIds(
+export async function stillClaimedIds(
   db: Kysely<DB>,
-  ids: readonly number[],
+  dialect: DialectAdapter,
+  claimed: readonly ClaimedRoutine[],
   queue: string,
   nowText: string,
 ): Promise<Set<number>> {
-  if (ids.length === 0) return new Set();
-  const rows = await db
-    .selectFrom('request_routine as rr')
-    .select('rr.id')
-    .where('rr.id', 'in', [...ids])
-    .where((eb) => isEligible(eb, queue, nowText))
+  if (claimed.length === 0) return new Set();
+  const rows = await dialect
+    .lockRows(
+      db
+        .selectFrom('request_routine as rr')
+        .select(['rr.id', 'rr.status', 'rr.try_count', 'rr.next_try_date_time'])
+        .where(
+          'rr.id',
+          'in',
+          claimed.map((c) => c.id),
+        )
+        .where((eb) => isEligible(eb, queue, nowText)),
+    )
     .execute();
-  return new Set(rows.map((r) => r.id));
+  const byId = new Map(claimed.map((c) => [c.id, c]));
+  return new Set(
+    rows
+      .filter((row) => {
+        const was = byId.get(row.id)!;
+        return (
+          row.status === was.status &&
+          row.try_count === was.try_count &&
+          sameTime(row.next_try_date_time, was.next_try_date_time)
+        );
+      })
+      .map((row) => row.id),
+  );
+}
+
+/** Two values of one date-time column, as the driver gave them (a string, a Date or null). */
+function sameTime(a: unknown, b: unknown): boolean {
+  if (a instanceof Date && b instanceof Date) return a.getTime() === b.getTime();
+  return a === b;
 }
 
 export interface AttemptRecord {
