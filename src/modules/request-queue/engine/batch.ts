@@ -117,19 +117,29 @@ const MAX_CLAIM_ROUNDS = 3;
  *    dies loses its session and with it its keys, and its start marks count the attempts as tries.
  * 3. Run, as the single writer does: one write transaction locks the routine rows again and runs only
  *    those still as they were claimed (a console void or re-queue meanwhile leaves its routine unrun).
- * The session keys are released once the batch is over.
+ * The session keys are released once the batch is over. Batches take a turn first
+ * (`rt.batchConnections`): the preparation needs a connection besides the one its batch holds.
  */
-export function runLockedBatch(rt: EngineRuntime, queue: string, limit: number): Promise<StepOutcome[]> {
-  return rt.db.connection().execute(async (conn) => {
-    const held: number[] = [];
-    try {
-      const batch = await claimAndHold(rt, conn, queue, limit, held);
-      return batch === undefined ? [] : await prepareAndRun(rt, conn, queue, batch);
-    } finally {
-      // Should this fail, the connection is broken, and its session, keys included, goes with it.
-      await rt.dialect.unlockSessionKeys(conn, held).catch(() => {});
-    }
-  });
+export async function runLockedBatch(
+  rt: EngineRuntime,
+  queue: string,
+  limit: number,
+): Promise<StepOutcome[]> {
+  await rt.batchConnections.take();
+  try {
+    return await rt.db.connection().execute(async (conn) => {
+      const held: number[] = [];
+      try {
+        const batch = await claimAndHold(rt, conn, queue, limit, held);
+        return batch === undefined ? [] : await prepareAndRun(rt, conn, queue, batch);
+      } finally {
+        // Should this fail, the connection is broken, and its session, keys included, goes with it.
+        await rt.dialect.unlockSessionKeys(conn, held).catch(() => {});
+      }
+    });
+  } finally {
+    rt.batchConnections.give();
+  }
 }
 
 /**

@@ -878,6 +878,75 @@ forEachDialect((dialect) => {
       });
     }
 
+    if (dialect !== 'sqlite') {
+      it('keeps a pool connection for the preparations: batches past the pool less one wait for their turn', async () => {
+        const name = await createRoutineName(testDb.db);
+        const type = await createRequestType(testDb.db, { routineName: name });
+        const first = await enqueueRequest(testDb.database, { requestType: type.requestType });
+        const second = await enqueueRequest(testDb.database, { requestType: type.requestType });
+        let release: () => void = () => {};
+        const released = new Promise<void>((resolve) => {
+          release = resolve;
+        });
+        let signalPreparing: () => void = () => {};
+        const preparing = new Promise<void>((resolve) => {
+          signalPreparing = resolve;
+        });
+        const prepared: number[] = [];
+        const reading = defineRoutine({
+          name,
+          timeoutMs: 20_000,
+          retry: 'backoff',
+          // Each batch holds a connection throughout; its preparation reads on another.
+          prepare: async (ctx) => {
+            if (ctx.routine.request_id === first.requestId) {
+              signalPreparing();
+              await released;
+            }
+            const row = await ctx.db
+              .selectFrom('request')
+              .select('id')
+              .where('id', '=', ctx.routine.request_id)
+              .executeTakeFirstOrThrow();
+            prepared.push(row.id);
+            return row.id;
+          },
+          run: async (ctx, id) => {
+            await ctx.trx
+              .insertInto('request_details')
+              .values({ request_id: id, name: 'ran', value: name })
+              .execute();
+          },
+        });
+        // Two connections: two batches each holding one would leave none for their preparations.
+        const small = await openDatabase(config.database, { poolSize: 2 });
+        try {
+          const worker = createQueueEngine({
+            database: small,
+            config,
+            catalog: createRoutineCatalog([reading]),
+          });
+          const runFirst = worker.runBatch(type.queue, 1);
+          await preparing;
+          const runSecond = worker.runBatch(type.queue, 1);
+          release();
+          const outcomes = [...(await runFirst), ...(await runSecond)];
+          assert.deepEqual(
+            outcomes.map((o) => o.kind === 'ran' && [o.requestId, o.status]),
+            [
+              [first.requestId, 'COMPLETE'],
+              [second.requestId, 'COMPLETE'],
+            ],
+          );
+          assert.deepEqual(prepared, [first.requestId, second.requestId], 'the second batch waited its turn');
+          await worker.flushCounters({ isFinal: true });
+        } finally {
+          release();
+          await small.close();
+        }
+      });
+    }
+
     it('claims through the index in request order, without a sort, however many finished ones come before them', async () => {
       const type = await createRequestType(testDb.db, { routineName: names.ok! });
       await testDb.db.transaction().execute(async (trx) => {
