@@ -9,13 +9,15 @@
  * without releasing the claim between the two, so another worker cannot start the same routine before its
  * failure is recorded.
  *
- * The strategy differs by one capability of the dialect, row locks:
- * - with row locks (PostgreSQL, MySQL), the claim locks its rows inside the write transaction and
- *   `prepare` runs in it; several processes share a queue ({@link runLockedBatch});
+ * The strategies differ in the claim, by one capability of the dialect, row locks:
+ * - with row locks (PostgreSQL, MySQL), the claim locks its rows in a short transaction of its own that
+ *   also takes a session lock per claimed request and commits; several processes share a queue
+ *   ({@link runLockedBatch});
  * - without (SQLite, one writer), the claim is a plain read that leaves out the requests this process is
- *   running, `prepare` runs before the write transaction opens (slow work never holds the single
- *   connection), and each routine's eligibility is read again inside the transaction
- *   ({@link runSingleWriterBatch}).
+ *   running ({@link runSingleWriterBatch}).
+ * Then both alike ({@link prepareAndRun}): `prepare` runs outside any transaction (slow work, a PAS query,
+ * holds neither a lock nor the single connection), and the write transaction reads each claimed routine
+ * again (locking its row) and runs only those still as they were claimed.
  *
  * Both run their transaction through {@link runBatchTransaction}: one commit path and one rollback path.
  * A routine past its timeout rolls back the whole batch (its code may still be running) and is recorded

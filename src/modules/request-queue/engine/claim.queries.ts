@@ -3,11 +3,15 @@
  * chaining (`addRoutine`, `voidAllNewRoutines`) and the queue counters.
  *
  * Claiming: where the engine has row locks (`DialectAdapter.hasRowLocks`), several worker processes on
- * several machines share one queue by claiming inside the transaction that runs the routines, with
- * `SELECT ... FOR UPDATE SKIP LOCKED` on the routine and its request. The request lock gives "one worker
- * per request"; the routine lock makes the engine re-check the routine against its newest version, so a
- * routine another worker has just completed is skipped. If the worker dies, its connection closes, the
- * server rolls the transaction back and releases the locks: the routine is left as it was (NEW/RETRY).
+ * several machines share one queue by claiming with `SELECT ... FOR UPDATE SKIP LOCKED` on the routine
+ * and its request, in a short transaction that takes a session lock per claimed request
+ * (`DialectAdapter.tryLockSessionKeys`) before it commits. The row locks keep two claims apart and make
+ * the engine re-check the routine against its newest version, so a routine another worker has just
+ * completed is skipped; the session lock gives "one worker per request" while the routine is prepared
+ * (outside any transaction) and run (in a transaction that locks its row again and re-checks it:
+ * {@link stillClaimedIds}). If the worker dies, its connection closes, the server rolls back any open
+ * transaction and releases its locks, session locks included: the routine is left as it was
+ * (NEW/RETRY), with the start mark that counts the attempt as a try.
  * Without row locks (SQLite, one writer) one worker process serves the database: it keeps the ids of the
  * requests it is running in memory and leaves them out of the claim, and its write transaction is the
  * database-wide writer lock.
