@@ -8,6 +8,8 @@ import { sql } from 'kysely';
 import type { TestDatabase } from '../../test/harness.ts';
 import { DIALECTS, createTestDatabase, forEachDialect } from '../../test/harness.ts';
 import { until } from '../../test/until.ts';
+import { loadConfig } from '../config.ts';
+import { openDatabase } from './database.ts';
 import { sessionOptions } from './dialects/postgres.ts';
 import { castBoundLimits } from './dialects/sqlite.ts';
 import { startSqliteCheckpointer } from './dialects/sqlite-checkpointer.ts';
@@ -521,6 +523,46 @@ forEachDialect((dialect) => {
       } finally {
         if (isHolderOpen) await holder.rollback().execute();
       }
+    });
+
+    it('tryLockSessionKeys holds keys for the session across a rollback, until released or the session ends', async (t) => {
+      const { dialect: adapter } = testDb.database;
+      if (!adapter.hasRowLocks) {
+        t.skip('one writer: no other session to exclude');
+        return;
+      }
+      await testDb.db.connection().execute(async (holder) => {
+        assert.deepEqual(await adapter.tryLockSessionKeys(holder, [7, 8]), new Set([7, 8]));
+        const trx = await holder.startTransaction().execute();
+        await trx.rollback().execute();
+        await testDb.db.connection().execute(async (other) => {
+          assert.deepEqual(
+            await adapter.tryLockSessionKeys(other, [7, 8, 9]),
+            new Set([9]),
+            'a rollback keeps them',
+          );
+          await adapter.unlockSessionKeys(other, [9]);
+          await adapter.unlockSessionKeys(holder, [7]);
+          assert.deepEqual(await adapter.tryLockSessionKeys(other, [7, 8]), new Set([7]));
+          await adapter.unlockSessionKeys(other, [7]);
+        });
+        await adapter.unlockSessionKeys(holder, [8]);
+      });
+      // The session that held them has ended: a closed database releases every key.
+      const closed = await openDatabase(loadConfig(testDb.env).database, { poolSize: 1 });
+      const taken = await closed.db
+        .connection()
+        .execute((conn) => closed.dialect.tryLockSessionKeys(conn, [10]));
+      assert.deepEqual(taken, new Set([10]));
+      await closed.close();
+      // The server ends the closed session a moment after the client.
+      await until(() =>
+        testDb.db.connection().execute(async (conn) => {
+          const got = await adapter.tryLockSessionKeys(conn, [8, 10]);
+          await adapter.unlockSessionKeys(conn, [...got]);
+          return got.size === 2;
+        }),
+      );
     });
   });
 });

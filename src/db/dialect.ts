@@ -223,6 +223,17 @@ export interface DialectAdapter {
    * row when missing and answers true.
    */
   tryLockNamedRow(trx: AnyKysely, target: { table: string; column: string; key: string }): Promise<boolean>;
+  /**
+   * Session locks on the integer `keys` of one key space (the queue engine's, by request id): held by
+   * the session of `conn` (a Kysely bound to one connection, `db.connection()`) inside and outside its
+   * transactions, a rollback included, until {@link unlockSessionKeys} or the end of the session: the
+   * server releases them when the connection closes, so a process that dies leaves none behind. Never
+   * waits: answers the keys this session holds now; the others are held by another session. Without row
+   * locks (one writer, no other session to exclude) every key.
+   */
+  tryLockSessionKeys(conn: AnyKysely, keys: readonly number[]): Promise<Set<number>>;
+  /** Releases the session locks of `keys` that the session of `conn` took. */
+  unlockSessionKeys(conn: AnyKysely, keys: readonly number[]): Promise<void>;
   /** Runs a compiled single statement outside any transaction, prepared once per connection. */
   runPrepared<R>(query: CompiledQuery<R>): Promise<R[]>;
   /**

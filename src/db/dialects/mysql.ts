@@ -159,6 +159,11 @@ interface MysqlPoolInternals {
   _connectionQueue?: { length: number };
 }
 
+/** The name of the queue engine's session lock `key` in this database (at most 41 characters of 64). */
+function sessionLockName(key: number) {
+  return sql<string>`concat('cra_queue:', ${key}, ':', left(sha1(database()), 20))`;
+}
+
 function createMysqlAdapter(db: KyselyClass<DB>, pool: mysql.Pool, poolSize: number): DialectAdapter {
   // mysql2 keeps its counts in fields of the pool without a public accessor.
   const internals = pool as unknown as MysqlPoolInternals;
@@ -225,6 +230,20 @@ function createMysqlAdapter(db: KyselyClass<DB>, pool: mysql.Pool, poolSize: num
       if (exists.rows.length > 0) return false;
       await insertKeyRow(db, target);
       return (await lockKeyRow(trx, target, 'skip locked')).rows.length > 0;
+    },
+    // Named locks (`GET_LOCK`) are the server's, not a database's: the name carries the database's.
+    tryLockSessionKeys: async (conn, keys) => {
+      if (keys.length === 0) return new Set();
+      const { rows } = await sql<Record<string, number | null>>`select ${sql.join(
+        keys.map((key, i) => sql`get_lock(${sessionLockName(key)}, 0) as ${sql.ref(`k${i}`)}`),
+      )}`.execute(conn);
+      return new Set(keys.filter((_, i) => Number(rows[0]?.[`k${i}`]) === 1));
+    },
+    unlockSessionKeys: async (conn, keys) => {
+      if (keys.length === 0) return;
+      await sql`select ${sql.join(
+        keys.map((key, i) => sql`release_lock(${sessionLockName(key)}) as ${sql.ref(`k${i}`)}`),
+      )}`.execute(conn);
     },
     // Every statement with parameters already runs prepared (mysql-driver.ts).
     runPrepared: async (query) => (await db.executeQuery(query)).rows,

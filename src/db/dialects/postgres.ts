@@ -20,6 +20,9 @@ import { prefixRangeMatch, prefixUpperBound } from './prefix-range.ts';
 
 const MiB = 1024 * 1024;
 
+/** The first key of the queue engine's session locks (`tryLockSessionKeys`): 'CRAQ'. */
+const QUEUE_LOCK_SPACE = 0x43524151;
+
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type AnySelect = SelectQueryBuilder<any, any, any>;
 
@@ -251,6 +254,20 @@ function createPostgresAdapter(
       if (exists.rows.length > 0) return false;
       await commitWithoutFlush(insertNamedRow(db, target));
       return (await lock()).rows.length > 0;
+    },
+    // Advisory locks of the two-key form, the first key naming the key space: they never meet the
+    // one-key (bigint) locks, such as the migrator's. Advisory locks are per database.
+    tryLockSessionKeys: async (conn, keys) => {
+      if (keys.length === 0) return new Set();
+      const { rows } = await sql<{ key: number; held: boolean }>`
+        select k as key, pg_try_advisory_lock(${sql.lit(QUEUE_LOCK_SPACE)}, k) as held
+        from unnest(${[...keys]}::int4[]) as k`.execute(conn);
+      return new Set(rows.filter((r) => r.held).map((r) => Number(r.key)));
+    },
+    unlockSessionKeys: async (conn, keys) => {
+      if (keys.length === 0) return;
+      await sql`select pg_advisory_unlock(${sql.lit(QUEUE_LOCK_SPACE)}, k)
+        from unnest(${[...keys]}::int4[]) as k`.execute(conn);
     },
     // A named statement is parsed and planned once per connection instead of on every call; the name is
     // the hash of the SQL, and the row parsers are the same pg ones Kysely uses.

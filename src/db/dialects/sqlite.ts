@@ -210,6 +210,9 @@ function createSqliteAdapter(db: Kysely<DB>, executor: IGenericSqlite<DatabaseSy
       await insertNamedRow(trx, target);
       return true;
     },
+    // One writer: no other session to exclude.
+    tryLockSessionKeys: async (_conn, keys) => new Set(keys),
+    unlockSessionKeys: async () => {},
     // The executor keeps its prepared statements by SQL text. A compiled query goes to it directly:
     // through `db.executeQuery` it would take the same path plus Kysely's connection hand-off (this
     // instance has no plugins to transform results, and the driver hands every caller the one

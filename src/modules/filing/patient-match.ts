@@ -24,9 +24,8 @@
  * the console (`console_edits`), its choice is the one the match follows, by demographics alone.
  *
  * **A patient the PAS knows** (`missingPatients`, the PAS query of `PAS_QUERY_HOST`): when no local
- * patient matches, `prepare` asks the PAS for the identifier (outside the write transaction where the
- * engine has a single writer; where it has row locks, in the batch's transaction, which the question
- * only reads, while the patient is stored in a transaction of its own on another connection). A
+ * patient matches, `prepare` asks the PAS for the identifier, outside any transaction (no lock is held while
+ * the PAS answers; the patient is stored in a transaction of its own). A
  * patient the PAS supplies is committed before `run` matches, so the request is matched in the same
  * attempt; a PAS that is down, slow or knows no such patient leaves the request waiting as without a
  * PAS, the reason saying so.

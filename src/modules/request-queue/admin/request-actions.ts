@@ -9,8 +9,10 @@
  *   worker re-checks before it runs a claimed routine;
  * - every action runs in a write transaction that first takes the request's locks as the worker does
  *   (`lockRequestRows`: the request and routine rows through the adapter's `lockRowsSkipLocked`, so a
- *   request a worker holds answers "busy" at once; with a single writer the write transaction is the
- *   database-wide lock the worker's batch also takes);
+ *   request a worker is claiming or running answers "busy" at once; with a single writer the write
+ *   transaction is the database-wide lock the worker's batch also takes). While a worker prepares a
+ *   routine (outside any transaction) nothing is locked and the action goes through: the worker's run
+ *   transaction then finds the routine changed and leaves it unrun;
  * - under those locks the routine is read again and compared with the version the operator saw: any
  *   difference answers "changed meanwhile" and nothing is written (never a lost update);
  * - once committed, a change that makes routines pending wakes the workers of their queues (this

@@ -9,22 +9,24 @@
  * without releasing the claim between the two, so another worker cannot start the same routine before its
  * failure is recorded.
  *
- * The strategy differs by one capability of the dialect, row locks:
- * - with row locks (PostgreSQL, MySQL), the claim locks its rows inside the write transaction and
- *   `prepare` runs in it; several processes share a queue ({@link runLockedBatch});
+ * The strategies differ in the claim, by one capability of the dialect, row locks:
+ * - with row locks (PostgreSQL, MySQL), the claim locks its rows in a short transaction of its own that
+ *   also takes a session lock per claimed request and commits; several processes share a queue
+ *   ({@link runLockedBatch});
  * - without (SQLite, one writer), the claim is a plain read that leaves out the requests this process is
- *   running, `prepare` runs before the write transaction opens (slow work never holds the single
- *   connection), and each routine's eligibility is read again inside the transaction
- *   ({@link runSingleWriterBatch}).
+ *   running ({@link runSingleWriterBatch}).
+ * Then both alike ({@link prepareAndRun}): `prepare` runs outside any transaction (slow work, a PAS query,
+ * holds neither a lock nor the single connection), and the write transaction reads each claimed routine
+ * again (locking its row) and runs only those still as they were claimed.
  *
  * Both run their transaction through {@link runBatchTransaction}: one commit path and one rollback path.
  * A routine past its timeout rolls back the whole batch (its code may still be running) and is recorded
  * in a short transaction of its own; the others stay as they were and run again.
  */
-import type { ControlledTransaction } from 'kysely';
+import type { ControlledTransaction, Kysely } from 'kysely';
 import { formatDateTime } from '../../../db/database.ts';
 import type { DB } from '../../../db/schema.ts';
-import type { Attempt, BatchEntry, Runnable, StepOutcome } from './attempts.ts';
+import type { Attempt, BatchEntry, Runnable, StepOutcome, Unfinished } from './attempts.ts';
 import {
   forgetAttempts,
   outcomeOf,
@@ -40,7 +42,7 @@ import {
   clearAttemptMarkers,
   keepUnfinishedCount,
   recordAttempts,
-  stillEligibleIds,
+  stillClaimedIds,
 } from './claim.queries.ts';
 import { notifyQueueAfterCommit } from './queue-events.ts';
 import { writeRequestTexts } from '../../attachment-data/index.ts';
@@ -57,31 +59,25 @@ type Trx = ControlledTransaction<DB>;
 interface BatchTransaction {
   readonly trx: Trx;
   readonly locks: BatchLocks;
-  /** Routines whose start marks are committed; the locked strategy sets them once it has claimed. */
-  marked: readonly Runnable[];
 }
 
 /**
- * Opens the batch's write transaction, lets `fill` run the batch's routines in it (undefined: nothing
- * was claimed) and commits their outcomes; on any failure rolls the whole transaction back (the one
- * rollback path of both strategies): a timed-out routine is then recorded on its own, and otherwise the
- * start marks of the batch's routines are forgotten and the error goes on.
+ * Opens the batch's write transaction on `db` (the database, or the one connection the batch holds),
+ * lets `fill` run the batch's routines in it and commits their outcomes; on any failure rolls the whole
+ * transaction back (the one rollback path of both strategies): a timed-out routine is then recorded on
+ * its own, and otherwise the start marks of the batch's routines are forgotten and the error goes on.
  */
 async function runBatchTransaction(
   rt: EngineRuntime,
+  db: Kysely<DB>,
   queue: string,
   marked: readonly Runnable[],
-  fill: (batch: BatchTransaction) => Promise<BatchEntry[] | undefined>,
+  fill: (batch: BatchTransaction) => Promise<BatchEntry[]>,
 ): Promise<StepOutcome[]> {
-  const trx = await rt.db.startTransaction().execute();
-  const batch: BatchTransaction = { trx, locks: { keys: new Set() }, marked };
+  const trx = await db.startTransaction().execute();
+  const batch: BatchTransaction = { trx, locks: { keys: new Set() } };
   try {
-    const entries = await fill(batch);
-    if (entries === undefined) {
-      await trx.rollback().execute();
-      return [];
-    }
-    return await commitBatch(rt, trx, queue, entries, batch.marked);
+    return await commitBatch(rt, trx, queue, await fill(batch), marked);
   } catch (error) {
     if (!trx.isCommitted && !trx.isRolledBack) {
       await trx
@@ -90,8 +86,8 @@ async function runBatchTransaction(
         .catch(() => {});
     }
     // The other routines of the batch were rolled back too: they stay as they were and run again.
-    if (error instanceof RoutineTimeoutError) return [await recordTimeout(rt, error, batch.marked)];
-    await forgetAttempts(rt, batch.marked);
+    if (error instanceof RoutineTimeoutError) return [await recordTimeout(rt, error, marked)];
+    await forgetAttempts(rt, marked);
     throw error;
   }
 }
@@ -101,30 +97,91 @@ function isWritingEachRoutine(rt: EngineRuntime, claimed: readonly ClaimedRoutin
   return rt.writingEachRoutineIds.size > 0 && claimed.some((c) => rt.writingEachRoutineIds.has(c.id));
 }
 
-/** Row locks: claim, prepare and run inside one transaction that holds the claims until its commit. */
-export function runLockedBatch(rt: EngineRuntime, queue: string, limit: number): Promise<StepOutcome[]> {
-  return runBatchTransaction(rt, queue, [], async (batch) => {
-    const { trx, locks } = batch;
-    const claimed = await claimRoutines(trx, rt.database, {
-      queue,
-      nowText: formatDateTime(rt.now()),
-      limit,
-      excludeRequestIds: new Set(),
+/** Routines a batch claimed and marked: those to run and those whose last attempt never finished. */
+interface ClaimedBatch {
+  readonly claimed: readonly ClaimedRoutine[];
+  readonly runnable: readonly Runnable[];
+  readonly unfinished: readonly Unfinished[];
+}
+
+/** How many claims a batch makes at most when the routines it claimed are held by other workers. */
+const MAX_CLAIM_ROUNDS = 3;
+
+/**
+ * Row locks, several worker processes: the batch holds one connection throughout (`db.connection()`).
+ * 1. Claim, in a short transaction on it: the claim's row locks (`FOR UPDATE SKIP LOCKED`) choose
+ *    routines that no other transaction is claiming or running; each claimed request is then locked for
+ *    the session (`tryLockSessionKeys`), and a request whose key another worker's session holds (it is
+ *    preparing or running a routine of it) is left out and the claim is made again without it. The start
+ *    marks are committed, and so is the claim: no row lock is held any more.
+ * 2. Prepare, outside any transaction: slow preparation (a PAS query) holds neither locks nor an open
+ *    transaction. The session keys keep other workers off the batch's requests meanwhile; a process that
+ *    dies loses its session and with it its keys, and its start marks count the attempts as tries.
+ * 3. Run, as the single writer does: one write transaction locks the routine rows again and runs only
+ *    those still as they were claimed (a console void or re-queue meanwhile leaves its routine unrun).
+ * The session keys are released once the batch is over. Batches take a turn first
+ * (`rt.batchConnections`): the preparation needs a connection besides the one its batch holds.
+ */
+export async function runLockedBatch(
+  rt: EngineRuntime,
+  queue: string,
+  limit: number,
+): Promise<StepOutcome[]> {
+  await rt.batchConnections.take();
+  try {
+    return await rt.db.connection().execute(async (conn) => {
+      const held: number[] = [];
+      try {
+        const batch = await claimAndHold(rt, conn, queue, limit, held);
+        return batch === undefined ? [] : await prepareAndRun(rt, conn, queue, batch);
+      } finally {
+        // Should this fail, the connection is broken, and its session, keys included, goes with it.
+        await rt.dialect.unlockSessionKeys(conn, held).catch(() => {});
+      }
     });
+  } finally {
+    rt.batchConnections.give();
+  }
+}
+
+/**
+ * Step 1 of {@link runLockedBatch}: claims up to `limit` routines of requests whose session keys it
+ * takes (adding them to `held`, also on failure, for the caller to release) and marks their attempts
+ * started, in a transaction of `conn` that commits before it returns. Undefined: nothing to run.
+ */
+async function claimAndHold(
+  rt: EngineRuntime,
+  conn: Kysely<DB>,
+  queue: string,
+  limit: number,
+  held: number[],
+): Promise<ClaimedBatch | undefined> {
+  return conn.transaction().execute(async (trx) => {
+    const claimed: ClaimedRoutine[] = [];
+    // Its own claimed requests too: a claim returns the rows its own transaction has locked.
+    const seen = new Set<number>();
+    for (let round = 0; round < MAX_CLAIM_ROUNDS && claimed.length < limit; round += 1) {
+      const found = await claimRoutines(trx, rt.database, {
+        queue,
+        nowText: formatDateTime(rt.now()),
+        limit: limit - claimed.length,
+        excludeRequestIds: seen,
+      });
+      if (found.length === 0) break;
+      const keys = await rt.dialect.tryLockSessionKeys(
+        trx,
+        found.map((r) => r.request_id),
+      );
+      held.push(...keys);
+      for (const routine of found) {
+        seen.add(routine.request_id);
+        if (keys.has(routine.request_id)) claimed.push(routine);
+      }
+      if (keys.size === found.length) break;
+    }
     if (claimed.length === 0) return undefined;
     const { runnable, unfinished } = await startAttempts(rt, trx, claimed);
-    batch.marked = runnable;
-    locks.readAhead = createReadAhead(runnable.map((r) => r.routine));
-    locks.isWritingEachRoutine = isWritingEachRoutine(rt, claimed);
-    const batchStartedAt = Date.now();
-    const entries: BatchEntry[] = unfinished.map((entry) => recordUnfinished(rt, entry));
-    // The claim took one routine per request and its row locks re-checked each against its newest
-    // version, so each runs without another read.
-    for (const { routine } of runnable) {
-      if (entries.length > unfinished.length && Date.now() - batchStartedAt > rt.batchBudgetMs) break;
-      entries.push(await runClaimed(rt, trx, routine, { logLines: [rt.workerLine], locks }));
-    }
-    return entries;
+    return { claimed, runnable, unfinished };
   });
 }
 
@@ -147,39 +204,53 @@ export async function runSingleWriterBatch(
   for (const routine of claimed) rt.busyRequestIds.add(routine.request_id);
   try {
     const { runnable, unfinished } = await startAttempts(rt, rt.db, claimed);
-    const batchStartedAt = Date.now();
-    const ready: { routine: ClaimedRoutine; pre: Prepared; logLines: string[] }[] = [];
-    for (const { routine } of runnable) {
-      if (ready.length > 0 && Date.now() - batchStartedAt > rt.batchBudgetMs) break;
-      const logLines = [rt.workerLine];
-      ready.push({ routine, pre: await prepareAhead(rt, routine, logLines), logLines });
-    }
-    return await runBatchTransaction(rt, queue, runnable, async ({ trx, locks }) => {
-      const eligible = await stillEligibleIds(
-        trx,
-        [...unfinished.map((u) => u.routine.id), ...ready.map((r) => r.routine.id)],
-        queue,
-        formatDateTime(rt.now()),
-      );
-      const entries: BatchEntry[] = unfinished.map((entry) =>
-        eligible.has(entry.routine.id) ? recordUnfinished(rt, entry) : 'contended',
-      );
-      locks.readAhead = createReadAhead(
-        ready.filter((r) => eligible.has(r.routine.id)).map((r) => r.routine),
-      );
-      locks.isWritingEachRoutine = isWritingEachRoutine(rt, claimed);
-      for (const { routine, pre, logLines } of ready) {
-        entries.push(
-          eligible.has(routine.id)
-            ? await runClaimed(rt, trx, routine, { logLines, prepared: pre, locks })
-            : 'contended',
-        );
-      }
-      return entries;
-    });
+    return await prepareAndRun(rt, rt.db, queue, { claimed, runnable, unfinished });
   } finally {
     for (const routine of claimed) rt.busyRequestIds.delete(routine.request_id);
   }
+}
+
+/**
+ * What both strategies do once their claims are marked: prepare the runnable routines outside any
+ * transaction (within the batch's time budget; the others are put back), then in one write transaction
+ * on `db` re-check each claimed routine (locking its row where the engine has row locks) and run, or
+ * record as never finished, those still as they were claimed; the others are 'contended'.
+ */
+async function prepareAndRun(
+  rt: EngineRuntime,
+  db: Kysely<DB>,
+  queue: string,
+  { claimed, runnable, unfinished }: ClaimedBatch,
+): Promise<StepOutcome[]> {
+  const batchStartedAt = Date.now();
+  const ready: { routine: ClaimedRoutine; pre: Prepared; logLines: string[] }[] = [];
+  for (const { routine } of runnable) {
+    if (ready.length > 0 && Date.now() - batchStartedAt > rt.batchBudgetMs) break;
+    const logLines = [rt.workerLine];
+    ready.push({ routine, pre: await prepareAhead(rt, routine, logLines), logLines });
+  }
+  return runBatchTransaction(rt, db, queue, runnable, async ({ trx, locks }) => {
+    const current = await stillClaimedIds(
+      trx,
+      rt.dialect,
+      [...unfinished.map((u) => u.routine), ...ready.map((r) => r.routine)],
+      queue,
+      formatDateTime(rt.now()),
+    );
+    const entries: BatchEntry[] = unfinished.map((entry) =>
+      current.has(entry.routine.id) ? recordUnfinished(rt, entry) : 'contended',
+    );
+    locks.readAhead = createReadAhead(ready.filter((r) => current.has(r.routine.id)).map((r) => r.routine));
+    locks.isWritingEachRoutine = isWritingEachRoutine(rt, claimed);
+    for (const { routine, pre, logLines } of ready) {
+      entries.push(
+        current.has(routine.id)
+          ? await runClaimed(rt, trx, routine, { logLines, prepared: pre, locks })
+          : 'contended',
+      );
+    }
+    return entries;
+  });
 }
 
 /**

@@ -3,11 +3,15 @@
  * chaining (`addRoutine`, `voidAllNewRoutines`) and the queue counters.
  *
  * Claiming: where the engine has row locks (`DialectAdapter.hasRowLocks`), several worker processes on
- * several machines share one queue by claiming inside the transaction that runs the routines, with
- * `SELECT ... FOR UPDATE SKIP LOCKED` on the routine and its request. The request lock gives "one worker
- * per request"; the routine lock makes the engine re-check the routine against its newest version, so a
- * routine another worker has just completed is skipped. If the worker dies, its connection closes, the
- * server rolls the transaction back and releases the locks: the routine is left as it was (NEW/RETRY).
+ * several machines share one queue by claiming with `SELECT ... FOR UPDATE SKIP LOCKED` on the routine
+ * and its request, in a short transaction that takes a session lock per claimed request
+ * (`DialectAdapter.tryLockSessionKeys`) before it commits. The row locks keep two claims apart and make
+ * the engine re-check the routine against its newest version, so a routine another worker has just
+ * completed is skipped; the session lock gives "one worker per request" while the routine is prepared
+ * (outside any transaction) and run (in a transaction that locks its row again and re-checks it:
+ * {@link stillClaimedIds}). If the worker dies, its connection closes, the server rolls back any open
+ * transaction and releases its locks, session locks included: the routine is left as it was
+ * (NEW/RETRY), with the start mark that counts the attempt as a try.
  * Without row locks (SQLite, one writer) one worker process serves the database: it keeps the ids of the
  * requests it is running in memory and leaves them out of the claim, and its write transaction is the
  * database-wide writer lock.
@@ -200,23 +204,52 @@ export function claimQuery(
 }
 
 /**
- * The ids among `ids` still eligible, read with a fresh statement (inside the write transaction of an
- * engine without row locks, after other writers may have changed them).
+ * The ids of the `claimed` routines that are still as they were claimed: eligible, with the status, try
+ * count and next try the claim read (a console void, retry or re-queue, or another worker's record,
+ * changes one of them). Read inside the transaction that runs them, after their preparation, with their
+ * rows locked where the engine has row locks (waiting: claims skip locked rows and never hold them for
+ * long), so that nobody changes them before the transaction ends.
  */
-export async function stillEligibleIds(
+export async function stillClaimedIds(
   db: Kysely<DB>,
-  ids: readonly number[],
+  dialect: DialectAdapter,
+  claimed: readonly ClaimedRoutine[],
   queue: string,
   nowText: string,
 ): Promise<Set<number>> {
-  if (ids.length === 0) return new Set();
-  const rows = await db
-    .selectFrom('request_routine as rr')
-    .select('rr.id')
-    .where('rr.id', 'in', [...ids])
-    .where((eb) => isEligible(eb, queue, nowText))
+  if (claimed.length === 0) return new Set();
+  const rows = await dialect
+    .lockRows(
+      db
+        .selectFrom('request_routine as rr')
+        .select(['rr.id', 'rr.status', 'rr.try_count', 'rr.next_try_date_time'])
+        .where(
+          'rr.id',
+          'in',
+          claimed.map((c) => c.id),
+        )
+        .where((eb) => isEligible(eb, queue, nowText)),
+    )
     .execute();
-  return new Set(rows.map((r) => r.id));
+  const byId = new Map(claimed.map((c) => [c.id, c]));
+  return new Set(
+    rows
+      .filter((row) => {
+        const was = byId.get(row.id)!;
+        return (
+          row.status === was.status &&
+          row.try_count === was.try_count &&
+          sameTime(row.next_try_date_time, was.next_try_date_time)
+        );
+      })
+      .map((row) => row.id),
+  );
+}
+
+/** Two values of one date-time column, as the driver gave them (a string, a Date or null). */
+function sameTime(a: unknown, b: unknown): boolean {
+  if (a instanceof Date && b instanceof Date) return a.getTime() === b.getTime();
+  return a === b;
 }
 
 export interface AttemptRecord {

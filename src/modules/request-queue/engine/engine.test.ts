@@ -3,7 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import type { Config } from '../../../config.ts';
 import { loadConfig, parseBackoff } from '../../../config.ts';
 import { sql } from 'kysely';
-import { formatDateTime } from '../../../db/database.ts';
+import { formatDateTime, openDatabase } from '../../../db/database.ts';
 import { countRows } from '../../../../test/factories.ts';
 import { addFailingTrigger } from '../../../../test/failing-trigger.ts';
 import {
@@ -20,6 +20,8 @@ import type { QueueEngine, StepOutcome } from './engine.ts';
 import { claimQuery } from './claim.queries.ts';
 import { createQueueEngine, retryDelayMs } from './engine.ts';
 import { enqueueRequest } from '../intake/enqueue.ts';
+import { voidRoutine } from '../admin/request-actions.ts';
+import { routineVersion } from '../admin/request-detail.ts';
 import { DEFAULT_ROUTINES } from '../../filing/index.ts';
 import type { RoutineContext } from './routine-catalog.ts';
 import { PermanentRoutineError, createRoutineCatalog, defineRoutine } from './routine-catalog.ts';
@@ -728,6 +730,222 @@ forEachDialect((dialect) => {
       assert.doesNotMatch(executions[0]!.log_text ?? '', /never finished/);
       await engine.flushCounters();
     });
+
+    it('prepares with no transaction open and no lock held, and does not run a routine voided meanwhile', async () => {
+      const name = await createRoutineName(testDb.db);
+      const seen: string[] = [];
+      const { dialect: adapter } = testDb.database;
+      const preparing = defineRoutine({
+        name,
+        timeoutMs: 10_000,
+        retry: 'backoff',
+        prepare: async (ctx) => {
+          if (adapter.hasRowLocks) {
+            // From another connection: the claimed routine and request rows are free to lock.
+            const free = await testDb.db
+              .transaction()
+              .execute((trx) =>
+                adapter
+                  .lockRowsSkipLocked(
+                    trx
+                      .selectFrom('request_routine as rr')
+                      .innerJoin('request as r', 'r.id', 'rr.request_id')
+                      .select('rr.id')
+                      .where('rr.id', '=', ctx.routine.id),
+                    ['r', 'rr'],
+                  )
+                  .execute(),
+              );
+            seen.push(free.length === 1 ? 'rows free' : 'rows locked');
+          }
+          if (dialect === 'postgres') {
+            const open = await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity
+              where datname = current_database() and state like 'idle in transaction%'`.execute(testDb.db);
+            seen.push(`${open.rows[0]!.n} idle in transaction`);
+          }
+          // The console voids the routine while it is being prepared (on SQLite a write transaction of
+          // its own: it would wait behind an open batch transaction).
+          const [row] = await routinesOf(testDb.db, ctx.routine.request_id);
+          const outcome = await voidRoutine(testDb.database, {
+            routineId: ctx.routine.id,
+            expectedVersion: routineVersion(row!),
+          });
+          seen.push(`void ${outcome.kind}`);
+          return 'prepared';
+        },
+        run: async (ctx) => {
+          seen.push('ran');
+          await ctx.trx
+            .insertInto('request_details')
+            .values({ request_id: ctx.routine.request_id, name: 'ran', value: name })
+            .execute();
+        },
+      });
+      const preparer = createQueueEngine({
+        database: testDb.database,
+        config,
+        catalog: createRoutineCatalog([preparing]),
+        now: () => clock,
+      });
+      const { requestId, queue, routineId } = await newRequest(name);
+      const outcomes = await preparer.runBatch(queue, 1);
+      assert.deepEqual(outcomes, [{ kind: 'contended' }]);
+      assert.deepEqual(seen, [
+        ...(adapter.hasRowLocks ? ['rows free'] : []),
+        ...(dialect === 'postgres' ? ['0 idle in transaction'] : []),
+        'void done',
+      ]);
+      const [routine] = await routinesOf(testDb.db, requestId);
+      assert.deepEqual([routine!.status, routine!.try_count], ['VOID', 0]);
+      assert.deepEqual(await executionsOf(testDb.db, routineId), []);
+      assert.deepEqual(await details(requestId), []);
+      const marks = await sql<{ n: number }>`select count(*) as n from request_routine_attempt
+        where request_routine_id = ${routineId}`.execute(testDb.db);
+      assert.equal(Number(marks.rows[0]!.n), 0, 'its start mark is cleared');
+      assert.deepEqual(await preparer.runBatch(queue, 1), []);
+    });
+
+    if (dialect !== 'sqlite') {
+      it('lets another worker claim and commit other routines while one prepares, never the one it prepares', async () => {
+        const name = await createRoutineName(testDb.db);
+        const type = await createRequestType(testDb.db, { routineName: name });
+        const first = await enqueueRequest(testDb.database, { requestType: type.requestType });
+        const second = await enqueueRequest(testDb.database, { requestType: type.requestType });
+        let release: () => void = () => {};
+        const released = new Promise<void>((resolve) => {
+          release = resolve;
+        });
+        let signalPreparing: () => void = () => {};
+        const preparing = new Promise<void>((resolve) => {
+          signalPreparing = resolve;
+        });
+        const ranBy: string[] = [];
+        const catalog = (worker: string) =>
+          createRoutineCatalog([
+            defineRoutine({
+              name,
+              timeoutMs: 20_000,
+              retry: 'backoff',
+              prepare: async (ctx) => {
+                if (ctx.routine.request_id === first.requestId) {
+                  signalPreparing();
+                  await released;
+                }
+                return worker;
+              },
+              run: async (ctx, by) => {
+                ranBy.push(`${by} ${ctx.routine.request_id === first.requestId ? 'first' : 'second'}`);
+                await ctx.trx
+                  .insertInto('request_details')
+                  .values({ request_id: ctx.routine.request_id, name: 'ran', value: by })
+                  .execute();
+              },
+            }),
+          ]);
+        const other = await openDatabase(config.database, { poolSize: 2 });
+        try {
+          const workerA = createQueueEngine({ database: testDb.database, config, catalog: catalog('A') });
+          const workerB = createQueueEngine({ database: other, config, catalog: catalog('B') });
+          const runA = workerA.runBatch(type.queue, 1);
+          await preparing;
+          // A prepares the first request with nothing locked: B skips it (A's session holds its key),
+          // takes the second and commits it.
+          const [outcomeB] = await workerB.runBatch(type.queue, 1);
+          assert.equal(outcomeB!.kind === 'ran' && outcomeB!.requestId, second.requestId);
+          assert.equal(outcomeB!.kind === 'ran' && outcomeB!.status, 'COMPLETE');
+          assert.deepEqual(
+            await workerB.runBatch(type.queue, 1),
+            [],
+            'the first request is not claimed twice',
+          );
+          const [pending] = await routinesOf(testDb.db, first.requestId);
+          assert.deepEqual([pending!.status, pending!.try_count], ['NEW', 0]);
+          release();
+          const [outcomeA] = await runA;
+          assert.equal(outcomeA!.kind === 'ran' && outcomeA!.status, 'COMPLETE');
+          assert.deepEqual(ranBy, ['B second', 'A first']);
+          for (const { requestId } of [first, second]) {
+            const [routine] = await routinesOf(testDb.db, requestId);
+            assert.deepEqual([routine!.status, routine!.try_count], ['COMPLETE', 1]);
+            assert.equal((await executionsOf(testDb.db, routine!.id)).length, 1);
+          }
+          await workerA.flushCounters();
+          await workerB.flushCounters({ isFinal: true });
+        } finally {
+          release();
+          await other.close();
+        }
+      });
+    }
+
+    if (dialect !== 'sqlite') {
+      it('keeps a pool connection for the preparations: batches past the pool less one wait for their turn', async () => {
+        const name = await createRoutineName(testDb.db);
+        const type = await createRequestType(testDb.db, { routineName: name });
+        const first = await enqueueRequest(testDb.database, { requestType: type.requestType });
+        const second = await enqueueRequest(testDb.database, { requestType: type.requestType });
+        let release: () => void = () => {};
+        const released = new Promise<void>((resolve) => {
+          release = resolve;
+        });
+        let signalPreparing: () => void = () => {};
+        const preparing = new Promise<void>((resolve) => {
+          signalPreparing = resolve;
+        });
+        const prepared: number[] = [];
+        const reading = defineRoutine({
+          name,
+          timeoutMs: 20_000,
+          retry: 'backoff',
+          // Each batch holds a connection throughout; its preparation reads on another.
+          prepare: async (ctx) => {
+            if (ctx.routine.request_id === first.requestId) {
+              signalPreparing();
+              await released;
+            }
+            const row = await ctx.db
+              .selectFrom('request')
+              .select('id')
+              .where('id', '=', ctx.routine.request_id)
+              .executeTakeFirstOrThrow();
+            prepared.push(row.id);
+            return row.id;
+          },
+          run: async (ctx, id) => {
+            await ctx.trx
+              .insertInto('request_details')
+              .values({ request_id: id, name: 'ran', value: name })
+              .execute();
+          },
+        });
+        // Two connections: two batches each holding one would leave none for their preparations.
+        const small = await openDatabase(config.database, { poolSize: 2 });
+        try {
+          const worker = createQueueEngine({
+            database: small,
+            config,
+            catalog: createRoutineCatalog([reading]),
+          });
+          const runFirst = worker.runBatch(type.queue, 1);
+          await preparing;
+          const runSecond = worker.runBatch(type.queue, 1);
+          release();
+          const outcomes = [...(await runFirst), ...(await runSecond)];
+          assert.deepEqual(
+            outcomes.map((o) => o.kind === 'ran' && [o.requestId, o.status]),
+            [
+              [first.requestId, 'COMPLETE'],
+              [second.requestId, 'COMPLETE'],
+            ],
+          );
+          assert.deepEqual(prepared, [first.requestId, second.requestId], 'the second batch waited its turn');
+          await worker.flushCounters({ isFinal: true });
+        } finally {
+          release();
+          await small.close();
+        }
+      });
+    }
 
     it('claims through the index in request order, without a sort, however many finished ones come before them', async () => {
       const type = await createRequestType(testDb.db, { routineName: names.ok! });

@@ -3,10 +3,9 @@
  * `request_routine`. A routine is plain TypeScript, not a script file: its definition
  * carries its timeout, its retry policy, an optional validation of its input and two phases:
  *
- * - `prepare` (optional) does slow, read-only work (parsing a DICOM header, making thumbnails) before the
- *   write transaction where the engine has a single writer (SQLite), whose connection would otherwise be
- *   held, and inside the claim's transaction where it has row locks (the claimed request row stays locked
- *   throughout);
+ * - `prepare` (optional) does slow, read-only work (parsing a DICOM header, making thumbnails, asking the
+ *   PAS) outside any transaction, on every engine: it holds no lock and no write transaction; the
+ *   routine runs only if its row is still as claimed when the write transaction reads it again;
  * - `run` does the routine's writes through `ctx.trx`; they commit together with the routine's status and
  *   try count, or roll back entirely.
  */
@@ -28,8 +27,8 @@ export class PermanentRoutineError extends Error {
 /** What `prepare` may use: reads only. */
 export interface PrepareContext {
   /**
-   * The claim's transaction where the engine has row locks, else the database (SQLite prepares before its
-   * write transaction opens). Read with it; never write.
+   * The database (its pool, outside any transaction: `prepare` runs before the write transaction opens).
+   * Read with it; never write.
    */
   readonly db: Kysely<DB>;
   readonly routine: Row<'request_routine'>;

@@ -1,6 +1,6 @@
 /**
- * One attempt of a claimed routine: its `validate` and `prepare` (before the write transaction with a
- * single writer, inside it with row locks), then `run` in a savepoint of the batch's transaction (opened
+ * One attempt of a claimed routine: its `validate` and `prepare` (before the write transaction, outside
+ * any transaction), then `run` in a savepoint of the batch's transaction (opened
  * before its first write), with the routine's timeout. A failure rolls the savepoint back, so none of the
  * routine's writes remain; a timeout fails the whole batch (see {@link RoutineTimeoutError}).
  */
@@ -16,7 +16,7 @@ import { RoutineLockBusyError, createPrepareContext, createRunContext } from './
 import { openLazySavepoint, rollbackToSavepoint } from './lazy-savepoint.ts';
 import type { EngineRuntime } from './runtime.ts';
 
-/** What `prepare` gave, run before the write transaction (engines without row locks). */
+/** What `prepare` gave, run before the write transaction. */
 export interface Prepared {
   readonly prepared: unknown;
   readonly failure: unknown;
@@ -64,7 +64,7 @@ async function prepareAndValidate(definition: RoutineDefinition, context: Prepar
   return definition.prepare === undefined ? undefined : definition.prepare(context);
 }
 
-/** Runs `validate` and `prepare` of `routine` before the write transaction (single writer). */
+/** Runs `validate` and `prepare` of `routine` before the write transaction, on the database's pool. */
 export async function prepareAhead(
   rt: EngineRuntime,
   routine: ClaimedRoutine,
@@ -88,7 +88,7 @@ export async function prepareAhead(
 
 /**
  * Runs `claimed` inside `trx` (held, not committed here): a savepoint before its first write
- * (`lazy-savepoint.ts`), the routine (its `prepare` first, unless `prepared` carries what it gave), and
+ * (`lazy-savepoint.ts`), the routine with what its `prepare` gave (`prepared`), and
  * its outcome; on failure the savepoint is rolled back, so
  * none of the routine's writes remain. The outcome is recorded by the caller, with the batch's others.
  * `deferred` when its routine lock is held by another batch (rolled back too, not a try).
@@ -97,7 +97,7 @@ export async function runClaimed(
   rt: EngineRuntime,
   trx: ControlledTransaction<DB>,
   claimed: ClaimedRoutine,
-  options: { logLines: string[]; prepared?: Prepared; locks: BatchLocks },
+  options: { logLines: string[]; prepared: Prepared; locks: BatchLocks },
 ): Promise<Attempt | 'deferred'> {
   const { logLines, prepared, locks } = options;
   const effects: AttemptEffects = { hasChained: false, chains: [], details: [] };
@@ -106,7 +106,7 @@ export async function runClaimed(
   const startedAt = Date.now();
   try {
     const definition = rt.catalog.get(claimed.routine_name);
-    let failure: unknown = prepared?.failure;
+    let failure: unknown = prepared.failure;
     if (definition === undefined) {
       failure = new PermanentRoutineError(`Unknown routine: ${claimed.routine_name}`);
     } else if (failure === undefined) {
@@ -121,11 +121,8 @@ export async function runClaimed(
           keys,
           yieldTurn: createYieldTurn(rt, definition.timeoutMs, rt.now().getTime()),
         });
-        const run = async () => {
-          const input =
-            prepared === undefined ? await prepareAndValidate(definition, prepareContext) : prepared.prepared;
-          await definition.run(context, input);
-        };
+        // Async, so that a routine that throws before its first await fails as one that rejects.
+        const run = async () => definition.run(context, prepared.prepared);
         await withTimeout(run(), definition.timeoutMs);
         // Not released: every engine lets the next routine of a batch reuse the name, and a release
         // would cost one more round trip per routine.

@@ -70,6 +70,39 @@ export interface EngineRuntime {
    * rolled back, and their next run opens the savepoint at once. Removed once recorded.
    */
   readonly eagerSavepointIds: Set<number>;
+  /**
+   * With row locks, each batch holds one pool connection throughout (its session keys are that
+   * connection's) while its preparation and start marks read and write on others: batches take a turn
+   * here first, at most the pool less one at a time, so that however many slots wait for the pool, one
+   * connection stays for those reads and every batch can finish.
+   */
+  readonly batchConnections: Turns;
+}
+
+/** A counting semaphore, first come first served: `take` resolves once a turn is free. */
+export interface Turns {
+  take(): Promise<void>;
+  give(): void;
+}
+
+function createTurns(limit: number): Turns {
+  let free = Math.max(1, limit);
+  const waiting: (() => void)[] = [];
+  return {
+    take() {
+      if (free > 0 && waiting.length === 0) {
+        free -= 1;
+        return Promise.resolve();
+      }
+      return new Promise((resolve) => waiting.push(resolve));
+    },
+    give() {
+      // Handed over to the first waiter as it is: `free` does not change.
+      const next = waiting.shift();
+      if (next === undefined) free += 1;
+      else next();
+    },
+  };
 }
 
 export function createEngineRuntime(options: EngineOptions): EngineRuntime {
@@ -92,6 +125,7 @@ export function createEngineRuntime(options: EngineOptions): EngineRuntime {
     activeCount: 0,
     writingEachRoutineIds: new Set(),
     eagerSavepointIds: new Set(),
+    batchConnections: createTurns(options.database.dialect.maxConnections - 1),
   };
 }
 
