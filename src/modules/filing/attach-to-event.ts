@@ -11,7 +11,8 @@
  * check and the filing are never interleaved with another request's of the same patient.
  *
  * A DICOM request whose device profile was chosen (by `DICOM_SEED`) is filed by the device-filing module
- * instead: into the one event of its patient and study (created with the study's first file), dated by
+ * instead, from its study record's header (`study-record.ts`; read from the payload once when the request
+ * has no record): into the one event of its patient and study (created with the study's first file), dated by
  * the device, with its subtype, Device Information, eye and visual field indices; a date before the
  * patient's birth (or otherwise implausible: `checkEventDate`) fails the routine for good. Re-sending a
  * file that is already filed changes nothing.
@@ -23,6 +24,8 @@ import { checkEventDate, ColumnWidthError, fileDeviceObject } from '../device-fi
 import { ATTACHMENT_ELEMENT_CLASSES, createEvent, findInstitutionId } from '../event-filing/index.ts';
 import type { RoutineContext } from './catalog.ts';
 import { PermanentRoutineError, defineFilingRoutine } from './catalog.ts';
+import type { StudyRecordRead } from './study-record.ts';
+import { readStudyRecord, storeRebuiltRecord } from './study-record.ts';
 import {
   contentHash,
   isAttachedToPatient,
@@ -44,12 +47,17 @@ async function readAttachmentEventTypes(db: Kysely<DB>) {
     .executeTakeFirst();
 }
 
-export const attachToEventRoutine = defineFilingRoutine({
+export const attachToEventRoutine = defineFilingRoutine<StudyRecordRead | undefined>({
   name: 'ATTACH_TO_EVENT',
   timeoutMs: 60_000,
   retry: 'backoff',
-  run: async (ctx) => {
-    const { texts, payloads } = await ctx.readRequest(['REQUEST_DATA', 'DICOM_HEADER']);
+  // A device request is filed from its study record (the header); any other has none to read.
+  prepare: async (ctx) =>
+    typeof (await ctx.readText('REQUEST_DATA')).device_profile === 'string'
+      ? readStudyRecord(ctx)
+      : undefined,
+  run: async (ctx, study) => {
+    const { texts, payloads } = await ctx.readRequest(['REQUEST_DATA']);
     const patientId = texts.REQUEST_DATA?.matched_patient_id;
     if (typeof patientId !== 'number' || !Number.isInteger(patientId)) {
       throw new PermanentRoutineError('No matched patient: PATIENT_MATCH must run first');
@@ -85,12 +93,13 @@ export const attachToEventRoutine = defineFilingRoutine({
     const institutionId =
       (await ctx.reference(`institution ${code}`, (db) => findInstitutionId(db, code))) ?? null;
     const requestData = texts.REQUEST_DATA ?? {};
-    if (typeof requestData.device_profile === 'string') {
+    if (study !== undefined) {
+      const record = await storeRebuiltRecord(ctx, study);
       const mnemonics = new Map(payloads.map((p) => [p.id, p.attachment_mnemonic]));
       await fileDevice(ctx, {
         patientId,
         requestData,
-        header: texts.DICOM_HEADER ?? {},
+        header: record.header,
         institutionId,
         eventTypeId: types.eventTypeId,
         attachmentElementTypeId: types.elementTypeId,
