@@ -36,7 +36,7 @@ import type { DialectAdapter } from '../../db/dialect.ts';
 import type { DB } from '../../db/schema.ts';
 import type { PrepareContext, RoutineContext } from './catalog.ts';
 import { PermanentRoutineError, defineFilingRoutine } from './catalog.ts';
-import { CONSOLE_EVENT_DATE_KEY } from './device-profile.ts';
+import { CONSOLE_EVENT_DATE_KEY, readDeviceDecision } from './device-profile.ts';
 import { isImageMime } from '../attachment-data/index.ts';
 import { DICOM_STUDY_MNEMONIC, parseStudyRecord } from '../dicom/index.ts';
 import type { MissingPatientAnswer, MissingPatientSource } from '../patient/index.ts';
@@ -170,7 +170,7 @@ export async function findMatchingPatients(
 
 /** What `PATIENT_MATCH` found beside the patient: what the chain runs next depends on it. */
 export interface PatientMatchOutcome {
-  /** The device profile's filer (`REQUEST_DATA.device_filer`), `generic` when none was chosen. */
+  /** The device profile's filer (`readDeviceDecision`), `generic` when none was chosen. */
   readonly filer: 'biometry' | 'generic';
   readonly hasImagesWithoutThumbnails: boolean;
 }
@@ -261,7 +261,7 @@ async function matchPatient(
   ]);
   const requestData = texts.REQUEST_DATA ?? {};
   const outcome: PatientMatchOutcome = {
-    filer: requestData.device_filer === 'biometry' ? 'biometry' : 'generic',
+    filer: readDeviceDecision(requestData)?.filer === 'biometry' ? 'biometry' : 'generic',
     hasImagesWithoutThumbnails: payloads.some((p) => isImageMime(p.mime_type) && !p.hasThumbnails),
   };
   const entry = await worklistEntryOf(ctx.trx, requestData, texts[DICOM_STUDY_MNEMONIC]);
