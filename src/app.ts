@@ -26,6 +26,7 @@ import { attachmentRoutes } from './modules/attachment/index.ts';
 import { auditSinkGauges, installAuditTrail } from './modules/audit/index.ts';
 import { consoleRoutes } from './modules/console/index.ts';
 import { dicomWebRoutes, registerDicomReceiveMetrics } from './modules/dicom-receive/index.ts';
+import { registerDicomParseMetrics } from './modules/dicom/index.ts';
 import { pasapiRoutes } from './modules/pasapi/index.ts';
 import { patientRoutes } from './modules/patient/index.ts';
 import { registerQueueGauges, requestQueueRoutes } from './modules/request-queue/index.ts';
@@ -108,6 +109,7 @@ export async function buildApp(deps: AppDeps, options: BuildAppOptions = {}): Pr
     registerQueueGauges,
     auditSinkGauges(app.auditSink),
     registerDicomReceiveMetrics,
+    registerDicomParseMetrics,
   ]);
 
   installHealthRoutes(app, deps.database, () => app.auditSink?.refusal() !== undefined);

@@ -28,6 +28,7 @@ import { createLogger } from '../../src/logger.ts';
 import { bootstrap } from '../../src/main/bootstrap.ts';
 import type { DicomServer } from '../../src/modules/dicom-receive/index.ts';
 import { startDicomServer } from '../../src/modules/dicom-receive/index.ts';
+import { parseStudyRecord } from '../../src/modules/dicom/index.ts';
 import { createAuthenticator } from '../../src/modules/user/index.ts';
 import { runDcmtk } from '../dcmtk.ts';
 import { buildInstance, newUid, sopInstanceUidOf } from '../dicom-instances.ts';
@@ -386,5 +387,16 @@ describe('Worklist, commitment and query on an OpenEyes v6.8-shaped database', {
       row.rows.map((r) => r.patient_name),
       ['Smile\uFFFD^Zoë'],
     );
+    // The request is queued with its study record, stored the same way, in OpenEyes's attachment_data.
+    const record = await sql<{ text_data: string }>`select a.text_data from attachment_data a
+      join cra_dicom_received_instance r on r.last_request_id = a.request_id
+      where r.sop_instance_uid = ${sopInstanceUidOf(file)} and a.attachment_mnemonic = 'DICOM_STUDY'`.execute(
+      admin,
+    );
+    assert.equal(record.rows.length, 1);
+    const study = parseStudyRecord(JSON.parse(record.rows[0]!.text_data));
+    assert.ok(study !== undefined, 'a valid record of this version');
+    assert.equal(study.header.PatientName, 'Smile\uFFFD^Zoë');
+    assert.deepEqual(study.replacedKeywords, ['PatientName']);
   });
 });

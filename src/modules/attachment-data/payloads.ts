@@ -9,7 +9,13 @@ import type { DB } from '../../db/schema.ts';
 import { jsonObjectOf } from './text-rows.ts';
 
 /** Rows written by intake or by routines that describe the request rather than carry its content. */
-export const NON_PAYLOAD_MNEMONICS = ['REQUEST_DATA', 'FORM_DATA', 'HEADER_DATA', 'DICOM_HEADER'] as const;
+export const NON_PAYLOAD_MNEMONICS = [
+  'REQUEST_DATA',
+  'FORM_DATA',
+  'HEADER_DATA',
+  'DICOM_HEADER',
+  'DICOM_STUDY',
+] as const;
 
 export interface PayloadRow {
   readonly id: number;

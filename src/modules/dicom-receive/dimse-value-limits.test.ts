@@ -78,10 +78,11 @@ forEachDialect((dialect) => {
       assert.equal(await receiptOf(app.db, sopInstanceUidOf(ut)), undefined);
       assert.ok(await receiptOf(app.db, sopInstanceUidOf(good)), 'the good instance is stored');
       const afterCounts = await Promise.all(QUEUE_TABLES.map((t) => countRows(app.db, t)));
-      // One request for the good instance: its request row, three attachment rows, one routine.
+      // One request for the good instance: its request row, four attachment rows (REQUEST_DATA, the
+      // payload, HEADER_DATA, DICOM_STUDY), one routine.
       assert.deepEqual(
         afterCounts.map((count, i) => count - before[i]!),
-        [1, 3, 1],
+        [1, 4, 1],
       );
     });
   });

@@ -164,7 +164,8 @@ forEachDialect((dialect) => {
         assert.equal(result.code, 0, result.output);
         const countsAfter = await queueCounts(app);
         const n = CORPUS_FILES.length;
-        assert.deepEqual(countsAfter, [countsBefore[0]! + n, countsBefore[1]! + 3 * n, countsBefore[2]! + n]);
+        // Each request: REQUEST_DATA, the payload, HEADER_DATA and the study record.
+        assert.deepEqual(countsAfter, [countsBefore[0]! + n, countsBefore[1]! + 4 * n, countsBefore[2]! + n]);
 
         const lastBefore = await app.db
           .selectFrom('request')
@@ -184,7 +185,7 @@ forEachDialect((dialect) => {
           assert.equal(request.requestType, 'dicom_request');
           assert.equal(request.systemMessage, 'MODALITY1');
           assert.deepEqual(request.routines, ['DICOM_SEED@dicom_queue:NEW:10:0']);
-          assert.deepEqual(request.mnemonics, ['REQUEST_DATA', 'REQUEST_BLOB', 'HEADER_DATA']);
+          assert.deepEqual(request.mnemonics, ['REQUEST_DATA', 'REQUEST_BLOB', 'HEADER_DATA', 'DICOM_STUDY']);
           assert.deepEqual(request.requestData, {
             source: 'C-STORE',
             calling_ae_title: 'MODALITY1',
@@ -337,7 +338,7 @@ forEachDialect((dialect) => {
       assert.equal(again.code, 0, again.output);
       assert.deepEqual(await queueCounts(app), [
         countsBefore[0]! + 1,
-        countsBefore[1]! + 3,
+        countsBefore[1]! + 4,
         countsBefore[2]! + 1,
       ]);
       assert.equal((await receiptOf(app.db, sopInstanceUidOf(instance)))!.count, 1);

@@ -9,7 +9,7 @@
 import { createRequire } from 'node:module';
 import type Dcmjs from 'dcmjs';
 import type { Config } from '../../config.ts';
-import type { DicomErrorCode, DicomHeader, DicomInspection } from '../dicom/index.ts';
+import type { DicomErrorCode, DicomHeader, DicomInspection, DicomSummary } from '../dicom/index.ts';
 import { DicomError, inspectDicomFile } from '../dicom/index.ts';
 import { PIXEL_DATA, findStorageClass, isAcceptedTransferSyntax } from './storage-classes.ts';
 
@@ -44,6 +44,8 @@ export type InstanceCheck =
       readonly studyInstanceUid: string | undefined;
       /** The identifying header the inspection read (for the query/retrieve index). */
       readonly header: DicomHeader;
+      /** What the inspection read of the file (the study record the request is queued with). */
+      readonly summary: DicomSummary;
     }
   | (InstanceIdentity & {
       readonly ok: false;
@@ -125,7 +127,7 @@ export async function checkInstance(
       sopClassUid,
       sopInstanceUid,
     );
-  return { ok: true, sopClassUid, sopInstanceUid, transferSyntaxUid, studyInstanceUid, header };
+  return { ok: true, sopClassUid, sopInstanceUid, transferSyntaxUid, studyInstanceUid, header, summary };
 }
 
 /** The failure reason of a structural refusal: a limit of this service, or a file it cannot understand. */

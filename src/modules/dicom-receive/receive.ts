@@ -2,13 +2,16 @@
  * Receiving one DICOM instance, whatever the path it came by (a STOW-RS part, a C-STORE): the checks of
  * `instance.ts`, then queue intake exactly as queue add takes a raw `application/dicom` body (the same
  * limits, content checks and rows: REQUEST_DATA, the payload, HEADER_DATA without credentials), in one
- * transaction with the instance's receipt row and its query/retrieve index row. REQUEST_DATA carries what queue add's Mirth caller put in
+ * transaction with the instance's receipt row and its query/retrieve index row. The header the checks
+ * read is queued with it as its study record (the `DICOM_STUDY` row, in the same transaction), which
+ * the filing steps read instead of parsing the file again. REQUEST_DATA carries what queue add's Mirth caller put in
  * its query string (`request_type`, `system_message`, `content_type`) and what identifies the source.
  */
 import type { Config } from '../../config.ts';
 import type { Database } from '../../db/database.ts';
 import { nowDateTime } from '../../db/database.ts';
 import { AppError, isDatabaseUnavailable } from '../../errors.ts';
+import { DICOM_STUDY_MNEMONIC, storableStudyRecord, studyRecordOf } from '../dicom/index.ts';
 import type { AlongsideWrite, IntakeService } from '../request-queue/index.ts';
 import type { ReceivePath } from './dicom-metrics.ts';
 import { countInstance } from './dicom-metrics.ts';
@@ -92,6 +95,10 @@ export function createDicomReceiver(deps: {
     }
     if (!check.ok) return check;
     const { sopClassUid, sopInstanceUid, header } = check;
+    const studyRecord = storableStudyRecord(
+      studyRecordOf(check.summary, bytes.length),
+      database.schema.maxTextCodePoint,
+    );
     const receipt: AlongsideWrite = async (trx, requestId) => {
       const instance = { sopInstanceUid, sopClassUid, requestId, now: nowDateTime() };
       if (isRefusingDuplicates) await insertFirstReceipt(trx, instance);
@@ -115,6 +122,7 @@ export function createDicomReceiver(deps: {
         headers: source.headers,
         clientAddress: source.clientAddress,
         userId: source.userId,
+        describingRows: [{ mnemonic: DICOM_STUDY_MNEMONIC, value: studyRecord }],
         alongside: receipt,
       });
       return { ok: true, requestId, sopClassUid, sopInstanceUid };

@@ -1,9 +1,10 @@
 /**
  * How many times this process had a DICOM file parsed, by purpose: `receipt` (a received instance's
- * checks and header), `seed` (`DICOM_SEED` reading a file that has no study record), `extraction` (the
- * pixels or encapsulated document), or the purpose a task names (`biometry`, `dicomweb-metadata`). A
- * received file is parsed at receipt, for its pixels and, for a biometry device, for its measurements;
- * the counter shows any other read. Counted in memory whether or not `/metrics` is on;
+ * checks and header, which become its study record), `record` (a filing step reading the header of a
+ * request that has no study record: queued by queue add's body, or before receipt stored one),
+ * `extraction` (the pixels or encapsulated document), or the purpose a task names (`biometry`,
+ * `dicomweb-metadata`). A received file is parsed at receipt, for its pixels and, for a biometry
+ * device, for its measurements; the counter shows any other read. Counted in memory whether or not `/metrics` is on;
  * `registerDicomParseMetrics` exposes it as `dicom_parses_total{purpose}`, read at scrape time.
  */
 import type { Registry } from 'prom-client';

@@ -37,6 +37,7 @@ export { loadSharp } from './sharp.ts';
 export { readDicomParseCounts, registerDicomParseMetrics } from './dicom-parses.ts';
 export type { DicomStudyRecord } from './study-record.ts';
 export {
+  DICOM_STUDY_MNEMONIC,
   DICOM_STUDY_RECORD_VERSION,
   parseStudyRecord,
   storableStudyRecord,
@@ -81,7 +82,7 @@ export async function readDicomFile(
   config: Config,
   options: { readonly isHandedOver?: boolean } = {},
 ): Promise<DicomSummary> {
-  countDicomParse('seed');
+  countDicomParse('record');
   return (await loadService()).readDicomFile(bytes, config, options);
 }
 

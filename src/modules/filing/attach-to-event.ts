@@ -11,18 +11,23 @@
  * check and the filing are never interleaved with another request's of the same patient.
  *
  * A DICOM request whose device profile was chosen (by `DICOM_SEED`) is filed by the device-filing module
- * instead: into the one event of its patient and study (created with the study's first file), dated by
+ * instead, from its study record's header (`study-record.ts`; read from the payload once when the request
+ * has no record): into the one event of its patient and study (created with the study's first file), dated by
  * the device, with its subtype, Device Information, eye and visual field indices; a date before the
  * patient's birth (or otherwise implausible: `checkEventDate`) fails the routine for good. Re-sending a
  * file that is already filed changes nothing.
  */
 import type { Kysely } from 'kysely';
 import type { DB } from '../../db/schema.ts';
-import type { DeviceFiler, DeviceHeader } from '../device-filing/index.ts';
+import type { DeviceHeader } from '../device-filing/index.ts';
 import { checkEventDate, ColumnWidthError, fileDeviceObject } from '../device-filing/index.ts';
 import { ATTACHMENT_ELEMENT_CLASSES, createEvent, findInstitutionId } from '../event-filing/index.ts';
 import type { RoutineContext } from './catalog.ts';
 import { PermanentRoutineError, defineFilingRoutine } from './catalog.ts';
+import type { DeviceDecision } from './device-profile.ts';
+import { readDeviceDecision } from './device-profile.ts';
+import type { StudyRecordRead } from './study-record.ts';
+import { readStudyRecord, storeRebuiltRecord } from './study-record.ts';
 import {
   contentHash,
   isAttachedToPatient,
@@ -44,12 +49,15 @@ async function readAttachmentEventTypes(db: Kysely<DB>) {
     .executeTakeFirst();
 }
 
-export const attachToEventRoutine = defineFilingRoutine({
+export const attachToEventRoutine = defineFilingRoutine<StudyRecordRead | undefined>({
   name: 'ATTACH_TO_EVENT',
   timeoutMs: 60_000,
   retry: 'backoff',
-  run: async (ctx) => {
-    const { texts, payloads } = await ctx.readRequest(['REQUEST_DATA', 'DICOM_HEADER']);
+  // A device request is filed from its study record (the header); any other has none to read.
+  prepare: async (ctx) =>
+    readDeviceDecision(await ctx.readText('REQUEST_DATA')) === undefined ? undefined : readStudyRecord(ctx),
+  run: async (ctx, study) => {
+    const { texts, payloads } = await ctx.readRequest(['REQUEST_DATA']);
     const patientId = texts.REQUEST_DATA?.matched_patient_id;
     if (typeof patientId !== 'number' || !Number.isInteger(patientId)) {
       throw new PermanentRoutineError('No matched patient: PATIENT_MATCH must run first');
@@ -85,12 +93,17 @@ export const attachToEventRoutine = defineFilingRoutine({
     const institutionId =
       (await ctx.reference(`institution ${code}`, (db) => findInstitutionId(db, code))) ?? null;
     const requestData = texts.REQUEST_DATA ?? {};
-    if (typeof requestData.device_profile === 'string') {
+    const decision = readDeviceDecision(requestData);
+    if (decision !== undefined) {
+      // `prepare` read the record when it found the decision; one written since then waits for a retry.
+      if (study === undefined) throw new Error('The device profile was recorded during this attempt');
+      const record = await storeRebuiltRecord(ctx, study);
       const mnemonics = new Map(payloads.map((p) => [p.id, p.attachment_mnemonic]));
       await fileDevice(ctx, {
         patientId,
         requestData,
-        header: texts.DICOM_HEADER ?? {},
+        decision,
+        header: record.header,
         institutionId,
         eventTypeId: types.eventTypeId,
         attachmentElementTypeId: types.elementTypeId,
@@ -135,6 +148,7 @@ async function fileDevice(
   input: {
     readonly patientId: number;
     readonly requestData: Record<string, unknown>;
+    readonly decision: DeviceDecision;
     readonly header: DeviceHeader;
     readonly institutionId: number | null;
     readonly eventTypeId: number;
@@ -143,9 +157,8 @@ async function fileDevice(
   },
 ): Promise<void> {
   const data = input.requestData;
-  const text = (key: string) => (typeof data[key] === 'string' ? data[key] : null);
-  const eventDate = text('device_event_date');
-  if (eventDate === null) throw new PermanentRoutineError('No device event date: DICOM_SEED must run first');
+  const { decision } = input;
+  const { eventDate } = decision;
   // DICOM_SEED checked the date's form and range; here it is checked again with the patient's birth.
   const patient = await ctx.trx
     .selectFrom('patient')
@@ -155,7 +168,6 @@ async function fileDevice(
   const dateProblem = checkEventDate(eventDate, { now: ctx.now(), birthDate: patient?.dob ?? null });
   if (dateProblem !== undefined)
     throw new PermanentRoutineError(`The device event date (${eventDate}) ${dateProblem}: refused`);
-  const laterality = text('device_laterality');
   // The study's worklist entry (PATIENT_MATCH) gives the appointment's context: its firm, else its
   // subspecialty with DEVICE_FIRM_ID for a new episode.
   const id = (key: string) => (typeof data[key] === 'number' && data[key] > 0 ? data[key] : undefined);
@@ -190,12 +202,12 @@ async function fileDevice(
       patientId: input.patientId,
       header: input.header,
       profile: {
-        name: text('device_profile') ?? 'generic',
-        subtype: text('device_subtype'),
-        attachmentType: text('device_attachment_type') ?? 'NONE',
-        filer: (text('device_filer') ?? 'generic') as DeviceFiler,
+        name: decision.profile,
+        subtype: decision.subtype,
+        attachmentType: decision.attachmentType,
+        filer: decision.filer,
       },
-      eye: laterality === 'L' || laterality === 'R' || laterality === 'B' ? laterality : null,
+      eye: decision.eye,
       eventDate: { wallClock: eventDate, timeZone: ctx.config.timeZone },
       institutionId: input.institutionId,
       firmId,

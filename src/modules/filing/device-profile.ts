@@ -10,12 +10,17 @@
  * console ("Fix the data and run on": `REQUEST_DATA.console_event_date`, checked the same way), which
  * then dates the event; a file with a plausible date of its own keeps it.
  *
- * `DICOM_SEED` records the profile from the header it has just read ({@link profileDicomFile}), so that
+ * The filers (`PATIENT_MATCH`'s choice of filer, `ATTACH_TO_EVENT`, `FILE_BIOMETRY`) read these keys
+ * through {@link readDeviceDecision}, one schema check, rather than each key by hand.
+ *
+ * `DICOM_SEED` records the profile from the study record ({@link profileDicomFile}), so that
  * the chain needs no queue step of its own for it. The `DEVICE_PROFILE` routine stays registered for the
  * requests a site queued before that, whose `DICOM_SEED` chained `DEVICE_PROFILE`: it records the profile
  * from the stored `DICOM_HEADER`; `EXTRACT_IMAGE` follows it in the chain, as it follows `DICOM_SEED`.
  */
-import type { DeviceHeader, DeviceProfile } from '../device-filing/index.ts';
+import { Type } from '@sinclair/typebox';
+import { Value } from '@sinclair/typebox/value';
+import type { DeviceFiler, DeviceHeader, DeviceProfile, EyeLetter } from '../device-filing/index.ts';
 import {
   checkEventDate,
   chooseProfile,
@@ -108,6 +113,51 @@ export function profileDicomFile(
         : `eye: ${laterality.eye} (${laterality.source})`,
       dateLine,
     ],
+  };
+}
+
+/**
+ * The `device_*` keys of `REQUEST_DATA` the filers act on, as {@link profileDicomFile} writes them (the
+ * console lists them from `request_details`; nobody else writes them: they are reserved keys).
+ */
+const DeviceDecisionSchema = Type.Object({
+  device_profile: Type.String(),
+  device_subtype: Type.Union([Type.String(), Type.Null()]),
+  device_attachment_type: Type.String(),
+  device_filer: Type.Union([Type.Literal('generic'), Type.Literal('hfa'), Type.Literal('biometry')]),
+  device_laterality: Type.Union([Type.Literal('L'), Type.Literal('R'), Type.Literal('B'), Type.Null()]),
+  device_event_date: Type.String(),
+});
+
+/** What `DICOM_SEED` decided of a device file: its profile, eye and event date (wall clock). */
+export interface DeviceDecision {
+  readonly profile: string;
+  readonly subtype: string | null;
+  readonly attachmentType: string;
+  readonly filer: DeviceFiler;
+  readonly eye: EyeLetter | null;
+  /** `YYYY-MM-DD HH:MM:SS`, the device's (or the desk's) wall clock, checked by `DICOM_SEED`. */
+  readonly eventDate: string;
+}
+
+/**
+ * The device decision in `requestData`, checked once against its schema; undefined for a request
+ * without one (not a DICOM file). Keys that are there but not as `DICOM_SEED` writes them fail the
+ * routine for good: running the request again from `DICOM_SEED` writes them anew.
+ */
+export function readDeviceDecision(requestData: Record<string, unknown>): DeviceDecision | undefined {
+  if (requestData.device_profile === undefined) return undefined;
+  if (!Value.Check(DeviceDecisionSchema, requestData))
+    throw new PermanentRoutineError(
+      "The request's device profile keys are not as DICOM_SEED writes them: run the request again",
+    );
+  return {
+    profile: requestData.device_profile,
+    subtype: requestData.device_subtype,
+    attachmentType: requestData.device_attachment_type,
+    filer: requestData.device_filer,
+    eye: requestData.device_laterality,
+    eventDate: requestData.device_event_date,
   };
 }
 

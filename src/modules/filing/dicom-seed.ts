@@ -1,24 +1,26 @@
 /**
- * `DICOM_SEED` (step 1 of the DICOM chain): checks the request's DICOM payload as a
- * Part 10 file within the configured limits and reads its main tags, on the DICOM module's worker
- * threads (never on the event loop). Stores the tags as the `DICOM_HEADER` row and in `REQUEST_DATA`
- * (keys prefixed `dicom_`), with the transfer syntax, SOP class and frame count; chooses the device
- * profile from the same header and records it, the event date and the eye (keys prefixed `device_`, see
- * `device-profile.ts`); then the chain runs `EXTRACT_IMAGE`. A file that is not a readable Part 10 file, or is
- * over a limit, fails permanently with the cause the reader names (no `DICM` prefix, element past the
- * end of the file, too many elements, ...); so does a file with no usable or plausible date, unless the
- * desk gave the study's date in the console (`device-profile.ts`).
+ * `DICOM_SEED` (step 1 of the DICOM chain): reads the request's study record (`DICOM_STUDY`, queued by
+ * receipt from the header its checks read: `study-record.ts`), so that the payload is not parsed here;
+ * a request without one (queue add's body) has its payload checked as a Part 10 file within the
+ * configured limits and its header read once, on the DICOM module's worker threads, and the record so
+ * built stored. Stores the header as the `DICOM_HEADER` row and mirrors the keys the console shows and
+ * the desk corrects into `REQUEST_DATA` (prefixed `dicom_`: the patient's, which `PATIENT_MATCH` reads
+ * as the desk left them, the study's and the file's); chooses the device profile from the record and
+ * records it, the event date and the eye (keys prefixed `device_`, see `device-profile.ts`); then the
+ * chain runs `EXTRACT_IMAGE`. A file that is not a readable Part 10 file, or is over a limit, fails
+ * permanently with the cause the reader names (no `DICM` prefix, element past the end of the file, too
+ * many elements, ...); so does a file with no usable or plausible date, unless the desk gave the
+ * study's date in the console (`device-profile.ts`).
  */
-import { findUnstorableCharacter, replaceUnstorableCharacters } from '../../db/schema-profile.ts';
-import type { DicomHeader, DicomSummary } from '../dicom/index.ts';
-import { DicomError, readDicomFile } from '../dicom/index.ts';
-import { PermanentRoutineError, defineFilingRoutine } from './catalog.ts';
+import type { DicomStudyRecord } from '../dicom/index.ts';
+import { defineFilingRoutine } from './catalog.ts';
 import type { DeviceProfileRecord } from './device-profile.ts';
 import { CONSOLE_EVENT_DATE_KEY, profileDicomFile } from './device-profile.ts';
-import { readDicomPayload } from './dicom-payload.ts';
+import type { StudyRecordRead } from './study-record.ts';
+import { readStudyRecord, storeRebuiltRecord } from './study-record.ts';
 
 interface Seed {
-  readonly summary: DicomSummary;
+  readonly study: StudyRecordRead;
   readonly device: DeviceProfileRecord;
 }
 
@@ -27,27 +29,23 @@ export const dicomSeedRoutine = defineFilingRoutine<Seed>({
   timeoutMs: 120_000,
   retry: 'backoff',
   prepare: async (ctx) => {
-    const bytes = await readDicomPayload(ctx);
-    let summary: DicomSummary;
-    try {
-      // The payload is read for this check alone: its buffer goes to the decoding thread uncopied.
-      summary = await readDicomFile(bytes, ctx.config, { isHandedOver: true });
-    } catch (error) {
-      if (error instanceof DicomError) {
-        throw new PermanentRoutineError(`Not a readable DICOM file (${error.code}): ${error.message}`);
-      }
-      throw error;
-    }
+    const study = await readStudyRecord(ctx);
+    const { record } = study;
     // The study date the desk gave in the console dates a file with no plausible date of its own.
     const requestData = await ctx.readText('REQUEST_DATA');
-    const device = profileDicomFile(summary.header, summary, ctx.config.deviceProfiles, {
+    const device = profileDicomFile(record.header, record, ctx.config.deviceProfiles, {
       now: ctx.now(),
       givenEventDate: requestData[CONSOLE_EVENT_DATE_KEY],
     });
-    return { summary, device };
+    return { study, device };
   },
-  run: async (ctx, { summary, device }) => {
-    const header = storableHeader(summary.header, ctx.schema.maxTextCodePoint, (line) => ctx.log(line));
+  run: async (ctx, { study, device }) => {
+    const record: DicomStudyRecord = await storeRebuiltRecord(ctx, study);
+    const { header } = record;
+    if (record.replacedKeywords.length > 0)
+      ctx.log(
+        `${record.replacedKeywords.join(', ')}: characters the database cannot store replaced by U+FFFD`,
+      );
     await ctx.putText('DICOM_HEADER', header);
     await ctx.mergeRequestData({
       dicom_patient_id: header.PatientID,
@@ -58,38 +56,19 @@ export const dicomSeedRoutine = defineFilingRoutine<Seed>({
       dicom_manufacturer: header.Manufacturer,
       dicom_study_instance_uid: header.StudyInstanceUID,
       dicom_study_date: header.StudyDate,
-      // What names the worklist entry the study was made for (PATIENT_MATCH).
       dicom_accession_number: header.AccessionNumber,
       dicom_requested_procedure_id: header.RequestedProcedureID,
-      dicom_transfer_syntax_uid: summary.transferSyntaxUid,
-      dicom_sop_class_uid: summary.sopClassUid,
-      dicom_number_of_frames: summary.numberOfFrames,
-      dicom_has_pixel_data: summary.hasPixelData,
+      dicom_transfer_syntax_uid: record.transferSyntaxUid,
+      dicom_sop_class_uid: record.sopClassUid,
+      dicom_number_of_frames: record.numberOfFrames,
+      dicom_has_pixel_data: record.hasPixelData,
       dicom_model: header.ManufacturerModelName,
       dicom_sop_instance_uid: header.SOPInstanceUID,
       ...device.requestData,
     });
     ctx.log(
-      `DICOM header read (modality ${header.Modality ?? 'none'}, transfer syntax ${summary.transferSyntaxUid}, ${summary.elementCount} elements)`,
+      `DICOM header ${study.isRebuilt ? 'read' : 'from the study record'} (modality ${header.Modality ?? 'none'}, transfer syntax ${record.transferSyntaxUid}, ${record.elementCount} elements)`,
     );
     for (const line of device.logLines) ctx.log(line);
   },
 });
-
-/**
- * The header with each character the database's text columns cannot hold (beyond the Basic Multilingual
- * Plane on OpenEyes's utf8mb3 tables) replaced by U+FFFD, the tags so changed logged by name: the
- * original file keeps every byte, and a device's emoji never fails the request's writes.
- */
-function storableHeader(header: DicomHeader, maxCodePoint: number, log: (line: string) => void): DicomHeader {
-  const changed: string[] = [];
-  const storable = { ...header };
-  for (const [keyword, value] of Object.entries(header) as [keyof DicomHeader, string | null][]) {
-    if (value === null || findUnstorableCharacter(value, maxCodePoint) === undefined) continue;
-    storable[keyword] = replaceUnstorableCharacters(value, maxCodePoint);
-    changed.push(keyword);
-  }
-  if (changed.length > 0)
-    log(`${changed.join(', ')}: characters the database cannot store replaced by U+FFFD`);
-  return storable;
-}

@@ -13,12 +13,14 @@
  * - a file that cannot be decoded (corrupt or truncated pixel data, a frame over the pixel limit, a
  *   decoder past its time or memory limit): FAILED at once, the reason and transfer syntax logged.
  *
- * The DICOM payload row itself stays as it is (the original).
+ * The payload is parsed here for its pixels (or document) only: what its header says is the study
+ * record's. The DICOM payload row itself stays as it is (the original).
  */
 import type { DicomExtraction } from '../dicom/index.ts';
 import { DicomError, describeTransferSyntax, extractDicomImages } from '../dicom/index.ts';
 import { PermanentRoutineError, defineFilingRoutine } from './catalog.ts';
 import { readDicomPayload } from './dicom-payload.ts';
+import { readStoredStudyRecord } from './study-record.ts';
 import type { ExtractedAttachment } from './extracted-attachments.ts';
 import { writeExtractedAttachment } from './extracted-attachments.ts';
 import { THUMBNAIL_SIZES_PX, makeThumbnails, thumbnailOptionsOf } from './make-thumbnails.ts';
@@ -40,10 +42,11 @@ export const extractImageRoutine = defineFilingRoutine<Extracted>({
       extraction = await extractDicomImages(bytes, ctx.config, { previewSizePx: THUMBNAIL_SIZES_PX.large });
     } catch (error) {
       if (!(error instanceof DicomError)) throw error;
-      const requestData = await ctx.readText('REQUEST_DATA');
-      const syntax = requestData.dicom_transfer_syntax_uid;
+      // The transfer syntax the study record names; a request whose DICOM_SEED ran before receipt
+      // stored records has none, and the syntax goes unnamed rather than the file parsed again.
+      const record = await readStoredStudyRecord(ctx);
       throw new PermanentRoutineError(
-        `No image extracted (${error.code}): ${error.message}; transfer syntax ${describeTransferSyntax(typeof syntax === 'string' ? syntax : undefined)}`,
+        `No image extracted (${error.code}): ${error.message}; transfer syntax ${describeTransferSyntax(record?.transferSyntaxUid)}`,
       );
     }
     const attachments: ExtractedAttachment[] = [];

@@ -26,6 +26,8 @@ import {
 import { ColumnWidthError, checkEventDate } from '../device-filing/index.ts';
 import { DicomError } from '../dicom/index.ts';
 import { PermanentRoutineError, defineFilingRoutine } from './catalog.ts';
+import type { DeviceDecision } from './device-profile.ts';
+import { readDeviceDecision } from './device-profile.ts';
 import { readDicomPayload } from './dicom-payload.ts';
 
 /** The rows `EXTRACT_IMAGE` makes of a DICOM payload: what a biometry report is filed as. */
@@ -110,7 +112,7 @@ export const fileBiometryRoutine = defineFilingRoutine<BiometryFile, FileBiometr
         study: file.study,
         ...(file.kind === 'measurements' ? { reading: file.reading } : {}),
         attachmentIds: payloads.filter((p) => isReportMnemonic(p.attachment_mnemonic)).map((p) => p.id),
-        ...profileEyeOf(texts.REQUEST_DATA?.device_laterality),
+        ...profileEyeOf(readDeviceDecision(texts.REQUEST_DATA ?? {})),
       },
     ).catch((error: unknown) => {
       if (error instanceof ColumnWidthError)
@@ -126,6 +128,6 @@ export const fileBiometryRoutine = defineFilingRoutine<BiometryFile, FileBiometr
 });
 
 /** The eye DICOM_SEED chose from the header or the device profile's rule, when it chose one. */
-function profileEyeOf(value: unknown): { profileEye?: 'L' | 'R' | 'B' } {
-  return value === 'L' || value === 'R' || value === 'B' ? { profileEye: value } : {};
+function profileEyeOf(decision: DeviceDecision | undefined): { profileEye?: 'L' | 'R' | 'B' } {
+  return decision === undefined || decision.eye === null ? {} : { profileEye: decision.eye };
 }

@@ -35,8 +35,9 @@ import type { DialectAdapter } from '../../db/dialect.ts';
 import type { DB } from '../../db/schema.ts';
 import type { PrepareContext, RoutineContext } from './catalog.ts';
 import { PermanentRoutineError, defineFilingRoutine } from './catalog.ts';
-import { CONSOLE_EVENT_DATE_KEY } from './device-profile.ts';
+import { CONSOLE_EVENT_DATE_KEY, readDeviceDecision } from './device-profile.ts';
 import { isImageMime } from '../attachment-data/index.ts';
+import { DICOM_STUDY_MNEMONIC, parseStudyRecord } from '../dicom/index.ts';
 import type { MissingPatientAnswer, MissingPatientSource } from '../patient/index.ts';
 import { matchIdentifier, translatePcre } from '../patient/index.ts';
 import type { StudyEntry } from '../worklist/index.ts';
@@ -168,7 +169,7 @@ export async function findMatchingPatients(
 
 /** What `PATIENT_MATCH` found beside the patient: what the chain runs next depends on it. */
 export interface PatientMatchOutcome {
-  /** The device profile's filer (`REQUEST_DATA.device_filer`), `generic` when none was chosen. */
+  /** The device profile's filer (`readDeviceDecision`), `generic` when none was chosen. */
   readonly filer: 'biometry' | 'generic';
   readonly hasImagesWithoutThumbnails: boolean;
 }
@@ -220,11 +221,12 @@ async function askForMissingPatient(
     FORM_DATA: await ctx.readText('FORM_DATA'),
     REQUEST_BLOB: await ctx.readText('REQUEST_BLOB'),
   };
+  const studyRow = await ctx.readText(DICOM_STUDY_MNEMONIC);
   const criteria = optionalCriteriaOf(rows);
   if (criteria === undefined) return undefined;
   try {
     // A study made for a worklist entry is its patient's; a contradiction fails in `run`.
-    if ((await worklistEntryOf(ctx.db, rows.REQUEST_DATA)) !== undefined) return undefined;
+    if ((await worklistEntryOf(ctx.db, rows.REQUEST_DATA, studyRow)) !== undefined) return undefined;
   } catch (error) {
     if (error instanceof PermanentRoutineError) return undefined;
     throw error;
@@ -250,13 +252,18 @@ async function matchPatient(
   ctx: RoutineContext,
   asked: MissingPatientAnswer | undefined,
 ): Promise<PatientMatchOutcome> {
-  const { texts, payloads } = await ctx.readRequest(['REQUEST_DATA', 'FORM_DATA', 'REQUEST_BLOB']);
+  const { texts, payloads } = await ctx.readRequest([
+    'REQUEST_DATA',
+    'FORM_DATA',
+    'REQUEST_BLOB',
+    DICOM_STUDY_MNEMONIC,
+  ]);
   const requestData = texts.REQUEST_DATA ?? {};
   const outcome: PatientMatchOutcome = {
-    filer: requestData.device_filer === 'biometry' ? 'biometry' : 'generic',
+    filer: readDeviceDecision(requestData)?.filer === 'biometry' ? 'biometry' : 'generic',
     hasImagesWithoutThumbnails: payloads.some((p) => isImageMime(p.mime_type) && !p.hasThumbnails),
   };
-  const entry = await worklistEntryOf(ctx.trx, requestData);
+  const entry = await worklistEntryOf(ctx.trx, requestData, texts[DICOM_STUDY_MNEMONIC]);
   if (entry !== undefined) {
     const types = await ctx.batchReference('identifier type rules', readIdentifierTypeRules);
     const criteria = optionalCriteriaOf(texts);
@@ -326,6 +333,32 @@ function hasDeskCriteria(edits: unknown): boolean {
 }
 
 /**
+ * The keys that name a study's worklist entry: its study record's (`DICOM_STUDY`, what receipt or
+ * `DICOM_SEED` read). A request whose `DICOM_SEED` ran before records were stored has none: its keys
+ * are the ones that `DICOM_SEED` put into `REQUEST_DATA`. A request of another kind has neither.
+ */
+function worklistKeysOf(
+  requestData: Record<string, unknown>,
+  studyRow: Record<string, unknown> | undefined,
+): { studyInstanceUid?: string; accessionNumber?: string; requestedProcedureId?: string } {
+  const usable = (value: unknown) => (typeof value === 'string' && value.trim() !== '' ? value : undefined);
+  const record = parseStudyRecord(studyRow);
+  if (record !== undefined) {
+    const { header } = record;
+    return {
+      studyInstanceUid: usable(header.StudyInstanceUID),
+      accessionNumber: usable(header.AccessionNumber),
+      requestedProcedureId: usable(header.RequestedProcedureID),
+    };
+  }
+  return {
+    studyInstanceUid: usable(requestData.dicom_study_instance_uid),
+    accessionNumber: usable(requestData.dicom_accession_number),
+    requestedProcedureId: usable(requestData.dicom_requested_procedure_id),
+  };
+}
+
+/**
  * The worklist entry a DICOM request's study names (see the file comment); undefined when it names none
  * or the desk has fixed the request's details. Keys that name two entries, or an entry whose patient
  * was deleted, fail the request permanently: retrying cannot resolve either.
@@ -333,17 +366,14 @@ function hasDeskCriteria(edits: unknown): boolean {
 async function worklistEntryOf(
   db: Kysely<DB>,
   requestData: Record<string, unknown>,
+  studyRow: Record<string, unknown> | undefined,
 ): Promise<StudyEntry | undefined> {
   if (hasDeskCriteria(requestData.console_edits)) return undefined;
-  const text = (key: string) => {
-    const value = requestData[key];
-    return typeof value === 'string' && value.trim() !== '' ? value : undefined;
-  };
-  const procedureId = text('dicom_requested_procedure_id');
+  const keys = worklistKeysOf(requestData, studyRow);
   const finding = await findStudyEntry(db, {
-    studyInstanceUid: text('dicom_study_instance_uid'),
-    accessionNumber: text('dicom_accession_number'),
-    requestedProcedureIds: procedureId === undefined ? [] : [procedureId],
+    studyInstanceUid: keys.studyInstanceUid,
+    accessionNumber: keys.accessionNumber,
+    requestedProcedureIds: keys.requestedProcedureId === undefined ? [] : [keys.requestedProcedureId],
   });
   if (finding.kind === 'none') return undefined;
   if (finding.kind === 'contradiction')

@@ -45,6 +45,14 @@ export interface IntakeSubmission {
   readonly userId: number;
   /** Writes that belong to the request's transaction (see {@link EnqueueRequestInput.alongside}). */
   readonly alongside?: AlongsideWrite;
+  /** JSON rows the submitter adds beside REQUEST_DATA (see {@link DicomInstanceSubmission}). */
+  readonly describingRows?: readonly DescribingRow[];
+}
+
+/** A JSON row that describes the request (a `NON_PAYLOAD_MNEMONICS` name), written with its other rows. */
+export interface DescribingRow {
+  readonly mnemonic: string;
+  readonly value: unknown;
 }
 
 /**
@@ -60,6 +68,11 @@ export interface DicomInstanceSubmission {
   readonly clientAddress: string;
   readonly userId: number;
   readonly alongside?: AlongsideWrite;
+  /**
+   * What receipt read of the instance (its study record, `DICOM_STUDY`), stored as JSON rows of the
+   * request in the transaction that queues it, so that no request exists without them.
+   */
+  readonly describingRows?: readonly DescribingRow[];
 }
 
 export interface IntakeService {
@@ -93,6 +106,7 @@ export function createIntakeService(deps: {
         clientAddress: instance.clientAddress,
         userId: instance.userId,
         ...(instance.alongside === undefined ? {} : { alongside: instance.alongside }),
+        ...(instance.describingRows === undefined ? {} : { describingRows: instance.describingRows }),
       }),
     async submit(submission) {
       // What the routines write into REQUEST_DATA never comes from the submitter (reserved-keys.ts).
@@ -121,6 +135,7 @@ export function createIntakeService(deps: {
           'HEADER_DATA',
           JSON.stringify(storedRequestHeaders(submission.headers, submission.clientAddress)),
         ),
+        ...(submission.describingRows ?? []).map((row) => jsonRow(row.mnemonic, JSON.stringify(row.value))),
       ];
       refuseUnstorableText(
         deps.database.schema.maxTextCodePoint,
