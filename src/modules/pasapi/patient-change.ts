@@ -13,7 +13,7 @@
  * (OpenEyes refuses it with 422, P09). A renumbering (the patient holds another number of the type) and
  * a number held by another patient are refused with 409 and change nothing (P10, P12).
  */
-import type { Insertable, Kysely, Transaction } from 'kysely';
+import type { ExpressionBuilder, Insertable, Kysely, Transaction } from 'kysely';
 import { sql } from 'kysely';
 import type { Database } from '../../db/database.ts';
 import { findUnstorableCharacter, unstorableCharacterMessage } from '../../db/schema-profile.ts';
@@ -191,8 +191,6 @@ interface ChangeRowKeys {
   readonly nhsNumber: string;
   readonly dateOfBirth: string;
   readonly gender: string;
-  readonly gpCode: string;
-  readonly practiceCode: string;
 }
 
 interface ChangeRows {
@@ -200,35 +198,37 @@ interface ChangeRows {
   readonly byNumber: number | undefined;
   /** The live patient holding the active NHS number, with the record's date of birth and gender. */
   readonly byNhsNumber: number | undefined;
-  /** The live patient holding the active NHS number. */
-  readonly nhsNumberHolder: number | undefined;
   /** The newest `Patient` assignment of the external id (OpenEyes databases may hold duplicates, P27). */
   readonly assignmentId: number | undefined;
   /** That assignment's patient, when it is live. */
   readonly assignedPatient: number | undefined;
-  /** The lowest `gp.id` of the GP code, `practice.id` of the practice code. */
-  readonly gpId: number | undefined;
-  readonly practiceId: number | undefined;
+}
+
+/** Reads a scalar subquery's id (undefined for NULL). */
+const idOf = (value: number | string | null | undefined) => (value == null ? undefined : Number(value));
+
+/** The live patient holding the active identifier `value` of `typeId`, as a scalar subquery. */
+function liveHolderOf(eb: ExpressionBuilder<DB, never>, typeId: number, value: string) {
+  return eb
+    .selectFrom('patient_identifier as pi')
+    .innerJoin('patient as p', 'p.id', 'pi.patient_id')
+    .select('p.id')
+    .where('pi.patient_identifier_type_id', '=', typeId)
+    .where('pi.value', '=', value)
+    .where('pi.deleted', '=', 0)
+    .where('p.deleted', '=', 0)
+    .orderBy('p.id')
+    .limit(1);
 }
 
 /**
- * The rows a change is decided on, in one statement of scalar subqueries (one shape whatever the record
- * holds: keys it lacks match nothing or are ignored by the caller).
+ * The rows a change's identity is decided on, in one statement of scalar subqueries (one shape whatever
+ * the record holds: keys it lacks are ignored by the caller).
  */
-async function findChangeRows(trx: Kysely<DB>, keys: ChangeRowKeys): Promise<ChangeRows> {
+async function findIdentityRows(trx: Kysely<DB>, keys: ChangeRowKeys): Promise<ChangeRows> {
   const row = await trx
     .selectNoFrom((eb) => {
-      const liveHolder = (typeId: number, value: string) =>
-        eb
-          .selectFrom('patient_identifier as pi')
-          .innerJoin('patient as p', 'p.id', 'pi.patient_id')
-          .select('p.id')
-          .where('pi.patient_identifier_type_id', '=', typeId)
-          .where('pi.value', '=', value)
-          .where('pi.deleted', '=', 0)
-          .where('p.deleted', '=', 0)
-          .orderBy('p.id')
-          .limit(1);
+      const liveHolder = (typeId: number, value: string) => liveHolderOf(eb, typeId, value);
       const newestAssignment = eb
         .selectFrom('pasapi_assignment as a')
         .where('a.resource_type', '=', PATIENT_RESOURCE)
@@ -241,7 +241,6 @@ async function findChangeRows(trx: Kysely<DB>, keys: ChangeRowKeys): Promise<Cha
           .where('p.dob', '=', keys.dateOfBirth)
           .where('p.gender', '=', keys.gender)
           .as('by_nhs_number'),
-        liveHolder(keys.globalTypeId, keys.nhsNumber).as('nhs_number_holder'),
         newestAssignment.select('a.id').as('assignment_id'),
         newestAssignment
           .innerJoin('patient as ap', 'ap.id', 'a.internal_id')
@@ -249,26 +248,53 @@ async function findChangeRows(trx: Kysely<DB>, keys: ChangeRowKeys): Promise<Cha
             inner.case().when('ap.deleted', '=', 0).then(inner.ref('ap.id')).else(null).end().as('id'),
           )
           .as('assigned_patient'),
-        eb.selectFrom('gp').select('id').where('nat_id', '=', keys.gpCode).orderBy('id').limit(1).as('gp_id'),
-        eb
-          .selectFrom('practice')
-          .select('id')
-          .where('code', '=', keys.practiceCode)
-          .orderBy('id')
-          .limit(1)
-          .as('practice_id'),
       ];
     })
     .executeTakeFirstOrThrow();
-  const id = (value: number | string | null | undefined) => (value == null ? undefined : Number(value));
   return {
-    byNumber: id(row.by_number),
-    byNhsNumber: id(row.by_nhs_number),
-    nhsNumberHolder: id(row.nhs_number_holder),
-    assignmentId: id(row.assignment_id),
-    assignedPatient: id(row.assigned_patient),
-    gpId: keys.gpCode === '' ? undefined : id(row.gp_id),
-    practiceId: keys.practiceCode === '' ? undefined : id(row.practice_id),
+    byNumber: idOf(row.by_number),
+    byNhsNumber: idOf(row.by_nhs_number),
+    assignmentId: idOf(row.assignment_id),
+    assignedPatient: idOf(row.assigned_patient),
+  };
+}
+
+interface CodeRows {
+  /** The live patient holding the active NHS number. */
+  readonly nhsNumberHolder: number | undefined;
+  /** The lowest `gp.id` of the GP code, `practice.id` of the practice code. */
+  readonly gpId: number | undefined;
+  readonly practiceId: number | undefined;
+}
+
+/**
+ * The rows of the record's codes that the feed itself writes (the NHS number's holder, GP, practice), in
+ * one statement once the record's values are known to be storable; none for a record without them.
+ */
+async function findCodeRows(
+  trx: Kysely<DB>,
+  keys: { globalTypeId: number | undefined; nhsNumber: string; gpCode: string; practiceCode: string },
+): Promise<CodeRows> {
+  const hasHolder = keys.globalTypeId !== undefined && keys.nhsNumber !== '';
+  if (!hasHolder && keys.gpCode === '' && keys.practiceCode === '')
+    return { nhsNumberHolder: undefined, gpId: undefined, practiceId: undefined };
+  const row = await trx
+    .selectNoFrom((eb) => [
+      liveHolderOf(eb, keys.globalTypeId ?? -1, keys.nhsNumber).as('nhs_number_holder'),
+      eb.selectFrom('gp').select('id').where('nat_id', '=', keys.gpCode).orderBy('id').limit(1).as('gp_id'),
+      eb
+        .selectFrom('practice')
+        .select('id')
+        .where('code', '=', keys.practiceCode)
+        .orderBy('id')
+        .limit(1)
+        .as('practice_id'),
+    ])
+    .executeTakeFirstOrThrow();
+  return {
+    nhsNumberHolder: hasHolder ? idOf(row.nhs_number_holder) : undefined,
+    gpId: keys.gpCode === '' ? undefined : idOf(row.gp_id),
+    practiceId: keys.practiceCode === '' ? undefined : idOf(row.practice_id),
   };
 }
 
@@ -372,12 +398,11 @@ export function createPatientChanges(
         `Patient NHSNumber (format) in XML is invalid: '${record.nhsNumber}'. Acceptable: ${globalType.validateRegex}`,
       ]);
 
-    // Identity, and the rows the change names that the feed itself writes (GP, practice, the NHS number's
-    // holder), in one statement of scalar subqueries read in this transaction: never from a cache, since
-    // other changes (other processes too) create and update them.
+    // Identity in one statement of this transaction (the feed's own rows are never kept: other changes,
+    // other processes too, create and update them).
     const gender = record.gender === undefined ? undefined : record.gender.trim().toUpperCase();
     const isMatchedByNhs = Boolean(nhsNumber && globalType !== undefined && record.dateOfBirth && gender);
-    const found = await findChangeRows(trx, {
+    const found = await findIdentityRows(trx, {
       typeId: type.id,
       externalId,
       globalTypeId: globalType?.id ?? -1,
@@ -385,8 +410,6 @@ export function createPatientChanges(
       // A date every engine reads (PostgreSQL refuses ''); unused without the record's own.
       dateOfBirth: record.dateOfBirth ?? '1000-01-01',
       gender: gender ?? '',
-      gpCode: record.gpCode ?? '',
-      practiceCode: record.practiceCode ?? '',
     });
     let patientId = found.byNumber;
     const isFoundByNumber = patientId !== undefined;
@@ -488,10 +511,16 @@ export function createPatientChanges(
       }
     }
     if (errors.length > 0) throw new PasapiError(400, errors);
+    const codes = await findCodeRows(trx, {
+      globalTypeId: globalType?.id,
+      nhsNumber: nhsNumber ?? '',
+      gpCode: record.gpCode ?? '',
+      practiceCode: record.practiceCode ?? '',
+    });
 
     // A number held by another patient is refused (OpenEyes soft-deletes the other patient's NHS number).
     if (nhsNumber && globalType !== undefined) {
-      const holder = found.nhsNumberHolder;
+      const holder = codes.nhsNumberHolder;
       if (holder !== undefined && holder !== patientId)
         throw new PasapiError(409, ['NHSNumber belongs to another patient']);
     }
@@ -516,12 +545,12 @@ export function createPatientChanges(
     );
     const gpId = await lookup(
       record.gpCode,
-      async () => found.gpId,
+      async () => codes.gpId,
       (code) => `Could not find GP for code ${code}`,
     );
     const practiceId = await lookup(
       record.practiceCode,
-      async () => found.practiceId,
+      async () => codes.practiceId,
       (code) => `Could not find Practice for code ${code}`,
     );
     const institutionId = await lookup(
