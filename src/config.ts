@@ -410,7 +410,7 @@ const SITE = {
       'REFERENCE_CACHE_TTL_MS',
       5_000,
       { min: 0, max: 3_600_000 },
-      'cache of identifier types, display rules, settings, request types',
+      'cache of identifier types, display rules, settings, request types, PAS reference data',
     ),
     orphanSweepIntervalMs: optional(
       'ORPHAN_SWEEP_INTERVAL_MS',

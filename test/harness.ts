@@ -51,7 +51,10 @@ export interface TestDatabase {
 }
 
 /** A fresh, migrated database of `dialect` and an empty files directory. */
-export async function createTestDatabase(dialect: Dialect): Promise<TestDatabase> {
+export async function createTestDatabase(
+  dialect: Dialect,
+  options: { onQuery?: (sql: string) => void } = {},
+): Promise<TestDatabase> {
   const dir = await mkdtemp(path.join(tmpdir(), 'cra-test-'));
   const filesDir = path.join(dir, 'files');
   let url: string;
@@ -93,7 +96,10 @@ export async function createTestDatabase(dialect: Dialect): Promise<TestDatabase
       await client.end();
     };
   }
-  const database = await openDatabase(loadConfig({ DATABASE_URL: url }).database, { poolSize: 5 });
+  const database = await openDatabase(loadConfig({ DATABASE_URL: url }).database, {
+    poolSize: 5,
+    onQuery: options.onQuery,
+  });
   await migrateToLatest(database);
   return {
     dialect,
@@ -124,6 +130,8 @@ export interface TestApp extends TestDatabase {
 export interface StartTestAppOptions extends BuildAppOptions {
   /** Extra environment for `loadConfig` (limits, switches). */
   readonly env?: Record<string, string>;
+  /** Called with the SQL of every statement the app's database connections run. */
+  readonly onQuery?: (sql: string) => void;
 }
 
 /**
@@ -132,7 +140,7 @@ export interface StartTestAppOptions extends BuildAppOptions {
  * address) are not throttled.
  */
 export async function startTestApp(dialect: Dialect, options: StartTestAppOptions = {}): Promise<TestApp> {
-  const testDb = await createTestDatabase(dialect);
+  const testDb = await createTestDatabase(dialect, { onQuery: options.onQuery });
   const config = loadConfig({
     ...testDb.env,
     SIGN_RATE_LIMIT_PER_MINUTE: '0',

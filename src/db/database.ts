@@ -4,7 +4,7 @@
  * hands back the same JavaScript shapes: date-times as `YYYY-MM-DD HH:MM:SS` strings, dates as
  * `YYYY-MM-DD`, integers as numbers and binary columns as Buffers.
  */
-import type { Kysely } from 'kysely';
+import type { Kysely, LogConfig } from 'kysely';
 import { sql } from 'kysely';
 import type { DatabaseTarget } from '../config.ts';
 import type { BackgroundWriter } from './background-writer.ts';
@@ -59,6 +59,8 @@ export interface Database {
 export interface OpenDatabaseOptions {
   /** Connections of a server database's pool. */
   readonly poolSize?: number;
+  /** Called with the SQL of every statement the main connections run (tests count them). */
+  readonly onQuery?: (sql: string) => void;
 }
 
 /** Opens the database named by `target`. Does not migrate: call `migrateToLatest` next. */
@@ -66,8 +68,15 @@ export async function openDatabase(
   target: DatabaseTarget,
   options: OpenDatabaseOptions = {},
 ): Promise<Database> {
+  const { onQuery } = options;
+  const log: LogConfig | undefined =
+    onQuery === undefined
+      ? undefined
+      : (event) => {
+          if (event.level === 'query') onQuery(event.query.sql);
+        };
   if (target.kind === 'sqlite') {
-    const connection = openSqlite(target.file);
+    const connection = openSqlite(target.file, log);
     const writeTransaction = createBatchedWriteTransaction(connection.db, connection.durability);
     return assemble(connection.db, connection.adapter, {
       writeTransaction,
@@ -109,6 +118,7 @@ export async function openDatabase(
         poolSize,
         { timeZone: isOpenEyes ? undefined : '+00:00' },
         isOpenEyes ? [new OwnTablePrefixPlugin()] : [],
+        log,
       );
     const connection = open(options.poolSize ?? 10);
     return assemble(connection.db, connection.adapter, {
@@ -120,7 +130,7 @@ export async function openDatabase(
     });
   }
   const { openPostgres } = await import('./dialects/postgres.ts');
-  const connection = openPostgres(target.url, options.poolSize ?? 10);
+  const connection = openPostgres(target.url, options.poolSize ?? 10, log);
   return assemble(connection.db, connection.adapter, {
     writeTransaction: createPlainWriteTransaction(connection.db),
     openBackgroundWriter: () =>

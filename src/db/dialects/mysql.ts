@@ -12,7 +12,7 @@
  * - `octet_length` and `substring` of a blob read the whole value inside the server, so large values are
  *   read in few, large slices.
  */
-import type { Expression, KyselyPlugin, RawBuilder, SelectQueryBuilder } from 'kysely';
+import type { Expression, KyselyPlugin, LogConfig, RawBuilder, SelectQueryBuilder } from 'kysely';
 import { Kysely as KyselyClass, sql } from 'kysely';
 import mysql from 'mysql2';
 import { registerDatabaseErrorClassifier } from '../../errors.ts';
@@ -53,6 +53,7 @@ export function openMysql(
   poolSize: number,
   session: SessionSettings,
   plugins: readonly KyselyPlugin[] = [],
+  log?: LogConfig,
 ): MysqlConnection {
   const pool = mysql.createPool({
     ...mysqlConnectionOptions(url),
@@ -76,7 +77,7 @@ export function openMysql(
   // A connection that dies while idle must not crash the process (mysql2 listens only once).
   pool.on('connection', (connection) => connection.on('error', () => {}));
   const dialect = new MysqlExecuteDialect(pool, session);
-  const db = new KyselyClass<DB>({ dialect, plugins: [...plugins] });
+  const db = new KyselyClass<DB>({ dialect, plugins: [...plugins], log });
   return {
     db,
     adapter: createMysqlAdapter(db, pool, poolSize),

@@ -5,7 +5,7 @@
  * processes.
  */
 import { createHash } from 'node:crypto';
-import type { Kysely, SelectQueryBuilder } from 'kysely';
+import type { Kysely, LogConfig, SelectQueryBuilder } from 'kysely';
 import { Kysely as KyselyClass, PostgresDialect, sql } from 'kysely';
 import type { QueryResultRow } from 'pg';
 import pg from 'pg';
@@ -43,10 +43,10 @@ export interface PostgresConnection {
   close(): Promise<void>;
 }
 
-export function openPostgres(url: string, poolSize: number): PostgresConnection {
+export function openPostgres(url: string, poolSize: number, log?: LogConfig): PostgresConnection {
   const statements = createStatementNames();
   const pool = createPool(url, poolSize, '', statements);
-  const db = new KyselyClass<DB>({ dialect: new PostgresDialect({ pool }) });
+  const db = new KyselyClass<DB>({ dialect: new PostgresDialect({ pool }), log });
   // Statements that commit without waiting for the WAL flush (`commitWithoutFlush`), on connections of
   // their own whose sessions say so; opened on first use.
   let relaxedPool: pg.Pool | undefined;

@@ -6,7 +6,7 @@ import type { FileHandle } from 'node:fs/promises';
 import { open } from 'node:fs/promises';
 import type { StatementSync } from 'node:sqlite';
 import { DatabaseSync } from 'node:sqlite';
-import type { CompiledQuery, Kysely } from 'kysely';
+import type { CompiledQuery, Kysely, LogConfig } from 'kysely';
 import { Kysely as KyselyClass, SelectQueryNode, sql } from 'kysely';
 import type { IGenericSqlite } from 'kysely-generic-sqlite';
 import { GenericSqliteDialect, parseBigInt } from 'kysely-generic-sqlite';
@@ -43,7 +43,7 @@ export interface SqliteConnection {
   close(): Promise<void>;
 }
 
-export function openSqlite(file: string): SqliteConnection {
+export function openSqlite(file: string, log?: LogConfig): SqliteConnection {
   if (file !== ':memory:') createPrivateSqliteFile(file);
   const native = new DatabaseSync(file);
   // WAL lets readers run beside the writer; the busy timeout covers a CLI and a server sharing the file.
@@ -116,7 +116,7 @@ export function openSqlite(file: string): SqliteConnection {
       void wal?.close();
     },
   };
-  const db = new KyselyClass<DB>({ dialect: new GenericSqliteDialect(() => executor) });
+  const db = new KyselyClass<DB>({ dialect: new GenericSqliteDialect(() => executor), log });
   return {
     db,
     adapter: createSqliteAdapter(db, executor),

@@ -38,8 +38,8 @@ import {
   PasapiError,
   createPatientAppointments,
   createPatientChanges,
+  createPasReferenceCache,
   createPatientMerges,
-  findIdentifierType,
   findPatientByNumber,
   unknownIdentifierType,
 } from '../pasapi/index.ts';
@@ -215,7 +215,9 @@ export function createHl7Applier(deps: Hl7ApplierDeps): Hl7Applier {
   const settings = config.hl7;
   const log = logger.child({ component: 'hl7' });
   const allowed = compileSenders(settings.allowedSenders);
-  const patients = createPatientChanges(database);
+  // Identifier types and the other reference data: kept REFERENCE_CACHE_TTL_MS (pasapi's pas-reference.ts).
+  const reference = createPasReferenceCache(config.referenceCacheTtlMs);
+  const patients = createPatientChanges(database, { reference });
   const merges = createPatientMerges(database);
   const appointments = createPatientAppointments(database, { timeZone: config.timeZone });
 
@@ -357,7 +359,7 @@ export function createHl7Applier(deps: Hl7ApplierDeps): Hl7Applier {
             break;
           }
           case 'appointment': {
-            const identifierType = await findIdentifierType(trx, change.identifierTypeKey);
+            const identifierType = await reference.identifierType(trx, change.identifierTypeKey);
             if (identifierType === undefined) throw unknownIdentifierType(change.identifierTypeKey);
             const patientId = await findPatientByNumber(trx, identifierType.id, change.patientNumber);
             if (patientId === undefined)

@@ -30,7 +30,12 @@ import type { Logger } from '../../logger.ts';
 import type { LocalIdentifierMap } from '../../site-files/hl7-field-map.ts';
 import type { AuditTrail } from '../audit/index.ts';
 import type { ChangeActor, PatientChange } from '../pasapi/index.ts';
-import { PasapiError, createPatientChanges, findIdentifierType } from '../pasapi/index.ts';
+import {
+  PasapiError,
+  createPasReferenceCache,
+  createPatientChanges,
+  findIdentifierType,
+} from '../pasapi/index.ts';
 import type { MissingPatientAnswer, MissingPatientSource } from '../patient/index.ts';
 import { matchIdentifier } from '../patient/index.ts';
 import { AdtMappingError, MessageReader, mapAdtMessage } from './adt-mapping.ts';
@@ -142,7 +147,9 @@ export function createPasQuery(deps: PasQueryDeps): PasQuery | undefined {
   const { host, port, timeoutMs } = settings;
   if (host === undefined || port === undefined) return undefined;
   const log = deps.logger.child({ component: 'pas-query' });
-  const patients = createPatientChanges(database);
+  const patients = createPatientChanges(database, {
+    reference: createPasReferenceCache(config.referenceCacheTtlMs),
+  });
   const map = config.hl7.fieldMap;
   const wanted = settings.authorities.map((a) => a.toUpperCase());
   const entries: readonly LocalIdentifierMap[] =

@@ -26,4 +26,6 @@ export type {
 export { createPatientAppointments } from './patient-appointment.ts';
 export type { PatientMergeChange, PatientMergeResult } from './patient-merge.ts';
 export { MERGE_STATUS, createPatientMerges } from './patient-merge.ts';
+export type { PasReferenceCache } from './pas-reference.ts';
+export { createPasReferenceCache } from './pas-reference.ts';
 export { PasapiError, parseLooseDate } from './pasapi-values.ts';

@@ -34,7 +34,8 @@ forEachDialect((dialect) => {
     let auth: Record<string, string>;
 
     before(async () => {
-      app = await startTestApp(dialect);
+      // Tests change settings, identifier types and remap rules between requests: nothing kept.
+      app = await startTestApp(dialect, { env: { REFERENCE_CACHE_TTL_MS: '0' } });
       pas = await createPasInstallation(app.db);
       auth = { authorization: (await createUser(app.db)).authorization };
     });

@@ -38,7 +38,8 @@ forEachDialect((dialect) => {
     let auth: Record<string, string>;
 
     before(async () => {
-      app = await startTestApp(dialect);
+      // Tests change settings, identifier types and remap rules between requests: nothing kept.
+      app = await startTestApp(dialect, { env: { REFERENCE_CACHE_TTL_MS: '0' } });
       pas = await createPasInstallation(app.db);
       await createGpAndPractice(app.db, 'G3258868', 'C82103');
       const user = await createUser(app.db);

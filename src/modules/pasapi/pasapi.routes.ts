@@ -16,18 +16,14 @@ import { toAppError } from '../../http/error-handler.ts';
 import type { ModuleOptions } from '../../http/module.ts';
 import type { AuditRefusal, RouteAudit } from '../audit/index.ts';
 import type { ChangeActor } from './patient-change.ts';
-import {
-  MAX_IDENTIFIER_CHARACTERS,
-  createPatientChanges,
-  findIdentifierType,
-  unknownIdentifierType,
-} from './patient-change.ts';
+import { MAX_IDENTIFIER_CHARACTERS, createPatientChanges, unknownIdentifierType } from './patient-change.ts';
 import { createPatientMerges } from './patient-merge.ts';
 import { readAppointmentResource } from './appointment-resource.ts';
 import { createPatientAppointments } from './patient-appointment.ts';
 import { createDidNotAttends } from './did-not-attend.ts';
 import { identifierTypeOf, readDidNotAttendResource } from './did-not-attend-resource.ts';
-import { applyRemaps, loadRemapRules } from './pasapi-remap.ts';
+import { createPasReferenceCache } from './pas-reference.ts';
+import { applyRemaps } from './pasapi-remap.ts';
 import { PasapiError, readFlagHeader } from './pasapi-values.ts';
 import type { XmlElement } from './pasapi-xml.ts';
 import { XmlReadError, failureXml, readXml, successXml } from './pasapi-xml.ts';
@@ -113,7 +109,9 @@ function actorOf(request: FastifyRequest): ChangeActor {
 
 export const pasapiRoutes: FastifyPluginAsync<ModuleOptions> = async (app, options) => {
   const { deps, basicAuth } = options;
-  const patients = createPatientChanges(deps.database);
+  // Identifier types, remap rules and the other reference data: kept REFERENCE_CACHE_TTL_MS (pas-reference.ts).
+  const reference = createPasReferenceCache(deps.config.referenceCacheTtlMs);
+  const patients = createPatientChanges(deps.database, { reference });
   const merges = createPatientMerges(deps.database);
   const appointments = createPatientAppointments(deps.database, { timeZone: deps.config.timeZone });
   const didNotAttends = createDidNotAttends(deps.database);
@@ -323,8 +321,11 @@ export const pasapiRoutes: FastifyPluginAsync<ModuleOptions> = async (app, optio
           const parsed = readXml(typeof request.body === 'string' ? request.body : '');
           // Remaps of the institution of the identifier type the body names (OpenEyes: none apply, P26).
           const typeKey = parsed.name === 'DidNotAttend' ? identifierTypeOf(parsed) : undefined;
-          const type = typeKey === undefined ? undefined : await findIdentifierType(db, typeKey);
-          const remapped = applyRemaps(parsed, await loadRemapRules(db, parsed.name, type?.institutionId));
+          const type = typeKey === undefined ? undefined : await reference.identifierType(db, typeKey);
+          const remapped = applyRemaps(
+            parsed,
+            await reference.remapRules(db, parsed.name, type?.institutionId),
+          );
           const result = await didNotAttends.recordDidNotAttend(
             readDidNotAttendResource(remapped.root),
             actor,
@@ -362,11 +363,14 @@ export const pasapiRoutes: FastifyPluginAsync<ModuleOptions> = async (app, optio
             const identifierTypeKey = request.params.type;
             const isPartial = readFlagHeader('X-OE-Partial-Record', request.headers['x-oe-partial-record']);
             const isUpdateOnly = readFlagHeader('X-OE-Update-Only', request.headers['x-oe-update-only']);
-            const type = await findIdentifierType(db, identifierTypeKey);
+            const type = await reference.identifierType(db, identifierTypeKey);
             if (type === undefined) throw unknownIdentifierType(identifierTypeKey);
             const body = typeof request.body === 'string' ? request.body : '';
             const parsed = readXml(body);
-            const remapped = applyRemaps(parsed, await loadRemapRules(db, parsed.name, type.institutionId));
+            const remapped = applyRemaps(
+              parsed,
+              await reference.remapRules(db, parsed.name, type.institutionId),
+            );
             if (remapped.skipped.length > 0)
               request.log.warn(
                 { count: remapped.skipped.length },

@@ -13,12 +13,15 @@
  * (OpenEyes refuses it with 422, P09). A renumbering (the patient holds another number of the type) and
  * a number held by another patient are refused with 409 and change nothing (P10, P12).
  */
-import type { Kysely, Transaction } from 'kysely';
+import type { ExpressionBuilder, Insertable, Kysely, Transaction } from 'kysely';
+import { sql } from 'kysely';
 import type { Database } from '../../db/database.ts';
 import { findUnstorableCharacter, unstorableCharacterMessage } from '../../db/schema-profile.ts';
 import type { DB } from '../../db/schema.ts';
 import { nowDateTime } from '../../db/stored-time.ts';
-import { applyPad, translatePcre } from '../patient/index.ts';
+import { applyPad } from '../patient/index.ts';
+import type { PasIdentifierType, PasReferenceCache } from './pas-reference.ts';
+import { createPasReferenceCache } from './pas-reference.ts';
 import { PasapiError } from './pasapi-values.ts';
 
 /** One `<Address>`: each element absent (undefined) or its text. */
@@ -85,6 +88,9 @@ export interface ChangeActor {
   readonly userId: number;
 }
 
+export type { PasIdentifierType } from './pas-reference.ts';
+export { findGlobalType, findIdentifierType, readInstallationSetting } from './pas-reference.ts';
+
 export const PATIENT_RESOURCE = 'Patient';
 export const PATIENT_INTERNAL_TYPE = '\\Patient';
 
@@ -92,38 +98,6 @@ export const PATIENT_INTERNAL_TYPE = '\\Patient';
 export const MAX_IDENTIFIER_CHARACTERS = 40;
 const ADDRESS_TYPE_HOME = 2;
 const ADDRESS_TYPE_CORRESPOND = 3;
-
-/** The identifier type of a `unique_row_string`, with its compiled pattern. */
-export interface PasIdentifierType {
-  readonly id: number;
-  readonly usageType: string;
-  readonly institutionId: number;
-  readonly siteId: number | null;
-  readonly validateRegex: string;
-  readonly regex: RegExp | undefined;
-  readonly pad: string | null;
-}
-
-export async function findIdentifierType(
-  db: Kysely<DB>,
-  key: string,
-): Promise<PasIdentifierType | undefined> {
-  const row = await db
-    .selectFrom('patient_identifier_type')
-    .select(['id', 'usage_type', 'institution_id', 'site_id', 'validate_regex', 'pad'])
-    .where('unique_row_string', '=', key)
-    .executeTakeFirst();
-  if (row === undefined) return undefined;
-  return {
-    id: row.id,
-    usageType: row.usage_type,
-    institutionId: row.institution_id,
-    siteId: row.site_id,
-    validateRegex: row.validate_regex,
-    regex: translatePcre(row.validate_regex),
-    pad: row.pad,
-  };
-}
 
 /** The identifier-type refusal every resource answers (OpenEyes: 404 for Patient, a PHP TypeError elsewhere). */
 export function unknownIdentifierType(key: string): PasapiError {
@@ -135,36 +109,6 @@ export function isValidForType(value: string, type: PasIdentifierType): boolean 
   if (type.regex === undefined) return true;
   type.regex.lastIndex = 0;
   return type.regex.test(applyPad(value, type.pad));
-}
-
-/** A setting at installation level, else its metadata default. */
-export async function readInstallationSetting(db: Kysely<DB>, key: string): Promise<string | undefined> {
-  const installed = await db
-    .selectFrom('setting_installation')
-    .select('value')
-    .where('key', '=', key)
-    .executeTakeFirst();
-  if (installed !== undefined && installed.value !== null) return installed.value;
-  const metadata = await db
-    .selectFrom('setting_metadata')
-    .select('default_value')
-    .where('key', '=', key)
-    .executeTakeFirst();
-  return metadata?.default_value ?? undefined;
-}
-
-/** The current GLOBAL identifier type (the institution of `global_institution_remote_id`, default NHS). */
-export async function findGlobalType(db: Kysely<DB>): Promise<PasIdentifierType | undefined> {
-  const remoteId = (await readInstallationSetting(db, 'global_institution_remote_id')) ?? 'NHS';
-  const row = await db
-    .selectFrom('patient_identifier_type as t')
-    .innerJoin('institution as i', 'i.id', 't.institution_id')
-    .select('t.unique_row_string')
-    .where('t.usage_type', '=', 'GLOBAL')
-    .where('i.remote_id', '=', remoteId)
-    .orderBy('t.id')
-    .executeTakeFirst();
-  return row?.unique_row_string == null ? undefined : findIdentifierType(db, row.unique_row_string);
 }
 
 /** The active value of `typeId` a patient holds, if any. */
@@ -239,6 +183,121 @@ export async function findPatientByNumber(
   return row?.id;
 }
 
+interface ChangeRowKeys {
+  readonly typeId: number;
+  readonly externalId: string;
+  /** -1 without a GLOBAL type. */
+  readonly globalTypeId: number;
+  readonly nhsNumber: string;
+  readonly dateOfBirth: string;
+  readonly gender: string;
+}
+
+interface ChangeRows {
+  /** The live patient holding the active identifier of the URL's type and id. */
+  readonly byNumber: number | undefined;
+  /** The live patient holding the active NHS number, with the record's date of birth and gender. */
+  readonly byNhsNumber: number | undefined;
+  /** The newest `Patient` assignment of the external id (OpenEyes databases may hold duplicates, P27). */
+  readonly assignmentId: number | undefined;
+  /** That assignment's patient, when it is live. */
+  readonly assignedPatient: number | undefined;
+}
+
+/** Reads a scalar subquery's id (undefined for NULL). */
+const idOf = (value: number | string | null | undefined) => (value == null ? undefined : Number(value));
+
+/** The live patient holding the active identifier `value` of `typeId`, as a scalar subquery. */
+function liveHolderOf(eb: ExpressionBuilder<DB, never>, typeId: number, value: string) {
+  return eb
+    .selectFrom('patient_identifier as pi')
+    .innerJoin('patient as p', 'p.id', 'pi.patient_id')
+    .select('p.id')
+    .where('pi.patient_identifier_type_id', '=', typeId)
+    .where('pi.value', '=', value)
+    .where('pi.deleted', '=', 0)
+    .where('p.deleted', '=', 0)
+    .orderBy('p.id')
+    .limit(1);
+}
+
+/**
+ * The rows a change's identity is decided on, in one statement of scalar subqueries (one shape whatever
+ * the record holds: keys it lacks are ignored by the caller).
+ */
+async function findIdentityRows(trx: Kysely<DB>, keys: ChangeRowKeys): Promise<ChangeRows> {
+  const row = await trx
+    .selectNoFrom((eb) => {
+      const liveHolder = (typeId: number, value: string) => liveHolderOf(eb, typeId, value);
+      const newestAssignment = eb
+        .selectFrom('pasapi_assignment as a')
+        .where('a.resource_type', '=', PATIENT_RESOURCE)
+        .where('a.resource_id', '=', keys.externalId)
+        .orderBy('a.id', 'desc')
+        .limit(1);
+      return [
+        liveHolder(keys.typeId, keys.externalId).as('by_number'),
+        liveHolder(keys.globalTypeId, keys.nhsNumber)
+          .where('p.dob', '=', keys.dateOfBirth)
+          .where('p.gender', '=', keys.gender)
+          .as('by_nhs_number'),
+        newestAssignment.select('a.id').as('assignment_id'),
+        newestAssignment
+          .innerJoin('patient as ap', 'ap.id', 'a.internal_id')
+          .select((inner) =>
+            inner.case().when('ap.deleted', '=', 0).then(inner.ref('ap.id')).else(null).end().as('id'),
+          )
+          .as('assigned_patient'),
+      ];
+    })
+    .executeTakeFirstOrThrow();
+  return {
+    byNumber: idOf(row.by_number),
+    byNhsNumber: idOf(row.by_nhs_number),
+    assignmentId: idOf(row.assignment_id),
+    assignedPatient: idOf(row.assigned_patient),
+  };
+}
+
+interface CodeRows {
+  /** The live patient holding the active NHS number. */
+  readonly nhsNumberHolder: number | undefined;
+  /** The lowest `gp.id` of the GP code, `practice.id` of the practice code. */
+  readonly gpId: number | undefined;
+  readonly practiceId: number | undefined;
+}
+
+/**
+ * The rows of the record's codes that the feed itself writes (the NHS number's holder, GP, practice), in
+ * one statement once the record's values are known to be storable; none for a record without them.
+ */
+async function findCodeRows(
+  trx: Kysely<DB>,
+  keys: { globalTypeId: number | undefined; nhsNumber: string; gpCode: string; practiceCode: string },
+): Promise<CodeRows> {
+  const hasHolder = keys.globalTypeId !== undefined && keys.nhsNumber !== '';
+  if (!hasHolder && keys.gpCode === '' && keys.practiceCode === '')
+    return { nhsNumberHolder: undefined, gpId: undefined, practiceId: undefined };
+  const row = await trx
+    .selectNoFrom((eb) => [
+      liveHolderOf(eb, keys.globalTypeId ?? -1, keys.nhsNumber).as('nhs_number_holder'),
+      eb.selectFrom('gp').select('id').where('nat_id', '=', keys.gpCode).orderBy('id').limit(1).as('gp_id'),
+      eb
+        .selectFrom('practice')
+        .select('id')
+        .where('code', '=', keys.practiceCode)
+        .orderBy('id')
+        .limit(1)
+        .as('practice_id'),
+    ])
+    .executeTakeFirstOrThrow();
+  return {
+    nhsNumberHolder: hasHolder ? idOf(row.nhs_number_holder) : undefined,
+    gpId: keys.gpCode === '' ? undefined : idOf(row.gp_id),
+    practiceId: keys.practiceCode === '' ? undefined : idOf(row.practice_id),
+  };
+}
+
 const stripSpaces = (value: string) => value.replace(/\s+/g, '');
 
 /** Phone numbers as OpenEyes stores them (spaces and hyphens removed), checked as P16 recommends. */
@@ -294,8 +353,16 @@ function chooseValue<T>(present: boolean, value: T, keepsAbsent: boolean): T | n
   return keepsAbsent ? undefined : null;
 }
 
+export interface PatientChangeOptions {
+  /** Where identifier types, settings, countries, ethnic groups and institutions are read (none kept by default). */
+  readonly reference?: PasReferenceCache;
+}
+
 /** Builds the patient-change function over one database. */
-export function createPatientChanges(database: Database): {
+export function createPatientChanges(
+  database: Database,
+  options: PatientChangeOptions = {},
+): {
   applyPatientChange(change: PatientChange, actor: ChangeActor): Promise<PatientChangeResult>;
   /** The same change inside a write transaction of the caller's, which commits it with its own rows. */
   applyPatientChangeIn(
@@ -305,10 +372,11 @@ export function createPatientChanges(database: Database): {
   ): Promise<PatientChangeResult>;
 } {
   const { schema } = database;
+  const reference = options.reference ?? createPasReferenceCache(0);
 
   async function plan(trx: Transaction<DB>, change: PatientChange, actor: ChangeActor) {
     const { record, externalId } = change;
-    const type = await findIdentifierType(trx, change.identifierTypeKey);
+    const type = await reference.identifierType(trx, change.identifierTypeKey);
     if (type === undefined) throw unknownIdentifierType(change.identifierTypeKey);
     if (!isValidForType(externalId, type))
       throw new PasapiError(422, [
@@ -318,7 +386,7 @@ export function createPatientChanges(database: Database): {
       throw new PasapiError(422, [
         `HospitalNumber in URL and in XML must match: ${externalId} not equal to ${record.hospitalNumber}`,
       ]);
-    const globalType = await findGlobalType(trx);
+    const globalType = await reference.globalType(trx);
     const nhsNumber = record.nhsNumber === undefined ? undefined : stripSpaces(record.nhsNumber);
     if (
       nhsNumber !== undefined &&
@@ -330,36 +398,24 @@ export function createPatientChanges(database: Database): {
         `Patient NHSNumber (format) in XML is invalid: '${record.nhsNumber}'. Acceptable: ${globalType.validateRegex}`,
       ]);
 
-    // Identity.
-    let patientId = await findPatientByIdentifier(trx, type.id, externalId);
-    const isFoundByNumber = patientId !== undefined;
+    // Identity in one statement of this transaction (the feed's own rows are never kept: other changes,
+    // other processes too, create and update them).
     const gender = record.gender === undefined ? undefined : record.gender.trim().toUpperCase();
-    if (patientId === undefined && nhsNumber && globalType !== undefined && record.dateOfBirth && gender) {
-      const match = await trx
-        .selectFrom('patient_identifier as pi')
-        .innerJoin('patient as p', 'p.id', 'pi.patient_id')
-        .select('p.id')
-        .where('pi.patient_identifier_type_id', '=', globalType.id)
-        .where('pi.value', '=', nhsNumber)
-        .where('pi.deleted', '=', 0)
-        .where('p.deleted', '=', 0)
-        .where('p.dob', '=', record.dateOfBirth)
-        .where('p.gender', '=', gender)
-        .orderBy('p.id')
-        .executeTakeFirst();
-      patientId = match?.id;
-    }
-    const assignment = await findPatientAssignment(trx, externalId);
-    let assignedPatient: number | undefined;
-    if (assignment !== undefined) {
-      const live = await trx
-        .selectFrom('patient')
-        .select('id')
-        .where('id', '=', assignment.internalId)
-        .where('deleted', '=', 0)
-        .executeTakeFirst();
-      assignedPatient = live?.id;
-    }
+    const isMatchedByNhs = Boolean(nhsNumber && globalType !== undefined && record.dateOfBirth && gender);
+    const found = await findIdentityRows(trx, {
+      typeId: type.id,
+      externalId,
+      globalTypeId: globalType?.id ?? -1,
+      nhsNumber: nhsNumber ?? '',
+      // A date every engine reads (PostgreSQL refuses ''); unused without the record's own.
+      dateOfBirth: record.dateOfBirth ?? '1000-01-01',
+      gender: gender ?? '',
+    });
+    let patientId = found.byNumber;
+    const isFoundByNumber = patientId !== undefined;
+    if (patientId === undefined && isMatchedByNhs) patientId = found.byNhsNumber;
+    const assignment = found.assignmentId === undefined ? undefined : { id: found.assignmentId };
+    const assignedPatient = found.assignedPatient;
     if (patientId !== undefined && assignedPatient !== undefined && patientId !== assignedPatient)
       throw new PasapiError(409, ['HospitalNumber belongs to another patient']);
     patientId ??= assignedPatient;
@@ -424,7 +480,7 @@ export function createPatientChanges(database: Database): {
       errors.push(`Invalid value '${record.gender}' for 'Gender'`);
     if (record.email !== undefined && record.email !== '' && !/^[^@\s]+@[^@\s]+\.[^@\s]+$/.test(record.email))
       errors.push('email: Email is not a valid email address.');
-    const isPhoneChecked = (await readInstallationSetting(trx, 'validate_PASAPI_phone_number')) !== 'off';
+    const isPhoneChecked = (await reference.setting(trx, 'validate_PASAPI_phone_number')) !== 'off';
     const primaryPhone =
       record.telephoneNumber === undefined
         ? undefined
@@ -455,10 +511,16 @@ export function createPatientChanges(database: Database): {
       }
     }
     if (errors.length > 0) throw new PasapiError(400, errors);
+    const codes = await findCodeRows(trx, {
+      globalTypeId: globalType?.id,
+      nhsNumber: nhsNumber ?? '',
+      gpCode: record.gpCode ?? '',
+      practiceCode: record.practiceCode ?? '',
+    });
 
     // A number held by another patient is refused (OpenEyes soft-deletes the other patient's NHS number).
     if (nhsNumber && globalType !== undefined) {
-      const holder = await findPatientByIdentifier(trx, globalType.id, nhsNumber);
+      const holder = codes.nhsNumberHolder;
       if (holder !== undefined && holder !== patientId)
         throw new PasapiError(409, ['NHSNumber belongs to another patient']);
     }
@@ -478,48 +540,22 @@ export function createPatientChanges(database: Database): {
     };
     const ethnicGroupId = await lookup(
       record.ethnicGroup,
-      async (code) =>
-        (
-          await trx
-            .selectFrom('ethnic_group')
-            .select('id')
-            .where('code', '=', code)
-            .where('deleted', '=', 0)
-            .executeTakeFirst()
-        )?.id,
+      (code) => reference.ethnicGroupId(trx, code),
       (code) => `Unrecognised ethnic group code ${code}`,
     );
     const gpId = await lookup(
       record.gpCode,
-      async (code) =>
-        (await trx.selectFrom('gp').select('id').where('nat_id', '=', code).orderBy('id').executeTakeFirst())
-          ?.id,
+      async () => codes.gpId,
       (code) => `Could not find GP for code ${code}`,
     );
     const practiceId = await lookup(
       record.practiceCode,
-      async (code) =>
-        (
-          await trx
-            .selectFrom('practice')
-            .select('id')
-            .where('code', '=', code)
-            .orderBy('id')
-            .executeTakeFirst()
-        )?.id,
+      async () => codes.practiceId,
       (code) => `Could not find Practice for code ${code}`,
     );
     const institutionId = await lookup(
       record.primaryInstitution,
-      async (code) =>
-        (
-          await trx
-            .selectFrom('institution')
-            .select('id')
-            .where('remote_id', '=', code)
-            .orderBy('id')
-            .executeTakeFirst()
-        )?.id,
+      (code) => reference.institutionId(trx, code),
       (code) => `Unrecognised institution code ${code}`,
     );
     for (const [key, label] of [
@@ -539,11 +575,7 @@ export function createPatientChanges(database: Database): {
       const countries = new Map<string, number | undefined>();
       for (const [index, address] of (record.addresses ?? []).entries()) {
         const code = (address.country ?? '').trim().toUpperCase();
-        if (!countries.has(code))
-          countries.set(
-            code,
-            (await trx.selectFrom('country').select('id').where('code', '=', code).executeTakeFirst())?.id,
-          );
+        if (!countries.has(code)) countries.set(code, await reference.countryId(trx, code));
         const countryId = countries.get(code);
         const problems: string[] = [];
         if (countryId === undefined)
@@ -732,16 +764,14 @@ export function createPatientChanges(database: Database): {
       .execute();
     const key = (postcode: string | null) => stripSpaces(postcode ?? '').toUpperCase();
     const unmatched = new Map(stored.map((row) => [row.id, row]));
+    const inserts: Insertable<DB['address']>[] = [];
     for (const address of addresses) {
       const wanted = key(address.values.postcode);
       const candidates = [...unmatched.values()].filter((row) => key(row.postcode) === wanted);
       const match =
         candidates.find((row) => row.address_type_id === address.values.address_type_id) ?? candidates[0];
       if (match === undefined) {
-        await trx
-          .insertInto('address')
-          .values({ ...created, ...address.values, contact_id: contactId })
-          .execute();
+        inserts.push({ ...created, ...address.values, contact_id: contactId });
       } else {
         unmatched.delete(match.id);
         await schema.keepRowVersions(trx, 'address', [match.id]);
@@ -752,6 +782,8 @@ export function createPatientChanges(database: Database): {
           .execute();
       }
     }
+    // New rows in one statement, in the record's order.
+    if (inserts.length > 0) await trx.insertInto('address').values(inserts).execute();
     // The PAS is the master: addresses it no longer sends go, their last version kept.
     const gone = [...unmatched.keys()];
     if (gone.length > 0) {
@@ -770,58 +802,84 @@ export function createPatientChanges(database: Database): {
   ): Promise<void> {
     const { type, globalType, nhsNumber, keepsAbsent } = planned;
     const value = stripSpaces(change.externalId);
-    const local = await trx
+    // The patient's identifiers of both types in one read; `is_local` is the database's own comparison
+    // of the URL's value (its collation), as a query for that row alone would match.
+    const held = await trx
       .selectFrom('patient_identifier')
-      .select('id')
+      .select((eb) => [
+        'id',
+        'patient_identifier_type_id as typeId',
+        'value',
+        'deleted',
+        eb
+          .case()
+          .when(eb.and([eb('patient_identifier_type_id', '=', type.id), eb('value', '=', value)]))
+          .then(1)
+          .else(0)
+          .end()
+          .as('is_local'),
+      ])
       .where('patient_id', '=', patientId)
-      .where('patient_identifier_type_id', '=', type.id)
-      .where('value', '=', value)
-      .executeTakeFirst();
-    if (local === undefined) {
-      await trx
-        .insertInto('patient_identifier')
-        .values({
-          ...created,
-          patient_id: patientId,
-          patient_identifier_type_id: type.id,
-          value,
-          source_info: 'ACTIVE',
-          deleted: 0,
-          unique_row_string: `${patientId}-${type.id}-ACTIVE`,
-        })
+      .where('patient_identifier_type_id', 'in', [type.id, globalType?.id ?? type.id])
+      .orderBy('id')
+      .execute();
+    const inserts: Insertable<DB['patient_identifier']>[] = [];
+    const insertAll = async () => {
+      if (inserts.length > 0) await trx.insertInto('patient_identifier').values(inserts).execute();
+    };
+    if (!held.some((row) => Number(row.is_local) === 1)) {
+      inserts.push({
+        ...created,
+        patient_id: patientId,
+        patient_identifier_type_id: type.id,
+        value,
+        source_info: 'ACTIVE',
+        deleted: 0,
+        unique_row_string: `${patientId}-${type.id}-ACTIVE`,
+      });
+    }
+    let globals = globalType === undefined ? [] : held.filter((row) => row.typeId === globalType.id);
+    if (globalType !== undefined && globalType.id === type.id && inserts.length > 0) {
+      // The URL's type is the GLOBAL one: its new row is one of the globals below.
+      await insertAll();
+      inserts.length = 0;
+      globals = await trx
+        .selectFrom('patient_identifier')
+        .select([
+          'id',
+          'patient_identifier_type_id as typeId',
+          'value',
+          'deleted',
+          sql<number>`0`.as('is_local'),
+        ])
+        .where('patient_id', '=', patientId)
+        .where('patient_identifier_type_id', '=', type.id)
+        .orderBy('id')
         .execute();
     }
-    if (globalType === undefined || nhsNumber === undefined) {
+    if (globalType === undefined || nhsNumber === undefined || nhsNumber === '') {
+      await insertAll();
       if (globalType !== undefined && !keepsAbsent)
-        await removeGlobal(trx, patientId, globalType.id, modified);
+        await removeGlobal(trx, patientId, globalType.id, globals, modified);
       return;
     }
-    if (nhsNumber === '') {
-      if (!keepsAbsent) await removeGlobal(trx, patientId, globalType.id, modified);
-      return;
-    }
-    const existing = await trx
-      .selectFrom('patient_identifier')
-      .select(['id', 'value', 'deleted'])
-      .where('patient_id', '=', patientId)
-      .where('patient_identifier_type_id', '=', globalType.id)
-      .orderBy('deleted')
-      .orderBy('id', 'desc')
-      .executeTakeFirst();
+    // The live one first, then the newest.
+    const existing = [...globals].sort((x, y) => x.deleted - y.deleted || y.id - x.id)[0];
     if (existing === undefined) {
-      await trx
-        .insertInto('patient_identifier')
-        .values({
-          ...created,
-          patient_id: patientId,
-          patient_identifier_type_id: globalType.id,
-          value: nhsNumber,
-          source_info: 'ACTIVE',
-          deleted: 0,
-          unique_row_string: `${patientId}-${globalType.id}-ACTIVE`,
-        })
-        .execute();
-    } else if (existing.value !== nhsNumber || existing.deleted !== 0) {
+      inserts.push({
+        ...created,
+        patient_id: patientId,
+        patient_identifier_type_id: globalType.id,
+        value: nhsNumber,
+        source_info: 'ACTIVE',
+        deleted: 0,
+        unique_row_string: `${patientId}-${globalType.id}-ACTIVE`,
+      });
+      await insertAll();
+      return;
+    }
+    await insertAll();
+    if (existing.value !== nhsNumber || existing.deleted !== 0) {
       await schema.keepRowVersions(trx, 'patient_identifier', [existing.id]);
       await trx
         .updateTable('patient_identifier')
@@ -842,9 +900,10 @@ export function createPatientChanges(database: Database): {
     trx: Transaction<DB>,
     patientId: number,
     globalTypeId: number,
+    globals: readonly { id: number; value: string; deleted: number }[],
     modified: Record<string, unknown>,
   ): Promise<void> {
-    const active = await activeValueOf(trx, patientId, globalTypeId);
+    const active = globals.find((row) => row.deleted === 0);
     if (active === undefined) return;
     const sourceInfo = `DEL BY PASAPI[${Math.floor(Date.now() / 1000)}]`;
     await schema.keepRowVersions(trx, 'patient_identifier', [active.id]);
