@@ -19,6 +19,7 @@ import type { Config } from '../../src/config.ts';
 import { loadConfig } from '../../src/config.ts';
 import type { Database } from '../../src/db/database.ts';
 import { openDatabase } from '../../src/db/database.ts';
+import type { MigrationOutcome } from '../../src/db/migrate.ts';
 import { migrateToLatest } from '../../src/db/migrate.ts';
 import type { Bootstrapped } from '../../src/main/bootstrap.ts';
 import { bootstrap } from '../../src/main/bootstrap.ts';
@@ -51,7 +52,13 @@ export interface OpenEyesService {
   /** The temporary directory, removed by close(). */
   readonly workDir: string;
   readonly filesDir: string;
-  /** The configuration loaded from the settings with the service account's DATABASE_URL. */
+  /** What the admin account's migration applied. */
+  readonly migrations: MigrationOutcome;
+  /** The service account, `cra_oe_<random>` at 127.0.0.1. */
+  readonly account: string;
+  /** The settings with the service account's DATABASE_URL (for `runCli`). */
+  readonly env: Record<string, string>;
+  /** The configuration loaded from `env`. */
   readonly config: Config;
   readonly booted: Bootstrapped;
   readonly database: Database;
@@ -113,8 +120,9 @@ async function setUpService(
   const settings = { FILES_DIR: workDir, ...(await options.settings(workDir)) };
   const adminEnv = { ...settings, DATABASE_URL: oe.url };
   const migrating = await openDatabase(loadConfig(adminEnv).database, { poolSize: 1 });
+  let migrations: MigrationOutcome;
   try {
-    await migrateToLatest(migrating);
+    migrations = await migrateToLatest(migrating);
   } finally {
     await migrating.close();
   }
@@ -135,7 +143,8 @@ async function setUpService(
   const serviceUrl = new URL(oe.url);
   serviceUrl.username = account;
   serviceUrl.password = SERVICE_PASSWORD;
-  const config = loadConfig({ ...settings, DATABASE_URL: serviceUrl.toString() });
+  const env = { ...settings, DATABASE_URL: serviceUrl.toString() };
+  const config = loadConfig(env);
   const booted = await bootstrap(config);
   steps.push(() => booted.database.close());
   return {
@@ -143,6 +152,9 @@ async function setUpService(
     admin,
     workDir,
     filesDir: settings.FILES_DIR,
+    migrations,
+    account,
+    env,
     config,
     booted,
     database: booted.database,
