@@ -11,26 +11,17 @@
  * The stored time zone is Asia/Kolkata (UTC+05:30), so that a device date moved to UTC cannot pass.
  */
 import assert from 'node:assert/strict';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import type { FastifyInstance } from 'fastify';
 import type { Kysely } from 'kysely';
 import { sql } from 'kysely';
-import { buildApp } from '../../src/app.ts';
 import type { Config } from '../../src/config.ts';
-import { loadConfig } from '../../src/config.ts';
 import type { Database } from '../../src/db/database.ts';
-import { openDatabase } from '../../src/db/database.ts';
-import { migrateToLatest } from '../../src/db/migrate.ts';
-import { bootstrap } from '../../src/main/bootstrap.ts';
 import { BUILT_IN_PROFILES } from '../../src/modules/device-filing/index.ts';
-import { closeDicomPools } from '../../src/modules/dicom/index.ts';
 import type { QueueEngine } from '../../src/modules/request-queue/index.ts';
 import { createQueueEngine } from '../../src/modules/request-queue/index.ts';
 import { defaultRoutineCatalog } from '../../src/modules/filing/index.ts';
-import { createAuthenticator } from '../../src/modules/user/index.ts';
 import { ensureEntryIds } from '../../src/modules/worklist/worklist.queries.ts';
 import { axialMeasurements, iolCalculation, iolMaster500, iolMaster700Report } from '../biometry-objects.ts';
 import type { DeviceObjectOptions } from '../device-objects.ts';
@@ -46,9 +37,9 @@ import {
 } from '../device-objects.ts';
 import { newUid } from '../dicom-instances.ts';
 import { basicHeader } from '../factories.ts';
-import { runCli } from '../run-cli.ts';
-import type { OpenEyesTestDatabase } from './openeyes-database.ts';
-import { connectForScripts, createOpenEyesDatabase, openKysely, testMysqlUrl } from './openeyes-database.ts';
+import type { OpenEyesApp } from './openeyes-app.ts';
+import { startOpenEyesApp } from './openeyes-app.ts';
+import { testMysqlUrl } from './openeyes-database.ts';
 
 const adminUrl = testMysqlUrl();
 const skip = adminUrl === undefined ? 'TEST_MYSQL_URL is not set (no MariaDB/MySQL server)' : false;
@@ -116,88 +107,48 @@ const BIOMETRY_CASES: readonly BiometryCase[] = [
 ];
 
 describe('device profiles filed on an OpenEyes v6.8-shaped database', { skip }, () => {
-  let oe: OpenEyesTestDatabase;
+  let service: OpenEyesApp | undefined;
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   let admin: Kysely<any>;
   let database: Database;
   let config: Config;
-  let app: FastifyInstance;
   let engine: QueueEngine;
   let baseUrl: string;
-  let workDir: string;
-  let account: string | undefined;
 
   before(async () => {
-    oe = await createOpenEyesDatabase(adminUrl!);
-    admin = openKysely(oe.url);
-    // The subtype and attachment type OpenEyes seeds (OphGeneric m191021 and later) that seed.sql lacks.
-    await sql`insert into event_subtype (event_subtype, dicom_modality_code, icon_name, display_name)
-      values ('OCTAngiography Report', 'AG', 'i-ImFFA"', 'OCT Angiography Report')`.execute(admin);
-    await sql`insert into attachment_type (attachment_type, title_full, title_short, title_abbreviated, dicom_modality_code)
-      values ('OCTAngiography Report', 'OCTAngiography Report', 'OCTAngiography Report', 'OCTAngiography Report', 'AG')`.execute(
-      admin,
-    );
-    workDir = await mkdtemp(path.join(tmpdir(), 'cra-oe-profiles-'));
-    const profilesFile = path.join(workDir, 'profiles.json');
-    await writeFile(profilesFile, JSON.stringify(SITE_DEVICE_PROFILES));
-    const settings = {
-      DATABASE_SCHEMA: 'openeyes',
-      TIME_ZONE: 'Asia/Kolkata',
-      FILES_DIR: path.join(workDir, 'files'),
-      DEVICE_PROFILES_FILE: profilesFile,
-      RAW_BODY_LIMIT_BYTES: String(8 * 1024 * 1024),
-      SIGN_RATE_LIMIT_PER_MINUTE: '0',
-      AUTH_FAILURE_LIMIT_PER_MINUTE: '0',
-      WORKER: 'off',
-      DEMO_DATA: 'off',
-      LOG_LEVEL: 'silent',
-    };
-    const adminEnv = { ...settings, DATABASE_URL: oe.url };
-    const migrating = await openDatabase(loadConfig(adminEnv).database, { poolSize: 1 });
-    try {
-      await migrateToLatest(migrating);
-    } finally {
-      await migrating.close();
-    }
-    account = `cra_oe_${Math.random().toString(36).slice(2, 10)}`;
-    const grants = await runCli(adminEnv, ['openeyes', 'grants', `'${account}'@'127.0.0.1'`]);
-    assert.equal(grants.status, 0, grants.stderr);
-    const connection = await connectForScripts(oe.url);
-    try {
-      await connection.query(`create user '${account}'@'127.0.0.1' identified by 'service-password'`);
-      await connection.query(grants.stdout);
-    } finally {
-      await connection.end();
-    }
-    const serviceUrl = new URL(oe.url);
-    serviceUrl.username = account;
-    serviceUrl.password = 'service-password';
-    config = loadConfig({ ...settings, DATABASE_URL: serviceUrl.toString() });
-    const booted = await bootstrap(config);
-    database = booted.database;
-    app = await buildApp({
-      config,
-      database,
-      files: booted.files,
-      authenticator: createAuthenticator(database.db, { cacheTtlMs: config.authCacheTtlMs, database }),
+    service = await startOpenEyesApp(adminUrl!, {
+      tempPrefix: 'cra-oe-profiles-',
+      // The subtype and attachment type OpenEyes seeds (OphGeneric m191021 and later) that seed.sql lacks.
+      prepare: async (oeAdmin) => {
+        await sql`insert into event_subtype (event_subtype, dicom_modality_code, icon_name, display_name)
+          values ('OCTAngiography Report', 'AG', 'i-ImFFA"', 'OCT Angiography Report')`.execute(oeAdmin);
+        await sql`insert into attachment_type (attachment_type, title_full, title_short, title_abbreviated, dicom_modality_code)
+          values ('OCTAngiography Report', 'OCTAngiography Report', 'OCTAngiography Report', 'OCTAngiography Report', 'AG')`.execute(
+          oeAdmin,
+        );
+      },
+      settings: async (dir) => {
+        const profilesFile = path.join(dir, 'profiles.json');
+        await writeFile(profilesFile, JSON.stringify(SITE_DEVICE_PROFILES));
+        return {
+          DATABASE_SCHEMA: 'openeyes',
+          TIME_ZONE: 'Asia/Kolkata',
+          FILES_DIR: path.join(dir, 'files'),
+          DEVICE_PROFILES_FILE: profilesFile,
+          RAW_BODY_LIMIT_BYTES: String(8 * 1024 * 1024),
+          SIGN_RATE_LIMIT_PER_MINUTE: '0',
+          AUTH_FAILURE_LIMIT_PER_MINUTE: '0',
+          WORKER: 'off',
+          DEMO_DATA: 'off',
+          LOG_LEVEL: 'silent',
+        };
+      },
     });
-    await app.listen({ host: '127.0.0.1', port: 0 });
-    baseUrl = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
+    ({ admin, database, config, baseUrl } = service);
     engine = createQueueEngine({ database, config, catalog: defaultRoutineCatalog });
   });
 
-  after(async () => {
-    await closeDicomPools();
-    await app?.close();
-    await database?.close();
-    await admin?.destroy();
-    if (account !== undefined) {
-      const connection = await connectForScripts(oe.url);
-      await connection.query(`drop user if exists '${account}'@'127.0.0.1'`).finally(() => connection.end());
-    }
-    await oe?.drop();
-    if (workDir !== undefined) await rm(workDir, { recursive: true, force: true });
-  });
+  after(() => service?.close());
 
   /** Queues `bytes` as a `dicom_request` and drains the queue with `queue`; the routines that ran. */
   async function queueAndDrain(

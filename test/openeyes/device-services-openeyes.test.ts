@@ -19,13 +19,7 @@ import { after, before, describe, it } from 'node:test';
 import type { Kysely } from 'kysely';
 import { sql } from 'kysely';
 import { createAppServices } from '../../src/app-services.ts';
-import type { Config } from '../../src/config.ts';
-import { loadConfig } from '../../src/config.ts';
-import type { Database } from '../../src/db/database.ts';
-import { openDatabase } from '../../src/db/database.ts';
-import { migrateToLatest } from '../../src/db/migrate.ts';
 import { createLogger } from '../../src/logger.ts';
-import { bootstrap } from '../../src/main/bootstrap.ts';
 import type { DicomServer } from '../../src/modules/dicom-receive/index.ts';
 import { startDicomServer } from '../../src/modules/dicom-receive/index.ts';
 import { parseStudyRecord } from '../../src/modules/dicom/index.ts';
@@ -35,9 +29,9 @@ import { buildInstance, newUid, sopInstanceUidOf } from '../dicom-instances.ts';
 import { commitWithClient, pairsOf } from '../storage-commitment-client.ts';
 import { until } from '../until.ts';
 import { findWorklist, itemOf, nameOf } from '../worklist-fixtures.ts';
-import { runCli } from '../run-cli.ts';
-import type { OpenEyesTestDatabase } from './openeyes-database.ts';
-import { connectForScripts, createOpenEyesDatabase, openKysely, testMysqlUrl } from './openeyes-database.ts';
+import type { OpenEyesService } from './openeyes-app.ts';
+import { openOpenEyesService } from './openeyes-app.ts';
+import { testMysqlUrl } from './openeyes-database.ts';
 
 const adminUrl = testMysqlUrl();
 const skip = adminUrl === undefined ? 'TEST_MYSQL_URL is not set (no MariaDB/MySQL server)' : false;
@@ -62,58 +56,33 @@ const KEYS = [
 ];
 
 describe('Worklist, commitment and query on an OpenEyes v6.8-shaped database', { skip }, () => {
-  let oe: OpenEyesTestDatabase;
+  let service: OpenEyesService | undefined;
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   let admin: Kysely<any>;
-  let database: Database;
-  let config: Config;
   let server: DicomServer;
   let filesDir: string;
-  let account: string | undefined;
   const bookings = { jane: 0, zoe: 0 };
 
   before(async () => {
-    oe = await createOpenEyesDatabase(adminUrl!);
-    admin = openKysely(oe.url);
-    filesDir = await mkdtemp(path.join(tmpdir(), 'cra-oe-mwl-'));
-    const settings = {
-      DATABASE_SCHEMA: 'openeyes',
-      TIME_ZONE: 'Europe/London',
-      FILES_DIR: filesDir,
-      DICOM_PORT: '0',
-      HOST: '127.0.0.1',
-      DICOM_AE_TITLE: 'CRA_TEST',
-      DICOM_ALLOWED_CALLERS: 'DEV@127.0.0.1',
-      DICOM_QR_CALLERS: 'DEV@127.0.0.1',
-      WORKER: 'off',
-      DEMO_DATA: 'off',
-      LOG_LEVEL: 'silent',
-    };
-    const adminEnv = { ...settings, DATABASE_URL: oe.url };
-    const migrating = await openDatabase(loadConfig(adminEnv).database, { poolSize: 1 });
-    try {
-      await migrateToLatest(migrating);
-    } finally {
-      await migrating.close();
-    }
-    account = `cra_oe_${Math.random().toString(36).slice(2, 10)}`;
-    const grants = await runCli(adminEnv, ['openeyes', 'grants', `'${account}'@'127.0.0.1'`]);
-    assert.equal(grants.status, 0, grants.stderr);
-    assert.match(grants.stdout, /worklist_patient/);
-    const connection = await connectForScripts(oe.url);
-    try {
-      await connection.query(`create user '${account}'@'127.0.0.1' identified by 'service-password'`);
-      await connection.query(grants.stdout);
-    } finally {
-      await connection.end();
-    }
-    const serviceUrl = new URL(oe.url);
-    serviceUrl.username = account;
-    serviceUrl.password = 'service-password';
-    config = loadConfig({ ...settings, DATABASE_URL: serviceUrl.toString() });
     // The start-up check covers the worklist tables: it refuses to start when one is missing.
-    const booted = await bootstrap(config);
-    database = booted.database;
+    service = await openOpenEyesService(adminUrl!, {
+      tempPrefix: 'cra-oe-mwl-',
+      settings: () => ({
+        DATABASE_SCHEMA: 'openeyes',
+        TIME_ZONE: 'Europe/London',
+        DICOM_PORT: '0',
+        HOST: '127.0.0.1',
+        DICOM_AE_TITLE: 'CRA_TEST',
+        DICOM_ALLOWED_CALLERS: 'DEV@127.0.0.1',
+        DICOM_QR_CALLERS: 'DEV@127.0.0.1',
+        WORKER: 'off',
+        DEMO_DATA: 'off',
+        LOG_LEVEL: 'silent',
+      }),
+    });
+    assert.match(service.grants, /worklist_patient/);
+    ({ admin, filesDir } = service);
+    const { config, database } = service;
     server = await startDicomServer({
       database,
       config,
@@ -121,7 +90,7 @@ describe('Worklist, commitment and query on an OpenEyes v6.8-shaped database', {
       ...createAppServices({
         config,
         database,
-        files: booted.files,
+        files: service.booted.files,
         authenticator: createAuthenticator(database.db, { cacheTtlMs: 0, database }),
       }),
     });
@@ -192,15 +161,11 @@ describe('Worklist, commitment and query on an OpenEyes v6.8-shaped database', {
   });
 
   after(async () => {
-    await server?.stop(1000);
-    await database?.close();
-    await admin?.destroy();
-    if (account !== undefined) {
-      const connection = await connectForScripts(oe.url);
-      await connection.query(`drop user if exists '${account}'@'127.0.0.1'`).finally(() => connection.end());
+    try {
+      await server?.stop(1000);
+    } finally {
+      await service?.close();
     }
-    await oe?.drop();
-    if (filesDir !== undefined) await rm(filesDir, { recursive: true, force: true });
   });
 
   it("answers the day's bookings from OpenEyes's tables and keeps the ids in cra_mwl_entry", async () => {

@@ -8,31 +8,18 @@
  * gave it; a path that moved the time to UTC would date its event 13 hours earlier.
  */
 import assert from 'node:assert/strict';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import type { FastifyInstance } from 'fastify';
 import type { Kysely } from 'kysely';
-import { buildApp } from '../../src/app.ts';
-import type { Config } from '../../src/config.ts';
-import { loadConfig } from '../../src/config.ts';
-import type { Database } from '../../src/db/database.ts';
-import { openDatabase } from '../../src/db/database.ts';
-import { migrateToLatest } from '../../src/db/migrate.ts';
-import { bootstrap } from '../../src/main/bootstrap.ts';
-import { closeDicomPools } from '../../src/modules/dicom/index.ts';
 import { defaultRoutineCatalog } from '../../src/modules/filing/index.ts';
 import type { QueueEngine } from '../../src/modules/request-queue/index.ts';
 import { createQueueEngine } from '../../src/modules/request-queue/index.ts';
-import { createAuthenticator } from '../../src/modules/user/index.ts';
 import { iolMaster500 } from '../biometry-objects.ts';
 import { ENCAPSULATED_PDF, OPHTHALMIC_PHOTOGRAPHY_8_BIT, buildDeviceObject } from '../device-objects.ts';
 import { newUid } from '../dicom-instances.ts';
 import { basicHeader } from '../factories.ts';
-import { runCli } from '../run-cli.ts';
-import type { OpenEyesTestDatabase } from './openeyes-database.ts';
-import { connectForScripts, createOpenEyesDatabase, openKysely, testMysqlUrl } from './openeyes-database.ts';
+import type { OpenEyesApp } from './openeyes-app.ts';
+import { startOpenEyesApp } from './openeyes-app.ts';
+import { testMysqlUrl } from './openeyes-database.ts';
 
 const adminUrl = testMysqlUrl();
 const skip = adminUrl === undefined ? 'TEST_MYSQL_URL is not set (no MariaDB/MySQL server)' : false;
@@ -44,78 +31,35 @@ const PATIENT_ID = 2;
 const LOCAL_EVENT_DATE = '2024-03-01 10:35:12';
 
 describe("one study's event dates with TIME_ZONE=Pacific/Auckland on an OpenEyes database", { skip }, () => {
-  let oe: OpenEyesTestDatabase;
+  let service: OpenEyesApp | undefined;
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   let admin: Kysely<any>;
-  let database: Database;
-  let config: Config;
-  let app: FastifyInstance;
   let engine: QueueEngine;
   let baseUrl: string;
-  let filesDir: string;
-  let account: string | undefined;
 
   before(async () => {
-    oe = await createOpenEyesDatabase(adminUrl!);
-    admin = openKysely(oe.url);
-    filesDir = await mkdtemp(path.join(tmpdir(), 'cra-oe-zone-'));
-    const settings = {
-      DATABASE_SCHEMA: 'openeyes',
-      TIME_ZONE: 'Pacific/Auckland',
-      FILES_DIR: filesDir,
-      RAW_BODY_LIMIT_BYTES: String(8 * 1024 * 1024),
-      SIGN_RATE_LIMIT_PER_MINUTE: '0',
-      AUTH_FAILURE_LIMIT_PER_MINUTE: '0',
-      WORKER: 'off',
-      DEMO_DATA: 'off',
-      LOG_LEVEL: 'silent',
-    };
-    const adminEnv = { ...settings, DATABASE_URL: oe.url };
-    const migrating = await openDatabase(loadConfig(adminEnv).database, { poolSize: 1 });
-    try {
-      await migrateToLatest(migrating);
-    } finally {
-      await migrating.close();
-    }
-    account = `cra_oe_${Math.random().toString(36).slice(2, 10)}`;
-    const grants = await runCli(adminEnv, ['openeyes', 'grants', `'${account}'@'127.0.0.1'`]);
-    assert.equal(grants.status, 0, grants.stderr);
-    const connection = await connectForScripts(oe.url);
-    try {
-      await connection.query(`create user '${account}'@'127.0.0.1' identified by 'service-password'`);
-      await connection.query(grants.stdout);
-    } finally {
-      await connection.end();
-    }
-    const serviceUrl = new URL(oe.url);
-    serviceUrl.username = account;
-    serviceUrl.password = 'service-password';
-    config = loadConfig({ ...settings, DATABASE_URL: serviceUrl.toString() });
-    const booted = await bootstrap(config);
-    database = booted.database;
-    app = await buildApp({
-      config,
-      database,
-      files: booted.files,
-      authenticator: createAuthenticator(database.db, { cacheTtlMs: config.authCacheTtlMs, database }),
+    service = await startOpenEyesApp(adminUrl!, {
+      tempPrefix: 'cra-oe-zone-',
+      settings: () => ({
+        DATABASE_SCHEMA: 'openeyes',
+        TIME_ZONE: 'Pacific/Auckland',
+        RAW_BODY_LIMIT_BYTES: String(8 * 1024 * 1024),
+        SIGN_RATE_LIMIT_PER_MINUTE: '0',
+        AUTH_FAILURE_LIMIT_PER_MINUTE: '0',
+        WORKER: 'off',
+        DEMO_DATA: 'off',
+        LOG_LEVEL: 'silent',
+      }),
     });
-    await app.listen({ host: '127.0.0.1', port: 0 });
-    baseUrl = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
-    engine = createQueueEngine({ database, config, catalog: defaultRoutineCatalog });
+    ({ admin, baseUrl } = service);
+    engine = createQueueEngine({
+      database: service.database,
+      config: service.config,
+      catalog: defaultRoutineCatalog,
+    });
   });
 
-  after(async () => {
-    await closeDicomPools();
-    await app?.close();
-    await database?.close();
-    await admin?.destroy();
-    if (account !== undefined) {
-      const connection = await connectForScripts(oe.url);
-      await connection.query(`drop user if exists '${account}'@'127.0.0.1'`).finally(() => connection.end());
-    }
-    await oe?.drop();
-    if (filesDir !== undefined) await rm(filesDir, { recursive: true, force: true });
-  });
+  after(() => service?.close());
 
   async function send(bytes: Buffer): Promise<void> {
     const form = new FormData();

@@ -9,32 +9,25 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import type { FastifyInstance } from 'fastify';
 import type { Kysely } from 'kysely';
 import { sql } from 'kysely';
-import { buildApp } from '../../src/app.ts';
 import type { Config } from '../../src/config.ts';
-import { loadConfig } from '../../src/config.ts';
 import type { Database } from '../../src/db/database.ts';
-import { openDatabase } from '../../src/db/database.ts';
 import type { MigrationOutcome } from '../../src/db/migrate.ts';
-import { migrateToLatest } from '../../src/db/migrate.ts';
 import { QueueHeldElsewhereError } from '../../src/db/openeyes/queue-guard.ts';
 import type { Bootstrapped } from '../../src/main/bootstrap.ts';
-import { bootstrap } from '../../src/main/bootstrap.ts';
 import { createQueueEngine, createQueueWorker } from '../../src/modules/request-queue/index.ts';
 import { defaultRoutineCatalog } from '../../src/modules/filing/index.ts';
-import { createAuthenticator } from '../../src/modules/user/index.ts';
 import { ENCAPSULATED_PDF, buildDeviceObject, humphreyPrivateLines } from '../device-objects.ts';
 import { newUid } from '../dicom-instances.ts';
 import { basicHeader } from '../factories.ts';
 import { b64, makePng } from '../factories-signature.ts';
-import type { CliResult } from '../run-cli.ts';
 import { runCli } from '../run-cli.ts';
+import type { OpenEyesApp } from './openeyes-app.ts';
+import { startOpenEyesApp } from './openeyes-app.ts';
 import type { OpenEyesTestDatabase } from './openeyes-database.ts';
 import { connectForScripts, createOpenEyesDatabase, openKysely, testMysqlUrl } from './openeyes-database.ts';
 
@@ -94,6 +87,7 @@ async function openEyesSchemaOf(db: Kysely<any>): Promise<string> {
 }
 
 describe('DATABASE_SCHEMA=openeyes on an OpenEyes v6.8-shaped database', { skip }, () => {
+  let service: OpenEyesApp | undefined;
   let oe: OpenEyesTestDatabase;
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   let admin: Kysely<any>;
@@ -101,85 +95,53 @@ describe('DATABASE_SCHEMA=openeyes on an OpenEyes v6.8-shaped database', { skip 
   let booted: Bootstrapped;
   let database: Database;
   let config: Config;
-  let app: FastifyInstance;
   let baseUrl: string;
   let filesDir: string;
   let env: Record<string, string>;
   let adminMigrations: MigrationOutcome;
-  let account: string | undefined;
-  let printedGrants: CliResult;
+  let account: string;
+  let printedGrants: string;
 
   const request = (pathAndQuery: string, init?: RequestInit) => fetch(`${baseUrl}${pathAndQuery}`, init);
   const search = (term: string, authorization = API) =>
     request(`/api/v1/patient/search?term=${encodeURIComponent(term)}`, { headers: { authorization } });
 
   before(async () => {
-    oe = await createOpenEyesDatabase(adminUrl!);
-    admin = openKysely(oe.url);
-    schemaBefore = await openEyesSchemaOf(admin);
-    filesDir = await mkdtemp(path.join(tmpdir(), 'cra-oe-files-'));
-    const settings = {
-      DATABASE_SCHEMA: 'openeyes',
-      TIME_ZONE,
-      FILES_DIR: filesDir,
-      // Below the test server's max_allowed_packet (16 MiB by default), which the start-up checks.
-      RAW_BODY_LIMIT_BYTES: String(8 * 1024 * 1024),
-      SIGN_RATE_LIMIT_PER_MINUTE: '0',
-      AUTH_FAILURE_LIMIT_PER_MINUTE: '0',
-      WORKER: 'off',
-      DEMO_DATA: 'off',
-      LOG_LEVEL: 'silent',
-    };
     // The site's administrator creates the cra_ tables with an account that may, then gives the
     // service's account what `openeyes grants` prints, and nothing more: every test below runs on it.
-    const adminEnv = { ...settings, DATABASE_URL: oe.url };
-    const migrating = await openDatabase(loadConfig(adminEnv).database, { poolSize: 1 });
-    try {
-      adminMigrations = await migrateToLatest(migrating);
-    } finally {
-      await migrating.close();
-    }
-    account = `cra_oe_${Math.random().toString(36).slice(2, 10)}`;
-    printedGrants = await runCli(adminEnv, ['openeyes', 'grants', `'${account}'@'127.0.0.1'`]);
-    assert.equal(printedGrants.status, 0, printedGrants.stderr);
-    const connection = await connectForScripts(oe.url);
-    try {
-      await connection.query(`create user '${account}'@'127.0.0.1' identified by 'service-password'`);
-      await connection.query(printedGrants.stdout);
-    } finally {
-      await connection.end();
-    }
-    const serviceUrl = new URL(oe.url);
-    serviceUrl.username = account;
-    serviceUrl.password = 'service-password';
-    env = { ...settings, DATABASE_URL: serviceUrl.toString() };
-    config = loadConfig(env);
-    booted = await bootstrap(config);
-    database = booted.database;
-    app = await buildApp({
-      config,
-      database,
-      files: booted.files,
-      authenticator: createAuthenticator(database.db, {
-        cacheTtlMs: config.authCacheTtlMs,
-        database,
+    service = await startOpenEyesApp(adminUrl!, {
+      tempPrefix: 'cra-oe-files-',
+      prepare: async (oeAdmin) => {
+        schemaBefore = await openEyesSchemaOf(oeAdmin);
+      },
+      settings: () => ({
+        DATABASE_SCHEMA: 'openeyes',
+        TIME_ZONE,
+        // Below the test server's max_allowed_packet (16 MiB by default), which the start-up checks.
+        RAW_BODY_LIMIT_BYTES: String(8 * 1024 * 1024),
+        SIGN_RATE_LIMIT_PER_MINUTE: '0',
+        AUTH_FAILURE_LIMIT_PER_MINUTE: '0',
+        WORKER: 'off',
+        DEMO_DATA: 'off',
+        LOG_LEVEL: 'silent',
       }),
     });
-    await app.listen({ host: '127.0.0.1', port: 0 });
-    baseUrl = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
+    ({
+      oe,
+      admin,
+      booted,
+      database,
+      config,
+      baseUrl,
+      filesDir,
+      env,
+      migrations: adminMigrations,
+      account,
+      grants: printedGrants,
+    } = service);
   });
 
-  after(async () => {
-    await app?.close();
-    await database?.close();
-    await admin?.destroy();
-    if (account !== undefined) {
-      const connection = await connectForScripts(oe.url);
-      await connection.query(`drop user if exists '${account}'@'127.0.0.1'`).finally(() => connection.end());
-    }
-    await oe?.drop();
-    if (filesDir !== undefined) await rm(filesDir, { recursive: true, force: true });
-  });
+  after(() => service?.close());
 
   it('starts by creating only its cra_ tables and registering its routine names, as the Java processor does', async () => {
     assert.deepEqual(adminMigrations.applied, [
@@ -764,7 +726,7 @@ describe('DATABASE_SCHEMA=openeyes on an OpenEyes v6.8-shaped database', { skip 
   });
 
   it("prints grants that read OpenEyes's tables and write only those it writes, and never change a schema", () => {
-    const lines = printedGrants.stdout.trim().split('\n');
+    const lines = printedGrants.trim().split('\n');
     const on = (table: string) => `ON \`${oe.name}\`.\`${table}\` TO '${account}'@'127.0.0.1';`;
     assert.ok(lines.every((line) => line.startsWith('GRANT ')));
     // The PAS endpoint writes patients (never deletes them).

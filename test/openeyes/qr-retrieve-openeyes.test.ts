@@ -9,19 +9,13 @@
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
 import { spawn } from 'node:child_process';
-import { mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import type { Kysely } from 'kysely';
 import { sql } from 'kysely';
 import { createAppServices } from '../../src/app-services.ts';
-import { loadConfig } from '../../src/config.ts';
-import type { Database } from '../../src/db/database.ts';
-import { openDatabase } from '../../src/db/database.ts';
-import { migrateToLatest } from '../../src/db/migrate.ts';
 import { createLogger } from '../../src/logger.ts';
-import { bootstrap } from '../../src/main/bootstrap.ts';
 import type { DicomServer } from '../../src/modules/dicom-receive/index.ts';
 import { startDicomServer } from '../../src/modules/dicom-receive/index.ts';
 import { readPart10Meta } from '../../src/modules/dicom-receive/qr-retrieve.ts';
@@ -29,10 +23,10 @@ import { createAuthenticator } from '../../src/modules/user/index.ts';
 import { runDcmtk } from '../dcmtk.ts';
 import { buildInstance, newUid } from '../dicom-instances.ts';
 import { freePort } from '../orthanc.ts';
-import { runCli } from '../run-cli.ts';
 import { until } from '../until.ts';
-import type { OpenEyesTestDatabase } from './openeyes-database.ts';
-import { connectForScripts, createOpenEyesDatabase, openKysely, testMysqlUrl } from './openeyes-database.ts';
+import type { OpenEyesService } from './openeyes-app.ts';
+import { openOpenEyesService } from './openeyes-app.ts';
+import { testMysqlUrl } from './openeyes-database.ts';
 
 const adminUrl = testMysqlUrl();
 const skip = adminUrl === undefined ? 'TEST_MYSQL_URL is not set (no MariaDB/MySQL server)' : false;
@@ -54,64 +48,43 @@ function finalStatus(output: string): string {
 }
 
 describe('Query/Retrieve C-MOVE and C-GET on an OpenEyes v6.8-shaped database', { skip }, () => {
-  let oe: OpenEyesTestDatabase;
+  let service: OpenEyesService | undefined;
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   let admin: Kysely<any>;
-  let database: Database;
   let server: DicomServer;
   let storescp: ChildProcess | undefined;
   let workDir = '';
   let received = '';
-  let account: string | undefined;
+  let destPort = 0;
   const study = newUid();
   /** The data sets stored, as hex. */
   let stored: string[] = [];
 
   before(async () => {
-    oe = await createOpenEyesDatabase(adminUrl!);
-    admin = openKysely(oe.url);
-    workDir = await mkdtemp(path.join(tmpdir(), 'cra-oe-qr-retrieve-'));
-    received = path.join(workDir, 'received');
-    await mkdir(received);
-    const destPort = await freePort();
-    const settings = {
-      DATABASE_SCHEMA: 'openeyes',
-      TIME_ZONE: 'Europe/London',
-      FILES_DIR: workDir,
-      DICOM_PORT: '0',
-      HOST: '127.0.0.1',
-      DICOM_AE_TITLE: 'CRA_TEST',
-      DICOM_ALLOWED_CALLERS: 'DEV@127.0.0.1,QR@127.0.0.1',
-      DICOM_QR_CALLERS: 'QR@127.0.0.1',
-      DICOM_REMOTE_NODES: `DEST@127.0.0.1:${destPort}`,
-      DICOM_MOVE_DESTINATIONS: 'DEST',
-      WORKER: 'off',
-      DEMO_DATA: 'off',
-      LOG_LEVEL: 'silent',
-    };
-    const adminEnv = { ...settings, DATABASE_URL: oe.url };
-    const migrating = await openDatabase(loadConfig(adminEnv).database, { poolSize: 1 });
-    try {
-      await migrateToLatest(migrating);
-    } finally {
-      await migrating.close();
-    }
-    account = `cra_oe_${Math.random().toString(36).slice(2, 10)}`;
-    const grants = await runCli(adminEnv, ['openeyes', 'grants', `'${account}'@'127.0.0.1'`]);
-    assert.equal(grants.status, 0, grants.stderr);
-    const connection = await connectForScripts(oe.url);
-    try {
-      await connection.query(`create user '${account}'@'127.0.0.1' identified by 'service-password'`);
-      await connection.query(grants.stdout);
-    } finally {
-      await connection.end();
-    }
-    const serviceUrl = new URL(oe.url);
-    serviceUrl.username = account;
-    serviceUrl.password = 'service-password';
-    const config = loadConfig({ ...settings, DATABASE_URL: serviceUrl.toString() });
-    const booted = await bootstrap(config);
-    database = booted.database;
+    service = await openOpenEyesService(adminUrl!, {
+      tempPrefix: 'cra-oe-qr-retrieve-',
+      settings: async (dir) => {
+        received = path.join(dir, 'received');
+        await mkdir(received);
+        destPort = await freePort();
+        return {
+          DATABASE_SCHEMA: 'openeyes',
+          TIME_ZONE: 'Europe/London',
+          DICOM_PORT: '0',
+          HOST: '127.0.0.1',
+          DICOM_AE_TITLE: 'CRA_TEST',
+          DICOM_ALLOWED_CALLERS: 'DEV@127.0.0.1,QR@127.0.0.1',
+          DICOM_QR_CALLERS: 'QR@127.0.0.1',
+          DICOM_REMOTE_NODES: `DEST@127.0.0.1:${destPort}`,
+          DICOM_MOVE_DESTINATIONS: 'DEST',
+          WORKER: 'off',
+          DEMO_DATA: 'off',
+          LOG_LEVEL: 'silent',
+        };
+      },
+    });
+    ({ admin, workDir } = service);
+    const { config, database } = service;
     server = await startDicomServer({
       database,
       config,
@@ -119,7 +92,7 @@ describe('Query/Retrieve C-MOVE and C-GET on an OpenEyes v6.8-shaped database', 
       ...createAppServices({
         config,
         database,
-        files: booted.files,
+        files: service.booted.files,
         authenticator: createAuthenticator(database.db, { cacheTtlMs: 0, database }),
       }),
     });
@@ -173,15 +146,11 @@ describe('Query/Retrieve C-MOVE and C-GET on an OpenEyes v6.8-shaped database', 
 
   after(async () => {
     storescp?.kill();
-    await server?.stop(1000);
-    await database?.close();
-    await admin?.destroy();
-    if (account !== undefined) {
-      const connection = await connectForScripts(oe.url);
-      await connection.query(`drop user if exists '${account}'@'127.0.0.1'`).finally(() => connection.end());
+    try {
+      await server?.stop(1000);
+    } finally {
+      await service?.close();
     }
-    await oe?.drop();
-    if (workDir !== '') await rm(workDir, { recursive: true, force: true });
   });
 
   const move = (model: '-S' | '-P', keys: readonly string[]) =>
