@@ -25,7 +25,8 @@ import path from 'node:path';
 import { Readable } from 'node:stream';
 import { buildInstance } from '../test/dicom-instances.ts';
 import { runDcmtk } from '../test/dcmtk.ts';
-import { freePort, orthancMissing, startOrthanc } from '../test/orthanc.ts';
+import { orthancMissing, startOrthanc } from '../test/orthanc.ts';
+import { freePort } from '../test/ports.ts';
 import type { BenchReport, BenchRow, BenchRunOptions, Dialect, LoadResult } from './lib.ts';
 import {
   ROOT_DIR,

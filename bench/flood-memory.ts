@@ -27,7 +27,7 @@ import path from 'node:path';
 import { Readable } from 'node:stream';
 import { buildInstance } from '../test/dicom-instances.ts';
 import { runDcmtk } from '../test/dcmtk.ts';
-import { freePort } from '../test/orthanc.ts';
+import { freePort } from '../test/ports.ts';
 import type { BenchReport, BenchRow, BenchRunOptions } from './lib.ts';
 import * as lib from './lib.ts';
 

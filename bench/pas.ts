@@ -28,7 +28,7 @@ import path from 'node:path';
 import { Hl7Message } from '@medplum/core';
 import { Hl7Client } from '@medplum/hl7';
 import { createGpAndPractice, createPasInstallation } from '../test/factories-pasapi.ts';
-import { freePort } from '../test/orthanc.ts';
+import { freePort } from '../test/ports.ts';
 import type { BenchReport, BenchRow, BenchRunOptions, LoadResult } from './lib.ts';
 import {
   BENCH_AUTHORIZATION,

@@ -24,7 +24,8 @@ import path from 'node:path';
 import dcmjsDimse from 'dcmjs-dimse';
 import { buildInstance, newUid } from '../test/dicom-instances.ts';
 import { runDcmtk } from '../test/dcmtk.ts';
-import { freePort, orthancMissing, startOrthanc } from '../test/orthanc.ts';
+import { orthancMissing, startOrthanc } from '../test/orthanc.ts';
+import { freePort } from '../test/ports.ts';
 import type { BenchReport, BenchRow, BenchRunOptions, Dialect, LoadResult } from './lib.ts';
 import { percentile, prepareDatabase, readRssBytes, startRssSampler, startServer } from './lib.ts';
 

@@ -7,9 +7,9 @@ import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { freePort } from './ports.ts';
 
 export const ORTHANC_BINARY = '/usr/sbin/Orthanc';
 export const DICOMWEB_PLUGIN = '/usr/share/orthanc/plugins/libOrthancDicomWeb.so';
@@ -49,15 +49,6 @@ export interface Orthanc {
   /** Uploads a Part 10 file; resolves to Orthanc's instance id. */
   upload(file: Buffer): Promise<string>;
   stop(): Promise<void>;
-}
-
-/** A free TCP port on 127.0.0.1 (bound, read, released). */
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
 }
 
 /** Starts Orthanc and resolves once its REST API answers (within `timeoutMs`). */

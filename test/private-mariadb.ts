@@ -6,10 +6,10 @@
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir, userInfo } from 'node:os';
 import path from 'node:path';
 import mysql from 'mysql2/promise';
+import { freePort } from './ports.ts';
 
 export interface PrivateMariaDb {
   /** `mysql://` URL of an account with every privilege, on the database `cra_private`. */
@@ -24,14 +24,6 @@ export function privateMariaDbUnavailable(): string | undefined {
     if (found.status !== 0) return `${tool} is not installed`;
   }
   return undefined;
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
 }
 
 /** Starts a private server with `options` (mariadbd command-line options) added to its defaults. */

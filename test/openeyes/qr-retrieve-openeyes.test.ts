@@ -7,8 +7,6 @@
  * `cra_audit_event`.
  */
 import assert from 'node:assert/strict';
-import type { ChildProcess } from 'node:child_process';
-import { spawn } from 'node:child_process';
 import { mkdir, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, beforeEach, describe, it } from 'node:test';
@@ -20,10 +18,9 @@ import type { DicomServer } from '../../src/modules/dicom-receive/index.ts';
 import { startDicomServer } from '../../src/modules/dicom-receive/index.ts';
 import { readPart10Meta } from '../../src/modules/dicom-receive/qr-retrieve.ts';
 import { createAuthenticator } from '../../src/modules/user/index.ts';
-import { runDcmtk } from '../dcmtk.ts';
+import type { Storescp } from '../dcmtk.ts';
+import { runDcmtk, startStorescp } from '../dcmtk.ts';
 import { buildInstance, newUid } from '../dicom-instances.ts';
-import { freePort } from '../orthanc.ts';
-import { until } from '../until.ts';
 import type { OpenEyesService } from './openeyes-app.ts';
 import { openOpenEyesService } from './openeyes-app.ts';
 import { testMysqlUrl } from './openeyes-database.ts';
@@ -52,10 +49,9 @@ describe('Query/Retrieve C-MOVE and C-GET on an OpenEyes v6.8-shaped database', 
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   let admin: Kysely<any>;
   let server: DicomServer;
-  let storescp: ChildProcess | undefined;
+  let storescp: Storescp | undefined;
   let workDir = '';
   let received = '';
-  let destPort = 0;
   const study = newUid();
   /** The data sets stored, as hex. */
   let stored: string[] = [];
@@ -66,7 +62,7 @@ describe('Query/Retrieve C-MOVE and C-GET on an OpenEyes v6.8-shaped database', 
       settings: async (dir) => {
         received = path.join(dir, 'received');
         await mkdir(received);
-        destPort = await freePort();
+        storescp = await startStorescp(received);
         return {
           DATABASE_SCHEMA: 'openeyes',
           TIME_ZONE: 'Europe/London',
@@ -75,7 +71,7 @@ describe('Query/Retrieve C-MOVE and C-GET on an OpenEyes v6.8-shaped database', 
           DICOM_AE_TITLE: 'CRA_TEST',
           DICOM_ALLOWED_CALLERS: 'DEV@127.0.0.1,QR@127.0.0.1',
           DICOM_QR_CALLERS: 'QR@127.0.0.1',
-          DICOM_REMOTE_NODES: `DEST@127.0.0.1:${destPort}`,
+          DICOM_REMOTE_NODES: `DEST@127.0.0.1:${storescp.port}`,
           DICOM_MOVE_DESTINATIONS: 'DEST',
           WORKER: 'off',
           DEMO_DATA: 'off',
@@ -97,15 +93,6 @@ describe('Query/Retrieve C-MOVE and C-GET on an OpenEyes v6.8-shaped database', 
       }),
     });
 
-    // storescp as DEST, writing what it receives bit for bit; listening once an echo is answered.
-    storescp = spawn('storescp', ['-aet', 'DEST', '+B', '-od', received, String(destPort)], {
-      stdio: ['ignore', 'ignore', 'ignore'],
-    });
-    await until(
-      async () =>
-        (await runDcmtk('echoscu', ['-aec', 'DEST', '127.0.0.1', String(destPort)], 5_000)).code === 0,
-      { what: 'storescp listening', timeoutMs: 10_000 },
-    );
 
     // Three instances of one study, sent with the device's Patient ID, filed to the seed's patient 1
     // (Jane Smith, hospital number 0012345).
@@ -145,7 +132,7 @@ describe('Query/Retrieve C-MOVE and C-GET on an OpenEyes v6.8-shaped database', 
   });
 
   after(async () => {
-    storescp?.kill();
+    storescp?.stop();
     try {
       await server?.stop(1000);
     } finally {

@@ -14,7 +14,7 @@ import { countRows } from '../../../test/factories.ts';
 import { QUEUE_TABLES } from '../../../test/factories-queue.ts';
 import type { TestApp, TestDatabase } from '../../../test/harness.ts';
 import { createTestDatabase, forEachDialect } from '../../../test/harness.ts';
-import { freePort } from '../../../test/orthanc.ts';
+import { freePort } from '../../../test/ports.ts';
 import { until } from '../../../test/until.ts';
 import type { DicomServer } from './dimse-server.ts';
 

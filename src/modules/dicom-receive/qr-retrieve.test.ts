@@ -6,48 +6,20 @@
  * caller cannot take is failed and listed, C-CANCEL stops a retrieve, and each retrieve is audited.
  */
 import assert from 'node:assert/strict';
-import type { ChildProcess } from 'node:child_process';
-import { spawn } from 'node:child_process';
 import { mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import { sql } from 'kysely';
-import { runDcmtk } from '../../../test/dcmtk.ts';
+import type { Storescp } from '../../../test/dcmtk.ts';
+import { runDcmtk, startStorescp } from '../../../test/dcmtk.ts';
 import { buildInstance, newUid } from '../../../test/dicom-instances.ts';
 import { startDicomTestApp } from '../../../test/dicom-receiving.ts';
 import type { TestApp } from '../../../test/harness.ts';
 import { forEachDialect } from '../../../test/harness.ts';
-import { until } from '../../../test/until.ts';
 import type { DicomServer } from './index.ts';
 import { readPart10Meta } from './qr-retrieve.ts';
 
-/** A port free on 127.0.0.1 now (for a dcmtk listener, which cannot be handed port 0). */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
-
-/** `storescp` as AE title `DEST` on `port`, writing what it receives bit for bit into `dir`. */
-async function startStorescp(port: number, dir: string): Promise<ChildProcess> {
-  const child = spawn('storescp', ['-aet', 'DEST', '+B', '-od', dir, String(port)], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  child.stdout?.resume();
-  child.stderr?.resume();
-  // Listening once an echo is answered.
-  await until(
-    async () => (await runDcmtk('echoscu', ['-aec', 'DEST', '127.0.0.1', String(port)], 5_000)).code === 0,
-    {
-      timeoutMs: 10_000,
-    },
-  );
-  return child;
-}
 
 /** The data set of a Part 10 file (what follows its file meta information). */
 function dataSetOf(file: Buffer): Buffer {
@@ -73,7 +45,7 @@ forEachDialect((dialect) => {
   describe(`Query/Retrieve C-MOVE and C-GET on the DICOM port (${dialect})`, () => {
     let app: TestApp;
     let server: DicomServer;
-    let storescp: ChildProcess | undefined;
+    let storescp: Storescp | undefined;
     let workDir = '';
     let received = '';
     /** What was stored, by SOP Instance UID. */
@@ -85,14 +57,14 @@ forEachDialect((dialect) => {
       workDir = await mkdtemp(path.join(tmpdir(), 'cra-qr-retrieve-'));
       received = path.join(workDir, 'received');
       await mkdir(received);
-      const destPort = await freePort();
+      storescp = await startStorescp(received);
+      const destPort = storescp.port;
       ({ app, server } = await startDicomTestApp(dialect, 'QR@127.0.0.1,STORE@127.0.0.1', {
         DICOM_QR_CALLERS: 'QR@127.0.0.1',
         DICOM_REMOTE_NODES: `DEST@127.0.0.1:${destPort},ELSEWHERE@127.0.0.1:${destPort}`,
         DICOM_MOVE_DESTINATIONS: 'DEST',
         DICOM_QR_MAX_RETRIEVE: '5',
       }));
-      storescp = await startStorescp(destPort, received);
       const made = [
         { study: STUDY.a, series: SERIES.ax, patient: 'DEV-ANN' },
         { study: STUDY.a, series: SERIES.ax, patient: 'DEV-ANN' },
@@ -154,7 +126,7 @@ forEachDialect((dialect) => {
     });
 
     after(async () => {
-      storescp?.kill();
+      storescp?.stop();
       await server?.stop();
       await app?.close();
       await rm(workDir, { recursive: true, force: true });

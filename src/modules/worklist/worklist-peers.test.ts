@@ -40,7 +40,8 @@ import { startDicomTestApp } from '../../../test/dicom-receiving.ts';
 import type { TestApp } from '../../../test/harness.ts';
 import { forEachDialect } from '../../../test/harness.ts';
 import type { Orthanc } from '../../../test/orthanc.ts';
-import { freePort, startOrthanc } from '../../../test/orthanc.ts';
+import { startOrthanc } from '../../../test/orthanc.ts';
+import { freePort } from '../../../test/ports.ts';
 import type { WorklistAnswer } from '../../../test/worklist-fixtures.ts';
 import {
   createBooking,
