@@ -2,13 +2,16 @@
  * The study record: an instance sent by dcmtk's storescu is queued with its record (`DICOM_STUDY`), its
  * filing reads the record instead of the file's header, and the file is parsed once at receipt and once
  * for its pixels (`dicom_parses_total{purpose}` on /metrics); a request without a record (queued before
- * receipt stored one) still files, its header read once.
+ * receipt stored one) still files, its header read once; an IOLMaster 500 object is read after receipt
+ * once for its image and once for its biometry values, no step reading its header again.
  */
 import assert from 'node:assert/strict';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import type { Kysely } from 'kysely';
+import { iolMaster500 } from '../../../test/biometry-objects.ts';
 import { runDcmtk } from '../../../test/dcmtk.ts';
 import { buildInstance, newUid } from '../../../test/dicom-instances.ts';
 import { startDicomTestApp } from '../../../test/dicom-receiving.ts';
@@ -22,6 +25,10 @@ import type { DicomServer } from '../dicom-receive/index.ts';
 import type { QueueEngine } from '../request-queue/index.ts';
 import { createQueueEngine } from '../request-queue/index.ts';
 import { defaultRoutineCatalog } from './index.ts';
+
+// The biometry module's tables are outside the service's shared row types.
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type AnyDb = Kysely<any>;
 
 /** `dicom_parses_total` by purpose, as /metrics gives it. */
 async function parseCounts(app: TestApp): Promise<Record<string, number>> {
@@ -75,8 +82,13 @@ forEachDialect((dialect) => {
       await rm(dir, { recursive: true, force: true });
     });
 
-    /** A patient and an instance of theirs, sent by storescu; the new request's id. */
-    async function sendInstance(): Promise<{ requestId: number; patientId: number; studyUid: string }> {
+    /**
+     * A patient and an instance of theirs (by default a generic image; `build` makes another object for
+     * the patient's identifier and the study's UID), sent by storescu; the new request's id.
+     */
+    async function sendInstance(
+      build?: (identifier: string, studyUid: string) => Promise<Buffer>,
+    ): Promise<{ requestId: number; patientId: number; studyUid: string }> {
       const identifier = unique('R').slice(0, 12);
       const { patientId } = await createPatient(app.db, { patient: { dob: '1961-03-02', gender: 'F' } });
       await addIdentifier(app.db, patientId, typeId, identifier);
@@ -84,16 +96,18 @@ forEachDialect((dialect) => {
       const file = path.join(dir, `${identifier}.dcm`);
       await writeFile(
         file,
-        buildInstance({
-          studyInstanceUid: studyUid,
-          tags: {
-            PatientID: identifier,
-            PatientBirthDate: '19610302',
-            PatientSex: 'F',
-            Manufacturer: 'Nobody',
-            AccessionNumber: 'ACC1',
-          },
-        }),
+        build !== undefined
+          ? await build(identifier, studyUid)
+          : buildInstance({
+              studyInstanceUid: studyUid,
+              tags: {
+                PatientID: identifier,
+                PatientBirthDate: '19610302',
+                PatientSex: 'F',
+                Manufacturer: 'Nobody',
+                AccessionNumber: 'ACC1',
+              },
+            }),
       );
       const last = await app.db
         .selectFrom('request')
@@ -178,6 +192,36 @@ forEachDialect((dialect) => {
       // What DICOM_SEED mirrors for the console and the desk comes from the record.
       assert.equal(data.dicom_study_instance_uid, studyUid);
       assert.equal(data.dicom_transfer_syntax_uid, '1.2.840.10008.1.2.1');
+    });
+
+    it('files an IOLMaster 500 object with one parse at receipt, one for its image and one for its biometry', async () => {
+      const before = await parseCounts(app);
+      const { requestId, patientId } = await sendInstance((identifier, studyUid) =>
+        iolMaster500(
+          { id: identifier, dob: '19610302', sex: 'F' },
+          { studyUid, sopUid: newUid(), acquisition: '20240301103512', studyDate: '20240301', studyTime: '103512' },
+        ),
+      );
+      const afterReceipt = await parseCounts(app);
+      assert.deepEqual(parsesBetween(before, afterReceipt), { receipt: 1 });
+      const ran = await drain();
+      assert.deepEqual(ran, [
+        'DICOM_SEED:COMPLETE',
+        'EXTRACT_IMAGE:COMPLETE',
+        'PATIENT_MATCH:COMPLETE',
+        'FILE_BIOMETRY:COMPLETE',
+        'CLEAN_UP:COMPLETE',
+      ]);
+      // The payload read once for its image and once for its biometry values, no step reading a header.
+      assert.deepEqual(parsesBetween(afterReceipt, await parseCounts(app)), { extraction: 1, biometry: 1 });
+      const data = await requestDataOf(requestId);
+      assert.equal(data.matched_patient_id, patientId);
+      const biometry = await (app.db as AnyDb)
+        .selectFrom('ophinbiometry_imported_events')
+        .select('event_id')
+        .where('patient_id', '=', patientId)
+        .execute();
+      assert.equal(biometry.length, 1, 'one Biometry event');
     });
 
     it('files a request queued without a record, reading its header once and storing the record', async () => {
