@@ -68,7 +68,8 @@ export async function startStorescp(dir: string, aeTitle = 'DEST', attempts = 5)
       await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 20))]);
     }
     child.kill();
-    if (attempt >= attempts) throw new Error(`storescp did not start on 127.0.0.1 (${attempts} ports tried): ${log}`);
+    if (attempt >= attempts)
+      throw new Error(`storescp did not start on 127.0.0.1 (${attempts} ports tried): ${log}`);
   }
 }
 

@@ -93,7 +93,6 @@ describe('Query/Retrieve C-MOVE and C-GET on an OpenEyes v6.8-shaped database', 
       }),
     });
 
-
     // Three instances of one study, sent with the device's Patient ID, filed to the seed's patient 1
     // (Jane Smith, hospital number 0012345).
     const files = [1, 2, 3].map((n) =>

@@ -20,7 +20,6 @@ import { forEachDialect } from '../../../test/harness.ts';
 import type { DicomServer } from './index.ts';
 import { readPart10Meta } from './qr-retrieve.ts';
 
-
 /** The data set of a Part 10 file (what follows its file meta information). */
 function dataSetOf(file: Buffer): Buffer {
   const meta = readPart10Meta(file);

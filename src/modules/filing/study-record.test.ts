@@ -199,7 +199,13 @@ forEachDialect((dialect) => {
       const { requestId, patientId } = await sendInstance((identifier, studyUid) =>
         iolMaster500(
           { id: identifier, dob: '19610302', sex: 'F' },
-          { studyUid, sopUid: newUid(), acquisition: '20240301103512', studyDate: '20240301', studyTime: '103512' },
+          {
+            studyUid,
+            sopUid: newUid(),
+            acquisition: '20240301103512',
+            studyDate: '20240301',
+            studyTime: '103512',
+          },
         ),
       );
       const afterReceipt = await parseCounts(app);
