@@ -4,7 +4,7 @@
  * TEST_MYSQL_URL and dropped after),
  * and a temporary files directory. Every suite runs once per dialect.
  */
-import { mkdtemp, rm } from 'node:fs/promises';
+import { copyFile, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
@@ -24,6 +24,7 @@ import type { AppDeps } from '../src/deps.ts';
 import type { FileStore } from '../src/files/file-store.ts';
 import { createLocalFileStore } from '../src/files/file-store.ts';
 import { createAuthenticator } from '../src/modules/user/index.ts';
+import { POSTGRES_TEMPLATE_ENV, SQLITE_TEMPLATE_ENV } from './database-templates.ts';
 
 /** SQLite always; PostgreSQL too when TEST_DATABASE_URL is set, MariaDB/MySQL when TEST_MYSQL_URL is. */
 export const DIALECTS: readonly Dialect[] = [
@@ -50,7 +51,11 @@ export interface TestDatabase {
   drop(): Promise<void>;
 }
 
-/** A fresh, migrated database of `dialect` and an empty files directory. */
+/**
+ * A fresh, migrated database of `dialect` and an empty files directory. Under the test runner a SQLite or
+ * PostgreSQL database starts as a copy of the run's migrated template (test/database-templates.ts), and
+ * the migrations then find nothing left to apply.
+ */
 export async function createTestDatabase(
   dialect: Dialect,
   options: { onQuery?: (sql: string) => void } = {},
@@ -60,7 +65,10 @@ export async function createTestDatabase(
   let url: string;
   let dropDatabase = async () => {};
   if (dialect === 'sqlite') {
-    url = `sqlite:${path.join(dir, 'test.db')}`;
+    const file = path.join(dir, 'test.db');
+    const template = process.env[SQLITE_TEMPLATE_ENV];
+    if (template !== undefined && template !== '') await copyFile(template, file);
+    url = `sqlite:${file}`;
   } else if (dialect === 'mysql') {
     const adminUrl = process.env.TEST_MYSQL_URL;
     if (adminUrl === undefined) throw new Error('TEST_MYSQL_URL is not set');
@@ -84,7 +92,10 @@ export async function createTestDatabase(
     const name = `cra_test_${process.pid}_${Math.random().toString(36).slice(2, 10)}`;
     const admin = new pg.Client({ connectionString: adminUrl });
     await admin.connect();
-    await admin.query(`create database ${name}`);
+    const template = process.env[POSTGRES_TEMPLATE_ENV];
+    await admin.query(
+      `create database ${name}${template !== undefined && template !== '' ? ` template ${template}` : ''}`,
+    );
     await admin.end();
     const target = new URL(adminUrl);
     target.pathname = `/${name}`;
