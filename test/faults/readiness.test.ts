@@ -13,7 +13,7 @@
  */
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtemp, rm, statfs, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, stat, statfs, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -143,14 +143,27 @@ forEachDialect((dialect) => {
         isPossible: () => isMounted,
         async block() {
           // A WAL file keeps its size and is overwritten from its start after a checkpoint: with room in
-          // it, small writes still succeed on a full disk. Empty it first, as after a quiet period.
-          await sql`pragma wal_checkpoint(truncate)`.execute(database!.db);
-          const free = await statfs(dir);
-          // A write of the service (the checkpointer, the audit sink) may take blocks between the two
-          // calls: the filler then ends at ENOSPC with the disk as full, which is what is wanted.
-          await writeFile(filler(), Buffer.alloc(free.bavail * free.bsize)).catch((error: unknown) => {
-            if ((error as NodeJS.ErrnoException).code !== 'ENOSPC') throw error;
-          });
+          // it, small writes still succeed on a full disk. So the disk is full only once the WAL is empty
+          // (checkpointed and truncated) and no block is left; a write of the service (the read audit
+          // sink, the checkpointer) between the checkpoint and the filler leaves room in the WAL, and the
+          // filling starts again.
+          const wal = path.join(dir, 'records.db-wal');
+          for (let attempt = 1; ; attempt += 1) {
+            await rm(filler(), { force: true });
+            await sql`pragma wal_checkpoint(truncate)`.execute(database!.db);
+            const free = await statfs(dir);
+            // A write between the two calls ends the filler at ENOSPC, the disk as full.
+            await writeFile(filler(), Buffer.alloc(free.bavail * free.bsize)).catch((error: unknown) => {
+              if ((error as NodeJS.ErrnoException).code !== 'ENOSPC') throw error;
+            });
+            const walBytes = await stat(wal).then(
+              (s) => s.size,
+              () => 0,
+            );
+            if (walBytes === 0 && (await statfs(dir)).bavail === 0) return;
+            if (attempt === 20)
+              throw new Error(`the disk was not filled with an empty WAL (${walBytes} bytes)`);
+          }
         },
         unblock: () => rm(filler(), { force: true }),
       });
