@@ -31,11 +31,14 @@
  * that its server migrates (so a checkout with other migrations can be measured), in the order A B ... B A
  * after one warm-up drain each; device filing's cost is this checkout's ms (and CPU ms) per object against
  * a baseline's, e.g. a checkout from before device filing.
+ * `BENCH_DICOM_DEVICE_INTAKE=c-store`: the device corpus is sent by dcmtk's `storescu` to the intake
+ * server's DICOM port instead of queue add (the requests then carry the study record receipt read).
  * `BENCH_DICOM_BATCHES` (default `ct,fundus,mixed,device`) chooses the batches.
  * `npm run bench -- dicom-chain --connections 8`.
  */
-import { readFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import http from 'node:http';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { sql } from 'kysely';
 import sharp from 'sharp';
@@ -44,6 +47,8 @@ import type { Database } from '../src/db/database.ts';
 import type { RoutineStatus } from '../src/db/schema.ts';
 import { openDatabase } from '../src/db/database.ts';
 import { readRequestDeviceFiling } from '../src/modules/device-filing/index.ts';
+import { runDcmtk } from '../test/dcmtk.ts';
+import { freePort } from '../test/ports.ts';
 import type { DeviceSource } from './dicom-device-corpus.ts';
 import { FILES_PER_SET, buildDeviceSources } from './dicom-device-corpus.ts';
 import type { ImagePatient } from './dicom-images.ts';
@@ -219,6 +224,81 @@ async function queueSources(
       rssPeakBytes,
     },
   };
+}
+
+/**
+ * `BENCH_DICOM_DEVICE_INTAKE=c-store`: the device corpus is sent by dcmtk's `storescu` to the intake
+ * server's DICOM port (one association, the files in order) instead of queue add, so that each request
+ * is queued with the study record receipt read (the header parse DICOM_SEED then skips).
+ */
+const DEVICE_INTAKE = process.env.BENCH_DICOM_DEVICE_INTAKE === 'c-store' ? 'c-store' : 'queue add';
+const STORE_AE = 'BENCHSCU';
+
+/** Sends every source with one `storescu` association; the new requests' ids, in the files' order. */
+async function storeSources(
+  database: Database,
+  port: number,
+  pid: number,
+  sources: readonly { readonly bytes: Buffer }[],
+  name: string,
+  dialect: Dialect,
+): Promise<Intake> {
+  const dir = await mkdtemp(path.join(tmpdir(), 'cra-bench-chain-store-'));
+  try {
+    const files = await Promise.all(
+      sources.map(async (source, i) => {
+        const file = path.join(dir, `${String(i).padStart(5, '0')}.dcm`);
+        await writeFile(file, source.bytes);
+        return file;
+      }),
+    );
+    const last = await database.db
+      .selectFrom('request')
+      .select(({ fn }) => fn.max('id').as('id'))
+      .executeTakeFirst();
+    const sampler = startRssSampler(pid, POLL_MS);
+    const started = performance.now();
+    const result = await runDcmtk(
+      'storescu',
+      ['-aet', STORE_AE, '-aec', 'CRA', '-R', '127.0.0.1', String(port), ...files],
+      30 * 60_000,
+    );
+    const seconds = (performance.now() - started) / 1000;
+    const rssPeakBytes = await sampler.stop();
+    if (result.code !== 0) throw new Error(`storescu failed: ${result.output.slice(-500)}`);
+    const requestIds = (
+      await database.db
+        .selectFrom('request')
+        .select('id')
+        .where('id', '>', Number(last?.id ?? 0))
+        .orderBy('id')
+        .execute()
+    ).map((r) => r.id);
+    if (requestIds.length !== sources.length)
+      throw new Error(`storescu queued ${requestIds.length} requests for ${sources.length} files`);
+    const bytes = sources.reduce((sum, source) => sum + source.bytes.length, 0);
+    return {
+      requestIds,
+      row: {
+        name,
+        dialect,
+        connections: 1,
+        requestsPerSec: sources.length / seconds,
+        bytesPerSec: bytes / seconds,
+        p50Ms: seconds * 1000,
+        p99Ms: seconds * 1000,
+        totalRequests: sources.length,
+        durationSeconds: seconds,
+        errors: 0,
+        timeouts: 0,
+        non2xx: 0,
+        statusCounts: { stored: sources.length },
+        rssPeakBytes,
+      },
+    };
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
 }
 
 interface Drain {
@@ -649,13 +729,28 @@ async function queueAndDrainDevices(
   choice: ServerChoice = {},
   checkProfiles = true,
 ): Promise<{ intake: Intake; result: DeviceDrain }> {
+  const dicomPort = DEVICE_INTAKE === 'c-store' ? await freePort() : 0;
   const intakeServer = await startServer({
     ...choice,
-    env: { ...prepared.env, ...SERVER_ENV, WORKER: 'off' },
+    env: {
+      ...prepared.env,
+      ...SERVER_ENV,
+      WORKER: 'off',
+      ...(DEVICE_INTAKE === 'c-store'
+        ? {
+            DICOM_PORT: String(dicomPort),
+            DICOM_AE_TITLE: 'CRA',
+            DICOM_ALLOWED_CALLERS: `${STORE_AE}@127.0.0.1`,
+          }
+        : {}),
+    },
   });
   let intake: Intake;
   try {
-    intake = await queueSources(intakeServer.url, intakeServer.pid, sources, connections, label, dialect);
+    intake =
+      DEVICE_INTAKE === 'c-store'
+        ? await storeSources(database, dicomPort, intakeServer.pid, sources, label, dialect)
+        : await queueSources(intakeServer.url, intakeServer.pid, sources, connections, label, dialect);
   } finally {
     await intakeServer.stop();
   }
@@ -768,7 +863,7 @@ async function runDeviceComparison(
       database,
       sources,
       connections,
-      `queue add ${label} (multipart, worker off)`,
+      `${DEVICE_INTAKE === 'c-store' ? 'C-STORE' : 'queue add'} ${label} (${DEVICE_INTAKE === 'c-store' ? 'storescu' : 'multipart'}, worker off)`,
       dialect,
     );
     drains.push({ unknown, result });
@@ -878,7 +973,7 @@ async function runBaselineComparison(
         c.database,
         sources,
         connections,
-        `queue add ${label} (multipart, worker off)`,
+        `${DEVICE_INTAKE === 'c-store' ? 'C-STORE' : 'queue add'} ${label} (${DEVICE_INTAKE === 'c-store' ? 'storescu' : 'multipart'}, worker off)`,
         dialect,
         c.choice,
         c.isThis,
