@@ -42,12 +42,8 @@ import {
   stepDateRange,
 } from './worklist-query.ts';
 
-/**
- * Bookings read per page (four statements: the page's ids, their details, identifiers and attributes).
- * At 200 a whole day of 2,000 answers took 40 statements, and on MariaDB their round trips were a third
- * of the answer's time (bench/RESULTS.md, 2026-12-06).
- */
-const PAGE_ROWS = 500;
+/** Bookings read per statement. */
+const PAGE_ROWS = 200;
 const DAY_MS = 86_400_000;
 const QUARTER_HOUR_MS = 900_000;
 
