@@ -23,13 +23,8 @@ import type { Logger } from '../../logger.ts';
 import { encodeAnswer } from './answer-encoding.ts';
 import { readIdentifier } from './identifier.ts';
 import type { WorklistCharacterSet, WorklistStation } from '../../site-files/worklist-stations.ts';
-import type { BookingFilter, BookingRow, EntryIds } from './worklist.queries.ts';
-import {
-  ensureEntryIds,
-  readBookingAttributes,
-  readBookingsPage,
-  readPatientIdentifiers,
-} from './worklist.queries.ts';
+import type { BookingFilter, BookingRow, EntryIds, OtherIdentifierRow } from './worklist.queries.ts';
+import { ensureEntryIds, readBookingAttributes, readBookingsPage } from './worklist.queries.ts';
 import type { QueryKey, WorklistEntryValues, WorklistQuery } from './worklist-query.ts';
 import {
   FIND_STATUS,
@@ -113,7 +108,7 @@ export function createWorklistFinder(deps: WorklistFinderDeps): WorklistFinder {
         const page = await readBookingsPage(database.db, { ...filter, afterId, limit: PAGE_ROWS });
         const { rows } = page;
         afterId = page.lastId;
-        const matched = (await entriesOf(rows)).filter((entry) =>
+        const matched = (await entriesOf(rows, page.identifiers)).filter((entry) =>
           matchesQuery(query, entry.values, { isStationless: station === undefined }),
         );
         // Ids are handed out to the entries answered only (one transaction per page).
@@ -153,18 +148,15 @@ export function createWorklistFinder(deps: WorklistFinderDeps): WorklistFinder {
        * yet is matched with its accession number to be (the booking's id) and no Study Instance UID (none
        * exists that a query could name).
        */
-      async function entriesOf(rows: readonly BookingRow[]): Promise<PageEntry[]> {
+      async function entriesOf(
+        rows: readonly BookingRow[],
+        identifiers: readonly OtherIdentifierRow[],
+      ): Promise<PageEntry[]> {
         const usable = rows.filter((r) => r.identifier !== null && r.identifier !== '');
-        const [identifiers, attributes] = await Promise.all([
-          readPatientIdentifiers(
-            database.db,
-            usable.map((r) => r.patientId),
-          ),
-          readBookingAttributes(
-            database.db,
-            usable.map((r) => r.id),
-          ),
-        ]);
+        const attributes = await readBookingAttributes(
+          database.db,
+          usable.map((r) => r.id),
+        );
         const identifiersOf = Map.groupBy(identifiers, (i) => i.patientId);
         const physicians = new Map<number, string | null>();
         for (const a of attributes)
