@@ -74,10 +74,10 @@ export interface BookingsPage {
  * `worklist_patient` and `worklist` alone (the time window, the definitions, the Patient ID's and Study
  * Instance UIDs' index lookups), in id order under the LIMIT; the second reads those bookings' patients
  * and names and applies the remaining filters; the third reads the patients' identifiers, of which the
- * definition's type gives each booking its Patient ID (and the Patient ID filter is applied to it). As one statement, MariaDB's planner starts from
- * the identifier types and joins every booking of the window before sorting them for the LIMIT, on every
- * page (ten pages of a 2,000-booking day read 11,000 joined rows); the ids first keep each page at its
- * LIMIT on every engine.
+ * definition's type gives each booking its Patient ID (and the Patient ID filter is applied to it). With
+ * the ids and the details in one statement, MariaDB's planner started from the identifier types and
+ * joined every booking of the window before sorting them for the LIMIT, on every page (ten pages of a
+ * 2,000-booking day read 11,000 joined rows); the ids first keep each page at its LIMIT on every engine.
  */
 export async function readBookingsPage(db: Kysely<DB>, filter: BookingFilter): Promise<BookingsPage> {
   const edb = db.withTables<EntryTables>();
