@@ -17,7 +17,7 @@
  * name (`'pdf2dcm'`, `'opj_decompress'`, `'mllp_send'`, `'chromium'`...), and what it declares on a line of its own:
  * `// test-needs: processes, long`.
  */
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { accessSync, constants, existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import path from 'node:path';
@@ -75,6 +75,8 @@ const INFERRED_NEEDS: readonly (readonly [RegExp, Need])[] = [
   [/from '[./]*\/(test\/)?private-mariadb\.ts'/, 'processes'],
 ];
 const DECLARED = /^\/\/ test-needs: (.*)$/gm;
+/** A fast file that must have a process of its own (it observes the whole process: its memory, its loop). */
+const OWN_PROCESS = /^\/\/ test-isolation: process$/m;
 
 function missingFile(file: string, what: string): string | undefined {
   return existsSync(file) ? undefined : `${what}: ${file} is missing`;
@@ -220,9 +222,64 @@ function runFiles(testFiles: readonly string[], concurrency: number): boolean {
   return result.status === 0;
 }
 
-// Fast files mostly wait on their database and sockets: twice as many as cores keeps the cores busy.
+/**
+ * Runs `testFiles` in `count` processes, each running its share of the files one after another in the
+ * one process (`--experimental-test-isolation=none`): a process per file spent about 1.4 CPU-s on Node,
+ * the imports and its first app, two thirds of the suite's CPU. Files are shared out by size (a
+ * stand-in for their duration); each process's report is printed once it ends. True when every test passed.
+ */
+async function runShared(testFiles: readonly string[], count: number): Promise<boolean> {
+  if (testFiles.length === 0) return true;
+  const shards: { files: string[]; bytes: number }[] = Array.from({ length: count }, () => ({
+    files: [],
+    bytes: 0,
+  }));
+  for (const file of [...testFiles].sort((a, b) => statSync(b).size - statSync(a).size)) {
+    const lightest = shards.reduce((min, shard) => (shard.bytes < min.bytes ? shard : min));
+    lightest.files.push(file);
+    lightest.bytes += statSync(file).size;
+  }
+  const results = await Promise.all(
+    shards
+      .filter((shard) => shard.files.length > 0)
+      .map(
+        (shard) =>
+          new Promise<boolean>((resolve) => {
+            const child = spawn(
+              process.execPath,
+              [
+                '--test',
+                '--experimental-test-isolation=none',
+                '--test-timeout=120000',
+                '--test-force-exit',
+                '--disable-warning=ExperimentalWarning',
+                ...flags,
+                ...shard.files,
+              ],
+              { stdio: ['ignore', 'pipe', 'pipe'], env },
+            );
+            const output: Buffer[] = [];
+            child.stdout.on('data', (chunk: Buffer) => output.push(chunk));
+            child.stderr.on('data', (chunk: Buffer) => output.push(chunk));
+            child.once('close', (code) => {
+              process.stdout.write(Buffer.concat(output));
+              resolve(code === 0);
+            });
+          }),
+      ),
+  );
+  return results.every(Boolean);
+}
+
+// Fast files mostly wait on their database and sockets: one more process than cores keeps the cores
+// busy. The few that need a process of their own then run as the files with needs do.
 // Files with needs start servers, browsers and loads of their own, and some measure time: two at a time.
-const isFastPassed = runFiles(fast, Math.max(2, availableParallelism() * 2));
+const ownProcess = fast.filter((file) => OWN_PROCESS.test(readFileSync(file, 'utf8')));
+const isSharedPassed = await runShared(
+  fast.filter((file) => !ownProcess.includes(file)),
+  availableParallelism() + 1,
+);
+const isFastPassed = runFiles(ownProcess, Math.max(2, availableParallelism() * 2)) && isSharedPassed;
 if (slow.length > 0) process.stdout.write(`Running ${slow.length} test files with needs\n`);
 const isSlowPassed = runFiles(
   slow.map((f) => f.file),

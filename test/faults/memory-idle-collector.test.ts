@@ -7,6 +7,7 @@
  * the process gave back meanwhile (V8 frees the Buffers' memory on background threads, later on a
  * loaded machine).
  */
+// test-isolation: process
 import assert from 'node:assert/strict';
 import type { PerformanceEntry } from 'node:perf_hooks';
 import { PerformanceObserver, constants } from 'node:perf_hooks';
