@@ -149,12 +149,16 @@ const files = ['src', 'test']
   .flatMap((root) => findTests(root))
   .filter((f) => filters.length === 0 || filters.some((filter) => f.includes(filter)))
   .sort()
-  .map((file) => ({ file, needs: needsOf(file) }));
+  .map((file) => ({
+    file,
+    needs: needsOf(file),
+    isOwnProcess: OWN_PROCESS.test(readFileSync(file, 'utf8')),
+  }));
 if (isList) {
   for (const { file, needs } of files) process.stdout.write(`${file}\t${[...needs].join(', ') || '-'}\n`);
   process.exit(0);
 }
-const fast = files.filter((f) => f.needs.size === 0).map((f) => f.file);
+const fast = files.filter((f) => f.needs.size === 0);
 const withNeeds = files.filter((f) => f.needs.size > 0);
 // Without a filter, `npm test` is the fast path; a filter names files to run whatever they need.
 const slow = isAll || filters.length > 0 ? withNeeds : [];
@@ -234,10 +238,11 @@ async function runShared(testFiles: readonly string[], count: number): Promise<b
     files: [],
     bytes: 0,
   }));
-  for (const file of [...testFiles].sort((a, b) => statSync(b).size - statSync(a).size)) {
+  const sized = testFiles.map((file) => ({ file, bytes: statSync(file).size }));
+  for (const { file, bytes } of sized.sort((a, b) => b.bytes - a.bytes)) {
     const lightest = shards.reduce((min, shard) => (shard.bytes < min.bytes ? shard : min));
     lightest.files.push(file);
-    lightest.bytes += statSync(file).size;
+    lightest.bytes += bytes;
   }
   const results = await Promise.all(
     shards
@@ -274,12 +279,15 @@ async function runShared(testFiles: readonly string[], count: number): Promise<b
 // Fast files mostly wait on their database and sockets: one more process than cores keeps the cores
 // busy. The few that need a process of their own then run as the files with needs do.
 // Files with needs start servers, browsers and loads of their own, and some measure time: two at a time.
-const ownProcess = fast.filter((file) => OWN_PROCESS.test(readFileSync(file, 'utf8')));
 const isSharedPassed = await runShared(
-  fast.filter((file) => !ownProcess.includes(file)),
+  fast.filter((f) => !f.isOwnProcess).map((f) => f.file),
   availableParallelism() + 1,
 );
-const isFastPassed = runFiles(ownProcess, Math.max(2, availableParallelism() * 2)) && isSharedPassed;
+const isFastPassed =
+  runFiles(
+    fast.filter((f) => f.isOwnProcess).map((f) => f.file),
+    Math.max(2, availableParallelism() * 2),
+  ) && isSharedPassed;
 if (slow.length > 0) process.stdout.write(`Running ${slow.length} test files with needs\n`);
 const isSlowPassed = runFiles(
   slow.map((f) => f.file),

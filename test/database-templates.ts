@@ -37,7 +37,8 @@ async function migrate(url: string): Promise<void> {
   }
 }
 
-async function runPostgres(adminUrl: string, statement: string): Promise<void> {
+/** Runs one statement on its own connection to `adminUrl` (CREATE/DROP DATABASE cannot share a transaction). */
+export async function runPostgres(adminUrl: string, statement: string): Promise<void> {
   const client = new pg.Client({ connectionString: adminUrl });
   await client.connect();
   try {

@@ -10,7 +10,6 @@ import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Kysely } from 'kysely';
 import mysql from 'mysql2/promise';
-import pg from 'pg';
 import type { BuildAppOptions } from '../src/app.ts';
 import { buildApp } from '../src/app.ts';
 import type { Config } from '../src/config.ts';
@@ -24,7 +23,7 @@ import type { AppDeps } from '../src/deps.ts';
 import type { FileStore } from '../src/files/file-store.ts';
 import { createLocalFileStore } from '../src/files/file-store.ts';
 import { createAuthenticator } from '../src/modules/user/index.ts';
-import { POSTGRES_TEMPLATE_ENV, SQLITE_TEMPLATE_ENV } from './database-templates.ts';
+import { POSTGRES_TEMPLATE_ENV, SQLITE_TEMPLATE_ENV, runPostgres } from './database-templates.ts';
 
 /** SQLite always; PostgreSQL too when TEST_DATABASE_URL is set, MariaDB/MySQL when TEST_MYSQL_URL is. */
 export const DIALECTS: readonly Dialect[] = [
@@ -90,22 +89,15 @@ export async function createTestDatabase(
     const adminUrl = process.env.TEST_DATABASE_URL;
     if (adminUrl === undefined) throw new Error('TEST_DATABASE_URL is not set');
     const name = `cra_test_${process.pid}_${Math.random().toString(36).slice(2, 10)}`;
-    const admin = new pg.Client({ connectionString: adminUrl });
-    await admin.connect();
     const template = process.env[POSTGRES_TEMPLATE_ENV];
-    await admin.query(
+    await runPostgres(
+      adminUrl,
       `create database ${name}${template !== undefined && template !== '' ? ` template ${template}` : ''}`,
     );
-    await admin.end();
     const target = new URL(adminUrl);
     target.pathname = `/${name}`;
     url = target.toString();
-    dropDatabase = async () => {
-      const client = new pg.Client({ connectionString: adminUrl });
-      await client.connect();
-      await client.query(`drop database if exists ${name} with (force)`);
-      await client.end();
-    };
+    dropDatabase = () => runPostgres(adminUrl, `drop database if exists ${name} with (force)`);
   }
   const database = await openDatabase(loadConfig({ DATABASE_URL: url }).database, {
     poolSize: 5,
